@@ -1,0 +1,1 @@
+//! uraid-device (being written).

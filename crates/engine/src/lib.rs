@@ -1,0 +1,1 @@
+//! uraid-engine (being written).

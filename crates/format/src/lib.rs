@@ -1,0 +1,1 @@
+//! uraid-format (being written).

@@ -1,0 +1,1 @@
+//! uraid-layout (being written).

@@ -1,0 +1,1 @@
+//! uraid-parity (being written).
