@@ -1,1 +1,39 @@
-//! uraid-parity (being written).
+//! Scalar reference parity math for RAID-4/5/6, byte-compatible with Linux md.
+//!
+//! Everything here is pure computation on caller-supplied buffers: no I/O, no allocation of data
+//! buffers, no knowledge of layouts. The caller decides which member holds which block and hands
+//! the blocks over in the order documented on each function.
+//!
+//! - [`gf`]: the GF(2^8) field md's RAID-6 uses (polynomial 0x11d, generator {02}).
+//! - RAID-4/5 (XOR parity): [`xor_into`], [`gen_p`], [`raid5_recover`], [`p_matches`].
+//! - RAID-6 (P and Q syndromes): [`gen_pq`], [`update_pq`], [`raid6_recover`], [`pq_matches`].
+//!
+//! Within one call every block has the same length, which may be any number of bytes; a
+//! mismatch is a caller bug and panics with a message naming the offending block.
+//!
+//! This is the readable reference that faster (SIMD) implementations are checked against, so it
+//! favours clarity: whole-slice passes, table lookups, and 64-bit words where XOR allows.
+
+pub mod gf;
+mod raid5;
+mod raid6;
+mod words;
+
+pub use raid5::{gen_p, p_matches, raid5_recover, xor_into};
+pub use raid6::{gen_pq, pq_matches, raid6_recover, update_pq};
+
+/// Panics unless `got == expected`, naming the block so a caller can find its mistake.
+#[track_caller]
+pub(crate) fn assert_block_len(
+    function: &str,
+    what: &str,
+    index: usize,
+    got: usize,
+    expected: usize,
+) {
+    assert!(
+        got == expected,
+        "{function}: {what} {index} is {got} bytes but the first block is {expected}; \
+         all blocks of one call must have the same length"
+    );
+}
