@@ -1,1 +1,39 @@
-//! uraid-engine (being written).
+//! uraid's array engine.
+//!
+//! Sans-I/O: it takes block requests and member completions and emits member I/Os, so one engine
+//! runs over real files, block devices and simulated disks alike (see the design note in docs/).
+//!
+//! - [`geometry`]: a level's layout as byte runs on member slots;
+//! - [`assemble`]: which members form the array (freshness, slots, enough members to run);
+//! - [`array`]: the request state machine (degraded I/O, rmw/rcw, check/repair);
+//! - [`blocking`]: a minimal synchronous loop that runs the engine against a closure doing I/O.
+
+pub mod array;
+pub mod assemble;
+pub mod blocking;
+pub mod geometry;
+
+pub use array::{Array, Completion, EngineEvent, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState};
+pub use assemble::{AssemblyPlan, ArrayState, Candidate, MemberVerdict};
+pub use geometry::{Geometry, SECTOR_BYTES};
+
+/// What went wrong, in words for the person running uraid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("no members given")]
+    NoMembers,
+    #[error("{first} belongs to array {first_uuid} but {other} belongs to array {other_uuid}: members of two different arrays")]
+    MixedArrays { first: String, first_uuid: String, other: String, other_uuid: String },
+    #[error("{member}: superblock disagrees with the array: {detail}")]
+    Inconsistent { member: String, detail: String },
+    #[error("{member}: {source}")]
+    Layout { member: String, source: uraid_layout::LayoutError },
+    #[error("too few members to run this {level} array: {present} of {raid_disks} slots filled (missing slot {missing}){left_out}")]
+    TooFewMembers { level: String, raid_disks: usize, present: usize, missing: String, left_out: String },
+    #[error("range {offset}+{len} is outside the array (size {size} bytes)")]
+    OutOfRange { offset: u64, len: u64, size: u64 },
+    #[error("array has failed: too many members lost to serve this request")]
+    ArrayFailed,
+    #[error("cannot check redundancy of a degraded array")]
+    DegradedCheck,
+}

@@ -1,0 +1,29 @@
+//! A minimal synchronous driver loop: run one request through the engine, performing each member
+//! I/O with a caller-supplied closure, until the request completes.
+//!
+//! Real drivers keep many requests and member I/Os in flight; this loop exists for tools that do
+//! one thing at a time (create's initial sync, `cat`) and for tests.
+
+use crate::array::{Array, Completion, IoResult, MemberIo, Request};
+use crate::EngineError;
+
+/// Submit `request` and drive the engine until it completes, executing member I/Os with `exec`.
+pub fn execute(
+    array: &mut Array,
+    request: Request,
+    exec: &mut dyn FnMut(&MemberIo) -> IoResult,
+) -> Result<Completion, EngineError> {
+    let id = array.submit(request)?;
+    loop {
+        while let Some((done, result)) = array.next_completion() {
+            if done == id {
+                return result;
+            }
+        }
+        let io = array
+            .next_io()
+            .unwrap_or_else(|| panic!("engine stalled: request {id} unfinished and no member I/O to do"));
+        let result = exec(&io);
+        array.complete_io(io.id, result);
+    }
+}

@@ -1,0 +1,212 @@
+//! `Geometry`: one array's data layout as the engine sees it, in bytes.
+//!
+//! The layout crate speaks md's language (512-byte sectors, per-level types). The engine wants one
+//! question answered for every level: "this logical byte range, where is it?". This module turns a
+//! level's layout into that answer, and owns nothing else: no member state, no I/O.
+
+use uraid_layout::{
+    Extent, Level, LinearLayout, ParityLayout, Raid0Layout, Raid10Layout, Raid1Layout, StripeRoles,
+};
+
+/// Bytes per md sector.
+pub const SECTOR_BYTES: u64 = 512;
+
+/// An array's layout, whatever its level.
+#[derive(Debug, Clone)]
+pub enum Geometry {
+    Linear(LinearLayout),
+    Raid0(Raid0Layout),
+    Raid1(Raid1Layout),
+    Raid10(Raid10Layout),
+    /// RAID-4, RAID-5 and RAID-6.
+    Parity(ParityLayout),
+}
+
+/// Where one logical run of bytes lives: every copy of it (one for linear, raid0 and the data
+/// chunk of a parity stripe; all mirrors for raid1/raid10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MappedRun {
+    /// Logical byte offset of the run.
+    pub logical: u64,
+    /// Length of the run in bytes (never crosses a chunk or member boundary).
+    pub len: u64,
+    /// `(slot, member byte offset from the data start)` of each copy, in md's copy order.
+    pub copies: Vec<(usize, u64)>,
+}
+
+/// Where one logical run of a parity array lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParityRun {
+    pub logical: u64,
+    pub len: u64,
+    pub stripe: u64,
+    pub data_index: usize,
+    pub slot: usize,
+    /// Byte offset of the run inside its chunk.
+    pub chunk_offset: u64,
+}
+
+impl Geometry {
+    /// The md level this geometry implements.
+    pub fn level(&self) -> Level {
+        match self {
+            Geometry::Linear(_) => Level::Linear,
+            Geometry::Raid0(_) => Level::Raid0,
+            Geometry::Raid1(_) => Level::Raid1,
+            Geometry::Raid10(_) => Level::Raid10,
+            Geometry::Parity(p) => p.level(),
+        }
+    }
+
+    /// Number of member slots.
+    pub fn raid_disks(&self) -> usize {
+        match self {
+            Geometry::Linear(l) => l.raid_disks(),
+            Geometry::Raid0(l) => l.raid_disks(),
+            Geometry::Raid1(l) => l.raid_disks(),
+            Geometry::Raid10(l) => l.raid_disks(),
+            Geometry::Parity(l) => l.raid_disks(),
+        }
+    }
+
+    /// Logical size of the array in bytes.
+    pub fn array_bytes(&self) -> u64 {
+        let sectors = match self {
+            Geometry::Linear(l) => l.array_sectors(),
+            Geometry::Raid0(l) => l.array_sectors(),
+            Geometry::Raid1(l) => l.array_sectors(),
+            Geometry::Raid10(l) => l.array_sectors(),
+            Geometry::Parity(l) => l.array_sectors(),
+        };
+        sectors * SECTOR_BYTES
+    }
+
+    /// How many slots may be lost before data is lost, in the best case for raid10 (the
+    /// per-chunk check is `is_readable`).
+    pub fn max_degraded(&self) -> usize {
+        match self {
+            Geometry::Linear(_) | Geometry::Raid0(_) => 0,
+            Geometry::Raid1(l) => l.raid_disks() - 1,
+            Geometry::Raid10(l) => l.raid_disks() - 1,
+            Geometry::Parity(l) => l.raid_disks() - l.data_disks(),
+        }
+    }
+
+    /// Whether every logical byte still has at least one copy (or can be rebuilt from parity)
+    /// when only the slots for which `alive(slot)` holds are usable.
+    pub fn is_readable(&self, alive: &dyn Fn(usize) -> bool) -> bool {
+        let disks = self.raid_disks();
+        let dead = (0..disks).filter(|&s| !alive(s)).count();
+        match self {
+            Geometry::Linear(_) | Geometry::Raid0(_) => dead == 0,
+            Geometry::Raid1(_) => dead < disks,
+            Geometry::Parity(l) => dead <= l.raid_disks() - l.data_disks(),
+            Geometry::Raid10(l) => {
+                // The copy pattern repeats with a period of at most raid_disks chunks per band;
+                // checking every chunk of the first `raid_disks * copies` covers every distinct
+                // placement of a copy set.
+                let chunk = u64::from(l.chunk_sectors());
+                let total = l.array_sectors() / chunk;
+                let probe = total.min((disks as u64) * u64::from(l.format().copies()) * 2);
+                (0..probe).all(|c| l.map(c * chunk).iter().any(|e| alive(e.member)))
+            }
+        }
+    }
+
+    /// Chunk size in bytes (0 for a linear array without chunks).
+    pub fn chunk_bytes(&self) -> u64 {
+        let sectors = match self {
+            Geometry::Linear(l) => l.chunk_sectors(),
+            Geometry::Raid0(l) => l.chunk_sectors(),
+            Geometry::Raid1(_) => 0,
+            Geometry::Raid10(l) => l.chunk_sectors(),
+            Geometry::Parity(l) => l.chunk_sectors(),
+        };
+        u64::from(sectors) * SECTOR_BYTES
+    }
+
+    /// Bytes of data in one full stripe (parity levels); the lock granularity of writes.
+    pub fn stripe_data_bytes(&self) -> Option<u64> {
+        match self {
+            Geometry::Parity(l) => Some(l.data_disks() as u64 * u64::from(l.chunk_sectors()) * SECTOR_BYTES),
+            _ => None,
+        }
+    }
+
+    /// Split `[offset, offset+len)` into runs that each lie in one chunk of one member (for every
+    /// copy). Not for parity arrays: use [`Geometry::parity_runs`].
+    pub fn runs(&self, offset: u64, len: u64) -> Vec<MappedRun> {
+        let mut out = Vec::new();
+        let mut pos = offset;
+        let end = offset + len;
+        while pos < end {
+            let sector = pos / SECTOR_BYTES;
+            let within = pos % SECTOR_BYTES;
+            let extents: Vec<Extent> = match self {
+                Geometry::Linear(l) => vec![l.map(sector)],
+                Geometry::Raid0(l) => vec![l.map(sector)],
+                Geometry::Raid1(l) => l.map(sector),
+                Geometry::Raid10(l) => l.map(sector),
+                Geometry::Parity(_) => panic!("runs() called on a parity geometry"),
+            };
+            let first = extents.first().expect("layout returned no extent");
+            // Raid1 maps a whole member; cap runs so a single buffer stays bounded.
+            let avail = (first.sectors * SECTOR_BYTES - within).min(MAX_RUN_BYTES);
+            let run = avail.min(end - pos);
+            debug_assert!(run > 0);
+            out.push(MappedRun {
+                logical: pos,
+                len: run,
+                copies: extents
+                    .iter()
+                    .map(|e| (e.member, e.sector * SECTOR_BYTES + within))
+                    .collect(),
+            });
+            pos += run;
+        }
+        out
+    }
+
+    /// Split `[offset, offset+len)` of a parity array into runs, each inside one data chunk.
+    pub fn parity_runs(&self, offset: u64, len: u64) -> Vec<ParityRun> {
+        let Geometry::Parity(l) = self else {
+            panic!("parity_runs() called on a non-parity geometry");
+        };
+        let chunk_bytes = u64::from(l.chunk_sectors()) * SECTOR_BYTES;
+        let mut out = Vec::new();
+        let mut pos = offset;
+        let end = offset + len;
+        while pos < end {
+            let map = l.map(pos / SECTOR_BYTES);
+            let chunk_offset = (map.sector * SECTOR_BYTES + pos % SECTOR_BYTES) % chunk_bytes;
+            let run = (chunk_bytes - chunk_offset).min(end - pos);
+            out.push(ParityRun {
+                logical: pos,
+                len: run,
+                stripe: map.stripe,
+                data_index: map.data_index,
+                slot: map.member,
+                chunk_offset,
+            });
+            pos += run;
+        }
+        out
+    }
+
+    /// The parity layout, for parity levels.
+    pub fn parity(&self) -> Option<&ParityLayout> {
+        match self {
+            Geometry::Parity(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// Roles of every slot in `stripe` (parity levels).
+    pub fn stripe_roles(&self, stripe: u64) -> StripeRoles {
+        self.parity().expect("stripe_roles on a non-parity geometry").stripe(stripe)
+    }
+}
+
+/// Largest single member I/O the engine emits for one run; keeps buffers bounded for raid1,
+/// whose "chunk" is the whole member.
+pub const MAX_RUN_BYTES: u64 = 1 << 20;
