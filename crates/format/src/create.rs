@@ -1,0 +1,681 @@
+//! mdadm 4.2's rules for the superblocks of a new 1.x array (`mdadm --create`).
+//!
+//! The rules follow mdadm's `Create.c` (defaults, size selection, the raid4/5 recovery
+//! trick), `super1.c` (`validate_geometry1`: default data offset and usable size;
+//! `init_super1`: `max_dev`; `add_internal_bitmap1`: bitmap chunk and position;
+//! `write_init_super1`: data size, bad-block log, raid0 layout flag) and `choose_bm_space`.
+//!
+//! The result is what the superblocks look like once md has finished the initial sync of a
+//! new array, except that `events` is 0, `utime` equals `ctime` and arrays with redundancy
+//! are marked as needing a resync (`resync_offset` 0): see [`plan`].
+
+use crate::bitmap::{self, BitmapSuper};
+use crate::sb1::{self, feature, Superblock1};
+use crate::{role_code, FormatError, MetadataVersion, Superblock, MAX_SECTOR, MD_SB_MAGIC, SECTOR};
+
+/// mdadm's default chunk for striped levels (`DEFAULT_CHUNK`), in KiB.
+pub const DEFAULT_CHUNK_KIB: u64 = 512;
+/// mdadm's smallest default bitmap chunk for internal bitmaps, in bytes.
+pub const DEFAULT_BITMAP_CHUNK: u64 = 64 << 20;
+/// raid0's original multi-zone layout (`RAID0_ORIG_LAYOUT`), mdadm 4.2's default.
+pub const RAID0_ORIG_LAYOUT: i32 = 1;
+/// raid5/6 left-symmetric, mdadm's default layout.
+pub const LAYOUT_LEFT_SYMMETRIC: i32 = 2;
+/// raid10 near=2, mdadm's default layout.
+pub const LAYOUT_RAID10_N2: i32 = 0x102;
+
+/// What a user chose (mdadm flags); everything else follows mdadm 4.2's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateSpec {
+    /// `--metadata`: 1.0, 1.1 or 1.2.
+    pub version: MetadataVersion,
+    /// `--level`: -1 linear, 0, 1, 4, 5, 6, 10.
+    pub level: i32,
+    /// `--layout` as md's number; -1 for mdadm's default (raid5/6 left-symmetric, raid10 n2,
+    /// raid0 original, others 0).
+    pub layout: i32,
+    /// `--chunk` in sectors; 0 for mdadm's default (512 KiB for raid0/4/5/6/10; none for
+    /// raid1; for linear this is the rounding).
+    pub chunk_sectors: u32,
+    /// `--raid-devices`; members beyond this are spares.
+    pub raid_disks: u32,
+    /// `--uuid`.
+    pub array_uuid: [u8; 16],
+    /// The name as stored: already "host:name" or plain (see [`stored_name`]).
+    pub name: String,
+    /// Creation time, unix seconds.
+    pub ctime: u64,
+    /// `--size` in sectors; `None` for the largest that fits all members (mdadm's rules,
+    /// including rounding to the chunk and, for raid1, to 64 KiB).
+    pub component_sectors: Option<u64>,
+    /// `--bitmap=internal`.
+    pub bitmap: bool,
+    /// `--data-offset` in sectors; `None` for mdadm's default.
+    pub data_offset: Option<u64>,
+}
+
+/// Where things go on one member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberLayout {
+    /// Descriptor number of this member (its index in `dev_roles`).
+    pub dev_number: u32,
+    /// Byte offset of the superblock.
+    pub super_byte_offset: u64,
+    /// Data start and size in sectors.
+    pub data_offset: u64,
+    pub data_size: u64,
+    /// Byte offset of the bitmap header on this member, and the bytes mdadm writes there
+    /// (header plus bits, rounded up to 4 KiB).
+    pub bitmap: Option<(u64, usize)>,
+    /// Byte offset and length of the area reserved for the bad-block log. mdadm does not write
+    /// it; md reads it only once `MD_FEATURE_BAD_BLOCKS` is set, so it can be left alone.
+    pub bad_block_log: Option<(u64, usize)>,
+}
+
+/// The superblocks of a new array and everything a writer needs besides them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatePlan {
+    /// One per member, in the order of the device list given to [`plan`].
+    pub superblocks: Vec<Superblock>,
+    /// The superblock "size": sectors of each member used (0 for linear and raid0).
+    pub component_sectors: u64,
+    /// The bitmap header, its byte offset on member 0 (see `members` for the others: with 1.0
+    /// it depends on the device size) and the bytes after the header that mdadm writes with
+    /// 0xff (every chunk dirty, so md resyncs everything on first start).
+    pub bitmap: Option<(BitmapSuper, u64, usize)>,
+    /// Placement on every member, same order as `superblocks`.
+    pub members: Vec<MemberLayout>,
+    /// The layout and chunk actually used (after defaults).
+    pub layout: i32,
+    pub chunk_sectors: u32,
+}
+
+/// Bytes to write on a member before its superblock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Area {
+    /// Byte offset on the member.
+    pub offset: u64,
+    pub bytes: Vec<u8>,
+    /// What the area is ("bitmap"), for messages.
+    pub what: &'static str,
+}
+
+impl CreatePlan {
+    /// What mdadm writes on member `member` besides the superblock: the bitmap header and
+    /// its 0xff-filled bits when there is an internal bitmap. The superblock itself
+    /// (`superblocks[member].to_bytes()` at `members[member].super_byte_offset`) goes last.
+    pub fn areas_for(&self, member: usize) -> Vec<Area> {
+        let mut out = Vec::new();
+        if let (Some(image), Some(layout)) = (self.bitmap_image(), self.members.get(member)) {
+            if let Some((offset, _)) = layout.bitmap {
+                out.push(Area { offset, bytes: image, what: "bitmap" });
+            }
+        }
+        out
+    }
+
+    /// The bytes mdadm writes at the bitmap position of every member: the header, then 0xff
+    /// up to the 4 KiB-rounded bitmap size (`write_bitmap1`).
+    pub fn bitmap_image(&self) -> Option<Vec<u8>> {
+        let (bms, _, rest) = self.bitmap.as_ref()?;
+        let mut out = bms.to_bytes().to_vec();
+        out.resize(bitmap::HEADER_BYTES + rest, 0xff);
+        Some(out)
+    }
+}
+
+/// The name mdadm stores (`init_super1`): "homehost:name" when the name has no ':' and the
+/// whole fits in 31 bytes (plus NUL in the 32-byte field), else the name cut to 31 bytes.
+pub fn stored_name(homehost: &str, name: &str) -> String {
+    if !homehost.is_empty() && !name.contains(':') && homehost.len() + 1 + name.len() < 32 {
+        format!("{homehost}:{name}")
+    } else {
+        let mut end = name.len().min(31);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        name[..end].to_string()
+    }
+}
+
+/// Sectors mdadm leaves for a bitmap on a device (or array component) of `sectors` sectors
+/// (`choose_bm_space`): 4 KiB, 64 KiB above 8 GiB, 128 KiB from 200 GiB.
+pub fn choose_bm_space(sectors: u64) -> u64 {
+    if sectors < 64 * 2 {
+        0
+    } else if sectors - 64 * 2 >= 200 * 1024 * 1024 * 2 {
+        128 * 2
+    } else if sectors - 4 * 2 > 8 * 1024 * 1024 * 2 {
+        64 * 2
+    } else {
+        4 * 2
+    }
+}
+
+/// mdadm's default data offset for 1.1/1.2 on a device of `device_sectors` sectors with a
+/// chunk of `chunk_kib` KiB (0: none) (`validate_geometry1`): 12 KiB of metadata, the bitmap
+/// space, and reshape headroom of 128 MiB, halved while it exceeds 0.1% of the device as long
+/// as it stays at least four chunks; rounded up to 1 MiB.
+pub fn default_data_offset(device_sectors: u64, chunk_kib: u64) -> u64 {
+    let bm_space = choose_bm_space(device_sectors);
+    let mut headroom: u64 = 128 * 1024 * 2;
+    while (headroom << 10) > device_sectors && (chunk_kib == 0 || headroom / 2 >= chunk_kib * 2 * 2) {
+        headroom >>= 1;
+    }
+    (12 * 2 + bm_space + headroom).div_ceil(2048) * 2048
+}
+
+fn default_layout(level: i32) -> i32 {
+    match level {
+        0 => RAID0_ORIG_LAYOUT,
+        5 | 6 => LAYOUT_LEFT_SYMMETRIC,
+        10 => LAYOUT_RAID10_N2,
+        _ => 0,
+    }
+}
+
+fn fail<T>(message: impl Into<String>) -> Result<T, FormatError> {
+    Err(FormatError::Create(message.into()))
+}
+
+/// Chosen bitmap header and its offset from the superblock (`add_internal_bitmap1`, creating).
+fn plan_bitmap(spec: &CreateSpec, size_sectors: u64, bitmap_sectors: u64) -> Result<(BitmapSuper, i32), FormatError> {
+    // When creating, mdadm reserves choose_bm_space(size) plus 8 sectors of bad-block log and
+    // takes the log back out; with no chunk requested the bitmap is limited to 128 KiB.
+    let room = choose_bm_space(size_sectors).min(128 * 2);
+    if room <= 1 {
+        return fail("no room for an internal bitmap on such small members");
+    }
+    let max_bits = (room * 512 - bitmap::HEADER_BYTES as u64) * 8;
+    let mut min_chunk: u64 = 4096;
+    let mut bits = bitmap_sectors * 512 / min_chunk + 1;
+    while bits > max_bits {
+        min_chunk *= 2;
+        bits = bits.div_ceil(2);
+    }
+    let chunk = min_chunk.max(DEFAULT_BITMAP_CHUNK);
+    let Ok(chunk32) = u32::try_from(chunk) else {
+        return fail(format!("bitmap chunk {chunk} bytes is too large"));
+    };
+    let offset = match spec.version {
+        MetadataVersion::V1_0 => {
+            // Before the superblock, 4 KiB aligned, below the 8-sector bad-block log.
+            let bits = bitmap_sectors * 512 / chunk + 1;
+            let blocks = (bits.div_ceil(8) + bitmap::HEADER_BYTES as u64).div_ceil(4096);
+            -((blocks * 8) as i64) - 8
+        }
+        _ => 8,
+    };
+    Ok((BitmapSuper::new(spec.array_uuid, bitmap_sectors, chunk32), offset as i32))
+}
+
+/// Plan the superblocks of a new array on members of `device_bytes` bytes, with device UUIDs
+/// `device_uuids` (one per member, in the same order).
+///
+/// Member `i` is raid slot `i` for `i < raid_disks` and a spare after that. Descriptor
+/// numbers follow mdadm: member `i` gets number `i`, except that for raid4/5 mdadm builds the
+/// last slot by recovery onto a spare, so that member gets number `members` (one past the
+/// others) and the slot's own descriptor stays unused, as in the arrays mdadm makes.
+///
+/// Data offset, data size, superblock position, bad-block log, bitmap position and chunk,
+/// `max_dev` and the feature map (`BITMAP_OFFSET`, `RAID0_LAYOUT` for raid0 members of
+/// different sizes) are what mdadm 4.2 writes for these device sizes. `events` is 0 and
+/// `utime` equals `ctime` as mdadm writes them. `resync_offset` is MaxSector for linear and
+/// raid0 and 0 (needs resync) for levels with redundancy: a writer that has made mirrors or
+/// parity consistent marks the superblocks clean with [`Superblock::set_clean`]; otherwise
+/// md resyncs on first start.
+pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) -> Result<CreatePlan, FormatError> {
+    let version = spec.version;
+    if version == MetadataVersion::V0_90 {
+        return fail("new arrays are created with 1.x metadata only (use 1.0 for metadata at the end)");
+    }
+    let n = device_bytes.len();
+    let rd = spec.raid_disks as usize;
+    let level = spec.level;
+    if device_uuids.len() != n {
+        return fail(format!("{} device UUIDs for {} devices", device_uuids.len(), n));
+    }
+    if !matches!(level, -1 | 0 | 1 | 4 | 5 | 6 | 10) {
+        return fail(format!("unsupported raid level {level}"));
+    }
+    if rd == 0 {
+        return fail("at least one raid device is needed");
+    }
+    if n < rd {
+        return fail(format!("{n} devices given for {rd} raid devices"));
+    }
+    if level == 6 && rd < 4 {
+        return fail("at least 4 raid-devices needed for level 6");
+    }
+    if level >= 4 && rd < 2 {
+        return fail(format!("at least 2 raid-devices needed for level {level}"));
+    }
+    if level <= 0 && n > rd {
+        return fail("this level does not support spare devices");
+    }
+    if spec.bitmap && level <= 0 {
+        return fail("bitmaps are not meaningful with linear or raid0");
+    }
+    if version == MetadataVersion::V1_0 && level <= 0 && spec.data_offset.is_some() {
+        // mdadm would record a data_size reaching up to the superblock from sector 0, which
+        // linear and raid0 use in full: the data would run into the metadata.
+        return fail("--data-offset cannot be used with 1.0 metadata for linear or raid0");
+    }
+    let layout = if spec.layout == -1 { default_layout(level) } else { spec.layout };
+    if level == 10 {
+        let copies = (layout & 255) * ((layout >> 8) & 255);
+        if copies <= 0 || copies as usize > rd {
+            return fail(format!("raid10 layout 0x{layout:x} needs more than {rd} devices"));
+        }
+    }
+    if spec.chunk_sectors & 1 != 0 {
+        return fail("chunk size must be a multiple of 1 KiB");
+    }
+    // mdadm counts chunk and sizes in KiB.
+    let chunk_kib: u64 = match level {
+        0 | 4 | 5 | 6 | 10 if spec.chunk_sectors == 0 => DEFAULT_CHUNK_KIB,
+        1 if spec.chunk_sectors != 0 => return fail("specifying a chunk size is forbidden for raid1"),
+        _ => u64::from(spec.chunk_sectors / 2),
+    };
+    let round_to_chunk = |kib: u64| if chunk_kib != 0 { kib & !(chunk_kib - 1) } else { kib };
+    let mut size_kib = match spec.component_sectors {
+        Some(s) if s & 1 != 0 => return fail("size must be a multiple of 1 KiB"),
+        Some(s) => s / 2,
+        None => 0,
+    };
+    if size_kib != 0 {
+        size_kib = round_to_chunk(size_kib);
+        if size_kib == 0 {
+            return fail("size cannot be smaller than the chunk");
+        }
+    }
+
+    // validate_geometry1: the first member decides the default data offset for all.
+    let sectors: Vec<u64> = device_bytes.iter().map(|b| b / SECTOR).collect();
+    let data_offset = match (spec.data_offset, version) {
+        (Some(off), _) => off,
+        (None, MetadataVersion::V1_0) => 0,
+        (None, _) => default_data_offset(sectors[0], chunk_kib),
+    };
+    let mut min_free_kib = u64::MAX;
+    for (i, &ds) in sectors.iter().enumerate() {
+        if ds < sb1::MIN_DEVICE_SECTORS {
+            return fail(format!("device {i} ({} bytes) is too small for md metadata", device_bytes[i]));
+        }
+        let free = match version {
+            MetadataVersion::V1_0 => (ds & !7).checked_sub(8 * 2 + 8 + choose_bm_space(ds)),
+            _ => ds.checked_sub(data_offset),
+        };
+        let Some(free) = free else {
+            return fail(format!("device {i} ({} bytes) is too small for the required metadata", device_bytes[i]));
+        };
+        let free_kib = round_to_chunk(free / 2);
+        if free_kib == 0 {
+            return fail(format!("no free space left on device {i}"));
+        }
+        if size_kib != 0 && free_kib < size_kib {
+            return fail(format!("device {i} is smaller than the given size: {free_kib}K < {size_kib}K + metadata"));
+        }
+        min_free_kib = min_free_kib.min(free_kib);
+    }
+    if size_kib == 0 && level > 0 {
+        size_kib = min_free_kib;
+        if level == 1 {
+            // Create.c: keep raid1 reshapable to raid5 later by rounding to 64 KiB.
+            size_kib &= !63;
+        }
+        if size_kib == 0 {
+            return fail("members are too small");
+        }
+    }
+    let size_sectors = size_kib * 2;
+    let chunk_sectors = (chunk_kib * 2) as u32;
+
+    // Create.c: raid4/5 are built by recovering the last slot onto a spare; that member is
+    // added last and so gets the highest descriptor number.
+    let moved = matches!(level, 4 | 5).then_some(rd - 1);
+    let dev_numbers: Vec<u32> = (0..n).map(|i| if Some(i) == moved { n as u32 } else { i as u32 }).collect();
+    // init_super1: room for every device rounded up to a sector; add_to_super1 grows it.
+    let described = n + usize::from(moved.is_some());
+    if described > sb1::MAX_DEVS as usize {
+        return fail(format!("too many devices: {described} > {}", sb1::MAX_DEVS));
+    }
+    let mut max_dev = (sb1::written_bytes(described as u32) - sb1::FIXED_BYTES) as u32 / 2;
+    let highest = dev_numbers.iter().copied().max().unwrap_or(0);
+    if highest >= max_dev && max_dev < sb1::MAX_DEVS {
+        max_dev = highest + 1;
+    }
+    let mut dev_roles = vec![role_code::SPARE; max_dev as usize];
+    for (i, &num) in dev_numbers.iter().enumerate() {
+        dev_roles[num as usize] = if i < rd { i as u16 } else { role_code::SPARE };
+    }
+
+    // write_init_super1 (mdadm 4.2): raid0 gets RAID0_LAYOUT only when members differ in
+    // size, counted (as mdadm does) in byte size minus data offset, divided by the chunk.
+    let raid0_units =
+        |bytes: u64| bytes.saturating_sub(spec.data_offset.unwrap_or(0)) / u64::from(chunk_sectors.max(1));
+    let raid0_layout =
+        level == 0 && layout != 0 && device_bytes.iter().any(|&b| raid0_units(b) != raid0_units(device_bytes[0]));
+
+    let bitmap = if spec.bitmap {
+        // Create.c: a raid10 bitmap covers the array, other levels one member.
+        let bitmap_sectors = if level == 10 {
+            let copies = (((layout >> 8) & 255) * (layout & 255)) as u64;
+            size_kib * rd as u64 / copies * 2
+        } else {
+            size_sectors
+        };
+        Some(plan_bitmap(spec, size_sectors, bitmap_sectors)?)
+    } else {
+        None
+    };
+
+    let mut feature_map = 0;
+    if bitmap.is_some() {
+        feature_map |= feature::BITMAP_OFFSET;
+    }
+    if raid0_layout {
+        feature_map |= feature::RAID0_LAYOUT;
+    }
+    let mut set_name = [0u8; 32];
+    let name = stored_name("", &spec.name);
+    set_name[..name.len()].copy_from_slice(name.as_bytes());
+    let resync_offset = if level <= 0 { MAX_SECTOR } else { 0 };
+
+    let mut superblocks = Vec::with_capacity(n);
+    let mut members = Vec::with_capacity(n);
+    for (i, &ds) in sectors.iter().enumerate() {
+        let (mut bm_space, bm_offset) = match &bitmap {
+            Some((bms, off)) => (bms.space_bytes(4096) / SECTOR, i64::from(*off)),
+            None => (choose_bm_space(size_sectors), 8),
+        };
+        let super_offset;
+        let data_size;
+        let mut bblog: Option<(u16, i32)> = None;
+        match version {
+            MetadataVersion::V1_0 => {
+                // Bitmap and 8 sectors of bad-block log sit between data and superblock.
+                bm_space += 8;
+                super_offset = (ds - 16) & !7;
+                if super_offset < size_sectors {
+                    return fail(format!("device {i} is too small for {size_sectors} sectors"));
+                }
+                if super_offset < size_sectors + bm_space {
+                    bm_space = super_offset - size_sectors;
+                }
+                data_size = super_offset - bm_space;
+                if bm_space >= 8 {
+                    bblog = Some((8, -8));
+                }
+            }
+            _ => {
+                super_offset = if version == MetadataVersion::V1_2 { 8 } else { 0 };
+                if data_offset >= ds {
+                    return fail(format!("data offset {data_offset} is beyond device {i}"));
+                }
+                data_size = ds - data_offset;
+                let sb_end = super_offset as i64 + bm_offset + bm_space as i64;
+                if data_offset as i64 >= sb_end + 8 {
+                    bblog = Some((8, (bm_offset + bm_space as i64) as i32));
+                } else if data_offset >= super_offset + 16 {
+                    bblog = Some((8, (data_offset - 8 - super_offset) as i32));
+                }
+                if data_offset < super_offset + (sb1::written_bytes(max_dev) as u64) / SECTOR {
+                    return fail(format!("data offset {data_offset} overlaps the superblock"));
+                }
+            }
+        }
+        if data_size < 10 || (level > 0 && data_size < size_sectors) {
+            return fail(format!("device {i} has only {data_size} sectors for data"));
+        }
+        let sb = Superblock1 {
+            version,
+            magic: MD_SB_MAGIC,
+            major_version: 1,
+            feature_map,
+            pad0: 0,
+            set_uuid: spec.array_uuid,
+            set_name,
+            ctime: spec.ctime & sb1::TIME_SECONDS_MASK,
+            level,
+            layout,
+            size: size_sectors,
+            chunksize: chunk_sectors,
+            raid_disks: spec.raid_disks,
+            bitmap_offset: bitmap.as_ref().map_or(0, |(_, off)| *off),
+            new_level: 0,
+            reshape_position: 0,
+            delta_disks: 0,
+            new_layout: 0,
+            new_chunk: 0,
+            new_offset: 0,
+            data_offset,
+            data_size,
+            super_offset,
+            recovery_offset: 0,
+            dev_number: dev_numbers[i],
+            cnt_corrected_read: 0,
+            device_uuid: device_uuids[i],
+            devflags: 0,
+            bblog_shift: 0,
+            bblog_size: bblog.map_or(0, |b| b.0),
+            bblog_offset: bblog.map_or(0, |b| b.1),
+            utime: spec.ctime & sb1::TIME_SECONDS_MASK,
+            events: 0,
+            resync_offset,
+            sb_csum: 0,
+            max_dev,
+            pad3: [0; 32],
+            dev_roles: dev_roles.clone(),
+            // init_super1 fills the whole 4 KiB buffer after the fixed part with 0xff.
+            trailing: vec![0xff; sb1::MAX_SB_BYTES - sb1::FIXED_BYTES - 2 * max_dev as usize],
+        };
+        let mut sb = sb;
+        sb.sb_csum = sb.computed_checksum();
+        let sb_byte = super_offset * SECTOR;
+        let rel = |off: i64| (super_offset as i64 + off) as u64 * SECTOR;
+        members.push(MemberLayout {
+            dev_number: dev_numbers[i],
+            super_byte_offset: sb_byte,
+            data_offset,
+            data_size,
+            bitmap: bitmap.as_ref().map(|(bms, off)| (rel(i64::from(*off)), bms.space_bytes(4096) as usize)),
+            bad_block_log: bblog.map(|(size, off)| (rel(i64::from(off)), usize::from(size) * SECTOR as usize)),
+        });
+        superblocks.push(Superblock::V1(sb));
+    }
+    let bitmap = bitmap.map(|(bms, _)| {
+        let rest = bms.space_bytes(4096) as usize - bitmap::HEADER_BYTES;
+        let offset = members[0].bitmap.map_or(0, |b| b.0);
+        (bms, offset, rest)
+    });
+    Ok(CreatePlan { superblocks, component_sectors: size_sectors, bitmap, members, layout, chunk_sectors })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Role;
+
+    fn spec(version: MetadataVersion, level: i32, raid_disks: u32) -> CreateSpec {
+        CreateSpec {
+            version,
+            level,
+            layout: -1,
+            chunk_sectors: 0,
+            raid_disks,
+            array_uuid: [7; 16],
+            name: "host:test".into(),
+            ctime: 1_700_000_000,
+            component_sectors: None,
+            bitmap: false,
+            data_offset: None,
+        }
+    }
+
+    fn parses_where_planned(plan: &CreatePlan, spec: &CreateSpec, sizes: &[u64]) {
+        for (i, sb) in plan.superblocks.iter().enumerate() {
+            let back = Superblock::parse(spec.version, &sb.to_bytes(), sizes[i]).expect("planned superblock parses");
+            assert_eq!(back.info(), sb.info());
+        }
+    }
+
+    #[test]
+    fn default_data_offsets_follow_validate_geometry1() {
+        // 4 MiB members: 1 MiB, or 2 MiB with mdadm's default 512 KiB chunk.
+        assert_eq!(default_data_offset(8192, 0), 2048);
+        assert_eq!(default_data_offset(8192, 64), 2048);
+        assert_eq!(default_data_offset(8192, 512), 4096);
+        // 1 TiB: the full 128 MiB of headroom plus 128 KiB of bitmap space, rounded to 1 MiB:
+        // the familiar "Data Offset : 264192 sectors".
+        assert_eq!(default_data_offset(1 << 31, 512), 264_192);
+        // 10 GiB raid1: headroom 8 MiB (about 0.1%), 64 KiB bitmap space.
+        assert_eq!(default_data_offset(10 << 21, 0), 18_432);
+    }
+
+    #[test]
+    fn bitmap_space_follows_choose_bm_space() {
+        assert_eq!(choose_bm_space(100), 0);
+        assert_eq!(choose_bm_space(8192), 8);
+        assert_eq!(choose_bm_space(8 << 21), 8);
+        assert_eq!(choose_bm_space((8 << 21) + 9), 128);
+        assert_eq!(choose_bm_space((200 << 21) + 128), 256);
+    }
+
+    #[test]
+    fn names_follow_init_super1() {
+        assert_eq!(stored_name("oracle", "raid1-2"), "oracle:raid1-2");
+        assert_eq!(stored_name("oracle", "raid5-4-ls-64k-1.0-bitmap"), "raid5-4-ls-64k-1.0-bitmap");
+        assert_eq!(stored_name("oracle", "other:name"), "other:name");
+        assert_eq!(stored_name("", "x"), "x");
+        assert_eq!(stored_name("h", &"n".repeat(40)).len(), 31);
+    }
+
+    #[test]
+    fn raid5_moves_the_last_member_to_the_end_like_mdadm() {
+        let s = spec(MetadataVersion::V1_2, 5, 4);
+        let sizes = [4 << 20; 5];
+        let plan = plan(&s, &sizes, &[[1; 16]; 5]).unwrap();
+        let numbers: Vec<u32> = plan.members.iter().map(|m| m.dev_number).collect();
+        assert_eq!(numbers, [0, 1, 2, 5, 4]);
+        let info = plan.superblocks[3].info();
+        assert_eq!(info.role, Role::Active(3));
+        assert_eq!(
+            &info.roles[..6],
+            &[Role::Active(0), Role::Active(1), Role::Active(2), Role::Spare, Role::Spare, Role::Active(3)]
+        );
+        assert_eq!(plan.superblocks[4].info().role, Role::Spare);
+        assert_eq!(info.data_offset, 4096);
+        assert_eq!(plan.chunk_sectors, 1024);
+        assert_eq!(plan.layout, LAYOUT_LEFT_SYMMETRIC);
+        assert_eq!(info.resync_offset, 0, "redundant arrays start unsynced");
+        parses_where_planned(&plan, &s, &sizes);
+    }
+
+    #[test]
+    fn metadata_1_1_and_1_0_plans_parse_back() {
+        for version in [MetadataVersion::V1_0, MetadataVersion::V1_1, MetadataVersion::V1_2] {
+            let mut s = spec(version, 1, 2);
+            s.bitmap = true;
+            let sizes = [(1u64 << 30) + 12345 * 512, 3 << 30];
+            let plan = plan(&s, &sizes, &[[1; 16], [2; 16]]).unwrap();
+            parses_where_planned(&plan, &s, &sizes);
+            let (bms, _, rest) = plan.bitmap.clone().unwrap();
+            assert_eq!(bms.sync_size, plan.component_sectors);
+            assert_eq!(bms.chunksize, 64 << 20);
+            assert_eq!(plan.bitmap_image().unwrap().len(), 256 + rest);
+            for (m, sb) in plan.members.iter().zip(&plan.superblocks) {
+                let info = sb.info();
+                let bitmap_at = (info.super_offset as i64 + i64::from(info.bitmap_offset.unwrap())) as u64 * SECTOR;
+                assert_eq!(m.bitmap.unwrap().0, bitmap_at);
+                assert!(info.usable_sectors >= plan.component_sectors);
+                if version == MetadataVersion::V1_0 {
+                    // The bitmap and bad-block log sit between the data and the superblock.
+                    assert!(info.data_offset + info.usable_sectors <= bitmap_at / SECTOR);
+                    assert_eq!(info.bad_block_log, Some((-8, 8)));
+                } else {
+                    assert!(bitmap_at / SECTOR + 8 <= info.data_offset);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn raid10_bitmap_covers_the_array() {
+        let mut s = spec(MetadataVersion::V1_2, 10, 4);
+        s.bitmap = true;
+        let sizes = [64 << 20; 4];
+        let plan = plan(&s, &sizes, &[[1; 16]; 4]).unwrap();
+        assert_eq!(plan.bitmap.unwrap().0.sync_size, plan.component_sectors * 2);
+    }
+
+    #[test]
+    fn raid0_layout_flag_only_for_unequal_members() {
+        let s = spec(MetadataVersion::V1_2, 0, 3);
+        let equal = plan(&s, &[4 << 20; 3], &[[1; 16]; 3]).unwrap();
+        let info = equal.superblocks[0].info();
+        assert_eq!(info.feature_map, 0);
+        assert_eq!(info.layout, -1, "no layout recorded");
+        let unequal = plan(&s, &[4 << 20, 6 << 20, 8 << 20], &[[1; 16]; 3]).unwrap();
+        let info = unequal.superblocks[0].info();
+        assert_eq!(info.feature_map, feature::RAID0_LAYOUT);
+        assert_eq!(info.layout, RAID0_ORIG_LAYOUT);
+        assert_eq!(info.component_sectors, 0);
+    }
+
+    #[test]
+    fn invalid_requests_are_refused() {
+        let sizes = [4 << 20; 3];
+        let uuids = [[1; 16]; 3];
+        assert!(plan(&spec(MetadataVersion::V1_2, 6, 3), &sizes, &uuids).is_err());
+        assert!(plan(&spec(MetadataVersion::V0_90, 1, 3), &sizes, &uuids).is_err());
+        let mut s = spec(MetadataVersion::V1_2, 1, 3);
+        s.chunk_sectors = 128;
+        assert!(plan(&s, &sizes, &uuids).is_err());
+        let mut s = spec(MetadataVersion::V1_2, 0, 2);
+        s.bitmap = true;
+        assert!(plan(&s, &sizes, &uuids).is_err(), "spares and bitmap on raid0");
+        let s = spec(MetadataVersion::V1_2, 5, 3);
+        assert!(plan(&s, &[4 << 20, 4 << 20, 8192], &uuids).is_err(), "tiny member");
+        let mut s = spec(MetadataVersion::V1_2, 5, 3);
+        s.component_sectors = Some(16 << 20);
+        assert!(plan(&s, &sizes, &uuids).is_err(), "size larger than members");
+    }
+
+    #[test]
+    fn explicit_size_and_data_offset_are_used() {
+        let mut s = spec(MetadataVersion::V1_2, 5, 3);
+        s.chunk_sectors = 128;
+        s.component_sectors = Some(5000);
+        s.data_offset = Some(3072);
+        let sizes = [8 << 20; 3];
+        let plan = plan(&s, &sizes, &[[1; 16]; 3]).unwrap();
+        assert_eq!(plan.component_sectors, 4992, "rounded down to the 64 KiB chunk");
+        let info = plan.superblocks[0].info();
+        assert_eq!(info.data_offset, 3072);
+        assert_eq!(info.usable_sectors, 16384 - 3072);
+        parses_where_planned(&plan, &s, &sizes);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plans_never_panic_and_always_parse(
+            level in proptest::sample::select(vec![-1, 0, 1, 4, 5, 6, 10]),
+            version in proptest::sample::select(vec![MetadataVersion::V1_0, MetadataVersion::V1_1, MetadataVersion::V1_2]),
+            sizes in proptest::collection::vec(0u64..(1 << 44), 1..7),
+            raid_disks in 1u32..7,
+            chunk_kib in proptest::sample::select(vec![0u32, 4, 12, 64, 512, 4096]),
+            bitmap in proptest::bool::ANY,
+            data_offset in proptest::option::of(0u64..100_000),
+        ) {
+            let mut s = spec(version, level, raid_disks);
+            s.chunk_sectors = chunk_kib * 2;
+            s.bitmap = bitmap;
+            s.data_offset = data_offset;
+            let uuids = vec![[3u8; 16]; sizes.len()];
+            if let Ok(p) = plan(&s, &sizes, &uuids) {
+                parses_where_planned(&p, &s, &sizes);
+            }
+        }
+    }
+}
