@@ -175,7 +175,11 @@ fn member_matches(path: &Path, member: &FixtureMember) -> bool {
 }
 
 fn decompress(src: &Path, dst: &Path) {
-    let tmp = dst.with_extension(format!("tmp{}", std::process::id()));
+    // Unique per process and thread: tests of one binary run on several threads and may
+    // decompress the same image at once; each writes its own file and renames it into place.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dst.with_extension(format!("tmp{}-{n}", std::process::id()));
     let file = fs::File::create(&tmp).expect("create decompression target");
     let status = Command::new("xz")
         .arg("-dc")

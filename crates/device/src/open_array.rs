@@ -1,0 +1,352 @@
+//! `OpenArray`: an array assembled from member devices, driven synchronously.
+//!
+//! It owns the bridge between the engine's member slots and real devices (adding each member's
+//! data offset, and refusing any member I/O that would leave the data area, so a bug can never
+//! overwrite a superblock), and md's superblock bookkeeping around writes:
+//!
+//! - before the first write the array is marked dirty (events + 1, resync needed), so a crash
+//!   mid-write is seen by the next assembly, by uraid or by the kernel;
+//! - after the last write and a flush it is marked clean again; as md's `md_update_sb` does, a pure
+//!   clean/dirty round trip on a whole array rolls the event count back, while a degraded array or
+//!   a change of members always moves it forward;
+//! - absent and failed members are recorded as faulty in the survivors' role tables, so a later
+//!   assembly leaves a stale member out.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, SlotState};
+use uraid_engine::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
+use uraid_engine::blocking::execute;
+use uraid_engine::{EngineError, EngineEvent, SECTOR_BYTES};
+use uraid_format::bitmap::{self, BitmapSuper};
+use uraid_format::{MemberInfo, Role};
+
+use crate::member::{FileDevice, MemberDevice};
+use crate::probe::{no_superblock, probe, ProbeError, Probed};
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{path}: {source}")]
+    Open { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    #[error("{0}")]
+    NoSuperblock(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("{device}: {what}: {source}")]
+    Io { device: String, what: &'static str, source: std::io::Error },
+    #[error("array is open read-only")]
+    ReadOnly,
+}
+
+/// One device given for assembly, with what was found on it.
+pub struct OpenMember {
+    pub dev: Box<dyn MemberDevice>,
+    pub probed: Probed,
+    pub info: MemberInfo,
+}
+
+/// An assembled array over real devices.
+pub struct OpenArray {
+    pub plan: AssemblyPlan,
+    pub members: Vec<OpenMember>,
+    array: Array,
+    writable: bool,
+    dirty: bool,
+    events: u64,
+    /// md's `can_decrease_events`: the last update was a clean->dirty step that may be undone.
+    can_decrease_events: bool,
+    /// Set when member roles changed since the last superblock update.
+    devs_changed: bool,
+    /// Member failures seen while running, for the caller to report.
+    pub failures: Vec<(String, String)>,
+}
+
+impl OpenArray {
+    /// Open the files or block devices at `paths` and assemble them.
+    pub fn open_paths(paths: &[impl AsRef<Path>], writable: bool) -> Result<OpenArray, OpenError> {
+        let mut devs: Vec<Box<dyn MemberDevice>> = Vec::new();
+        for p in paths {
+            let p = p.as_ref();
+            let dev = FileDevice::open(p, writable)
+                .map_err(|source| OpenError::Open { path: p.display().to_string(), source })?;
+            devs.push(Box::new(dev));
+        }
+        OpenArray::assemble(devs, writable)
+    }
+
+    /// Assemble from opened devices. Every device must carry an md superblock.
+    pub fn assemble(devs: Vec<Box<dyn MemberDevice>>, writable: bool) -> Result<OpenArray, OpenError> {
+        let mut members = Vec::new();
+        for dev in devs {
+            let probed = match probe(dev.as_ref())? {
+                Some(p) => p,
+                None => return Err(OpenError::NoSuperblock(no_superblock(dev.as_ref()).to_string())),
+            };
+            let info = probed.superblock.info();
+            members.push(OpenMember { dev, probed, info });
+        }
+        let candidates: Vec<Candidate> =
+            members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.info.clone() }).collect();
+        let plan = assemble::plan(&candidates)?;
+        // A member must be big enough for the data the array expects on it.
+        for (slot, idx) in plan.slots.iter().enumerate() {
+            let Some(idx) = *idx else { continue };
+            let m = &members[idx];
+            let need = (m.info.data_offset + data_sectors(&plan, &m.info)) * SECTOR_BYTES;
+            if m.dev.size() < need {
+                return Err(OpenError::NoSuperblock(format!(
+                    "{}: device is {} bytes but slot {slot} needs {need} (truncated image?)",
+                    m.dev.name(),
+                    m.dev.size()
+                )));
+            }
+        }
+        let slots: Vec<SlotState> =
+            plan.slots.iter().map(|s| if s.is_some() { SlotState::InSync } else { SlotState::Missing }).collect();
+        let array = Array::new(plan.geometry.clone(), slots)?;
+        let events = plan.events;
+        Ok(OpenArray {
+            plan,
+            members,
+            array,
+            writable,
+            dirty: false,
+            events,
+            can_decrease_events: false,
+            devs_changed: false,
+            failures: Vec::new(),
+        })
+    }
+
+    pub fn size(&self) -> u64 {
+        self.array.size_bytes()
+    }
+
+    pub fn engine(&self) -> &Array {
+        &self.array
+    }
+
+    /// Read `len` bytes at logical `offset`.
+    pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, OpenError> {
+        match self.run(Request::Read { offset, len })? {
+            Completion::Read(d) => Ok(d),
+            other => unreachable!("read completed as {other:?}"),
+        }
+    }
+
+    /// Write `data` at logical `offset`, marking the array dirty first if it is not yet.
+    pub fn write(&mut self, offset: u64, data: Vec<u8>) -> Result<(), OpenError> {
+        if !self.writable {
+            return Err(OpenError::ReadOnly);
+        }
+        if !self.dirty {
+            self.mark(false)?;
+        }
+        self.run(Request::Write { offset, data }).map(|_| ())
+    }
+
+    /// Flush every member.
+    pub fn flush(&mut self) -> Result<(), OpenError> {
+        self.run(Request::Flush).map(|_| ())
+    }
+
+    /// Check (and with `repair`, fix) redundancy over `[offset, offset+len)`; returns mismatched
+    /// sectors.
+    pub fn sync(&mut self, offset: u64, len: u64, repair: bool) -> Result<u64, OpenError> {
+        if repair && !self.writable {
+            return Err(OpenError::ReadOnly);
+        }
+        match self.run(Request::Sync { offset, len, repair })? {
+            Completion::Synced { mismatch_sectors } => Ok(mismatch_sectors),
+            other => unreachable!("sync completed as {other:?}"),
+        }
+    }
+
+    /// Flush and, if anything was written, mark the array clean again.
+    pub fn close(mut self) -> Result<(), OpenError> {
+        if self.dirty || self.devs_changed {
+            self.flush()?;
+            self.mark(true)?;
+        }
+        Ok(())
+    }
+
+    /// Mark the whole array clean after the caller has made it consistent (create's initial
+    /// sync), whatever the superblocks said before.
+    pub fn mark_clean_now(&mut self) -> Result<(), OpenError> {
+        self.flush()?;
+        self.mark(true)
+    }
+
+    fn run(&mut self, request: Request) -> Result<Completion, OpenError> {
+        let plan = &self.plan;
+        let members = &self.members;
+        let mut io_error: Option<OpenError> = None;
+        let result = execute(&mut self.array, request, &mut |io: &MemberIo| {
+            let idx = plan.slots[io.slot].expect("engine used an empty slot");
+            match do_io(plan, &members[idx], io) {
+                Ok(r) => r,
+                Err(e) => {
+                    let text = e.to_string();
+                    io_error.get_or_insert(e);
+                    IoResult::Failed(text)
+                }
+            }
+        });
+        for event in self.array.take_events() {
+            let EngineEvent::MemberFailed { slot, reason } = event;
+            let name = self.plan.slots[slot].map(|i| self.members[i].dev.name().to_string()).unwrap_or_default();
+            self.failures.push((name, reason));
+            self.devs_changed = true;
+        }
+        match result {
+            Ok(c) => Ok(c),
+            Err(EngineError::ArrayFailed) if io_error.is_some() => Err(io_error.expect("checked")),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Write every live member's superblock with the array marked clean or dirty, following
+    /// md_update_sb's event rules.
+    fn mark(&mut self, clean: bool) -> Result<(), OpenError> {
+        let nospares = !self.devs_changed && !self.array.degraded();
+        if nospares && clean && self.can_decrease_events && self.events != 1 {
+            self.events -= 1;
+            self.can_decrease_events = false;
+        } else {
+            self.events += 1;
+            self.can_decrease_events = nospares;
+        }
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let states = self.array.slot_states().to_vec();
+        // Which dev_numbers still hold a live role, and what it is.
+        let mut live: Vec<(u32, Role)> = Vec::new();
+        for (idx, m) in self.members.iter().enumerate() {
+            match self.plan.verdicts[idx] {
+                MemberVerdict::Active { slot } if states[slot] == SlotState::InSync => {
+                    live.push((m.info.dev_number, Role::Active(slot as u32)))
+                }
+                MemberVerdict::Spare => live.push((m.info.dev_number, Role::Spare)),
+                _ => {}
+            }
+        }
+        let table_len = self.members[self.plan.reference].info.roles.len();
+        let degraded = self.array.degraded();
+        for (idx, m) in self.members.iter_mut().enumerate() {
+            let takes_part = match self.plan.verdicts[idx] {
+                MemberVerdict::Active { slot } => states[slot] == SlotState::InSync,
+                MemberVerdict::Spare => true,
+                _ => false,
+            };
+            if !takes_part {
+                continue;
+            }
+            let sb = &mut m.probed.superblock;
+            // As super_1_sync does: every entry not held by a live member is faulty.
+            for dev_number in 0..table_len as u32 {
+                let role = live.iter().find(|(d, _)| *d == dev_number).map(|(_, r)| *r).unwrap_or(Role::Faulty);
+                sb.set_role(dev_number, role);
+            }
+            sb.set_events(self.events);
+            sb.set_utime(now);
+            sb.set_clean(clean);
+            // md writes the bitmap before the superblock, so the bitmap's events are never
+            // behind the superblock's.
+            if let Some(off) = m.info.bitmap_offset {
+                let at = (m.probed.offset as i64 + i64::from(off) * 512) as u64;
+                update_bitmap(m.dev.as_ref(), at, self.events, clean, degraded)?;
+            }
+            let bytes = sb.to_bytes();
+            m.dev
+                .write_at(m.probed.offset, &bytes)
+                .map_err(|source| OpenError::Io { device: m.dev.name().to_string(), what: "writing superblock", source })?;
+            m.dev
+                .flush()
+                .map_err(|source| OpenError::Io { device: m.dev.name().to_string(), what: "flushing superblock", source })?;
+            m.info = sb.info();
+        }
+        self.dirty = !clean;
+        self.devs_changed = false;
+        Ok(())
+    }
+}
+
+/// Bring the write-intent bitmap at byte `at` in line with a superblock update.
+///
+/// Going dirty sets every chunk's bit, so whatever is written next is covered if we stop
+/// uncleanly (md sets bits per region before each write; marking all of them is the
+/// conservative form of the same promise). Going clean on a whole array clears them and records
+/// the clear in `events_cleared`; on a degraded array the bits stay set, so a member added back
+/// later is resynced over everything written while it was away.
+fn update_bitmap(dev: &dyn MemberDevice, at: u64, events: u64, clean: bool, degraded: bool) -> Result<(), OpenError> {
+    let io_err = |what, source| OpenError::Io { device: dev.name().to_string(), what, source };
+    let mut header = vec![0u8; bitmap::HEADER_BYTES];
+    dev.read_at(at, &mut header).map_err(|e| io_err("reading bitmap", e))?;
+    let mut bms = BitmapSuper::parse(&header).map_err(|e| {
+        OpenError::NoSuperblock(format!("{}: bitmap at byte {at}: {e}", dev.name()))
+    })?;
+    bms.events = events;
+    let chunks = bms.chunks();
+    let mut bits = vec![0u8; bms.bits_bytes()];
+    if !clean || degraded {
+        for c in 0..chunks {
+            bitmap::set_dirty(&mut bits, c, true);
+        }
+    } else {
+        bms.events_cleared = events;
+    }
+    let mut image = bms.to_bytes().to_vec();
+    image.extend_from_slice(&bits);
+    dev.write_at(at, &image).map_err(|e| io_err("writing bitmap", e))
+}
+
+/// Sectors of data the array keeps on a member: the common component size for redundant levels,
+/// the member's own usable size for linear and raid0.
+fn data_sectors(plan: &AssemblyPlan, info: &MemberInfo) -> u64 {
+    match plan.level {
+        uraid_layout::Level::Linear | uraid_layout::Level::Raid0 => info.usable_sectors,
+        _ => plan.component_sectors,
+    }
+}
+
+/// Perform one member I/O on its device, refusing anything outside the member's data area.
+fn do_io(plan: &AssemblyPlan, m: &OpenMember, io: &MemberIo) -> Result<IoResult, OpenError> {
+    let data_bytes = data_sectors(plan, &m.info) * SECTOR_BYTES;
+    let base = m.info.data_offset * SECTOR_BYTES;
+    let len = match &io.op {
+        MemberOp::Read { len } => *len,
+        MemberOp::Write { data } => data.len() as u64,
+        MemberOp::Flush => 0,
+    };
+    assert!(
+        io.offset.checked_add(len).is_some_and(|end| end <= data_bytes),
+        "member I/O {}+{} outside the data area ({} bytes) of {}",
+        io.offset,
+        len,
+        data_bytes,
+        m.dev.name()
+    );
+    let name = || m.dev.name().to_string();
+    Ok(match &io.op {
+        MemberOp::Read { len } => {
+            let mut buf = vec![0u8; *len as usize];
+            m.dev
+                .read_at(base + io.offset, &mut buf)
+                .map_err(|source| OpenError::Io { device: name(), what: "read", source })?;
+            IoResult::Read(buf)
+        }
+        MemberOp::Write { data } => {
+            m.dev
+                .write_at(base + io.offset, data)
+                .map_err(|source| OpenError::Io { device: name(), what: "write", source })?;
+            IoResult::Done
+        }
+        MemberOp::Flush => {
+            m.dev.flush().map_err(|source| OpenError::Io { device: name(), what: "flush", source })?;
+            IoResult::Done
+        }
+    })
+}
