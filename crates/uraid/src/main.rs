@@ -1,1 +1,137 @@
-fn main() {}
+//! `uraid`: software RAID in user space, on-disk compatible with Linux md.
+//!
+//! The binary is a thin front end: argument parsing (flags follow mdadm), then one module per
+//! command under `commands/`. Every error is printed as one line naming what and where, and the
+//! exit status is non-zero.
+
+mod commands;
+mod report;
+mod size;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "uraid", version, about = "Software RAID in user space, on-disk compatible with Linux md")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a new array on existing member files or block devices (like mdadm --create).
+    Create(CreateArgs),
+    /// Print the md superblock of each member (like mdadm --examine).
+    Examine(ExamineArgs),
+    /// Assemble read-only and describe the array (like mdadm --detail).
+    Detail(DetailArgs),
+    /// Write the array's logical contents to stdout.
+    Cat(CatArgs),
+    /// Write stdin into the array at an offset.
+    Write(WriteArgs),
+}
+
+#[derive(Args)]
+pub struct CreateArgs {
+    /// RAID level: linear, 0, 1, 4, 5, 6, 10 (or raid0, raid5, ...).
+    #[arg(short, long)]
+    pub level: String,
+    /// Number of active members.
+    #[arg(short = 'n', long = "raid-devices")]
+    pub raid_devices: u32,
+    /// Chunk size (a bare number is KiB, as in mdadm; suffixes K, M, G). Default 512K.
+    #[arg(short, long)]
+    pub chunk: Option<String>,
+    /// Layout: left-symmetric, left-asymmetric, right-symmetric, right-asymmetric, parity-first,
+    /// parity-last (raid5/6, plus the -6 forms for raid6), n2/f2/o2... (raid10), original or
+    /// alternate (multi-zone raid0).
+    #[arg(short = 'p', long, alias = "parity")]
+    pub layout: Option<String>,
+    /// Metadata version: 1.2 (default), 1.1, 1.0.
+    #[arg(short = 'e', long, default_value = "1.2")]
+    pub metadata: String,
+    /// Write-intent bitmap: internal or none.
+    #[arg(short, long, default_value = "none")]
+    pub bitmap: String,
+    /// Array name (stored as homehost:name when it fits, as mdadm does).
+    #[arg(short = 'N', long)]
+    pub name: Option<String>,
+    /// Host name stored with the array name (default: this machine's).
+    #[arg(long)]
+    pub homehost: Option<String>,
+    /// Space used on each member (a bare number is KiB, as in mdadm). Default: the most that
+    /// fits on the smallest member.
+    #[arg(short = 'z', long)]
+    pub size: Option<String>,
+    /// Skip the initial sync: the caller vouches that mirrors/parity are already consistent.
+    #[arg(long)]
+    pub assume_clean: bool,
+    /// Overwrite members that already carry an md superblock.
+    #[arg(short, long)]
+    pub force: bool,
+    /// Member files or block devices (must exist; make files with truncate -s).
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ExamineArgs {
+    /// Print JSON (one object per member, in an array).
+    #[arg(long)]
+    pub json: bool,
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct DetailArgs {
+    #[arg(long)]
+    pub json: bool,
+    /// Find members under DIR and describe every array found there.
+    #[arg(long, value_name = "DIR")]
+    pub scan: Option<PathBuf>,
+    #[arg(required_unless_present = "scan", conflicts_with = "scan")]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct CatArgs {
+    /// Logical byte offset to start at (suffixes K, M, G allowed).
+    #[arg(long, default_value = "0")]
+    pub offset: String,
+    /// Bytes to write out (default: to the end of the array).
+    #[arg(long)]
+    pub length: Option<String>,
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct WriteArgs {
+    /// Logical byte offset to write at (suffixes K, M, G allowed).
+    #[arg(long)]
+    pub offset: String,
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Create(a) => commands::create::run(&a),
+        Command::Examine(a) => commands::examine::run(&a),
+        Command::Detail(a) => commands::detail::run(&a),
+        Command::Cat(a) => commands::cat::run(&a),
+        Command::Write(a) => commands::write::run(&a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("uraid: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! `uraid create`: write md superblocks onto existing members, then make redundancy consistent.
+//!
+//! Order matters for safety: every check (sizes, existing superblocks, level/layout/chunk
+//! validity, the layout itself) happens before the first byte is written. Superblocks go out
+//! marked "resync needed"; the initial sync then makes mirrors and parity consistent, and only
+//! then is the array marked clean. An interrupted create therefore leaves an array that md (or
+//! uraid) knows it must resync, never one that claims a consistency it does not have.
+//!
+//! The initial sync reads everything but writes only what disagrees, so members that are already
+//! zero (fresh `truncate -s` files) stay sparse.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use rand::RngCore;
+use uraid_device::probe::md_magic_offsets;
+use uraid_device::{probe, FileDevice, MemberDevice, OpenArray};
+use uraid_engine::assemble::{self, Candidate};
+use uraid_format::create::{plan, stored_name, CreateSpec};
+use uraid_format::uuid::format_md;
+use uraid_format::MetadataVersion;
+use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
+
+use super::{err, CliError, CliResult};
+use crate::report::{layout_name, level_name};
+use crate::size::{mdadm_size, parse_size};
+use crate::CreateArgs;
+
+/// mdadm 4.2's default chunk.
+const DEFAULT_CHUNK_BYTES: u64 = 512 * 1024;
+
+pub fn run(args: &CreateArgs) -> CliResult {
+    let level = Level::parse(&args.level)?;
+    let raid_disks = args.raid_devices;
+    if raid_disks == 0 {
+        return err("--raid-devices must be at least 1");
+    }
+    if args.members.len() != raid_disks as usize {
+        return err(format!(
+            "--raid-devices={raid_disks} but {} members given (spares are added later)",
+            args.members.len()
+        ));
+    }
+    let min = match level {
+        Level::Raid4 | Level::Raid5 => 2,
+        Level::Raid6 => 4,
+        Level::Raid10 => 2,
+        _ => 1,
+    };
+    if raid_disks < min {
+        return err(format!("{} needs at least {min} members, {raid_disks} given", level.name()));
+    }
+    let version = MetadataVersion::parse(&args.metadata)?;
+    if version == MetadataVersion::V0_90 {
+        return err("creating 0.90 metadata is not supported (uraid reads and writes existing 0.90 arrays); use --metadata=1.0 for a superblock at the end of the members");
+    }
+    let chunk_sectors = chunk_sectors(level, args.chunk.as_deref())?;
+    let bitmap = match args.bitmap.as_str() {
+        "internal" => true,
+        "none" => false,
+        other => return err(format!("--bitmap={other}: only 'internal' and 'none' are supported")),
+    };
+    if bitmap && matches!(level, Level::Linear | Level::Raid0) {
+        return err(format!("--bitmap=internal needs a redundant level; {} has no redundancy", level.name()));
+    }
+
+    // Open everything and look for existing superblocks before deciding anything.
+    let mut devs: Vec<FileDevice> = Vec::new();
+    for path in &args.members {
+        let dev = FileDevice::open(path, true).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+        devs.push(dev);
+    }
+    check_distinct(&args.members)?;
+    for dev in &devs {
+        match probe(dev as &dyn MemberDevice) {
+            Ok(Some(p)) if !args.force => {
+                let i = p.superblock.info();
+                return err(format!(
+                    "{}: already holds an md {} superblock (array {}, {}); use --force to overwrite it",
+                    dev.name(),
+                    i.version,
+                    format_md(&i.array_uuid),
+                    level_name(i.level)
+                ));
+            }
+            Err(e) if !args.force => {
+                return err(format!("{e}; use --force to overwrite it"));
+            }
+            _ => {}
+        }
+    }
+    let mut old_superblocks: Vec<Vec<u64>> = Vec::new();
+    for d in &devs {
+        old_superblocks.push(md_magic_offsets(d).map_err(|e| CliError(format!("{}: {e}", d.name())))?);
+    }
+    let sizes: Vec<u64> = devs.iter().map(|d| d.size()).collect();
+    let layout = layout_number(level, args.layout.as_deref(), &sizes)?;
+    let component_sectors = match &args.size {
+        Some(s) => {
+            let bytes = parse_size(s, 1024).map_err(CliError)?;
+            if bytes % 512 != 0 || bytes == 0 {
+                return err(format!("--size={s} is not a positive multiple of 512 bytes"));
+            }
+            Some(bytes / 512)
+        }
+        None => None,
+    };
+    let homehost = match &args.homehost {
+        Some(h) => h.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default(),
+    };
+    let name = stored_name(&homehost, args.name.as_deref().unwrap_or("0"));
+    let mut rng = rand::thread_rng();
+    let mut array_uuid = [0u8; 16];
+    rng.fill_bytes(&mut array_uuid);
+    let device_uuids: Vec<[u8; 16]> = (0..devs.len())
+        .map(|_| {
+            let mut u = [0u8; 16];
+            rng.fill_bytes(&mut u);
+            u
+        })
+        .collect();
+    let ctime = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let spec = CreateSpec {
+        version,
+        level: level.to_md(),
+        layout,
+        chunk_sectors,
+        raid_disks,
+        array_uuid,
+        name,
+        ctime,
+        component_sectors,
+        bitmap,
+        data_offset: None,
+    };
+    let made = plan(&spec, &sizes, &device_uuids).map_err(|e| CliError(with_member_names(&e.to_string(), &args.members)))?;
+
+    // The layout must accept this shape before anything is written.
+    let redundant = !matches!(level, Level::Linear | Level::Raid0);
+    let needs_sync = redundant && !args.assume_clean;
+    let mut superblocks = made.superblocks.clone();
+    for sb in &mut superblocks {
+        sb.set_clean(!needs_sync);
+    }
+    let candidates: Vec<Candidate> = superblocks
+        .iter()
+        .zip(&devs)
+        .map(|(sb, d)| Candidate { name: d.name().to_string(), info: sb.info() })
+        .collect();
+    let assembled = assemble::plan(&candidates)?;
+
+    // Write: old superblocks wiped (as mdadm's create does, so a leftover of another version
+    // can never be mistaken for a member later), metadata areas next, superblocks last.
+    for (i, dev) in devs.iter().enumerate() {
+        for &at in &old_superblocks[i] {
+            dev.write_at(at, &[0u8; 4096][..4096.min((dev.size() - at) as usize)])
+                .map_err(|e| CliError(format!("{}: wiping old superblock at byte {at}: {e}", dev.name())))?;
+        }
+        // mdadm's bitmap image: header plus every chunk dirty, so an interrupted create is
+        // resynced in full by md too.
+        if let (Some(image), Some((at, _))) = (made.bitmap_image(), made.members[i].bitmap) {
+            dev.write_at(at, &image)
+                .map_err(|e| CliError(format!("{}: writing bitmap at byte {at}: {e}", dev.name())))?;
+        }
+        let info = superblocks[i].info();
+        let offset = info.super_offset * 512;
+        dev.write_at(offset, &superblocks[i].to_bytes())
+            .map_err(|e| CliError(format!("{}: writing superblock at byte {offset}: {e}", dev.name())))?;
+        dev.flush().map_err(|e| CliError(format!("{}: flush: {e}", dev.name())))?;
+    }
+    drop(devs);
+
+    let mut array = OpenArray::open_paths(&args.members, true)?;
+    if needs_sync {
+        initial_sync(&mut array)?;
+    }
+    array.mark_clean_now()?;
+    let size = array.size();
+    let info = &array.members[array.plan.reference].info;
+    println!("uraid: created {} array {}", level.name(), format_md(&assembled.array_uuid));
+    println!("     Raid Level : {}", level.name());
+    println!("     Array Size : {}", mdadm_size(size));
+    println!("   Raid Devices : {raid_disks}");
+    println!("       Metadata : {version}");
+    if let Some(l) = layout_name(info.level, info.layout, info.feature_map) {
+        println!("         Layout : {l}");
+    }
+    if chunk_sectors > 0 {
+        println!("     Chunk Size : {}K", chunk_sectors / 2);
+    }
+    println!("    Data Offset : {} sectors", info.data_offset);
+    if info.component_sectors > 0 {
+        println!("  Used Dev Size : {} sectors", info.component_sectors);
+    }
+    println!("           Name : {}", info.name);
+    println!("         Bitmap : {}", if bitmap { "internal" } else { "none" });
+    for (i, m) in args.members.iter().enumerate() {
+        println!("       member {i} : {}", m.display());
+    }
+    Ok(())
+}
+
+/// Read every stripe (or copy), write what disagrees, with progress on a terminal.
+fn initial_sync(array: &mut OpenArray) -> CliResult {
+    let size = array.size();
+    let step: u64 = match array.engine().geometry().stripe_data_bytes() {
+        Some(w) => w * (4u64 << 20).div_ceil(w).max(1),
+        None => 4 << 20,
+    };
+    let show = std::io::stderr().is_terminal();
+    let start = Instant::now();
+    let mut pos = 0;
+    let mut fixed = 0;
+    while pos < size {
+        let n = step.min(size - pos);
+        fixed += array.sync(pos, n, true)?;
+        pos += n;
+        if show {
+            let pct = pos as f64 * 100.0 / size as f64;
+            let rate = pos as f64 / start.elapsed().as_secs_f64().max(1e-3) / 1e6;
+            eprint!("\ruraid: initial sync {pct:5.1}% ({rate:.0} MB/s)");
+        }
+    }
+    if show {
+        eprintln!();
+    }
+    if fixed > 0 {
+        eprintln!("uraid: initial sync wrote {fixed} sectors of parity/copies");
+    }
+    Ok(())
+}
+
+fn chunk_sectors(level: Level, chunk: Option<&str>) -> CliResult<u32> {
+    let bytes = match (level, chunk) {
+        (Level::Raid1, Some(_)) => return err("raid1 has no chunk size"),
+        (Level::Raid1, None) | (Level::Linear, None) => return Ok(0),
+        (_, Some(c)) => parse_size(c, 1024).map_err(CliError)?,
+        (_, None) => DEFAULT_CHUNK_BYTES,
+    };
+    let text = chunk.unwrap_or("512K");
+    if bytes == 0 || bytes % 4096 != 0 {
+        return err(format!("chunk size {text} must be a positive multiple of 4K"));
+    }
+    if matches!(level, Level::Raid4 | Level::Raid5 | Level::Raid6 | Level::Raid10) && !bytes.is_power_of_two() {
+        return err(format!("chunk size {text} is not a power of two ({} needs one)", level.name()));
+    }
+    u32::try_from(bytes / 512).map_err(|_| CliError(format!("chunk size {text} is too large")))
+}
+
+fn layout_number(level: Level, layout: Option<&str>, sizes: &[u64]) -> CliResult<i32> {
+    Ok(match level {
+        Level::Raid5 | Level::Raid6 => match layout {
+            None => ParityAlgorithm::parse(level, "left-symmetric")?.to_md() as i32,
+            Some(l) => ParityAlgorithm::parse(level, l)?.to_md() as i32,
+        },
+        Level::Raid4 => match layout {
+            None | Some("parity-last") | Some("default") => 0,
+            Some(l) => return err(format!("--layout={l}: raid4 keeps parity on the last member; only parity-last is valid")),
+        },
+        Level::Raid10 => Raid10Format::parse(layout.unwrap_or("n2"))?.to_md() as i32,
+        Level::Raid0 => {
+            let equal = sizes.windows(2).all(|w| w[0] == w[1]);
+            match layout {
+                None if equal => -1,
+                None | Some("original") => 1,
+                Some("alternate") => 2,
+                Some(l) => return err(format!("--layout={l}: raid0 layouts are 'original' and 'alternate'")),
+            }
+        }
+        Level::Linear | Level::Raid1 => match layout {
+            None => 0,
+            Some(l) => return err(format!("--layout={l}: {} has no layouts", level.name())),
+        },
+    })
+}
+
+fn check_distinct(paths: &[PathBuf]) -> CliResult {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen: Vec<(u64, u64, &PathBuf)> = Vec::new();
+    for p in paths {
+        let m = std::fs::metadata(p).map_err(|e| CliError(format!("{}: {e}", p.display())))?;
+        let key = if m.file_type().is_file() { (m.dev(), m.ino()) } else { (m.rdev(), 0) };
+        if let Some((_, _, other)) = seen.iter().find(|(d, i, _)| (*d, *i) == key) {
+            return err(format!("{} and {} are the same device", other.display(), p.display()));
+        }
+        seen.push((key.0, key.1, p));
+    }
+    Ok(())
+}
+
+/// The format layer names members by index; say which file that is.
+fn with_member_names(message: &str, members: &[PathBuf]) -> String {
+    let mut out = message.to_string();
+    for (i, m) in members.iter().enumerate().rev() {
+        for word in ["member", "device"] {
+            out = out.replace(&format!("{word} {i} "), &format!("{} ({word} {i}) ", m.display()));
+        }
+    }
+    out
+}

@@ -1,0 +1,302 @@
+//! The real binary, as a user runs it: create arrays of every level and layout in temporary files,
+//! write and read them back (healthy and degraded), and every kind of bad input: each must fail
+//! with one clear line naming the file and the problem, and must leave the members unchanged.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use uraid_testkit::sha256_hex;
+
+fn uraid(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_uraid")).args(args).output().expect("run uraid")
+}
+
+fn uraid_stdin(args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn uraid");
+    // uraid may refuse before reading its input; a closed pipe is then expected.
+    let _ = child.stdin.take().unwrap().write_all(input);
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn members(dir: &Path, n: usize, size: u64) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let p = dir.join(format!("d{i}.img"));
+            let f = std::fs::File::create(&p).unwrap();
+            f.set_len(size).unwrap();
+            p.display().to_string()
+        })
+        .collect()
+}
+
+fn hashes(paths: &[String]) -> Vec<String> {
+    paths.iter().map(|p| sha256_hex(&std::fs::read(p).unwrap())).collect()
+}
+
+fn args<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
+    head.iter().copied().chain(tail.iter().map(String::as_str)).collect()
+}
+
+fn data(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn detail(paths: &[String]) -> Value {
+    let o = uraid(&args(&["detail", "--json"], paths));
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Create, write at unaligned offsets, read back; then remove members within redundancy and
+/// read again, write degraded, and read again.
+#[test]
+fn create_write_read_every_level() {
+    let combos: &[(&str, &[&str], usize)] = &[
+        ("linear", &["--level=linear"], 3),
+        ("raid0", &["--level=0", "--chunk=16K"], 3),
+        ("raid1", &["--level=1"], 3),
+        ("raid4", &["--level=4", "--chunk=16K"], 4),
+        ("raid5-ls", &["--level=5", "--chunk=16K"], 4),
+        ("raid5-la", &["--level=5", "--chunk=16K", "--layout=la"], 4),
+        ("raid5-ra", &["--level=5", "--chunk=16K", "--layout=right-asymmetric"], 3),
+        ("raid5-rs", &["--level=5", "--chunk=16K", "--layout=rs"], 5),
+        ("raid5-pf", &["--level=5", "--chunk=16K", "--layout=parity-first"], 4),
+        ("raid5-pl", &["--level=5", "--chunk=16K", "--layout=parity-last"], 4),
+        ("raid6-ls", &["--level=6", "--chunk=16K"], 5),
+        ("raid6-la", &["--level=6", "--chunk=16K", "--layout=left-asymmetric"], 6),
+        ("raid6-ls6", &["--level=6", "--chunk=16K", "--layout=left-symmetric-6"], 5),
+        ("raid6-pf6", &["--level=6", "--chunk=16K", "--layout=parity-first-6"], 4),
+        ("raid10-n2", &["--level=10", "--chunk=16K"], 4),
+        ("raid10-n2-odd", &["--level=10", "--chunk=16K", "--layout=n2"], 3),
+        ("raid10-f2", &["--level=10", "--chunk=16K", "--layout=f2"], 5),
+        ("raid10-o2", &["--level=10", "--chunk=16K", "--layout=o2"], 4),
+        ("raid5-1.0-bitmap", &["--level=5", "--chunk=16K", "--metadata=1.0", "--bitmap=internal"], 4),
+        ("raid1-1.1", &["--level=1", "--metadata=1.1"], 2),
+    ];
+    for (name, flags, n) in combos {
+        let dir = tempfile::tempdir().unwrap();
+        let m = members(dir.path(), *n, 3 << 20);
+        let mut a: Vec<&str> = vec!["create", "--raid-devices"];
+        let nstr = n.to_string();
+        a.push(&nstr);
+        a.extend_from_slice(flags);
+        let o = uraid(&args(&a, &m));
+        assert!(o.status.success(), "{name}: create: {}", stderr(&o));
+        let d = detail(&m);
+        assert_eq!(d["state"], "clean", "{name}");
+        let size = d["array_size_bytes"].as_u64().unwrap() as usize;
+        let mut model = vec![0u8; size];
+        let mut write = |m: &[String], off: usize, len: usize, seed: u64, model: &mut Vec<u8>| {
+            let bytes = data(len, seed);
+            let o = uraid_stdin(&args(&["write", &format!("--offset={off}")], m), &bytes);
+            assert!(o.status.success(), "{name}: write {off}+{len}: {}", stderr(&o));
+            model[off..off + len].copy_from_slice(&bytes);
+        };
+        write(&m, 0, size, 1, &mut model);
+        write(&m, 12345, 70001, 2, &mut model);
+        write(&m, size - 513, 513, 3, &mut model);
+        let o = uraid(&args(&["cat"], &m));
+        assert!(o.status.success() && o.stdout == model, "{name}: read back differs");
+        let o = uraid(&args(&["cat", "--offset=12000", "--length=1000"], &m));
+        assert_eq!(o.stdout, model[12000..13000], "{name}: partial cat");
+
+        // Degraded: take away the last member if the level allows.
+        if !name.starts_with("linear") && !name.starts_with("raid0") {
+            let rest = &m[..n - 1];
+            let o = uraid(&args(&["cat"], rest));
+            assert!(o.status.success() && o.stdout == model, "{name}: degraded read differs: {}", stderr(&o));
+            write(rest, 4096 * 3 + 7, 50_000, 4, &mut model);
+            let o = uraid(&args(&["cat"], rest));
+            assert!(o.stdout == model, "{name}: degraded write then read differs");
+            // The missing member is now stale: given back, it must be left out.
+            let d = detail(&m);
+            assert_eq!(d["degraded"], true, "{name}: stale member must not be taken back");
+            let o = uraid(&args(&["cat"], &m));
+            assert!(o.stdout == model, "{name}: stale member was used for reading");
+        }
+    }
+}
+
+#[test]
+fn create_output_and_examine_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 4, 8 << 20);
+    let o = uraid(&args(&["create", "--level=5", "--raid-devices=4", "--chunk=64K", "--name=web"], &m));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("Raid Level : raid5"), "{out}");
+    assert!(out.contains("left-symmetric"), "{out}");
+    let o = uraid(&args(&["examine"], &m[..1]));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for want in ["Version : 1.2", "Raid Level : raid5", "Chunk Size : 64K", "Device Role : Active device 0", "Array State : AAAA", "State : clean"] {
+        assert!(text.contains(want), "examine lacks {want:?}:\n{text}");
+    }
+    // Fresh truncate -s files stay sparse: the initial sync writes only what disagrees.
+    use std::os::unix::fs::MetadataExt;
+    let blocks = std::fs::metadata(&m[0]).unwrap().blocks();
+    assert!(blocks * 512 < 2 << 20, "member was filled by the initial sync ({} bytes allocated)", blocks * 512);
+}
+
+#[test]
+fn initial_sync_makes_garbage_members_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 5, 3 << 20);
+    for (i, p) in m.iter().enumerate() {
+        std::fs::write(p, data(3 << 20, 100 + i as u64)).unwrap();
+    }
+    let o = uraid(&args(&["create", "--level=6", "--raid-devices=5", "--chunk=16K"], &m));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let full = uraid(&args(&["cat"], &m)).stdout;
+    // Any two members lost: the same contents, so parity was made consistent.
+    for (a, b) in [(0, 1), (2, 4), (1, 3)] {
+        let rest: Vec<String> = m.iter().enumerate().filter(|(i, _)| *i != a && *i != b).map(|(_, p)| p.clone()).collect();
+        assert!(uraid(&args(&["cat"], &rest)).stdout == full, "raid6 without {a},{b} differs after initial sync");
+    }
+}
+
+// ----- bad input ---------------------------------------------------------------------------------
+
+fn assert_fails(o: &Output, needle: &str) {
+    assert!(!o.status.success(), "expected failure containing {needle:?}");
+    let e = stderr(o);
+    assert!(e.contains(needle), "error {e:?} lacks {needle:?}");
+    assert_eq!(e.trim_end().lines().count(), 1, "error should be one line: {e:?}");
+}
+
+#[test]
+fn member_too_small_is_refused_and_nothing_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = members(dir.path(), 3, 4 << 20);
+    let tiny = dir.path().join("tiny.img");
+    std::fs::File::create(&tiny).unwrap().set_len(64 * 1024).unwrap();
+    m[2] = tiny.display().to_string();
+    let before = hashes(&m);
+    let o = uraid(&args(&["create", "--level=5", "--raid-devices=3"], &m));
+    assert_fails(&o, "tiny.img");
+    assert_eq!(hashes(&m), before, "a refused create wrote to a member");
+}
+
+#[test]
+fn existing_superblock_needs_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 2, 4 << 20);
+    assert!(uraid(&args(&["create", "--level=1", "--raid-devices=2"], &m)).status.success());
+    let before = hashes(&m);
+    let o = uraid(&args(&["create", "--level=1", "--raid-devices=2"], &m));
+    assert_fails(&o, "already holds an md");
+    assert!(stderr(&o).contains("d0.img"));
+    assert_eq!(hashes(&m), before);
+    let o = uraid(&args(&["create", "--level=1", "--raid-devices=2", "--force"], &m));
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_level_layout_and_chunk_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 3, 4 << 20);
+    let before = hashes(&m);
+    assert_fails(&uraid(&args(&["create", "--level=7", "--raid-devices=3"], &m)), "7");
+    assert_fails(&uraid(&args(&["create", "--level=5", "--raid-devices=3", "--layout=diagonal"], &m)), "diagonal");
+    assert_fails(&uraid(&args(&["create", "--level=5", "--raid-devices=3", "--chunk=12K"], &m)), "power of two");
+    assert_fails(&uraid(&args(&["create", "--level=10", "--raid-devices=3", "--layout=n4"], &m)), "");
+    assert_fails(&uraid(&args(&["create", "--level=6", "--raid-devices=3"], &m)), "at least 4");
+    assert_fails(&uraid(&args(&["create", "--level=5", "--raid-devices=4"], &m)), "3 members given");
+    assert_fails(&uraid(&args(&["create", "--level=5", "--raid-devices=3", "--metadata=2.0"], &m)), "2.0");
+    assert_eq!(hashes(&m), before);
+    // raid0 takes a non-power-of-two chunk, as md does.
+    assert!(uraid(&args(&["create", "--level=0", "--raid-devices=3", "--chunk=12K"], &m)).status.success());
+}
+
+#[test]
+fn zeroed_truncated_and_corrupt_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 3, 4 << 20);
+    assert!(uraid(&args(&["create", "--level=5", "--raid-devices=3", "--chunk=64K"], &m)).status.success());
+    // Zeroed image.
+    let zero = dir.path().join("zero.img");
+    std::fs::File::create(&zero).unwrap().set_len(4 << 20).unwrap();
+    let z = zero.display().to_string();
+    assert_fails(&uraid(&["examine", &z]), "zero.img: no md superblock");
+    assert_fails(&uraid(&["cat", &m[0], &m[1], &z]), "zero.img: no md superblock");
+    // Truncated image: cut below the data area.
+    let cut = dir.path().join("cut.img");
+    std::fs::copy(&m[2], &cut).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&cut).unwrap().set_len(2 << 20).unwrap();
+    let c = cut.display().to_string();
+    assert_fails(&uraid(&["cat", &m[0], &m[1], &c]), "cut.img");
+    // Bad checksum: flip a byte inside the superblock (1.2: at 4096).
+    let bad = dir.path().join("bad.img");
+    std::fs::copy(&m[1], &bad).unwrap();
+    let mut bytes = std::fs::read(&bad).unwrap();
+    bytes[4096 + 100] ^= 0x40;
+    std::fs::write(&bad, &bytes).unwrap();
+    let b = bad.display().to_string();
+    let o = uraid(&["examine", &b]);
+    assert_fails(&o, "bad.img");
+    assert!(stderr(&o).contains("checksum"), "{}", stderr(&o));
+    let before = hashes(&[m[0].clone(), b.clone(), m[2].clone()]);
+    assert_fails(&uraid_stdin(&["write", "--offset=0", &m[0], &b, &m[2]], b"hello"), "checksum");
+    assert_eq!(hashes(&[m[0].clone(), b, m[2].clone()]), before, "refused write touched a member");
+}
+
+#[test]
+fn mixed_arrays_and_too_few_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = members(&dir.path().join("a").tap_mkdir(), 3, 4 << 20);
+    let b = members(&dir.path().join("b").tap_mkdir(), 3, 4 << 20);
+    assert!(uraid(&args(&["create", "--level=5", "--raid-devices=3"], &a)).status.success());
+    assert!(uraid(&args(&["create", "--level=5", "--raid-devices=3"], &b)).status.success());
+    let o = uraid(&["cat", &a[0], &a[1], &b[2]]);
+    assert_fails(&o, "two different arrays");
+    assert!(stderr(&o).contains("a/d0.img") && stderr(&o).contains("b/d2.img"), "{}", stderr(&o));
+    let o = uraid(&["cat", &a[0]]);
+    assert_fails(&o, "too few members");
+    let before = hashes(&a);
+    assert_fails(&uraid_stdin(&["write", "--offset=0", &a[0]], b"x"), "too few members");
+    assert_eq!(hashes(&a), before);
+}
+
+#[test]
+fn out_of_range_io_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 2, 4 << 20);
+    assert!(uraid(&args(&["create", "--level=1", "--raid-devices=2"], &m)).status.success());
+    let size = detail(&m)["array_size_bytes"].as_u64().unwrap();
+    let before = hashes(&m);
+    let o = uraid_stdin(&args(&["write", &format!("--offset={}", size - 10)], &m), &[7u8; 11]);
+    assert_fails(&o, "larger than the 10 bytes left");
+    assert_eq!(hashes(&m), before);
+    assert_fails(&uraid(&args(&["cat", &format!("--offset={size}"), "--length=1"], &m)), "outside the array");
+    assert_fails(&uraid(&["examine", "/nonexistent/x.img"]), "/nonexistent/x.img");
+}
+
+trait TapMkdir {
+    fn tap_mkdir(self) -> PathBuf;
+}
+
+impl TapMkdir for PathBuf {
+    fn tap_mkdir(self) -> PathBuf {
+        std::fs::create_dir_all(&self).unwrap();
+        self
+    }
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install what uraid needs on a Debian machine, build it, and run the built-in example.
+# Safe to run again: installed packages and an up-to-date build are left alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# xz-utils unpacks the kernel-made md fixtures the tests use; python3 and qemu-system are only
+# for scripts/kernel-check.sh (the md-oracle installs its own packages when first run).
+packages=(xz-utils ca-certificates gcc pkg-config)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${missing[@]}"
+fi
+command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust with rustup first" >&2; exit 1; }
+cargo build --release --locked -p uraid
+exec scripts/demo.sh
