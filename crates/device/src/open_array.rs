@@ -37,6 +37,8 @@ pub enum OpenError {
     Engine(#[from] EngineError),
     #[error("{device}: {what}: {source}")]
     Io { device: String, what: &'static str, source: std::io::Error },
+    #[error("array is degraded ({missing} member(s) missing) and was not shut down cleanly: parity may not match the data, so rebuilt data could be wrong; refusing to assemble (md refuses too)")]
+    DirtyDegraded { missing: usize },
     #[error("array is open read-only")]
     ReadOnly,
 }
@@ -106,7 +108,14 @@ impl OpenArray {
         }
         let slots: Vec<SlotState> =
             plan.slots.iter().map(|s| if s.is_some() { SlotState::InSync } else { SlotState::Missing }).collect();
-        let array = Array::new(plan.geometry.clone(), slots)?;
+        // md refuses to start a degraded parity array after an unclean shutdown: a stripe whose
+        // write was cut short has parity that no longer matches its data, and rebuilding the
+        // missing member from it would return wrong data with no error.
+        if plan.geometry.parity().is_some() && plan.degraded() && !plan.clean {
+            return Err(OpenError::DirtyDegraded { missing: plan.missing_slots().len() });
+        }
+        let mut array = Array::new(plan.geometry.clone(), slots)?;
+        array.set_resync_pending(!plan.clean);
         let events = plan.events;
         Ok(OpenArray {
             plan,

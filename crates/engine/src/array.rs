@@ -136,6 +136,10 @@ pub struct Array {
     waiting: VecDeque<RequestId>,
     /// Requests started and not finished, with their lock ranges.
     running: Vec<(RequestId, (u64, u64, bool))>,
+    /// Parity may be inconsistent (unclean shutdown, resync not done): read-modify-write would
+    /// carry old errors into new parity, so only reconstruct-write is used (as md does while
+    /// `recovery_cp` is short of the end).
+    resync_pending: bool,
 }
 
 impl Array {
@@ -154,6 +158,7 @@ impl Array {
             events: Vec::new(),
             waiting: VecDeque::new(),
             running: Vec::new(),
+            resync_pending: false,
         };
         if !array.readable() {
             return Err(EngineError::ArrayFailed);
@@ -171,6 +176,11 @@ impl Array {
 
     pub fn slot_states(&self) -> &[SlotState] {
         &self.slots
+    }
+
+    /// Say whether parity may be inconsistent (see the field's comment).
+    pub fn set_resync_pending(&mut self, pending: bool) {
+        self.resync_pending = pending;
     }
 
     pub fn degraded(&self) -> bool {
@@ -599,7 +609,7 @@ impl Array {
             // No parity left to maintain: plain data writes.
             Strategy::DataOnly
         } else {
-            let rmw_possible = touched.iter().all(|&s| ok(s));
+            let rmw_possible = !self.resync_pending && touched.iter().all(|&s| ok(s));
             let rcw_needs: Vec<usize> = roles.data.iter().copied().filter(|&s| !fully_covered(s)).collect();
             let rcw_possible = rcw_needs.iter().all(|&s| ok(s));
             let rmw_reads = touched.len() + live_parity.len();

@@ -51,9 +51,10 @@ const MEMBER_BYTES: u64 = 192 * 1024;
 /// Every level/layout combination under test: (description, geometry builder, member count).
 fn geometries() -> Vec<(String, Geometry)> {
     let comp = MEMBER_BYTES / 512;
-    let mut out = Vec::new();
-    out.push(("linear-3".into(), Geometry::Linear(LinearLayout::new(&[comp, comp - 64, comp - 128], 0).unwrap())));
-    out.push(("raid0-3".into(), Geometry::Raid0(Raid0Layout::new(&[comp; 3], 8, Raid0ZoneLayout::Unset).unwrap())));
+    let mut out: Vec<(String, Geometry)> = vec![
+        ("linear-3".into(), Geometry::Linear(LinearLayout::new(&[comp, comp - 64, comp - 128], 0).unwrap())),
+        ("raid0-3".into(), Geometry::Raid0(Raid0Layout::new(&[comp; 3], 8, Raid0ZoneLayout::Unset).unwrap())),
+    ];
     out.push((
         "raid0-3-zones".into(),
         Geometry::Raid0(Raid0Layout::new(&[comp - 96, comp, comp - 32], 16, Raid0ZoneLayout::Original).unwrap()),

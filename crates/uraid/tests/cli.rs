@@ -106,7 +106,7 @@ fn create_write_read_every_level() {
         assert_eq!(d["state"], "clean", "{name}");
         let size = d["array_size_bytes"].as_u64().unwrap() as usize;
         let mut model = vec![0u8; size];
-        let mut write = |m: &[String], off: usize, len: usize, seed: u64, model: &mut Vec<u8>| {
+        let write = |m: &[String], off: usize, len: usize, seed: u64, model: &mut Vec<u8>| {
             let bytes = data(len, seed);
             let o = uraid_stdin(&args(&["write", &format!("--offset={off}")], m), &bytes);
             assert!(o.status.success(), "{name}: write {off}+{len}: {}", stderr(&o));
@@ -288,6 +288,38 @@ fn out_of_range_io_is_refused() {
     assert_eq!(hashes(&m), before);
     assert_fails(&uraid(&args(&["cat", &format!("--offset={size}"), "--length=1"], &m)), "outside the array");
     assert_fails(&uraid(&["examine", "/nonexistent/x.img"]), "/nonexistent/x.img");
+}
+
+/// An unclean stop leaves the array dirty; a dirty parity array that is also degraded is refused,
+/// as md refuses it, while a whole one is still readable.
+#[test]
+fn dirty_degraded_parity_array_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 4, 4 << 20);
+    assert!(uraid(&args(&["create", "--level=5", "--raid-devices=4", "--chunk=64K"], &m)).status.success());
+    // Mark every superblock dirty the way an interrupted write leaves it: resync_offset = 0
+    // (1.2 superblock at byte 4096, resync_offset at +208), checksum recomputed.
+    for p in &m {
+        let mut b = std::fs::read(p).unwrap();
+        let sb = &mut b[4096..4096 + 512];
+        sb[208..216].copy_from_slice(&0u64.to_le_bytes());
+        sb[216..220].copy_from_slice(&[0; 4]);
+        let max_dev = u32::from_le_bytes(sb[220..224].try_into().unwrap()) as usize;
+        let mut sum: u64 = 0;
+        for w in sb[..256 + 2 * max_dev].chunks(4) {
+            sum += u64::from(u32::from_le_bytes(w.try_into().unwrap()));
+        }
+        let csum = ((sum & 0xffff_ffff) + (sum >> 32)) as u32;
+        sb[216..220].copy_from_slice(&csum.to_le_bytes());
+        std::fs::write(p, &b).unwrap();
+    }
+    let d = detail(&m);
+    assert_eq!(d["clean"], false);
+    assert!(uraid(&args(&["cat", "--length=4096"], &m)).status.success());
+    let before = hashes(&m[..3]);
+    assert_fails(&uraid(&args(&["cat", "--length=4096"], &m[..3])), "not shut down cleanly");
+    assert_fails(&uraid_stdin(&args(&["write", "--offset=0"], &m[..3]), b"x"), "not shut down cleanly");
+    assert_eq!(hashes(&m[..3]), before);
 }
 
 trait TapMkdir {
