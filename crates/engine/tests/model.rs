@@ -202,6 +202,16 @@ proptest! {
     }
 }
 
+/// A healthy array over fresh members, filled with a known pattern (returned too).
+fn filled_array(g: &Geometry) -> (Members, Array, Vec<u8>) {
+    let n = g.raid_disks();
+    let mut members = Members::new(n, MEMBER_BYTES);
+    let mut array = Array::new(g.clone(), vec![SlotState::InSync; n]).unwrap();
+    let data: Vec<u8> = (0..array.size_bytes()).map(|i| (i % 251) as u8).collect();
+    execute(&mut array, Request::Write { offset: 0, data: data.clone() }, &mut |io| members.exec(io)).unwrap();
+    (members, array, data)
+}
+
 /// A member whose I/O starts failing mid-service is marked faulty, the array carries on, and the
 /// data written before and after stays readable.
 #[test]
@@ -211,11 +221,8 @@ fn failing_member_is_dropped_and_data_survives() {
             continue;
         }
         let n = g.raid_disks();
-        let mut members = Members::new(n, MEMBER_BYTES);
-        let mut array = Array::new(g.clone(), vec![SlotState::InSync; n]).unwrap();
+        let (mut members, mut array, first) = filled_array(&g);
         let size = array.size_bytes();
-        let first: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-        execute(&mut array, Request::Write { offset: 0, data: first.clone() }, &mut |io| members.exec(io)).unwrap();
         members.broken[1 % n] = true;
         let mut model = first;
         let patch = vec![0xa5u8; 10_000];
@@ -250,12 +257,8 @@ fn check_counts_and_repair_fixes_mismatches() {
         if g.max_degraded() == 0 {
             continue;
         }
-        let n = g.raid_disks();
-        let mut members = Members::new(n, MEMBER_BYTES);
-        let mut array = Array::new(g.clone(), vec![SlotState::InSync; n]).unwrap();
+        let (mut members, mut array, _) = filled_array(&g);
         let size = array.size_bytes();
-        let data: Vec<u8> = (0..size).map(|i| (i % 253) as u8).collect();
-        execute(&mut array, Request::Write { offset: 0, data }, &mut |io| members.exec(io)).unwrap();
         // Corrupt one byte on slot 0 in its first 4 KiB row.
         members.disks[0].as_mut().unwrap()[100] ^= 0xff;
         let sync = |array: &mut Array, members: &mut Members, repair| {

@@ -110,13 +110,9 @@ pub fn ctime_text(unix: u64) -> String {
     )
 }
 
-fn chunk_text(sectors: u32) -> String {
-    let kib = u64::from(sectors) / 2;
-    if kib >= 1024 && kib % 1024 == 0 {
-        format!("{}M", kib / 1024)
-    } else {
-        format!("{kib}K")
-    }
+/// mdadm prints chunks in KiB whatever their size ("4096K").
+pub fn chunk_text(sectors: u32) -> String {
+    format!("{}K", u64::from(sectors) / 2)
 }
 
 /// `mdadm --examine` text for one member.

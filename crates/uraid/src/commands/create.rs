@@ -23,7 +23,7 @@ use uraid_format::MetadataVersion;
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
 
 use super::{err, CliError, CliResult};
-use crate::report::{layout_name, level_name};
+use crate::report::{chunk_text, layout_name, level_name};
 use crate::size::{mdadm_size, parse_size};
 use crate::CreateArgs;
 
@@ -188,7 +188,7 @@ pub fn run(args: &CreateArgs) -> CliResult {
         println!("         Layout : {l}");
     }
     if chunk_sectors > 0 {
-        println!("     Chunk Size : {}K", chunk_sectors / 2);
+        println!("     Chunk Size : {}", chunk_text(chunk_sectors));
     }
     println!("    Data Offset : {} sectors", info.data_offset);
     if info.component_sectors > 0 {
