@@ -349,7 +349,7 @@ impl Array {
         };
         match done {
             Some(Ok(())) => self.finish(rid, op),
-            Some(Err(e)) => self.finish_with(rid, op, Err(e)),
+            Some(Err(e)) => self.finish_result(rid, Err(e)),
             None => {
                 self.ops.insert(rid, op);
             }
@@ -383,10 +383,6 @@ impl Array {
             },
         };
         self.finish_result(rid, result);
-    }
-
-    fn finish_with(&mut self, rid: RequestId, _op: Op, result: Result<(), EngineError>) {
-        self.finish_result(rid, result.map(|()| Completion::Written));
     }
 
     fn finish_result(&mut self, rid: RequestId, result: Result<Completion, EngineError>) {
@@ -540,7 +536,7 @@ impl Array {
                     self.emit(rid, IoTag { part, slot }, off, MemberOp::Write { data: bytes.to_vec() });
                 }
             }
-            w.parts.push(CopyWritePart { written: 0, targets });
+            w.parts.push(CopyWritePart { written: 0 });
             if targets == 0 {
                 w.error.get_or_insert(EngineError::ArrayFailed);
             }
@@ -1000,9 +996,8 @@ struct CopyWriteOp {
 
 #[derive(Debug)]
 struct CopyWritePart {
+    /// Copies of this part written successfully.
     written: usize,
-    #[allow(dead_code)]
-    targets: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
