@@ -31,8 +31,10 @@ pub enum OpenError {
     Open { path: String, source: std::io::Error },
     #[error(transparent)]
     Probe(#[from] ProbeError),
+    /// A member that cannot take part as it is (no superblock, too small, bad bitmap); the
+    /// text names the device and the problem.
     #[error("{0}")]
-    NoSuperblock(String),
+    BadMember(String),
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error("{device}: {what}: {source}")]
@@ -85,7 +87,7 @@ impl OpenArray {
         for dev in devs {
             let probed = match probe(dev.as_ref())? {
                 Some(p) => p,
-                None => return Err(OpenError::NoSuperblock(no_superblock(dev.as_ref()).to_string())),
+                None => return Err(OpenError::BadMember(no_superblock(dev.as_ref()).to_string())),
             };
             let info = probed.superblock.info();
             members.push(OpenMember { dev, probed, info });
@@ -99,7 +101,7 @@ impl OpenArray {
             let m = &members[idx];
             let need = (m.info.data_offset + data_sectors(&plan, &m.info)) * SECTOR_BYTES;
             if m.dev.size() < need {
-                return Err(OpenError::NoSuperblock(format!(
+                return Err(OpenError::BadMember(format!(
                     "{}: device is {} bytes but slot {slot} needs {need} (truncated image?)",
                     m.dev.name(),
                     m.dev.size()
@@ -295,7 +297,7 @@ fn update_bitmap(dev: &dyn MemberDevice, at: u64, events: u64, clean: bool, degr
     let mut header = vec![0u8; bitmap::HEADER_BYTES];
     dev.read_at(at, &mut header).map_err(|e| io_err("reading bitmap", e))?;
     let mut bms = BitmapSuper::parse(&header).map_err(|e| {
-        OpenError::NoSuperblock(format!("{}: bitmap at byte {at}: {e}", dev.name()))
+        OpenError::BadMember(format!("{}: bitmap at byte {at}: {e}", dev.name()))
     })?;
     bms.events = events;
     let chunks = bms.chunks();

@@ -8,14 +8,12 @@
 
 use std::fmt;
 
-use uraid_format::{FormatError, MetadataVersion, Superblock};
+use uraid_format::{FindError, FormatError, MetadataVersion, Superblock};
 
 use crate::member::MemberDevice;
 
 /// md's superblock magic, the same for 0.90 and 1.x.
-const MD_MAGIC: u32 = 0xa92b_4efc;
-/// md reads a 4 KiB block for every version.
-const READ_LEN: usize = 4096;
+const MD_MAGIC: u32 = uraid_format::MD_SB_MAGIC;
 
 /// A superblock found on a device.
 #[derive(Debug, Clone)]
@@ -29,8 +27,8 @@ pub struct Probed {
 pub enum ProbeError {
     #[error("{device}: cannot read: {source}")]
     Io { device: String, source: std::io::Error },
-    #[error("{device}: md {version} superblock at byte {offset} is damaged: {source}")]
-    Damaged { device: String, version: MetadataVersion, offset: u64, source: FormatError },
+    #[error("{device}: md superblock is damaged: {source}")]
+    Damaged { device: String, source: FormatError },
 }
 
 impl ProbeError {
@@ -63,38 +61,16 @@ impl fmt::Display for NoSuperblock {
 /// When more than one location holds a valid superblock (an old array's leftovers), the one
 /// updated last wins, as mdadm's `guess_super` prefers the newest.
 pub fn probe(dev: &dyn MemberDevice) -> Result<Option<Probed>, ProbeError> {
-    let size = dev.size();
-    let mut found: Vec<Probed> = Vec::new();
-    let mut damaged: Option<ProbeError> = None;
-    for version in [MetadataVersion::V1_2, MetadataVersion::V1_1, MetadataVersion::V1_0, MetadataVersion::V0_90] {
-        let Some(offset) = version.superblock_offset(size) else { continue };
-        let len = READ_LEN.min((size - offset) as usize);
+    let found = Superblock::find(dev.size(), |offset, len| {
         let mut buf = vec![0u8; len];
-        dev.read_at(offset, &mut buf).map_err(|source| ProbeError::Io { device: dev.name().to_string(), source })?;
-        if len < 4 || u32::from_le_bytes(buf[0..4].try_into().expect("4 bytes")) != MD_MAGIC {
-            continue;
-        }
-        match Superblock::parse(version, &buf, size) {
-            Ok(superblock) => found.push(Probed { superblock, offset }),
-            Err(source) => {
-                // A 1.x magic at a 0.90 location or vice versa fails on the version check; only
-                // report damage when the major version matches the location we read.
-                let major = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
-                let expected_major = if version == MetadataVersion::V0_90 { 0 } else { 1 };
-                if major == expected_major && damaged.is_none() {
-                    damaged = Some(ProbeError::Damaged { device: dev.name().to_string(), version, offset, source });
-                }
-            }
-        }
+        dev.read_at(offset, &mut buf).map(|()| buf)
+    });
+    match found {
+        Ok(Some(superblock)) => Ok(Some(Probed { offset: superblock.byte_offset(), superblock })),
+        Ok(None) => Ok(None),
+        Err(FindError::Read { source, .. }) => Err(ProbeError::Io { device: dev.name().to_string(), source }),
+        Err(FindError::Format(source)) => Err(ProbeError::Damaged { device: dev.name().to_string(), source }),
     }
-    if found.is_empty() {
-        return match damaged {
-            Some(e) => Err(e),
-            None => Ok(None),
-        };
-    }
-    found.sort_by_key(|p| p.superblock.info().utime);
-    Ok(found.pop())
 }
 
 /// A "no superblock" description for `dev`.
