@@ -43,6 +43,11 @@ pub enum Request {
     /// Check redundancy over `[offset, offset+len)` (widened to whole stripes); with `repair`,
     /// rewrite parity or copies that disagree (md's `check` / `repair` / initial resync).
     Sync { offset: u64, len: u64, repair: bool },
+    /// Make `[offset, offset+len)` read back as zeros, deallocating member space where the
+    /// members can (TRIM, WRITE_ZEROES, punch-hole). Parity arrays take whole stripes only: a
+    /// stripe whose data and parity are all zero is consistent, a part-zeroed one is not (md
+    /// discards whole stripes on raid5 for the same reason); callers write zeros at the edges.
+    Discard { offset: u64, len: u64 },
 }
 
 /// What a finished request returns.
@@ -70,6 +75,8 @@ pub enum MemberOp {
     Read { len: u64 },
     Write { data: Vec<u8> },
     Flush,
+    /// Zero `len` bytes, deallocating if the member can; afterwards they must read as zeros.
+    Discard { len: u64 },
 }
 
 /// The driver's answer for one member I/O.
@@ -111,6 +118,7 @@ enum OpKind {
     ParityWrite(ParityWriteOp),
     Flush { pending: usize, ok: usize },
     Sync(SyncOp),
+    Discard(DiscardOp),
 }
 
 /// Sub-identifier of an I/O inside its op: which part, and which slot.
@@ -208,6 +216,15 @@ impl Array {
                 check_range(*offset, *len, size)?;
                 Some((*offset, offset + len, true))
             }
+            Request::Discard { offset, len } => {
+                check_range(*offset, *len, size)?;
+                if let Some(width) = self.geometry.stripe_data_bytes() {
+                    if offset % width != 0 || len % width != 0 {
+                        return Err(EngineError::Unaligned { offset: *offset, len: *len, granularity: width });
+                    }
+                }
+                Some((*offset, offset + len, true))
+            }
             Request::Flush => None,
         };
         // Parity is shared by a whole stripe: lock whole stripes.
@@ -228,6 +245,7 @@ impl Array {
             }
             Request::Flush => OpKind::Flush { pending: 0, ok: 0 },
             Request::Sync { offset, len, repair } => OpKind::Sync(SyncOp::new(offset, len, repair)),
+            Request::Discard { offset, len } => OpKind::Discard(DiscardOp { offset, len, pending: 0, parts: Vec::new() }),
         };
         self.ops.insert(id, Op { kind, lock });
         self.waiting.push_back(id);
@@ -269,6 +287,13 @@ impl Array {
                 *pending == 0
             }
             OpKind::Sync(s) => self.sync_io_done(rid, s, tag, result),
+            OpKind::Discard(d) => {
+                d.pending -= 1;
+                if !matches!(result, IoResult::Failed(_)) {
+                    d.parts[tag.part] += 1;
+                }
+                d.pending == 0
+            }
         };
         if done {
             self.finish(rid, op);
@@ -345,6 +370,7 @@ impl Array {
                     (*pending == 0).then_some(Ok(()))
                 }
                 OpKind::Sync(s) => self.start_sync(rid, s),
+                OpKind::Discard(d) => self.start_discard(rid, d),
             }
         };
         match done {
@@ -381,6 +407,14 @@ impl Array {
                 Some(e) => Err(e),
                 None => Ok(Completion::Synced { mismatch_sectors: s.mismatch_sectors }),
             },
+            // As for writes: a part none of whose copies was zeroed is lost.
+            OpKind::Discard(d) => {
+                if d.parts.contains(&0) || !self.readable() {
+                    Err(EngineError::ArrayFailed)
+                } else {
+                    Ok(Completion::Written)
+                }
+            }
         };
         self.finish_result(rid, result);
     }
@@ -558,6 +592,42 @@ impl Array {
             return true;
         }
         false
+    }
+
+    // ----- discards ------------------------------------------------------------------------------
+
+    fn start_discard(&mut self, rid: RequestId, d: &mut DiscardOp) -> Option<Result<(), EngineError>> {
+        if d.len == 0 {
+            return Some(Ok(()));
+        }
+        match self.geometry.stripe_data_bytes() {
+            // Whole stripes (checked at submit) occupy the same member range on every slot, data
+            // and parity alike: one discard per live member.
+            Some(width) => {
+                let chunk = self.geometry.chunk_bytes();
+                let first = d.offset / width;
+                let stripes = d.len / width;
+                d.parts.push(0);
+                for slot in 0..self.slots.len() {
+                    if self.in_sync(slot) {
+                        d.pending += 1;
+                        self.emit(rid, IoTag { part: 0, slot }, first * chunk, MemberOp::Discard { len: stripes * chunk });
+                    }
+                }
+            }
+            None => {
+                for (part, run) in self.geometry.runs(d.offset, d.len).into_iter().enumerate() {
+                    d.parts.push(0);
+                    for &(slot, off) in &run.copies {
+                        if self.in_sync(slot) {
+                            d.pending += 1;
+                            self.emit(rid, IoTag { part, slot }, off, MemberOp::Discard { len: run.len });
+                        }
+                    }
+                }
+            }
+        }
+        (d.pending == 0).then_some(Err(EngineError::ArrayFailed))
     }
 
     // ----- writes: raid4/5/6 ---------------------------------------------------------------------
@@ -983,6 +1053,15 @@ struct Recon {
     blocks: Vec<Option<Vec<u8>>>,
     pending: usize,
     failed: bool,
+}
+
+#[derive(Debug)]
+struct DiscardOp {
+    offset: u64,
+    len: u64,
+    pending: usize,
+    /// Per part, how many copies were zeroed.
+    parts: Vec<usize>,
 }
 
 #[derive(Debug)]

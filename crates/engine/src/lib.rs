@@ -32,6 +32,8 @@ pub enum EngineError {
     TooFewMembers { level: String, raid_disks: usize, present: usize, missing: String, left_out: String },
     #[error("range {offset}+{len} is outside the array (size {size} bytes)")]
     OutOfRange { offset: u64, len: u64, size: u64 },
+    #[error("range {offset}+{len} is not aligned to whole stripes of {granularity} bytes")]
+    Unaligned { offset: u64, len: u64, granularity: u64 },
     #[error("array has failed: too many members lost to serve this request")]
     ArrayFailed,
     #[error("cannot check redundancy of a degraded array")]
