@@ -20,6 +20,47 @@ pub trait MemberDevice: Send + Sync {
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
     /// Make completed writes durable.
     fn flush(&self) -> io::Result<()>;
+    /// Make `len` bytes at `offset` read as zeros, releasing the space where the device can.
+    /// The zeros are a promise (parity over discarded stripes depends on it), so a backend that
+    /// cannot deallocate with that guarantee writes zeros instead.
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        write_zeros(self, offset, len)
+    }
+}
+
+/// A shared device is a device too (tests keep a handle on members they give away).
+impl<T: MemberDevice + ?Sized> MemberDevice for std::sync::Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        (**self).write_at(offset, data)
+    }
+    fn flush(&self) -> io::Result<()> {
+        (**self).flush()
+    }
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        (**self).discard(offset, len)
+    }
+}
+
+/// Write zeros over `[offset, offset+len)` in bounded pieces.
+pub fn write_zeros<D: MemberDevice + ?Sized>(dev: &D, offset: u64, len: u64) -> io::Result<()> {
+    const PIECE: u64 = 1 << 20;
+    let zeros = vec![0u8; PIECE.min(len) as usize];
+    let mut done = 0;
+    while done < len {
+        let n = PIECE.min(len - done);
+        dev.write_at(offset + done, &zeros[..n as usize])?;
+        done += n;
+    }
+    Ok(())
 }
 
 /// A regular file or a block device.
@@ -81,6 +122,28 @@ impl MemberDevice for FileDevice {
     fn flush(&self) -> io::Result<()> {
         self.file.sync_data()
     }
+
+    /// `fallocate(PUNCH_HOLE)`: on a regular file the range reads as zeros afterwards; on a block
+    /// device the kernel zeroes it (discarding only where that guarantees zeros) or refuses.
+    /// Where the file system or device refuses, zeros are written instead.
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        check_bounds(self.size, offset, len as usize)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        // SAFETY: fallocate on an fd we own, with plain integer arguments.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), mode, offset as libc::off_t, len as libc::off_t) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(libc::ENODEV) => write_zeros(self, offset, len),
+            _ => Err(err),
+        }
+    }
 }
 
 /// A member held in memory (tests, simulation).
@@ -128,6 +191,13 @@ impl MemberDevice for MemoryDevice {
     }
 
     fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        let mut data = self.data.lock().expect("memory device lock");
+        check_bounds(data.len() as u64, offset, len as usize)?;
+        data[offset as usize..(offset + len) as usize].fill(0);
         Ok(())
     }
 }

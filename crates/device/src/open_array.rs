@@ -13,6 +13,7 @@
 //!   assembly leaves a stale member out.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, SlotState};
@@ -47,7 +48,7 @@ pub enum OpenError {
 
 /// One device given for assembly, with what was found on it.
 pub struct OpenMember {
-    pub dev: Box<dyn MemberDevice>,
+    pub dev: Arc<dyn MemberDevice>,
     pub probed: Probed,
     pub info: MemberInfo,
 }
@@ -90,7 +91,7 @@ impl OpenArray {
                 None => return Err(OpenError::BadMember(no_superblock(dev.as_ref()).to_string())),
             };
             let info = probed.superblock.info();
-            members.push(OpenMember { dev, probed, info });
+            members.push(OpenMember { dev: Arc::from(dev), probed, info });
         }
         let candidates: Vec<Candidate> =
             members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.info.clone() }).collect();
@@ -193,12 +194,11 @@ impl OpenArray {
     }
 
     fn run(&mut self, request: Request) -> Result<Completion, OpenError> {
-        let plan = &self.plan;
-        let members = &self.members;
+        let targets = self.member_targets();
         let mut io_error: Option<OpenError> = None;
         let result = execute(&mut self.array, request, &mut |io: &MemberIo| {
-            let idx = plan.slots[io.slot].expect("engine used an empty slot");
-            match do_io(plan, &members[idx], io) {
+            let target = targets[io.slot].as_ref().expect("engine used an empty slot");
+            match target.perform(io) {
                 Ok(r) => r,
                 Err(e) => {
                     let text = e.to_string();
@@ -207,17 +207,98 @@ impl OpenArray {
                 }
             }
         });
-        for event in self.array.take_events() {
-            let EngineEvent::MemberFailed { slot, reason } = event;
-            let name = self.plan.slots[slot].map(|i| self.members[i].dev.name().to_string()).unwrap_or_default();
-            self.failures.push((name, reason));
-            self.devs_changed = true;
-        }
+        self.note_events();
         match result {
             Ok(c) => Ok(c),
             Err(EngineError::ArrayFailed) if io_error.is_some() => Err(io_error.expect("checked")),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The engine, for drivers that run it themselves (with [`OpenArray::member_targets`] doing
+    /// the member I/O and [`OpenArray::note_events`] after completions).
+    pub fn engine_mut(&mut self) -> &mut Array {
+        &mut self.array
+    }
+
+    /// Per slot, where its member I/O goes (`None` for an empty slot). Targets can be moved to
+    /// other threads; they share the devices with this array.
+    pub fn member_targets(&self) -> Vec<Option<MemberTarget>> {
+        self.plan
+            .slots
+            .iter()
+            .map(|idx| {
+                idx.map(|i| {
+                    let m = &self.members[i];
+                    MemberTarget {
+                        dev: Arc::clone(&m.dev),
+                        base: m.info.data_offset * SECTOR_BYTES,
+                        data_bytes: data_sectors(&self.plan, &m.info) * SECTOR_BYTES,
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Take the engine's events (members that failed), remember them for the next superblock
+    /// update, and return them as (device name, reason).
+    pub fn note_events(&mut self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for event in self.array.take_events() {
+            let EngineEvent::MemberFailed { slot, reason } = event;
+            let name = self.plan.slots[slot].map(|i| self.members[i].dev.name().to_string()).unwrap_or_default();
+            self.failures.push((name.clone(), reason.clone()));
+            out.push((name, reason));
+            self.devs_changed = true;
+        }
+        out
+    }
+
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Whether the superblocks say "dirty" (written since the last clean mark).
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Whether member roles changed (a failure) since the superblocks were last written.
+    pub fn roles_changed(&self) -> bool {
+        self.devs_changed
+    }
+
+    /// Mark the superblocks dirty; a driver calls this before it lets the first write through.
+    pub fn mark_dirty(&mut self) -> Result<(), OpenError> {
+        if !self.writable {
+            return Err(OpenError::ReadOnly);
+        }
+        self.mark(false)
+    }
+
+    /// Flush every live member directly and mark the superblocks clean; a driver calls this
+    /// when no write is in flight.
+    pub fn flush_and_mark_clean(&mut self) -> Result<(), OpenError> {
+        self.flush_members()?;
+        self.mark(true)
+    }
+
+    /// Record member role changes in the superblocks without changing the clean state.
+    pub fn record_roles(&mut self) -> Result<(), OpenError> {
+        let clean = !self.dirty;
+        self.mark(clean)
+    }
+
+    fn flush_members(&self) -> Result<(), OpenError> {
+        for (slot, idx) in self.plan.slots.iter().enumerate() {
+            let Some(i) = idx else { continue };
+            if self.array.slot_states()[slot] != SlotState::InSync {
+                continue;
+            }
+            let dev = &self.members[*i].dev;
+            dev.flush().map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "flush", source })?;
+        }
+        Ok(())
     }
 
     /// Write every live member's superblock with the array marked clean or dirty, following
@@ -323,41 +404,59 @@ fn data_sectors(plan: &AssemblyPlan, info: &MemberInfo) -> u64 {
     }
 }
 
-/// Perform one member I/O on its device, refusing anything outside the member's data area.
-fn do_io(plan: &AssemblyPlan, m: &OpenMember, io: &MemberIo) -> Result<IoResult, OpenError> {
-    let data_bytes = data_sectors(plan, &m.info) * SECTOR_BYTES;
-    let base = m.info.data_offset * SECTOR_BYTES;
-    let len = match &io.op {
-        MemberOp::Read { len } => *len,
-        MemberOp::Write { data } => data.len() as u64,
-        MemberOp::Flush => 0,
-    };
-    assert!(
-        io.offset.checked_add(len).is_some_and(|end| end <= data_bytes),
-        "member I/O {}+{} outside the data area ({} bytes) of {}",
-        io.offset,
-        len,
-        data_bytes,
-        m.dev.name()
-    );
-    let name = || m.dev.name().to_string();
-    Ok(match &io.op {
-        MemberOp::Read { len } => {
-            let mut buf = vec![0u8; *len as usize];
-            m.dev
-                .read_at(base + io.offset, &mut buf)
-                .map_err(|source| OpenError::Io { device: name(), what: "read", source })?;
-            IoResult::Read(buf)
-        }
-        MemberOp::Write { data } => {
-            m.dev
-                .write_at(base + io.offset, data)
-                .map_err(|source| OpenError::Io { device: name(), what: "write", source })?;
-            IoResult::Done
-        }
-        MemberOp::Flush => {
-            m.dev.flush().map_err(|source| OpenError::Io { device: name(), what: "flush", source })?;
-            IoResult::Done
-        }
-    })
+/// Where one slot's member I/O goes: a device and its data area.
+#[derive(Clone)]
+pub struct MemberTarget {
+    pub dev: Arc<dyn MemberDevice>,
+    /// Byte offset of the data area on the device.
+    pub base: u64,
+    /// Bytes of array data the member holds.
+    pub data_bytes: u64,
+}
+
+impl MemberTarget {
+    /// Perform one member I/O, refusing anything outside the member's data area (so a bug can
+    /// never overwrite a superblock or bitmap).
+    pub fn perform(&self, io: &MemberIo) -> Result<IoResult, OpenError> {
+        let len = match &io.op {
+            MemberOp::Read { len } | MemberOp::Discard { len } => *len,
+            MemberOp::Write { data } => data.len() as u64,
+            MemberOp::Flush => 0,
+        };
+        assert!(
+            io.offset.checked_add(len).is_some_and(|end| end <= self.data_bytes),
+            "member I/O {}+{} outside the data area ({} bytes) of {}",
+            io.offset,
+            len,
+            self.data_bytes,
+            self.dev.name()
+        );
+        let name = || self.dev.name().to_string();
+        let at = self.base + io.offset;
+        Ok(match &io.op {
+            MemberOp::Read { len } => {
+                let mut buf = vec![0u8; *len as usize];
+                self.dev
+                    .read_at(at, &mut buf)
+                    .map_err(|source| OpenError::Io { device: name(), what: "read", source })?;
+                IoResult::Read(buf)
+            }
+            MemberOp::Write { data } => {
+                self.dev
+                    .write_at(at, data)
+                    .map_err(|source| OpenError::Io { device: name(), what: "write", source })?;
+                IoResult::Done
+            }
+            MemberOp::Flush => {
+                self.dev.flush().map_err(|source| OpenError::Io { device: name(), what: "flush", source })?;
+                IoResult::Done
+            }
+            MemberOp::Discard { len } => {
+                self.dev
+                    .discard(at, *len)
+                    .map_err(|source| OpenError::Io { device: name(), what: "discard", source })?;
+                IoResult::Done
+            }
+        })
+    }
 }

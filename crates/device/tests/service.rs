@@ -1,0 +1,280 @@
+//! The concurrent service over in-memory members: many clients at once, md's dirty/clean
+//! bookkeeping, zeroing and trimming, member failure during service, and a clean stop.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError};
+use uraid_device::{probe, MemberDevice, MemoryDevice, OpenArray};
+use uraid_format::create::{plan, CreateSpec};
+use uraid_format::MetadataVersion;
+
+const MEMBER_BYTES: u64 = 8 << 20;
+
+/// Members in memory carrying fresh md 1.2 superblocks (marked clean, contents all zero, which
+/// is consistent for every level).
+fn members(level: i32, n: usize, chunk_sectors: u32) -> Vec<Arc<MemoryDevice>> {
+    let spec = CreateSpec {
+        version: MetadataVersion::V1_2,
+        level,
+        layout: -1,
+        chunk_sectors,
+        raid_disks: n as u32,
+        array_uuid: [7; 16],
+        name: "test:0".into(),
+        ctime: 1_700_000_000,
+        component_sectors: None,
+        bitmap: false,
+        data_offset: None,
+    };
+    let uuids: Vec<[u8; 16]> = (0..n).map(|i| [i as u8 + 1; 16]).collect();
+    let made = plan(&spec, &vec![MEMBER_BYTES; n], &uuids).expect("create plan");
+    (0..n)
+        .map(|i| {
+            let dev = Arc::new(MemoryDevice::new(&format!("mem{i}"), MEMBER_BYTES));
+            let mut sb = made.superblocks[i].clone();
+            sb.set_clean(true);
+            dev.write_at(made.members[i].super_byte_offset, &sb.to_bytes()).unwrap();
+            dev
+        })
+        .collect()
+}
+
+fn open(devs: &[Arc<dyn MemberDevice>], writable: bool) -> OpenArray {
+    let boxed: Vec<Box<dyn MemberDevice>> = devs.iter().map(|d| Box::new(Arc::clone(d)) as Box<dyn MemberDevice>).collect();
+    OpenArray::assemble(boxed, writable).expect("assemble")
+}
+
+fn as_dyn(devs: &[Arc<MemoryDevice>]) -> Vec<Arc<dyn MemberDevice>> {
+    devs.iter().map(|d| Arc::clone(d) as Arc<dyn MemberDevice>).collect()
+}
+
+fn clean_on_disk(dev: &dyn MemberDevice) -> bool {
+    probe(dev).unwrap().expect("superblock").superblock.info().state_clean
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn read(h: &uraid_device::ServiceHandle, offset: u64, len: u64) -> Vec<u8> {
+    match h.call(BlockOp::Read { offset, len }).expect("read") {
+        BlockReply::Data(d) => d,
+        other => panic!("read answered {other:?}"),
+    }
+}
+
+/// Four client threads write and read back disjoint regions at once on every level; the whole
+/// array then holds what they wrote, the stop marks it clean, and a fresh assembly finds the
+/// redundancy consistent.
+#[test]
+fn concurrent_clients_on_every_level() {
+    for (level, n, chunk) in [(-1, 3, 0), (0, 4, 16), (1, 2, 0), (4, 4, 16), (5, 4, 16), (6, 5, 16), (10, 4, 16)] {
+        let mem = members(level, n, chunk);
+        let devs = as_dyn(&mem);
+        let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
+        let size = service.handle().info().size;
+        let region = size / 4;
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let h = service.handle();
+                std::thread::spawn(move || {
+                    let base = t * region;
+                    let mut model = vec![0u8; region as usize];
+                    for i in 0..40u64 {
+                        let len = 1 + (pattern(t * 1000 + i, 8).iter().map(|&b| b as u64).sum::<u64>() * 97) % 70_000;
+                        let len = len.min(region);
+                        let at = (i * 7919 * 13) % (region - len + 1);
+                        let data = pattern(t * 1000 + i, len as usize);
+                        model[at as usize..(at + len) as usize].copy_from_slice(&data);
+                        h.call(BlockOp::Write { offset: base + at, data, fua: i % 10 == 0 }).expect("write");
+                        if i % 5 == 0 {
+                            assert!(read(&h, base, region) == model, "level {level}: thread {t} read back differs");
+                        }
+                    }
+                    (base, model)
+                })
+            })
+            .collect();
+        let mut expect = vec![0u8; size as usize];
+        for t in threads {
+            let (base, model) = t.join().unwrap();
+            expect[base as usize..base as usize + model.len()].copy_from_slice(&model);
+        }
+        assert!(read(&service.handle(), 0, size) == expect, "level {level}: array differs from what was written");
+        let report = service.stop().expect("stop");
+        assert!(report.failed_members.is_empty());
+        for d in &devs {
+            assert!(clean_on_disk(d.as_ref()), "level {level}: {} not clean after stop", d.name());
+        }
+        let mut again = open(&devs, false);
+        assert!(again.read(0, size).unwrap() == expect, "level {level}: reassembled contents differ");
+        if level >= 1 {
+            assert_eq!(again.sync(0, size, false).unwrap(), 0, "level {level}: redundancy inconsistent");
+        }
+    }
+}
+
+/// The array is dirty on disk while writes are recent and clean again after the delay, as md's
+/// safe mode does.
+#[test]
+fn dirty_while_writing_clean_when_idle() {
+    let mem = members(5, 3, 16);
+    let devs = as_dyn(&mem);
+    let config = ServiceConfig { clean_delay: Duration::from_millis(150), ..ServiceConfig::default() };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    assert!(clean_on_disk(devs[0].as_ref()));
+    h.call(BlockOp::Write { offset: 4096, data: vec![1; 4096], fua: false }).unwrap();
+    assert!(!clean_on_disk(devs[0].as_ref()), "not marked dirty before the write");
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())), "not marked clean after the idle delay");
+    h.call(BlockOp::Write { offset: 0, data: vec![2; 10], fua: false }).unwrap();
+    assert!(!clean_on_disk(devs[1].as_ref()));
+    service.stop().unwrap();
+    assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())));
+}
+
+/// Zeroing reads back zeros exactly over its range, unaligned edges included; trimming leaves
+/// everything outside its range alone; both keep redundancy consistent.
+#[test]
+fn zero_and_trim() {
+    for (level, n) in [(5, 4), (6, 4), (1, 2), (10, 4), (0, 3)] {
+        let mem = members(level, n, if level == 1 { 0 } else { 16 });
+        let devs = as_dyn(&mem);
+        let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
+        let h = service.handle();
+        let size = h.info().size;
+        let mut model = pattern(level as u64 + 50, size as usize);
+        h.call(BlockOp::Write { offset: 0, data: model.clone(), fua: false }).unwrap();
+        // Unaligned zeroing, with and without deallocation, across stripe boundaries.
+        for (offset, len, may_deallocate) in [(1000u64, 200_000u64, true), (300_000, 5000, false), (8192 * 3 + 1, 3 * 65536, true)] {
+            h.call(BlockOp::Zero { offset, len, may_deallocate, fua: true }).unwrap();
+            model[offset as usize..(offset + len) as usize].fill(0);
+            assert!(read(&h, 0, size) == model, "level {level}: zero {offset}+{len} wrong");
+        }
+        // Trim: outside the range nothing changes.
+        let (t0, t1) = (size / 2 + 123, size / 2 + 123 + 500_000);
+        h.call(BlockOp::Trim { offset: t0, len: t1 - t0 }).unwrap();
+        let after = read(&h, 0, size);
+        assert!(after[..t0 as usize] == model[..t0 as usize] && after[t1 as usize..] == model[t1 as usize..], "level {level}: trim touched data outside its range");
+        // Out of range is refused.
+        assert!(matches!(h.call(BlockOp::Zero { offset: size - 1, len: 2, may_deallocate: true, fua: false }), Err(ServiceError::Engine(_))));
+        service.stop().unwrap();
+        if level >= 1 {
+            let mut again = open(&devs, false);
+            assert_eq!(again.sync(0, size, false).unwrap(), 0, "level {level}: redundancy inconsistent after zero/trim");
+        }
+    }
+}
+
+/// A member whose writes fail is dropped; the array goes on degraded, the data stays readable,
+/// and the survivors' superblocks record it so a later assembly leaves the member out.
+#[test]
+fn failing_member_is_recorded_and_service_continues() {
+    struct Flaky {
+        inner: Arc<MemoryDevice>,
+        broken: Arc<AtomicBool>,
+    }
+    impl MemberDevice for Flaky {
+        fn name(&self) -> &str {
+            self.inner.name()
+        }
+        fn size(&self) -> u64 {
+            self.inner.size()
+        }
+        fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
+            if self.broken.load(Ordering::SeqCst) {
+                return Err(std::io::Error::other("injected read error"));
+            }
+            self.inner.read_at(o, b)
+        }
+        fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
+            if self.broken.load(Ordering::SeqCst) {
+                return Err(std::io::Error::other("injected write error"));
+            }
+            self.inner.write_at(o, d)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mem = members(5, 4, 16);
+    let broken = Arc::new(AtomicBool::new(false));
+    let mut devs = as_dyn(&mem);
+    devs[2] = Arc::new(Flaky { inner: Arc::clone(&mem[2]), broken: Arc::clone(&broken) });
+    let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
+    let h = service.handle();
+    let size = h.info().size;
+    let data = pattern(9, size as usize);
+    h.call(BlockOp::Write { offset: 0, data: data.clone(), fua: false }).unwrap();
+    broken.store(true, Ordering::SeqCst);
+    let patch = pattern(10, 300_000);
+    h.call(BlockOp::Write { offset: 77_777, data: patch.clone(), fua: true }).unwrap();
+    let mut model = data;
+    model[77_777..77_777 + patch.len()].copy_from_slice(&patch);
+    assert!(read(&h, 0, size) == model, "data lost after a member failed");
+    let report = service.stop().unwrap();
+    assert_eq!(report.failed_members.len(), 1);
+    assert_eq!(report.failed_members[0].0, "mem2");
+    // The three survivors assemble without the failed member, which is now stale.
+    let mut healthy = as_dyn(&mem);
+    let stale = healthy.remove(2);
+    let mut again = open(&healthy, false);
+    assert!(again.read(0, size).unwrap() == model);
+    let mut all = healthy.clone();
+    all.push(stale);
+    let with_stale = open(&all, false);
+    assert!(with_stale.engine().degraded(), "the failed member was taken back in");
+}
+
+/// A read-only service refuses writes and leaves the superblocks untouched.
+#[test]
+fn read_only_refuses_writes() {
+    let mem = members(1, 2, 0);
+    let devs = as_dyn(&mem);
+    let before: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
+    let service = ArrayService::start(open(&devs, false), ServiceConfig::default());
+    let h = service.handle();
+    assert_eq!(h.call(BlockOp::Write { offset: 0, data: vec![1], fua: false }), Err(ServiceError::ReadOnly));
+    assert_eq!(h.call(BlockOp::Trim { offset: 0, len: 4096 }), Err(ServiceError::ReadOnly));
+    assert_eq!(read(&h, 0, 4096), vec![0u8; 4096]);
+    service.stop().unwrap();
+    let after: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
+    assert!(before == after, "a read-only service changed a member");
+}
+
+/// Stop waits for every accepted request; later submissions are refused, not lost silently.
+#[test]
+fn stop_finishes_accepted_requests() {
+    let mem = members(6, 4, 16);
+    let devs = as_dyn(&mem);
+    let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
+    let h = service.handle();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    for i in 0..64u64 {
+        let tx = tx.clone();
+        h.submit(
+            BlockOp::Write { offset: i * 65536, data: pattern(i, 65536), fua: false },
+            Box::new(move |r| tx.send(r).unwrap()),
+        );
+    }
+    service.stop().unwrap();
+    let results: Vec<_> = rx.try_iter().collect();
+    assert_eq!(results.len(), 64);
+    assert!(results.iter().all(|r| r.is_ok()));
+    assert_eq!(h.call(BlockOp::Flush), Err(ServiceError::Stopping));
+    let mut again = open(&devs, false);
+    for i in 0..64u64 {
+        assert!(again.read(i * 65536, 65536).unwrap() == pattern(i, 65536));
+    }
+}

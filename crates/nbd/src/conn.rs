@@ -1,0 +1,703 @@
+//! One connection: the handshake, then the transmission phase with a reader thread (the caller's)
+//! that parses and submits requests and a writer thread that sends replies as they complete.
+//!
+//! Replies go through a channel to the writer rather than being written by whichever thread
+//! completes the request: completions arrive on the export's threads, which must never block on
+//! a slow or stuck client. The single writer is also what keeps each reply's header and data
+//! together on the wire.
+
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::net::Shutdown;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::export::{Errno, ExportCommand, ExportError, ExportReply};
+use crate::handshake::{handshake, write_failed, Negotiated};
+use crate::proto::*;
+use crate::server::{log, ConnStats, EndReason, Inner};
+use crate::stream::Stream;
+
+/// Write payloads up to this size are read and thrown away when the write is refused, so the
+/// client gets an error and the stream stays in step; larger ones end the connection. The spec
+/// says lengths below 2^25 should not be treated as a denial of service.
+const MIN_DISCARD_LIMIT: u64 = 1 << 25;
+
+/// What the server may do to a connection from another thread.
+pub(crate) trait ConnControl: Send + Sync {
+    /// Stop reading requests; the connection then finishes what it has and closes.
+    fn stop(&self);
+}
+
+/// State shared by a connection's reader, its writer, the export's completions and `stop()`.
+pub(crate) struct Conn<S: Stream> {
+    /// A clone of the socket used only to shut it down.
+    control: S,
+    stop_requested: AtomicBool,
+    inflight: Mutex<Inflight>,
+    inflight_changed: Condvar,
+    /// True while the writer holds bytes the client has not accepted yet.
+    writer_busy: AtomicBool,
+    requests: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+}
+
+#[derive(Default)]
+struct Inflight {
+    requests: usize,
+    bytes: u64,
+    /// Counts answered requests, so a waiter can tell a stall from slow progress.
+    answered: u64,
+}
+
+impl<S: Stream> ConnControl for Conn<S> {
+    fn stop(&self) {
+        self.stop_requested.store(true, Ordering::SeqCst);
+        // Wakes a reader blocked in read() (it sees EOF) without touching the write side, so
+        // replies to requests already read still go out.
+        let _ = self.control.shutdown(Shutdown::Read);
+        // Wakes a reader waiting for in-flight room.
+        let _guard = self.inflight.lock().unwrap();
+        self.inflight_changed.notify_all();
+    }
+}
+
+impl<S: Stream> Conn<S> {
+    pub(crate) fn new(control: S) -> Self {
+        Conn {
+            control,
+            stop_requested: AtomicBool::new(false),
+            inflight: Mutex::new(Inflight::default()),
+            inflight_changed: Condvar::new(),
+            writer_busy: AtomicBool::new(false),
+            requests: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop_requested.load(Ordering::SeqCst)
+    }
+
+    /// Waits until a request costing `cost` bytes fits the in-flight limits, then counts it.
+    /// Returns false (counting nothing) if the connection is told to stop meanwhile.
+    fn acquire(&self, cost: u64, max_bytes: u64, max_requests: usize) -> bool {
+        let mut inflight = self.inflight.lock().unwrap();
+        loop {
+            if self.stopping() {
+                return false;
+            }
+            // A lone request is always let through, however big, or it could never run.
+            let fits = inflight.requests == 0
+                || (inflight.requests < max_requests && inflight.bytes.saturating_add(cost) <= max_bytes);
+            if fits {
+                inflight.requests += 1;
+                inflight.bytes += cost;
+                return true;
+            }
+            inflight = self.inflight_changed.wait(inflight).unwrap();
+        }
+    }
+
+    fn release(&self, cost: u64) {
+        let mut inflight = self.inflight.lock().unwrap();
+        inflight.requests -= 1;
+        inflight.bytes -= cost;
+        inflight.answered += 1;
+        self.inflight_changed.notify_all();
+    }
+
+    /// Waits until every counted request has been answered. The export must complete what it was
+    /// given, so there is no limit on that; but if the writer sits on unsent replies for
+    /// `stall_timeout` without progress, the client has stopped reading, and the socket is shut
+    /// down so the writer fails and discards the rest.
+    fn wait_answered(&self, stall_timeout: Duration) {
+        let mut inflight = self.inflight.lock().unwrap();
+        let mut last_answered = inflight.answered;
+        let mut last_progress = Instant::now();
+        let mut forced = false;
+        while inflight.requests > 0 {
+            inflight = self.inflight_changed.wait_timeout(inflight, Duration::from_millis(100)).unwrap().0;
+            if inflight.answered != last_answered {
+                last_answered = inflight.answered;
+                last_progress = Instant::now();
+            } else if !forced && self.writer_busy.load(Ordering::SeqCst) && last_progress.elapsed() >= stall_timeout {
+                forced = true;
+                let _ = self.control.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// Runs a whole connection and reports how it went. The socket is shut down on return.
+pub(crate) fn serve<S: Stream>(server: &Inner, conn: &Arc<Conn<S>>, stream: S, writer: S, peer: &str) -> ConnStats {
+    let mut reader = BufReader::with_capacity(64 << 10, stream);
+    let mut handshake_writer = BufWriter::with_capacity(4 << 10, writer);
+    let stopping = || conn.stopping();
+    let mut stats = ConnStats {
+        export: None,
+        structured_replies: false,
+        requests: 0,
+        bytes_read: 0,
+        bytes_written: 0,
+        reason: EndReason::ClientDisconnected,
+    };
+    match handshake(server, &stopping, &mut reader, &mut handshake_writer) {
+        Err(reason) => stats.reason = reason,
+        Ok(negotiated) => {
+            log(format_args!(
+                "{peer}: serving export {:?} ({} bytes{}, {} replies)",
+                negotiated.export_name,
+                negotiated.size,
+                if negotiated.read_only { ", read-only" } else { "" },
+                if negotiated.structured { "structured" } else { "simple" }
+            ));
+            stats.export = Some(negotiated.export_name.clone());
+            stats.structured_replies = negotiated.structured;
+            // Everything the handshake wrote was flushed before it returned.
+            match handshake_writer.into_inner() {
+                Ok(writer) => stats.reason = transmission(server, conn, reader, writer, &negotiated),
+                Err(e) => stats.reason = write_failed(e.into_error(), conn.stopping()),
+            }
+        }
+    }
+    let _ = conn.control.shutdown(Shutdown::Both);
+    stats.requests = conn.requests.load(Ordering::SeqCst);
+    stats.bytes_read = conn.bytes_read.load(Ordering::SeqCst);
+    stats.bytes_written = conn.bytes_written.load(Ordering::SeqCst);
+    stats
+}
+
+enum Outgoing {
+    Reply(Reply),
+    /// Every request has been answered: flush and exit.
+    Finish,
+}
+
+/// A completed request on its way to the writer.
+struct Reply {
+    handle: u64,
+    /// Offset of a read, for the structured data chunk.
+    read_offset: Option<u64>,
+    /// Read data on success (`None` for commands without data).
+    result: Result<Option<Vec<u8>>, ExportError>,
+    /// What this request counts against the in-flight byte limit.
+    cost: u64,
+    /// Write bytes to add to the statistics if the write succeeded.
+    write_len: u64,
+}
+
+/// Hands a request's completion to the writer exactly once: either through
+/// [`ReplySender::complete`], or, if the export drops the callback unused, as an EIO error from
+/// `Drop`, so that a buggy export cannot leave a request (and a waiting shutdown) hanging forever.
+struct ReplySender {
+    tx: Option<Sender<Outgoing>>,
+    handle: u64,
+    /// Offset and length of a read.
+    read: Option<(u64, u32)>,
+    cost: u64,
+    write_len: u64,
+}
+
+impl ReplySender {
+    fn complete(mut self, result: Result<ExportReply, ExportError>) {
+        let result = match (self.read, result) {
+            (_, Err(e)) => Err(e),
+            (Some((_, len)), Ok(ExportReply::Data(d))) if d.len() == len as usize => Ok(Some(d)),
+            // A short read sent as success would desynchronize a simple-reply client, so a
+            // mistake in the export becomes an error here.
+            (Some((_, len)), Ok(ExportReply::Data(d))) => Err(ExportError::new(
+                Errno::Io,
+                format!("internal error: the export returned {} bytes for a {len}-byte read", d.len()),
+            )),
+            (Some(_), Ok(ExportReply::Done)) => {
+                Err(ExportError::new(Errno::Io, "internal error: the export returned no data for a read"))
+            }
+            (None, Ok(_)) => Ok(None),
+        };
+        self.send(result);
+    }
+
+    fn send(&mut self, result: Result<Option<Vec<u8>>, ExportError>) {
+        if let Some(tx) = self.tx.take() {
+            let reply = Reply {
+                handle: self.handle,
+                read_offset: self.read.map(|(offset, _)| offset),
+                result,
+                cost: self.cost,
+                write_len: self.write_len,
+            };
+            // The writer outlives every counted request, so this only fails if it panicked.
+            let _ = tx.send(Outgoing::Reply(reply));
+        }
+    }
+}
+
+impl Drop for ReplySender {
+    fn drop(&mut self) {
+        self.send(Err(ExportError::new(Errno::Io, "internal error: the export dropped the request without completing it")));
+    }
+}
+
+/// Request limits fixed for the connection by the handshake.
+pub(crate) struct Limits {
+    pub size: u64,
+    pub read_only: bool,
+    pub structured: bool,
+    pub max_payload: u32,
+}
+
+/// What to do with a well-formed request.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Hand it to the export (a write's data is still to be read into it).
+    Submit(ExportCommand),
+    /// Nothing to do but report success (a zero-length range).
+    Succeed,
+}
+
+/// Checks a request (other than `NBD_CMD_DISC`) against the protocol and the export, in this
+/// order: command type, flags, read-only, payload size, range. The order decides which error a
+/// request with several faults gets; the spec does not rank them.
+pub(crate) fn validate(req: &RequestHeader, limits: &Limits) -> Result<Verdict, ExportError> {
+    let name = command_name(req.kind);
+    let allowed_flags = match req.kind {
+        CMD_READ if limits.structured => CMD_FLAG_FUA | CMD_FLAG_DF,
+        CMD_READ | CMD_WRITE | CMD_FLUSH | CMD_TRIM | CMD_CACHE => CMD_FLAG_FUA,
+        CMD_WRITE_ZEROES => CMD_FLAG_FUA | CMD_FLAG_NO_HOLE,
+        CMD_BLOCK_STATUS => {
+            return Err(ExportError::new(Errno::Inval, "NBD_CMD_BLOCK_STATUS needs a metadata context; this server offers none"))
+        }
+        _ => return Err(ExportError::new(Errno::Inval, format!("{name} is not supported by this server"))),
+    };
+    let unknown_flags = req.flags & !allowed_flags;
+    if unknown_flags != 0 {
+        return Err(ExportError::new(Errno::Inval, format!("command flags {unknown_flags:#x} are not valid for {name}")));
+    }
+    let fua = req.flags & CMD_FLAG_FUA != 0;
+    let (offset, len) = (req.offset, req.len);
+    if limits.read_only && matches!(req.kind, CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES) {
+        return Err(ExportError::new(Errno::Perm, format!("{name} refused: the export is read-only")));
+    }
+    if matches!(req.kind, CMD_READ | CMD_WRITE) && len > limits.max_payload {
+        return Err(ExportError::new(
+            Errno::Inval,
+            format!("{name} of {len} bytes exceeds the maximum of {} bytes", limits.max_payload),
+        ));
+    }
+    if req.kind == CMD_FLUSH {
+        // Offset and length are reserved for a flush; nothing is gained by refusing a client
+        // that fills them in.
+        return Ok(Verdict::Submit(ExportCommand::Flush));
+    }
+    let in_range = matches!(offset.checked_add(len.into()), Some(end) if end <= limits.size);
+    if !in_range {
+        // The spec asks for ENOSPC when a write goes past the end and EINVAL for the others.
+        let errno = if matches!(req.kind, CMD_WRITE | CMD_WRITE_ZEROES) { Errno::NoSpc } else { Errno::Inval };
+        return Err(ExportError::new(
+            errno,
+            format!("{name} of {len} bytes at offset {offset} goes past the end of the {}-byte export", limits.size),
+        ));
+    }
+    if len == 0 {
+        return Ok(Verdict::Succeed);
+    }
+    Ok(Verdict::Submit(match req.kind {
+        CMD_READ => ExportCommand::Read { offset, len },
+        CMD_WRITE => ExportCommand::Write { offset, data: Vec::new(), fua },
+        CMD_TRIM => ExportCommand::Trim { offset, len, fua },
+        CMD_WRITE_ZEROES => {
+            ExportCommand::WriteZeroes { offset, len, may_trim: req.flags & CMD_FLAG_NO_HOLE == 0, fua }
+        }
+        CMD_CACHE => ExportCommand::Cache { offset, len },
+        _ => unreachable!("command types were filtered above"),
+    }))
+}
+
+fn transmission<S: Stream>(
+    server: &Inner,
+    conn: &Arc<Conn<S>>,
+    reader: BufReader<S>,
+    writer: S,
+    negotiated: &Negotiated,
+) -> EndReason {
+    let (tx, rx) = mpsc::channel();
+    let writer_conn = conn.clone();
+    let structured = negotiated.structured;
+    let writer_thread = match thread::Builder::new()
+        .name("nbd-writer".into())
+        .spawn(move || write_replies(writer, rx, &writer_conn, structured))
+    {
+        Ok(t) => t,
+        Err(e) => return EndReason::Io(format!("could not start the reply writer thread: {e}")),
+    };
+    let reason = read_requests(server, conn, reader, &tx, negotiated);
+    conn.wait_answered(server.config.stalled_client_timeout);
+    let _ = tx.send(Outgoing::Finish);
+    drop(tx);
+    match writer_thread.join() {
+        // The reader only saw the socket close; the writer knows whether that was the client
+        // leaving or something worse.
+        Ok(Some(e)) if reason == EndReason::ClientDisconnected => write_failed(e, conn.stopping()),
+        Ok(_) => reason,
+        Err(_) => EndReason::Io("the reply writer thread panicked".into()),
+    }
+}
+
+/// The reader: parses requests and submits them until the client disconnects, breaks the
+/// protocol, or the connection is told to stop.
+fn read_requests<S: Stream>(
+    server: &Inner,
+    conn: &Conn<S>,
+    mut reader: BufReader<S>,
+    tx: &Sender<Outgoing>,
+    negotiated: &Negotiated,
+) -> EndReason {
+    let config = &server.config;
+    let limits = Limits {
+        size: negotiated.size,
+        read_only: negotiated.read_only,
+        structured: negotiated.structured,
+        max_payload: config.max_payload,
+    };
+    let discard_limit = u64::from(config.max_payload).max(MIN_DISCARD_LIMIT);
+    let acquire = |cost: u64| conn.acquire(cost, config.max_inflight_bytes, config.max_inflight_requests);
+    let read_end = |e: ReadEnd| e.reason(conn.stopping());
+    let sender = |handle: u64, read: Option<(u64, u32)>, cost: u64, write_len: u64| ReplySender {
+        tx: Some(tx.clone()),
+        handle,
+        read,
+        cost,
+        write_len,
+    };
+
+    loop {
+        // Requests already buffered are not started once a stop is asked for.
+        if conn.stopping() {
+            return EndReason::ServerStop;
+        }
+        let mut raw = [0u8; REQUEST_HEADER_LEN];
+        if let Err(e) = read_exact_or_eof(&mut reader, &mut raw, "a request header") {
+            return read_end(e);
+        }
+        let req = match RequestHeader::decode(&raw) {
+            Ok(req) => req,
+            Err(e) => return EndReason::ProtocolError(e.to_string()),
+        };
+        if req.kind == CMD_DISC {
+            // No reply; its offset, length and flags are meaningless, so they are not checked.
+            return EndReason::Disconnect;
+        }
+        let read = (req.kind == CMD_READ).then_some((req.offset, req.len));
+        let verdict = validate(&req, &limits);
+
+        if req.kind == CMD_WRITE && req.len > 0 {
+            let len = u64::from(req.len);
+            if verdict.is_err() && len > discard_limit {
+                return EndReason::ProtocolError(format!(
+                    "NBD_CMD_WRITE announces {len} bytes of data, more than the {discard_limit} bytes the server will read to skip it"
+                ));
+            }
+            if let Ok(Verdict::Submit(ExportCommand::Write { offset, fua, .. })) = verdict {
+                // Room is reserved before the data is read, which is what bounds the memory a
+                // connection's queued writes can take.
+                if !acquire(len) {
+                    return EndReason::ServerStop;
+                }
+                let data = match read_vec(&mut reader, req.len as usize, "write data") {
+                    Ok(data) => data,
+                    Err(e) => {
+                        // The connection is going away with this request half-read: there is
+                        // nothing to answer, only room to give back.
+                        conn.release(len);
+                        return read_end(e);
+                    }
+                };
+                let reply = sender(req.handle, None, len, len);
+                server.export.submit(ExportCommand::Write { offset, data, fua }, Box::new(move |r| reply.complete(r)));
+                continue;
+            }
+            if let Err(e) = discard(&mut reader, len, "write data") {
+                return read_end(e);
+            }
+        }
+
+        match verdict {
+            Ok(Verdict::Submit(cmd)) => {
+                let cost = read.map_or(0, |(_, len)| u64::from(len));
+                if !acquire(cost) {
+                    return EndReason::ServerStop;
+                }
+                let reply = sender(req.handle, read, cost, 0);
+                server.export.submit(cmd, Box::new(move |r| reply.complete(r)));
+            }
+            Ok(Verdict::Succeed) => {
+                if !acquire(0) {
+                    return EndReason::ServerStop;
+                }
+                let done = if read.is_some() { ExportReply::Data(Vec::new()) } else { ExportReply::Done };
+                sender(req.handle, read, 0, 0).complete(Ok(done));
+            }
+            Err(e) => {
+                if !acquire(0) {
+                    return EndReason::ServerStop;
+                }
+                sender(req.handle, read, 0, 0).complete(Err(e));
+            }
+        }
+    }
+}
+
+/// The writer: sends replies in completion order, batching whatever is queued into one flush.
+/// Returns the write error that ended sending, if any; after one, replies are still taken from
+/// the channel (and their room released) but dropped.
+fn write_replies<S: Stream>(stream: S, rx: Receiver<Outgoing>, conn: &Conn<S>, structured: bool) -> Option<io::Error> {
+    let mut w = BufWriter::with_capacity(64 << 10, stream);
+    let mut failure: Option<io::Error> = None;
+    fn fail<S: Stream>(e: io::Error, failure: &mut Option<io::Error>, w: &BufWriter<S>) {
+        if failure.is_none() {
+            // Whatever the reader is blocked on, the client is gone; make it notice.
+            let _ = w.get_ref().shutdown(Shutdown::Both);
+            *failure = Some(e);
+        }
+    }
+    let mut next = rx.recv().ok();
+    while let Some(Outgoing::Reply(reply)) = next {
+        if failure.is_none() {
+            conn.writer_busy.store(true, Ordering::SeqCst);
+            match write_reply(&mut w, &reply, structured) {
+                Ok(()) => {
+                    conn.requests.fetch_add(1, Ordering::Relaxed);
+                    match &reply.result {
+                        Ok(Some(data)) => {
+                            conn.bytes_read.fetch_add(data.len() as u64, Ordering::Relaxed);
+                        }
+                        Ok(None) => {
+                            conn.bytes_written.fetch_add(reply.write_len, Ordering::Relaxed);
+                        }
+                        Err(_) => {}
+                    }
+                }
+                Err(e) => fail(e, &mut failure, &w),
+            }
+        }
+        conn.release(reply.cost);
+        next = match rx.try_recv() {
+            Ok(m) => Some(m),
+            Err(TryRecvError::Empty) => {
+                if failure.is_none() {
+                    if let Err(e) = w.flush() {
+                        fail(e, &mut failure, &w);
+                    }
+                }
+                conn.writer_busy.store(false, Ordering::SeqCst);
+                rx.recv().ok()
+            }
+            Err(TryRecvError::Disconnected) => None,
+        };
+    }
+    if failure.is_none() {
+        if let Err(e) = w.flush() {
+            fail(e, &mut failure, &w);
+        }
+    }
+    conn.writer_busy.store(false, Ordering::SeqCst);
+    failure
+}
+
+fn write_reply<W: Write>(w: &mut W, reply: &Reply, structured: bool) -> io::Result<()> {
+    let handle = reply.handle;
+    if !structured {
+        let error = reply.result.as_ref().err().map_or(0, |e| e.errno.code());
+        w.write_all(&SimpleReplyHeader { error, handle }.encode())?;
+        if let Ok(Some(data)) = &reply.result {
+            w.write_all(data)?;
+        }
+        return Ok(());
+    }
+    let chunk = |chunk_type: u16, len: usize| {
+        ChunkHeader { flags: REPLY_FLAG_DONE, chunk_type, handle, len: len as u32 }.encode()
+    };
+    match &reply.result {
+        Ok(Some(data)) if !data.is_empty() => {
+            // The whole read is in memory before this chunk starts, so no error can follow it
+            // and it can carry the DONE flag itself.
+            w.write_all(&chunk(REPLY_TYPE_OFFSET_DATA, 8 + data.len()))?;
+            w.write_all(&reply.read_offset.unwrap_or(0).to_be_bytes())?;
+            w.write_all(data)
+        }
+        Ok(_) => w.write_all(&chunk(REPLY_TYPE_NONE, 0)),
+        Err(e) => {
+            let payload = error_chunk_payload(e.errno.code(), &e.message);
+            w.write_all(&chunk(REPLY_TYPE_ERROR, payload.len()))?;
+            w.write_all(&payload)
+        }
+    }
+}
+
+/// How a read from the client ended early.
+pub(crate) enum ReadEnd {
+    /// EOF exactly at a message boundary.
+    Closed,
+    /// EOF inside a message.
+    Truncated(&'static str),
+    Failed(io::Error),
+}
+
+impl ReadEnd {
+    pub(crate) fn reason(self, stopping: bool) -> EndReason {
+        if stopping {
+            // A stop shuts the read side down, which looks like EOF from here.
+            return EndReason::ServerStop;
+        }
+        match self {
+            ReadEnd::Closed => EndReason::ClientDisconnected,
+            ReadEnd::Truncated(what) => EndReason::ProtocolError(format!("connection closed in the middle of {what}")),
+            ReadEnd::Failed(e) if matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) => {
+                EndReason::ClientDisconnected
+            }
+            ReadEnd::Failed(e) => EndReason::Io(format!("reading from the client: {e}")),
+        }
+    }
+}
+
+/// Fills `buf`, telling EOF before the first byte (a clean close) from EOF inside the message.
+pub(crate) fn read_exact_or_eof<R: Read>(r: &mut R, buf: &mut [u8], what: &'static str) -> Result<(), ReadEnd> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) if filled == 0 => return Err(ReadEnd::Closed),
+            Ok(0) => return Err(ReadEnd::Truncated(what)),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ReadEnd::Failed(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Reads exactly `len` bytes without zero-filling a buffer first.
+pub(crate) fn read_vec<R: Read>(r: &mut R, len: usize, what: &'static str) -> Result<Vec<u8>, ReadEnd> {
+    let mut data = Vec::with_capacity(len);
+    match r.take(len as u64).read_to_end(&mut data) {
+        Ok(n) if n == len => Ok(data),
+        Ok(_) => Err(ReadEnd::Truncated(what)),
+        Err(e) => Err(ReadEnd::Failed(e)),
+    }
+}
+
+/// Reads and drops `len` bytes.
+pub(crate) fn discard<R: BufRead>(r: &mut R, len: u64, what: &'static str) -> Result<(), ReadEnd> {
+    match io::copy(&mut r.take(len), &mut io::sink()) {
+        Ok(n) if n == len => Ok(()),
+        Ok(_) => Err(ReadEnd::Truncated(what)),
+        Err(e) => Err(ReadEnd::Failed(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(read_only: bool, structured: bool) -> Limits {
+        Limits { size: 1 << 20, read_only, structured, max_payload: 1 << 16 }
+    }
+
+    fn req(kind: u16, flags: u16, offset: u64, len: u32) -> RequestHeader {
+        RequestHeader { flags, kind, handle: 1, offset, len }
+    }
+
+    fn errno(r: Result<Verdict, ExportError>) -> Option<Errno> {
+        r.err().map(|e| e.errno)
+    }
+
+    #[test]
+    fn unknown_commands_and_flags_are_einval() {
+        let l = limits(false, false);
+        assert_eq!(errno(validate(&req(CMD_BLOCK_STATUS, 0, 0, 512), &l)), Some(Errno::Inval));
+        assert_eq!(errno(validate(&req(CMD_RESIZE, 0, 0, 0), &l)), Some(Errno::Inval));
+        assert_eq!(errno(validate(&req(99, 0, 0, 512), &l)), Some(Errno::Inval));
+        assert_eq!(errno(validate(&req(CMD_WRITE_ZEROES, CMD_FLAG_FAST_ZERO, 0, 512), &l)), Some(Errno::Inval));
+        assert_eq!(errno(validate(&req(CMD_WRITE, CMD_FLAG_NO_HOLE, 0, 512), &l)), Some(Errno::Inval));
+        assert_eq!(errno(validate(&req(CMD_READ, 1 << 9, 0, 512), &l)), Some(Errno::Inval));
+        // DF exists only with structured replies.
+        assert_eq!(errno(validate(&req(CMD_READ, CMD_FLAG_DF, 0, 512), &l)), Some(Errno::Inval));
+        assert!(validate(&req(CMD_READ, CMD_FLAG_DF, 0, 512), &limits(false, true)).is_ok());
+        // FUA is valid on every command.
+        for kind in [CMD_READ, CMD_WRITE, CMD_FLUSH, CMD_TRIM, CMD_CACHE, CMD_WRITE_ZEROES] {
+            assert!(validate(&req(kind, CMD_FLAG_FUA, 0, 512), &l).is_ok(), "{}", command_name(kind));
+        }
+    }
+
+    #[test]
+    fn range_errors_follow_the_spec() {
+        let l = limits(false, false);
+        let end = 1 << 20;
+        for kind in [CMD_READ, CMD_TRIM, CMD_CACHE] {
+            assert_eq!(errno(validate(&req(kind, 0, end - 511, 512), &l)), Some(Errno::Inval));
+            assert_eq!(errno(validate(&req(kind, 0, u64::MAX, 1), &l)), Some(Errno::Inval));
+        }
+        for kind in [CMD_WRITE, CMD_WRITE_ZEROES] {
+            assert_eq!(errno(validate(&req(kind, 0, end - 511, 512), &l)), Some(Errno::NoSpc));
+            assert_eq!(errno(validate(&req(kind, 0, u64::MAX - 10, 512), &l)), Some(Errno::NoSpc));
+        }
+        assert!(matches!(validate(&req(CMD_READ, 0, end - 512, 512), &l), Ok(Verdict::Submit(_))));
+        // Zero-length ranges succeed without reaching the export, even at the very end.
+        assert!(matches!(validate(&req(CMD_READ, 0, end, 0), &l), Ok(Verdict::Succeed)));
+        assert_eq!(errno(validate(&req(CMD_READ, 0, end + 1, 0), &l)), Some(Errno::Inval));
+        // Flush ignores its reserved fields.
+        assert!(matches!(validate(&req(CMD_FLUSH, 0, u64::MAX, 7), &l), Ok(Verdict::Submit(ExportCommand::Flush))));
+    }
+
+    #[test]
+    fn payload_limit_applies_to_read_and_write_only() {
+        let l = limits(false, false);
+        let big = (1 << 16) + 1;
+        assert_eq!(errno(validate(&req(CMD_READ, 0, 0, big), &l)), Some(Errno::Inval));
+        assert_eq!(errno(validate(&req(CMD_WRITE, 0, 0, big), &l)), Some(Errno::Inval));
+        assert!(validate(&req(CMD_TRIM, 0, 0, big), &l).is_ok());
+        assert!(validate(&req(CMD_WRITE_ZEROES, 0, 0, big), &l).is_ok());
+        assert!(validate(&req(CMD_CACHE, 0, 0, big), &l).is_ok());
+    }
+
+    #[test]
+    fn read_only_refuses_writes_with_eperm_first() {
+        let l = limits(true, false);
+        for kind in [CMD_WRITE, CMD_TRIM, CMD_WRITE_ZEROES] {
+            // Even out of range: the export cannot be written at all.
+            assert_eq!(errno(validate(&req(kind, 0, u64::MAX, 512), &l)), Some(Errno::Perm));
+        }
+        for kind in [CMD_READ, CMD_FLUSH, CMD_CACHE] {
+            assert!(validate(&req(kind, 0, 0, 512), &l).is_ok());
+        }
+    }
+
+    #[test]
+    fn write_zeroes_maps_no_hole_to_may_trim() {
+        let l = limits(false, false);
+        let cmd = |flags| match validate(&req(CMD_WRITE_ZEROES, flags, 512, 1024), &l) {
+            Ok(Verdict::Submit(ExportCommand::WriteZeroes { may_trim, fua, .. })) => (may_trim, fua),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(cmd(0), (true, false));
+        assert_eq!(cmd(CMD_FLAG_NO_HOLE), (false, false));
+        assert_eq!(cmd(CMD_FLAG_NO_HOLE | CMD_FLAG_FUA), (false, true));
+    }
+
+    #[test]
+    fn reads_tell_clean_eof_from_truncation() {
+        let mut buf = [0u8; 4];
+        assert!(matches!(read_exact_or_eof(&mut &[][..], &mut buf, "x"), Err(ReadEnd::Closed)));
+        assert!(matches!(read_exact_or_eof(&mut &[1, 2][..], &mut buf, "x"), Err(ReadEnd::Truncated("x"))));
+        assert!(read_exact_or_eof(&mut &[1, 2, 3, 4, 5][..], &mut buf, "x").is_ok());
+        assert_eq!(buf, [1, 2, 3, 4]);
+        assert!(matches!(read_vec(&mut &[1, 2][..], 3, "y"), Err(ReadEnd::Truncated("y"))));
+        assert_eq!(read_vec(&mut &[1, 2, 3][..], 2, "y").ok(), Some(vec![1, 2]));
+        assert!(discard(&mut &[0u8; 10][..], 10, "z").is_ok());
+        assert!(matches!(discard(&mut &[0u8; 10][..], 11, "z"), Err(ReadEnd::Truncated("z"))));
+    }
+}

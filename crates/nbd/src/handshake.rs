@@ -1,0 +1,214 @@
+//! The fixed-newstyle handshake: greeting, client flags, and option haggling up to
+//! `NBD_OPT_EXPORT_NAME` or a successful `NBD_OPT_GO`.
+
+use std::io::{self, BufRead, Write};
+
+use crate::conn::{discard, read_exact_or_eof, read_vec, ReadEnd};
+use crate::proto::*;
+use crate::server::{EndReason, Inner};
+
+/// Largest option payload read into memory. The longest option this server understands is
+/// `NBD_OPT_INFO`/`GO`: a name of at most 4096 bytes plus a list of information requests, so
+/// 64 KiB is far more than any honest client sends.
+pub const MAX_OPTION_DATA: usize = 64 << 10;
+
+/// What the handshake agreed on.
+#[derive(Debug, Clone)]
+pub(crate) struct Negotiated {
+    pub export_name: String,
+    pub structured: bool,
+    /// Export size as advertised; requests are checked against this value for the whole
+    /// connection, since it is what the client was told.
+    pub size: u64,
+    pub read_only: bool,
+    pub transmission_flags: u16,
+}
+
+/// Runs the handshake. `Err` carries why the connection must end instead of entering transmission.
+pub(crate) fn handshake<R: BufRead, W: Write>(
+    server: &Inner,
+    stopping: &dyn Fn() -> bool,
+    r: &mut R,
+    w: &mut W,
+) -> Result<Negotiated, EndReason> {
+    let write_end = |e: io::Error| write_failed(e, stopping());
+    let read_end = |e: ReadEnd| e.reason(stopping());
+
+    w.write_all(&encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES)).map_err(write_end)?;
+    w.flush().map_err(write_end)?;
+
+    let mut flags = [0u8; 4];
+    read_exact_or_eof(r, &mut flags, "client flags").map_err(read_end)?;
+    let client_flags = u32::from_be_bytes(flags);
+    if client_flags & !KNOWN_CLIENT_FLAGS != 0 {
+        return Err(EndReason::ProtocolError(format!(
+            "client flags {client_flags:#x} include bits this server does not know ({:#x})",
+            client_flags & !KNOWN_CLIENT_FLAGS
+        )));
+    }
+    if client_flags & FLAG_C_FIXED_NEWSTYLE == 0 {
+        return Err(EndReason::ProtocolError(
+            "client did not set NBD_FLAG_C_FIXED_NEWSTYLE; the old (non-fixed) newstyle handshake is not supported"
+                .into(),
+        ));
+    }
+    let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+    let mut structured = false;
+
+    loop {
+        w.flush().map_err(write_end)?;
+        let mut raw = [0u8; OPTION_HEADER_LEN];
+        read_exact_or_eof(r, &mut raw, "an option header").map_err(read_end)?;
+        let header = OptionHeader::decode(&raw).map_err(|e| EndReason::ProtocolError(e.to_string()))?;
+        let option = header.option;
+        let mut reply = |reply_type: u32, data: &[u8]| -> Result<(), EndReason> {
+            let h = OptionReplyHeader { option, reply_type, len: data.len() as u32 };
+            w.write_all(&h.encode()).and_then(|()| w.write_all(data)).map_err(write_end)
+        };
+
+        if header.len as usize > MAX_OPTION_DATA {
+            // Skipping the data keeps the stream in step, so the client can go on with other
+            // options; nothing is buffered, so the length costs the server nothing but time.
+            discard(r, header.len.into(), "option data").map_err(read_end)?;
+            if option == OPT_EXPORT_NAME {
+                return Err(EndReason::Refused(format!(
+                    "NBD_OPT_EXPORT_NAME with a {}-byte name cannot name the export",
+                    header.len
+                )));
+            }
+            let msg = format!("{} data of {} bytes exceeds the {MAX_OPTION_DATA}-byte limit", option_name(option), header.len);
+            reply(REP_ERR_TOO_BIG, msg.as_bytes())?;
+            continue;
+        }
+        let data = read_vec(r, header.len as usize, "option data").map_err(read_end)?;
+
+        if stopping() && option != OPT_ABORT {
+            if option == OPT_EXPORT_NAME {
+                // This option has no error reply; closing is the only answer.
+                return Err(EndReason::ServerStop);
+            }
+            reply(REP_ERR_SHUTDOWN, b"the server is shutting down")?;
+            continue;
+        }
+
+        match option {
+            OPT_EXPORT_NAME => {
+                if !names_this_export(server, &data) {
+                    return Err(EndReason::Refused(format!(
+                        "NBD_OPT_EXPORT_NAME asked for unknown export {:?}",
+                        String::from_utf8_lossy(&data)
+                    )));
+                }
+                let negotiated = negotiate(server, structured);
+                w.write_all(&export_name_reply(negotiated.size, negotiated.transmission_flags, no_zeroes))
+                    .and_then(|()| w.flush())
+                    .map_err(write_end)?;
+                return Ok(negotiated);
+            }
+            OPT_ABORT => {
+                // The client may already have closed without waiting for the ACK the spec
+                // requires us to send, so a failure to send it is not worth reporting.
+                let _ = reply(REP_ACK, &[]);
+                let _ = w.flush();
+                return Err(EndReason::Aborted);
+            }
+            OPT_LIST => {
+                if !data.is_empty() {
+                    reply(REP_ERR_INVALID, b"NBD_OPT_LIST takes no data")?;
+                } else {
+                    reply(REP_SERVER, &rep_server(&server.config.export_name, server.config.description.as_deref()))?;
+                    reply(REP_ACK, &[])?;
+                }
+            }
+            OPT_STARTTLS => reply(REP_ERR_UNSUP, b"this server does not support TLS")?,
+            OPT_INFO | OPT_GO => {
+                let request = match InfoRequest::decode(&data) {
+                    Ok(request) => request,
+                    Err(e) => {
+                        reply(REP_ERR_INVALID, format!("malformed {}: {e}", option_name(option)).as_bytes())?;
+                        continue;
+                    }
+                };
+                if !names_this_export(server, &request.name) {
+                    let msg = format!("no export named {:?}", String::from_utf8_lossy(&request.name));
+                    reply(REP_ERR_UNKNOWN, msg.as_bytes())?;
+                    continue;
+                }
+                let negotiated = negotiate(server, structured);
+                reply(REP_INFO, &info_export(negotiated.size, negotiated.transmission_flags))?;
+                if request.requests.contains(&INFO_NAME) {
+                    reply(REP_INFO, &info_string(INFO_NAME, &server.config.export_name))?;
+                }
+                if let (true, Some(d)) = (request.requests.contains(&INFO_DESCRIPTION), &server.config.description) {
+                    reply(REP_INFO, &info_string(INFO_DESCRIPTION, d))?;
+                }
+                // Sent whether asked for or not: the spec lets a server volunteer information,
+                // and a client that ignores it loses nothing since the minimum is 1.
+                reply(
+                    REP_INFO,
+                    &info_block_size(1, server.preferred_block_size, server.config.max_payload),
+                )?;
+                reply(REP_ACK, &[])?;
+                if option == OPT_GO {
+                    w.flush().map_err(write_end)?;
+                    return Ok(negotiated);
+                }
+            }
+            OPT_STRUCTURED_REPLY => {
+                if !data.is_empty() {
+                    reply(REP_ERR_INVALID, b"NBD_OPT_STRUCTURED_REPLY takes no data")?;
+                } else {
+                    // Asking twice is harmless, so it is acknowledged again rather than refused.
+                    structured = true;
+                    reply(REP_ACK, &[])?;
+                }
+            }
+            other => {
+                let msg = format!("{} is not supported by this server", option_name(other));
+                reply(REP_ERR_UNSUP, msg.as_bytes())?;
+            }
+        }
+    }
+}
+
+/// The configured name, or "" which the spec reserves for the default export.
+fn names_this_export(server: &Inner, name: &[u8]) -> bool {
+    name.is_empty() || name == server.config.export_name.as_bytes()
+}
+
+fn negotiate(server: &Inner, structured: bool) -> Negotiated {
+    let export = &server.export;
+    let read_only = export.read_only();
+    let mut flags = FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_SEND_CACHE;
+    if read_only {
+        // Trim and write-zeroes would only ever fail with EPERM, so they are not offered.
+        flags |= FLAG_READ_ONLY;
+    } else {
+        flags |= FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES;
+    }
+    if structured {
+        // Every read is answered with a single data chunk, so "don't fragment" costs nothing;
+        // the spec forbids the flag without structured replies.
+        flags |= FLAG_SEND_DF;
+    }
+    if export.multi_conn_safe() {
+        flags |= FLAG_CAN_MULTI_CONN;
+    }
+    Negotiated {
+        export_name: server.config.export_name.clone(),
+        structured,
+        size: export.size(),
+        read_only,
+        transmission_flags: flags,
+    }
+}
+
+pub(crate) fn write_failed(e: io::Error, stopping: bool) -> EndReason {
+    if stopping {
+        EndReason::ServerStop
+    } else if matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) {
+        EndReason::ClientDisconnected
+    } else {
+        EndReason::Io(format!("writing to the client: {e}"))
+    }
+}

@@ -1,0 +1,28 @@
+//! uraid's NBD (Network Block Device) server.
+//!
+//! - [`proto`]: the wire format (constants and fixed-size messages), checked against the
+//!   protocol description `doc/proto.md` of the NetworkBlockDevice/nbd project;
+//! - [`export`]: the [`Export`] trait the RAID side implements, and what crosses it;
+//! - [`server`]: the fixed-newstyle handshake and a threaded transmission phase: per connection a
+//!   reader that submits requests as soon as they are parsed and a writer that sends replies in
+//!   completion order, simple or structured;
+//! - [`addr`]: `unix:PATH` / `tcp:HOST:PORT` listen addresses.
+//!
+//! With the `testing` feature, the `testing` module adds an in-memory export whose completions
+//! arrive out of order on other threads, and a small client.
+
+pub mod addr;
+mod conn;
+pub mod export;
+mod handshake;
+pub mod proto;
+pub mod server;
+mod stream;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use addr::{parse_listen, AddrError, ListenAddr, Listener};
+pub use export::{Completion, Errno, Export, ExportCommand, ExportError, ExportReply};
+pub use handshake::MAX_OPTION_DATA;
+pub use server::{ConnStats, EndReason, Server, ServerConfig};
+pub use stream::Stream;

@@ -1,0 +1,39 @@
+//! The sockets the server can speak over.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::unix::net::UnixStream;
+
+/// A connected, blocking, full-duplex byte stream whose clones share one underlying socket, so
+/// one thread can read while another writes and a third shuts it down.
+pub trait Stream: Read + Write + Send + Sync + Sized + 'static {
+    fn try_clone(&self) -> io::Result<Self>;
+    fn shutdown(&self, how: Shutdown) -> io::Result<()>;
+    /// Socket options applied once before the handshake.
+    fn prepare(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Stream for UnixStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        UnixStream::try_clone(self)
+    }
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        UnixStream::shutdown(self, how)
+    }
+}
+
+impl Stream for TcpStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        TcpStream::try_clone(self)
+    }
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        TcpStream::shutdown(self, how)
+    }
+    /// The spec asks both ends to disable Nagle: a reply header and its data are separate writes,
+    /// and waiting for an ACK between them would add a round trip to every read.
+    fn prepare(&self) -> io::Result<()> {
+        self.set_nodelay(true)
+    }
+}
