@@ -59,7 +59,12 @@ pub struct OpenArray {
     pub members: Vec<OpenMember>,
     array: Array,
     writable: bool,
+    /// The superblocks say dirty (written since the last clean mark, or found so at assembly).
     dirty: bool,
+    /// Found dirty at assembly on a level with redundancy: parity or copies may disagree until a
+    /// resync, so the array must not be marked clean before one (md keeps `resync_offset` short
+    /// of the end until its resync finishes).
+    needs_resync: bool,
     events: u64,
     /// md's `can_decrease_events`: the last update was a clean->dirty step that may be undone.
     can_decrease_events: bool,
@@ -118,14 +123,17 @@ impl OpenArray {
             return Err(OpenError::DirtyDegraded { missing: plan.missing_slots().len() });
         }
         let mut array = Array::new(plan.geometry.clone(), slots)?;
-        array.set_resync_pending(!plan.clean);
+        let needs_resync = !plan.clean && plan.geometry.max_degraded() > 0;
+        array.set_resync_pending(needs_resync);
         let events = plan.events;
+        let dirty = !plan.clean;
         Ok(OpenArray {
             plan,
             members,
             array,
             writable,
-            dirty: false,
+            dirty,
+            needs_resync,
             events,
             can_decrease_events: false,
             devs_changed: false,
@@ -177,20 +185,40 @@ impl OpenArray {
         }
     }
 
-    /// Flush and, if anything was written, mark the array clean again.
-    pub fn close(mut self) -> Result<(), OpenError> {
-        if self.dirty || self.devs_changed {
+    /// Flush and, if anything was written, mark the array clean again (unless it still needs a
+    /// resync: then it stays dirty, with any member changes recorded). Returns whether the
+    /// superblocks now say clean.
+    pub fn close(mut self) -> Result<bool, OpenError> {
+        if self.writable && (self.dirty || self.devs_changed) {
             self.flush()?;
-            self.mark(true)?;
+            self.settle()?;
         }
-        Ok(())
+        Ok(!self.dirty)
     }
 
     /// Mark the whole array clean after the caller has made it consistent (create's initial
-    /// sync), whatever the superblocks said before.
+    /// sync, a full resync), whatever the superblocks said before.
     pub fn mark_clean_now(&mut self) -> Result<(), OpenError> {
+        self.needs_resync = false;
+        self.array.set_resync_pending(false);
         self.flush()?;
         self.mark(true)
+    }
+
+    /// Whether the array was found dirty and has not been resynced since.
+    pub fn needs_resync(&self) -> bool {
+        self.needs_resync
+    }
+
+    /// After a flush: mark clean if that is true, else record member changes keeping it dirty.
+    fn settle(&mut self) -> Result<(), OpenError> {
+        if !self.needs_resync {
+            self.mark(true)
+        } else if self.devs_changed {
+            self.mark(false)
+        } else {
+            Ok(())
+        }
     }
 
     fn run(&mut self, request: Request) -> Result<Completion, OpenError> {
@@ -276,11 +304,13 @@ impl OpenArray {
         self.mark(false)
     }
 
-    /// Flush every live member directly and mark the superblocks clean; a driver calls this
-    /// when no write is in flight.
-    pub fn flush_and_mark_clean(&mut self) -> Result<(), OpenError> {
+    /// Flush every live member directly and mark the superblocks clean, unless the array still
+    /// needs a resync (then only member changes are recorded); a driver calls this when no write
+    /// is in flight. Returns whether the superblocks now say clean.
+    pub fn flush_and_mark_clean(&mut self) -> Result<bool, OpenError> {
         self.flush_members()?;
-        self.mark(true)
+        self.settle()?;
+        Ok(!self.dirty)
     }
 
     /// Record member role changes in the superblocks without changing the clean state.

@@ -121,6 +121,11 @@ impl ServiceInfo {
 #[derive(Debug, Clone, Default)]
 pub struct StopReport {
     pub requests: u64,
+    /// Whether the superblocks say clean at the end. False when the array was opened read-only
+    /// over a dirty array, or still needs a resync (found dirty at assembly).
+    pub clean: bool,
+    /// The array was found dirty at assembly and has not been resynced.
+    pub resync_needed: bool,
     /// Members that failed while serving, with the reason.
     pub failed_members: Vec<(String, String)>,
 }
@@ -301,7 +306,9 @@ impl Runner {
                     return;
                 }
             }
-            let msg = if self.array.is_dirty() && self.writing_jobs == 0 && stopping.is_none() {
+            let idle_clean_due =
+                self.array.is_dirty() && !self.array.needs_resync() && self.writing_jobs == 0 && stopping.is_none();
+            let msg = if idle_clean_due {
                 let deadline = self.last_write + self.config.clean_delay;
                 match rx.recv_deadline(deadline) {
                     Ok(m) => m,
@@ -539,6 +546,8 @@ impl Runner {
         if self.array.writable() && (self.array.is_dirty() || self.array.roles_changed()) {
             self.array.flush_and_mark_clean().map_err(|e| e.to_string())?;
         }
+        self.report.clean = !self.array.is_dirty();
+        self.report.resync_needed = self.array.needs_resync();
         Ok(self.report)
     }
 }

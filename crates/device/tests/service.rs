@@ -15,6 +15,10 @@ const MEMBER_BYTES: u64 = 8 << 20;
 /// Members in memory carrying fresh md 1.2 superblocks (marked clean, contents all zero, which
 /// is consistent for every level).
 fn members(level: i32, n: usize, chunk_sectors: u32) -> Vec<Arc<MemoryDevice>> {
+    members_marked(level, n, chunk_sectors, true)
+}
+
+fn members_marked(level: i32, n: usize, chunk_sectors: u32, clean: bool) -> Vec<Arc<MemoryDevice>> {
     let spec = CreateSpec {
         version: MetadataVersion::V1_2,
         level,
@@ -34,7 +38,7 @@ fn members(level: i32, n: usize, chunk_sectors: u32) -> Vec<Arc<MemoryDevice>> {
         .map(|i| {
             let dev = Arc::new(MemoryDevice::new(&format!("mem{i}"), MEMBER_BYTES));
             let mut sb = made.superblocks[i].clone();
-            sb.set_clean(true);
+            sb.set_clean(clean);
             dev.write_at(made.members[i].super_byte_offset, &sb.to_bytes()).unwrap();
             dev
         })
@@ -277,4 +281,29 @@ fn stop_finishes_accepted_requests() {
     for i in 0..64u64 {
         assert!(again.read(i * 65536, 65536).unwrap() == pattern(i, 65536));
     }
+}
+
+/// An array found dirty (unclean shutdown) may have parity that disagrees with its data: the
+/// service writes it, but never marks it clean, idle or at stop, since no resync has run.
+#[test]
+fn dirty_array_is_never_marked_clean_without_a_resync() {
+    let mem = members_marked(5, 3, 16, false);
+    let devs = as_dyn(&mem);
+    let config = ServiceConfig { clean_delay: Duration::from_millis(50), ..ServiceConfig::default() };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    h.call(BlockOp::Write { offset: 0, data: vec![3; 100_000], fua: false }).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!clean_on_disk(devs[0].as_ref()), "marked clean while idle without a resync");
+    let report = service.stop().unwrap();
+    assert!(!report.clean && report.resync_needed);
+    assert!(devs.iter().all(|d| !clean_on_disk(d.as_ref())), "marked clean at stop without a resync");
+    // A level without redundancy has nothing to resync: it is marked clean as usual.
+    let mem = members_marked(0, 2, 16, false);
+    let devs = as_dyn(&mem);
+    let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
+    service.handle().call(BlockOp::Write { offset: 0, data: vec![3; 1000], fua: false }).unwrap();
+    let report = service.stop().unwrap();
+    assert!(report.clean && !report.resync_needed);
+    assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())));
 }

@@ -32,6 +32,12 @@ enum Command {
     Cat(CatArgs),
     /// Write stdin into the array at an offset.
     Write(WriteArgs),
+    /// Assemble an array and serve it over NBD (qemu, nbdcopy, nbd-client, fio) until
+    /// SIGINT/SIGTERM, then flush and mark it clean.
+    Serve(ServeArgs),
+    /// Assemble an array and show it as one regular FILE through FUSE (losetup turns it into a
+    /// block device); SIGINT/SIGTERM or `fusermount -u FILE` ends it.
+    Mount(MountArgs),
 }
 
 #[derive(Args)]
@@ -118,6 +124,60 @@ pub struct WriteArgs {
     pub members: Vec<PathBuf>,
 }
 
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Where to listen: unix:PATH or tcp:HOST:PORT. Only loopback addresses unless
+    /// --allow-remote.
+    #[arg(long, default_value = "tcp:127.0.0.1:10809")]
+    pub listen: String,
+    /// Allow a non-loopback TCP address. NBD has no authentication here: anyone who can reach
+    /// the port can read and write the array.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// The export's name (clients asking for the default export "" get it too).
+    #[arg(long, default_value = "")]
+    pub export_name: String,
+    /// Serve read-only; the members are opened read-only and never written.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Member I/O threads per member (member I/Os in flight on each).
+    #[arg(long, default_value_t = 4)]
+    pub member_threads: usize,
+    /// Find the members under DIR instead of naming them.
+    #[arg(long, value_name = "DIR")]
+    pub scan: Option<PathBuf>,
+    /// With --scan: the array to serve, by md UUID (needed when DIR holds several arrays).
+    #[arg(long, requires = "scan")]
+    pub uuid: Option<String>,
+    /// Member files or block devices.
+    #[arg(required_unless_present = "scan", conflicts_with = "scan")]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct MountArgs {
+    /// Mount read-only; the members are opened read-only and never written.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Let other users open the file (FUSE's allow_other).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Find the members under DIR instead of naming them.
+    #[arg(long, value_name = "DIR")]
+    pub scan: Option<PathBuf>,
+    /// With --scan: the array to mount, by md UUID.
+    #[arg(long, requires = "scan")]
+    pub uuid: Option<String>,
+    /// Member files or block devices, then the FILE to show the array as (created if missing,
+    /// removed again at unmount).
+    #[arg(required = true, num_args = 1..)]
+    pub paths: Vec<PathBuf>,
+    #[arg(skip)]
+    pub members: Vec<PathBuf>,
+    #[arg(skip)]
+    pub file: PathBuf,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -126,6 +186,17 @@ fn main() -> ExitCode {
         Command::Detail(a) => commands::detail::run(&a),
         Command::Cat(a) => commands::cat::run(&a),
         Command::Write(a) => commands::write::run(&a),
+        Command::Serve(a) => commands::serve::run(&a),
+        Command::Mount(mut a) => {
+            // The last path is the mount point; the ones before it are members.
+            a.file = a.paths.pop().expect("clap requires a path");
+            a.members = std::mem::take(&mut a.paths);
+            if a.members.is_empty() && a.scan.is_none() {
+                eprintln!("uraid: mount: give the members (or --scan DIR) and then the FILE to mount on");
+                return ExitCode::FAILURE;
+            }
+            commands::mount::run(&a)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

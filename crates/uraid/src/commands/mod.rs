@@ -5,12 +5,18 @@ pub mod cat;
 pub mod create;
 pub mod detail;
 pub mod examine;
+pub mod mount;
+pub mod serve;
 pub mod write;
 
+use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use uraid_device::{probe, FileDevice, MemberDevice, Probed};
+use uraid_device::service::StopReport;
+use uraid_device::{probe, FileDevice, MemberDevice, OpenArray, Probed};
+use uraid_engine::MemberVerdict;
+use uraid_format::uuid::{format_md, parse_md};
 
 /// A command's failure: one line for the user, already naming the file and what is wrong.
 #[derive(Debug)]
@@ -45,4 +51,113 @@ pub fn open_and_probe(path: &Path) -> CliResult<(FileDevice, Option<Probed>)> {
     let dev = open_member(path, false)?;
     let probed = probe(&dev as &dyn MemberDevice)?;
     Ok((dev, probed))
+}
+
+/// Every regular file or block device under `dir` (recursively) that carries an md superblock,
+/// grouped by array UUID. Damaged superblocks are reported and skipped.
+pub fn scan_groups(dir: &Path) -> CliResult<Vec<([u8; 16], Vec<PathBuf>)>> {
+    let mut files = Vec::new();
+    walk(dir, &mut files).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
+    files.sort();
+    let mut groups: BTreeMap<[u8; 16], Vec<PathBuf>> = BTreeMap::new();
+    for f in files {
+        match open_and_probe(&f) {
+            Ok((_, Some(p))) => groups.entry(p.superblock.info().array_uuid).or_default().push(f),
+            Ok((_, None)) => {}
+            Err(e) => eprintln!("uraid: skipping {}", e.0),
+        }
+    }
+    Ok(groups.into_iter().collect())
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let ft = entry.file_type()?;
+        let path = entry.path();
+        if ft.is_dir() {
+            walk(&path, out)?;
+        } else {
+            use std::os::unix::fs::FileTypeExt;
+            if ft.is_file() || ft.is_block_device() {
+                out.push(path);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The members to assemble: those given, or with `--scan DIR` those of the array `uuid` found
+/// there (the UUID may be left out when DIR holds exactly one array).
+pub fn select_members(members: &[PathBuf], scan: Option<&Path>, uuid: Option<&str>) -> CliResult<Vec<PathBuf>> {
+    let Some(dir) = scan else {
+        if uuid.is_some() {
+            return err("--uuid needs --scan DIR to search for members");
+        }
+        return Ok(members.to_vec());
+    };
+    let groups = scan_groups(dir)?;
+    match uuid {
+        Some(u) => {
+            let want = parse_md(u).map_err(|e| CliError(format!("--uuid={u}: {e}")))?;
+            groups
+                .into_iter()
+                .find(|(id, _)| *id == want)
+                .map(|(_, g)| g)
+                .ok_or_else(|| CliError(format!("{}: no members of array {u} found", dir.display())))
+        }
+        None => match groups.len() {
+            0 => err(format!("{}: no md members found", dir.display())),
+            1 => Ok(groups.into_iter().next().expect("one group").1),
+            n => {
+                let ids: Vec<String> = groups.iter().map(|(id, _)| format_md(id)).collect();
+                err(format!("{}: {n} arrays found ({}); choose one with --uuid", dir.display(), ids.join(", ")))
+            }
+        },
+    }
+}
+
+/// Assemble an array for a long-running front end, telling the user on stderr what assembly
+/// decided: members left out and why, missing slots (degraded), and a pending resync.
+pub fn assemble_for_service(paths: &[PathBuf], writable: bool) -> CliResult<OpenArray> {
+    let array = OpenArray::open_paths(paths, writable)?;
+    let plan = &array.plan;
+    for (m, verdict) in array.members.iter().zip(&plan.verdicts) {
+        if !matches!(verdict, MemberVerdict::Active { .. }) {
+            eprintln!("uraid: {}: {verdict}", m.dev.name());
+        }
+    }
+    let missing = plan.missing_slots();
+    if !missing.is_empty() {
+        let list: Vec<String> = missing.iter().map(|s| s.to_string()).collect();
+        eprintln!(
+            "uraid: array is degraded: slot(s) {} missing; reads of them are rebuilt from redundancy",
+            list.join(", ")
+        );
+    }
+    if !plan.clean && array.needs_resync() {
+        eprintln!("uraid: array was not shut down cleanly; redundancy may be inconsistent until a resync (writes use reconstruct-write meanwhile)");
+    }
+    Ok(array)
+}
+
+/// Why an array stays marked dirty after a clean stop.
+pub const RESYNC_NEEDED: &str =
+    "the array stays marked dirty: it was not shut down cleanly before this run, and its parity/copies may disagree until a resync";
+
+/// Say how a served array was left, from the service's final report.
+pub fn report_stop(report: &StopReport, read_only: bool, what: &str) {
+    for (name, reason) in &report.failed_members {
+        eprintln!("uraid: member {name} failed and was marked faulty: {reason}");
+    }
+    let state = if read_only {
+        "opened read-only, superblocks untouched".to_string()
+    } else if report.clean {
+        "members flushed and marked clean".to_string()
+    } else if report.resync_needed {
+        format!("members flushed; {RESYNC_NEEDED}")
+    } else {
+        "members flushed; the array could not be marked clean".to_string()
+    };
+    eprintln!("uraid: {what} after {} requests; {state}", report.requests);
 }

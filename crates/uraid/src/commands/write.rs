@@ -8,7 +8,7 @@ use std::io::{self, Read};
 
 use uraid_device::OpenArray;
 
-use super::{err, CliError, CliResult};
+use super::{RESYNC_NEEDED, err, CliError, CliResult};
 use crate::size::parse_size;
 use crate::WriteArgs;
 
@@ -44,7 +44,10 @@ pub fn run(args: &WriteArgs) -> CliResult {
     for (member, reason) in &array.failures {
         eprintln!("uraid: {member} failed and was marked faulty: {reason}");
     }
-    array.close()?;
+    let clean = array.close()?;
     eprintln!("uraid: wrote {} bytes at offset {offset}", input.len());
+    if !clean {
+        eprintln!("uraid: {RESYNC_NEEDED}");
+    }
     Ok(())
 }

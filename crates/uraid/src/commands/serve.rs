@@ -1,0 +1,136 @@
+//! `uraid serve`: assemble an array and serve it over NBD until SIGINT/SIGTERM.
+//!
+//! The NBD protocol lives in `uraid-nbd`; the array side is `uraid_device::service`. This module
+//! only joins them: it maps NBD commands to block operations and service errors to NBD errors,
+//! and owns the order of a clean stop (stop accepting, answer what is in flight, flush, mark the
+//! superblocks clean).
+
+use std::sync::Arc;
+use std::thread;
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, ServiceHandle};
+use uraid_engine::EngineError;
+use uraid_nbd::{parse_listen, Errno, Export, ExportCommand, ExportError, ExportReply, Server, ServerConfig};
+
+use super::{assemble_for_service, report_stop, select_members, CliError, CliResult};
+use crate::ServeArgs;
+
+pub fn run(args: &ServeArgs) -> CliResult {
+    let addr = parse_listen(&args.listen, args.allow_remote).map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
+    let paths = select_members(&args.members, args.scan.as_deref(), args.uuid.as_deref())?;
+    let array = assemble_for_service(&paths, !args.read_only)?;
+    let description = format!("{} array {} from uraid", array.plan.level.name(), array.plan.uuid_string());
+    let summary = format!(
+        "{} array {} ({} bytes{}, {} of {} members)",
+        array.plan.level.name(),
+        array.plan.uuid_string(),
+        array.size(),
+        if args.read_only { ", read-only" } else { "" },
+        array.plan.slots.iter().filter(|s| s.is_some()).count(),
+        array.plan.raid_disks,
+    );
+    // Bind before the array is touched, so a busy address costs nothing.
+    let listener = addr.bind().map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
+    let config = ServiceConfig { workers_per_member: args.member_threads.max(1), ..ServiceConfig::default() };
+    let service = ArrayService::start(array, config);
+    let export = Arc::new(ArrayExport { handle: service.handle() });
+    let server = Arc::new(Server::new(
+        export,
+        ServerConfig { export_name: args.export_name.clone(), description: Some(description), ..ServerConfig::default() },
+    ));
+
+    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError(format!("installing signal handlers: {e}")))?;
+    let signal_handle = signals.handle();
+    let stopper = Arc::clone(&server);
+    let watcher = thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+            eprintln!("uraid: {name}: stopping; finishing requests in flight");
+            stopper.stop();
+        }
+    });
+    eprintln!("uraid: serving {summary} on {}", args.listen);
+    let served = server.run(listener);
+    signal_handle.close();
+    let _ = watcher.join();
+    let stopped = service.stop();
+    served.map_err(|e| CliError(format!("serving on {}: {e}", args.listen)))?;
+    let report = stopped.map_err(|e| CliError(format!("stopping the array: {e}")))?;
+    report_stop(&report, args.read_only, "stopped");
+    Ok(())
+}
+
+/// The served array as the NBD server sees it.
+struct ArrayExport {
+    handle: ServiceHandle,
+}
+
+impl Export for ArrayExport {
+    fn size(&self) -> u64 {
+        self.handle.info().size
+    }
+
+    fn read_only(&self) -> bool {
+        self.handle.info().read_only
+    }
+
+    fn preferred_block_size(&self) -> u32 {
+        self.handle.info().preferred_block_size().min(32 << 20) as u32
+    }
+
+    /// Every connection goes through the one service, and a flush flushes every member: a flush
+    /// on any connection covers writes completed on all of them.
+    fn multi_conn_safe(&self) -> bool {
+        true
+    }
+
+    fn submit(&self, cmd: ExportCommand, done: uraid_nbd::Completion) {
+        let (op, prefetch) = match cmd {
+            ExportCommand::Read { offset, len } => (BlockOp::Read { offset, len: u64::from(len) }, false),
+            ExportCommand::Write { offset, data, fua } => (BlockOp::Write { offset, data, fua }, false),
+            ExportCommand::Flush => (BlockOp::Flush, false),
+            ExportCommand::Trim { offset, len, fua } => {
+                // TRIM's FUA asks that the trim itself be durable: a flush after it does that.
+                if fua {
+                    let handle = self.handle.clone();
+                    self.handle.submit(
+                        BlockOp::Trim { offset, len: u64::from(len) },
+                        Box::new(move |r| match r {
+                            Ok(_) => handle.submit(BlockOp::Flush, Box::new(move |r| done(reply(r, false)))),
+                            Err(e) => done(Err(export_error(&e))),
+                        }),
+                    );
+                    return;
+                }
+                (BlockOp::Trim { offset, len: u64::from(len) }, false)
+            }
+            ExportCommand::WriteZeroes { offset, len, may_trim, fua } => {
+                (BlockOp::Zero { offset, len: u64::from(len), may_deallocate: may_trim, fua }, false)
+            }
+            // A prefetch: reading pulls the range into the members' caches.
+            ExportCommand::Cache { offset, len } => (BlockOp::Read { offset, len: u64::from(len) }, true),
+        };
+        self.handle.submit(op, Box::new(move |r| done(reply(r, prefetch))));
+    }
+}
+
+fn reply(r: Result<BlockReply, ServiceError>, prefetch: bool) -> Result<ExportReply, ExportError> {
+    match r {
+        Ok(BlockReply::Data(d)) if !prefetch => Ok(ExportReply::Data(d)),
+        Ok(_) => Ok(ExportReply::Done),
+        Err(e) => Err(export_error(&e)),
+    }
+}
+
+/// The NBD error a client should see for a service error.
+fn export_error(e: &ServiceError) -> ExportError {
+    let errno = match e {
+        ServiceError::Engine(EngineError::OutOfRange { .. } | EngineError::Unaligned { .. }) => Errno::Inval,
+        ServiceError::ReadOnly => Errno::Perm,
+        ServiceError::Stopping => Errno::Shutdown,
+        ServiceError::Engine(_) | ServiceError::Metadata(_) => Errno::Io,
+    };
+    ExportError::new(errno, e.to_string())
+}
