@@ -26,6 +26,11 @@ pub trait MemberDevice: Send + Sync {
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         write_zeros(self, offset, len)
     }
+    /// Whether [`MemberDevice::discard`] releases space cheaply (so an advisory TRIM is worth
+    /// passing on) rather than possibly writing zeros over the whole range.
+    fn discard_is_cheap(&self) -> bool {
+        false
+    }
 }
 
 /// A shared device is a device too (tests keep a handle on members they give away).
@@ -47,6 +52,9 @@ impl<T: MemberDevice + ?Sized> MemberDevice for std::sync::Arc<T> {
     }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         (**self).discard(offset, len)
+    }
+    fn discard_is_cheap(&self) -> bool {
+        (**self).discard_is_cheap()
     }
 }
 
@@ -70,6 +78,7 @@ pub struct FileDevice {
     path: PathBuf,
     file: File,
     size: u64,
+    is_block_device: bool,
 }
 
 impl FileDevice {
@@ -92,7 +101,13 @@ impl FileDevice {
         } else {
             meta.len()
         };
-        Ok(FileDevice { name: path.display().to_string(), path: path.to_path_buf(), file, size })
+        Ok(FileDevice {
+            name: path.display().to_string(),
+            path: path.to_path_buf(),
+            file,
+            size,
+            is_block_device: ft.is_block_device(),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -144,6 +159,12 @@ impl MemberDevice for FileDevice {
             _ => Err(err),
         }
     }
+
+    /// Punching a hole in a regular file only changes metadata. A block device may have no
+    /// zeroing discard, and then the fallback writes every byte.
+    fn discard_is_cheap(&self) -> bool {
+        !self.is_block_device
+    }
 }
 
 /// A member held in memory (tests, simulation).
@@ -192,6 +213,10 @@ impl MemberDevice for MemoryDevice {
 
     fn flush(&self) -> io::Result<()> {
         Ok(())
+    }
+
+    fn discard_is_cheap(&self) -> bool {
+        true
     }
 
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {

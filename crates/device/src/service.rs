@@ -99,6 +99,9 @@ pub struct ServiceInfo {
     pub chunk_bytes: u64,
     /// Data bytes in a full stripe, for parity levels: writes of whole stripes need no reads.
     pub stripe_data_bytes: Option<u64>,
+    /// Every member releases discarded space cheaply (files): advisory trims are passed on.
+    /// Otherwise a trim does nothing, since zeroing a block device can mean writing every byte.
+    pub cheap_discard: bool,
 }
 
 impl ServiceInfo {
@@ -178,7 +181,10 @@ impl ArrayService {
     /// Start serving `array`.
     pub fn start(array: OpenArray, config: ServiceConfig) -> ArrayService {
         let geometry = array.engine().geometry().clone();
+        let targets = array.member_targets();
+        let cheap_discard = targets.iter().flatten().all(|t| t.dev.discard_is_cheap());
         let info = Arc::new(ServiceInfo {
+            cheap_discard,
             size: array.size(),
             read_only: !array.writable(),
             level: geometry.level(),
@@ -188,7 +194,7 @@ impl ArrayService {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut queues = Vec::new();
         let mut workers = Vec::new();
-        for (slot, target) in array.member_targets().into_iter().enumerate() {
+        for (slot, target) in targets.into_iter().enumerate() {
             let Some(target) = target else {
                 queues.push(None);
                 continue;
@@ -388,7 +394,7 @@ impl Runner {
                     return (job.done.take().expect("fresh job"))(Err(e));
                 }
                 let (lo, hi) = self.discardable(offset, len);
-                if hi > lo {
+                if hi > lo && self.info.cheap_discard {
                     requests.push(Request::Discard { offset: lo, len: hi - lo });
                 }
             }

@@ -307,3 +307,38 @@ fn dirty_array_is_never_marked_clean_without_a_resync() {
     assert!(report.clean && !report.resync_needed);
     assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())));
 }
+
+/// On members whose discard may mean writing zeros everywhere (block devices), an advisory trim
+/// does nothing; zeroing still zeroes.
+#[test]
+fn trim_is_skipped_where_discard_is_expensive() {
+    struct Expensive(Arc<MemoryDevice>);
+    impl MemberDevice for Expensive {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
+            self.0.read_at(o, b)
+        }
+        fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
+            self.0.write_at(o, d)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mem = members(1, 2, 0);
+    let devs: Vec<Arc<dyn MemberDevice>> = mem.iter().map(|m| Arc::new(Expensive(Arc::clone(m))) as Arc<dyn MemberDevice>).collect();
+    let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
+    let h = service.handle();
+    assert!(!h.info().cheap_discard);
+    h.call(BlockOp::Write { offset: 0, data: vec![9; 1 << 20], fua: false }).unwrap();
+    h.call(BlockOp::Trim { offset: 0, len: 1 << 19 }).unwrap();
+    assert_eq!(read(&h, 0, 1 << 19), vec![9; 1 << 19], "trim touched members whose discard is expensive");
+    h.call(BlockOp::Zero { offset: 0, len: 1 << 19, may_deallocate: true, fua: false }).unwrap();
+    assert_eq!(read(&h, 0, 1 << 20)[..1 << 19], vec![0; 1 << 19][..]);
+    service.stop().unwrap();
+}
