@@ -1197,3 +1197,30 @@ fn non_loopback_listen_is_refused_and_read_only_never_writes() {
     server.stop();
     assert_eq!(file_hashes(&members), before, "a read-only serve changed a member");
 }
+
+/// `--scan DIR --uuid` finds the members of one array among several; without `--uuid` the choice
+/// is ambiguous and refused, naming the arrays found.
+#[test]
+fn serve_by_scan_and_uuid() {
+    let tmp = scratch();
+    let dir = tmp.path();
+    let disks = dir.join("disks");
+    fs::create_dir(&disks).unwrap();
+    let r5 = member_files(&disks, 3, 16 * MIB);
+    create(&r5, &["--level=5", "--raid-devices=3"]);
+    let mirror: Vec<PathBuf> = (0..2).map(|i| disks.join(format!("mirror{i}.img"))).collect();
+    for m in &mirror {
+        File::create(m).unwrap().set_len(16 * MIB).unwrap();
+    }
+    create(&mirror, &["--level=1", "--raid-devices=2"]);
+    let uuid = detail(&r5)["array_uuid"].as_str().expect("array_uuid in detail --json").to_string();
+    let scan = disks.display().to_string();
+
+    let r = run(uraid().args(["serve", "--listen=unix:/nonexistent/never", "--scan", &scan]));
+    assert!(!r.status.success() && r.stderr.contains("choose one with --uuid") && r.stderr.contains(&uuid), "{}", r.describe());
+
+    let server = Server::start(dir, &[], &["--scan", &scan, "--uuid", &uuid]);
+    let size = run_ok(tool("nbdinfo", "libnbd-bin").arg("--size").arg(server.uri())).stdout;
+    assert_eq!(String::from_utf8_lossy(&size).trim(), array_size(&r5).to_string());
+    server.stop();
+}
