@@ -9,14 +9,22 @@
 //! - degraded reads (another mirror, or reconstruction from parity) and the choice between
 //!   read-modify-write and reconstruct-write for parity levels, done per stripe as md's
 //!   `handle_stripe_dirtying` does: the fewer member reads wins, ties go to reconstruct-write;
-//! - marking members faulty when their I/O fails and carrying on while redundancy allows;
+//! - member states ([`SlotState`]): in-sync members are read and written; a recovering member (a
+//!   spare being rebuilt, md's member short of its `recovery_offset`) is written by every write
+//!   but never read, so what recovery already rebuilt stays right and the rest is rewritten by
+//!   recovery anyway; [`Request::Recover`] rebuilds it range by range;
+//! - failures: a failed write marks its member faulty and the array carries on while redundancy
+//!   allows; a failed read does not (md's `fix_read_error` and raid5's read-error path): the
+//!   bytes are rebuilt from redundancy, returned, and written back to the member, which stays in
+//!   sync if that write succeeds;
 //! - ordering: a write waits for every earlier request it overlaps (whole stripes for parity
 //!   levels, since a stripe's parity covers all of it), so concurrent requests never interleave
 //!   inside a stripe;
 //! - consistency checks (`Request::Sync`): compare mirrors or recompute parity, count mismatches
 //!   like md's `mismatch_cnt` (in 512-byte sectors, per 4 KiB row), and optionally repair.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::fmt;
 
 use uraid_layout::StripeRoles;
 
@@ -42,12 +50,18 @@ pub enum Request {
     Flush,
     /// Check redundancy over `[offset, offset+len)` (widened to whole stripes); with `repair`,
     /// rewrite parity or copies that disagree (md's `check` / `repair` / initial resync).
+    /// Recovering members are not compared; a repair also writes them the correct bytes.
     Sync { offset: u64, len: u64, repair: bool },
     /// Make `[offset, offset+len)` read back as zeros, deallocating member space where the
     /// members can (TRIM, WRITE_ZEROES, punch-hole). Parity arrays take whole stripes only: a
     /// stripe whose data and parity are all zero is consistent, a part-zeroed one is not (md
     /// discards whole stripes on raid5 for the same reason); callers write zeros at the edges.
     Discard { offset: u64, len: u64 },
+    /// Rebuild member bytes `[offset, offset+len)` (from the member's data start, the same range
+    /// on every slot) of every slot that is [`SlotState::Recovering`] when the request starts,
+    /// from the in-sync members: md's recovery, one window at a time. The driver walks the
+    /// member from 0 to [`Geometry::member_data_bytes`] and then marks the slot in sync.
+    Recover { offset: u64, len: u64 },
 }
 
 /// What a finished request returns.
@@ -58,6 +72,9 @@ pub enum Completion {
     Flushed,
     /// Mismatched sectors found (and repaired, if asked).
     Synced { mismatch_sectors: u64 },
+    /// The recovering slots hold the right bytes over the requested range (unless they failed
+    /// meanwhile, which an [`EngineEvent::MemberFailed`] says).
+    Recovered,
 }
 
 /// A member I/O for the driver to perform.
@@ -96,19 +113,39 @@ pub enum SlotState {
     Missing,
     /// The device failed during service; it is no longer used.
     Faulty,
+    /// A device fills the slot but its contents are not trusted yet (a spare being rebuilt):
+    /// every write lands on it too, no read ever uses it.
+    Recovering,
+}
+
+impl fmt::Display for SlotState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SlotState::InSync => "in sync",
+            SlotState::Missing => "missing",
+            SlotState::Faulty => "faulty",
+            SlotState::Recovering => "recovering",
+        })
+    }
 }
 
 /// Something the driver should know about (and usually record in the superblocks).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineEvent {
     MemberFailed { slot: usize, reason: String },
+    /// A read of `len` bytes at member byte `offset` of `slot` failed; the bytes were rebuilt
+    /// from redundancy and written back successfully, so the member stays in sync.
+    ReadErrorCorrected { slot: usize, offset: u64, len: u64 },
 }
+
+/// A logical byte range `[start, end)` an op holds, and whether it holds it exclusively (writes).
+type Lock = (u64, u64, bool);
 
 #[derive(Debug)]
 struct Op {
     kind: OpKind,
-    /// Logical byte range this op must not share with a conflicting op, and whether it writes.
-    lock: Option<(u64, u64, bool)>,
+    /// Logical byte ranges this op must not share with a conflicting op.
+    locks: Vec<Lock>,
 }
 
 #[derive(Debug)]
@@ -119,6 +156,7 @@ enum OpKind {
     Flush { pending: usize, ok: usize },
     Sync(SyncOp),
     Discard(DiscardOp),
+    Recover(RecoverOp),
 }
 
 /// Sub-identifier of an I/O inside its op: which part, and which slot.
@@ -128,22 +166,70 @@ struct IoTag {
     slot: usize,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IoKind {
+    Read,
+    Write,
+    /// Writes back bytes whose read failed; its outcome decides whether the member stays.
+    Correction,
+    Other,
+}
+
+/// What the engine remembers of an emitted member I/O.
+#[derive(Debug, Clone, Copy)]
+struct Emitted {
+    rid: RequestId,
+    tag: IoTag,
+    /// The slot's generation when the I/O was issued (see [`Array::generation`]).
+    generation: u64,
+    offset: u64,
+    len: u64,
+    kind: IoKind,
+}
+
+/// A member I/O's result as the ops see it.
+#[derive(Debug)]
+enum Outcome {
+    Data(Vec<u8>),
+    Done,
+    /// A read from an in-sync member failed. The member keeps its state: the op rebuilds the
+    /// bytes from redundancy and writes them back.
+    ReadError,
+    /// The I/O failed (a write: the member is faulty now), or its slot changed state since it
+    /// was issued: the result is not to be used.
+    Lost,
+}
+
+impl Outcome {
+    fn succeeded(&self) -> bool {
+        matches!(self, Outcome::Data(_) | Outcome::Done)
+    }
+}
+
 /// The engine for one array.
 #[derive(Debug)]
 pub struct Array {
     geometry: Geometry,
     slots: Vec<SlotState>,
+    /// Per slot, bumped whenever the slot stops holding the device it held (it failed, or it
+    /// was emptied or refilled): completions of I/O issued before then are ignored for data
+    /// purposes, since they speak of a device the array no longer trusts.
+    generation: Vec<u64>,
     next_request: RequestId,
     next_io: IoId,
     ops: HashMap<RequestId, Op>,
-    io_owner: HashMap<IoId, (RequestId, IoTag)>,
+    io_owner: HashMap<IoId, Emitted>,
     outbox: VecDeque<MemberIo>,
     finished: VecDeque<(RequestId, Result<Completion, EngineError>)>,
     events: Vec<EngineEvent>,
     /// Requests waiting for a conflicting earlier request, in arrival order.
     waiting: VecDeque<RequestId>,
-    /// Requests started and not finished, with their lock ranges.
-    running: Vec<(RequestId, (u64, u64, bool))>,
+    /// Requests started and not finished, with their locks.
+    running: Vec<(RequestId, Vec<Lock>)>,
+    /// Set while `start_ready` runs, so a request finishing during its own start asks for
+    /// another pass instead of re-entering (which would lose track of what is blocked).
+    starting: bool,
+    rescan: bool,
     /// Parity may be inconsistent (unclean shutdown, resync not done): read-modify-write would
     /// carry old errors into new parity, so only reconstruct-write is used (as md does while
     /// `recovery_cp` is short of the end).
@@ -154,9 +240,11 @@ impl Array {
     /// An engine over `geometry` with the given slot states.
     pub fn new(geometry: Geometry, slots: Vec<SlotState>) -> Result<Array, EngineError> {
         assert_eq!(slots.len(), geometry.raid_disks(), "one state per slot");
+        let n = slots.len();
         let array = Array {
             geometry,
             slots,
+            generation: vec![0; n],
             next_request: 1,
             next_io: 1,
             ops: HashMap::new(),
@@ -166,6 +254,8 @@ impl Array {
             events: Vec::new(),
             waiting: VecDeque::new(),
             running: Vec::new(),
+            starting: false,
+            rescan: false,
             resync_pending: false,
         };
         if !array.readable() {
@@ -191,6 +281,7 @@ impl Array {
         self.resync_pending = pending;
     }
 
+    /// Whether any slot is not in sync (missing, faulty or still recovering).
     pub fn degraded(&self) -> bool {
         self.slots.iter().any(|s| *s != SlotState::InSync)
     }
@@ -200,21 +291,60 @@ impl Array {
         self.ops.len() + self.finished.len()
     }
 
-    /// Accept a request. Errors at once for a range outside the array.
+    /// Change a slot's membership, as the driver decides it:
+    /// - `Missing`/`Faulty` → `Recovering`: a spare was added in the slot;
+    /// - `Recovering` → `InSync`: its recovery finished;
+    /// - `InSync`/`Recovering` → `Faulty`: an operator failed it (a `MemberFailed` event with
+    ///   reason "failed by request" follows);
+    /// - `Faulty` → `Missing`: the failed device was removed.
+    ///
+    /// Failing an in-sync member beyond the level's redundancy is refused unless `force`.
+    /// Member I/O already issued to a slot that leaves its device behind still completes, and
+    /// its result is ignored. Nothing changes when an error is returned.
+    pub fn set_slot_state(&mut self, slot: usize, state: SlotState, force: bool) -> Result<(), EngineError> {
+        let raid_disks = self.slots.len();
+        let from = *self.slots.get(slot).ok_or(EngineError::NoSuchSlot { slot, raid_disks })?;
+        if from == state {
+            return Ok(());
+        }
+        use SlotState::*;
+        let allowed = matches!(
+            (from, state),
+            (Missing | Faulty, Recovering) | (Recovering, InSync) | (InSync | Recovering, Faulty) | (Faulty, Missing)
+        );
+        if !allowed {
+            return Err(EngineError::InvalidSlotChange { slot, from, to: state });
+        }
+        if from == InSync && !force {
+            let slots = &self.slots;
+            if !self.geometry.is_readable(&|s| s != slot && slots[s] == InSync) {
+                return Err(EngineError::WouldFailArray { slot });
+            }
+        }
+        if state == Faulty {
+            self.fail_slot(slot, "failed by request");
+        } else {
+            self.change_state(slot, state);
+        }
+        Ok(())
+    }
+
+    /// Accept a request. Errors at once for a range outside the array (outside the members'
+    /// data for `Recover`), and for a `Recover` that has nothing to do.
     pub fn submit(&mut self, request: Request) -> Result<RequestId, EngineError> {
         let size = self.size_bytes();
-        let lock = match &request {
+        let locks: Vec<Lock> = match &request {
             Request::Read { offset, len } => {
                 check_range(*offset, *len, size)?;
-                Some((*offset, offset + len, false))
+                vec![(*offset, offset + len, false)]
             }
             Request::Write { offset, data } => {
                 check_range(*offset, data.len() as u64, size)?;
-                Some((*offset, offset + data.len() as u64, true))
+                vec![(*offset, offset + data.len() as u64, true)]
             }
             Request::Sync { offset, len, .. } => {
                 check_range(*offset, *len, size)?;
-                Some((*offset, offset + len, true))
+                vec![(*offset, offset + len, true)]
             }
             Request::Discard { offset, len } => {
                 check_range(*offset, *len, size)?;
@@ -223,15 +353,28 @@ impl Array {
                         return Err(EngineError::Unaligned { offset: *offset, len: *len, granularity: width });
                     }
                 }
-                Some((*offset, offset + len, true))
+                vec![(*offset, offset + len, true)]
             }
-            Request::Flush => None,
+            Request::Recover { offset, len } => {
+                if self.geometry.max_degraded() == 0 {
+                    return Err(EngineError::NoRedundancy { level: self.geometry.level().to_string() });
+                }
+                check_range(*offset, *len, self.geometry.member_data_bytes())?;
+                if !self.slots.contains(&SlotState::Recovering) {
+                    return Err(EngineError::NothingToRecover);
+                }
+                self.recover_locks(*offset, *len)
+            }
+            Request::Flush => Vec::new(),
         };
         // Parity is shared by a whole stripe: lock whole stripes.
-        let lock = lock.map(|(s, e, w)| match self.geometry.stripe_data_bytes() {
-            Some(width) => (s / width * width, e.div_ceil(width) * width, w),
-            None => (s, e, w),
-        });
+        let locks = locks
+            .into_iter()
+            .map(|(s, e, w)| match self.geometry.stripe_data_bytes() {
+                Some(width) => (s / width * width, e.div_ceil(width) * width, w),
+                None => (s, e, w),
+            })
+            .collect();
         let id = self.next_request;
         self.next_request += 1;
         let kind = match request {
@@ -246,8 +389,11 @@ impl Array {
             Request::Flush => OpKind::Flush { pending: 0, ok: 0 },
             Request::Sync { offset, len, repair } => OpKind::Sync(SyncOp::new(offset, len, repair)),
             Request::Discard { offset, len } => OpKind::Discard(DiscardOp { offset, len, pending: 0, parts: Vec::new() }),
+            Request::Recover { offset, len } => {
+                OpKind::Recover(RecoverOp { offset, len, units: Vec::new(), remaining: 0, error: None })
+            }
         };
-        self.ops.insert(id, Op { kind, lock });
+        self.ops.insert(id, Op { kind, locks });
         self.waiting.push_back(id);
         self.start_ready();
         Ok(id)
@@ -263,37 +409,62 @@ impl Array {
         self.finished.pop_front()
     }
 
-    /// Events since the last call (members that failed).
+    /// Events since the last call (members that failed, read errors corrected).
     pub fn take_events(&mut self) -> Vec<EngineEvent> {
         std::mem::take(&mut self.events)
     }
 
     /// Report the outcome of member I/O `id`.
     pub fn complete_io(&mut self, id: IoId, result: IoResult) {
-        let (rid, tag) = self.io_owner.remove(&id).expect("completion for an unknown member I/O");
+        let io = self.io_owner.remove(&id).expect("completion for an unknown member I/O");
+        let slot = io.tag.slot;
+        let outcome = if self.generation[slot] != io.generation {
+            Outcome::Lost
+        } else {
+            match result {
+                IoResult::Read(data) => Outcome::Data(data),
+                IoResult::Done => {
+                    if io.kind == IoKind::Correction {
+                        self.events.push(EngineEvent::ReadErrorCorrected { slot, offset: io.offset, len: io.len });
+                    }
+                    Outcome::Done
+                }
+                IoResult::Failed(reason) => match io.kind {
+                    IoKind::Read => Outcome::ReadError,
+                    IoKind::Correction => {
+                        self.fail_slot(slot, &format!("rewriting after a read error failed: {reason}"));
+                        Outcome::Lost
+                    }
+                    IoKind::Write | IoKind::Other => {
+                        self.fail_slot(slot, &reason);
+                        Outcome::Lost
+                    }
+                },
+            }
+        };
+        let rid = io.rid;
+        let tag = io.tag;
         let mut op = self.ops.remove(&rid).expect("member I/O of a finished request");
-        if let IoResult::Failed(reason) = &result {
-            self.fail_slot(tag.slot, reason);
-        }
         let done = match &mut op.kind {
-            OpKind::Read(r) => self.read_io_done(rid, r, tag, result),
-            OpKind::Write(w) => self.copy_write_io_done(w, tag, result),
-            OpKind::ParityWrite(w) => self.parity_write_io_done(rid, w, tag, result),
+            OpKind::Read(r) => self.read_io_done(rid, r, tag, outcome),
+            OpKind::Write(w) => self.copy_write_io_done(w, tag, outcome),
+            OpKind::ParityWrite(w) => self.parity_write_io_done(rid, w, tag, outcome),
             OpKind::Flush { pending, ok } => {
                 *pending -= 1;
-                if !matches!(result, IoResult::Failed(_)) {
+                if outcome.succeeded() && self.in_sync(slot) {
                     *ok += 1;
                 }
                 *pending == 0
             }
-            OpKind::Sync(s) => self.sync_io_done(rid, s, tag, result),
+            OpKind::Sync(s) => self.sync_io_done(rid, s, tag, outcome),
             OpKind::Discard(d) => {
                 d.pending -= 1;
-                if !matches!(result, IoResult::Failed(_)) {
+                if outcome.succeeded() && self.in_sync(slot) {
                     d.parts[tag.part] += 1;
                 }
                 d.pending == 0
             }
+            OpKind::Recover(r) => self.recover_io_done(rid, r, tag, outcome),
         };
         if done {
             self.finish(rid, op);
@@ -302,6 +473,7 @@ impl Array {
         }
     }
 
+    /// Whether every byte can be read from in-sync members (recovering ones do not count).
     fn readable(&self) -> bool {
         let slots = &self.slots;
         self.geometry.is_readable(&|s| slots[s] == SlotState::InSync)
@@ -311,44 +483,85 @@ impl Array {
         self.slots[slot] == SlotState::InSync
     }
 
+    /// Whether writes go to the slot: in-sync and recovering members.
+    fn writable(&self, slot: usize) -> bool {
+        matches!(self.slots[slot], SlotState::InSync | SlotState::Recovering)
+    }
+
+    fn change_state(&mut self, slot: usize, state: SlotState) {
+        // A recovering member that turns in sync is the same device; anything else means the
+        // device held so far is no longer trusted.
+        if !(self.slots[slot] == SlotState::Recovering && state == SlotState::InSync) {
+            self.generation[slot] += 1;
+        }
+        self.slots[slot] = state;
+    }
+
     fn fail_slot(&mut self, slot: usize, reason: &str) {
-        if self.slots[slot] == SlotState::InSync {
-            self.slots[slot] = SlotState::Faulty;
+        if self.writable(slot) {
+            self.change_state(slot, SlotState::Faulty);
             self.events.push(EngineEvent::MemberFailed { slot, reason: reason.to_string() });
         }
     }
 
-    fn emit(&mut self, rid: RequestId, tag: IoTag, offset: u64, op: MemberOp) {
+    fn emit_io(&mut self, rid: RequestId, tag: IoTag, offset: u64, op: MemberOp, kind: IoKind) {
         let id = self.next_io;
         self.next_io += 1;
-        self.io_owner.insert(id, (rid, tag));
+        let len = match &op {
+            MemberOp::Read { len } | MemberOp::Discard { len } => *len,
+            MemberOp::Write { data } => data.len() as u64,
+            MemberOp::Flush => 0,
+        };
+        let generation = self.generation[tag.slot];
+        self.io_owner.insert(id, Emitted { rid, tag, generation, offset, len, kind });
         self.outbox.push_back(MemberIo { id, slot: tag.slot, offset, op });
+    }
+
+    fn emit(&mut self, rid: RequestId, tag: IoTag, offset: u64, op: MemberOp) {
+        let kind = match op {
+            MemberOp::Read { .. } => IoKind::Read,
+            MemberOp::Write { .. } => IoKind::Write,
+            MemberOp::Flush | MemberOp::Discard { .. } => IoKind::Other,
+        };
+        self.emit_io(rid, tag, offset, op, kind);
+    }
+
+    /// Write back bytes whose read from an in-sync member failed.
+    fn emit_correction(&mut self, rid: RequestId, tag: IoTag, offset: u64, data: Vec<u8>) {
+        self.emit_io(rid, tag, offset, MemberOp::Write { data }, IoKind::Correction);
     }
 
     /// Start every waiting request that no earlier request conflicts with, in arrival order.
     fn start_ready(&mut self) {
-        let mut still_waiting = VecDeque::new();
-        let mut blocked: Vec<(u64, u64, bool)> = Vec::new();
-        while let Some(rid) = self.waiting.pop_front() {
-            let lock = self.ops[&rid].lock;
-            let conflicts = |other: &(u64, u64, bool)| match lock {
-                None => false,
-                Some((s, e, w)) => (w || other.2) && s < other.1 && other.0 < e,
-            };
-            let busy = self.running.iter().any(|(_, l)| conflicts(l)) || blocked.iter().any(conflicts);
-            if busy {
-                if let Some(l) = lock {
-                    blocked.push(l);
-                }
-                still_waiting.push_back(rid);
-                continue;
-            }
-            if let Some(l) = lock {
-                self.running.push((rid, l));
-            }
-            self.start(rid);
+        if self.starting {
+            self.rescan = true;
+            return;
         }
-        self.waiting = still_waiting;
+        self.starting = true;
+        loop {
+            self.rescan = false;
+            let mut still_waiting = VecDeque::new();
+            let mut blocked: Vec<Lock> = Vec::new();
+            while let Some(rid) = self.waiting.pop_front() {
+                let locks = self.ops[&rid].locks.clone();
+                let conflicts = |other: &Lock| locks.iter().any(|l| (l.2 || other.2) && l.0 < other.1 && other.0 < l.1);
+                let busy = self.running.iter().any(|(_, held)| held.iter().any(conflicts)) || blocked.iter().any(conflicts);
+                if busy {
+                    blocked.extend(locks.iter().copied());
+                    still_waiting.push_back(rid);
+                    continue;
+                }
+                if !locks.is_empty() {
+                    self.running.push((rid, locks));
+                }
+                self.start(rid);
+            }
+            self.waiting = still_waiting;
+            if !self.rescan {
+                break;
+            }
+        }
+        self.starting = false;
     }
 
     fn start(&mut self, rid: RequestId) {
@@ -362,7 +575,7 @@ impl Array {
                 OpKind::ParityWrite(w) => self.start_parity_write(rid, w),
                 OpKind::Flush { pending, .. } => {
                     for slot in 0..self.slots.len() {
-                        if self.in_sync(slot) {
+                        if self.writable(slot) {
                             *pending += 1;
                             self.emit(rid, IoTag { part: 0, slot }, 0, MemberOp::Flush);
                         }
@@ -371,6 +584,7 @@ impl Array {
                 }
                 OpKind::Sync(s) => self.start_sync(rid, s),
                 OpKind::Discard(d) => self.start_discard(rid, d),
+                OpKind::Recover(r) => self.start_recover(rid, r),
             }
         };
         match done {
@@ -407,7 +621,7 @@ impl Array {
                 Some(e) => Err(e),
                 None => Ok(Completion::Synced { mismatch_sectors: s.mismatch_sectors }),
             },
-            // As for writes: a part none of whose copies was zeroed is lost.
+            // As for writes: a part none of whose in-sync copies was zeroed is lost.
             OpKind::Discard(d) => {
                 if d.parts.contains(&0) || !self.readable() {
                     Err(EngineError::ArrayFailed)
@@ -415,6 +629,10 @@ impl Array {
                     Ok(Completion::Written)
                 }
             }
+            OpKind::Recover(r) => match r.error {
+                Some(e) => Err(e),
+                None => Ok(Completion::Recovered),
+            },
         };
         self.finish_result(rid, result);
     }
@@ -425,133 +643,258 @@ impl Array {
         self.start_ready();
     }
 
+    // ----- shared pieces: one run with copies, the same rows of every member of a stripe ------
+
+    /// Read a copy unit from its next in-sync copy. `Some` when the unit is finished: no copy
+    /// is left to read (an error).
+    fn issue_copy_read(&mut self, rid: RequestId, part: usize, u: &mut CopyUnit) -> Option<Result<(), EngineError>> {
+        while u.tried < u.copies.len() {
+            let (slot, off) = u.copies[u.tried];
+            u.tried += 1;
+            if self.in_sync(slot) && !u.bad.iter().any(|b| b.0 == slot) {
+                self.emit(rid, IoTag { part, slot }, off, MemberOp::Read { len: u.len });
+                return None;
+            }
+        }
+        Some(Err(match u.bad.first() {
+            Some(&(slot, offset)) => EngineError::UnrecoverableRead { slot, offset, len: u.len },
+            None => EngineError::ArrayFailed,
+        }))
+    }
+
+    /// Advance a copy unit after one of its I/Os completed; the data read goes to `sink` too.
+    /// `Some` once the unit is finished.
+    fn copy_unit_step(
+        &mut self,
+        rid: RequestId,
+        part: usize,
+        u: &mut CopyUnit,
+        slot: usize,
+        outcome: Outcome,
+        sink: Option<&mut [u8]>,
+    ) -> Option<Result<(), EngineError>> {
+        if u.writing {
+            u.pending -= 1;
+            return (u.pending == 0).then_some(Ok(()));
+        }
+        match outcome {
+            Outcome::Data(data) => {
+                if let Some(sink) = sink {
+                    sink.copy_from_slice(&data);
+                }
+                u.writing = true;
+                for &(target, off) in &u.targets {
+                    if self.writable(target) {
+                        u.pending += 1;
+                        self.emit(rid, IoTag { part, slot: target }, off, MemberOp::Write { data: data.clone() });
+                    }
+                }
+                for &(bad, off) in &u.bad {
+                    if self.in_sync(bad) {
+                        u.pending += 1;
+                        self.emit_correction(rid, IoTag { part, slot: bad }, off, data.clone());
+                    }
+                }
+                (u.pending == 0).then_some(Ok(()))
+            }
+            Outcome::ReadError => {
+                let copy = *u.copies.iter().find(|c| c.0 == slot).expect("the failed read was one of the copies");
+                u.bad.push(copy);
+                self.issue_copy_read(rid, part, u)
+            }
+            Outcome::Done | Outcome::Lost => self.issue_copy_read(rid, part, u),
+        }
+    }
+
+    /// Read `rows` from every in-sync member not known bad, except `skip`.
+    fn read_rows(&mut self, rid: RequestId, part: usize, rows: &mut Rows, skip: Option<usize>) {
+        for slot in 0..self.slots.len() {
+            if Some(slot) != skip && self.in_sync(slot) && !rows.bad.contains(&slot) {
+                rows.pending += 1;
+                self.emit(rid, IoTag { part, slot }, rows.offset, MemberOp::Read { len: rows.len });
+            }
+        }
+    }
+
+    /// Write the rebuilt rows back to the members whose read failed; how many writes went out.
+    fn rewrite_bad_rows(&mut self, rid: RequestId, part: usize, rows: &Rows) -> usize {
+        let mut issued = 0;
+        for &slot in &rows.bad {
+            if self.in_sync(slot) {
+                let data = rows.blocks[slot].clone().expect("rebuilt rows");
+                self.emit_correction(rid, IoTag { part, slot }, rows.offset, data);
+                issued += 1;
+            }
+        }
+        issued
+    }
+
     // ----- reads -------------------------------------------------------------------------------
 
     fn start_read(&mut self, rid: RequestId, r: &mut ReadOp) -> Option<Result<(), EngineError>> {
         if self.geometry.parity().is_some() {
             for run in self.geometry.parity_runs(r.offset, r.len) {
-                r.parts.push(ReadPart::Parity { run, recon: None });
+                r.parts.push(ReadPart::Parity { run, phase: ParityRead::Direct });
             }
         } else {
             for run in self.geometry.runs(r.offset, r.len) {
-                r.parts.push(ReadPart::Copies { logical: run.logical, len: run.len, copies: run.copies, tried: 0 });
+                r.parts.push(ReadPart::Copies { logical: run.logical, unit: CopyUnit::new(run.copies, run.len, Vec::new()) });
             }
         }
         r.remaining = r.parts.len();
         for part in 0..r.parts.len() {
-            if let Err(e) = self.issue_read_part(rid, r, part) {
-                r.error.get_or_insert(e);
-                r.remaining -= 1;
-            }
+            let step = self.start_read_part(rid, r, part);
+            r.settle(step);
         }
         (r.remaining == 0).then_some(Ok(()))
     }
 
-    /// Issue (or re-issue after a failure) the member reads for one part of a read.
-    fn issue_read_part(&mut self, rid: RequestId, r: &mut ReadOp, part: usize) -> Result<(), EngineError> {
+    /// Issue the first member reads of one part of a read. `Some` when the part is finished.
+    fn start_read_part(&mut self, rid: RequestId, r: &mut ReadOp, part: usize) -> Option<Result<(), EngineError>> {
         match &mut r.parts[part] {
-            ReadPart::Copies { len, copies, tried, .. } => {
-                let len = *len;
-                // md's read_balance proper arrives with the policies; for now the first
-                // in-sync copy in md's copy order.
-                while *tried < copies.len() {
-                    let (slot, off) = copies[*tried];
-                    *tried += 1;
-                    if self.slots[slot] == SlotState::InSync {
-                        self.emit(rid, IoTag { part, slot }, off, MemberOp::Read { len });
-                        return Ok(());
-                    }
+            // md's read_balance proper arrives with the policies; for now the first in-sync copy
+            // in md's copy order.
+            ReadPart::Copies { unit, .. } => self.issue_copy_read(rid, part, unit),
+            ReadPart::Parity { run, phase } => {
+                if self.in_sync(run.slot) {
+                    let off = run.stripe * self.geometry.chunk_bytes() + run.chunk_offset;
+                    self.emit(rid, IoTag { part, slot: run.slot }, off, MemberOp::Read { len: run.len });
+                    None
+                } else {
+                    let at = (run.logical - r.offset) as usize;
+                    let sink = &mut r.buf[at..at + run.len as usize];
+                    self.start_parity_rebuild(rid, part, run, phase, Vec::new(), sink)
                 }
-                Err(EngineError::ArrayFailed)
-            }
-            ReadPart::Parity { run, recon } => {
-                let run = run.clone();
-                let chunk = self.geometry.chunk_bytes();
-                let member_off = run.stripe * chunk + run.chunk_offset;
-                if recon.is_none() && self.in_sync(run.slot) {
-                    self.emit(rid, IoTag { part, slot: run.slot }, member_off, MemberOp::Read { len: run.len });
-                    return Ok(());
-                }
-                if !self.readable() {
-                    return Err(EngineError::ArrayFailed);
-                }
-                // Reconstruct: read the same rows of every other usable member of the stripe.
-                let n = self.slots.len();
-                let blocks = vec![None; n];
-                let mut pending = 0;
-                for slot in 0..n {
-                    if slot != run.slot && self.in_sync(slot) {
-                        pending += 1;
-                        self.emit(rid, IoTag { part, slot }, member_off, MemberOp::Read { len: run.len });
-                    }
-                }
-                *recon = Some(Recon { blocks, pending, failed: false });
-                Ok(())
             }
         }
     }
 
-    fn read_io_done(&mut self, rid: RequestId, r: &mut ReadOp, tag: IoTag, result: IoResult) -> bool {
+    /// A read error hit a part spanning several 4 KiB rows: replace it by one part per row and
+    /// start those afresh, so an error costs only its own rows and errors on different members
+    /// in different rows never add up (md works in 4 KiB stripe pages, and raid1's
+    /// `fix_read_error` page by page, for the same reason). The old part is finished.
+    fn split_read_part(&mut self, rid: RequestId, r: &mut ReadOp, part: usize) {
+        let pieces: Vec<ReadPart> = match &r.parts[part] {
+            ReadPart::Copies { logical, unit } => unit
+                .row_pieces()
+                .into_iter()
+                .map(|(delta, len)| ReadPart::Copies { logical: logical + delta, unit: unit.piece(delta, len) })
+                .collect(),
+            ReadPart::Parity { run, .. } => row_pieces(run.chunk_offset, run.len)
+                .into_iter()
+                .map(|(delta, len)| ReadPart::Parity {
+                    run: ParityRun { logical: run.logical + delta, len, chunk_offset: run.chunk_offset + delta, ..run.clone() },
+                    phase: ParityRead::Direct,
+                })
+                .collect(),
+        };
+        let first = r.parts.len();
+        r.remaining += pieces.len();
+        r.parts.extend(pieces);
+        for piece in first..r.parts.len() {
+            let step = self.start_read_part(rid, r, piece);
+            r.settle(step);
+        }
+        r.settle(Some(Ok(())));
+    }
+
+    /// Rebuild a parity run from the same rows of the stripe's other members. `bad` lists
+    /// members whose read of those rows already failed.
+    fn start_parity_rebuild(
+        &mut self,
+        rid: RequestId,
+        part: usize,
+        run: &ParityRun,
+        phase: &mut ParityRead,
+        bad: Vec<usize>,
+        sink: &mut [u8],
+    ) -> Option<Result<(), EngineError>> {
+        let offset = run.stripe * self.geometry.chunk_bytes() + run.chunk_offset;
+        let mut rows = Rows::new(offset, run.len, self.slots.len(), bad);
+        self.read_rows(rid, part, &mut rows, Some(run.slot));
+        if rows.pending == 0 {
+            return self.parity_read_rebuilt(rid, part, run, phase, rows, sink);
+        }
+        *phase = ParityRead::Rebuild(rows);
+        None
+    }
+
+    /// Every read of a parity rebuild is in: rebuild, hand out the run, rewrite failed rows.
+    fn parity_read_rebuilt(
+        &mut self,
+        rid: RequestId,
+        part: usize,
+        run: &ParityRun,
+        phase: &mut ParityRead,
+        mut rows: Rows,
+        sink: &mut [u8],
+    ) -> Option<Result<(), EngineError>> {
+        let roles = self.geometry.stripe_roles(run.stripe);
+        if let Err(e) = rows.rebuild(&roles) {
+            return Some(Err(e));
+        }
+        sink.copy_from_slice(rows.blocks[run.slot].as_ref().expect("rebuilt block"));
+        let pending = self.rewrite_bad_rows(rid, part, &rows);
+        if pending == 0 {
+            return Some(Ok(()));
+        }
+        *phase = ParityRead::Rewriting { pending };
+        None
+    }
+
+    fn read_io_done(&mut self, rid: RequestId, r: &mut ReadOp, tag: IoTag, outcome: Outcome) -> bool {
         let part = tag.part;
-        let mut part_done = false;
-        let mut retry = false;
-        match &mut r.parts[part] {
-            ReadPart::Copies { logical, len, .. } => {
-                if let IoResult::Read(data) = result {
-                    let at = (*logical - r.offset) as usize;
-                    r.buf[at..at + *len as usize].copy_from_slice(&data);
-                    part_done = true;
-                } else {
-                    retry = true;
+        let split = matches!(outcome, Outcome::ReadError)
+            && match &r.parts[part] {
+                ReadPart::Copies { unit, .. } => !unit.writing && unit.copies.len() > 1 && unit.row_pieces().len() > 1,
+                ReadPart::Parity { run, phase } => {
+                    matches!(phase, ParityRead::Direct) && row_pieces(run.chunk_offset, run.len).len() > 1
                 }
+            };
+        if split {
+            self.split_read_part(rid, r, part);
+            return r.remaining == 0;
+        }
+        let step = match &mut r.parts[part] {
+            ReadPart::Copies { logical, unit } => {
+                let at = (*logical - r.offset) as usize;
+                let sink = &mut r.buf[at..at + unit.len as usize];
+                self.copy_unit_step(rid, part, unit, tag.slot, outcome, Some(sink))
             }
-            ReadPart::Parity { run, recon } => match recon {
-                None => {
-                    if let IoResult::Read(data) = result {
-                        let at = (run.logical - r.offset) as usize;
-                        r.buf[at..at + run.len as usize].copy_from_slice(&data);
-                        part_done = true;
-                    } else {
-                        retry = true;
-                    }
-                }
-                Some(rc) => {
-                    rc.pending -= 1;
-                    match result {
-                        IoResult::Read(data) => rc.blocks[tag.slot] = Some(data),
-                        _ => rc.failed = true,
-                    }
-                    if rc.pending == 0 {
-                        if rc.failed {
-                            retry = true;
+            ReadPart::Parity { run, phase } => {
+                let at = (run.logical - r.offset) as usize;
+                let sink = &mut r.buf[at..at + run.len as usize];
+                match phase {
+                    ParityRead::Direct => match outcome {
+                        Outcome::Data(data) => {
+                            sink.copy_from_slice(&data);
+                            Some(Ok(()))
+                        }
+                        Outcome::ReadError => self.start_parity_rebuild(rid, part, run, phase, vec![run.slot], sink),
+                        Outcome::Done | Outcome::Lost => self.start_parity_rebuild(rid, part, run, phase, Vec::new(), sink),
+                    },
+                    ParityRead::Rebuild(rows) => {
+                        rows.absorb(tag.slot, outcome);
+                        if rows.pending > 0 {
+                            None
+                        } else if !rows.bad.is_empty() && row_pieces(run.chunk_offset, run.len).len() > 1 {
+                            self.split_read_part(rid, r, part);
+                            return r.remaining == 0;
                         } else {
-                            let roles = self.geometry.stripe_roles(run.stripe);
-                            let missing: Vec<usize> = (0..rc.blocks.len()).filter(|&s| rc.blocks[s].is_none()).collect();
-                            let mut blocks = std::mem::take(&mut rc.blocks);
-                            reconstruct(&roles, &mut blocks, &missing, run.len as usize);
-                            let at = (run.logical - r.offset) as usize;
-                            let data = blocks[run.slot].as_ref().expect("reconstructed block");
-                            r.buf[at..at + run.len as usize].copy_from_slice(data);
-                            part_done = true;
+                            let ParityRead::Rebuild(rows) = std::mem::replace(phase, ParityRead::Direct) else {
+                                unreachable!("phase checked above")
+                            };
+                            self.parity_read_rebuilt(rid, part, run, phase, rows, sink)
                         }
                     }
+                    ParityRead::Rewriting { pending } => {
+                        *pending -= 1;
+                        (*pending == 0).then_some(Ok(()))
+                    }
                 }
-            },
-        }
-        if retry {
-            // Go (back) to reconstruction with whatever members are still usable; the failed
-            // member is faulty now, so issue_read_part will not pick it again.
-            if let ReadPart::Parity { recon, .. } = &mut r.parts[part] {
-                *recon = None;
             }
-            if let Err(e) = self.issue_read_part(rid, r, part) {
-                r.error.get_or_insert(e);
-                part_done = true;
-            }
-        }
-        if part_done {
-            r.remaining -= 1;
-        }
+        };
+        r.settle(step);
         r.remaining == 0
     }
 
@@ -562,30 +905,31 @@ impl Array {
         for (part, run) in runs.into_iter().enumerate() {
             let at = (run.logical - w.offset) as usize;
             let bytes = &w.data[at..at + run.len as usize];
-            let mut targets = 0;
+            let mut in_sync_targets = 0;
             for &(slot, off) in &run.copies {
-                if self.in_sync(slot) {
-                    targets += 1;
+                if self.writable(slot) {
+                    in_sync_targets += usize::from(self.in_sync(slot));
                     w.pending += 1;
                     self.emit(rid, IoTag { part, slot }, off, MemberOp::Write { data: bytes.to_vec() });
                 }
             }
             w.parts.push(CopyWritePart { written: 0 });
-            if targets == 0 {
+            if in_sync_targets == 0 {
                 w.error.get_or_insert(EngineError::ArrayFailed);
             }
         }
         (w.pending == 0).then_some(Ok(()))
     }
 
-    fn copy_write_io_done(&mut self, w: &mut CopyWriteOp, tag: IoTag, result: IoResult) -> bool {
+    fn copy_write_io_done(&mut self, w: &mut CopyWriteOp, tag: IoTag, outcome: Outcome) -> bool {
         w.pending -= 1;
-        if !matches!(result, IoResult::Failed(_)) {
+        // Only an in-sync copy holds the data for reads; a recovering one is a bonus.
+        if outcome.succeeded() && self.in_sync(tag.slot) {
             w.parts[tag.part].written += 1;
         }
         if w.pending == 0 {
-            // A part whose every copy failed is lost; otherwise the failed copies are faulty now
-            // and the array carries on degraded, as md does.
+            // A part whose every in-sync copy failed is lost; otherwise the failed copies are
+            // faulty now and the array carries on degraded, as md does.
             if w.parts.iter().any(|p| p.written == 0) || !self.readable() {
                 w.error.get_or_insert(EngineError::ArrayFailed);
             }
@@ -609,7 +953,7 @@ impl Array {
                 let stripes = d.len / width;
                 d.parts.push(0);
                 for slot in 0..self.slots.len() {
-                    if self.in_sync(slot) {
+                    if self.writable(slot) {
                         d.pending += 1;
                         self.emit(rid, IoTag { part: 0, slot }, first * chunk, MemberOp::Discard { len: stripes * chunk });
                     }
@@ -619,7 +963,7 @@ impl Array {
                 for (part, run) in self.geometry.runs(d.offset, d.len).into_iter().enumerate() {
                     d.parts.push(0);
                     for &(slot, off) in &run.copies {
-                        if self.in_sync(slot) {
+                        if self.writable(slot) {
                             d.pending += 1;
                             self.emit(rid, IoTag { part, slot }, off, MemberOp::Discard { len: run.len });
                         }
@@ -658,6 +1002,7 @@ impl Array {
             w.error.get_or_insert(EngineError::ArrayFailed);
             return true;
         }
+        let n = self.slots.len();
         let sw = &mut w.stripes[part];
         let roles = self.geometry.stripe_roles(sw.stripe);
         let lo = sw.runs.iter().map(|r| r.chunk_offset).min().expect("a stripe write has runs");
@@ -668,17 +1013,26 @@ impl Array {
         let touched: Vec<usize> = sw.runs.iter().map(|r| r.slot).collect();
         let fully_covered = |slot: usize| sw.runs.iter().any(|r| r.slot == slot && r.chunk_offset == lo && r.len == hi - lo);
         let slots = &self.slots;
-        let ok = |s: usize| slots[s] == SlotState::InSync;
-        let live_parity: Vec<usize> = parity_slots.iter().copied().filter(|&s| ok(s)).collect();
+        let bad = &sw.bad;
+        // Old contents come from in-sync members only, and not from one whose read just failed.
+        let readable = |s: usize| slots[s] == SlotState::InSync && !bad.contains(&s);
+        let writable = |s: usize| matches!(slots[s], SlotState::InSync | SlotState::Recovering);
+        let kept_parity: Vec<usize> = parity_slots.iter().copied().filter(|&s| writable(s)).collect();
 
-        let strategy = if live_parity.is_empty() {
+        let strategy = if kept_parity.is_empty() {
             // No parity left to maintain: plain data writes.
             Strategy::DataOnly
+        } else if !bad.is_empty() {
+            // A read failed: rebuild every member's rows, so the failed ones can be rewritten.
+            Strategy::Degraded
         } else {
-            let rmw_possible = !self.resync_pending && touched.iter().all(|&s| ok(s));
+            // Read-modify-write needs the old contents of every parity block it writes, so a
+            // recovering parity member (or touched data member) rules it out.
+            let rmw_possible =
+                !self.resync_pending && touched.iter().all(|&s| readable(s)) && kept_parity.iter().all(|&s| readable(s));
             let rcw_needs: Vec<usize> = roles.data.iter().copied().filter(|&s| !fully_covered(s)).collect();
-            let rcw_possible = rcw_needs.iter().all(|&s| ok(s));
-            let rmw_reads = touched.len() + live_parity.len();
+            let rcw_possible = rcw_needs.iter().all(|&s| readable(s));
+            let rmw_reads = touched.len() + kept_parity.len();
             let rcw_reads = rcw_needs.len();
             match (rmw_possible, rcw_possible) {
                 (true, true) if rmw_reads < rcw_reads => Strategy::ReadModifyWrite,
@@ -689,16 +1043,23 @@ impl Array {
         };
         let reads: Vec<usize> = match strategy {
             Strategy::DataOnly => Vec::new(),
-            Strategy::ReadModifyWrite => touched.iter().copied().chain(live_parity.iter().copied()).collect(),
+            Strategy::ReadModifyWrite => touched.iter().copied().chain(kept_parity.iter().copied()).collect(),
             Strategy::ReconstructWrite => roles.data.iter().copied().filter(|&s| !fully_covered(s)).collect(),
-            Strategy::Degraded => (0..self.slots.len()).filter(|&s| ok(s)).collect(),
+            Strategy::Degraded => (0..n).filter(|&s| readable(s)).collect(),
         };
-        sw.strategy = strategy;
-        sw.blocks = vec![None; self.slots.len()];
-        sw.failed_read = false;
-        sw.pending = reads.len();
         let chunk = self.geometry.chunk_bytes();
         let base = sw.stripe * chunk;
+        if strategy == Strategy::Degraded && n - reads.len() > parity_slots.len() {
+            w.error.get_or_insert(match sw.bad.first() {
+                Some(&slot) => EngineError::UnrecoverableRead { slot, offset: base + lo, len: hi - lo },
+                None => EngineError::ArrayFailed,
+            });
+            return true;
+        }
+        sw.strategy = strategy;
+        sw.blocks = vec![None; n];
+        sw.failed_read = false;
+        sw.pending = reads.len();
         if reads.is_empty() {
             return self.write_stripe(rid, w, part, &roles);
         }
@@ -714,8 +1075,6 @@ impl Array {
         let sw = &mut w.stripes[part];
         let (lo, hi) = (sw.lo, sw.hi);
         let len = (hi - lo) as usize;
-        let n = self.slots.len();
-        let ok: Vec<bool> = (0..n).map(|s| self.slots[s] == SlotState::InSync).collect();
         // New contents of each touched member over [lo, hi) where known.
         let overlay = |block: &mut [u8], slot: usize| {
             for r in sw.runs.iter().filter(|r| r.slot == slot) {
@@ -724,13 +1083,15 @@ impl Array {
                 block[at..at + r.len as usize].copy_from_slice(&w.data[src..src + r.len as usize]);
             }
         };
-        let mut parity: Vec<(usize, Vec<u8>)> = Vec::new();
+        // Members written over the whole of [lo, hi): parity, and data members whose read failed
+        // (their rows are rewritten in full, which is the correction).
+        let mut whole: Vec<(usize, Vec<u8>)> = Vec::new();
         match sw.strategy {
             Strategy::DataOnly => {}
             Strategy::ReadModifyWrite => {
                 let mut p = sw.blocks[roles.p].take();
                 let mut q = roles.q.and_then(|q| sw.blocks[q].take());
-                for &slot in sw.runs.iter().map(|r| &r.slot).collect::<std::collections::BTreeSet<_>>() {
+                for &slot in sw.runs.iter().map(|r| &r.slot).collect::<BTreeSet<_>>() {
                     let old = sw.blocks[slot].take().expect("RMW read the old data");
                     let mut new = old.clone();
                     overlay(&mut new, slot);
@@ -745,59 +1106,68 @@ impl Array {
                     }
                 }
                 if let Some(p) = p {
-                    parity.push((roles.p, p));
+                    whole.push((roles.p, p));
                 }
                 if let (Some(qs), Some(q)) = (roles.q, q) {
-                    parity.push((qs, q));
+                    whole.push((qs, q));
                 }
             }
             Strategy::ReconstructWrite | Strategy::Degraded => {
                 let mut blocks = std::mem::take(&mut sw.blocks);
                 if sw.strategy == Strategy::Degraded {
-                    // Rebuild the missing members' old contents first.
-                    let missing: Vec<usize> = (0..n).filter(|&s| !ok[s]).collect();
+                    // Rebuild the old contents of every member not read first.
+                    let missing: Vec<usize> = (0..blocks.len()).filter(|&s| blocks[s].is_none()).collect();
                     reconstruct(roles, &mut blocks, &missing, len);
                 }
                 let mut data: Vec<Vec<u8>> = Vec::with_capacity(roles.data.len());
                 for &slot in &roles.data {
                     let mut b = blocks[slot].take().unwrap_or_else(|| vec![0u8; len]);
                     overlay(&mut b, slot);
+                    if sw.bad.contains(&slot) {
+                        whole.push((slot, b.clone()));
+                    }
                     data.push(b);
                 }
                 let (p, q) = compute_parity(roles, &data, len);
-                parity.push((roles.p, p));
+                whole.push((roles.p, p));
                 if let (Some(qs), Some(q)) = (roles.q, q) {
-                    parity.push((qs, q));
+                    whole.push((qs, q));
                 }
             }
         }
         let chunk = self.geometry.chunk_bytes();
         let base = sw.stripe * chunk;
-        let mut writes: Vec<(usize, u64, Vec<u8>)> = Vec::new();
+        let mut writes: Vec<(usize, u64, Vec<u8>, bool)> = Vec::new();
         for r in &sw.runs {
-            if ok[r.slot] {
+            if self.writable(r.slot) && !whole.iter().any(|(s, _)| *s == r.slot) {
                 let src = (r.logical - w.offset) as usize;
-                writes.push((r.slot, base + r.chunk_offset, w.data[src..src + r.len as usize].to_vec()));
+                writes.push((r.slot, base + r.chunk_offset, w.data[src..src + r.len as usize].to_vec(), false));
             }
         }
-        for (slot, block) in parity {
-            if ok[slot] {
-                writes.push((slot, base + lo, block));
+        for (slot, block) in whole {
+            if self.writable(slot) {
+                let correction = sw.bad.contains(&slot) && self.in_sync(slot);
+                writes.push((slot, base + lo, block, correction));
             }
         }
-        sw.blocks = vec![None; n];
+        sw.blocks = vec![None; self.slots.len()];
         sw.writing = true;
         sw.pending = writes.len();
         if writes.is_empty() {
             return true;
         }
-        for (slot, off, data) in writes {
-            self.emit(rid, IoTag { part, slot }, off, MemberOp::Write { data });
+        for (slot, off, data, correction) in writes {
+            let tag = IoTag { part, slot };
+            if correction {
+                self.emit_correction(rid, tag, off, data);
+            } else {
+                self.emit(rid, tag, off, MemberOp::Write { data });
+            }
         }
         false
     }
 
-    fn parity_write_io_done(&mut self, rid: RequestId, w: &mut ParityWriteOp, tag: IoTag, result: IoResult) -> bool {
+    fn parity_write_io_done(&mut self, rid: RequestId, w: &mut ParityWriteOp, tag: IoTag, outcome: Outcome) -> bool {
         let part = tag.part;
         let sw = &mut w.stripes[part];
         sw.pending -= 1;
@@ -812,13 +1182,20 @@ impl Array {
                 }
             }
         } else {
-            match result {
-                IoResult::Read(data) => sw.blocks[tag.slot] = Some(data),
-                _ => sw.failed_read = true,
+            match outcome {
+                Outcome::Data(data) => sw.blocks[tag.slot] = Some(data),
+                Outcome::ReadError => {
+                    sw.bad.push(tag.slot);
+                    sw.failed_read = true;
+                }
+                Outcome::Done | Outcome::Lost => sw.failed_read = true,
             }
             if sw.pending == 0 {
-                if sw.failed_read {
-                    // A member failed under us: plan again with the members left.
+                if !sw.bad.is_empty() && row_pieces(sw.lo, sw.hi - sw.lo).len() > 1 {
+                    self.split_stripe_write(rid, w, part);
+                    return w.remaining == 0;
+                } else if sw.failed_read {
+                    // A member failed under us (or a read failed): plan again without it.
                     stripe_done = self.plan_stripe_write(rid, w, part);
                 } else {
                     let roles = self.geometry.stripe_roles(w.stripes[part].stripe);
@@ -832,120 +1209,467 @@ impl Array {
         w.remaining == 0
     }
 
+    /// A read error hit a stripe write spanning several 4 KiB rows: replace it by one stripe
+    /// write per row (see `split_read_part`) and plan those afresh. The old one is finished.
+    fn split_stripe_write(&mut self, rid: RequestId, w: &mut ParityWriteOp, part: usize) {
+        let sw = &w.stripes[part];
+        let mut pieces = Vec::new();
+        for (delta, len) in row_pieces(sw.lo, sw.hi - sw.lo) {
+            let (row_start, row_end) = (sw.lo + delta, sw.lo + delta + len);
+            let runs: Vec<ParityRun> = sw
+                .runs
+                .iter()
+                .filter_map(|r| {
+                    let start = r.chunk_offset.max(row_start);
+                    let end = (r.chunk_offset + r.len).min(row_end);
+                    (start < end).then(|| ParityRun {
+                        logical: r.logical + (start - r.chunk_offset),
+                        len: end - start,
+                        chunk_offset: start,
+                        ..r.clone()
+                    })
+                })
+                .collect();
+            // Rows between the runs of a write that wraps into the next chunk hold none of it.
+            if let Some(first) = runs.first() {
+                let mut piece = StripeWrite::new(first.clone());
+                piece.runs = runs;
+                pieces.push(piece);
+            }
+        }
+        let first = w.stripes.len();
+        w.remaining += pieces.len();
+        w.stripes.extend(pieces);
+        for piece in first..w.stripes.len() {
+            if self.plan_stripe_write(rid, w, piece) {
+                w.remaining -= 1;
+            }
+        }
+        w.remaining -= 1;
+    }
+
     // ----- consistency check / repair ------------------------------------------------------------
 
     fn start_sync(&mut self, rid: RequestId, s: &mut SyncOp) -> Option<Result<(), EngineError>> {
-        if self.degraded() {
+        // A recovering member is simply left out of the comparison; a missing or faulty one
+        // leaves nothing to check against.
+        if self.slots.iter().any(|st| matches!(st, SlotState::Missing | SlotState::Faulty)) {
             return Some(Err(EngineError::DegradedCheck));
         }
+        let n = self.slots.len();
+        s.in_sync_at_start = (0..n).map(|slot| self.in_sync(slot)).collect();
         match &self.geometry {
             Geometry::Linear(_) | Geometry::Raid0(_) => return Some(Ok(())),
-            Geometry::Parity(l) => {
+            Geometry::Parity(_) => {
                 let width = self.geometry.stripe_data_bytes().expect("parity geometry");
+                let chunk = self.geometry.chunk_bytes();
                 let first = s.offset / width;
                 let last = (s.offset + s.len).div_ceil(width);
-                let n = l.raid_disks();
                 for stripe in first..last {
-                    s.units.push(SyncUnit { target: SyncTarget::Stripe(stripe), blocks: vec![None; n], pending: 0, writing: false });
+                    let copies = (0..n).map(|slot| (slot, stripe * chunk)).collect();
+                    s.units.push(SyncUnit::new(Some(stripe), copies, chunk, n));
                 }
             }
             Geometry::Raid1(_) | Geometry::Raid10(_) => {
                 for run in self.geometry.runs(s.offset, s.len) {
-                    let n = self.slots.len();
-                    s.units.push(SyncUnit { target: SyncTarget::Copies(run.copies, run.len), blocks: vec![None; n], pending: 0, writing: false });
+                    s.units.push(SyncUnit::new(None, run.copies, run.len, n));
                 }
             }
         }
-        let chunk = self.geometry.chunk_bytes();
+        s.remaining = s.units.len();
         for part in 0..s.units.len() {
-            let unit = &mut s.units[part];
-            let reads: Vec<(usize, u64, u64)> = match &unit.target {
-                SyncTarget::Stripe(stripe) => (0..self.slots.len()).map(|slot| (slot, stripe * chunk, chunk)).collect(),
-                SyncTarget::Copies(copies, len) => copies.iter().map(|&(slot, off)| (slot, off, *len)).collect(),
-            };
-            unit.pending = reads.len();
-            for (slot, off, len) in reads {
-                self.emit(rid, IoTag { part, slot }, off, MemberOp::Read { len });
+            if self.start_sync_unit(rid, s, part) {
+                s.remaining -= 1;
             }
         }
-        s.remaining = s.units.len();
         (s.remaining == 0).then_some(Ok(()))
     }
 
-    fn sync_io_done(&mut self, rid: RequestId, s: &mut SyncOp, tag: IoTag, result: IoResult) -> bool {
+    /// Read every in-sync member block of a check unit. Returns true when the unit is finished.
+    fn start_sync_unit(&mut self, rid: RequestId, s: &mut SyncOp, part: usize) -> bool {
+        let unit = &mut s.units[part];
+        for &(slot, off) in &unit.copies {
+            if self.in_sync(slot) {
+                unit.pending += 1;
+                self.emit(rid, IoTag { part, slot }, off, MemberOp::Read { len: unit.len });
+            }
+        }
+        unit.pending == 0 && self.sync_unit_read(rid, s, part)
+    }
+
+    /// A read error hit a check unit spanning several 4 KiB rows: replace it by one unit per
+    /// row (see `split_read_part`) and check those afresh. The old one is finished.
+    fn split_sync_unit(&mut self, rid: RequestId, s: &mut SyncOp, part: usize) {
+        let unit = &s.units[part];
+        let n = self.slots.len();
+        let pieces: Vec<SyncUnit> = row_pieces(unit.copies[0].1, unit.len)
+            .into_iter()
+            .map(|(delta, len)| {
+                let copies = unit.copies.iter().map(|&(slot, off)| (slot, off + delta)).collect();
+                SyncUnit::new(unit.stripe, copies, len, n)
+            })
+            .collect();
+        let first = s.units.len();
+        s.remaining += pieces.len();
+        s.units.extend(pieces);
+        for piece in first..s.units.len() {
+            if self.start_sync_unit(rid, s, piece) {
+                s.remaining -= 1;
+            }
+        }
+        s.remaining -= 1;
+    }
+
+    fn sync_io_done(&mut self, rid: RequestId, s: &mut SyncOp, tag: IoTag, outcome: Outcome) -> bool {
         let unit = &mut s.units[tag.part];
         unit.pending -= 1;
-        match result {
-            IoResult::Read(data) => unit.blocks[tag.slot] = Some(data),
-            IoResult::Done => {}
-            IoResult::Failed(_) => {
+        match outcome {
+            Outcome::Data(data) if !unit.writing => unit.blocks[tag.slot] = Some(data),
+            Outcome::ReadError => unit.bad.push(tag.slot),
+            // A member that was in sync when the check began failed, or was failed, under it:
+            // the array is degraded and the check cannot vouch for anything.
+            Outcome::Lost if s.in_sync_at_start[tag.slot] => {
                 s.error.get_or_insert(EngineError::DegradedCheck);
             }
+            _ => {}
         }
         if unit.pending > 0 {
             return false;
         }
-        if unit.writing || s.error.is_some() {
-            s.remaining -= 1;
+        if !unit.writing && s.error.is_none() && !unit.bad.is_empty() && row_pieces(unit.copies[0].1, unit.len).len() > 1 {
+            self.split_sync_unit(rid, s, tag.part);
             return s.remaining == 0;
         }
-        let mut writes: Vec<(usize, u64, Vec<u8>)> = Vec::new();
-        let chunk = self.geometry.chunk_bytes();
-        match &unit.target {
-            SyncTarget::Stripe(stripe) => {
-                let roles = self.geometry.stripe_roles(*stripe);
-                let data: Vec<Vec<u8>> = roles.data.iter().map(|&d| unit.blocks[d].take().expect("read")).collect();
-                let len = chunk as usize;
+        if unit.writing || s.error.is_some() || self.sync_unit_read(rid, s, tag.part) {
+            s.remaining -= 1;
+        }
+        s.remaining == 0
+    }
+
+    /// Every read of a check unit is in: compare, count, and issue corrections and repairs.
+    /// Returns true when the unit is finished (nothing to write).
+    fn sync_unit_read(&mut self, rid: RequestId, s: &mut SyncOp, part: usize) -> bool {
+        let unit = &mut s.units[part];
+        let len = unit.len as usize;
+        // Rows to write: (slot, member offset, bytes, whether it corrects a failed read).
+        let mut writes: Vec<(usize, u64, Vec<u8>, bool)> = Vec::new();
+        let was_read: Vec<bool> = unit.blocks.iter().map(Option::is_some).collect();
+        let recovering: Vec<usize> = unit.copies.iter().map(|c| c.0).filter(|&slot| self.slots[slot] == SlotState::Recovering).collect();
+        match unit.stripe {
+            Some(stripe) => {
+                let roles = self.geometry.stripe_roles(stripe);
+                let missing: Vec<usize> = (0..was_read.len()).filter(|&slot| !was_read[slot]).collect();
+                if missing.len() > 1 + usize::from(roles.q.is_some()) {
+                    s.error.get_or_insert(match unit.bad.first() {
+                        Some(&slot) => EngineError::UnrecoverableRead { slot, offset: unit.copies[0].1, len: unit.len },
+                        None => EngineError::ArrayFailed,
+                    });
+                    return true;
+                }
+                // Members not read (recovering, or whose read failed) are rebuilt first: for
+                // raid6 with one of them a data member, Q can still be checked.
+                reconstruct(&roles, &mut unit.blocks, &missing, len);
+                let data: Vec<Vec<u8>> = roles.data.iter().map(|&d| unit.blocks[d].clone().expect("rebuilt")).collect();
                 let (p, q) = compute_parity(&roles, &data, len);
                 let mut targets = vec![(roles.p, p)];
                 if let (Some(qs), Some(q)) = (roles.q, q) {
                     targets.push((qs, q));
                 }
-                let stored: Vec<Vec<u8>> = targets.iter().map(|(slot, _)| unit.blocks[*slot].take().expect("read")).collect();
-                for row in (0..chunk).step_by(CHECK_ROW_BYTES as usize) {
-                    let r = row as usize..(row + CHECK_ROW_BYTES).min(chunk) as usize;
-                    let bad = targets.iter().zip(&stored).any(|((_, want), have)| want[r.clone()] != have[r.clone()]);
+                let base = stripe * self.geometry.chunk_bytes();
+                for row in (0..unit.len).step_by(CHECK_ROW_BYTES as usize) {
+                    let r = row as usize..(row + CHECK_ROW_BYTES).min(unit.len) as usize;
+                    let compared: Vec<&(usize, Vec<u8>)> = targets.iter().filter(|(slot, _)| was_read[*slot]).collect();
+                    let bad = compared.iter().any(|(slot, want)| {
+                        want[r.clone()] != unit.blocks[*slot].as_ref().expect("read")[r.clone()]
+                    });
                     if bad {
                         s.mismatch_sectors += (r.end - r.start) as u64 / SECTOR_BYTES;
                         if s.repair {
-                            for (slot, want) in &targets {
-                                writes.push((*slot, stripe * chunk + row, want[r.clone()].to_vec()));
+                            for (slot, want) in compared {
+                                writes.push((*slot, base + row, want[r.clone()].to_vec(), false));
                             }
                         }
                     }
                 }
+                // The right contents of a member: recomputed parity, or its (rebuilt) data.
+                let correct = |slot: usize| match targets.iter().find(|(t, _)| *t == slot) {
+                    Some((_, want)) => want.clone(),
+                    None => unit.blocks[slot].clone().expect("rebuilt"),
+                };
+                for &slot in &unit.bad {
+                    writes.push((slot, base, correct(slot), true));
+                }
+                if s.repair {
+                    for &slot in &recovering {
+                        writes.push((slot, base, correct(slot), false));
+                    }
+                }
             }
-            SyncTarget::Copies(copies, len) => {
-                let first = unit.blocks[copies[0].0].take().expect("read");
-                for row in (0..*len).step_by(CHECK_ROW_BYTES as usize) {
-                    let r = row as usize..(row + CHECK_ROW_BYTES).min(*len) as usize;
+            None => {
+                // md compares every copy against the first one read.
+                let Some(&(first, _)) = unit.copies.iter().find(|c| was_read[c.0]) else {
+                    s.error.get_or_insert(match unit.bad.first() {
+                        Some(&slot) => {
+                            let offset = unit.copies.iter().find(|c| c.0 == slot).expect("a copy").1;
+                            EngineError::UnrecoverableRead { slot, offset, len: unit.len }
+                        }
+                        None => EngineError::ArrayFailed,
+                    });
+                    return true;
+                };
+                let reference = unit.blocks[first].take().expect("read");
+                for row in (0..unit.len).step_by(CHECK_ROW_BYTES as usize) {
+                    let r = row as usize..(row + CHECK_ROW_BYTES).min(unit.len) as usize;
                     let mut bad = false;
-                    for &(slot, off) in &copies[1..] {
-                        let other = unit.blocks[slot].as_ref().expect("read");
-                        if other[r.clone()] != first[r.clone()] {
+                    for &(slot, off) in &unit.copies {
+                        let Some(other) = unit.blocks[slot].as_ref() else { continue };
+                        if other[r.clone()] != reference[r.clone()] {
                             bad = true;
                             if s.repair {
-                                writes.push((slot, off + row, first[r.clone()].to_vec()));
+                                writes.push((slot, off + row, reference[r.clone()].to_vec(), false));
                             }
                         }
                     }
                     if bad {
                         s.mismatch_sectors += (r.end - r.start) as u64 / SECTOR_BYTES;
+                    }
+                }
+                for &(slot, off) in &unit.copies {
+                    let fix = unit.bad.contains(&slot);
+                    if fix || (s.repair && recovering.contains(&slot)) {
+                        writes.push((slot, off, reference.clone(), fix));
                     }
                 }
             }
         }
         unit.blocks.iter_mut().for_each(|b| *b = None);
-        if writes.is_empty() {
-            s.remaining -= 1;
-            return s.remaining == 0;
-        }
         unit.writing = true;
-        unit.pending = writes.len();
-        for (slot, off, data) in writes {
-            self.emit(rid, IoTag { part: tag.part, slot }, off, MemberOp::Write { data });
+        for (slot, off, data, correction) in writes {
+            if !self.writable(slot) || (correction && !self.in_sync(slot)) {
+                continue;
+            }
+            unit.pending += 1;
+            let tag = IoTag { part, slot };
+            if correction {
+                self.emit_correction(rid, tag, off, data);
+            } else {
+                self.emit(rid, tag, off, MemberOp::Write { data });
+            }
         }
-        false
+        unit.pending == 0
+    }
+
+    // ----- recovery -------------------------------------------------------------------------------
+
+    /// Locks for rebuilding member bytes `[offset, offset+len)`: the logical ranges stored
+    /// there, as exclusive locks, so foreground writes and the rebuild never interleave.
+    fn recover_locks(&self, offset: u64, len: u64) -> Vec<Lock> {
+        let end = offset + len;
+        match &self.geometry {
+            // Stripe s occupies member bytes [s*chunk, (s+1)*chunk) on every member.
+            Geometry::Parity(_) => {
+                let chunk = self.geometry.chunk_bytes();
+                let width = self.geometry.stripe_data_bytes().expect("parity geometry");
+                vec![(offset / chunk * width, end.div_ceil(chunk) * width, true)]
+            }
+            Geometry::Raid1(_) => vec![(offset, end, true)],
+            // The logical data of a member range is scattered (far copies, near copies on other
+            // members). Which slots the request rebuilds is decided when it starts, so lock what
+            // the range holds on every slot: correct whatever is recovering by then.
+            Geometry::Raid10(_) => {
+                let mut ranges: Vec<(u64, u64)> = Vec::new();
+                for slot in 0..self.slots.len() {
+                    for (_, logical, piece) in self.member_pieces(slot, offset, len) {
+                        if let Some(l) = logical {
+                            ranges.push((l, l + piece));
+                        }
+                    }
+                }
+                ranges.sort_unstable();
+                let mut merged: Vec<Lock> = Vec::new();
+                for (s, e) in ranges {
+                    match merged.last_mut() {
+                        Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                        _ => merged.push((s, e, true)),
+                    }
+                }
+                merged
+            }
+            Geometry::Linear(_) | Geometry::Raid0(_) => Vec::new(),
+        }
+    }
+
+    /// Split member bytes `[offset, offset+len)` of `slot` at chunk boundaries: `(member
+    /// offset, logical offset stored there if any, length)` per piece (raid10).
+    fn member_pieces(&self, slot: usize, offset: u64, len: u64) -> Vec<(u64, Option<u64>, u64)> {
+        let chunk = self.geometry.chunk_bytes();
+        let end = offset + len;
+        let mut out = Vec::new();
+        let mut pos = offset;
+        while pos < end {
+            let piece = (chunk - pos % chunk).min(end - pos);
+            out.push((pos, self.geometry.logical(slot, pos), piece));
+            pos += piece;
+        }
+        out
+    }
+
+    fn start_recover(&mut self, rid: RequestId, r: &mut RecoverOp) -> Option<Result<(), EngineError>> {
+        let targets: Vec<usize> = (0..self.slots.len()).filter(|&s| self.slots[s] == SlotState::Recovering).collect();
+        if targets.is_empty() {
+            // Whatever was recovering finished or failed since the request was submitted.
+            return Some(Ok(()));
+        }
+        let n = self.slots.len();
+        let end = r.offset + r.len;
+        match &self.geometry {
+            Geometry::Linear(_) | Geometry::Raid0(_) => {
+                return Some(Err(EngineError::NoRedundancy { level: self.geometry.level().to_string() }));
+            }
+            Geometry::Parity(_) => {
+                let chunk = self.geometry.chunk_bytes();
+                let mut pos = r.offset;
+                while pos < end {
+                    let stripe = pos / chunk;
+                    let rows_end = ((stripe + 1) * chunk).min(end);
+                    let rows = Rows::new(pos, rows_end - pos, n, Vec::new());
+                    r.units.push(RecoverUnit::Stripe { stripe, rows, targets: targets.clone(), writing: false });
+                    pos = rows_end;
+                }
+            }
+            Geometry::Raid1(_) => {
+                for run in self.geometry.runs(r.offset, r.len) {
+                    let to = run.copies.iter().copied().filter(|c| targets.contains(&c.0)).collect();
+                    r.units.push(RecoverUnit::Copies(CopyUnit::new(run.copies, run.len, to)));
+                }
+            }
+            Geometry::Raid10(_) => {
+                // For each piece of each recovering member, the logical bytes stored there; a
+                // piece that another recovering member also holds shares one read.
+                for &target in &targets {
+                    for (member_off, logical, piece) in self.member_pieces(target, r.offset, r.len) {
+                        // Member chunks past the last whole array chunk hold nothing (md's
+                        // recovery skips them too).
+                        let Some(logical) = logical else { continue };
+                        for run in self.geometry.runs(logical, piece) {
+                            let at = (target, member_off + (run.logical - logical));
+                            debug_assert!(run.copies.contains(&at), "raid10 inverse map disagrees with map");
+                            let same = r.units.iter_mut().find_map(|u| match u {
+                                RecoverUnit::Copies(c) if c.copies == run.copies && c.len == run.len => Some(c),
+                                _ => None,
+                            });
+                            match same {
+                                Some(unit) => unit.targets.push(at),
+                                None => r.units.push(RecoverUnit::Copies(CopyUnit::new(run.copies, run.len, vec![at]))),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        r.remaining = r.units.len();
+        for part in 0..r.units.len() {
+            let step = self.start_recover_unit(rid, r, part);
+            r.settle(step);
+        }
+        (r.remaining == 0).then_some(Ok(()))
+    }
+
+    /// Issue the reads of one recovery unit. `Some` when the unit is finished.
+    fn start_recover_unit(&mut self, rid: RequestId, r: &mut RecoverOp, part: usize) -> Option<Result<(), EngineError>> {
+        match &mut r.units[part] {
+            RecoverUnit::Copies(unit) => self.issue_copy_read(rid, part, unit),
+            RecoverUnit::Stripe { rows, .. } => {
+                self.read_rows(rid, part, rows, None);
+                if rows.pending == 0 {
+                    self.recover_stripe_read(rid, r, part)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// A read error hit a recovery unit spanning several 4 KiB rows: replace it by one unit per
+    /// row (see `split_read_part`) and start those afresh. The old one is finished.
+    fn split_recover_unit(&mut self, rid: RequestId, r: &mut RecoverOp, part: usize) {
+        let n = self.slots.len();
+        let pieces: Vec<RecoverUnit> = match &r.units[part] {
+            RecoverUnit::Copies(unit) => {
+                unit.row_pieces().into_iter().map(|(delta, len)| RecoverUnit::Copies(unit.piece(delta, len))).collect()
+            }
+            RecoverUnit::Stripe { stripe, rows, targets, .. } => row_pieces(rows.offset, rows.len)
+                .into_iter()
+                .map(|(delta, len)| RecoverUnit::Stripe {
+                    stripe: *stripe,
+                    rows: Rows::new(rows.offset + delta, len, n, Vec::new()),
+                    targets: targets.clone(),
+                    writing: false,
+                })
+                .collect(),
+        };
+        let first = r.units.len();
+        r.remaining += pieces.len();
+        r.units.extend(pieces);
+        for piece in first..r.units.len() {
+            let step = self.start_recover_unit(rid, r, piece);
+            r.settle(step);
+        }
+        r.settle(Some(Ok(())));
+    }
+
+    /// Every read of a stripe's rows is in: rebuild the recovering members' rows (and those
+    /// whose read failed) and write them. `Some` when the unit is finished.
+    fn recover_stripe_read(&mut self, rid: RequestId, r: &mut RecoverOp, part: usize) -> Option<Result<(), EngineError>> {
+        let RecoverUnit::Stripe { stripe, rows, targets, writing } = &mut r.units[part] else {
+            unreachable!("a stripe unit")
+        };
+        let roles = self.geometry.stripe_roles(*stripe);
+        if let Err(e) = rows.rebuild(&roles) {
+            return Some(Err(e));
+        }
+        *writing = true;
+        let mut issued = self.rewrite_bad_rows(rid, part, rows);
+        for &slot in targets.iter() {
+            if self.writable(slot) && !rows.bad.contains(&slot) {
+                let data = rows.blocks[slot].clone().expect("rebuilt");
+                self.emit(rid, IoTag { part, slot }, rows.offset, MemberOp::Write { data });
+                issued += 1;
+            }
+        }
+        rows.pending = issued;
+        (issued == 0).then_some(Ok(()))
+    }
+
+    fn recover_io_done(&mut self, rid: RequestId, r: &mut RecoverOp, tag: IoTag, outcome: Outcome) -> bool {
+        let part = tag.part;
+        let step = match &mut r.units[part] {
+            RecoverUnit::Copies(unit) => {
+                if matches!(outcome, Outcome::ReadError) && !unit.writing && unit.row_pieces().len() > 1 {
+                    self.split_recover_unit(rid, r, part);
+                    return r.remaining == 0;
+                }
+                self.copy_unit_step(rid, part, unit, tag.slot, outcome, None)
+            }
+            RecoverUnit::Stripe { rows, writing, .. } => {
+                if *writing {
+                    rows.pending -= 1;
+                    (rows.pending == 0).then_some(Ok(()))
+                } else {
+                    rows.absorb(tag.slot, outcome);
+                    if rows.pending > 0 {
+                        None
+                    } else if !rows.bad.is_empty() && row_pieces(rows.offset, rows.len).len() > 1 {
+                        self.split_recover_unit(rid, r, part);
+                        return r.remaining == 0;
+                    } else {
+                        self.recover_stripe_read(rid, r, part)
+                    }
+                }
+            }
+        };
+        r.settle(step);
+        r.remaining == 0
     }
 }
 
@@ -1026,6 +1750,101 @@ pub fn reconstruct(roles: &StripeRoles, blocks: &mut [Option<Vec<u8>>], missing:
     }
 }
 
+/// One run of bytes with copies on several members (raid1/raid10, or the single copy of
+/// linear/raid0): read from the first in-sync copy that answers, then written to `targets` and
+/// back to every copy whose read failed.
+#[derive(Debug)]
+struct CopyUnit {
+    len: u64,
+    /// Every copy as `(slot, member offset)`, in md's copy order.
+    copies: Vec<(usize, u64)>,
+    /// Copies tried so far, in order.
+    tried: usize,
+    /// Copies whose read failed: they get the bytes back once a good copy was read.
+    bad: Vec<(usize, u64)>,
+    /// Copies on recovering members to fill (recovery only).
+    targets: Vec<(usize, u64)>,
+    writing: bool,
+    /// Writes issued and not completed.
+    pending: usize,
+}
+
+impl CopyUnit {
+    fn new(copies: Vec<(usize, u64)>, len: u64, targets: Vec<(usize, u64)>) -> CopyUnit {
+        CopyUnit { len, copies, tried: 0, bad: Vec::new(), targets, writing: false, pending: 0 }
+    }
+
+    /// The unit's 4 KiB member rows, as `(offset into the unit, length)`. Every copy sits at the
+    /// same offset modulo the row size (raid1: the same offset; raid10: the same offset in a
+    /// chunk of whole rows), so the first copy's rows are every copy's rows.
+    fn row_pieces(&self) -> Vec<(u64, u64)> {
+        row_pieces(self.copies[0].1, self.len)
+    }
+
+    /// A fresh unit for the bytes `[delta, delta+len)` of this one.
+    fn piece(&self, delta: u64, len: u64) -> CopyUnit {
+        let shift = |v: &Vec<(usize, u64)>| v.iter().map(|&(slot, off)| (slot, off + delta)).collect();
+        CopyUnit::new(shift(&self.copies), len, shift(&self.targets))
+    }
+}
+
+/// Split member bytes `[offset, offset+len)` at 4 KiB row boundaries: `(offset into the range,
+/// length)` per row.
+fn row_pieces(offset: u64, len: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut pos = offset;
+    let end = offset + len;
+    while pos < end {
+        let piece = (CHECK_ROW_BYTES - pos % CHECK_ROW_BYTES).min(end - pos);
+        out.push((pos - offset, piece));
+        pos += piece;
+    }
+    out
+}
+
+/// The same member rows (`[offset, offset+len)`) of every member of one stripe, read for a
+/// rebuild.
+#[derive(Debug)]
+struct Rows {
+    offset: u64,
+    len: u64,
+    /// Indexed by slot; `None` where not read (yet).
+    blocks: Vec<Option<Vec<u8>>>,
+    /// In-sync members whose read failed: rebuilt and written back.
+    bad: Vec<usize>,
+    /// I/Os issued and not completed.
+    pending: usize,
+}
+
+impl Rows {
+    fn new(offset: u64, len: u64, slots: usize, bad: Vec<usize>) -> Rows {
+        Rows { offset, len, blocks: vec![None; slots], bad, pending: 0 }
+    }
+
+    fn absorb(&mut self, slot: usize, outcome: Outcome) {
+        self.pending -= 1;
+        match outcome {
+            Outcome::Data(data) => self.blocks[slot] = Some(data),
+            Outcome::ReadError => self.bad.push(slot),
+            Outcome::Done | Outcome::Lost => {}
+        }
+    }
+
+    /// Rebuild every block not read from the others; an error when more are missing than the
+    /// level can rebuild.
+    fn rebuild(&mut self, roles: &StripeRoles) -> Result<(), EngineError> {
+        let missing: Vec<usize> = (0..self.blocks.len()).filter(|&s| self.blocks[s].is_none()).collect();
+        if missing.len() > 1 + usize::from(roles.q.is_some()) {
+            return Err(match self.bad.first() {
+                Some(&slot) => EngineError::UnrecoverableRead { slot, offset: self.offset, len: self.len },
+                None => EngineError::ArrayFailed,
+            });
+        }
+        reconstruct(roles, &mut self.blocks, &missing, self.len as usize);
+        Ok(())
+    }
+}
+
 #[derive(Debug)]
 struct ReadOp {
     offset: u64,
@@ -1040,19 +1859,32 @@ impl ReadOp {
     fn new(offset: u64, len: u64) -> ReadOp {
         ReadOp { offset, len, buf: vec![0u8; len as usize], parts: Vec::new(), remaining: 0, error: None }
     }
+
+    /// Account for a part that finished (`Some`), with its error if any.
+    fn settle(&mut self, step: Option<Result<(), EngineError>>) {
+        if let Some(result) = step {
+            if let Err(e) = result {
+                self.error.get_or_insert(e);
+            }
+            self.remaining -= 1;
+        }
+    }
 }
 
 #[derive(Debug)]
 enum ReadPart {
-    Copies { logical: u64, len: u64, copies: Vec<(usize, u64)>, tried: usize },
-    Parity { run: ParityRun, recon: Option<Recon> },
+    Copies { logical: u64, unit: CopyUnit },
+    Parity { run: ParityRun, phase: ParityRead },
 }
 
 #[derive(Debug)]
-struct Recon {
-    blocks: Vec<Option<Vec<u8>>>,
-    pending: usize,
-    failed: bool,
+enum ParityRead {
+    /// Reading the run from the member that holds it.
+    Direct,
+    /// Rebuilding it from the same rows of the stripe's other members.
+    Rebuild(Rows),
+    /// The run is known; rewriting the rows whose read failed.
+    Rewriting { pending: usize },
 }
 
 #[derive(Debug)]
@@ -1060,7 +1892,7 @@ struct DiscardOp {
     offset: u64,
     len: u64,
     pending: usize,
-    /// Per part, how many copies were zeroed.
+    /// Per part, how many in-sync copies were zeroed.
     parts: Vec<usize>,
 }
 
@@ -1075,7 +1907,7 @@ struct CopyWriteOp {
 
 #[derive(Debug)]
 struct CopyWritePart {
-    /// Copies of this part written successfully.
+    /// In-sync copies of this part written successfully.
     written: usize,
 }
 
@@ -1087,7 +1919,7 @@ enum Strategy {
     ReadModifyWrite,
     /// Read the data not being overwritten, compute parity afresh (md's rcw).
     ReconstructWrite,
-    /// A member we need is missing: read every survivor, rebuild, then write.
+    /// A member we need cannot be read: read every readable member, rebuild, then write.
     Degraded,
 }
 
@@ -1108,6 +1940,8 @@ struct StripeWrite {
     hi: u64,
     strategy: Strategy,
     blocks: Vec<Option<Vec<u8>>>,
+    /// In-sync members whose read of `[lo, hi)` failed: rebuilt and rewritten in full.
+    bad: Vec<usize>,
     pending: usize,
     failed_read: bool,
     writing: bool,
@@ -1122,6 +1956,7 @@ impl StripeWrite {
             hi: 0,
             strategy: Strategy::DataOnly,
             blocks: Vec::new(),
+            bad: Vec::new(),
             pending: 0,
             failed_read: false,
             writing: false,
@@ -1138,24 +1973,74 @@ struct SyncOp {
     remaining: usize,
     mismatch_sectors: u64,
     error: Option<EngineError>,
+    /// Which slots were in sync when the check started: losing one of them fails the check,
+    /// losing a recovering one does not.
+    in_sync_at_start: Vec<bool>,
 }
 
 impl SyncOp {
     fn new(offset: u64, len: u64, repair: bool) -> SyncOp {
-        SyncOp { offset, len, repair, units: Vec::new(), remaining: 0, mismatch_sectors: 0, error: None }
+        SyncOp {
+            offset,
+            len,
+            repair,
+            units: Vec::new(),
+            remaining: 0,
+            mismatch_sectors: 0,
+            error: None,
+            in_sync_at_start: Vec::new(),
+        }
     }
 }
 
+/// One stripe (parity levels) or one run with copies (raid1/raid10) of a check.
 #[derive(Debug)]
 struct SyncUnit {
-    target: SyncTarget,
+    /// The stripe, for parity levels.
+    stripe: Option<u64>,
+    /// `(slot, member offset)` of every member block compared: all members of the stripe, or
+    /// every copy of the run.
+    copies: Vec<(usize, u64)>,
+    len: u64,
+    /// Indexed by slot.
     blocks: Vec<Option<Vec<u8>>>,
+    /// In-sync members whose read failed: rebuilt and written back.
+    bad: Vec<usize>,
     pending: usize,
     writing: bool,
 }
 
+impl SyncUnit {
+    fn new(stripe: Option<u64>, copies: Vec<(usize, u64)>, len: u64, slots: usize) -> SyncUnit {
+        SyncUnit { stripe, copies, len, blocks: vec![None; slots], bad: Vec::new(), pending: 0, writing: false }
+    }
+}
+
 #[derive(Debug)]
-enum SyncTarget {
-    Stripe(u64),
-    Copies(Vec<(usize, u64)>, u64),
+struct RecoverOp {
+    offset: u64,
+    len: u64,
+    units: Vec<RecoverUnit>,
+    remaining: usize,
+    error: Option<EngineError>,
+}
+
+impl RecoverOp {
+    /// Account for a unit that finished (`Some`), with its error if any.
+    fn settle(&mut self, step: Option<Result<(), EngineError>>) {
+        if let Some(result) = step {
+            if let Err(e) = result {
+                self.error.get_or_insert(e);
+            }
+            self.remaining -= 1;
+        }
+    }
+}
+
+#[derive(Debug)]
+enum RecoverUnit {
+    /// raid1/raid10: one run, read from an in-sync copy, written to the recovering copies.
+    Copies(CopyUnit),
+    /// raid4/5/6: the same rows of every member of a stripe, rebuilt for `targets`.
+    Stripe { stripe: u64, rows: Rows, targets: Vec<usize>, writing: bool },
 }

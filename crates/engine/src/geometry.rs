@@ -113,6 +113,36 @@ impl Geometry {
         }
     }
 
+    /// Bytes of array data on each member slot, from its data start: the component size the
+    /// layout uses (md's `dev_sectors`: trimmed to whole chunks for raid4/5/6 and raid10). Every
+    /// slot of a redundant level holds the same amount; for linear and raid0, whose members may
+    /// differ, the largest.
+    pub fn member_data_bytes(&self) -> u64 {
+        let sectors = match self {
+            Geometry::Linear(l) => (0..l.raid_disks()).map(|m| l.member_used_sectors(m)).max().unwrap_or(0),
+            Geometry::Raid0(l) => (0..l.raid_disks()).map(|m| l.member_used_sectors(m)).max().unwrap_or(0),
+            Geometry::Raid1(l) => l.array_sectors(),
+            Geometry::Raid10(l) => l.dev_sectors(),
+            Geometry::Parity(l) => l.dev_sectors(),
+        };
+        sectors * SECTOR_BYTES
+    }
+
+    /// The logical byte stored at byte `offset` (from the data start) of member `slot`: the
+    /// inverse of [`Geometry::runs`] / [`Geometry::parity_runs`]. `None` where the member holds
+    /// no array data there (P and Q chunks, space past the used part of the member).
+    pub fn logical(&self, slot: usize, offset: u64) -> Option<u64> {
+        let sector = offset / SECTOR_BYTES;
+        let logical = match self {
+            Geometry::Linear(l) => l.logical(slot, sector),
+            Geometry::Raid0(l) => l.logical(slot, sector),
+            Geometry::Raid1(l) => l.logical(slot, sector),
+            Geometry::Raid10(l) => l.logical(slot, sector),
+            Geometry::Parity(l) => l.logical(slot, sector),
+        }?;
+        Some(logical * SECTOR_BYTES + offset % SECTOR_BYTES)
+    }
+
     /// Chunk size in bytes (0 for a linear array without chunks).
     pub fn chunk_bytes(&self) -> u64 {
         let sectors = match self {

@@ -38,4 +38,16 @@ pub enum EngineError {
     ArrayFailed,
     #[error("cannot check redundancy of a degraded array")]
     DegradedCheck,
+    #[error("slot {slot}: reading {len} bytes at member offset {offset} failed, and no other copy or redundancy is left to rebuild them")]
+    UnrecoverableRead { slot: usize, offset: u64, len: u64 },
+    #[error("there is no slot {slot}: the array has {raid_disks} slots")]
+    NoSuchSlot { slot: usize, raid_disks: usize },
+    #[error("slot {slot} cannot go from {from} to {to} (allowed: missing/faulty to recovering, recovering to in sync, in sync/recovering to faulty, faulty to missing)")]
+    InvalidSlotChange { slot: usize, from: SlotState, to: SlotState },
+    #[error("failing slot {slot} would leave data that no remaining in-sync member holds; refused unless forced")]
+    WouldFailArray { slot: usize },
+    #[error("no slot is recovering: there is nothing to rebuild")]
+    NothingToRecover,
+    #[error("a {level} array has no redundancy to rebuild a member from")]
+    NoRedundancy { level: String },
 }

@@ -4,134 +4,13 @@
 //! copies consistent; at the end every possible member loss within redundancy still reads back
 //! the model.
 
+mod common;
+
+use common::{check_consistent, filled_array, geometries, read_all, removable_sets, Members, MEMBER_BYTES};
 use proptest::prelude::*;
-use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, SlotState};
+use uraid_engine::array::{Array, Completion, Request, SlotState};
 use uraid_engine::blocking::execute;
 use uraid_engine::geometry::Geometry;
-use uraid_layout::{
-    Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format, Raid10Layout,
-    Raid1Layout,
-};
-
-/// Member images in memory; `None` for a slot without a device.
-struct Members {
-    disks: Vec<Option<Vec<u8>>>,
-    /// Slots whose I/O fails from now on (an injected fault).
-    broken: Vec<bool>,
-}
-
-impl Members {
-    fn new(n: usize, bytes: u64) -> Members {
-        Members { disks: (0..n).map(|_| Some(vec![0u8; bytes as usize])).collect(), broken: vec![false; n] }
-    }
-
-    fn exec(&mut self, io: &MemberIo) -> IoResult {
-        if self.broken[io.slot] {
-            return IoResult::Failed("injected fault".into());
-        }
-        let disk = self.disks[io.slot].as_mut().expect("engine used a missing slot");
-        let at = io.offset as usize;
-        match &io.op {
-            MemberOp::Read { len } => {
-                assert!(at + *len as usize <= disk.len(), "read past member end");
-                IoResult::Read(disk[at..at + *len as usize].to_vec())
-            }
-            MemberOp::Write { data } => {
-                assert!(at + data.len() <= disk.len(), "write past member end");
-                disk[at..at + data.len()].copy_from_slice(data);
-                IoResult::Done
-            }
-            MemberOp::Flush => IoResult::Done,
-            MemberOp::Discard { len } => {
-                assert!(at + *len as usize <= disk.len(), "discard past member end");
-                disk[at..at + *len as usize].fill(0);
-                IoResult::Done
-            }
-        }
-    }
-}
-
-const MEMBER_BYTES: u64 = 192 * 1024;
-
-/// Every level/layout combination under test: (description, geometry builder, member count).
-fn geometries() -> Vec<(String, Geometry)> {
-    let comp = MEMBER_BYTES / 512;
-    let mut out: Vec<(String, Geometry)> = vec![
-        ("linear-3".into(), Geometry::Linear(LinearLayout::new(&[comp, comp - 64, comp - 128], 0).unwrap())),
-        ("raid0-3".into(), Geometry::Raid0(Raid0Layout::new(&[comp; 3], 8, Raid0ZoneLayout::Unset).unwrap())),
-    ];
-    out.push((
-        "raid0-3-zones".into(),
-        Geometry::Raid0(Raid0Layout::new(&[comp - 96, comp, comp - 32], 16, Raid0ZoneLayout::Original).unwrap()),
-    ));
-    out.push((
-        "raid0-3-zones-alt".into(),
-        Geometry::Raid0(Raid0Layout::new(&[comp - 96, comp, comp - 32], 16, Raid0ZoneLayout::Alternate).unwrap()),
-    ));
-    out.push(("raid0-2-12k".into(), Geometry::Raid0(Raid0Layout::new(&[comp; 2], 24, Raid0ZoneLayout::Unset).unwrap())));
-    for n in [2, 3] {
-        out.push((format!("raid1-{n}"), Geometry::Raid1(Raid1Layout::new(n, comp).unwrap())));
-    }
-    for (n, f) in [(4, "n2"), (3, "n2"), (5, "f2"), (4, "o2"), (3, "n3"), (4, "f2"), (5, "o3")] {
-        let format = Raid10Format::parse(f).unwrap();
-        out.push((format!("raid10-{n}-{f}"), Geometry::Raid10(Raid10Layout::new(n, 8, format, comp).unwrap())));
-    }
-    let raid4 = ParityAlgorithm::from_md(Level::Raid4, 0).unwrap();
-    out.push(("raid4-4".into(), Geometry::Parity(ParityLayout::new(Level::Raid4, raid4, 4, 8, comp).unwrap())));
-    for alg in 0..=5u32 {
-        let a = ParityAlgorithm::from_md(Level::Raid5, alg).unwrap();
-        out.push((format!("raid5-4-{}", a.name()), Geometry::Parity(ParityLayout::new(Level::Raid5, a, 4, 8, comp).unwrap())));
-    }
-    out.push((
-        "raid5-2".into(),
-        Geometry::Parity(ParityLayout::new(Level::Raid5, ParityAlgorithm::from_md(Level::Raid5, 2).unwrap(), 2, 8, comp).unwrap()),
-    ));
-    for alg in [0u32, 1, 2, 3, 4, 5, 8, 9, 10, 16, 17, 18, 19, 20] {
-        let a = ParityAlgorithm::from_md(Level::Raid6, alg).unwrap();
-        out.push((format!("raid6-5-{}", a.name()), Geometry::Parity(ParityLayout::new(Level::Raid6, a, 5, 8, comp).unwrap())));
-    }
-    // Wider stripes, where read-modify-write wins for small writes (and slot order matters).
-    for alg in [0u32, 2, 16] {
-        let a = ParityAlgorithm::from_md(Level::Raid6, alg).unwrap();
-        out.push((format!("raid6-7-{}", a.name()), Geometry::Parity(ParityLayout::new(Level::Raid6, a, 7, 8, comp).unwrap())));
-    }
-    out.push((
-        "raid5-6-la".into(),
-        Geometry::Parity(ParityLayout::new(Level::Raid5, ParityAlgorithm::from_md(Level::Raid5, 0).unwrap(), 6, 8, comp).unwrap()),
-    ));
-    out.push((
-        "raid6-4".into(),
-        Geometry::Parity(ParityLayout::new(Level::Raid6, ParityAlgorithm::from_md(Level::Raid6, 2).unwrap(), 4, 8, comp).unwrap()),
-    ));
-    out
-}
-
-fn read_all(array: &mut Array, members: &mut Members) -> Vec<u8> {
-    let size = array.size_bytes();
-    match execute(array, Request::Read { offset: 0, len: size }, &mut |io| members.exec(io)).unwrap() {
-        Completion::Read(d) => d,
-        other => panic!("unexpected completion {other:?}"),
-    }
-}
-
-fn check_consistent(array: &mut Array, members: &mut Members, name: &str) {
-    let size = array.size_bytes();
-    let r = execute(array, Request::Sync { offset: 0, len: size, repair: false }, &mut |io| members.exec(io)).unwrap();
-    assert_eq!(r, Completion::Synced { mismatch_sectors: 0 }, "{name}: redundancy inconsistent");
-}
-
-/// Slots we can take away from a healthy array and still read everything.
-fn removable_sets(geometry: &Geometry) -> Vec<Vec<usize>> {
-    let n = geometry.raid_disks();
-    let mut sets = vec![vec![]];
-    for a in 0..n {
-        sets.push(vec![a]);
-        for b in a + 1..n {
-            sets.push(vec![a, b]);
-        }
-    }
-    sets.into_iter().filter(|set| geometry.is_readable(&|s| !set.contains(&s))).collect()
-}
 
 #[derive(Debug, Clone)]
 struct WriteOp {
@@ -205,16 +84,6 @@ proptest! {
             run_sequence(&name, &g, absent, &ops);
         }
     }
-}
-
-/// A healthy array over fresh members, filled with a known pattern (returned too).
-fn filled_array(g: &Geometry) -> (Members, Array, Vec<u8>) {
-    let n = g.raid_disks();
-    let mut members = Members::new(n, MEMBER_BYTES);
-    let mut array = Array::new(g.clone(), vec![SlotState::InSync; n]).unwrap();
-    let data: Vec<u8> = (0..array.size_bytes()).map(|i| (i % 251) as u8).collect();
-    execute(&mut array, Request::Write { offset: 0, data: data.clone() }, &mut |io| members.exec(io)).unwrap();
-    (members, array, data)
 }
 
 /// A member whose I/O starts failing mid-service is marked faulty, the array carries on, and the
