@@ -72,6 +72,7 @@ pub struct OpenArray {
     devs_changed: bool,
     /// Member failures seen while running, for the caller to report.
     pub failures: Vec<(String, String)>,
+    corrected_read_errors: Vec<(String, u64, u64)>,
 }
 
 impl OpenArray {
@@ -138,6 +139,7 @@ impl OpenArray {
             can_decrease_events: false,
             devs_changed: false,
             failures: Vec::new(),
+            corrected_read_errors: Vec::new(),
         })
     }
 
@@ -203,6 +205,18 @@ impl OpenArray {
         self.array.set_resync_pending(false);
         self.flush()?;
         self.mark(true)
+    }
+
+    /// A full resync (or repair) has made redundancy consistent: the array may be marked clean
+    /// again once idle, and writes may use read-modify-write again.
+    pub fn resync_done(&mut self) {
+        self.needs_resync = false;
+        self.array.set_resync_pending(false);
+    }
+
+    /// The name of the device in `slot`, if one fills it.
+    pub fn slot_device_name(&self, slot: usize) -> Option<&str> {
+        self.plan.slots.get(slot).copied().flatten().map(|i| self.members[i].dev.name())
     }
 
     /// Whether the array was found dirty and has not been resynced since.
@@ -273,13 +287,26 @@ impl OpenArray {
     pub fn note_events(&mut self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for event in self.array.take_events() {
-            let EngineEvent::MemberFailed { slot, reason } = event;
-            let name = self.plan.slots[slot].map(|i| self.members[i].dev.name().to_string()).unwrap_or_default();
-            self.failures.push((name.clone(), reason.clone()));
-            out.push((name, reason));
-            self.devs_changed = true;
+            match event {
+                EngineEvent::MemberFailed { slot, reason } => {
+                    let name = self.slot_device_name(slot).unwrap_or_default().to_string();
+                    self.failures.push((name.clone(), reason.clone()));
+                    out.push((name, reason));
+                    self.devs_changed = true;
+                }
+                EngineEvent::ReadErrorCorrected { slot, offset, len } => {
+                    let name = self.slot_device_name(slot).unwrap_or_default().to_string();
+                    self.corrected_read_errors.push((name, offset, len));
+                }
+            }
         }
         out
+    }
+
+    /// Read errors rebuilt from redundancy and rewritten in place since the last call, as
+    /// (device, member byte offset from the data start, length); the member stayed in sync.
+    pub fn take_corrected_read_errors(&mut self) -> Vec<(String, u64, u64)> {
+        std::mem::take(&mut self.corrected_read_errors)
     }
 
     pub fn writable(&self) -> bool {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError};
+use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, SpeedLimits, SyncAction};
 use uraid_device::{probe, MemberDevice, MemoryDevice, OpenArray};
 use uraid_format::create::{plan, CreateSpec};
 use uraid_format::MetadataVersion;
@@ -289,7 +289,7 @@ fn stop_finishes_accepted_requests() {
 fn dirty_array_is_never_marked_clean_without_a_resync() {
     let mem = members_marked(5, 3, 16, false);
     let devs = as_dyn(&mem);
-    let config = ServiceConfig { clean_delay: Duration::from_millis(50), ..ServiceConfig::default() };
+    let config = ServiceConfig { clean_delay: Duration::from_millis(50), auto_resync: false, ..ServiceConfig::default() };
     let service = ArrayService::start(open(&devs, true), config);
     let h = service.handle();
     h.call(BlockOp::Write { offset: 0, data: vec![3; 100_000], fua: false }).unwrap();
@@ -340,5 +340,103 @@ fn trim_is_skipped_where_discard_is_expensive() {
     assert_eq!(read(&h, 0, 1 << 19), vec![9; 1 << 19], "trim touched members whose discard is expensive");
     h.call(BlockOp::Zero { offset: 0, len: 1 << 19, may_deallocate: true, fua: false }).unwrap();
     assert_eq!(read(&h, 0, 1 << 20)[..1 << 19], vec![0; 1 << 19][..]);
+    service.stop().unwrap();
+}
+
+/// Flip one byte of member `i` inside its data area, `at` bytes from the data start.
+fn corrupt(devs: &[Arc<dyn MemberDevice>], i: usize, at: u64) {
+    let info = probe(devs[i].as_ref()).unwrap().unwrap().superblock.info();
+    let pos = info.data_offset * 512 + at;
+    let mut b = [0u8; 1];
+    devs[i].read_at(pos, &mut b).unwrap();
+    b[0] ^= 0x5a;
+    devs[i].write_at(pos, &b).unwrap();
+}
+
+/// An array found dirty is resynced by itself; the resync makes parity consistent (a stripe
+/// left torn is rewritten), and then the array is marked clean when idle.
+#[test]
+fn dirty_array_is_resynced_then_marked_clean() {
+    for (level, n) in [(5, 4), (6, 4), (1, 2), (10, 4)] {
+        let mem = members_marked(level, n, if level == 1 { 0 } else { 16 }, false);
+        let devs = as_dyn(&mem);
+        corrupt(&devs, 1, 3000);
+        let config = ServiceConfig { clean_delay: Duration::from_millis(50), ..ServiceConfig::default() };
+        let service = ArrayService::start(open(&devs, true), config);
+        let h = service.handle();
+        let status = h.wait_idle().unwrap();
+        assert!(!status.needs_resync, "level {level}: {:?}", status.last_sync);
+        assert!(status.last_sync.as_deref().unwrap_or("").starts_with("resync completed"), "{:?}", status.last_sync);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())), "level {level}: not marked clean after the resync");
+        h.start_sync(SyncAction::Check).unwrap();
+        let status = h.wait_idle().unwrap();
+        assert_eq!(status.mismatch_sectors, 0, "level {level}: resync left mismatches");
+        service.stop().unwrap();
+    }
+}
+
+/// check counts mismatched sectors and changes nothing; repair fixes them; a second check finds
+/// none. Passes cannot run where md cannot run them.
+#[test]
+fn check_and_repair_online() {
+    let mem = members(5, 4, 16);
+    let devs = as_dyn(&mem);
+    let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
+    let h = service.handle();
+    let size = h.info().size;
+    h.call(BlockOp::Write { offset: 0, data: pattern(4, size as usize), fua: true }).unwrap();
+    corrupt(&devs, 2, 70_000);
+    let before: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
+    h.start_sync(SyncAction::Check).unwrap();
+    assert!(h.start_sync(SyncAction::Repair).unwrap_err().contains("already running"));
+    let status = h.wait_idle().unwrap();
+    assert_eq!(status.mismatch_sectors, 8, "{:?}", status.last_sync);
+    let after: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
+    assert!(before == after, "check changed a member");
+    h.start_sync(SyncAction::Repair).unwrap();
+    assert_eq!(h.wait_idle().unwrap().mismatch_sectors, 8);
+    h.start_sync(SyncAction::Check).unwrap();
+    assert_eq!(h.wait_idle().unwrap().mismatch_sectors, 0);
+    service.stop().unwrap();
+
+    let r0 = members(0, 2, 16);
+    let service = ArrayService::start(open(&as_dyn(&r0), true), ServiceConfig::default());
+    assert!(service.handle().start_sync(SyncAction::Check).unwrap_err().contains("no redundancy"));
+    service.stop().unwrap();
+    let degraded = as_dyn(&mem)[..3].to_vec();
+    let service = ArrayService::start(open(&degraded, true), ServiceConfig::default());
+    assert!(service.handle().start_sync(SyncAction::Check).unwrap_err().contains("degraded"));
+    service.stop().unwrap();
+}
+
+/// A pass keeps to its speed limit, reports progress while it runs, and stops on `idle`.
+#[test]
+fn passes_are_throttled_reported_and_interruptible() {
+    let mem = members(1, 2, 0);
+    let devs = as_dyn(&mem);
+    let limit = 8_000_000;
+    let config = ServiceConfig {
+        speed: SpeedLimits { min_bytes_per_sec: 1_000_000, max_bytes_per_sec: limit },
+        ..ServiceConfig::default()
+    };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    let size = h.info().size;
+    let started = std::time::Instant::now();
+    h.start_sync(SyncAction::Check).unwrap();
+    std::thread::sleep(Duration::from_millis(250));
+    let running = h.status().unwrap().sync.expect("check still running at 8 MB/s");
+    assert!(running.done_bytes > 0 && running.done_bytes < running.total_bytes, "{running:?}");
+    assert!(running.bytes_per_sec <= limit * 3 / 2, "{running:?}");
+    h.wait_idle().unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    assert!(secs >= size as f64 / limit as f64 * 0.8, "{size} bytes checked in {secs:.2} s, over the limit");
+
+    h.start_sync(SyncAction::Check).unwrap();
+    h.idle().unwrap();
+    let status = h.wait_idle().unwrap();
+    assert!(status.sync.is_none());
+    assert!(status.last_sync.unwrap_or_default().contains("interrupted"));
     service.stop().unwrap();
 }

@@ -5,6 +5,8 @@
 //! exit status is non-zero.
 
 mod commands;
+mod control;
+mod progress;
 mod report;
 mod size;
 
@@ -38,6 +40,51 @@ enum Command {
     /// Assemble an array and show it as one regular FILE through FUSE (losetup turns it into a
     /// block device); SIGINT/SIGTERM or `fusermount -u FILE` ends it.
     Mount(MountArgs),
+    /// Manage a running array through its control socket (serve --control=SOCKET).
+    Ctl(CtlArgs),
+    /// Count inconsistent stripes/copies of a stopped array (md's check; changes nothing).
+    Check(PassArgs),
+    /// Rewrite inconsistent stripes/copies of a stopped array (md's repair).
+    Repair(PassArgs),
+    /// Resync a stopped array left dirty by a crash, then mark it clean.
+    Resync(PassArgs),
+}
+
+#[derive(Args)]
+pub struct CtlArgs {
+    /// The control socket given to `uraid serve --control`.
+    pub socket: PathBuf,
+    #[command(subcommand)]
+    pub op: CtlOp,
+}
+
+#[derive(Subcommand)]
+pub enum CtlOp {
+    /// Level, members and their state, and any running pass (like /proc/mdstat).
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a check pass (counts mismatches into mismatch_cnt).
+    Check,
+    /// Start a repair pass.
+    Repair,
+    /// Stop the running pass.
+    Idle,
+    /// Wait until no resync, recovery or check is running (like mdadm --wait).
+    Wait {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+pub struct PassArgs {
+    /// Upper speed limit of the pass (bytes per second, suffixes K, M, G); md's speed_limit_max.
+    #[arg(long)]
+    pub speed_limit_max: Option<String>,
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -143,6 +190,9 @@ pub struct ServeArgs {
     /// Member I/O threads per member (member I/Os in flight on each).
     #[arg(long, default_value_t = 4)]
     pub member_threads: usize,
+    /// A unix socket for `uraid ctl` (status, check, repair, idle, wait).
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
     /// Find the members under DIR instead of naming them.
     #[arg(long, value_name = "DIR")]
     pub scan: Option<PathBuf>,
@@ -187,6 +237,10 @@ fn main() -> ExitCode {
         Command::Cat(a) => commands::cat::run(&a),
         Command::Write(a) => commands::write::run(&a),
         Command::Serve(a) => commands::serve::run(&a),
+        Command::Ctl(a) => commands::ctl::run(&a),
+        Command::Check(a) => commands::pass::run(uraid_device::service::SyncAction::Check, &a),
+        Command::Repair(a) => commands::pass::run(uraid_device::service::SyncAction::Repair, &a),
+        Command::Resync(a) => commands::pass::run(uraid_device::service::SyncAction::Resync, &a),
         Command::Mount(mut a) => {
             // The last path is the mount point; the ones before it are members.
             a.file = a.paths.pop().expect("clap requires a path");

@@ -16,6 +16,11 @@
 //! - [`ArrayService::stop`] lets every accepted request finish, flushes, and marks clean.
 //!
 //! Only the engine thread touches the engine and the superblocks; workers only do member I/O.
+//!
+//! Background passes (md's `sync_action`: resync, check, repair) run on the same engine thread
+//! in steps of about a megabyte, interleaved with client requests and throttled as md throttles
+//! them (see [`sync`]). A resync starts by itself when an array found dirty is opened writable;
+//! once it has covered the whole array, the array may be marked clean again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +33,10 @@ use uraid_engine::EngineError;
 use uraid_layout::Level;
 
 use crate::open_array::{MemberTarget, OpenArray};
+
+pub mod sync;
+pub use sync::{SpeedLimits, SyncAction, SyncRun};
+use uraid_engine::SlotState;
 
 /// A block request from a client.
 #[derive(Debug, Clone)]
@@ -79,13 +88,22 @@ pub struct ServiceConfig {
     pub workers_per_member: usize,
     /// How long the array stays marked dirty after the last write (md's `safe_mode_delay`).
     pub clean_delay: Duration,
+    /// Background pass speed limits (md's `speed_limit_min` / `speed_limit_max`).
+    pub speed: SpeedLimits,
+    /// Start a resync by itself when the array was found dirty (md does).
+    pub auto_resync: bool,
 }
 
 impl Default for ServiceConfig {
     fn default() -> Self {
         // md's safe_mode_delay is 200 ms; a little longer here, since every clean/dirty round
         // trip costs a flush of every member plus two superblock writes.
-        ServiceConfig { workers_per_member: 4, clean_delay: Duration::from_millis(500) }
+        ServiceConfig {
+            workers_per_member: 4,
+            clean_delay: Duration::from_millis(500),
+            speed: SpeedLimits::default(),
+            auto_resync: true,
+        }
     }
 }
 
@@ -133,10 +151,58 @@ pub struct StopReport {
     pub failed_members: Vec<(String, String)>,
 }
 
+/// One slot as reported by [`ServiceHandle::status`].
+#[derive(Debug, Clone)]
+pub struct SlotReport {
+    pub slot: usize,
+    /// The device filling the slot, if any.
+    pub device: Option<String>,
+    pub state: SlotState,
+}
+
+/// A running pass, as /proc/mdstat shows it.
+#[derive(Debug, Clone)]
+pub struct SyncProgress {
+    pub action: SyncAction,
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+    pub bytes_per_sec: u64,
+    pub eta_secs: Option<u64>,
+}
+
+/// What `uraid ctl status` shows.
+#[derive(Debug, Clone)]
+pub struct ArrayStatus {
+    pub uuid: String,
+    pub level: Level,
+    pub size: u64,
+    pub chunk_bytes: u64,
+    pub slots: Vec<SlotReport>,
+    pub read_only: bool,
+    /// The superblocks say dirty.
+    pub dirty: bool,
+    /// Found dirty at assembly and not resynced yet.
+    pub needs_resync: bool,
+    /// Slots not in sync.
+    pub degraded: usize,
+    pub sync: Option<SyncProgress>,
+    /// Sectors found inconsistent by the last check or repair (md's `mismatch_cnt`).
+    pub mismatch_sectors: u64,
+    /// How the last pass ended, in words (e.g. "check completed: 0 mismatched sectors").
+    pub last_sync: Option<String>,
+    pub requests: u64,
+}
+
 enum Msg {
     Submit(BlockOp, Done),
     IoDone(IoId, IoResult),
     Stop(Sender<Result<StopReport, String>>),
+    Status(Sender<ArrayStatus>),
+    StartSync(SyncAction, Sender<Result<(), String>>),
+    /// Stop the running pass (md's `idle`).
+    Idle(Sender<()>),
+    /// Answer once no pass is running.
+    WaitIdle(Sender<ArrayStatus>),
 }
 
 /// A handle for submitting requests; cheap to clone and send to other threads.
@@ -156,6 +222,34 @@ impl ServiceHandle {
         if let Err(crossbeam_channel::SendError(Msg::Submit(_, done))) = self.tx.send(Msg::Submit(op, done)) {
             done(Err(ServiceError::Stopping));
         }
+    }
+
+    /// The array's state, members and any running pass.
+    pub fn status(&self) -> Result<ArrayStatus, ServiceError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.tx.send(Msg::Status(tx)).map_err(|_| ServiceError::Stopping)?;
+        rx.recv().map_err(|_| ServiceError::Stopping)
+    }
+
+    /// Start a check, repair or resync over the whole array.
+    pub fn start_sync(&self, action: SyncAction) -> Result<(), String> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.tx.send(Msg::StartSync(action, tx)).map_err(|_| "array is stopping".to_string())?;
+        rx.recv().map_err(|_| "array is stopping".to_string())?
+    }
+
+    /// Interrupt the running pass, if any (a resync interrupted is still needed).
+    pub fn idle(&self) -> Result<(), ServiceError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.tx.send(Msg::Idle(tx)).map_err(|_| ServiceError::Stopping)?;
+        rx.recv().map_err(|_| ServiceError::Stopping)
+    }
+
+    /// Block until no pass is running (like `mdadm --wait`); returns the state then.
+    pub fn wait_idle(&self) -> Result<ArrayStatus, ServiceError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.tx.send(Msg::WaitIdle(tx)).map_err(|_| ServiceError::Stopping)?;
+        rx.recv().map_err(|_| ServiceError::Stopping)
     }
 
     /// Submit `op` and wait for its outcome.
@@ -222,7 +316,19 @@ impl ArrayService {
             writing_jobs: 0,
             last_write: Instant::now(),
             report: StopReport::default(),
+            sync: None,
+            sync_request: None,
+            mismatch_sectors: 0,
+            last_sync: None,
+            sync_failure: None,
+            idle_waiters: Vec::new(),
         };
+        let mut runner = runner;
+        if runner.config.auto_resync && runner.array.writable() && runner.array.needs_resync() {
+            if let Err(e) = runner.start_sync(SyncAction::Resync) {
+                log(&format!("resync not started: {e}"));
+            }
+        }
         let engine_thread = std::thread::Builder::new()
             .name("engine".into())
             .spawn(move || runner.run(rx))
@@ -299,6 +405,14 @@ struct Runner {
     writing_jobs: usize,
     last_write: Instant,
     report: StopReport,
+    sync: Option<SyncRun>,
+    /// The engine request of the pass's step in flight.
+    sync_request: Option<RequestId>,
+    mismatch_sectors: u64,
+    last_sync: Option<String>,
+    /// Why the running pass stopped early, if it failed.
+    sync_failure: Option<String>,
+    idle_waiters: Vec<Sender<ArrayStatus>>,
 }
 
 impl Runner {
@@ -306,33 +420,45 @@ impl Runner {
         let mut stopping: Option<Sender<Result<StopReport, String>>> = None;
         loop {
             if let Some(ack) = &stopping {
-                if self.jobs.is_empty() {
+                if self.jobs.is_empty() && self.sync_request.is_none() {
                     let result = self.finish();
                     let _ = ack.send(result);
                     return;
                 }
             }
-            let idle_clean_due =
-                self.array.is_dirty() && !self.array.needs_resync() && self.writing_jobs == 0 && stopping.is_none();
-            let msg = if idle_clean_due {
-                let deadline = self.last_write + self.config.clean_delay;
-                match rx.recv_deadline(deadline) {
+            self.drive_sync();
+            self.pump();
+            let pass_writes = self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Check);
+            let idle_clean_due = self.array.is_dirty()
+                && !self.array.needs_resync()
+                && self.writing_jobs == 0
+                && !pass_writes
+                && stopping.is_none();
+            let clean_at = idle_clean_due.then(|| self.last_write + self.config.clean_delay);
+            let step_at = self.sync.as_ref().filter(|r| !r.in_flight && !r.finished()).map(|r| r.next_at);
+            let deadline = match (clean_at, step_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let msg = match deadline {
+                Some(deadline) => match rx.recv_deadline(deadline) {
                     Ok(m) => m,
                     Err(RecvTimeoutError::Timeout) => {
-                        if let Err(e) = self.array.flush_and_mark_clean() {
-                            log(&format!("marking the array clean failed: {e}"));
-                            // Try again after another delay rather than spinning.
-                            self.last_write = Instant::now();
+                        if clean_at.is_some_and(|at| Instant::now() >= at) {
+                            if let Err(e) = self.array.flush_and_mark_clean() {
+                                log(&format!("marking the array clean failed: {e}"));
+                                // Try again after another delay rather than spinning.
+                                self.last_write = Instant::now();
+                            }
                         }
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => return,
-                }
-            } else {
-                match rx.recv() {
+                },
+                None => match rx.recv() {
                     Ok(m) => m,
                     Err(_) => return,
-                }
+                },
             };
             match msg {
                 Msg::Submit(op, done) => {
@@ -347,9 +473,171 @@ impl Runner {
                     self.array.engine_mut().complete_io(id, result);
                     self.after_completions();
                 }
-                Msg::Stop(ack) => stopping = Some(ack),
+                Msg::Stop(ack) => {
+                    // A pass is cut short at its current step; a resync cut short is still
+                    // needed, and the array stays dirty.
+                    if let Some(run) = &mut self.sync {
+                        run.interrupted = true;
+                    }
+                    stopping = Some(ack);
+                }
+                Msg::Status(reply) => {
+                    let _ = reply.send(self.status());
+                }
+                Msg::StartSync(action, reply) => {
+                    let _ = reply.send(if stopping.is_some() { Err("array is stopping".into()) } else { self.start_sync(action) });
+                }
+                Msg::Idle(reply) => {
+                    if let Some(run) = &mut self.sync {
+                        run.interrupted = true;
+                    }
+                    let _ = reply.send(());
+                }
+                Msg::WaitIdle(reply) => {
+                    if self.sync.is_none() {
+                        let _ = reply.send(self.status());
+                    } else {
+                        self.idle_waiters.push(reply);
+                    }
+                }
             }
+            self.finish_sync_if_done();
             self.pump();
+        }
+    }
+
+    // ----- background passes ---------------------------------------------------------------
+
+    fn start_sync(&mut self, action: SyncAction) -> Result<(), String> {
+        if let Some(run) = &self.sync {
+            return Err(format!("a {} is already running; stop it first (idle)", run.action));
+        }
+        let geometry = self.array.engine().geometry();
+        if geometry.max_degraded() == 0 {
+            return Err(format!("{} has no redundancy to {action}", self.info.level.name()));
+        }
+        if action == SyncAction::Recover {
+            return Err("recovery starts when a spare is added".into());
+        }
+        if action != SyncAction::Check && self.info.read_only {
+            return Err(format!("array is read-only: cannot {action}"));
+        }
+        if self.array.engine().degraded() {
+            return Err(format!("array is degraded: cannot {action} without every member (md cannot either)"));
+        }
+        // Steps of whole stripes, about a megabyte each.
+        let step = match self.info.stripe_data_bytes {
+            Some(w) => w * (1u64 << 20).div_ceil(w).max(1),
+            None => 1 << 20,
+        };
+        if action != SyncAction::Check && !self.array.is_dirty() {
+            // Repair and resync write; the array must say dirty while they do.
+            self.array.mark_dirty().map_err(|e| e.to_string())?;
+        }
+        log(&format!("{action} started"));
+        self.sync_failure = None;
+        self.sync = Some(SyncRun::new(action, 0, self.info.size, step, Instant::now()));
+        Ok(())
+    }
+
+    /// Submit the pass's next step if one is due.
+    fn drive_sync(&mut self) {
+        let Some(run) = &mut self.sync else { return };
+        let Some((offset, len)) = run.next_step(Instant::now()) else { return };
+        let repair = run.action != SyncAction::Check;
+        match self.array.engine_mut().submit(Request::Sync { offset, len, repair }) {
+            Ok(rid) => self.sync_request = Some(rid),
+            Err(e) => {
+                run.in_flight = false;
+                run.interrupted = true;
+                self.sync_failure = Some(format!("{} failed at byte {offset}: {e}", run.action));
+            }
+        }
+    }
+
+    fn sync_step_done(&mut self, result: Result<Completion, EngineError>) {
+        self.sync_request = None;
+        let foreground_busy = !self.jobs.is_empty();
+        let limits = self.config.speed;
+        let Some(run) = &mut self.sync else { return };
+        let len = run.step.min(run.end - run.pos);
+        match result {
+            Ok(Completion::Synced { mismatch_sectors }) => {
+                run.step_done(len, mismatch_sectors, Instant::now(), foreground_busy, limits)
+            }
+            Ok(other) => unreachable!("sync step completed as {other:?}"),
+            Err(e) => {
+                run.in_flight = false;
+                run.interrupted = true;
+                self.sync_failure = Some(format!("{} failed at byte {}: {e}", run.action, run.pos));
+            }
+        }
+    }
+
+    /// Close a pass that has covered the array or was interrupted, and tell the waiters.
+    fn finish_sync_if_done(&mut self) {
+        if !self.sync.as_ref().is_some_and(|r| r.finished()) {
+            return;
+        }
+        let run = self.sync.take().expect("checked");
+        if run.action != SyncAction::Check {
+            self.last_write = Instant::now();
+        }
+        let secs = run.started.elapsed().as_secs_f64();
+        let complete = run.pos >= run.end;
+        if run.action.counts_mismatches() {
+            self.mismatch_sectors = run.mismatch_sectors;
+        }
+        let summary = if complete {
+            if matches!(run.action, SyncAction::Resync | SyncAction::Repair) {
+                // Every stripe/copy has been made consistent: what a resync promises.
+                self.array.resync_done();
+            }
+            format!(
+                "{} completed: {} bytes in {secs:.1} s, {} mismatched sectors",
+                run.action,
+                run.done_bytes(),
+                run.mismatch_sectors
+            )
+        } else {
+            self.sync_failure.take().unwrap_or_else(|| format!("{} interrupted at byte {} of {}", run.action, run.pos, run.end))
+        };
+        log(&summary);
+        self.last_sync = Some(summary);
+        let status = self.status();
+        for w in self.idle_waiters.drain(..) {
+            let _ = w.send(status.clone());
+        }
+    }
+
+    fn status(&self) -> ArrayStatus {
+        let now = Instant::now();
+        let states = self.array.engine().slot_states();
+        let slots = states
+            .iter()
+            .enumerate()
+            .map(|(slot, &state)| SlotReport { slot, device: self.array.slot_device_name(slot).map(str::to_string), state })
+            .collect();
+        ArrayStatus {
+            uuid: self.array.plan.uuid_string(),
+            level: self.info.level,
+            size: self.info.size,
+            chunk_bytes: self.info.chunk_bytes,
+            slots,
+            read_only: self.info.read_only,
+            dirty: self.array.is_dirty(),
+            needs_resync: self.array.needs_resync(),
+            degraded: states.iter().filter(|s| **s != SlotState::InSync).count(),
+            sync: self.sync.as_ref().map(|r| SyncProgress {
+                action: r.action,
+                done_bytes: r.done_bytes(),
+                total_bytes: r.end - r.start,
+                bytes_per_sec: r.bytes_per_sec(now),
+                eta_secs: r.eta_secs(now),
+            }),
+            mismatch_sectors: self.mismatch_sectors,
+            last_sync: self.last_sync.clone(),
+            requests: self.report.requests,
         }
     }
 
@@ -481,6 +769,10 @@ impl Runner {
     /// Route finished engine requests to their jobs and record member failures.
     fn after_completions(&mut self) {
         while let Some((rid, result)) = self.array.engine_mut().next_completion() {
+            if self.sync_request == Some(rid) {
+                self.sync_step_done(result);
+                continue;
+            }
             let job_id = self.owner.remove(&rid).expect("completion of an unknown engine request");
             let job = self.jobs.get_mut(&job_id).expect("live job");
             job.outstanding -= 1;
@@ -495,6 +787,9 @@ impl Runner {
             self.maybe_finish(job_id);
         }
         let failed = self.array.note_events();
+        for (name, offset, len) in self.array.take_corrected_read_errors() {
+            log(&format!("member {name}: read error at byte {offset}+{len} of its data area, rebuilt from redundancy and rewritten"));
+        }
         if !failed.is_empty() {
             for (name, reason) in &failed {
                 log(&format!("member {name} failed and is out of the array: {reason}"));
@@ -545,6 +840,11 @@ impl Runner {
 
     /// Everything accepted is done: stop the workers, flush, mark clean.
     fn finish(mut self) -> Result<StopReport, String> {
+        self.finish_sync_if_done();
+        let status = ArrayStatus { sync: None, ..self.status() };
+        for w in self.idle_waiters.drain(..) {
+            let _ = w.send(status.clone());
+        }
         self.queues.clear();
         for w in self.workers.drain(..) {
             let _ = w.join();

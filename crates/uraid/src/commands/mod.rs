@@ -3,9 +3,11 @@
 
 pub mod cat;
 pub mod create;
+pub mod ctl;
 pub mod detail;
 pub mod examine;
 pub mod mount;
+pub mod pass;
 pub mod serve;
 pub mod write;
 

@@ -35,6 +35,16 @@ pub fn run(args: &ServeArgs) -> CliResult {
     let listener = addr.bind().map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
     let config = ServiceConfig { workers_per_member: args.member_threads.max(1), ..ServiceConfig::default() };
     let service = ArrayService::start(array, config);
+    let _control = match &args.control {
+        Some(path) => match crate::control::start(path, service.handle()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                let _ = service.stop();
+                return Err(e);
+            }
+        },
+        None => None,
+    };
     let export = Arc::new(ArrayExport { handle: service.handle() });
     let server = Arc::new(Server::new(
         export,

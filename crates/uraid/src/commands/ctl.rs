@@ -1,0 +1,62 @@
+//! `uraid ctl SOCKET ...`: talk to a running `uraid serve --control=SOCKET`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::{err, CliError, CliResult};
+use crate::{CtlArgs, CtlOp};
+
+/// Send one request and read its answer.
+fn request(socket: &Path, body: Value) -> CliResult<Value> {
+    let mut conn = UnixStream::connect(socket)
+        .map_err(|e| CliError(format!("{}: {e} (is `uraid serve --control={}` running?)", socket.display(), socket.display())))?;
+    writeln!(conn, "{body}").map_err(|e| CliError(format!("{}: {e}", socket.display())))?;
+    let mut line = String::new();
+    BufReader::new(&conn).read_line(&mut line).map_err(|e| CliError(format!("{}: {e}", socket.display())))?;
+    let answer: Value = serde_json::from_str(&line)
+        .map_err(|e| CliError(format!("{}: the server's answer is not JSON ({e}): {line:?}", socket.display())))?;
+    if answer["ok"] != Value::Bool(true) {
+        return err(answer["error"].as_str().unwrap_or("request refused").to_string());
+    }
+    Ok(answer)
+}
+
+pub fn run(args: &CtlArgs) -> CliResult {
+    let socket = args.socket.as_path();
+    match &args.op {
+        CtlOp::Status { json } => {
+            let answer = request(socket, json!({"op": "status"}))?;
+            print_status(&answer["status"], *json);
+        }
+        CtlOp::Check => {
+            request(socket, json!({"op": "check"}))?;
+            eprintln!("uraid: check started; `uraid ctl {} wait` waits for it", socket.display());
+        }
+        CtlOp::Repair => {
+            request(socket, json!({"op": "repair"}))?;
+            eprintln!("uraid: repair started; `uraid ctl {} wait` waits for it", socket.display());
+        }
+        CtlOp::Idle => {
+            request(socket, json!({"op": "idle"}))?;
+        }
+        CtlOp::Wait { json } => {
+            let status = crate::progress::follow(
+                || Ok(request(socket, json!({"op": "status"}))?["status"].clone()),
+                || Ok(request(socket, json!({"op": "wait"}))?["status"].clone()),
+            )?;
+            print_status(&status, *json);
+        }
+    }
+    Ok(())
+}
+
+fn print_status(v: &Value, as_json: bool) {
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(v).expect("JSON"));
+    } else {
+        print!("{}", crate::control::status_text(v));
+    }
+}

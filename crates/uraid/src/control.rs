@@ -1,0 +1,250 @@
+//! The control socket of a running array (`uraid serve --control=PATH`) and what it says.
+//!
+//! One request per connection line, one answer line, both JSON: `{"op":"status"}`,
+//! `{"op":"check"}`, `{"op":"repair"}`, `{"op":"idle"}`, `{"op":"wait"}`. Answers are
+//! `{"ok":true, ...}` or `{"ok":false,"error":"..."}`. `wait` answers when no pass is running,
+//! like `mdadm --wait`. The socket is created mode 0600: whoever can use it can stop passes.
+//!
+//! The same module renders a status as JSON (for `uraid ctl status --json`) and as
+//! /proc/mdstat-like text.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::thread;
+
+use serde_json::{json, Value};
+use uraid_device::service::{ArrayStatus, ServiceHandle, SyncAction};
+use uraid_engine::SlotState;
+
+use crate::commands::{CliError, CliResult};
+
+/// A bound control socket; the file is removed when this is dropped.
+pub struct ControlSocket {
+    path: PathBuf,
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Bind `path` and answer requests on a thread until the process ends.
+pub fn start(path: &Path, handle: ServiceHandle) -> CliResult<ControlSocket> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            // A socket nobody answers on is left over from a crash; one that answers is in use.
+            if UnixStream::connect(path).is_ok() {
+                return Err(CliError(format!("--control={}: another process is listening there", path.display())));
+            }
+            std::fs::remove_file(path).map_err(|e| CliError(format!("--control={}: removing stale socket: {e}", path.display())))?;
+        }
+        Ok(_) => return Err(CliError(format!("--control={}: exists and is not a socket; not touching it", path.display()))),
+        Err(_) => {}
+    }
+    let listener = UnixListener::bind(path).map_err(|e| CliError(format!("--control={}: {e}", path.display())))?;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    thread::Builder::new()
+        .name("control".into())
+        .spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let handle = handle.clone();
+                let _ = thread::Builder::new().name("control-conn".into()).spawn(move || serve_conn(conn, handle));
+            }
+        })
+        .map_err(|e| CliError(format!("starting the control thread: {e}")))?;
+    Ok(ControlSocket { path: path.to_path_buf() })
+}
+
+fn serve_conn(conn: UnixStream, handle: ServiceHandle) {
+    let Ok(mut out) = conn.try_clone() else { return };
+    let reader = BufReader::new(conn);
+    for line in reader.lines() {
+        let Ok(line) = line else { return };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let answer = answer(&line, &handle);
+        if writeln!(out, "{answer}").is_err() {
+            return;
+        }
+    }
+}
+
+fn answer(line: &str, handle: &ServiceHandle) -> Value {
+    let request: Value = match serde_json::from_str(line) {
+        Ok(v) => v,
+        Err(e) => return json!({"ok": false, "error": format!("request is not JSON: {e}")}),
+    };
+    let op = request.get("op").and_then(Value::as_str).unwrap_or("");
+    let fail = |e: String| json!({"ok": false, "error": e});
+    match op {
+        "status" => match handle.status() {
+            Ok(s) => json!({"ok": true, "status": status_json(&s)}),
+            Err(e) => fail(e.to_string()),
+        },
+        "check" | "repair" => {
+            let action = if op == "check" { SyncAction::Check } else { SyncAction::Repair };
+            match handle.start_sync(action) {
+                Ok(()) => json!({"ok": true}),
+                Err(e) => fail(e),
+            }
+        }
+        "idle" => match handle.idle() {
+            Ok(()) => json!({"ok": true}),
+            Err(e) => fail(e.to_string()),
+        },
+        "wait" => match handle.wait_idle() {
+            Ok(s) => json!({"ok": true, "status": status_json(&s)}),
+            Err(e) => fail(e.to_string()),
+        },
+        "" => fail("no \"op\" in the request".into()),
+        other => fail(format!("unknown op {other:?} (status, check, repair, idle, wait)")),
+    }
+}
+
+fn slot_state_name(s: SlotState) -> &'static str {
+    match s {
+        SlotState::InSync => "in_sync",
+        SlotState::Missing => "missing",
+        SlotState::Faulty => "faulty",
+        SlotState::Recovering => "recovering",
+    }
+}
+
+/// mdadm's State line: clean/active, then what else is true.
+pub fn state_text(s: &ArrayStatus) -> String {
+    let mut parts = vec![if s.dirty { "active" } else { "clean" }.to_string()];
+    if s.degraded > 0 {
+        parts.push("degraded".into());
+    }
+    match &s.sync {
+        Some(p) => parts.push(
+            match p.action {
+                SyncAction::Resync => "resyncing",
+                SyncAction::Recover => "recovering",
+                SyncAction::Check => "checking",
+                SyncAction::Repair => "repairing",
+            }
+            .into(),
+        ),
+        None if s.needs_resync => parts.push("resync needed".into()),
+        None => {}
+    }
+    if s.read_only {
+        parts.push("read-only".into());
+    }
+    parts.join(", ")
+}
+
+/// The status as `uraid ctl status --json` prints it. Field names follow md's sysfs where md
+/// has one (`sync_action`, `sync_completed`, `mismatch_cnt`).
+pub fn status_json(s: &ArrayStatus) -> Value {
+    let members: Vec<Value> = s
+        .slots
+        .iter()
+        .map(|slot| {
+            json!({
+                "path": slot.device,
+                "role": format!("active {}", slot.slot),
+                "slot": slot.slot,
+                "state": slot_state_name(slot.state),
+            })
+        })
+        .collect();
+    let (action, completed) = match &s.sync {
+        Some(p) => (p.action.name(), format!("{} / {}", p.done_bytes / 512, p.total_bytes / 512)),
+        None => ("idle", "none".to_string()),
+    };
+    json!({
+        "uuid": s.uuid,
+        "level": s.level.name(),
+        "size_bytes": s.size,
+        "chunk_bytes": s.chunk_bytes,
+        "state": state_text(s),
+        "clean": !s.dirty,
+        "resync_needed": s.needs_resync,
+        "degraded": s.degraded,
+        "read_only": s.read_only,
+        "sync_action": action,
+        "sync_completed": completed,
+        "sync_done_bytes": s.sync.as_ref().map(|p| p.done_bytes),
+        "sync_total_bytes": s.sync.as_ref().map(|p| p.total_bytes),
+        "sync_speed_bytes_per_sec": s.sync.as_ref().map(|p| p.bytes_per_sec),
+        "sync_eta_seconds": s.sync.as_ref().and_then(|p| p.eta_secs),
+        "mismatch_cnt": s.mismatch_sectors,
+        "last_sync": s.last_sync,
+        "requests": s.requests,
+        "members": members,
+    })
+}
+
+/// The status (as [`status_json`] gives it) as /proc/mdstat shows an array, with the running
+/// pass's bar.
+pub fn status_text(v: &Value) -> String {
+    let members = v["members"].as_array().cloned().unwrap_or_default();
+    let names: Vec<String> = members
+        .iter()
+        .map(|m| {
+            let name = m["path"].as_str().map(short_name).unwrap_or_else(|| "(missing)".into());
+            let flag = match m["state"].as_str().unwrap_or("") {
+                "faulty" => "(F)",
+                "recovering" => "(R)",
+                _ => "",
+            };
+            format!("{name}[{}]{flag}", m["slot"])
+        })
+        .collect();
+    let up: String = members.iter().map(|m| if m["state"] == "in_sync" { 'U' } else { '_' }).collect();
+    let in_sync = up.chars().filter(|c| *c == 'U').count();
+    let chunk = v["chunk_bytes"].as_u64().unwrap_or(0);
+    let mut out = format!(
+        "{} : {} {} {}\n      {} blocks, {} [{}/{}] [{}]\n",
+        v["uuid"].as_str().unwrap_or("?"),
+        if v["read_only"] == true { "active (read-only)" } else { "active" },
+        v["level"].as_str().unwrap_or("?"),
+        names.join(" "),
+        v["size_bytes"].as_u64().unwrap_or(0) / 1024,
+        if chunk > 0 { format!("{}k chunk", chunk / 1024) } else { "no chunk".into() },
+        members.len(),
+        in_sync,
+        up,
+    );
+    match sync_progress(v) {
+        Some((action, done, total)) => {
+            let frac = if total == 0 { 1.0 } else { done as f64 / total as f64 };
+            let width = 20;
+            let filled = ((frac * width as f64) as usize).min(width);
+            let bar: String = "=".repeat(filled) + ">" + &".".repeat(width - filled);
+            let finish = v["sync_eta_seconds"].as_u64().map(|e| format!("{:.1}min", e as f64 / 60.0)).unwrap_or_else(|| "?".into());
+            let speed = v["sync_speed_bytes_per_sec"].as_u64().unwrap_or(0);
+            out.push_str(&format!(
+                "      [{bar}]  {action} = {:4.1}% ({}/{}) finish={finish} speed={}K/sec\n",
+                frac * 100.0,
+                done / 1024,
+                total / 1024,
+                speed / 1024,
+            ));
+        }
+        None => out.push_str(&format!("      state: {}\n", v["state"].as_str().unwrap_or("?"))),
+    }
+    if let Some(last) = v["last_sync"].as_str() {
+        out.push_str(&format!("      last pass: {last}; mismatch_cnt {}\n", v["mismatch_cnt"]));
+    }
+    out
+}
+
+/// The running pass of a JSON status: (action, bytes done, bytes in all), or `None` when idle.
+pub fn sync_progress(v: &Value) -> Option<(String, u64, u64)> {
+    let action = v["sync_action"].as_str()?;
+    if action == "idle" {
+        return None;
+    }
+    Some((action.to_string(), v["sync_done_bytes"].as_u64().unwrap_or(0), v["sync_total_bytes"].as_u64().unwrap_or(0)))
+}
+
+fn short_name(path: &str) -> String {
+    Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.to_string())
+}

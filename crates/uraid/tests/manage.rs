@@ -1,0 +1,283 @@
+//! Managing arrays as an md user would: `uraid check|repair|resync` on stopped arrays, and
+//! `uraid ctl` against a running `uraid serve --control`. Everything goes through the real
+//! binary; a pass's result is judged by reading the members back, not by its own word.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use uraid_testkit::sha256_hex;
+
+fn uraid(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_uraid")).args(args).output().expect("run uraid")
+}
+
+fn text(o: &Output) -> String {
+    format!("status {}\nstdout:\n{}\nstderr:\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn ok(args: &[&str]) -> Output {
+    let o = uraid(args);
+    assert!(o.status.success(), "uraid {args:?} failed\n{}", text(&o));
+    o
+}
+
+fn with<'a>(head: &[&'a str], members: &'a [String]) -> Vec<&'a str> {
+    head.iter().copied().chain(members.iter().map(String::as_str)).collect()
+}
+
+/// A raid5 over four 8 MiB files, filled with data.
+fn filled_raid5(dir: &Path) -> Vec<String> {
+    let members: Vec<String> = (0..4)
+        .map(|i| {
+            let p = dir.join(format!("d{i}.img"));
+            std::fs::File::create(&p).unwrap().set_len(8 << 20).unwrap();
+            p.display().to_string()
+        })
+        .collect();
+    ok(&with(&["create", "--level=5", "--raid-devices=4", "--chunk=64K"], &members));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(with(&["write", "--offset=0"], &members))
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let data: Vec<u8> = (0..20u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    child.stdin.take().unwrap().write_all(&data).unwrap();
+    assert!(child.wait().unwrap().success());
+    members
+}
+
+fn detail(members: &[String]) -> Value {
+    serde_json::from_slice(&ok(&with(&["detail", "--json"], members)).stdout).unwrap()
+}
+
+/// Flip a byte of member `i`, `at` bytes into its data area.
+fn corrupt(members: &[String], i: usize, at: u64) {
+    let exam: Value = serde_json::from_slice(&ok(&["examine", "--json", &members[i]]).stdout).unwrap();
+    let pos = exam[0]["data_offset_sectors"].as_u64().unwrap() * 512 + at;
+    let mut bytes = std::fs::read(&members[i]).unwrap();
+    bytes[pos as usize] ^= 0x77;
+    std::fs::write(&members[i], bytes).unwrap();
+}
+
+fn hashes(paths: &[String]) -> Vec<String> {
+    paths.iter().map(|p| sha256_hex(&std::fs::read(p).unwrap())).collect()
+}
+
+fn mismatch_cnt(o: &Output) -> u64 {
+    let out = String::from_utf8_lossy(&o.stdout);
+    out.lines()
+        .find_map(|l| l.strip_prefix("mismatch_cnt "))
+        .unwrap_or_else(|| panic!("no mismatch_cnt line\n{}", text(o)))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// check counts a corrupted row and changes nothing; repair rewrites it; the next check is clean.
+#[test]
+fn offline_check_and_repair() {
+    let tmp = tempfile::tempdir().unwrap();
+    let members = filled_raid5(tmp.path());
+    assert_eq!(mismatch_cnt(&ok(&with(&["check"], &members))), 0);
+    corrupt(&members, 1, 123_456);
+    let before = hashes(&members);
+    assert_eq!(mismatch_cnt(&ok(&with(&["check"], &members))), 8);
+    assert_eq!(hashes(&members), before, "check changed a member");
+    assert_eq!(mismatch_cnt(&ok(&with(&["repair"], &members))), 8);
+    assert_eq!(mismatch_cnt(&ok(&with(&["check"], &members))), 0);
+    assert_eq!(detail(&members)["clean"], Value::Bool(true));
+    // Where md cannot check, uraid refuses and changes nothing.
+    let three = members[..3].to_vec();
+    let before = hashes(&members);
+    let o = uraid(&with(&["repair"], &three));
+    assert!(!o.status.success() && text(&o).contains("degraded"), "{}", text(&o));
+    assert_eq!(hashes(&members), before);
+}
+
+/// A running server, stopped with SIGTERM (or killed) on request; killed on drop.
+struct Serve {
+    child: Option<Child>,
+    control: PathBuf,
+}
+
+impl Serve {
+    fn start(dir: &Path, members: &[String], extra: &[&str]) -> Serve {
+        let control = dir.join("ctl.sock");
+        let nbd = dir.join("nbd.sock");
+        // A killed server leaves its sockets behind; wait for the new ones, not those.
+        let _ = std::fs::remove_file(&control);
+        let _ = std::fs::remove_file(&nbd);
+        let mut args = vec!["serve".to_string(), format!("--listen=unix:{}", nbd.display()), format!("--control={}", control.display())];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend(members.iter().cloned());
+        let child = Command::new(env!("CARGO_BIN_EXE_uraid")).args(&args).stderr(Stdio::null()).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(control.exists() && nbd.exists()) {
+            assert!(Instant::now() < deadline, "control socket never appeared");
+            sleep(Duration::from_millis(20));
+        }
+        Serve { child: Some(child), control }
+    }
+
+    fn ctl(&self, args: &[&str]) -> Output {
+        let control = self.control.display().to_string();
+        let mut all = vec!["ctl", control.as_str()];
+        all.extend_from_slice(args);
+        uraid(&all)
+    }
+
+    fn status(&self) -> Value {
+        serde_json::from_slice(&self.ctl(&["status", "--json"]).stdout).expect("status --json")
+    }
+
+    fn stop(mut self, signal: i32) {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        if signal == libc::SIGTERM {
+            assert!(status.success(), "serve exited {status}");
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// status shows what /proc/mdstat and md's sysfs show; check + wait report mismatch_cnt; repair
+/// fixes; bad requests get a clear error and change nothing.
+#[test]
+fn ctl_status_check_repair_wait() {
+    let tmp = tempfile::tempdir().unwrap();
+    let members = filled_raid5(tmp.path());
+    corrupt(&members, 2, 1_000_000);
+    let serve = Serve::start(tmp.path(), &members, &[]);
+    let s = serve.status();
+    for field in ["level", "state", "degraded", "sync_action", "sync_completed", "mismatch_cnt", "members"] {
+        assert!(!s[field].is_null(), "status --json lacks {field}: {s:#}");
+    }
+    assert_eq!(s["level"], "raid5");
+    assert_eq!(s["sync_action"], "idle");
+    assert_eq!(s["degraded"], 0);
+    let m = &s["members"][1];
+    assert_eq!((m["path"].as_str(), m["role"].as_str(), m["state"].as_str()), (Some(members[1].as_str()), Some("active 1"), Some("in_sync")));
+    let text_status = String::from_utf8_lossy(&serve.ctl(&["status"]).stdout).into_owned();
+    assert!(text_status.contains("raid5") && text_status.contains("[4/4] [UUUU]"), "{text_status}");
+
+    assert!(serve.ctl(&["check"]).status.success());
+    let waited: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
+    assert_eq!(waited["sync_action"], "idle");
+    assert_eq!(waited["mismatch_cnt"], 8, "{waited:#}");
+    assert!(serve.ctl(&["repair"]).status.success());
+    serve.ctl(&["wait"]);
+    assert!(serve.ctl(&["check"]).status.success());
+    let after: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
+    assert_eq!(after["mismatch_cnt"], 0, "{after:#}");
+
+    // A raw client with a bad request gets a JSON error, and the socket keeps working.
+    let mut raw = UnixStream::connect(&serve.control).unwrap();
+    writeln!(raw, "{{\"op\":\"format-everything\"}}").unwrap();
+    let mut line = String::new();
+    BufReader::new(&raw).read_line(&mut line).unwrap();
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["ok"], false);
+    assert!(answer["error"].as_str().unwrap().contains("unknown op"));
+    writeln!(raw, "not json").unwrap();
+    assert_eq!(serve.status()["level"], "raid5");
+    serve.stop(libc::SIGTERM);
+    assert_eq!(mismatch_cnt(&ok(&with(&["check"], &members))), 0);
+}
+
+/// A read-only server refuses repair with a clear error; a control path that is not a socket is
+/// never overwritten.
+#[test]
+fn ctl_refusals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let members = filled_raid5(tmp.path());
+    let before = hashes(&members);
+    let serve = Serve::start(tmp.path(), &members, &["--read-only"]);
+    let o = serve.ctl(&["repair"]);
+    assert!(!o.status.success() && text(&o).contains("read-only"), "{}", text(&o));
+    serve.stop(libc::SIGTERM);
+    assert_eq!(hashes(&members), before);
+
+    let not_socket = tmp.path().join("precious.txt");
+    std::fs::write(&not_socket, "keep me").unwrap();
+    let o = uraid(&with(
+        &["serve", "--listen=unix:/nonexistent-dir/s", "--control", not_socket.to_str().unwrap()],
+        &members,
+    ));
+    assert!(!o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&not_socket).unwrap(), "keep me");
+}
+
+/// An array left dirty by a crash is resynced by `uraid resync` and marked clean; until then a
+/// server keeps it marked dirty, and a served array resyncs by itself (md does) and reports it.
+#[test]
+fn resync_after_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let members = filled_raid5(tmp.path());
+    // Crash while dirty: a server with a write in its last half second, then SIGKILL. The
+    // write goes through the control socket's sibling, the NBD socket, via a raw client.
+    let serve = Serve::start(tmp.path(), &members, &["--member-threads=1"]);
+    nbd_write(&tmp.path().join("nbd.sock"), 4096, &[0x42; 4096]);
+    serve.stop(libc::SIGKILL);
+    let d = detail(&members);
+    assert_eq!(d["clean"], Value::Bool(false), "{d:#}");
+    // Make the crash leave a real inconsistency for the resync to find.
+    corrupt(&members, 0, 2_000_000);
+    ok(&with(&["resync"], &members));
+    let d = detail(&members);
+    assert_eq!(d["clean"], Value::Bool(true), "{d:#}");
+    assert_eq!(mismatch_cnt(&ok(&with(&["check"], &members))), 0);
+
+    // The same through a server: it starts the resync by itself and marks clean when done.
+    let serve = Serve::start(tmp.path(), &members, &[]);
+    nbd_write(&tmp.path().join("nbd.sock"), 8192, &[0x43; 4096]);
+    serve.stop(libc::SIGKILL);
+    corrupt(&members, 3, 3_000_000);
+    let serve = Serve::start(tmp.path(), &members, &[]);
+    let waited: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
+    assert!(waited["last_sync"].as_str().unwrap_or("").starts_with("resync completed"), "{waited:#}");
+    serve.stop(libc::SIGTERM);
+    assert_eq!(detail(&members)["clean"], Value::Bool(true));
+    assert_eq!(mismatch_cnt(&ok(&with(&["check"], &members))), 0);
+}
+
+/// One NBD write through a minimal fixed-newstyle client (export "", simple replies).
+fn nbd_write(sock: &Path, offset: u64, data: &[u8]) {
+    let mut s = UnixStream::connect(sock).unwrap();
+    let mut greet = [0u8; 18];
+    std::io::Read::read_exact(&mut s, &mut greet).unwrap();
+    s.write_all(&3u32.to_be_bytes()).unwrap(); // fixed newstyle + no zeroes
+    // NBD_OPT_EXPORT_NAME with the default export.
+    s.write_all(&0x4948_4156_454f_5054u64.to_be_bytes()).unwrap();
+    s.write_all(&1u32.to_be_bytes()).unwrap();
+    s.write_all(&0u32.to_be_bytes()).unwrap();
+    let mut export = [0u8; 10];
+    std::io::Read::read_exact(&mut s, &mut export).unwrap();
+    let mut req = Vec::new();
+    req.extend_from_slice(&0x2560_9513u32.to_be_bytes());
+    req.extend_from_slice(&0u16.to_be_bytes());
+    req.extend_from_slice(&1u16.to_be_bytes()); // WRITE
+    req.extend_from_slice(&7u64.to_be_bytes());
+    req.extend_from_slice(&offset.to_be_bytes());
+    req.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    req.extend_from_slice(data);
+    s.write_all(&req).unwrap();
+    let mut reply = [0u8; 16];
+    std::io::Read::read_exact(&mut s, &mut reply).unwrap();
+    assert_eq!(&reply[4..8], &[0, 0, 0, 0], "NBD write failed");
+}
