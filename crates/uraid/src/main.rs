@@ -193,6 +193,14 @@ pub struct ServeArgs {
     /// A unix socket for `uraid ctl` (status, check, repair, idle, wait).
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
+    /// Upper speed of background passes (resync, recovery, check, repair) in bytes per second,
+    /// suffixes K, M, G; md's speed_limit_max. Default 200M.
+    #[arg(long)]
+    pub speed_limit_max: Option<String>,
+    /// Lower speed of background passes: below it they do not yield to clients; md's
+    /// speed_limit_min. Default 1M.
+    #[arg(long)]
+    pub speed_limit_min: Option<String>,
     /// Find the members under DIR instead of naming them.
     #[arg(long, value_name = "DIR")]
     pub scan: Option<PathBuf>,

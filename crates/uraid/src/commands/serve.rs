@@ -10,14 +10,22 @@ use std::thread;
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, ServiceHandle};
+use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, ServiceHandle, SpeedLimits};
 use uraid_engine::EngineError;
 use uraid_nbd::{parse_listen, Errno, Export, ExportCommand, ExportError, ExportReply, Server, ServerConfig};
 
 use super::{assemble_for_service, report_stop, select_members, CliError, CliResult};
+use crate::size::parse_size;
 use crate::ServeArgs;
 
 pub fn run(args: &ServeArgs) -> CliResult {
+    let mut speed = SpeedLimits::default();
+    if let Some(max) = &args.speed_limit_max {
+        speed.max_bytes_per_sec = parse_size(max, 1).map_err(|e| CliError(format!("--speed-limit-max: {e}")))?.max(1);
+    }
+    if let Some(min) = &args.speed_limit_min {
+        speed.min_bytes_per_sec = parse_size(min, 1).map_err(|e| CliError(format!("--speed-limit-min: {e}")))?;
+    }
     let addr = parse_listen(&args.listen, args.allow_remote).map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
     let paths = select_members(&args.members, args.scan.as_deref(), args.uuid.as_deref())?;
     let array = assemble_for_service(&paths, !args.read_only)?;
@@ -33,7 +41,7 @@ pub fn run(args: &ServeArgs) -> CliResult {
     );
     // Bind before the array is touched, so a busy address costs nothing.
     let listener = addr.bind().map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
-    let config = ServiceConfig { workers_per_member: args.member_threads.max(1), ..ServiceConfig::default() };
+    let config = ServiceConfig { workers_per_member: args.member_threads.max(1), speed, ..ServiceConfig::default() };
     let service = ArrayService::start(array, config);
     let _control = match &args.control {
         Some(path) => match crate::control::start(path, service.handle()) {
