@@ -115,8 +115,16 @@ impl OpenArray {
                 )));
             }
         }
-        let slots: Vec<SlotState> =
-            plan.slots.iter().map(|s| if s.is_some() { SlotState::InSync } else { SlotState::Missing }).collect();
+        let slots: Vec<SlotState> = plan
+            .slots
+            .iter()
+            .zip(&plan.recovering)
+            .map(|(s, rec)| match (s, rec) {
+                (None, _) => SlotState::Missing,
+                (Some(_), Some(_)) => SlotState::Recovering,
+                (Some(_), None) => SlotState::InSync,
+            })
+            .collect();
         // md refuses to start a degraded parity array after an unclean shutdown: a stripe whose
         // write was cut short has parity that no longer matches its data, and rebuilding the
         // missing member from it would return wrong data with no error.
@@ -346,6 +354,189 @@ impl OpenArray {
         self.mark(clean)
     }
 
+    /// Add `dev` to the array (md's `--add`): it takes the first missing or failed slot and is
+    /// rebuilt there (returned as `Some(slot)`), or becomes a spare when every slot is filled.
+    /// A device that already carries an md superblock is refused, whatever array it names: it
+    /// may hold someone's data.
+    pub fn add_member(&mut self, dev: Box<dyn MemberDevice>) -> Result<Option<usize>, OpenError> {
+        if !self.writable {
+            return Err(OpenError::ReadOnly);
+        }
+        if let Some(found) = probe(dev.as_ref())? {
+            let info = found.superblock.info();
+            return Err(OpenError::BadMember(format!(
+                "{}: carries an md superblock of array {} (events {}); it may hold data, so it is not added. Wipe it first if it is free",
+                dev.name(),
+                uraid_format::uuid::format_md(&info.array_uuid),
+                info.events
+            )));
+        }
+        if self.members.iter().any(|m| m.dev.name() == dev.name()) {
+            return Err(OpenError::BadMember(format!("{}: already part of this array", dev.name())));
+        }
+        let reference = &self.members[self.plan.reference];
+        let dev_number = self
+            .members
+            .iter()
+            .map(|m| m.info.dev_number + 1)
+            .chain(std::iter::once(reference.info.roles.len() as u32))
+            .max()
+            .unwrap_or(0);
+        let mut uuid = [0u8; 16];
+        fill_random(&mut uuid);
+        let mut sb = reference
+            .probed
+            .superblock
+            .for_new_member(dev_number, uuid, dev.size())
+            .map_err(|e| OpenError::BadMember(format!("{}: {e}", dev.name())))?;
+        let states = self.array.slot_states().to_vec();
+        let slot = states.iter().position(|s| matches!(s, SlotState::Missing | SlotState::Faulty));
+        sb.set_role(dev_number, slot.map_or(Role::Spare, |s| Role::Active(s as u32)));
+        sb.set_recovery_offset(slot.map(|_| 0));
+        let offset = sb.byte_offset();
+        // The write-intent bitmap is copied from the reference member, so the new member's
+        // bitmap header matches the array's.
+        if let Some(bm) = reference.info.bitmap_offset {
+            let from = (reference.probed.offset as i64 + i64::from(bm) * 512) as u64;
+            let to = (offset as i64 + i64::from(bm) * 512) as u64;
+            let mut header = vec![0u8; bitmap::HEADER_BYTES];
+            reference.dev.read_at(from, &mut header).map_err(|source| OpenError::Io {
+                device: reference.dev.name().to_string(),
+                what: "reading bitmap",
+                source,
+            })?;
+            let bms = BitmapSuper::parse(&header)
+                .map_err(|e| OpenError::BadMember(format!("{}: bitmap: {e}", reference.dev.name())))?;
+            let mut image = vec![0u8; bitmap::HEADER_BYTES + bms.bits_bytes()];
+            reference.dev.read_at(from, &mut image).map_err(|source| OpenError::Io {
+                device: reference.dev.name().to_string(),
+                what: "reading bitmap",
+                source,
+            })?;
+            dev.write_at(to, &image)
+                .map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "writing bitmap", source })?;
+        }
+        dev.write_at(offset, &sb.to_bytes())
+            .map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "writing superblock", source })?;
+        dev.flush().map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "flushing", source })?;
+        let info = sb.info();
+        let probed = Probed { superblock: sb, offset };
+        let idx = self.members.len();
+        self.members.push(OpenMember { dev: Arc::from(dev), probed, info });
+        match slot {
+            Some(s) => {
+                if let Some(old) = self.plan.slots[s] {
+                    self.plan.verdicts[old] = MemberVerdict::Faulty;
+                }
+                self.plan.verdicts.push(MemberVerdict::Active { slot: s });
+                self.plan.slots[s] = Some(idx);
+                self.plan.recovering[s] = Some(0);
+                self.array.set_slot_state(s, SlotState::Recovering, false)?;
+            }
+            None => self.plan.verdicts.push(MemberVerdict::Spare),
+        }
+        self.devs_changed = true;
+        self.record_roles()?;
+        Ok(slot)
+    }
+
+    /// Put a spare into the first missing or failed slot to be rebuilt there, as md does when
+    /// a member fails and a spare is at hand. Returns the slot, if a spare was used.
+    pub fn activate_spare(&mut self) -> Result<Option<usize>, OpenError> {
+        if !self.writable {
+            return Ok(None);
+        }
+        let Some(spare) = self.plan.verdicts.iter().position(|v| matches!(v, MemberVerdict::Spare)) else {
+            return Ok(None);
+        };
+        let states = self.array.slot_states().to_vec();
+        let Some(slot) = states.iter().position(|s| matches!(s, SlotState::Missing | SlotState::Faulty)) else {
+            return Ok(None);
+        };
+        if let Some(old) = self.plan.slots[slot] {
+            self.plan.verdicts[old] = MemberVerdict::Faulty;
+        }
+        self.plan.verdicts[spare] = MemberVerdict::Active { slot };
+        self.plan.slots[slot] = Some(spare);
+        self.plan.recovering[slot] = Some(0);
+        self.array.set_slot_state(slot, SlotState::Recovering, false)?;
+        self.devs_changed = true;
+        self.record_roles()?;
+        Ok(Some(slot))
+    }
+
+    /// Record that the member rebuilding in `slot` is good up to member sector `sectors`
+    /// (written with the next superblock update).
+    pub fn set_recovery_checkpoint(&mut self, slot: usize, sectors: u64) {
+        if self.plan.recovering[slot].is_some() {
+            self.plan.recovering[slot] = Some(sectors);
+            self.devs_changed = true;
+        }
+    }
+
+    /// Where the rebuild of `slot` may resume (member sector), if it is rebuilding.
+    pub fn recovery_checkpoint(&self, slot: usize) -> Option<u64> {
+        self.plan.recovering[slot]
+    }
+
+    /// The member in `slot` is rebuilt: it is in sync from now on.
+    pub fn recovery_done(&mut self, slot: usize) -> Result<(), OpenError> {
+        self.array.set_slot_state(slot, SlotState::InSync, false)?;
+        self.plan.recovering[slot] = None;
+        self.devs_changed = true;
+        self.record_roles()
+    }
+
+    /// The slot a member (by device name) holds, or what it is if it holds none.
+    pub fn find_member(&self, name: &str) -> Option<(usize, MemberVerdict)> {
+        self.members.iter().position(|m| m.dev.name() == name).map(|i| (i, self.plan.verdicts[i].clone()))
+    }
+
+    /// Fail the member `name` (md's `--fail`). Refused when that would lose data, unless
+    /// `force`. Returns its slot.
+    pub fn fail_member(&mut self, name: &str, force: bool) -> Result<usize, OpenError> {
+        let Some((idx, verdict)) = self.find_member(name) else {
+            return Err(OpenError::BadMember(format!("{name}: not a member of this array")));
+        };
+        match verdict {
+            MemberVerdict::Active { slot } if self.plan.slots[slot] == Some(idx) => {
+                if self.array.slot_states()[slot] == SlotState::Faulty {
+                    return Err(OpenError::BadMember(format!("{name}: already faulty")));
+                }
+                self.array.set_slot_state(slot, SlotState::Faulty, force)?;
+                self.plan.recovering[slot] = None;
+                self.devs_changed = true;
+                self.record_roles()?;
+                Ok(slot)
+            }
+            other => Err(OpenError::BadMember(format!("{name}: not an active member ({other})"))),
+        }
+    }
+
+    /// Remove a failed member or a spare from the array (md's `--remove`); an active member
+    /// must be failed first, as in md.
+    pub fn remove_member(&mut self, name: &str) -> Result<(), OpenError> {
+        let Some((idx, verdict)) = self.find_member(name) else {
+            return Err(OpenError::BadMember(format!("{name}: not a member of this array")));
+        };
+        match verdict {
+            MemberVerdict::Active { slot } if self.plan.slots[slot] == Some(idx) => {
+                if self.array.slot_states()[slot] != SlotState::Faulty {
+                    return Err(OpenError::BadMember(format!(
+                        "{name}: is an active member of slot {slot}; fail it first (md refuses to remove it too)"
+                    )));
+                }
+                self.array.set_slot_state(slot, SlotState::Missing, false)?;
+                self.plan.slots[slot] = None;
+            }
+            MemberVerdict::Spare => {}
+            other => return Err(OpenError::BadMember(format!("{name}: not in the array ({other})"))),
+        }
+        self.plan.verdicts[idx] = MemberVerdict::Faulty;
+        self.devs_changed = true;
+        self.record_roles()
+    }
+
     fn flush_members(&self) -> Result<(), OpenError> {
         for (slot, idx) in self.plan.slots.iter().enumerate() {
             let Some(i) = idx else { continue };
@@ -372,28 +563,44 @@ impl OpenArray {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let states = self.array.slot_states().to_vec();
         // Which dev_numbers still hold a live role, and what it is.
+        // A member holds its slot while it is in sync or being rebuilt (md writes a rebuilding
+        // member's slot as its role, with its progress in its own recovery_offset).
+        let plan = &self.plan;
+        let holds_slot = |idx: usize| match plan.verdicts[idx] {
+            MemberVerdict::Active { slot } => {
+                plan.slots[slot] == Some(idx) && matches!(states[slot], SlotState::InSync | SlotState::Recovering)
+            }
+            _ => false,
+        };
         let mut live: Vec<(u32, Role)> = Vec::new();
         for (idx, m) in self.members.iter().enumerate() {
             match self.plan.verdicts[idx] {
-                MemberVerdict::Active { slot } if states[slot] == SlotState::InSync => {
-                    live.push((m.info.dev_number, Role::Active(slot as u32)))
-                }
+                MemberVerdict::Active { slot } if holds_slot(idx) => live.push((m.info.dev_number, Role::Active(slot as u32))),
                 MemberVerdict::Spare => live.push((m.info.dev_number, Role::Spare)),
                 _ => {}
             }
         }
-        let table_len = self.members[self.plan.reference].info.roles.len();
+        let takes_part: Vec<bool> = (0..self.members.len())
+            .map(|idx| holds_slot(idx) || matches!(self.plan.verdicts[idx], MemberVerdict::Spare))
+            .collect();
+        let table_len = self.members[self.plan.reference]
+            .info
+            .roles
+            .len()
+            .max(self.members.iter().map(|m| m.info.dev_number as usize + 1).max().unwrap_or(0));
         let degraded = self.array.degraded();
         for (idx, m) in self.members.iter_mut().enumerate() {
-            let takes_part = match self.plan.verdicts[idx] {
-                MemberVerdict::Active { slot } => states[slot] == SlotState::InSync,
-                MemberVerdict::Spare => true,
-                _ => false,
-            };
-            if !takes_part {
+            if !takes_part[idx] {
                 continue;
             }
+            let progress = match self.plan.verdicts[idx] {
+                MemberVerdict::Active { slot } if states[slot] == SlotState::Recovering => {
+                    Some(self.plan.recovering[slot].unwrap_or(0))
+                }
+                _ => None,
+            };
             let sb = &mut m.probed.superblock;
+            sb.set_recovery_offset(progress);
             // As super_1_sync does: every entry not held by a live member is faulty.
             for dev_number in 0..table_len as u32 {
                 let role = live.iter().find(|(d, _)| *d == dev_number).map(|(_, r)| *r).unwrap_or(Role::Faulty);
@@ -420,6 +627,21 @@ impl OpenArray {
         self.dirty = !clean;
         self.devs_changed = false;
         Ok(())
+    }
+}
+
+/// Random bytes for a new device UUID (from the kernel's generator).
+fn fill_random(buf: &mut [u8]) {
+    use std::io::Read;
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        if f.read_exact(buf).is_ok() {
+            return;
+        }
+    }
+    // No /dev/urandom: time and address bits still make a collision unlikely.
+    let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0) ^ (buf.as_ptr() as u128);
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (seed >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(151);
     }
 }
 

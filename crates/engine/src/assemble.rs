@@ -92,6 +92,10 @@ pub struct AssemblyPlan {
     /// Whether every member taken says the array was shut down cleanly.
     pub clean: bool,
     pub geometry: Geometry,
+    /// For each slot, `Some(sectors)` when its member is only partly rebuilt (md's
+    /// `MD_FEATURE_RECOVERY_OFFSET`): the member is written but not read, and recovery resumes
+    /// at that member sector.
+    pub recovering: Vec<Option<u64>>,
 }
 
 impl AssemblyPlan {
@@ -101,7 +105,7 @@ impl AssemblyPlan {
     }
 
     pub fn degraded(&self) -> bool {
-        self.slots.iter().any(Option::is_none)
+        self.slots.iter().any(Option::is_none) || self.recovering.iter().any(Option::is_some)
     }
 
     pub fn state(&self) -> ArrayState {
@@ -202,6 +206,8 @@ pub fn plan(candidates: &[Candidate]) -> Result<AssemblyPlan, EngineError> {
         verdicts.push(verdict);
     }
 
+    let recovering: Vec<Option<u64>> =
+        slots.iter().map(|s| s.and_then(|i| candidates[i].info.recovery_offset)).collect();
     let taken: Vec<&MemberInfo> = slots.iter().flatten().map(|&i| &candidates[i].info).collect();
     let clean = taken.iter().all(|i| i.state_clean);
     let geometry = build_geometry(level, refi, &slots, candidates).map_err(|e| match e {
@@ -211,9 +217,13 @@ pub fn plan(candidates: &[Candidate]) -> Result<AssemblyPlan, EngineError> {
         },
         other => other,
     })?;
-    let alive = |s: usize| slots[s].is_some();
+    // A partly rebuilt member holds no data that can be trusted yet.
+    let alive = |s: usize| slots[s].is_some() && recovering[s].is_none();
     if !geometry.is_readable(&alive) {
-        let missing: Vec<String> = (0..raid_disks).filter(|&s| slots[s].is_none()).map(|s| s.to_string()).collect();
+        let missing: Vec<String> = (0..raid_disks)
+            .filter(|&s| !alive(s))
+            .map(|s| if slots[s].is_some() { format!("{s} (only partly rebuilt)") } else { s.to_string() })
+            .collect();
         let left_out: Vec<String> = candidates
             .iter()
             .zip(&verdicts)
@@ -243,6 +253,7 @@ pub fn plan(candidates: &[Candidate]) -> Result<AssemblyPlan, EngineError> {
         reference,
         clean,
         geometry,
+        recovering,
     })
 }
 

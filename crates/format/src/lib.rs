@@ -322,6 +322,23 @@ impl Superblock {
         }
     }
 
+    /// The superblock for a device joining this array (see [`Superblock1::for_new_member`]).
+    /// Adding devices to 0.90 arrays is not supported.
+    pub fn for_new_member(&self, dev_number: u32, device_uuid: [u8; 16], device_bytes: u64) -> Result<Superblock, FormatError> {
+        match self {
+            Superblock::V1(sb) => Ok(Superblock::V1(sb.for_new_member(dev_number, device_uuid, device_bytes)?)),
+            Superblock::V090(_) => Err(FormatError::Create("adding a device to a 0.90 array is not supported".into())),
+        }
+    }
+
+    /// Record how far this device has been rebuilt (`Some(sectors)`), or that it is in sync.
+    /// 0.90 has no such field; its devices are either in sync or spares.
+    pub fn set_recovery_offset(&mut self, sectors: Option<u64>) {
+        if let Superblock::V1(sb) = self {
+            sb.set_recovery_offset(sectors);
+        }
+    }
+
     /// Set the role of descriptor `dev_number` (e.g. a member failed, or a spare took a slot).
     pub fn set_role(&mut self, dev_number: u32, role: Role) {
         match self {

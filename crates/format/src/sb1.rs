@@ -405,6 +405,57 @@ impl Superblock1 {
         }
     }
 
+    /// The superblock for a device joining this array (a spare, or a member to rebuild): this
+    /// array's superblock with the new device's number, UUID and placement. The metadata areas
+    /// keep their offsets relative to the superblock, as mdadm's `add_to_super1` arranges; the
+    /// device must hold this array's data size (`size`) after them.
+    pub fn for_new_member(&self, dev_number: u32, device_uuid: [u8; 16], device_bytes: u64) -> Result<Superblock1, FormatError> {
+        let sectors = device_bytes / 512;
+        let mut sb = self.clone();
+        sb.dev_number = dev_number;
+        sb.device_uuid = device_uuid;
+        sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::REPLACEMENT);
+        sb.recovery_offset = 0;
+        sb.cnt_corrected_read = 0;
+        sb.devflags = 0;
+        let super_offset = self
+            .version
+            .superblock_sector(sectors)
+            .ok_or_else(|| FormatError::Create(format!("device of {device_bytes} bytes is too small for md metadata")))?;
+        let (data_offset, data_size) = match self.version {
+            // Metadata sits between the data and the superblock at the end: keep the same gap.
+            MetadataVersion::V1_0 => {
+                let gap = self.super_offset.saturating_sub(self.data_size);
+                (0, super_offset.saturating_sub(gap))
+            }
+            _ => (self.data_offset, sectors.saturating_sub(self.data_offset)),
+        };
+        if data_size < self.size {
+            return Err(FormatError::Create(format!(
+                "device of {device_bytes} bytes is too small: the array needs {} sectors of data after {} sectors of metadata",
+                self.size, data_offset
+            )));
+        }
+        sb.super_offset = super_offset;
+        sb.data_offset = data_offset;
+        sb.data_size = data_size;
+        Ok(sb)
+    }
+
+    /// Mark this device as rebuilt up to `sectors` (`Some`), or as fully in sync (`None`).
+    pub fn set_recovery_offset(&mut self, sectors: Option<u64>) {
+        match sectors {
+            Some(s) => {
+                self.feature_map |= feature::RECOVERY_OFFSET;
+                self.recovery_offset = s;
+            }
+            None => {
+                self.feature_map &= !feature::RECOVERY_OFFSET;
+                self.recovery_offset = 0;
+            }
+        }
+    }
+
     /// Set the role of device number `dev`, growing `max_dev` when needed as `super_1_sync`
     /// does. For this device, `Replacement` sets `MD_FEATURE_REPLACEMENT` and other roles clear it.
     pub fn set_role(&mut self, dev: u32, role: Role) {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 
 use serde_json::{json, Value};
-use uraid_device::service::{ArrayStatus, ServiceHandle, SyncAction};
+use uraid_device::service::{ArrayStatus, ManageOp, ServiceHandle, SyncAction};
 use uraid_engine::SlotState;
 
 use crate::commands::{CliError, CliResult};
@@ -100,8 +100,23 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
             Ok(s) => json!({"ok": true, "status": status_json(&s)}),
             Err(e) => fail(e.to_string()),
         },
+        "add" | "fail" | "remove" => {
+            let Some(member) = request.get("member").and_then(Value::as_str) else {
+                return fail(format!("{op} needs a \"member\""));
+            };
+            let force = request.get("force").and_then(Value::as_bool).unwrap_or(false);
+            let manage = match op {
+                "add" => ManageOp::Add(member.into()),
+                "fail" => ManageOp::Fail { member: member.to_string(), force },
+                _ => ManageOp::Remove(member.to_string()),
+            };
+            match handle.manage(manage) {
+                Ok(done) => json!({"ok": true, "done": done}),
+                Err(e) => fail(e),
+            }
+        }
         "" => fail("no \"op\" in the request".into()),
-        other => fail(format!("unknown op {other:?} (status, check, repair, idle, wait)")),
+        other => fail(format!("unknown op {other:?} (status, check, repair, idle, wait, add, fail, remove)")),
     }
 }
 
@@ -148,7 +163,12 @@ pub fn status_json(s: &ArrayStatus) -> Value {
         .map(|slot| {
             json!({
                 "path": slot.device,
-                "role": format!("active {}", slot.slot),
+                "role": match slot.state {
+                    SlotState::Recovering => format!("rebuilding {}", slot.slot),
+                    SlotState::Faulty => "faulty".to_string(),
+                    SlotState::Missing => "missing".to_string(),
+                    SlotState::InSync => format!("active {}", slot.slot),
+                },
                 "slot": slot.slot,
                 "state": slot_state_name(slot.state),
             })

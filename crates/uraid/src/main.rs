@@ -48,6 +48,21 @@ enum Command {
     Repair(PassArgs),
     /// Resync a stopped array left dirty by a crash, then mark it clean.
     Resync(PassArgs),
+    /// Add devices to a stopped array and rebuild them now (or keep them as hot spares).
+    Add(AddArgs),
+}
+
+#[derive(Args)]
+pub struct AddArgs {
+    /// A device to add (repeat for several). With none, a rebuild left unfinished resumes.
+    #[arg(long = "device", value_name = "NEW")]
+    pub device: Vec<PathBuf>,
+    /// Upper speed limit of the rebuild (bytes per second, suffixes K, M, G).
+    #[arg(long)]
+    pub speed_limit_max: Option<String>,
+    /// The array's current members.
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -76,6 +91,16 @@ pub enum CtlOp {
         #[arg(long)]
         json: bool,
     },
+    /// Add a device: rebuilt into a missing or failed slot, else kept as a hot spare.
+    Add { member: PathBuf },
+    /// Mark a member faulty (refused if that loses data, unless --force); a spare takes over.
+    Fail {
+        member: PathBuf,
+        #[arg(long)]
+        force: bool,
+    },
+    /// Remove a failed member or a spare (an active member must be failed first).
+    Remove { member: PathBuf },
 }
 
 #[derive(Args)]
@@ -246,6 +271,7 @@ fn main() -> ExitCode {
         Command::Write(a) => commands::write::run(&a),
         Command::Serve(a) => commands::serve::run(&a),
         Command::Ctl(a) => commands::ctl::run(&a),
+        Command::Add(a) => commands::add::run(&a),
         Command::Check(a) => commands::pass::run(uraid_device::service::SyncAction::Check, &a),
         Command::Repair(a) => commands::pass::run(uraid_device::service::SyncAction::Repair, &a),
         Command::Resync(a) => commands::pass::run(uraid_device::service::SyncAction::Resync, &a),

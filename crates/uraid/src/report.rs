@@ -235,7 +235,10 @@ pub fn member_rows(plan: &AssemblyPlan, names: &[String]) -> Vec<(String, String
                 _ => None,
             };
             let text = match v {
-                MemberVerdict::Active { .. } => "active sync".to_string(),
+                MemberVerdict::Active { slot } => match plan.recovering[*slot] {
+                    Some(done) => format!("spare rebuilding ({done} sectors rebuilt)"),
+                    None => "active sync".to_string(),
+                },
                 other => other.to_string(),
             };
             (n.clone(), text, slot)
@@ -300,6 +303,7 @@ pub fn detail_json(plan: &AssemblyPlan, infos: &[MemberInfo], names: &[String], 
         .enumerate()
         .map(|(i, v)| {
             let (state, slot, fresh) = match v {
+                MemberVerdict::Active { slot } if plan.recovering[*slot].is_some() => ("rebuilding", Some(*slot), true),
                 MemberVerdict::Active { slot } => ("active", Some(*slot), true),
                 MemberVerdict::Spare => ("spare", None, true),
                 MemberVerdict::Stale { .. } => ("stale", None, false),

@@ -281,3 +281,151 @@ fn nbd_write(sock: &Path, offset: u64, data: &[u8]) {
     std::io::Read::read_exact(&mut s, &mut reply).unwrap();
     assert_eq!(&reply[4..8], &[0, 0, 0, 0], "NBD write failed");
 }
+
+fn cat(members: &[String]) -> Vec<u8> {
+    ok(&with(&["cat"], members)).stdout
+}
+
+fn blank(dir: &Path, name: &str) -> String {
+    let p = dir.join(name);
+    std::fs::File::create(&p).unwrap().set_len(8 << 20).unwrap();
+    p.display().to_string()
+}
+
+fn examine(path: &str) -> Value {
+    serde_json::from_slice::<Value>(&ok(&["examine", "--json", path]).stdout).unwrap()[0].clone()
+}
+
+/// fail, remove and add a member online: the new member is rebuilt while the array serves, the
+/// data stays the same, and md's refusals hold (failing beyond redundancy, removing an active
+/// member, adding a device that belongs to another array) without changing anything.
+#[test]
+fn ctl_fail_remove_add_rebuilds_online() {
+    let tmp = tempfile::tempdir().unwrap();
+    let members = filled_raid5(tmp.path());
+    let want = cat(&members);
+    let serve = Serve::start(tmp.path(), &members, &[]);
+    let o = serve.ctl(&["remove", &members[1]]);
+    assert!(!o.status.success() && text(&o).contains("fail it first"), "{}", text(&o));
+    assert!(serve.ctl(&["fail", &members[1]]).status.success());
+    let s = serve.status();
+    assert_eq!(s["degraded"], 1);
+    assert_eq!(s["members"][1]["state"], "faulty");
+    let o = serve.ctl(&["fail", &members[2]]);
+    assert!(!o.status.success() && text(&o).contains("--force"), "{}", text(&o));
+    assert_eq!(serve.status()["degraded"], 1, "a refused fail changed the array");
+    let o = serve.ctl(&["fail", "/no/such/member"]);
+    assert!(!o.status.success() && text(&o).contains("not a member"), "{}", text(&o));
+
+    // A device of another array is refused and left alone.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = filled_raid5(other_dir.path());
+    let before = hashes(&other[..1]);
+    let o = serve.ctl(&["add", &other[0]]);
+    assert!(!o.status.success() && text(&o).contains("md superblock"), "{}", text(&o));
+    assert_eq!(hashes(&other[..1]), before);
+
+    assert!(serve.ctl(&["remove", &members[1]]).status.success());
+    let new = blank(tmp.path(), "new.img");
+    assert!(serve.ctl(&["add", &new]).status.success());
+    let waited: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
+    assert_eq!(waited["degraded"], 0, "{waited:#}");
+    assert_eq!(waited["members"][1]["path"], new.as_str());
+    assert_eq!(waited["members"][1]["state"], "in_sync");
+    serve.stop(libc::SIGTERM);
+
+    let now = vec![members[0].clone(), new.clone(), members[2].clone(), members[3].clone()];
+    assert!(cat(&now) == want, "data changed by the rebuild");
+    assert_eq!(mismatch_cnt(&ok(&with(&["check"], &now))), 0);
+    // The rebuilt member alone carries slot 1: read without each other member in turn.
+    for skip in [0, 2, 3] {
+        let rest: Vec<String> = now.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, m)| m.clone()).collect();
+        assert!(cat(&rest) == want, "reading without member {skip} differs: the rebuilt member is wrong");
+    }
+    // The failed member is stale now: given back, it is left out.
+    let mut all = now.clone();
+    all.push(members[1].clone());
+    let d = detail(&all);
+    assert_eq!(d["clean"], Value::Bool(true));
+    assert!(cat(&all) == want);
+}
+
+/// A hot spare waits until a member fails, then takes its slot and is rebuilt by itself.
+#[test]
+fn hot_spare_takes_over_a_failed_member() {
+    let tmp = tempfile::tempdir().unwrap();
+    let members = filled_raid5(tmp.path());
+    let want = cat(&members);
+    let serve = Serve::start(tmp.path(), &members, &[]);
+    let spare = blank(tmp.path(), "spare.img");
+    let o = serve.ctl(&["add", &spare]);
+    assert!(o.status.success() && text(&o).contains("spare"), "{}", text(&o));
+    assert_eq!(serve.status()["degraded"], 0);
+    assert_eq!(examine(&spare)["examine_device_role"], "spare", "{:#}", examine(&spare));
+    assert!(serve.ctl(&["fail", &members[3]]).status.success());
+    let waited: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
+    assert_eq!(waited["degraded"], 0, "{waited:#}");
+    assert_eq!(waited["members"][3]["path"], spare.as_str());
+    serve.stop(libc::SIGTERM);
+    let now = vec![members[0].clone(), members[1].clone(), members[2].clone(), spare];
+    assert!(cat(&now) == want);
+    assert_eq!(mismatch_cnt(&ok(&with(&["check"], &now))), 0);
+}
+
+/// A rebuild records its progress in the new member's superblock (md's recovery_offset); after
+/// a stop it resumes there instead of starting over, and the kernel-style partial member is never
+/// read as if it were whole.
+#[test]
+fn rebuild_checkpoints_and_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let members = filled_raid5(tmp.path());
+    let want = cat(&members);
+    let three = vec![members[0].clone(), members[2].clone(), members[3].clone()];
+    let new = blank(tmp.path(), "new.img");
+    // 1 MB/s: the 8 MiB member takes about 8 s; stop after about 3.
+    let serve = Serve::start(tmp.path(), &three, &["--speed-limit-max=1M"]);
+    assert!(serve.ctl(&["add", &new]).status.success());
+    sleep(Duration::from_millis(3200));
+    serve.stop(libc::SIGTERM);
+    let e = examine(&new);
+    let done = e["recovery_offset"].as_u64().unwrap_or_else(|| panic!("no recovery_offset on a half-rebuilt member: {e:#}"));
+    assert!(done > 0, "no progress recorded: {e:#}");
+    let now = vec![members[0].clone(), new.clone(), members[2].clone(), members[3].clone()];
+    let d = detail(&now);
+    assert!(d["members"].as_array().unwrap().iter().any(|m| m["state"] == "rebuilding"), "{d:#}");
+    // Reads never use the half-built member.
+    assert!(cat(&now) == want);
+    // Resume offline, from the checkpoint.
+    let o = ok(&with(&["add"], &now));
+    assert!(text(&o).contains(&format!("from byte {}", done * 512)), "did not resume at the checkpoint\n{}", text(&o));
+    assert_eq!(examine(&new)["recovery_offset"], Value::Null);
+    assert_eq!(mismatch_cnt(&ok(&with(&["check"], &now))), 0);
+    for skip in [0, 2, 3] {
+        let rest: Vec<String> = now.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, m)| m.clone()).collect();
+        assert!(cat(&rest) == want, "reading without member {skip} differs after the resumed rebuild");
+    }
+}
+
+/// Offline: `uraid add --device` rebuilds a degraded stopped array in the foreground.
+#[test]
+fn offline_add_rebuilds_a_degraded_array() {
+    let tmp = tempfile::tempdir().unwrap();
+    let members = filled_raid5(tmp.path());
+    let want = cat(&members);
+    let three = vec![members[0].clone(), members[1].clone(), members[3].clone()];
+    let new = blank(tmp.path(), "new.img");
+    ok(&with(&["add", "--device", &new], &three));
+    let now = vec![members[0].clone(), members[1].clone(), new.clone(), members[3].clone()];
+    let d = detail(&now);
+    assert_eq!(d["clean"], Value::Bool(true), "{d:#}");
+    assert!(d["state"].as_str().unwrap_or("").starts_with("clean") && !d["state"].as_str().unwrap().contains("degraded"), "{d:#}");
+    assert!(cat(&now) == want);
+    assert_eq!(mismatch_cnt(&ok(&with(&["check"], &now))), 0);
+    // Too small a device is refused before anything is written.
+    let small = tmp.path().join("small.img");
+    std::fs::File::create(&small).unwrap().set_len(1 << 20).unwrap();
+    let before = hashes(&now);
+    let o = uraid(&with(&["add", "--device", small.to_str().unwrap()], &now));
+    assert!(!o.status.success() && text(&o).contains("too small"), "{}", text(&o));
+    assert_eq!(hashes(&now), before);
+}

@@ -32,7 +32,8 @@ use uraid_engine::array::{Completion, IoId, IoResult, MemberIo, Request, Request
 use uraid_engine::EngineError;
 use uraid_layout::Level;
 
-use crate::open_array::{MemberTarget, OpenArray};
+use crate::open_array::{MemberTarget, OpenArray, OpenError};
+use uraid_engine::MemberVerdict;
 
 pub mod sync;
 pub use sync::{SpeedLimits, SyncAction, SyncRun};
@@ -203,6 +204,18 @@ enum Msg {
     Idle(Sender<()>),
     /// Answer once no pass is running.
     WaitIdle(Sender<ArrayStatus>),
+    Manage(ManageOp, Sender<Result<String, String>>),
+}
+
+/// Membership changes, as md's `--add`, `--fail` and `--remove`.
+#[derive(Debug, Clone)]
+pub enum ManageOp {
+    /// Add a device: it is rebuilt into a missing or failed slot, or kept as a spare.
+    Add(std::path::PathBuf),
+    /// Fail a member; refused when that would lose data, unless `force`.
+    Fail { member: String, force: bool },
+    /// Remove a failed member or a spare.
+    Remove(String),
 }
 
 /// A handle for submitting requests; cheap to clone and send to other threads.
@@ -252,6 +265,13 @@ impl ServiceHandle {
         rx.recv().map_err(|_| ServiceError::Stopping)
     }
 
+    /// Change membership; returns what was done, in words.
+    pub fn manage(&self, op: ManageOp) -> Result<String, String> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.tx.send(Msg::Manage(op, tx)).map_err(|_| "array is stopping".to_string())?;
+        rx.recv().map_err(|_| "array is stopping".to_string())?
+    }
+
     /// Submit `op` and wait for its outcome.
     pub fn call(&self, op: BlockOp) -> Result<BlockReply, ServiceError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
@@ -289,20 +309,7 @@ impl ArrayService {
         let mut queues = Vec::new();
         let mut workers = Vec::new();
         for (slot, target) in targets.into_iter().enumerate() {
-            let Some(target) = target else {
-                queues.push(None);
-                continue;
-            };
-            let (qtx, qrx) = crossbeam_channel::unbounded::<MemberIo>();
-            for n in 0..config.workers_per_member.max(1) {
-                let (qrx, back, target) = (qrx.clone(), tx.clone(), target.clone());
-                let worker = std::thread::Builder::new()
-                    .name(format!("member{slot}-io{n}"))
-                    .spawn(move || member_worker(qrx, target, back))
-                    .expect("spawning a member I/O thread");
-                workers.push(worker);
-            }
-            queues.push(Some(qtx));
+            queues.push(target.map(|t| spawn_member_workers(slot, t, config.workers_per_member, &tx, &mut workers)));
         }
         let runner = Runner {
             array,
@@ -322,6 +329,8 @@ impl ArrayService {
             last_sync: None,
             sync_failure: None,
             idle_waiters: Vec::new(),
+            back: tx.clone(),
+            last_checkpoint: Instant::now(),
         };
         let mut runner = runner;
         if runner.config.auto_resync && runner.array.writable() && runner.array.needs_resync() {
@@ -357,6 +366,26 @@ impl ArrayService {
     }
 }
 
+/// Start the I/O threads of one member; returns the queue that feeds them.
+fn spawn_member_workers(
+    slot: usize,
+    target: MemberTarget,
+    threads: usize,
+    back: &Sender<Msg>,
+    workers: &mut Vec<JoinHandle<()>>,
+) -> Sender<MemberIo> {
+    let (qtx, qrx) = crossbeam_channel::unbounded::<MemberIo>();
+    for n in 0..threads.max(1) {
+        let (qrx, back, target) = (qrx.clone(), back.clone(), target.clone());
+        let worker = std::thread::Builder::new()
+            .name(format!("member{slot}-io{n}"))
+            .spawn(move || member_worker(qrx, target, back))
+            .expect("spawning a member I/O thread");
+        workers.push(worker);
+    }
+    qtx
+}
+
 fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, back: Sender<Msg>) {
     for io in queue {
         // A panic here (perform refuses I/O outside the data area with one) must still answer
@@ -373,6 +402,9 @@ fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, back: Sender<M
         }
     }
 }
+
+/// How often a running rebuild writes its position to the superblocks.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
 
 /// Largest zero-write the service puts in one engine request, and how many of them one zeroing
 /// request keeps in flight: bounds the memory a huge WRITE_ZEROES can take.
@@ -413,6 +445,10 @@ struct Runner {
     /// Why the running pass stopped early, if it failed.
     sync_failure: Option<String>,
     idle_waiters: Vec<Sender<ArrayStatus>>,
+    /// For workers started later (a member added while serving).
+    back: Sender<Msg>,
+    /// When the rebuild progress was last written to the superblocks.
+    last_checkpoint: Instant,
 }
 
 impl Runner {
@@ -426,7 +462,7 @@ impl Runner {
                     return;
                 }
             }
-            self.drive_sync();
+            self.drive_sync(stopping.is_none());
             self.pump();
             let pass_writes = self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Check);
             let idle_clean_due = self.array.is_dirty()
@@ -493,6 +529,10 @@ impl Runner {
                     }
                     let _ = reply.send(());
                 }
+                Msg::Manage(op, reply) => {
+                    let result = if stopping.is_some() { Err("array is stopping".into()) } else { self.manage(op) };
+                    let _ = reply.send(result);
+                }
                 Msg::WaitIdle(reply) => {
                     if self.sync.is_none() {
                         let _ = reply.send(self.status());
@@ -516,11 +556,11 @@ impl Runner {
         if geometry.max_degraded() == 0 {
             return Err(format!("{} has no redundancy to {action}", self.info.level.name()));
         }
-        if action == SyncAction::Recover {
-            return Err("recovery starts when a spare is added".into());
-        }
         if action != SyncAction::Check && self.info.read_only {
             return Err(format!("array is read-only: cannot {action}"));
+        }
+        if action == SyncAction::Recover {
+            return self.start_recovery();
         }
         if self.array.engine().degraded() {
             return Err(format!("array is degraded: cannot {action} without every member (md cannot either)"));
@@ -540,12 +580,155 @@ impl Runner {
         Ok(())
     }
 
+    fn recovering_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.array.engine().slot_states().iter().enumerate().filter(|(_, s)| **s == SlotState::Recovering).map(|(i, _)| i)
+    }
+
+    /// Rebuild every recovering slot, from the lowest checkpoint among them.
+    fn start_recovery(&mut self) -> Result<(), String> {
+        let slots: Vec<usize> = self.recovering_slots().collect();
+        if slots.is_empty() {
+            return Err("no member is waiting to be rebuilt".into());
+        }
+        let end = self.array.engine().geometry().member_data_bytes();
+        let from = slots.iter().filter_map(|&s| self.array.recovery_checkpoint(s)).min().unwrap_or(0) * 512;
+        let chunk = self.info.chunk_bytes.max(4096);
+        let step = chunk * (1u64 << 20).div_ceil(chunk);
+        let names: Vec<String> = slots.iter().map(|&s| self.array.slot_device_name(s).unwrap_or("?").to_string()).collect();
+        log(&format!("recover started: rebuilding {} from byte {from} of {end}", names.join(", ")));
+        let mut run = SyncRun::new(SyncAction::Recover, from.min(end), end, step, Instant::now());
+        run.slots = slots;
+        self.sync_failure = None;
+        self.last_checkpoint = Instant::now();
+        self.sync = Some(run);
+        Ok(())
+    }
+
+    /// Write how far the running rebuild has got into the superblocks.
+    fn checkpoint_recovery(&mut self) {
+        let Some(run) = &self.sync else { return };
+        if run.action != SyncAction::Recover {
+            return;
+        }
+        let sectors = run.pos / 512;
+        for slot in run.slots.clone() {
+            self.array.set_recovery_checkpoint(slot, sectors);
+        }
+        self.last_checkpoint = Instant::now();
+        if let Err(e) = self.array.record_roles() {
+            log(&format!("recording rebuild progress failed: {e}"));
+        }
+    }
+
+    /// Start I/O threads for a slot whose device changed.
+    fn attach_slot(&mut self, slot: usize) {
+        if let Some(target) = self.array.member_targets()[slot].clone() {
+            let queue = spawn_member_workers(slot, target, self.config.workers_per_member, &self.back, &mut self.workers);
+            self.queues[slot] = Some(queue);
+        }
+    }
+
+    /// A member failed or was failed: bring in a spare if there is one.
+    fn use_spare(&mut self) {
+        match self.array.activate_spare() {
+            Ok(Some(slot)) => {
+                log(&format!("spare {} takes slot {slot}; rebuilding", self.array.slot_device_name(slot).unwrap_or("?")));
+                self.attach_slot(slot);
+                self.restart_recovery_for_new_slot();
+            }
+            Ok(None) => {}
+            Err(e) => log(&format!("bringing in a spare failed: {e}")),
+        }
+    }
+
+    /// A rebuild already running does not cover a slot that joined after it started: cut it
+    /// short (its checkpoint is kept) so a new pass covering every slot starts at once.
+    fn restart_recovery_for_new_slot(&mut self) {
+        if let Some(run) = &mut self.sync {
+            run.interrupted = true;
+        }
+    }
+
+    fn manage(&mut self, op: ManageOp) -> Result<String, String> {
+        if self.info.read_only {
+            return Err("array is read-only: membership cannot change".into());
+        }
+        match op {
+            ManageOp::Add(path) => {
+                let dev = crate::member::FileDevice::open(&path, true).map_err(|e| format!("{}: {e}", path.display()))?;
+                match self.array.add_member(Box::new(dev)).map_err(|e| e.to_string())? {
+                    Some(slot) => {
+                        self.attach_slot(slot);
+                        self.restart_recovery_for_new_slot();
+                        log(&format!("added {} to slot {slot}; rebuilding", path.display()));
+                        Ok(format!("added {} to slot {slot}; rebuilding", path.display()))
+                    }
+                    None => {
+                        log(&format!("added {} as a spare", path.display()));
+                        Ok(format!("added {} as a spare", path.display()))
+                    }
+                }
+            }
+            ManageOp::Fail { member, force } => {
+                let name = self.resolve_member(&member)?;
+                let slot = self.array.fail_member(&name, force).map_err(|e| match e {
+                    OpenError::Engine(EngineError::WouldFailArray { .. }) => format!(
+                        "{member}: failing it would lose data (no redundancy left for its slot); use --force to fail it anyway"
+                    ),
+                    other => other.to_string(),
+                })?;
+                self.after_completions();
+                if self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Recover) {
+                    // A check or resync cannot go on degraded.
+                    if let Some(run) = &mut self.sync {
+                        run.interrupted = true;
+                    }
+                }
+                self.use_spare();
+                Ok(format!("{member} (slot {slot}) marked faulty"))
+            }
+            ManageOp::Remove(member) => {
+                let name = self.resolve_member(&member)?;
+                if let Some((_, MemberVerdict::Active { slot })) = self.array.find_member(&name) {
+                    self.array.remove_member(&name).map_err(|e| e.to_string())?;
+                    self.queues[slot] = None;
+                } else {
+                    self.array.remove_member(&name).map_err(|e| e.to_string())?;
+                }
+                log(&format!("removed {member}"));
+                Ok(format!("{member} removed"))
+            }
+        }
+    }
+
+    /// The member name as the array knows it, for a path as the user gave it.
+    fn resolve_member(&self, given: &str) -> Result<String, String> {
+        let canon = |p: &str| std::fs::canonicalize(p).ok();
+        let want = canon(given);
+        self.array
+            .members
+            .iter()
+            .map(|m| m.dev.name().to_string())
+            .find(|name| name == given || (want.is_some() && canon(name) == want))
+            .ok_or_else(|| format!("{given}: not a member of this array"))
+    }
+
     /// Submit the pass's next step if one is due.
-    fn drive_sync(&mut self) {
+    fn drive_sync(&mut self, may_start: bool) {
+        if may_start && self.sync.is_none() && !self.info.read_only && self.recovering_slots().next().is_some() {
+            // md starts recovery by itself whenever a slot has a member to rebuild.
+            if let Err(e) = self.start_recovery() {
+                log(&format!("recovery not started: {e}"));
+            }
+        }
         let Some(run) = &mut self.sync else { return };
         let Some((offset, len)) = run.next_step(Instant::now()) else { return };
-        let repair = run.action != SyncAction::Check;
-        match self.array.engine_mut().submit(Request::Sync { offset, len, repair }) {
+        let request = match run.action {
+            SyncAction::Recover => Request::Recover { offset, len },
+            SyncAction::Check => Request::Sync { offset, len, repair: false },
+            SyncAction::Resync | SyncAction::Repair => Request::Sync { offset, len, repair: true },
+        };
+        match self.array.engine_mut().submit(request) {
             Ok(rid) => self.sync_request = Some(rid),
             Err(e) => {
                 run.in_flight = false;
@@ -564,6 +747,14 @@ impl Runner {
         match result {
             Ok(Completion::Synced { mismatch_sectors }) => {
                 run.step_done(len, mismatch_sectors, Instant::now(), foreground_busy, limits)
+            }
+            Ok(Completion::Recovered) => {
+                run.step_done(len, 0, Instant::now(), foreground_busy, limits);
+                // md writes the rebuild position to the superblocks now and then, so a restart
+                // resumes there instead of starting over.
+                if self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+                    self.checkpoint_recovery();
+                }
             }
             Ok(other) => unreachable!("sync step completed as {other:?}"),
             Err(e) => {
@@ -587,6 +778,23 @@ impl Runner {
         let complete = run.pos >= run.end;
         if run.action.counts_mismatches() {
             self.mismatch_sectors = run.mismatch_sectors;
+        }
+        if run.action == SyncAction::Recover {
+            if complete {
+                for slot in run.slots.clone() {
+                    if let Err(e) = self.array.recovery_done(slot) {
+                        log(&format!("marking slot {slot} rebuilt failed: {e}"));
+                    }
+                }
+            } else {
+                // Cut short (stop, idle, a new spare): record how far it got.
+                for &slot in &run.slots {
+                    self.array.set_recovery_checkpoint(slot, run.pos / 512);
+                }
+                if let Err(e) = self.array.record_roles() {
+                    log(&format!("recording rebuild progress failed: {e}"));
+                }
+            }
         }
         let summary = if complete {
             if matches!(run.action, SyncAction::Resync | SyncAction::Repair) {
@@ -798,6 +1006,12 @@ impl Runner {
             if let Err(e) = self.array.record_roles() {
                 log(&format!("recording the failed member in the superblocks failed: {e}"));
             }
+            if self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Recover) {
+                if let Some(run) = &mut self.sync {
+                    run.interrupted = true;
+                }
+            }
+            self.use_spare();
         }
     }
 

@@ -83,6 +83,8 @@ pub struct SyncRun {
     pub next_at: Instant,
     /// Set when the operator asks to stop (md's `idle`).
     pub interrupted: bool,
+    /// For a rebuild: the slots it rebuilds (those recovering when it started).
+    pub slots: Vec<usize>,
 }
 
 impl SyncRun {
@@ -98,6 +100,7 @@ impl SyncRun {
             in_flight: false,
             next_at: now,
             interrupted: false,
+            slots: Vec::new(),
         }
     }
 

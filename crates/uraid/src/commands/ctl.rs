@@ -42,6 +42,9 @@ pub fn run(args: &CtlArgs) -> CliResult {
         CtlOp::Idle => {
             request(socket, json!({"op": "idle"}))?;
         }
+        CtlOp::Add { member } => manage(socket, "add", member, false)?,
+        CtlOp::Fail { member, force } => manage(socket, "fail", member, *force)?,
+        CtlOp::Remove { member } => manage(socket, "remove", member, false)?,
         CtlOp::Wait { json } => {
             let status = crate::progress::follow(
                 || Ok(request(socket, json!({"op": "status"}))?["status"].clone()),
@@ -50,6 +53,14 @@ pub fn run(args: &CtlArgs) -> CliResult {
             print_status(&status, *json);
         }
     }
+    Ok(())
+}
+
+fn manage(socket: &Path, op: &str, member: &Path, force: bool) -> CliResult {
+    // The server resolves relative paths from its own directory: send an absolute one.
+    let member = std::path::absolute(member).unwrap_or_else(|_| member.to_path_buf());
+    let answer = request(socket, json!({"op": op, "member": member.display().to_string(), "force": force}))?;
+    eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("done"));
     Ok(())
 }
 

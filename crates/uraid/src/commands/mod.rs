@@ -1,6 +1,7 @@
 //! One module per `uraid` command. Shared here: the error type every command returns and how
 //! member paths are opened and probed.
 
+pub mod add;
 pub mod cat;
 pub mod create;
 pub mod ctl;
