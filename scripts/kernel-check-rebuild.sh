@@ -2,8 +2,8 @@
 # Rebuild the kernel's own degraded arrays with uraid, then have the kernel judge the result.
 #
 # For every degraded fixture in ../shared/fixtures/md (arrays Linux md made and then lost members
-# of), this takes the images md still counts as members, adds a fresh zeroed image with
-# `uraid add --device` (which rebuilds it from redundancy), and hands the members to the real
+# of), this takes the images md still counts as members, adds one fresh zeroed image per lost
+# member with `uraid add --device` (which rebuilds them from redundancy), and hands them to the real
 # kernel through the md-oracle: it must assemble every image, find the array clean and whole,
 # read the fixture's original sha256, and report mismatch_cnt 0 after a check (-S, strict).
 #
@@ -40,13 +40,18 @@ EOF
     out=$dir/$(basename "$f" .xz); xz -dc "$f" >"$out"; members+=("$out")
   done
   size=$(stat -c %s "${members[0]}")
-  new=$dir/new.img; truncate -s "$size" "$new"
+  # One fresh image per member the array lacks.
+  missing=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["degraded_devices_live"])' "$json")
+  news=(); adds=()
+  for k in $(seq 1 "$missing"); do
+    new=$dir/new$k.img; truncate -s "$size" "$new"; news+=("$new"); adds+=(--device "$new")
+  done
   want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["array_sha256"])' "$json")
-  if ! log=$("$uraid" add --device "$new" "${members[@]}" 2>&1); then
+  if ! log=$("$uraid" add "${adds[@]}" "${members[@]}" 2>&1); then
     echo "FAIL $name: uraid add"; echo "$log" | sed 's/^/    /'; fail=$((fail + 1)); failed+=("$name"); continue
   fi
   # The images uraid now counts as members (stale ones are left out, as md leaves them out).
-  mapfile -t live < <("$uraid" detail --json "${members[@]}" "$new" | python3 -c '
+  mapfile -t live < <("$uraid" detail --json "${members[@]}" "${news[@]}" | python3 -c '
 import json, sys
 for m in json.load(sys.stdin)["members"]:
     if m["state"] == "active":

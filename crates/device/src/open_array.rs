@@ -73,6 +73,37 @@ pub struct OpenArray {
     /// Member failures seen while running, for the caller to report.
     pub failures: Vec<(String, String)>,
     corrected_read_errors: Vec<(String, u64, u64)>,
+    /// The write-intent bitmap as it is (or is about to be) on every member.
+    bitmap: Option<WriteIntentBits>,
+}
+
+/// The bits of md's write-intent bitmap, held in memory and written to every member.
+///
+/// A set bit says "writes may have been in flight in this region": an unclean stop resyncs
+/// only those regions. Bits are set before a write is let through and cleared lazily.
+#[derive(Debug, Clone)]
+pub struct WriteIntentBits {
+    /// Bytes per bit: of each member for raid1/4/5/6, of the array for raid10.
+    pub chunk_bytes: u64,
+    pub chunks: u64,
+    pub bits: Vec<u8>,
+    /// The bitmap on disk could not be trusted at assembly (stale or marked so): every region
+    /// counts as dirty until a full resync.
+    pub all_dirty: bool,
+}
+
+impl WriteIntentBits {
+    pub fn is_dirty(&self, chunk: u64) -> bool {
+        self.all_dirty || bitmap::is_dirty(&self.bits, chunk)
+    }
+
+    pub fn dirty_chunks(&self) -> u64 {
+        if self.all_dirty {
+            self.chunks
+        } else {
+            bitmap::count_dirty(&self.bits, self.chunks)
+        }
+    }
 }
 
 impl OpenArray {
@@ -131,6 +162,7 @@ impl OpenArray {
         if plan.geometry.parity().is_some() && plan.degraded() && !plan.clean {
             return Err(OpenError::DirtyDegraded { missing: plan.missing_slots().len() });
         }
+        let bitmap = load_bitmap(&members[plan.reference], plan.events)?;
         let mut array = Array::new(plan.geometry.clone(), slots)?;
         let needs_resync = !plan.clean && plan.geometry.max_degraded() > 0;
         array.set_resync_pending(needs_resync);
@@ -148,6 +180,7 @@ impl OpenArray {
             devs_changed: false,
             failures: Vec::new(),
             corrected_read_errors: Vec::new(),
+            bitmap,
         })
     }
 
@@ -173,6 +206,11 @@ impl OpenArray {
             return Err(OpenError::ReadOnly);
         }
         if !self.dirty {
+            // One request at a time, no lazy clearing here: cover everything, as before a crash
+            // anywhere in this run would need.
+            if let Some(b) = &mut self.bitmap {
+                b.bits.iter_mut().for_each(|x| *x = 0xff);
+            }
             self.mark(false)?;
         }
         self.run(Request::Write { offset, data }).map(|_| ())
@@ -211,6 +249,7 @@ impl OpenArray {
     pub fn mark_clean_now(&mut self) -> Result<(), OpenError> {
         self.needs_resync = false;
         self.array.set_resync_pending(false);
+        self.bitmap_trusted();
         self.flush()?;
         self.mark(true)
     }
@@ -220,6 +259,7 @@ impl OpenArray {
     pub fn resync_done(&mut self) {
         self.needs_resync = false;
         self.array.set_resync_pending(false);
+        self.bitmap_trusted();
     }
 
     /// The name of the device in `slot`, if one fills it.
@@ -465,6 +505,61 @@ impl OpenArray {
         Ok(Some(slot))
     }
 
+    /// Flush the data of every live member (before bitmap bits covering it are cleared).
+    pub fn flush_member_data(&self) -> Result<(), OpenError> {
+        self.flush_members()
+    }
+
+    /// The write-intent bitmap, if the array has one.
+    pub fn write_intent(&self) -> Option<&WriteIntentBits> {
+        self.bitmap.as_ref()
+    }
+
+    /// Set (`dirty`) or clear the bits of `chunks` and write the bitmap to every live member if
+    /// that changed anything. Setting must complete before the covered writes are let through.
+    pub fn set_write_intent(&mut self, chunks: std::ops::Range<u64>, dirty: bool) -> Result<bool, OpenError> {
+        let Some(b) = &mut self.bitmap else { return Ok(false) };
+        let mut changed = false;
+        for c in chunks.start..chunks.end.min(b.chunks) {
+            if bitmap::is_dirty(&b.bits, c) != dirty {
+                bitmap::set_dirty(&mut b.bits, c, dirty);
+                changed = true;
+            }
+        }
+        if changed {
+            self.write_bitmaps()?;
+        }
+        Ok(changed)
+    }
+
+    /// A full resync covered the bitmap's stale state: its bits can be believed again.
+    fn bitmap_trusted(&mut self) {
+        if let Some(b) = &mut self.bitmap {
+            b.all_dirty = false;
+        }
+    }
+
+    /// Write the in-memory bits (with the current event count) to every live member.
+    fn write_bitmaps(&mut self) -> Result<(), OpenError> {
+        let Some(b) = &self.bitmap else { return Ok(()) };
+        let states = self.array.slot_states().to_vec();
+        for (slot, idx) in self.plan.slots.iter().enumerate() {
+            let Some(i) = idx else { continue };
+            if !matches!(states[slot], SlotState::InSync | SlotState::Recovering) {
+                continue;
+            }
+            let m = &self.members[*i];
+            if let Some(off) = m.info.bitmap_offset {
+                let at = (m.probed.offset as i64 + i64::from(off) * 512) as u64;
+                write_bitmap(m.dev.as_ref(), at, self.events, false, &b.bits)?;
+                m.dev
+                    .flush()
+                    .map_err(|source| OpenError::Io { device: m.dev.name().to_string(), what: "flushing bitmap", source })?;
+            }
+        }
+        Ok(())
+    }
+
     /// Record that the member rebuilding in `slot` is good up to member sector `sectors`
     /// (written with the next superblock update).
     pub fn set_recovery_checkpoint(&mut self, slot: usize, sectors: u64) {
@@ -589,6 +684,14 @@ impl OpenArray {
             .len()
             .max(self.members.iter().map(|m| m.info.dev_number as usize + 1).max().unwrap_or(0));
         let degraded = self.array.degraded();
+        // Clean on a whole array: nothing is in flight and everything is consistent, so every
+        // bit is cleared. While degraded they stay, for the member that will come back.
+        if clean && !degraded && !self.needs_resync {
+            if let Some(b) = &mut self.bitmap {
+                b.bits.iter_mut().for_each(|x| *x = 0);
+                b.all_dirty = false;
+            }
+        }
         for (idx, m) in self.members.iter_mut().enumerate() {
             if !takes_part[idx] {
                 continue;
@@ -611,9 +714,9 @@ impl OpenArray {
             sb.set_clean(clean);
             // md writes the bitmap before the superblock, so the bitmap's events are never
             // behind the superblock's.
-            if let Some(off) = m.info.bitmap_offset {
+            if let (Some(off), Some(b)) = (m.info.bitmap_offset, &self.bitmap) {
                 let at = (m.probed.offset as i64 + i64::from(off) * 512) as u64;
-                update_bitmap(m.dev.as_ref(), at, self.events, clean, degraded)?;
+                write_bitmap(m.dev.as_ref(), at, self.events, clean && !degraded, &b.bits)?;
             }
             let bytes = sb.to_bytes();
             m.dev
@@ -645,14 +748,9 @@ fn fill_random(buf: &mut [u8]) {
     }
 }
 
-/// Bring the write-intent bitmap at byte `at` in line with a superblock update.
-///
-/// Going dirty sets every chunk's bit, so whatever is written next is covered if we stop
-/// uncleanly (md sets bits per region before each write; marking all of them is the
-/// conservative form of the same promise). Going clean on a whole array clears them and records
-/// the clear in `events_cleared`; on a degraded array the bits stay set, so a member added back
-/// later is resynced over everything written while it was away.
-fn update_bitmap(dev: &dyn MemberDevice, at: u64, events: u64, clean: bool, degraded: bool) -> Result<(), OpenError> {
+/// Write the bitmap at byte `at` of `dev`: its header with the superblock's event count (and,
+/// when the bits are all clear on a whole array, `events_cleared`), then `bits`.
+fn write_bitmap(dev: &dyn MemberDevice, at: u64, events: u64, cleared: bool, bits: &[u8]) -> Result<(), OpenError> {
     let io_err = |what, source| OpenError::Io { device: dev.name().to_string(), what, source };
     let mut header = vec![0u8; bitmap::HEADER_BYTES];
     dev.read_at(at, &mut header).map_err(|e| io_err("reading bitmap", e))?;
@@ -660,18 +758,29 @@ fn update_bitmap(dev: &dyn MemberDevice, at: u64, events: u64, clean: bool, degr
         OpenError::BadMember(format!("{}: bitmap at byte {at}: {e}", dev.name()))
     })?;
     bms.events = events;
-    let chunks = bms.chunks();
-    let mut bits = vec![0u8; bms.bits_bytes()];
-    if !clean || degraded {
-        for c in 0..chunks {
-            bitmap::set_dirty(&mut bits, c, true);
-        }
-    } else {
+    if cleared {
         bms.events_cleared = events;
     }
+    bms.state &= !bitmap::state::STALE;
     let mut image = bms.to_bytes().to_vec();
-    image.extend_from_slice(&bits);
+    image.extend_from_slice(&bits[..bms.bits_bytes().min(bits.len())]);
     dev.write_at(at, &image).map_err(|e| io_err("writing bitmap", e))
+}
+
+/// Read the reference member's bitmap. One that is older than the superblock (md's
+/// `events < sb events` check) or marked stale cannot say which regions are clean.
+fn load_bitmap(m: &OpenMember, sb_events: u64) -> Result<Option<WriteIntentBits>, OpenError> {
+    let Some(off) = m.info.bitmap_offset else { return Ok(None) };
+    let at = (m.probed.offset as i64 + i64::from(off) * 512) as u64;
+    let io_err = |source| OpenError::Io { device: m.dev.name().to_string(), what: "reading bitmap", source };
+    let mut header = vec![0u8; bitmap::HEADER_BYTES];
+    m.dev.read_at(at, &mut header).map_err(io_err)?;
+    let bms = BitmapSuper::parse(&header)
+        .map_err(|e| OpenError::BadMember(format!("{}: bitmap at byte {at}: {e}", m.dev.name())))?;
+    let mut bits = vec![0u8; bms.bits_bytes()];
+    m.dev.read_at(at + bitmap::HEADER_BYTES as u64, &mut bits).map_err(io_err)?;
+    let all_dirty = bms.events < sb_events.saturating_sub(1) || bms.state & bitmap::state::STALE != 0;
+    Ok(Some(WriteIntentBits { chunk_bytes: u64::from(bms.chunksize), chunks: bms.chunks(), bits, all_dirty }))
 }
 
 /// Sectors of data the array keeps on a member: the common component size for redundant levels,

@@ -19,6 +19,10 @@ fn members(level: i32, n: usize, chunk_sectors: u32) -> Vec<Arc<MemoryDevice>> {
 }
 
 fn members_marked(level: i32, n: usize, chunk_sectors: u32, clean: bool) -> Vec<Arc<MemoryDevice>> {
+    members_with(level, n, chunk_sectors, clean, false)
+}
+
+fn members_with(level: i32, n: usize, chunk_sectors: u32, clean: bool, bitmap: bool) -> Vec<Arc<MemoryDevice>> {
     let spec = CreateSpec {
         version: MetadataVersion::V1_2,
         level,
@@ -29,14 +33,20 @@ fn members_marked(level: i32, n: usize, chunk_sectors: u32, clean: bool) -> Vec<
         name: "test:0".into(),
         ctime: 1_700_000_000,
         component_sectors: None,
-        bitmap: false,
+        bitmap,
         data_offset: None,
+        bitmap_chunk: if bitmap { Some(64 << 10) } else { None },
     };
     let uuids: Vec<[u8; 16]> = (0..n).map(|i| [i as u8 + 1; 16]).collect();
     let made = plan(&spec, &vec![MEMBER_BYTES; n], &uuids).expect("create plan");
     (0..n)
         .map(|i| {
             let dev = Arc::new(MemoryDevice::new(&format!("mem{i}"), MEMBER_BYTES));
+            if let (Some(mut image), Some((at, _))) = (made.bitmap_image(), made.members[i].bitmap) {
+                // A fresh array: consistent, so no bit needs to be set.
+                image[uraid_format::bitmap::HEADER_BYTES..].fill(0);
+                dev.write_at(at, &image).unwrap();
+            }
             let mut sb = made.superblocks[i].clone();
             sb.set_clean(clean);
             dev.write_at(made.members[i].super_byte_offset, &sb.to_bytes()).unwrap();
@@ -439,4 +449,72 @@ fn passes_are_throttled_reported_and_interruptible() {
     assert!(status.sync.is_none());
     assert!(status.last_sync.unwrap_or_default().contains("interrupted"));
     service.stop().unwrap();
+}
+
+/// Copy of the members as they are on "disk" right now: what a crash would leave.
+fn crash_copy(mem: &[Arc<MemoryDevice>]) -> Vec<Arc<MemoryDevice>> {
+    mem.iter().map(|m| Arc::new(MemoryDevice::from_bytes(m.name(), m.snapshot()))).collect()
+}
+
+fn bitmap_bits_on_disk(dev: &dyn MemberDevice) -> Vec<u8> {
+    let probed = probe(dev).unwrap().unwrap();
+    let info = probed.superblock.info();
+    let at = (probed.offset as i64 + i64::from(info.bitmap_offset.expect("bitmap")) * 512) as u64;
+    let mut header = vec![0u8; uraid_format::bitmap::HEADER_BYTES];
+    dev.read_at(at, &mut header).unwrap();
+    let bms = uraid_format::bitmap::BitmapSuper::parse(&header).unwrap();
+    let mut bits = vec![0u8; bms.bits_bytes()];
+    dev.read_at(at + header.len() as u64, &mut bits).unwrap();
+    bits
+}
+
+/// With a write-intent bitmap, regions are marked before writes reach the members, cleared
+/// lazily once idle, and a resync after a crash visits only the marked regions, yet repairs a
+/// torn stripe inside them.
+#[test]
+fn bitmap_marks_regions_and_limits_the_resync() {
+    for bitmap in [true, false] {
+        let mem = members_with(5, 4, 16, true, bitmap);
+        let devs = as_dyn(&mem);
+        let config = ServiceConfig {
+            clean_delay: Duration::from_secs(30),
+            bitmap_clear_delay: Duration::from_millis(100),
+            ..ServiceConfig::default()
+        };
+        let service = ArrayService::start(open(&devs, true), config.clone());
+        let h = service.handle();
+        let size = h.info().size;
+        h.call(BlockOp::Write { offset: 0, data: pattern(1, size as usize), fua: true }).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        if bitmap {
+            // Idle regions lose their bits even while the array is still marked dirty.
+            assert!(!clean_on_disk(devs[0].as_ref()));
+            assert!(bitmap_bits_on_disk(devs[0].as_ref()).iter().all(|b| *b == 0), "idle bits not cleared");
+        }
+        h.call(BlockOp::Write { offset: 100_000, data: vec![7; 5000], fua: true }).unwrap();
+        if bitmap {
+            assert!(bitmap_bits_on_disk(devs[1].as_ref()).iter().any(|b| *b != 0), "no bit set before the write");
+        }
+        // Crash now: the array is dirty and the write's region is marked.
+        let crashed = crash_copy(&mem);
+        let crashed_devs = as_dyn(&crashed);
+        // Tear the stripe the write went to: parity no longer matches.
+        corrupt(&crashed_devs, 0, 100_000 / 3 / 1024 * 1024 / 8192 * 8192 + 100);
+        drop(h);
+        service.stop().unwrap();
+        let service = ArrayService::start(open(&crashed_devs, true), config);
+        let status = service.handle().wait_idle().unwrap();
+        let last = status.last_sync.clone().unwrap_or_default();
+        assert!(last.starts_with("resync completed"), "{last}");
+        let done: u64 = last.split_whitespace().nth(2).unwrap().parse().unwrap();
+        if bitmap {
+            assert!(done < size / 10, "resync with a bitmap covered {done} of {size} bytes: {last}");
+            assert!(last.contains("skipped"), "{last}");
+        } else {
+            assert_eq!(done, size, "{last}");
+        }
+        service.handle().start_sync(SyncAction::Check).unwrap();
+        assert_eq!(service.handle().wait_idle().unwrap().mismatch_sectors, 0, "bitmap {bitmap}: the resync missed the torn stripe");
+        service.stop().unwrap();
+    }
 }

@@ -52,6 +52,9 @@ pub struct CreateSpec {
     pub bitmap: bool,
     /// `--data-offset` in sectors; `None` for mdadm's default.
     pub data_offset: Option<u64>,
+    /// `--bitmap-chunk` in bytes (a power of two, at least 4 KiB); `None` for mdadm's default
+    /// (64 MiB, or larger when the bitmap would not fit).
+    pub bitmap_chunk: Option<u64>,
 }
 
 /// Where things go on one member.
@@ -193,7 +196,16 @@ fn plan_bitmap(spec: &CreateSpec, size_sectors: u64, bitmap_sectors: u64) -> Res
         min_chunk *= 2;
         bits = bits.div_ceil(2);
     }
-    let chunk = min_chunk.max(DEFAULT_BITMAP_CHUNK);
+    let chunk = match spec.bitmap_chunk {
+        Some(c) if !c.is_power_of_two() || c < 4096 => {
+            return fail(format!("bitmap chunk {c} bytes is not a power of two of at least 4096"));
+        }
+        Some(c) if c < min_chunk => {
+            return fail(format!("bitmap chunk {c} bytes is too small: the bitmap would not fit; at least {min_chunk}"));
+        }
+        Some(c) => c,
+        None => min_chunk.max(DEFAULT_BITMAP_CHUNK),
+    };
     let Ok(chunk32) = u32::try_from(chunk) else {
         return fail(format!("bitmap chunk {chunk} bytes is too large"));
     };
@@ -510,6 +522,7 @@ mod tests {
             component_sectors: None,
             bitmap: false,
             data_offset: None,
+            bitmap_chunk: None,
         }
     }
 

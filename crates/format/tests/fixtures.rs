@@ -261,6 +261,7 @@ fn create_plan_reproduces_mdadm_superblocks() {
             component_sectors: None,
             bitmap: json_str(j, "bitmap") == "internal",
             data_offset: create_flag(&case, "--data-offset=").map(|_| first.data_offset),
+            bitmap_chunk: None,
         };
         let sizes: Vec<u64> = images.iter().map(|i| i.len() as u64).collect();
         let uuids: Vec<[u8; 16]> = fixture.iter().map(|sb| sb.device_uuid).collect();

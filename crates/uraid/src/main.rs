@@ -134,6 +134,10 @@ pub struct CreateArgs {
     /// Write-intent bitmap: internal or none.
     #[arg(short, long, default_value = "none")]
     pub bitmap: String,
+    /// Bytes of each member per bitmap bit (a bare number is KiB, as in mdadm; default 64M).
+    /// Smaller chunks make resyncs after a crash shorter and writes mark the bitmap more often.
+    #[arg(long)]
+    pub bitmap_chunk: Option<String>,
     /// Array name (stored as homehost:name when it fits, as mdadm does).
     #[arg(short = 'N', long)]
     pub name: Option<String>,

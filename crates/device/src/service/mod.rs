@@ -93,6 +93,9 @@ pub struct ServiceConfig {
     pub speed: SpeedLimits,
     /// Start a resync by itself when the array was found dirty (md does).
     pub auto_resync: bool,
+    /// How long a write-intent bitmap region stays marked after its last write (md's bitmap
+    /// `daemon_sleep`, 5 s by default).
+    pub bitmap_clear_delay: Duration,
 }
 
 impl Default for ServiceConfig {
@@ -104,6 +107,7 @@ impl Default for ServiceConfig {
             clean_delay: Duration::from_millis(500),
             speed: SpeedLimits::default(),
             auto_resync: true,
+            bitmap_clear_delay: Duration::from_secs(5),
         }
     }
 }
@@ -331,6 +335,10 @@ impl ArrayService {
             idle_waiters: Vec::new(),
             back: tx.clone(),
             last_checkpoint: Instant::now(),
+            intent_users: HashMap::new(),
+            intent_idle: HashMap::new(),
+            sync_intent: None,
+            resync_bits: None,
         };
         let mut runner = runner;
         if runner.config.auto_resync && runner.array.writable() && runner.array.needs_resync() {
@@ -423,6 +431,8 @@ struct Job {
     writes: bool,
     /// Zeros still to be written, as plain writes: `[next, end)`.
     zero_cursor: Option<(u64, u64)>,
+    /// Write-intent bitmap chunks this job holds marked.
+    intent: Option<std::ops::Range<u64>>,
 }
 
 struct Runner {
@@ -449,6 +459,14 @@ struct Runner {
     back: Sender<Msg>,
     /// When the rebuild progress was last written to the superblocks.
     last_checkpoint: Instant,
+    /// Writes in flight per write-intent bitmap chunk.
+    intent_users: HashMap<u64, u32>,
+    /// Chunks with no write in flight, and since when: cleared after `bitmap_clear_delay`.
+    intent_idle: HashMap<u64, Instant>,
+    /// Bitmap chunks the pass's step in flight holds.
+    sync_intent: Option<std::ops::Range<u64>>,
+    /// The bitmap as it was when the running resync started, if it can be trusted.
+    resync_bits: Option<crate::open_array::WriteIntentBits>,
 }
 
 impl Runner {
@@ -463,6 +481,8 @@ impl Runner {
                 }
             }
             self.drive_sync(stopping.is_none());
+            // Skipping clean bitmap regions can take a pass to its end without any step.
+            self.finish_sync_if_done();
             self.pump();
             let pass_writes = self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Check);
             let idle_clean_due = self.array.is_dirty()
@@ -472,14 +492,15 @@ impl Runner {
                 && stopping.is_none();
             let clean_at = idle_clean_due.then(|| self.last_write + self.config.clean_delay);
             let step_at = self.sync.as_ref().filter(|r| !r.in_flight && !r.finished()).map(|r| r.next_at);
-            let deadline = match (clean_at, step_at) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let intent_at = if self.array.engine().degraded() || self.array.needs_resync() { None } else { self.intent_clear_at() };
+            let deadline = [clean_at, step_at, intent_at].into_iter().flatten().min();
             let msg = match deadline {
                 Some(deadline) => match rx.recv_deadline(deadline) {
                     Ok(m) => m,
                     Err(RecvTimeoutError::Timeout) => {
+                        if intent_at.is_some_and(|at| Instant::now() >= at) {
+                            self.clear_idle_intent();
+                        }
                         if clean_at.is_some_and(|at| Instant::now() >= at) {
                             if let Err(e) = self.array.flush_and_mark_clean() {
                                 log(&format!("marking the array clean failed: {e}"));
@@ -576,8 +597,91 @@ impl Runner {
         }
         log(&format!("{action} started"));
         self.sync_failure = None;
+        self.resync_bits =
+            if action == SyncAction::Resync { self.array.write_intent().filter(|b| !b.all_dirty).cloned() } else { None };
         self.sync = Some(SyncRun::new(action, 0, self.info.size, step, Instant::now()));
         Ok(())
+    }
+
+    // ----- write-intent bitmap ---------------------------------------------------------------
+
+    /// The bitmap chunks a logical range touches: per member for raid1/4/5/6 (a parity write
+    /// touches whole stripes), of the array for raid10. `None` without a bitmap.
+    fn intent_chunks(&self, offset: u64, len: u64) -> Option<std::ops::Range<u64>> {
+        let bits = self.array.write_intent()?;
+        if len == 0 || bits.chunk_bytes == 0 {
+            return None;
+        }
+        let (start, end) = match self.info.stripe_data_bytes {
+            Some(width) => {
+                let chunk = self.info.chunk_bytes;
+                (offset / width * chunk, (offset + len).div_ceil(width) * chunk)
+            }
+            None => (offset, offset + len),
+        };
+        Some(start / bits.chunk_bytes..end.div_ceil(bits.chunk_bytes))
+    }
+
+    /// The logical offset where bitmap chunk `c` begins.
+    fn intent_chunk_start(&self, c: u64) -> u64 {
+        let bytes = self.array.write_intent().map_or(0, |b| b.chunk_bytes) * c;
+        match self.info.stripe_data_bytes {
+            Some(width) => bytes / self.info.chunk_bytes * width,
+            None => bytes,
+        }
+    }
+
+    /// Mark `chunks` in the bitmap (on disk before returning, if they were clear) and count
+    /// this user.
+    fn hold_intent(&mut self, chunks: std::ops::Range<u64>) -> Result<(), OpenError> {
+        for c in chunks.clone() {
+            *self.intent_users.entry(c).or_insert(0) += 1;
+            self.intent_idle.remove(&c);
+        }
+        self.array.set_write_intent(chunks, true).map(|_| ())
+    }
+
+    fn release_intent(&mut self, chunks: std::ops::Range<u64>) {
+        let now = Instant::now();
+        for c in chunks {
+            let users = self.intent_users.get_mut(&c).expect("released chunk was held");
+            *users -= 1;
+            if *users == 0 {
+                self.intent_users.remove(&c);
+                self.intent_idle.insert(c, now);
+            }
+        }
+    }
+
+    /// When the next bitmap chunk may be cleared.
+    fn intent_clear_at(&self) -> Option<Instant> {
+        self.intent_idle.values().min().map(|t| *t + self.config.bitmap_clear_delay)
+    }
+
+    /// Clear the bits of chunks idle for long enough, as md's bitmap daemon does. Not while
+    /// degraded (a member coming back needs them) or while a resync is owed.
+    fn clear_idle_intent(&mut self) {
+        if self.array.engine().degraded() || self.array.needs_resync() {
+            return;
+        }
+        let now = Instant::now();
+        let delay = self.config.bitmap_clear_delay;
+        let due: Vec<u64> = self.intent_idle.iter().filter(|(_, t)| now >= **t + delay).map(|(c, _)| *c).collect();
+        if due.is_empty() {
+            return;
+        }
+        // The data of those regions must be on the members before their bits go.
+        if let Err(e) = self.array.flush_member_data() {
+            log(&format!("flushing before clearing bitmap bits failed: {e}"));
+            return;
+        }
+        for c in &due {
+            self.intent_idle.remove(c);
+            if let Err(e) = self.array.set_write_intent(*c..*c + 1, false) {
+                log(&format!("clearing bitmap bits failed: {e}"));
+                return;
+            }
+        }
     }
 
     fn recovering_slots(&self) -> impl Iterator<Item = usize> + '_ {
@@ -721,13 +825,46 @@ impl Runner {
                 log(&format!("recovery not started: {e}"));
             }
         }
+        // A resync with a trusted bitmap visits only the regions marked when it started (the
+        // live bits also carry the marks of the resync's own writes).
+        if let Some(run) = &self.sync {
+            if run.action == SyncAction::Resync && !run.in_flight && run.pos < run.end {
+                if let Some(bits) = self.resync_bits.clone() {
+                    let mut pos = run.pos;
+                    while pos < run.end {
+                        let c = self.intent_chunks(pos, 1).map_or(0, |r| r.start);
+                        if bits.is_dirty(c) {
+                            break;
+                        }
+                        pos = self.intent_chunk_start(c + 1).max(pos + 1);
+                    }
+                    let run = self.sync.as_mut().expect("checked");
+                    let pos = pos.min(run.end);
+                    run.skipped += pos - run.pos;
+                    run.pos = pos;
+                }
+            }
+        }
         let Some(run) = &mut self.sync else { return };
         let Some((offset, len)) = run.next_step(Instant::now()) else { return };
+        let writes = !matches!(run.action, SyncAction::Check | SyncAction::Recover);
         let request = match run.action {
             SyncAction::Recover => Request::Recover { offset, len },
             SyncAction::Check => Request::Sync { offset, len, repair: false },
             SyncAction::Resync | SyncAction::Repair => Request::Sync { offset, len, repair: true },
         };
+        let intent = if writes { self.intent_chunks(offset, len) } else { None };
+        if let Some(chunks) = &intent {
+            if let Err(e) = self.hold_intent(chunks.clone()) {
+                let run = self.sync.as_mut().expect("running");
+                run.in_flight = false;
+                run.interrupted = true;
+                self.sync_failure = Some(format!("{} failed at byte {offset}: bitmap: {e}", run.action));
+                return;
+            }
+        }
+        self.sync_intent = intent;
+        let run = self.sync.as_mut().expect("running");
         match self.array.engine_mut().submit(request) {
             Ok(rid) => self.sync_request = Some(rid),
             Err(e) => {
@@ -740,6 +877,9 @@ impl Runner {
 
     fn sync_step_done(&mut self, result: Result<Completion, EngineError>) {
         self.sync_request = None;
+        if let Some(chunks) = self.sync_intent.take() {
+            self.release_intent(chunks);
+        }
         let foreground_busy = !self.jobs.is_empty();
         let limits = self.config.speed;
         let Some(run) = &mut self.sync else { return };
@@ -801,10 +941,15 @@ impl Runner {
                 // Every stripe/copy has been made consistent: what a resync promises.
                 self.array.resync_done();
             }
+            let skipped = if run.skipped > 0 {
+                format!(" ({} bytes skipped as clean in the write-intent bitmap)", run.skipped)
+            } else {
+                String::new()
+            };
             format!(
-                "{} completed: {} bytes in {secs:.1} s, {} mismatched sectors",
+                "{} completed: {} bytes in {secs:.1} s{skipped}, {} mismatched sectors",
                 run.action,
-                run.done_bytes(),
+                run.done_bytes() - run.skipped,
                 run.mismatch_sectors
             )
         } else {
@@ -876,7 +1021,16 @@ impl Runner {
             then_flush: false,
             writes,
             zero_cursor: None,
+            intent: None,
         };
+        let job_range = match &op {
+            BlockOp::Write { offset, data, .. } => (*offset, offset.saturating_add(data.len() as u64).min(size)),
+            BlockOp::Trim { offset, len } | BlockOp::Zero { offset, len, .. } => {
+                (*offset, offset.saturating_add(*len).min(size))
+            }
+            _ => (0, 0),
+        };
+        let job_range = (job_range.0.min(job_range.1), job_range.1);
         let mut requests = Vec::new();
         match op {
             BlockOp::Read { offset, len } => requests.push(Request::Read { offset, len }),
@@ -921,6 +1075,14 @@ impl Runner {
         }
         if writes {
             self.writing_jobs += 1;
+            let (lo, hi) = job_range;
+            if let Some(chunks) = self.intent_chunks(lo, hi - lo) {
+                if let Err(e) = self.hold_intent(chunks.clone()) {
+                    self.writing_jobs -= 1;
+                    return (job.done.take().expect("fresh job"))(Err(ServiceError::Metadata(e.to_string())));
+                }
+                job.intent = Some(chunks);
+            }
         }
         self.jobs.insert(id, job);
         for request in requests {
@@ -1031,6 +1193,9 @@ impl Runner {
         if job.writes {
             self.writing_jobs -= 1;
             self.last_write = Instant::now();
+        }
+        if let Some(chunks) = job.intent.take() {
+            self.release_intent(chunks);
         }
         let result = match (job.error.take(), job.data.take()) {
             (Some(e), _) => Err(e),

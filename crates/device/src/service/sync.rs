@@ -85,6 +85,8 @@ pub struct SyncRun {
     pub interrupted: bool,
     /// For a rebuild: the slots it rebuilds (those recovering when it started).
     pub slots: Vec<usize>,
+    /// Bytes passed over without work (clean in the write-intent bitmap).
+    pub skipped: u64,
 }
 
 impl SyncRun {
@@ -101,6 +103,7 @@ impl SyncRun {
             next_at: now,
             interrupted: false,
             slots: Vec::new(),
+            skipped: 0,
         }
     }
 

@@ -64,6 +64,12 @@ pub fn run(args: &CreateArgs) -> CliResult {
     if bitmap && matches!(level, Level::Linear | Level::Raid0) {
         return err(format!("--bitmap=internal needs a redundant level; {} has no redundancy", level.name()));
     }
+    let bitmap_chunk = match &args.bitmap_chunk {
+        Some(_) if !bitmap => return err("--bitmap-chunk needs --bitmap=internal"),
+        // mdadm: a bare number is KiB.
+        Some(c) => Some(parse_size(c, 1024).map_err(CliError)?),
+        None => None,
+    };
 
     // Open everything and look for existing superblocks before deciding anything.
     let mut devs: Vec<FileDevice> = Vec::new();
@@ -134,6 +140,7 @@ pub fn run(args: &CreateArgs) -> CliResult {
         component_sectors,
         bitmap,
         data_offset: None,
+        bitmap_chunk,
     };
     let made = plan(&spec, &sizes, &device_uuids).map_err(|e| CliError(with_member_names(&e.to_string(), &args.members)))?;
 
