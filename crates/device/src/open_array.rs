@@ -75,6 +75,8 @@ pub struct OpenArray {
     corrected_read_errors: Vec<(String, u64, u64)>,
     /// The write-intent bitmap as it is (or is about to be) on every member.
     bitmap: Option<WriteIntentBits>,
+    /// Per slot: its rebuilding member was re-added, so only bitmap-marked regions need it.
+    readded: Vec<bool>,
 }
 
 /// The bits of md's write-intent bitmap, held in memory and written to every member.
@@ -90,6 +92,9 @@ pub struct WriteIntentBits {
     /// The bitmap on disk could not be trusted at assembly (stale or marked so): every region
     /// counts as dirty until a full resync.
     pub all_dirty: bool,
+    /// The event count when bits were last cleared: a member whose events are not behind it
+    /// missed nothing the bitmap does not show.
+    pub events_cleared: u64,
 }
 
 impl WriteIntentBits {
@@ -163,6 +168,7 @@ impl OpenArray {
             return Err(OpenError::DirtyDegraded { missing: plan.missing_slots().len() });
         }
         let bitmap = load_bitmap(&members[plan.reference], plan.events)?;
+        let raid_disks = plan.raid_disks;
         let mut array = Array::new(plan.geometry.clone(), slots)?;
         let needs_resync = !plan.clean && plan.geometry.max_degraded() > 0;
         array.set_resync_pending(needs_resync);
@@ -181,6 +187,7 @@ impl OpenArray {
             failures: Vec::new(),
             corrected_read_errors: Vec::new(),
             bitmap,
+            readded: vec![false; raid_disks],
         })
     }
 
@@ -402,17 +409,28 @@ impl OpenArray {
         if !self.writable {
             return Err(OpenError::ReadOnly);
         }
+        // An entry for this device that holds nothing (it failed, or was removed) is reused.
+        let reuse = match self.find_member(dev.name()) {
+            Some((idx, _)) if self.holds_place(idx) => {
+                return Err(OpenError::BadMember(format!("{}: already part of this array", dev.name())));
+            }
+            Some((idx, _)) => Some(idx),
+            None => None,
+        };
         if let Some(found) = probe(dev.as_ref())? {
             let info = found.superblock.info();
-            return Err(OpenError::BadMember(format!(
-                "{}: carries an md superblock of array {} (events {}); it may hold data, so it is not added. Wipe it first if it is free",
-                dev.name(),
-                uraid_format::uuid::format_md(&info.array_uuid),
-                info.events
-            )));
-        }
-        if self.members.iter().any(|m| m.dev.name() == dev.name()) {
-            return Err(OpenError::BadMember(format!("{}: already part of this array", dev.name())));
+            if info.array_uuid != self.plan.array_uuid {
+                return Err(OpenError::BadMember(format!(
+                    "{}: carries an md superblock of array {} (events {}); it may hold data, so it is not added. Wipe it first if it is free",
+                    dev.name(),
+                    uraid_format::uuid::format_md(&info.array_uuid),
+                    info.events
+                )));
+            }
+            if let Some(slot) = self.readd_slot(&info) {
+                return self.readd(dev, found, slot, reuse).map(Some);
+            }
+            // A former member the bitmap cannot vouch for: it is rebuilt in full like a new one.
         }
         let reference = &self.members[self.plan.reference];
         let dev_number = self
@@ -461,23 +479,94 @@ impl OpenArray {
         dev.flush().map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "flushing", source })?;
         let info = sb.info();
         let probed = Probed { superblock: sb, offset };
-        let idx = self.members.len();
-        self.members.push(OpenMember { dev: Arc::from(dev), probed, info });
+        let idx = self.place_member(OpenMember { dev: Arc::from(dev), probed, info }, reuse);
         match slot {
-            Some(s) => {
-                if let Some(old) = self.plan.slots[s] {
-                    self.plan.verdicts[old] = MemberVerdict::Faulty;
-                }
-                self.plan.verdicts.push(MemberVerdict::Active { slot: s });
-                self.plan.slots[s] = Some(idx);
-                self.plan.recovering[s] = Some(0);
-                self.array.set_slot_state(s, SlotState::Recovering, false)?;
-            }
-            None => self.plan.verdicts.push(MemberVerdict::Spare),
+            Some(s) => self.take_slot(idx, s, false)?,
+            None => self.plan.verdicts[idx] = MemberVerdict::Spare,
         }
         self.devs_changed = true;
         self.record_roles()?;
         Ok(slot)
+    }
+
+    /// Whether member `idx` holds a slot or is a spare (rather than failed or removed).
+    fn holds_place(&self, idx: usize) -> bool {
+        match self.plan.verdicts[idx] {
+            MemberVerdict::Active { slot } => self.plan.slots[slot] == Some(idx),
+            MemberVerdict::Spare => true,
+            _ => false,
+        }
+    }
+
+    /// Put `m` at index `reuse` (an entry of the same device that holds nothing) or at the end.
+    fn place_member(&mut self, m: OpenMember, reuse: Option<usize>) -> usize {
+        match reuse {
+            Some(idx) => {
+                self.members[idx] = m;
+                idx
+            }
+            None => {
+                self.members.push(m);
+                self.plan.verdicts.push(MemberVerdict::Faulty);
+                self.members.len() - 1
+            }
+        }
+    }
+
+    /// Member `idx` takes `slot` to be rebuilt there (`readded`: only where the bitmap says).
+    fn take_slot(&mut self, idx: usize, slot: usize, readded: bool) -> Result<(), OpenError> {
+        if let Some(old) = self.plan.slots[slot] {
+            if old != idx {
+                self.plan.verdicts[old] = MemberVerdict::Faulty;
+            }
+        }
+        self.plan.verdicts[idx] = MemberVerdict::Active { slot };
+        self.plan.slots[slot] = Some(idx);
+        self.plan.recovering[slot] = Some(0);
+        self.readded[slot] = readded;
+        self.array.set_slot_state(slot, SlotState::Recovering, false)?;
+        Ok(())
+    }
+
+    /// The slot a former member may be re-added to with a bitmap-guided rebuild (md's
+    /// `--re-add`): it was active in a slot that is free now, the bitmap has kept every region
+    /// written since it left (bits are never cleared while degraded; `events_cleared` is not
+    /// past its events), and it was not itself half rebuilt. raid10's bitmap covers the array,
+    /// not members, so raid10 members are rebuilt in full.
+    fn readd_slot(&self, info: &MemberInfo) -> Option<usize> {
+        let bits = self.bitmap.as_ref().filter(|b| !b.all_dirty)?;
+        let Role::Active(slot) = info.role else { return None };
+        let slot = slot as usize;
+        let free = self.array.slot_states().get(slot).is_some_and(|s| matches!(s, SlotState::Missing | SlotState::Faulty));
+        let ok = free
+            && info.events >= bits.events_cleared
+            && info.recovery_offset.is_none()
+            && self.plan.level != uraid_layout::Level::Raid10
+            && info.data_offset == self.members[self.plan.reference].info.data_offset;
+        ok.then_some(slot)
+    }
+
+    fn readd(&mut self, dev: Box<dyn MemberDevice>, found: Probed, slot: usize, reuse: Option<usize>) -> Result<usize, OpenError> {
+        let mut sb = found.superblock;
+        // Until the rebuild is done it is not in sync: if we stop first, it starts over in full.
+        sb.set_recovery_offset(Some(0));
+        let info = sb.info();
+        sb.set_role(info.dev_number, Role::Active(slot as u32));
+        let offset = found.offset;
+        dev.write_at(offset, &sb.to_bytes())
+            .map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "writing superblock", source })?;
+        dev.flush().map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "flushing", source })?;
+        let info = sb.info();
+        let idx = self.place_member(OpenMember { dev: Arc::from(dev), probed: Probed { superblock: sb, offset }, info }, reuse);
+        self.take_slot(idx, slot, true)?;
+        self.devs_changed = true;
+        self.record_roles()?;
+        Ok(slot)
+    }
+
+    /// Whether the member rebuilding in `slot` came back with a bitmap-guided rebuild.
+    pub fn is_readded(&self, slot: usize) -> bool {
+        self.readded.get(slot).copied().unwrap_or(false)
     }
 
     /// Put a spare into the first missing or failed slot to be rebuilt there, as md does when
@@ -493,13 +582,7 @@ impl OpenArray {
         let Some(slot) = states.iter().position(|s| matches!(s, SlotState::Missing | SlotState::Faulty)) else {
             return Ok(None);
         };
-        if let Some(old) = self.plan.slots[slot] {
-            self.plan.verdicts[old] = MemberVerdict::Faulty;
-        }
-        self.plan.verdicts[spare] = MemberVerdict::Active { slot };
-        self.plan.slots[slot] = Some(spare);
-        self.plan.recovering[slot] = Some(0);
-        self.array.set_slot_state(slot, SlotState::Recovering, false)?;
+        self.take_slot(spare, slot, false)?;
         self.devs_changed = true;
         self.record_roles()?;
         Ok(Some(slot))
@@ -527,7 +610,12 @@ impl OpenArray {
             }
         }
         if changed {
-            self.write_bitmaps()?;
+            // Clearing forgets writes: a member that left before now is behind events_cleared
+            // and can no longer be re-added by the bitmap alone.
+            if !dirty {
+                b.events_cleared = self.events;
+            }
+            self.write_bitmaps(!dirty)?;
         }
         Ok(changed)
     }
@@ -540,7 +628,7 @@ impl OpenArray {
     }
 
     /// Write the in-memory bits (with the current event count) to every live member.
-    fn write_bitmaps(&mut self) -> Result<(), OpenError> {
+    fn write_bitmaps(&mut self, cleared: bool) -> Result<(), OpenError> {
         let Some(b) = &self.bitmap else { return Ok(()) };
         let states = self.array.slot_states().to_vec();
         for (slot, idx) in self.plan.slots.iter().enumerate() {
@@ -551,7 +639,7 @@ impl OpenArray {
             let m = &self.members[*i];
             if let Some(off) = m.info.bitmap_offset {
                 let at = (m.probed.offset as i64 + i64::from(off) * 512) as u64;
-                write_bitmap(m.dev.as_ref(), at, self.events, false, &b.bits)?;
+                write_bitmap(m.dev.as_ref(), at, self.events, cleared, &b.bits)?;
                 m.dev
                     .flush()
                     .map_err(|source| OpenError::Io { device: m.dev.name().to_string(), what: "flushing bitmap", source })?;
@@ -578,13 +666,18 @@ impl OpenArray {
     pub fn recovery_done(&mut self, slot: usize) -> Result<(), OpenError> {
         self.array.set_slot_state(slot, SlotState::InSync, false)?;
         self.plan.recovering[slot] = None;
+        self.readded[slot] = false;
         self.devs_changed = true;
         self.record_roles()
     }
 
     /// The slot a member (by device name) holds, or what it is if it holds none.
     pub fn find_member(&self, name: &str) -> Option<(usize, MemberVerdict)> {
-        self.members.iter().position(|m| m.dev.name() == name).map(|i| (i, self.plan.verdicts[i].clone()))
+        let matching = || (0..self.members.len()).filter(|&i| self.members[i].dev.name() == name);
+        matching()
+            .find(|&i| self.holds_place(i))
+            .or_else(|| matching().next())
+            .map(|i| (i, self.plan.verdicts[i].clone()))
     }
 
     /// Fail the member `name` (md's `--fail`). Refused when that would lose data, unless
@@ -690,6 +783,7 @@ impl OpenArray {
             if let Some(b) = &mut self.bitmap {
                 b.bits.iter_mut().for_each(|x| *x = 0);
                 b.all_dirty = false;
+                b.events_cleared = self.events;
             }
         }
         for (idx, m) in self.members.iter_mut().enumerate() {
@@ -780,7 +874,13 @@ fn load_bitmap(m: &OpenMember, sb_events: u64) -> Result<Option<WriteIntentBits>
     let mut bits = vec![0u8; bms.bits_bytes()];
     m.dev.read_at(at + bitmap::HEADER_BYTES as u64, &mut bits).map_err(io_err)?;
     let all_dirty = bms.events < sb_events.saturating_sub(1) || bms.state & bitmap::state::STALE != 0;
-    Ok(Some(WriteIntentBits { chunk_bytes: u64::from(bms.chunksize), chunks: bms.chunks(), bits, all_dirty }))
+    Ok(Some(WriteIntentBits {
+        chunk_bytes: u64::from(bms.chunksize),
+        chunks: bms.chunks(),
+        bits,
+        all_dirty,
+        events_cleared: bms.events_cleared,
+    }))
 }
 
 /// Sectors of data the array keeps on a member: the common component size for redundant levels,

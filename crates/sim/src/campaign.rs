@@ -106,6 +106,8 @@ pub struct Plan {
     pub threads: usize,
     pub scenario: Scenario,
     pub mutation: Option<Mutation>,
+    /// Switch off the known-bug guards.
+    pub expose_known_bugs: bool,
     /// Stop at the first failure (else collect every failure).
     pub stop_at_first: bool,
     /// Print progress to stderr every this many runs (0: never).
@@ -121,6 +123,7 @@ impl Plan {
             threads: 1,
             scenario: Scenario::Standard,
             mutation: None,
+            expose_known_bugs: false,
             stop_at_first: true,
             progress_every: 0,
         }
@@ -131,6 +134,7 @@ impl Plan {
         let mut cfg = Config::new(seed, geometry);
         cfg.scenario = self.scenario;
         cfg.mutation = self.mutation;
+        cfg.expose_known_bugs = self.expose_known_bugs;
         cfg
     }
 }
@@ -196,6 +200,9 @@ pub fn replay_config_from_env() -> Option<Config> {
     cfg.trace = std::env::var("URAID_SIM_TRACE").map_or(true, |v| v != "0");
     if std::env::var("URAID_SIM_WRITE_HOLE").is_ok_and(|v| v == "1") {
         cfg.scenario = Scenario::WriteHole;
+    }
+    if std::env::var("URAID_SIM_EXPOSE_KNOWN_BUGS").is_ok_and(|v| v == "1") {
+        cfg.expose_known_bugs = true;
     }
     if let Ok(m) = std::env::var("URAID_SIM_MUTATION") {
         cfg.mutation = Some(Mutation::parse(&m).unwrap_or_else(|| panic!("unknown URAID_SIM_MUTATION {m:?}")));

@@ -62,11 +62,21 @@ pub struct Config {
     pub mutation: Option<Mutation>,
     /// Print every step to stderr.
     pub trace: bool,
+    /// Turn off the guards that keep the fault injector away from known engine bugs (see
+    /// [`crate::KNOWN_BUGS`]); `URAID_SIM_EXPOSE_KNOWN_BUGS=1`.
+    pub expose_known_bugs: bool,
 }
 
 impl Config {
     pub fn new(seed: u64, geometry: &str) -> Config {
-        Config { seed, geometry: geometry.to_string(), scenario: Scenario::Standard, mutation: None, trace: false }
+        Config {
+            seed,
+            geometry: geometry.to_string(),
+            scenario: Scenario::Standard,
+            mutation: None,
+            trace: false,
+            expose_known_bugs: false,
+        }
     }
 
     /// The one-line command that replays this run with a step-by-step trace.
@@ -77,6 +87,9 @@ impl Config {
         }
         if let Some(m) = self.mutation {
             env.push_str(&format!(" URAID_SIM_MUTATION={}", m.name()));
+        }
+        if self.expose_known_bugs {
+            env.push_str(" URAID_SIM_EXPOSE_KNOWN_BUGS=1");
         }
         format!("{env} cargo test -p uraid-sim --test campaign replay -- --nocapture")
     }
@@ -1149,6 +1162,16 @@ impl Sim {
         self.geometry.is_readable(&|s| !c[s])
     }
 
+    /// Known-bug guard G2 applies: mirrored levels whose read-error corrections could splice
+    /// two disagreeing copies inside a sector (see [`crate::KNOWN_BUGS`]).
+    fn guard_mirror_splice(&self) -> bool {
+        !self.cfg.expose_known_bugs && matches!(self.geometry, Geometry::Raid1(_) | Geometry::Raid10(_))
+    }
+
+    fn any_latent_errors(&self) -> bool {
+        self.slot_dev.iter().flatten().any(|&d| !self.devices[d].dead && self.devices[d].has_bad_sectors())
+    }
+
     /// Whether the array as assembled after a crash now would miss a slot.
     fn degraded_for_assembly(&self) -> bool {
         (0..self.slot_dev.len()).any(|s| {
@@ -1210,9 +1233,20 @@ impl Sim {
                 let d = self.slot_dev[s].expect("live");
                 match kind {
                     FaultKind::Latent => {
+                        if self.needs_resync && self.guard_mirror_splice() {
+                            return Ok(false);
+                        }
                         let total = self.geometry.member_data_bytes() / SECTOR;
-                        let count = self.frng.between(1, 8).min(total);
-                        let first = self.frng.below(total - count + 1);
+                        let mut count = self.frng.between(1, 8).min(total);
+                        let mut first = self.frng.below(total - count + 1);
+                        let chunk = self.geometry.chunk_bytes();
+                        if self.parity && chunk > 4096 && !self.cfg.expose_known_bugs {
+                            // Known-bug guard G1: only the first 4 KiB row of a chunk.
+                            let row_sectors = 4096 / SECTOR;
+                            let chunk_sectors = chunk / SECTOR;
+                            count = count.min(row_sectors);
+                            first = first / chunk_sectors * chunk_sectors + self.frng.below(row_sectors - count + 1);
+                        }
                         let bad = self.devices[d].add_latent(first, count, &mut self.frng);
                         if bad.is_empty() {
                             return Ok(false);
@@ -1255,6 +1289,9 @@ impl Sim {
                     if !self.degraded_for_assembly() {
                         return Ok(false);
                     }
+                } else if self.guard_mirror_splice() && self.any_latent_errors() {
+                    // Known-bug guard G2: no crash while a mirror has latent errors.
+                    return Ok(false);
                 } else if self.parity && self.compromised().contains(&true) {
                     // Latent errors or a pending write error would meet stale parity in the
                     // resync (the write hole again); wait until they are gone. A crash while
@@ -1522,15 +1559,11 @@ impl Sim {
         }
         if job.pos < job.end {
             let left = job.end - job.pos;
-            // Recovery windows are whole sectors, as any driver's (md's are pages): a window
-            // ending inside a sector could build that sector from two copies that disagree
-            // after a crash while degraded. Resync windows may be anything.
-            let len = match job.kind {
-                JobKind::Recovery => SECTOR * self.rng.between(1, 128),
-                JobKind::Resync if self.rng.chance(4, 5) => SECTOR * self.rng.between(1, 128),
-                JobKind::Resync => self.rng.between(1, 70_000),
-            }
-            .min(left);
+            // Windows are whole sectors, as any driver's (md's are pages): on raid1/raid10 a
+            // window ending inside a sector could build that sector from two copies that
+            // disagree after a crash, if the copy the engine reads first changes between two
+            // windows (the engine does not widen these ranges to sectors).
+            let len = (SECTOR * self.rng.between(1, 128)).min(left);
             let offset = job.pos;
             let request = match job.kind {
                 JobKind::Recovery => Request::Recover { offset, len },

@@ -339,6 +339,7 @@ impl ArrayService {
             intent_idle: HashMap::new(),
             sync_intent: None,
             resync_bits: None,
+            recover_bits: None,
         };
         let mut runner = runner;
         if runner.config.auto_resync && runner.array.writable() && runner.array.needs_resync() {
@@ -467,6 +468,8 @@ struct Runner {
     sync_intent: Option<std::ops::Range<u64>>,
     /// The bitmap as it was when the running resync started, if it can be trusted.
     resync_bits: Option<crate::open_array::WriteIntentBits>,
+    /// For a rebuild of re-added members only: the bitmap's marks when it started.
+    recover_bits: Option<crate::open_array::WriteIntentBits>,
 }
 
 impl Runner {
@@ -700,6 +703,15 @@ impl Runner {
         let step = chunk * (1u64 << 20).div_ceil(chunk);
         let names: Vec<String> = slots.iter().map(|&s| self.array.slot_device_name(s).unwrap_or("?").to_string()).collect();
         log(&format!("recover started: rebuilding {} from byte {from} of {end}", names.join(", ")));
+        // Re-added members missed only what the bitmap marks (bits stay set while degraded).
+        self.recover_bits = if slots.iter().all(|&s| self.array.is_readded(s)) {
+            self.array.write_intent().filter(|b| !b.all_dirty).cloned()
+        } else {
+            None
+        };
+        if self.recover_bits.is_some() {
+            log("rebuild guided by the write-intent bitmap: only regions written while the members were away");
+        }
         let mut run = SyncRun::new(SyncAction::Recover, from.min(end), end, step, Instant::now());
         run.slots = slots;
         self.sync_failure = None;
@@ -823,6 +835,21 @@ impl Runner {
             // md starts recovery by itself whenever a slot has a member to rebuild.
             if let Err(e) = self.start_recovery() {
                 log(&format!("recovery not started: {e}"));
+            }
+        }
+        // A rebuild of re-added members visits only the bitmap's marked regions; positions are
+        // member bytes, and so are the bitmap's chunks (raid10 is never re-added this way).
+        if let (Some(run), Some(bits)) = (&self.sync, &self.recover_bits) {
+            if run.action == SyncAction::Recover && !run.in_flight && run.pos < run.end {
+                let cb = bits.chunk_bytes.max(1);
+                let mut pos = run.pos;
+                while pos < run.end && !bits.is_dirty(pos / cb) {
+                    pos = (pos / cb + 1) * cb;
+                }
+                let run = self.sync.as_mut().expect("checked");
+                let pos = pos.min(run.end);
+                run.skipped += pos - run.pos;
+                run.pos = pos;
             }
         }
         // A resync with a trusted bitmap visits only the regions marked when it started (the
