@@ -1251,9 +1251,12 @@ impl Array {
     // ----- consistency check / repair ------------------------------------------------------------
 
     fn start_sync(&mut self, rid: RequestId, s: &mut SyncOp) -> Option<Result<(), EngineError>> {
-        // A recovering member is simply left out of the comparison; a missing or faulty one
-        // leaves nothing to check against.
-        if self.slots.iter().any(|st| matches!(st, SlotState::Missing | SlotState::Faulty)) {
+        // A recovering member is simply left out of the comparison. On parity levels a missing
+        // or faulty one leaves nothing to check parity against; mirrors compare the copies that
+        // are there (md's raid1/raid10 resync does the same), and a chunk left with one copy has
+        // nothing to disagree with.
+        let lost = self.slots.iter().any(|st| matches!(st, SlotState::Missing | SlotState::Faulty));
+        if lost && self.geometry.parity().is_some() {
             return Some(Err(EngineError::DegradedCheck));
         }
         let n = self.slots.len();
@@ -1288,6 +1291,11 @@ impl Array {
     /// Read every in-sync member block of a check unit. Returns true when the unit is finished.
     fn start_sync_unit(&mut self, rid: RequestId, s: &mut SyncOp, part: usize) -> bool {
         let unit = &mut s.units[part];
+        let count = |state: SlotState| unit.copies.iter().filter(|&&(slot, _)| self.slots[slot] == state).count();
+        if unit.stripe.is_none() && count(SlotState::InSync) < 2 && !(s.repair && count(SlotState::Recovering) > 0) {
+            // A mirror chunk with a single good copy and nothing to fill: nothing to compare.
+            return true;
+        }
         for &(slot, off) in &unit.copies {
             if self.in_sync(slot) {
                 unit.pending += 1;

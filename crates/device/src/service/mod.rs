@@ -586,8 +586,8 @@ impl Runner {
         if action == SyncAction::Recover {
             return self.start_recovery();
         }
-        if self.array.engine().degraded() {
-            return Err(format!("array is degraded: cannot {action} without every member (md cannot either)"));
+        if self.array.engine().degraded() && self.info.stripe_data_bytes.is_some() {
+            return Err(format!("array is degraded: cannot {action} parity without every member (md cannot either)"));
         }
         // Steps of whole stripes, about a megabyte each.
         let step = match self.info.stripe_data_bytes {
