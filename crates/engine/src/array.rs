@@ -1383,7 +1383,9 @@ impl Array {
                 if let (Some(qs), Some(q)) = (roles.q, q) {
                     targets.push((qs, q));
                 }
-                let base = stripe * self.geometry.chunk_bytes();
+                // The unit may be one row cut out of its stripe after a read error: its own
+                // offset, not the stripe's start, is where its rows are.
+                let base = unit.copies[0].1;
                 for row in (0..unit.len).step_by(CHECK_ROW_BYTES as usize) {
                     let r = row as usize..(row + CHECK_ROW_BYTES).min(unit.len) as usize;
                     let compared: Vec<&(usize, Vec<u8>)> = targets.iter().filter(|(slot, _)| was_read[*slot]).collect();

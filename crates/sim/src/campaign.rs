@@ -158,7 +158,12 @@ pub fn run_plan(plan: &Plan) -> (Summary, Vec<Failure>) {
                 let mut s = summary.lock().expect("summary lock");
                 s.add(&report);
                 if plan.progress_every > 0 && s.runs % plan.progress_every == 0 {
-                    eprintln!("uraid-sim: {} of {} runs done ({:.0} s)", s.runs, plan.count, start.elapsed().as_secs_f64());
+                    eprintln!(
+                        "uraid-sim: {} of {} runs done ({:.0} s)",
+                        s.runs,
+                        plan.count,
+                        start.elapsed().as_secs_f64()
+                    );
                 }
             }
             Err(f) => {

@@ -60,6 +60,8 @@ pub struct SimDisk {
     pub lying_flush: bool,
     /// A spare whose recovery has not been completed and flushed.
     pub unsynced_spare: bool,
+    /// Bytes silently corrupted and not rewritten since (checker validation).
+    corrupted: BTreeSet<u64>,
 }
 
 impl SimDisk {
@@ -76,6 +78,7 @@ impl SimDisk {
             faulted: false,
             lying_flush: false,
             unsynced_spare: false,
+            corrupted: BTreeSet::new(),
         }
     }
 
@@ -112,7 +115,7 @@ impl SimDisk {
         &self.cache[offset as usize..(offset + len) as usize]
     }
 
-    /// A write command: fails for an injected write error, otherwise as [`SimDisk::store`].
+    /// A write command: fails for an injected write error or a partial write of a bad sector.
     pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
         if self.fail_next_write {
             self.fail_next_write = false;
@@ -142,6 +145,10 @@ impl SimDisk {
             }
         }
         self.cache[offset as usize..end as usize].copy_from_slice(data);
+        let rewritten: Vec<u64> = self.corrupted.range(offset..end).copied().collect();
+        for b in rewritten {
+            self.corrupted.remove(&b);
+        }
         for s in remapped {
             self.bad.remove(&s);
             let r = (s * SECTOR) as usize..((s + 1) * SECTOR) as usize;
@@ -207,8 +214,14 @@ impl SimDisk {
     /// media alike.
     pub fn corrupt(&mut self, offset: u64, xor: u8) {
         let xor = xor.max(1);
+        self.corrupted.insert(offset);
         self.cache[offset as usize] ^= xor;
         self.durable[offset as usize] ^= xor;
+    }
+
+    /// Silently corrupted bytes no write has covered since.
+    pub fn standing_corruptions(&self) -> usize {
+        self.corrupted.len()
     }
 
     /// Power loss. `inflight` are writes issued to the drive and not completed, in issue order:

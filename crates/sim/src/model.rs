@@ -63,7 +63,9 @@ impl Value {
 struct Sector {
     now: Vec<Rc<Value>>,
     hist: Vec<(Rc<Value>, WriteId)>,
-    retired: Vec<(Rc<Value>, WriteId)>,
+    /// Values a completed flush made obsolete, with the write that did and how many crashes
+    /// had happened then (only a later crash can bring one back).
+    retired: Vec<(Rc<Value>, WriteId, u32)>,
 }
 
 #[derive(Debug, Clone)]
@@ -131,6 +133,7 @@ pub struct Model {
     size: u64,
     writes: Vec<WriteInfo>,
     clock: u64,
+    crashes: u32,
 }
 
 impl Model {
@@ -141,7 +144,7 @@ impl Model {
         let sectors = (0..size.div_ceil(SECTOR))
             .map(|_| Sector { now: vec![zero.clone()], hist: vec![(zero.clone(), 0)], retired: Vec::new() })
             .collect();
-        Model { sectors, size, writes: Vec::new(), clock: 0 }
+        Model { sectors, size, writes: Vec::new(), clock: 0, crashes: 0 }
     }
 
     pub fn size(&self) -> u64 {
@@ -247,8 +250,8 @@ impl Model {
             }
             let Some(floor) = sector.hist.iter().rev().map(|e| e.1).find(|&w| durable(w)) else { continue };
             let first = sector.hist.iter().position(|e| e.1 == floor).expect("found above");
-            for e in sector.hist.drain(..first) {
-                sector.retired.push(e);
+            for (v, _) in sector.hist.drain(..first) {
+                sector.retired.push((v, floor, self.crashes));
             }
             let excess = sector.retired.len().saturating_sub(4);
             sector.retired.drain(..excess);
@@ -270,6 +273,7 @@ impl Model {
 
     /// A crash: each sector may now hold any value of its history.
     pub fn crash(&mut self) {
+        self.crashes += 1;
         for sector in &mut self.sectors {
             let mut set: Vec<Rc<Value>> = Vec::new();
             for (v, _) in &sector.hist {
@@ -325,7 +329,7 @@ impl Model {
                         break;
                     }
                     Some(&first) => {
-                        if best.map_or(true, |(count, _)| wrong.len() < count) {
+                        if best.is_none_or(|(count, _)| wrong.len() < count) {
                             best = Some((wrong.len(), first));
                         }
                     }
@@ -337,8 +341,8 @@ impl Model {
                 .retired
                 .iter()
                 .rev()
-                .find(|(v, _)| v.first_difference(at, got, &is_masked).is_none())
-                .map(|(_, w)| *w);
+                .find(|(v, _, epoch)| *epoch < self.crashes && v.first_difference(at, got, &is_masked).is_none())
+                .map(|(_, w, _)| *w);
             return Err(Mismatch {
                 wrong_bytes: count,
                 offset: start + (at + i) as u64,
@@ -401,7 +405,7 @@ mod tests {
         assert!(m.check(&e, &[1u8; 512], &[]).is_ok());
         assert!(m.check(&e, &[2u8; 512], &[]).is_ok());
         let lost = m.check(&e, &[0u8; 512], &[]).unwrap_err();
-        assert_eq!(lost.lost_durable, Some(0));
+        assert_eq!(lost.lost_durable, Some(a), "write a was flushed, then lost");
         // A mix inside the sector is never allowed.
         let mut mix = vec![1u8; 512];
         mix[300..].fill(2);

@@ -5,10 +5,12 @@
 //! jobs (resync after a crash, recovery onto spares) and the checks against the [`Model`].
 //! Everything random comes from the seed; nothing depends on the wall clock or on hash order.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use uraid_engine::array::{Array, Completion, EngineEvent, IoId, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState};
+use uraid_engine::array::{
+    Array, Completion, EngineEvent, IoId, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState,
+};
 use uraid_engine::blocking::execute;
 use uraid_engine::{EngineError, Geometry};
 
@@ -200,6 +202,9 @@ pub struct Report {
     pub write_errors: u32,
     pub operator_fails: u32,
     pub corruptions: u32,
+    /// Corrupted bytes still in place at the end on members of the array (none was rewritten):
+    /// a run that passes with any is a checker that missed them.
+    pub standing_corruptions: u32,
     pub members_failed: u32,
     pub read_errors_corrected: u32,
     /// Members failed because a rewrite after a read error covered only part of a bad sector.
@@ -224,8 +229,12 @@ enum FaultKind {
 
 #[derive(Debug, Clone, Copy)]
 struct Fault {
-    /// Fires once this many events were processed.
-    at: u64,
+    /// Armed once this many client requests were submitted...
+    at_op: u64,
+    /// ...to fire this many events later.
+    delay: u64,
+    /// The event count it fires at, once armed.
+    at: Option<u64>,
     kind: FaultKind,
     tries: u32,
 }
@@ -310,6 +319,11 @@ pub struct Sim {
     device_bytes: u64,
     devices: Vec<SimDisk>,
     latency: Vec<u64>,
+    /// Per device: its latent errors were all rewritten while requests up to this id were in
+    /// flight. Those requests may still hold it as a copy that failed them (the engine does not
+    /// read such a copy again), so it counts as compromised until they are done.
+    cleared_while: Vec<Option<RequestId>>,
+    last_rid: RequestId,
     slow_chance: u64,
     destage: bool,
     slot_dev: Vec<Option<usize>>,
@@ -325,11 +339,13 @@ pub struct Sim {
     inflight_writes: BTreeMap<WriteId, (u64, u64)>,
     client_inflight: usize,
     w: Workload,
-    plan: VecDeque<Fault>,
+    plan: Vec<Fault>,
     events: u64,
     recovery: Option<Job>,
     resync: Option<Job>,
     needs_resync: bool,
+    /// The engine refused to resync this degraded mirror; wait until it is whole.
+    resync_refused: bool,
     spares: bool,
     spare_countdown: Option<u64>,
     verify: Vec<Verify>,
@@ -382,7 +398,10 @@ impl Sim {
         let parity = geometry.parity().is_some();
         let redundant = geometry.max_degraded() > 0;
         if cfg.scenario == Scenario::WriteHole && !parity {
-            return Err(setup(&cfg, format!("the write-hole scenario needs a raid4/5/6 geometry, not {}", cfg.geometry)));
+            return Err(setup(
+                &cfg,
+                format!("the write-hole scenario needs a raid4/5/6 geometry, not {}", cfg.geometry),
+            ));
         }
         let frng = rng.fork();
         let crng = rng.fork();
@@ -414,6 +433,8 @@ impl Sim {
             device_bytes: built.device_bytes,
             devices: Vec::new(),
             latency: Vec::new(),
+            cleared_while: Vec::new(),
+            last_rid: 0,
             slow_chance,
             slot_dev: (0..n).map(Some).collect(),
             trusted: vec![true; n],
@@ -437,11 +458,12 @@ impl Sim {
                 flush: 0,
                 discard: 0,
             },
-            plan: VecDeque::new(),
+            plan: Vec::new(),
             events: 0,
             recovery: None,
             resync: None,
             needs_resync: false,
+            resync_refused: false,
             spares: false,
             spare_countdown: None,
             verify: Vec::new(),
@@ -494,7 +516,10 @@ impl Sim {
                         if dev.unsynced_spare {
                             notes.push("spare");
                         }
-                        format!("d{d}{}", if notes.is_empty() { String::new() } else { format!(" {}", notes.join(",")) })
+                        format!(
+                            "d{d}{}",
+                            if notes.is_empty() { String::new() } else { format!(" {}", notes.join(",")) }
+                        )
                     }
                 };
                 format!("{s}: {state} ({dev})")
@@ -520,6 +545,7 @@ impl Sim {
             self.devices[id].lying_flush = true;
         }
         self.latency.push(base);
+        self.cleared_while.push(None);
         id
     }
 
@@ -544,19 +570,21 @@ impl Sim {
     }
 
     fn plan_faults(&mut self) {
-        let est = self.w.target * 10;
+        let ops = self.w.target;
         let max_deg = self.geometry.max_degraded() as u64;
         let mut faults: Vec<(u64, FaultKind)> = Vec::new();
         let r = &mut self.frng;
-        let at = |r: &mut SimRng, lo: u64, hi: u64| r.between(est * lo / 100, est * hi / 100);
+        // When, in percent of the workload's requests.
+        let at = |r: &mut SimRng, lo: u64, hi: u64| r.between(ops * lo / 100, ops * hi / 100);
         match (self.cfg.scenario, self.cfg.mutation, self.mode) {
             (Scenario::WriteHole, _, _) => {
                 faults.push((at(r, 2, 15), FaultKind::Death));
                 faults.push((at(r, 20, 90), FaultKind::Crash));
             }
             (_, Some(Mutation::SilentCorruption), _) => {
+                // Late, so that the workload rarely overwrites it before a check can see it.
                 for _ in 0..r.between(1, 3) {
-                    faults.push((at(r, 10, 90), FaultKind::Corrupt));
+                    faults.push((at(r, 85, 100), FaultKind::Corrupt));
                 }
             }
             (_, Some(Mutation::ExtraDeath), _) => {
@@ -603,7 +631,10 @@ impl Sim {
             }
         }
         faults.sort_by_key(|f| f.0);
-        self.plan = faults.into_iter().map(|(at, kind)| Fault { at, kind, tries: 0 }).collect();
+        self.plan = faults
+            .into_iter()
+            .map(|(at_op, kind)| Fault { at_op, delay: self.frng.between(0, 40), at: None, kind, tries: 0 })
+            .collect();
     }
 
     /// Play the run to its end.
@@ -623,7 +654,7 @@ impl Sim {
             self.spares
         );
         for f in self.plan.clone() {
-            trace!(self, "planned fault {:?} at event {}", f.kind, f.at);
+            trace!(self, "planned fault {:?} after request {} + {} events", f.kind, f.at_op, f.delay);
         }
         for d in 0..self.devices.len() {
             trace!(self, "device d{d}: base latency {} us", self.latency[d] / 1000);
@@ -661,6 +692,10 @@ impl Sim {
                     }
                     if self.spare_countdown.is_some() {
                         self.spare_countdown = Some(0);
+                        continue;
+                    }
+                    if !self.plan.is_empty() {
+                        self.fire_leftover_faults()?;
                         continue;
                     }
                     if self.recovery.is_some() || self.resync.is_some() {
@@ -703,6 +738,8 @@ impl Sim {
         }
         self.report.ops = self.w.submitted;
         self.report.virtual_ns = self.now;
+        self.report.standing_corruptions =
+            self.slot_dev.iter().flatten().map(|&d| self.devices[d].standing_corruptions() as u32).sum();
         trace!(self, "end: {}", self.report.end);
         Ok(self.report)
     }
@@ -715,7 +752,10 @@ impl Sim {
         let waiting: Vec<String> = self.reqs.keys().map(|r| format!("#{r}")).collect();
         self.fail(
             Invariant::Stalled,
-            format!("requests {} are unfinished and the engine has no member I/O outstanding or to issue", waiting.join(" ")),
+            format!(
+                "requests {} are unfinished and the engine has no member I/O outstanding or to issue",
+                waiting.join(" ")
+            ),
         )
     }
 
@@ -756,7 +796,12 @@ impl Sim {
         let Some(dev) = self.slot_dev.get(io.slot).copied().flatten() else {
             return Err(self.fail(
                 Invariant::Protocol,
-                format!("member {} of slot {} at {}+{len}, but the slot holds no device", op_name(&io.op), io.slot, io.offset),
+                format!(
+                    "member {} of slot {} at {}+{len}, but the slot holds no device",
+                    op_name(&io.op),
+                    io.slot,
+                    io.offset
+                ),
             ));
         };
         if !self.devices[dev].in_range(io.offset, len) {
@@ -774,7 +819,10 @@ impl Sim {
         if matches!(io.op, MemberOp::Read { .. }) && self.array.slot_states()[io.slot] == SlotState::Recovering {
             return Err(self.fail(
                 Invariant::Protocol,
-                format!("member read of slot {} at {}+{len}, which is recovering and must not be read", io.slot, io.offset),
+                format!(
+                    "member read of slot {} at {}+{len}, which is recovering and must not be read",
+                    io.slot, io.offset
+                ),
             ));
         }
         let base = self.latency[dev];
@@ -789,7 +837,15 @@ impl Sim {
         self.queue.insert((done_at, self.seq), io.id);
         self.seq += 1;
         let mark = matches!(io.op, MemberOp::Flush).then(|| self.devices[dev].flush_mark());
-        trace!(self, "  io {} issue {} slot {} (d{dev}) {}+{len}, done at {:.3} ms", io.id, op_name(&io.op), io.slot, io.offset, done_at as f64 / 1e6);
+        trace!(
+            self,
+            "  io {} issue {} slot {} (d{dev}) {}+{len}, done at {:.3} ms",
+            io.id,
+            op_name(&io.op),
+            io.slot,
+            io.offset,
+            done_at as f64 / 1e6
+        );
         self.fingerprint(io.id ^ (io.slot as u64) << 56 ^ io.offset << 8 ^ len << 32 ^ done_at);
         self.ios.insert(io.id, Flight { io, dev, mark });
         Ok(())
@@ -799,6 +855,7 @@ impl Sim {
         let f = self.ios.remove(&id).expect("a scheduled I/O");
         let destage = self.destage && self.frng.chance(1, 16);
         let destage_count = self.frng.between(1, 4) as usize;
+        let had_bad = self.devices[f.dev].has_bad_sectors();
         let d = &mut self.devices[f.dev];
         let off = f.io.offset;
         let result = if d.dead {
@@ -826,11 +883,22 @@ impl Sim {
         if destage && !d.dead {
             d.destage(destage_count);
         }
+        if had_bad && !d.has_bad_sectors() {
+            self.cleared_while[f.dev] = Some(self.last_rid);
+        }
         let outcome = match &result {
             IoResult::Read(_) | IoResult::Done => "ok".to_string(),
             IoResult::Failed(e) => format!("FAILED: {e}"),
         };
-        trace!(self, "  io {id} done {} slot {} (d{}) {}+{}: {outcome}", op_name(&f.io.op), f.io.slot, f.dev, off, op_len(&f.io.op));
+        trace!(
+            self,
+            "  io {id} done {} slot {} (d{}) {}+{}: {outcome}",
+            op_name(&f.io.op),
+            f.io.slot,
+            f.dev,
+            off,
+            op_len(&f.io.op)
+        );
         self.fingerprint(id.wrapping_mul(31) ^ u64::from(matches!(result, IoResult::Failed(_))));
         self.report.member_ios += 1;
         self.array.complete_io(id, result);
@@ -931,7 +999,9 @@ impl Sim {
                 self.inflight_writes.remove(&wid);
                 match result {
                     Ok(Completion::Written) => self.model.write_acked(wid),
-                    Ok(other) => return Err(self.fail(Invariant::Protocol, format!("write #{rid} completed as {other:?}"))),
+                    Ok(other) => {
+                        return Err(self.fail(Invariant::Protocol, format!("write #{rid} completed as {other:?}")))
+                    }
                     Err(e) => {
                         self.model.write_failed(wid);
                         let (a, b) = self.model.range(wid);
@@ -942,7 +1012,7 @@ impl Sim {
             Pending::Flush { token, job } => match result {
                 Ok(Completion::Flushed) => {
                     self.model.flush_done(token);
-                    if self.last_flush.map_or(true, |t| t.0 < token.0) {
+                    if self.last_flush.is_none_or(|t| t.0 < token.0) {
                         self.last_flush = Some(token);
                     }
                     match job {
@@ -983,11 +1053,15 @@ impl Sim {
                         j.inflight = None;
                     }
                 }
-                Ok(other) => return Err(self.fail(Invariant::Protocol, format!("{job:?} step #{rid} completed as {other:?}"))),
+                Ok(other) => {
+                    return Err(self.fail(Invariant::Protocol, format!("{job:?} step #{rid} completed as {other:?}")))
+                }
                 Err(EngineError::DegradedCheck) if job == JobKind::Resync && self.array.degraded() => {
-                    // A member failed under the resync: it starts over once the array is whole.
+                    // A member failed under the resync (or the engine does not resync a
+                    // degraded array): it starts over once the array is whole.
                     trace!(self, "resync interrupted: the array is degraded");
                     self.resync = None;
+                    self.resync_refused = true;
                     if self.parity && self.mode == Mode::Normal {
                         return Err(self.fail(
                             Invariant::RequestFailed,
@@ -1047,12 +1121,15 @@ impl Sim {
             Request::Read { offset, len } => format!("read {offset}+{len}"),
             Request::Write { offset, data } => format!("write {offset}+{}", data.len()),
             Request::Flush => "flush".to_string(),
-            Request::Sync { offset, len, repair } => format!("{} {offset}+{len}", if *repair { "repair" } else { "check" }),
+            Request::Sync { offset, len, repair } => {
+                format!("{} {offset}+{len}", if *repair { "repair" } else { "check" })
+            }
             Request::Discard { offset, len } => format!("discard {offset}+{len}"),
             Request::Recover { offset, len } => format!("recover member bytes {offset}+{len}"),
         };
         match self.array.submit(request) {
             Ok(rid) => {
+                self.last_rid = rid;
                 trace!(self, "request #{rid} submitted: {what}");
                 if pending.is_client() {
                     self.client_inflight += 1;
@@ -1129,8 +1206,12 @@ impl Sim {
     fn submit_read(&mut self, size: u64) -> Result<(), Failure> {
         let (offset, len) = self.pick_range(size);
         let expect = self.model.expect(offset, len);
-        let prior: Vec<WriteId> =
-            self.inflight_writes.iter().filter(|(_, &(a, b))| a < offset + len && offset < b).map(|(&w, _)| w).collect();
+        let prior: Vec<WriteId> = self
+            .inflight_writes
+            .iter()
+            .filter(|(_, &(a, b))| a < offset + len && offset < b)
+            .map(|(&w, _)| w)
+            .collect();
         self.submit(Request::Read { offset, len }, Pending::Read { expect, prior })?;
         Ok(())
     }
@@ -1147,8 +1228,10 @@ impl Sim {
                     || match self.slot_dev[s] {
                         None => true,
                         Some(d) => {
+                            let oldest = self.reqs.keys().next();
+                            let recently_bad = self.cleared_while[d].is_some_and(|r| oldest.is_some_and(|o| *o <= r));
                             let d = &self.devices[d];
-                            d.dead || d.has_bad_sectors() || d.fail_next_write
+                            d.dead || d.has_bad_sectors() || d.fail_next_write || recently_bad
                         }
                     }
             })
@@ -1175,25 +1258,47 @@ impl Sim {
     /// Whether the array as assembled after a crash now would miss a slot.
     fn degraded_for_assembly(&self) -> bool {
         (0..self.slot_dev.len()).any(|s| {
-            self.array.slot_states()[s] != SlotState::InSync || self.slot_dev[s].map_or(true, |d| self.devices[d].dead)
+            self.array.slot_states()[s] != SlotState::InSync || self.slot_dev[s].is_none_or(|d| self.devices[d].dead)
         })
     }
 
     fn fire_faults(&mut self) -> Result<(), Failure> {
-        while self.plan.front().is_some_and(|f| f.at <= self.events) {
-            let mut f = self.plan.pop_front().expect("checked");
-            if !self.fire(f.kind)? {
+        for f in &mut self.plan {
+            if f.at.is_none() && self.w.submitted >= f.at_op {
+                f.at = Some(self.events + f.delay);
+            }
+        }
+        while let Some(i) = self.plan.iter().position(|f| f.at.is_some_and(|at| at <= self.events)) {
+            let mut f = self.plan.remove(i);
+            let fired = self.fire(f.kind)?;
+            // Hear what the engine says about it before anything else changes the slots.
+            self.pump()?;
+            if !fired {
                 f.tries += 1;
                 if f.tries < 30 {
-                    f.at = self.events + self.frng.between(5, 60);
-                    let pos = self.plan.iter().position(|g| g.at > f.at).unwrap_or(self.plan.len());
-                    self.plan.insert(pos, f);
+                    f.at = Some(self.events + self.frng.between(5, 60));
+                    self.plan.push(f);
                 } else {
                     trace!(self, "fault {:?} dropped: its conditions never held", f.kind);
                 }
             }
             if self.ended.is_some() {
                 return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// The workload is over and the array idle: fire what is left of the plan now, once each.
+    fn fire_leftover_faults(&mut self) -> Result<(), Failure> {
+        for f in std::mem::take(&mut self.plan) {
+            trace!(self, "leftover fault {:?} fires at the end", f.kind);
+            if !self.fire(f.kind)? {
+                trace!(self, "fault {:?} dropped: its conditions do not hold", f.kind);
+            }
+            self.pump()?;
+            if self.ended.is_some() {
+                break;
             }
         }
         Ok(())
@@ -1212,7 +1317,8 @@ impl Sim {
         let in_sync = |s: usize| self.array.slot_states()[s] == SlotState::InSync;
         match kind {
             FaultKind::Death => {
-                let cands: Vec<usize> = (0..n).filter(|&s| live(s) && (ignore_budget || self.within_budget_with(s))).collect();
+                let cands: Vec<usize> =
+                    (0..n).filter(|&s| live(s) && (ignore_budget || self.within_budget_with(s))).collect();
                 if cands.is_empty() {
                     return Ok(false);
                 }
@@ -1224,8 +1330,9 @@ impl Sim {
                 self.report.deaths += 1;
             }
             FaultKind::Latent | FaultKind::WriteError | FaultKind::OperatorFail => {
-                let cands: Vec<usize> =
-                    (0..n).filter(|&s| live(s) && in_sync(s) && (ignore_budget || self.within_budget_with(s))).collect();
+                let cands: Vec<usize> = (0..n)
+                    .filter(|&s| live(s) && in_sync(s) && (ignore_budget || self.within_budget_with(s)))
+                    .collect();
                 if cands.is_empty() {
                     return Ok(false);
                 }
@@ -1237,16 +1344,8 @@ impl Sim {
                             return Ok(false);
                         }
                         let total = self.geometry.member_data_bytes() / SECTOR;
-                        let mut count = self.frng.between(1, 8).min(total);
-                        let mut first = self.frng.below(total - count + 1);
-                        let chunk = self.geometry.chunk_bytes();
-                        if self.parity && chunk > 4096 && !self.cfg.expose_known_bugs {
-                            // Known-bug guard G1: only the first 4 KiB row of a chunk.
-                            let row_sectors = 4096 / SECTOR;
-                            let chunk_sectors = chunk / SECTOR;
-                            count = count.min(row_sectors);
-                            first = first / chunk_sectors * chunk_sectors + self.frng.below(row_sectors - count + 1);
-                        }
+                        let count = self.frng.between(1, 8).min(total);
+                        let first = self.frng.below(total - count + 1);
                         let bad = self.devices[d].add_latent(first, count, &mut self.frng);
                         if bad.is_empty() {
                             return Ok(false);
@@ -1266,7 +1365,10 @@ impl Sim {
                         self.devices[d].faulted = true;
                         self.report.operator_fails += 1;
                         if let Err(e) = self.array.set_slot_state(s, SlotState::Faulty, false) {
-                            return Err(self.fail(Invariant::Protocol, format!("failing slot {s} within redundancy was refused: {e}")));
+                            return Err(self.fail(
+                                Invariant::Protocol,
+                                format!("failing slot {s} within redundancy was refused: {e}"),
+                            ));
                         }
                     }
                 }
@@ -1278,7 +1380,14 @@ impl Sim {
                 }
                 let s = self.frng.pick(&cands);
                 let d = self.slot_dev[s].expect("live");
-                let offset = self.frng.below(self.geometry.member_data_bytes());
+                // A byte that holds something: data, or parity (inside the member's data area).
+                let mut offset = self.frng.below(self.geometry.member_data_bytes());
+                for _ in 0..50 {
+                    if self.parity || self.geometry.logical(s, offset).is_some_and(|l| l < self.model.size()) {
+                        break;
+                    }
+                    offset = self.frng.below(self.geometry.member_data_bytes());
+                }
                 let xor = self.frng.next_u64() as u8;
                 trace!(self, "FAULT: byte {offset} of d{d} (slot {s}) silently corrupted");
                 self.devices[d].corrupt(offset, xor);
@@ -1322,7 +1431,9 @@ impl Sim {
         for f in self.ios.values() {
             match &f.io.op {
                 MemberOp::Write { data } => inflight.entry(f.dev).or_default().push((f.io.offset, data.clone())),
-                MemberOp::Discard { len } => inflight.entry(f.dev).or_default().push((f.io.offset, vec![0; *len as usize])),
+                MemberOp::Discard { len } => {
+                    inflight.entry(f.dev).or_default().push((f.io.offset, vec![0; *len as usize]))
+                }
                 _ => {}
             }
         }
@@ -1360,7 +1471,7 @@ impl Sim {
         let n = self.slot_dev.len();
         let mut states = vec![SlotState::Missing; n];
         let mut respare = Vec::new();
-        for s in 0..n {
+        for (s, state) in states.iter_mut().enumerate() {
             let Some(d) = self.slot_dev[s] else { continue };
             let dev = &self.devices[d];
             if dev.dead {
@@ -1369,7 +1480,7 @@ impl Sim {
             if dev.unsynced_spare {
                 respare.push(s);
             } else if self.trusted[s] {
-                states[s] = SlotState::InSync;
+                *state = SlotState::InSync;
             }
         }
         let degraded = states.iter().any(|s| *s != SlotState::InSync);
@@ -1386,7 +1497,10 @@ impl Sim {
             Ok(a) => a,
             Err(e) => {
                 if self.mode == Mode::Normal {
-                    return Err(self.fail(Invariant::RequestFailed, format!("the array cannot be assembled after the crash: {e}")));
+                    return Err(self.fail(
+                        Invariant::RequestFailed,
+                        format!("the array cannot be assembled after the crash: {e}"),
+                    ));
                 }
                 self.end(format!("the array cannot be assembled after the crash: {e}"));
                 return Ok(());
@@ -1419,12 +1533,14 @@ impl Sim {
     fn write_hole_check(&mut self, exposed: &[(u64, u64)]) -> Result<(), Failure> {
         let size = self.model.size();
         let width = self.geometry.stripe_data_bytes().expect("parity geometry");
-        let exposed_stripes: BTreeSet<u64> =
-            exposed.iter().flat_map(|&(a, b)| a / width..b.div_ceil(width)).collect();
+        let exposed_stripes: BTreeSet<u64> = exposed.iter().flat_map(|&(a, b)| a / width..b.div_ceil(width)).collect();
         let data = match self.run_sync(Request::Read { offset: 0, len: size })? {
             Ok(Completion::Read(d)) => d,
             other => {
-                return Err(self.fail(Invariant::RequestFailed, format!("reading the degraded array failed: {}", result_name(&other))))
+                return Err(self.fail(
+                    Invariant::RequestFailed,
+                    format!("reading the degraded array failed: {}", result_name(&other)),
+                ))
             }
         };
         // Every wrong sector, one by one.
@@ -1473,7 +1589,10 @@ impl Sim {
     fn drive_jobs(&mut self) -> Result<(), Failure> {
         let states = self.array.slot_states().to_vec();
         if let Some(job) = &self.recovery {
-            if job.inflight.is_none() && !job.flushing && !job.targets.iter().any(|&t| states[t] == SlotState::Recovering) {
+            if job.inflight.is_none()
+                && !job.flushing
+                && !job.targets.iter().any(|&t| states[t] == SlotState::Recovering)
+            {
                 trace!(self, "recovery abandoned: no target is recovering any more");
                 self.recovery = None;
             }
@@ -1492,14 +1611,28 @@ impl Sim {
                 }
             }
         }
+        let whole = self.array.slot_states().iter().all(|s| *s == SlotState::InSync);
+        if whole {
+            self.resync_refused = false;
+        }
+        // Mirrors may resync what is left while degraded (md does; an engine that refuses says
+        // DegradedCheck and the resync waits until the array is whole). Parity arrays are never
+        // degraded here: a crash while degraded ends the run.
+        let mirror = matches!(self.geometry, Geometry::Raid1(_) | Geometry::Raid10(_));
         if self.needs_resync
             && self.resync.is_none()
             && self.recovery.is_none()
-            && self.array.slot_states().iter().all(|s| *s == SlotState::InSync)
+            && (whole || (mirror && !self.resync_refused && !self.array.slot_states().contains(&SlotState::Recovering)))
         {
             trace!(self, "resync starts");
-            self.resync =
-                Some(Job { kind: JobKind::Resync, pos: 0, end: self.model.size(), inflight: None, flushing: false, targets: Vec::new() });
+            self.resync = Some(Job {
+                kind: JobKind::Resync,
+                pos: 0,
+                end: self.model.size(),
+                inflight: None,
+                flushing: false,
+                targets: Vec::new(),
+            });
         }
         self.advance_job(JobKind::Recovery)?;
         self.advance_job(JobKind::Resync)
@@ -1588,7 +1721,9 @@ impl Sim {
                 continue;
             }
             if let Err(e) = self.array.set_slot_state(t, SlotState::InSync, false) {
-                return Err(self.fail(Invariant::Protocol, format!("marking rebuilt slot {t} in sync was refused: {e}")));
+                return Err(
+                    self.fail(Invariant::Protocol, format!("marking rebuilt slot {t} in sync was refused: {e}"))
+                );
             }
             self.trusted[t] = true;
             let d = self.slot_dev[t].expect("a spare");
@@ -1712,7 +1847,7 @@ impl Sim {
         let base: Vec<bool> = (0..n)
             .map(|s| {
                 states[s] != SlotState::InSync
-                    || self.slot_dev[s].map_or(true, |d| self.devices[d].dead || self.devices[d].has_bad_sectors())
+                    || self.slot_dev[s].is_none_or(|d| self.devices[d].dead || self.devices[d].has_bad_sectors())
             })
             .collect();
         let size = self.model.size();
@@ -1733,7 +1868,8 @@ impl Sim {
             if set.is_empty() || !self.geometry.is_readable(&|s| !out[s]) || !seen.insert(out.clone()) {
                 continue;
             }
-            let slots: Vec<SlotState> = out.iter().map(|&o| if o { SlotState::Missing } else { SlotState::InSync }).collect();
+            let slots: Vec<SlotState> =
+                out.iter().map(|&o| if o { SlotState::Missing } else { SlotState::InSync }).collect();
             let mut fresh = match Array::new(self.geometry.clone(), slots) {
                 Ok(a) => a,
                 Err(e) => return Err(self.fail(Invariant::Protocol, format!("a readable subset was refused: {e}"))),
@@ -1741,28 +1877,33 @@ impl Sim {
             let mut wrote = None;
             let devices = &self.devices;
             let slot_dev = &self.slot_dev;
-            let result = execute(&mut fresh, Request::Read { offset: 0, len: size }, &mut |io: &MemberIo| match &io.op {
-                MemberOp::Read { len } => {
-                    let d = &devices[slot_dev[io.slot].expect("a device")];
-                    match d.read(io.offset, *len) {
-                        Ok(data) => IoResult::Read(data),
-                        Err(e) => IoResult::Failed(e),
+            let result =
+                execute(&mut fresh, Request::Read { offset: 0, len: size }, &mut |io: &MemberIo| match &io.op {
+                    MemberOp::Read { len } => {
+                        let d = &devices[slot_dev[io.slot].expect("a device")];
+                        match d.read(io.offset, *len) {
+                            Ok(data) => IoResult::Read(data),
+                            Err(e) => IoResult::Failed(e),
+                        }
                     }
-                }
-                other => {
-                    wrote = Some(format!("{} of slot {} at {}", op_name(other), io.slot, io.offset));
-                    IoResult::Failed("verification arrays are read-only".into())
-                }
-            });
+                    other => {
+                        wrote = Some(format!("{} of slot {} at {}", op_name(other), io.slot, io.offset));
+                        IoResult::Failed("verification arrays are read-only".into())
+                    }
+                });
             self.report.subset_reads += 1;
             let missing: Vec<usize> = (0..n).filter(|&s| out[s]).collect();
             if let Some(w) = wrote {
-                return Err(self.fail(Invariant::Protocol, format!("{what}: a plain read without slots {missing:?} issued a member {w}")));
+                return Err(self.fail(
+                    Invariant::Protocol,
+                    format!("{what}: a plain read without slots {missing:?} issued a member {w}"),
+                ));
             }
             match result {
                 Ok(Completion::Read(data)) => {
                     if let Err(m) = self.model.check(&expect, &data, &[]) {
-                        let mut f = self.mismatch_failure(m, &format!("{what}, reading with slots {missing:?} missing"));
+                        let mut f =
+                            self.mismatch_failure(m, &format!("{what}, reading with slots {missing:?} missing"));
                         f.invariant = Invariant::DegradedReadDiffers;
                         return Err(f);
                     }

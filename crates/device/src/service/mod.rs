@@ -947,7 +947,10 @@ impl Runner {
             self.mismatch_sectors = run.mismatch_sectors;
         }
         if run.action == SyncAction::Recover {
-            if complete {
+            // The rebuilt data must be on the new members before their superblocks say so.
+            if complete && self.array.flush_member_data().is_err() {
+                log("flushing after the rebuild failed; the members stay marked as rebuilding");
+            } else if complete {
                 for slot in run.slots.clone() {
                     if let Err(e) = self.array.recovery_done(slot) {
                         log(&format!("marking slot {slot} rebuilt failed: {e}"));
