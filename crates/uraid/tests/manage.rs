@@ -32,14 +32,7 @@ fn with<'a>(head: &[&'a str], members: &'a [String]) -> Vec<&'a str> {
 
 /// A raid5 over four 8 MiB files, filled with data.
 fn filled_raid5(dir: &Path) -> Vec<String> {
-    let members: Vec<String> = (0..4)
-        .map(|i| {
-            let p = dir.join(format!("d{i}.img"));
-            std::fs::File::create(&p).unwrap().set_len(8 << 20).unwrap();
-            p.display().to_string()
-        })
-        .collect();
-    ok(&with(&["create", "--level=5", "--raid-devices=4", "--chunk=64K"], &members));
+    let members = empty_raid5(dir, 8 << 20, false);
     let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
         .args(with(&["write", "--offset=0"], &members))
         .stdin(Stdio::piped())
@@ -430,6 +423,23 @@ fn offline_add_rebuilds_a_degraded_array() {
     assert_eq!(hashes(&now), before);
 }
 
+/// A fresh raid5 over four sparse files of `bytes` each, with a 1 MiB-chunk bitmap if asked.
+fn empty_raid5(dir: &Path, bytes: u64, bitmap: bool) -> Vec<String> {
+    let members: Vec<String> = (0..4)
+        .map(|i| {
+            let p = dir.join(format!("d{i}.img"));
+            std::fs::File::create(&p).unwrap().set_len(bytes).unwrap();
+            p.display().to_string()
+        })
+        .collect();
+    let mut create = vec!["create", "--level=5", "--raid-devices=4", "--chunk=64K"];
+    if bitmap {
+        create.extend(["--bitmap=internal", "--bitmap-chunk=1M"]);
+    }
+    ok(&with(&create, &members));
+    members
+}
+
 /// Bytes a resync after a crash covers, with and without a write-intent bitmap: the bitmap
 /// limits it to the regions written just before the crash. Prints the figures it measured.
 #[test]
@@ -437,18 +447,7 @@ fn bitmap_shortens_the_resync_after_a_crash() {
     let mut covered = Vec::new();
     for bitmap in [false, true] {
         let tmp = tempfile::tempdir().unwrap();
-        let members: Vec<String> = (0..4)
-            .map(|i| {
-                let p = tmp.path().join(format!("d{i}.img"));
-                std::fs::File::create(&p).unwrap().set_len(64 << 20).unwrap();
-                p.display().to_string()
-            })
-            .collect();
-        let mut create = vec!["create", "--level=5", "--raid-devices=4", "--chunk=64K"];
-        if bitmap {
-            create.extend(["--bitmap=internal", "--bitmap-chunk=1M"]);
-        }
-        ok(&with(&create, &members));
+        let members = empty_raid5(tmp.path(), 64 << 20, bitmap);
         let serve = Serve::start(tmp.path(), &members, &[]);
         nbd_write(&tmp.path().join("nbd.sock"), 5 << 20, &[0x11; 4096]);
         nbd_write(&tmp.path().join("nbd.sock"), 100 << 20, &[0x22; 8192]);
@@ -475,18 +474,7 @@ fn bitmap_shortens_the_resync_after_a_crash() {
 fn readd_rebuilds_only_what_the_bitmap_marks() {
     for bitmap in [true, false] {
         let tmp = tempfile::tempdir().unwrap();
-        let members: Vec<String> = (0..4)
-            .map(|i| {
-                let p = tmp.path().join(format!("d{i}.img"));
-                std::fs::File::create(&p).unwrap().set_len(32 << 20).unwrap();
-                p.display().to_string()
-            })
-            .collect();
-        let mut create = vec!["create", "--level=5", "--raid-devices=4", "--chunk=64K"];
-        if bitmap {
-            create.extend(["--bitmap=internal", "--bitmap-chunk=1M"]);
-        }
-        ok(&with(&create, &members));
+        let members = empty_raid5(tmp.path(), 32 << 20, bitmap);
         let serve = Serve::start(tmp.path(), &members, &[]);
         let nbd = tmp.path().join("nbd.sock");
         nbd_write(&nbd, 0, &[0x31; 65536]);
