@@ -588,10 +588,6 @@ impl OpenArray {
         Ok(Some(slot))
     }
 
-    /// Flush the data of every live member (before bitmap bits covering it are cleared).
-    pub fn flush_member_data(&self) -> Result<(), OpenError> {
-        self.flush_members()
-    }
 
     /// The write-intent bitmap, if the array has one.
     pub fn write_intent(&self) -> Option<&WriteIntentBits> {
@@ -725,7 +721,8 @@ impl OpenArray {
         self.record_roles()
     }
 
-    fn flush_members(&self) -> Result<(), OpenError> {
+    /// Flush the data of every live member directly (not through the engine).
+    pub fn flush_members(&self) -> Result<(), OpenError> {
         for (slot, idx) in self.plan.slots.iter().enumerate() {
             let Some(i) = idx else { continue };
             if self.array.slot_states()[slot] != SlotState::InSync {

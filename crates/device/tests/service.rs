@@ -69,15 +69,7 @@ fn clean_on_disk(dev: &dyn MemberDevice) -> bool {
 }
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    uraid_testkit::noise(seed, len)
 }
 
 fn read(h: &uraid_device::ServiceHandle, offset: u64, len: u64) -> Vec<u8> {

@@ -50,15 +50,7 @@ fn args<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
 }
 
 fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    uraid_testkit::noise(seed, len)
 }
 
 fn detail(paths: &[String]) -> Value {

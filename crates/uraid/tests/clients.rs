@@ -252,16 +252,7 @@ fn file_hashes(paths: &[PathBuf]) -> Vec<String> {
 
 /// Deterministic noise (xorshift), so a failure can be replayed from the seed.
 fn random_bytes(len: u64, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut out = Vec::with_capacity(len as usize + 8);
-    while (out.len() as u64) < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len as usize);
-    out
+    uraid_testkit::noise(seed, len as usize)
 }
 
 fn random_file(path: &Path, len: u64, seed: u64) -> Vec<u8> {

@@ -505,3 +505,20 @@ fn readd_rebuilds_only_what_the_bitmap_marks() {
         assert_eq!(&whole[4096..8192], &[0x33; 4096][..]);
     }
 }
+
+/// `uraid mount` refuses a mount point that is not a file, and a failed assembly leaves no
+/// mount-point file behind and no member changed.
+#[test]
+fn mount_refusals_change_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let members = filled_raid5(tmp.path());
+    let before = hashes(&members);
+    let dir = tmp.path().display().to_string();
+    let o = uraid(&with(&["mount"], &[members.clone(), vec![dir]].concat()));
+    assert!(!o.status.success() && text(&o).contains("not a regular file"), "{}", text(&o));
+    let file = tmp.path().join("array.img");
+    let o = uraid(&["mount", "/nonexistent/member.img", file.to_str().unwrap()]);
+    assert!(!o.status.success() && text(&o).contains("/nonexistent/member.img"), "{}", text(&o));
+    assert!(!file.exists(), "a failed mount left its mount-point file behind");
+    assert_eq!(hashes(&members), before);
+}

@@ -674,7 +674,7 @@ impl Runner {
             return;
         }
         // The data of those regions must be on the members before their bits go.
-        if let Err(e) = self.array.flush_member_data() {
+        if let Err(e) = self.array.flush_members() {
             log(&format!("flushing before clearing bitmap bits failed: {e}"));
             return;
         }
@@ -948,7 +948,7 @@ impl Runner {
         }
         if run.action == SyncAction::Recover {
             // The rebuilt data must be on the new members before their superblocks say so.
-            if complete && self.array.flush_member_data().is_err() {
+            if complete && self.array.flush_members().is_err() {
                 log("flushing after the rebuild failed; the members stay marked as rebuilding");
             } else if complete {
                 for slot in run.slots.clone() {
