@@ -3,13 +3,15 @@
 //! The rules follow mdadm's `Create.c` (defaults, size selection, the raid4/5 recovery
 //! trick), `super1.c` (`validate_geometry1`: default data offset and usable size;
 //! `init_super1`: `max_dev`; `add_internal_bitmap1`: bitmap chunk and position;
-//! `write_init_super1`: data size, bad-block log, raid0 layout flag) and `choose_bm_space`.
+//! `write_init_super1`: data size, bad-block log, raid0 layout flag, PPL area; `write_init_ppl1`:
+//! the initial PPL header) and `choose_bm_space`.
 //!
 //! The result is what the superblocks look like once md has finished the initial sync of a
 //! new array, except that `events` is 0, `utime` equals `ctime` and arrays with redundancy
 //! are marked as needing a resync (`resync_offset` 0): see [`plan`].
 
 use crate::bitmap::{self, BitmapSuper};
+use crate::ppl::{self, PplHeader};
 use crate::sb1::{self, feature, Superblock1};
 use crate::{role_code, FormatError, MetadataVersion, Superblock, MAX_SECTOR, MD_SB_MAGIC, SECTOR};
 
@@ -23,6 +25,42 @@ pub const RAID0_ORIG_LAYOUT: i32 = 1;
 pub const LAYOUT_LEFT_SYMMETRIC: i32 = 2;
 /// raid10 near=2, mdadm's default layout.
 pub const LAYOUT_RAID10_N2: i32 = 0x102;
+/// Sectors mdadm reserves for the PPL of a new 1.x array (`MULTIPLE_PPL_AREA_SIZE_SUPER1`,
+/// 1 MiB); md uses an area this big as a ring of several PPLs (`MD_FEATURE_MULTIPLE_PPLS`).
+pub const PPL_AREA_SECTORS: u64 = 2048;
+
+/// How md keeps parity or mirrors consistent across a crash (mdadm's `--consistency-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConsistencyPolicy {
+    /// No log: after an unclean shutdown the whole array is resynced.
+    Resync,
+    /// An internal write-intent bitmap (`--bitmap=internal`): only dirty regions are resynced.
+    Bitmap,
+    /// A partial parity log on every member (raid5 in md; uraid also runs it for raid4 and
+    /// raid6): the write hole is closed without a resync.
+    Ppl,
+}
+
+impl ConsistencyPolicy {
+    /// mdadm's name: "resync", "bitmap", "ppl".
+    pub fn name(self) -> &'static str {
+        match self {
+            ConsistencyPolicy::Resync => "resync",
+            ConsistencyPolicy::Bitmap => "bitmap",
+            ConsistencyPolicy::Ppl => "ppl",
+        }
+    }
+
+    /// Parse mdadm's name (see [`ConsistencyPolicy::name`]).
+    pub fn parse(s: &str) -> Option<ConsistencyPolicy> {
+        match s {
+            "resync" => Some(ConsistencyPolicy::Resync),
+            "bitmap" => Some(ConsistencyPolicy::Bitmap),
+            "ppl" => Some(ConsistencyPolicy::Ppl),
+            _ => None,
+        }
+    }
+}
 
 /// What a user chose (mdadm flags); everything else follows mdadm 4.2's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +111,9 @@ pub struct MemberLayout {
     /// Byte offset and length of the area reserved for the bad-block log. mdadm does not write
     /// it; md reads it only once `MD_FEATURE_BAD_BLOCKS` is set, so it can be left alone.
     pub bad_block_log: Option<(u64, usize)>,
+    /// The PPL area: byte offset on this member and byte length (see
+    /// [`CreatePlan::ppl_image`] for what goes there).
+    pub ppl: Option<(u64, u64)>,
 }
 
 /// The superblocks of a new array and everything a writer needs besides them.
@@ -99,22 +140,36 @@ pub struct Area {
     /// Byte offset on the member.
     pub offset: u64,
     pub bytes: Vec<u8>,
-    /// What the area is ("bitmap"), for messages.
+    /// What the area is ("bitmap", "ppl"), for messages.
     pub what: &'static str,
 }
 
 impl CreatePlan {
     /// What mdadm writes on member `member` besides the superblock: the bitmap header and
-    /// its 0xff-filled bits when there is an internal bitmap. The superblock itself
+    /// its 0xff-filled bits when there is an internal bitmap; the zeroed PPL area with an
+    /// empty PPL header at its start when there is a PPL. The superblock itself
     /// (`superblocks[member].to_bytes()` at `members[member].super_byte_offset`) goes last.
     pub fn areas_for(&self, member: usize) -> Vec<Area> {
         let mut out = Vec::new();
-        if let (Some(image), Some(layout)) = (self.bitmap_image(), self.members.get(member)) {
-            if let Some((offset, _)) = layout.bitmap {
-                out.push(Area { offset, bytes: image, what: "bitmap" });
-            }
+        let Some(layout) = self.members.get(member) else { return out };
+        if let (Some(image), Some((offset, _))) = (self.bitmap_image(), layout.bitmap) {
+            out.push(Area { offset, bytes: image, what: "bitmap" });
+        }
+        if let (Some(image), Some((offset, _))) = (self.ppl_image(), layout.ppl) {
+            out.push(Area { offset, bytes: image, what: "ppl" });
         }
         out
+    }
+
+    /// The bytes mdadm writes over the PPL area of every member (`write_init_ppl1`): the whole
+    /// area zeroed, then an empty header (generation 0, no entries, signed with the array UUID)
+    /// at its start. md writes the same when it starts the array (`ppl_write_empty_header`).
+    pub fn ppl_image(&self) -> Option<Vec<u8>> {
+        let (_, len) = self.members.first()?.ppl?;
+        let uuid = self.superblocks.first()?.info().array_uuid;
+        let mut out = PplHeader::empty(ppl::signature(&uuid)).to_bytes();
+        out.resize(len as usize, 0);
+        Some(out)
     }
 
     /// The bytes mdadm writes at the bitmap position of every member: the header, then 0xff
@@ -160,7 +215,12 @@ pub fn choose_bm_space(sectors: u64) -> u64 {
 /// space, and reshape headroom of 128 MiB, halved while it exceeds 0.1% of the device as long
 /// as it stays at least four chunks; rounded up to 1 MiB.
 pub fn default_data_offset(device_sectors: u64, chunk_kib: u64) -> u64 {
-    let bm_space = choose_bm_space(device_sectors);
+    data_offset_reserving(device_sectors, chunk_kib, choose_bm_space(device_sectors))
+}
+
+/// [`default_data_offset`] with `bm_space` sectors reserved after the superblock (mdadm's
+/// `bmspace`: the bitmap space, or [`PPL_AREA_SECTORS`] for a PPL).
+fn data_offset_reserving(device_sectors: u64, chunk_kib: u64, bm_space: u64) -> u64 {
     let mut headroom: u64 = 128 * 1024 * 2;
     while (headroom << 10) > device_sectors && (chunk_kib == 0 || headroom / 2 >= chunk_kib * 2 * 2) {
         headroom >>= 1;
@@ -174,6 +234,13 @@ fn default_layout(level: i32) -> i32 {
         5 | 6 => LAYOUT_LEFT_SYMMETRIC,
         10 => LAYOUT_RAID10_N2,
         _ => 0,
+    }
+}
+
+fn level_text(level: i32) -> String {
+    match level {
+        -1 => "linear".to_string(),
+        n => format!("raid{n}"),
     }
 }
 
@@ -237,7 +304,51 @@ fn plan_bitmap(spec: &CreateSpec, size_sectors: u64, bitmap_sectors: u64) -> Res
 /// parity consistent marks the superblocks clean with [`Superblock::set_clean`]; otherwise
 /// md resyncs on first start.
 pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) -> Result<CreatePlan, FormatError> {
+    let policy = if spec.bitmap { ConsistencyPolicy::Bitmap } else { ConsistencyPolicy::Resync };
+    plan_with_policy(spec, policy, device_bytes, device_uuids)
+}
+
+/// [`plan`] with a consistency policy: [`ConsistencyPolicy::Bitmap`] is `spec.bitmap` (an
+/// internal bitmap), [`ConsistencyPolicy::Ppl`] a partial parity log as mdadm 4.2's
+/// `--consistency-policy=ppl` makes it:
+///
+/// - every member reserves [`PPL_AREA_SECTORS`] (1 MiB) for it instead of bitmap space
+///   (`validate_geometry1`), so the default data offset of 1.1/1.2 and the usable size of 1.0
+///   members account for 1 MiB;
+/// - 1.1/1.2: the PPL starts 8 sectors (4 KiB) after the superblock, the bad-block log right
+///   after the PPL; 1.0: the PPL ends 8 sectors before the superblock, just below the
+///   bad-block log (`write_init_super1`);
+/// - the superblock has `MD_FEATURE_PPL` and the PPL's offset and size in the union with
+///   `bitmap_offset`. mdadm never sets `MD_FEATURE_MULTIPLE_PPLS`: md switches to it when it
+///   runs an array whose PPL area holds at least two 132 KiB PPLs, as 1 MiB does;
+/// - the area is zeroed and gets an empty header ([`CreatePlan::ppl_image`]).
+///
+/// PPL is refused with 0.90 metadata (no room), with a bitmap, for levels other than 4, 5 and
+/// 6 (md runs PPL on raid5 only; raid4 and raid6 are uraid's own), and where the PPL would
+/// overlap the data or the bad-block log (an explicit `--data-offset` too small for it).
+pub fn plan_with_policy(
+    spec: &CreateSpec,
+    policy: ConsistencyPolicy,
+    device_bytes: &[u64],
+    device_uuids: &[[u8; 16]],
+) -> Result<CreatePlan, FormatError> {
     let version = spec.version;
+    let ppl = policy == ConsistencyPolicy::Ppl;
+    if spec.bitmap && policy != ConsistencyPolicy::Bitmap {
+        return fail(format!("a bitmap is not compatible with consistency policy {}", policy.name()));
+    }
+    let with_bitmap = policy == ConsistencyPolicy::Bitmap;
+    if ppl {
+        if version == MetadataVersion::V0_90 {
+            return fail("the PPL consistency policy needs 1.x metadata (0.90 has no room for a PPL)");
+        }
+        if !matches!(spec.level, 4..=6) {
+            return fail(format!(
+                "the PPL consistency policy needs raid4, raid5 or raid6, not {}",
+                level_text(spec.level)
+            ));
+        }
+    }
     if version == MetadataVersion::V0_90 {
         return fail("new arrays are created with 1.x metadata only (use 1.0 for metadata at the end)");
     }
@@ -265,7 +376,7 @@ pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) 
     if level <= 0 && n > rd {
         return fail("this level does not support spare devices");
     }
-    if spec.bitmap && level <= 0 {
+    if with_bitmap && level <= 0 {
         return fail("bitmaps are not meaningful with linear or raid0");
     }
     if version == MetadataVersion::V1_0 && level <= 0 && spec.data_offset.is_some() {
@@ -303,11 +414,13 @@ pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) 
     }
 
     // validate_geometry1: the first member decides the default data offset for all.
+    // With a PPL mdadm reserves its 1 MiB instead of the bitmap space.
     let sectors: Vec<u64> = device_bytes.iter().map(|b| b / SECTOR).collect();
+    let reserved = |device_sectors: u64| if ppl { PPL_AREA_SECTORS } else { choose_bm_space(device_sectors) };
     let data_offset = match (spec.data_offset, version) {
         (Some(off), _) => off,
         (None, MetadataVersion::V1_0) => 0,
-        (None, _) => default_data_offset(sectors[0], chunk_kib),
+        (None, _) => data_offset_reserving(sectors[0], chunk_kib, reserved(sectors[0])),
     };
     let mut min_free_kib = u64::MAX;
     for (i, &ds) in sectors.iter().enumerate() {
@@ -315,7 +428,7 @@ pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) 
             return fail(format!("device {i} ({} bytes) is too small for md metadata", device_bytes[i]));
         }
         let free = match version {
-            MetadataVersion::V1_0 => (ds & !7).checked_sub(8 * 2 + 8 + choose_bm_space(ds)),
+            MetadataVersion::V1_0 => (ds & !7).checked_sub(8 * 2 + 8 + reserved(ds)),
             _ => ds.checked_sub(data_offset),
         };
         let Some(free) = free else {
@@ -369,7 +482,7 @@ pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) 
     let raid0_layout =
         level == 0 && layout != 0 && device_bytes.iter().any(|&b| raid0_units(b) != raid0_units(device_bytes[0]));
 
-    let bitmap = if spec.bitmap {
+    let bitmap = if with_bitmap {
         // Create.c: a raid10 bitmap covers the array, other levels one member.
         let bitmap_sectors = if level == 10 {
             let copies = (((layout >> 8) & 255) * (layout & 255)) as u64;
@@ -381,6 +494,12 @@ pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) 
     } else {
         None
     };
+
+    // write_init_super1: the PPL sits where the bitmap would, 1 MiB of it.
+    let ppl_offset: Option<i64> = ppl.then(|| match version {
+        MetadataVersion::V1_0 => -(PPL_AREA_SECTORS as i64) - 8,
+        _ => 8,
+    });
 
     let mut feature_map = 0;
     if bitmap.is_some() {
@@ -397,9 +516,10 @@ pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) 
     let mut superblocks = Vec::with_capacity(n);
     let mut members = Vec::with_capacity(n);
     for (i, &ds) in sectors.iter().enumerate() {
-        let (mut bm_space, bm_offset) = match &bitmap {
-            Some((bms, off)) => (bms.space_bytes(4096) / SECTOR, i64::from(*off)),
-            None => (choose_bm_space(size_sectors), 8),
+        let (mut bm_space, bm_offset) = match (&bitmap, ppl_offset) {
+            (Some((bms, off)), _) => (bms.space_bytes(4096) / SECTOR, i64::from(*off)),
+            (None, Some(off)) => (PPL_AREA_SECTORS, off),
+            (None, None) => (choose_bm_space(size_sectors), 8),
         };
         let super_offset;
         let data_size;
@@ -413,6 +533,11 @@ pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) 
                     return fail(format!("device {i} is too small for {size_sectors} sectors"));
                 }
                 if super_offset < size_sectors + bm_space {
+                    if ppl {
+                        return fail(format!(
+                            "device {i} has no room for the PPL after {size_sectors} sectors of data"
+                        ));
+                    }
                     bm_space = super_offset - size_sectors;
                 }
                 data_size = super_offset - bm_space;
@@ -435,10 +560,27 @@ pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) 
                 if data_offset < super_offset + (sb1::written_bytes(max_dev) as u64) / SECTOR {
                     return fail(format!("data offset {data_offset} overlaps the superblock"));
                 }
+                if ppl && (data_offset as i64) < sb_end + 8 {
+                    return fail(format!(
+                        "data offset {data_offset} leaves no room for the PPL and the bad-block log (needs {})",
+                        sb_end + 8
+                    ));
+                }
             }
         }
         if data_size < 10 || (level > 0 && data_size < size_sectors) {
             return fail(format!("device {i} has only {data_size} sectors for data"));
+        }
+        if let Some(off) = ppl_offset {
+            // ppl_validate_rdev: md refuses a PPL that overlaps the data.
+            let start = (super_offset as i64 + off) as u64;
+            let end = start + PPL_AREA_SECTORS;
+            if start < data_offset + data_size && data_offset < end {
+                return fail(format!(
+                    "device {i}: the PPL (sectors {start}..{end}) would overlap the data (sectors {data_offset}..{})",
+                    data_offset + data_size
+                ));
+            }
         }
         let sb = Superblock1 {
             version,
@@ -483,6 +625,9 @@ pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) 
             trailing: vec![0xff; sb1::MAX_SB_BYTES - sb1::FIXED_BYTES - 2 * max_dev as usize],
         };
         let mut sb = sb;
+        if let Some(off) = ppl_offset {
+            sb.set_ppl(Some((off as i16, PPL_AREA_SECTORS as u16)));
+        }
         sb.sb_csum = sb.computed_checksum();
         let sb_byte = super_offset * SECTOR;
         let rel = |off: i64| (super_offset as i64 + off) as u64 * SECTOR;
@@ -493,6 +638,7 @@ pub fn plan(spec: &CreateSpec, device_bytes: &[u64], device_uuids: &[[u8; 16]]) 
             data_size,
             bitmap: bitmap.as_ref().map(|(bms, off)| (rel(i64::from(*off)), bms.space_bytes(4096) as usize)),
             bad_block_log: bblog.map(|(size, off)| (rel(i64::from(off)), usize::from(size) * SECTOR as usize)),
+            ppl: ppl_offset.map(|off| (rel(off), PPL_AREA_SECTORS * SECTOR)),
         });
         superblocks.push(Superblock::V1(sb));
     }
@@ -670,6 +816,96 @@ mod tests {
         parses_where_planned(&plan, &s, &sizes);
     }
 
+    #[test]
+    fn ppl_placement_follows_mdadm() {
+        // 24 MiB members, chunk 64K: what mdadm 4.2 wrote in the oracle samples
+        // (crates/format/tests/ppl.rs compares whole superblocks).
+        let bytes = 24u64 << 20;
+        for (version, n, data_offset, ppl_at, bblog, data_size, size) in [
+            (MetadataVersion::V1_2, 4, 4096, 8i16, (2056, 8), 45056, 45056),
+            (MetadataVersion::V1_1, 4, 4096, 8, (2056, 8), 45056, 45056),
+            (MetadataVersion::V1_0, 3, 0, -2056, (-8, 8), 47080, 46976),
+        ] {
+            let mut s = spec(version, 5, n);
+            s.chunk_sectors = 128;
+            let sizes = vec![bytes; n as usize];
+            let p = plan_with_policy(&s, ConsistencyPolicy::Ppl, &sizes, &vec![[4; 16]; n as usize]).unwrap();
+            parses_where_planned(&p, &s, &sizes);
+            assert_eq!(p.component_sectors, size, "{version}");
+            let image = p.ppl_image().unwrap();
+            assert_eq!(image.len(), 1 << 20);
+            let header = PplHeader::parse(&image).unwrap();
+            assert_eq!(header, PplHeader::empty(ppl::signature(&[7; 16])));
+            assert!(image[ppl::HEADER_BYTES..].iter().all(|&b| b == 0));
+            for (i, (m, sb)) in p.members.iter().zip(&p.superblocks).enumerate() {
+                let Superblock::V1(sb1) = sb else { panic!() };
+                let info = sb.info();
+                assert_eq!(info.feature_map, feature::PPL, "{version}: mdadm sets PPL, never MULTIPLE_PPLS");
+                assert_eq!(sb1.ppl(), (ppl_at, 2048));
+                assert_eq!(info.ppl, Some((ppl_at, 2048)));
+                assert_eq!(info.bitmap_offset, None);
+                assert_eq!(info.data_offset, data_offset);
+                assert_eq!(info.usable_sectors, data_size);
+                assert_eq!(info.bad_block_log, Some(bblog));
+                let ppl_byte = (info.super_offset as i64 + i64::from(ppl_at)) as u64 * SECTOR;
+                assert_eq!(m.ppl, Some((ppl_byte, 1 << 20)));
+                let areas = p.areas_for(i);
+                assert_eq!(areas.len(), 1);
+                assert_eq!((areas[0].offset, areas[0].what, areas[0].bytes.len()), (ppl_byte, "ppl", 1 << 20));
+                // The PPL lies between the superblock and the data, clear of both.
+                let (start, end) = (ppl_byte / SECTOR, ppl_byte / SECTOR + 2048);
+                assert!(end <= info.data_offset || start >= info.data_offset + info.usable_sectors);
+                assert!(start >= info.super_offset + 8 || end + 8 <= info.super_offset);
+            }
+        }
+    }
+
+    #[test]
+    fn ppl_default_data_offset_grows_for_the_ppl() {
+        // A 1 GiB member: 12 KiB + 1 MiB of PPL + 1 MiB of headroom = 4120 sectors, rounded up
+        // to 1 MiB: 6144, where 4 KiB of bitmap space gives 4096.
+        let mut s = spec(MetadataVersion::V1_2, 5, 3);
+        s.chunk_sectors = 128;
+        let sizes = [1u64 << 30; 3];
+        let resync = plan(&s, &sizes, &[[1; 16]; 3]).unwrap();
+        let with_ppl = plan_with_policy(&s, ConsistencyPolicy::Ppl, &sizes, &[[1; 16]; 3]).unwrap();
+        assert_eq!(resync.superblocks[0].info().data_offset, 4096);
+        assert_eq!(with_ppl.superblocks[0].info().data_offset, 6144);
+        assert_eq!(data_offset_reserving(1 << 21, 64, PPL_AREA_SECTORS), 6144);
+    }
+
+    #[test]
+    fn ppl_refusals() {
+        let sizes = [24u64 << 20; 4];
+        let uuids = [[1; 16]; 4];
+        let ppl = |s: &CreateSpec| plan_with_policy(s, ConsistencyPolicy::Ppl, &sizes, &uuids);
+        for level in [-1, 0, 1, 10] {
+            let err = ppl(&spec(MetadataVersion::V1_2, level, 4)).unwrap_err().to_string();
+            assert!(err.contains("needs raid4, raid5 or raid6"), "{level}: {err}");
+        }
+        for level in [4, 5, 6] {
+            assert!(ppl(&spec(MetadataVersion::V1_2, level, 4)).is_ok(), "raid{level}");
+        }
+        let err = ppl(&spec(MetadataVersion::V0_90, 5, 4)).unwrap_err().to_string();
+        assert!(err.contains("1.x metadata"), "{err}");
+        let mut with_bitmap = spec(MetadataVersion::V1_2, 5, 4);
+        with_bitmap.bitmap = true;
+        let err = ppl(&with_bitmap).unwrap_err().to_string();
+        assert!(err.contains("not compatible"), "{err}");
+        assert!(plan_with_policy(&with_bitmap, ConsistencyPolicy::Resync, &sizes, &uuids).is_err());
+        assert!(plan_with_policy(&with_bitmap, ConsistencyPolicy::Bitmap, &sizes, &uuids).is_ok());
+        // An explicit data offset that leaves no room for the PPL and the bad-block log.
+        let mut tight = spec(MetadataVersion::V1_2, 5, 4);
+        tight.data_offset = Some(2048);
+        assert!(ppl(&tight).unwrap_err().to_string().contains("no room for the PPL"));
+        tight.data_offset = Some(2072);
+        assert!(ppl(&tight).is_ok(), "8 + 8 + 2048 + 8 sectors fit");
+        // 1.0 with a data offset: the data would run into the PPL below the superblock.
+        let mut v10 = spec(MetadataVersion::V1_0, 5, 4);
+        v10.data_offset = Some(2048);
+        assert!(ppl(&v10).unwrap_err().to_string().contains("overlap the data"));
+    }
+
     proptest::proptest! {
         #[test]
         fn plans_never_panic_and_always_parse(
@@ -678,16 +914,30 @@ mod tests {
             sizes in proptest::collection::vec(0u64..(1 << 44), 1..7),
             raid_disks in 1u32..7,
             chunk_kib in proptest::sample::select(vec![0u32, 4, 12, 64, 512, 4096]),
-            bitmap in proptest::bool::ANY,
+            policy in proptest::sample::select(vec![ConsistencyPolicy::Resync, ConsistencyPolicy::Bitmap, ConsistencyPolicy::Ppl]),
             data_offset in proptest::option::of(0u64..100_000),
         ) {
             let mut s = spec(version, level, raid_disks);
             s.chunk_sectors = chunk_kib * 2;
-            s.bitmap = bitmap;
+            s.bitmap = policy == ConsistencyPolicy::Bitmap;
             s.data_offset = data_offset;
             let uuids = vec![[3u8; 16]; sizes.len()];
-            if let Ok(p) = plan(&s, &sizes, &uuids) {
+            if let Ok(p) = plan_with_policy(&s, policy, &sizes, &uuids) {
                 parses_where_planned(&p, &s, &sizes);
+                for (m, sb) in p.members.iter().zip(&p.superblocks) {
+                    let info = sb.info();
+                    proptest::prop_assert_eq!(m.ppl.is_some(), policy == ConsistencyPolicy::Ppl);
+                    if let Some((at, len)) = m.ppl {
+                        // Clear of the data, the superblock and the bad-block log.
+                        let (start, end) = (at / SECTOR, (at + len) / SECTOR);
+                        proptest::prop_assert!(end <= info.data_offset || start >= info.data_offset + info.usable_sectors);
+                        proptest::prop_assert!(start >= info.super_offset + 8 || end <= info.super_offset);
+                        if let Some((off, size)) = info.bad_block_log {
+                            let b = (info.super_offset as i64 + i64::from(off)) as u64;
+                            proptest::prop_assert!(b + u64::from(size) <= start || b >= end);
+                        }
+                    }
+                }
             }
         }
     }

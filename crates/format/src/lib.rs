@@ -13,7 +13,9 @@
 //! - [`sb1`]: the version-1 superblock (`struct mdp_superblock_1`, little-endian).
 //! - [`sb090`]: the version-0.90 superblock (`mdp_super_t`, host-endian; little-endian only here).
 //! - [`bitmap`]: the write-intent bitmap superblock (`bitmap_super_t`).
-//! - [`create`]: mdadm's rules for new 1.x superblocks (data offset, sizes, bitmap placement).
+//! - [`create`]: mdadm's rules for new 1.x superblocks (data offset, sizes, bitmap and PPL
+//!   placement).
+//! - [`ppl`]: the raid5 Partial Parity Log header (`struct ppl_header`).
 //! - [`uuid`]: mdadm's textual UUID form.
 
 use std::fmt;
@@ -21,6 +23,7 @@ use std::fmt;
 pub mod bitmap;
 mod bytes;
 pub mod create;
+pub mod ppl;
 pub mod sb090;
 pub mod sb1;
 pub mod uuid;
@@ -192,6 +195,9 @@ pub struct MemberInfo {
     pub device_uuid: Option<[u8; 16]>,
     /// Internal bitmap position in sectors relative to the superblock, when one is present.
     pub bitmap_offset: Option<i32>,
+    /// Partial parity log (1.x `MD_FEATURE_PPL` or `MD_FEATURE_MULTIPLE_PPLS`): offset from the
+    /// superblock (sectors, signed) and size (sectors).
+    pub ppl: Option<(i16, u16)>,
     /// 1.x bad-block log: offset from the superblock (sectors, signed) and size (sectors).
     pub bad_block_log: Option<(i32, u16)>,
     /// What mdadm prints as State: clean (1.x `resync_offset == MaxSector`, 0.90 `MD_SB_CLEAN`).
@@ -394,6 +400,10 @@ pub enum FormatError {
     BigEndian090,
     #[error("bad bitmap superblock: {0}")]
     BadBitmap(String),
+    #[error("bad PPL header checksum (stored 0x{stored:08x}, computed 0x{computed:08x})")]
+    BadPplChecksum { stored: u32, computed: u32 },
+    #[error("PPL header claims {count} entries (at most {max} fit)")]
+    BadPplEntryCount { count: u32, max: u32 },
     #[error("cannot create array: {0}")]
     Create(String),
 }

@@ -497,6 +497,7 @@ impl Superblock090 {
             device_uuid: None,
             // The kernel puts a 0.90 internal bitmap 4 KiB after the superblock.
             bitmap_offset: (self.state & state::BITMAP_PRESENT != 0).then_some(8),
+            ppl: None,
             bad_block_log: None,
             state_clean: clean,
             checksum: self.sb_csum,

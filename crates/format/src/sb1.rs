@@ -284,12 +284,13 @@ impl Superblock1 {
             return Err(FormatError::NonZeroPadding { field: "pad3" });
         }
         let fm = self.feature_map;
-        if fm & feature::PPL != 0 {
-            // super_1_validate: PPL excludes a bitmap and a journal.
+        if fm & (feature::PPL | feature::MULTIPLE_PPLS) != 0 {
+            // super_1_validate: a PPL (single or multiple) excludes a bitmap and a journal, and
+            // the two PPL bits exclude each other.
             if fm & (feature::BITMAP_OFFSET | feature::JOURNAL) != 0 {
                 return Err(FormatError::BadFeatures("PPL together with a bitmap or a journal".into()));
             }
-            if fm & feature::MULTIPLE_PPLS != 0 {
+            if fm & feature::PPL != 0 && fm & feature::MULTIPLE_PPLS != 0 {
                 return Err(FormatError::BadFeatures("PPL together with MULTIPLE_PPLS".into()));
             }
         }
@@ -386,10 +387,37 @@ impl Superblock1 {
         String::from_utf8_lossy(&self.set_name[..end]).into_owned()
     }
 
-    /// The PPL offset (sectors from the superblock) and size, meaningful with `feature::PPL`.
+    /// The PPL offset (sectors from the superblock) and size, meaningful with `feature::PPL`
+    /// or `feature::MULTIPLE_PPLS`.
     pub fn ppl(&self) -> (i16, u16) {
         let raw = self.bitmap_offset as u32;
         ((raw & 0xffff) as u16 as i16, (raw >> 16) as u16)
+    }
+
+    /// The PPL area, when `feature::PPL` or `feature::MULTIPLE_PPLS` says there is one.
+    pub fn ppl_area(&self) -> Option<(i16, u16)> {
+        (self.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0).then(|| self.ppl())
+    }
+
+    /// Set the PPL area: `Some((offset, size))` (sectors from the superblock, sectors) sets
+    /// `feature::PPL` (clearing `MULTIPLE_PPLS`, which md sets itself when it runs the array)
+    /// and the `ppl` half of the union with `bitmap_offset`, as mdadm's `write_init_super1`
+    /// does. `None` clears both PPL bits, and the union field if a PPL was recorded there.
+    /// Nothing is refused: a bitmap shares these four bytes, so callers keep the two apart.
+    pub fn set_ppl(&mut self, area: Option<(i16, u16)>) {
+        match area {
+            Some((offset, size)) => {
+                self.feature_map &= !feature::MULTIPLE_PPLS;
+                self.feature_map |= feature::PPL;
+                self.bitmap_offset = ((u32::from(size) << 16) | u32::from(offset as u16)) as i32;
+            }
+            None => {
+                if self.ppl_area().is_some() {
+                    self.bitmap_offset = 0;
+                }
+                self.feature_map &= !(feature::PPL | feature::MULTIPLE_PPLS);
+            }
+        }
     }
 
     /// Role of device number `dev`, decoded as `super_1_validate` does (`dev_number` beyond
@@ -509,6 +537,7 @@ impl Superblock1 {
             roles: self.dev_roles.iter().map(|&c| decode_role(c)).collect(),
             device_uuid: Some(self.device_uuid),
             bitmap_offset: (fm & feature::BITMAP_OFFSET != 0).then_some(self.bitmap_offset),
+            ppl: self.ppl_area(),
             bad_block_log: (self.bblog_size != 0 && self.bblog_offset != 0)
                 .then_some((self.bblog_offset, self.bblog_size)),
             state_clean: self.resync_offset == MAX_SECTOR,
@@ -534,5 +563,95 @@ pub fn encode_role(role: Role) -> u16 {
         Role::Spare => role_code::SPARE,
         Role::Faulty => role_code::FAULTY,
         Role::Journal => role_code::JOURNAL,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::create::{plan, CreateSpec};
+    use crate::Superblock;
+
+    fn raid5_superblock(version: MetadataVersion) -> (Superblock1, u64) {
+        let spec = CreateSpec {
+            version,
+            level: 5,
+            layout: -1,
+            chunk_sectors: 128,
+            raid_disks: 3,
+            array_uuid: [9; 16],
+            name: "h:n".into(),
+            ctime: 1_700_000_000,
+            component_sectors: None,
+            bitmap: false,
+            data_offset: None,
+            bitmap_chunk: None,
+        };
+        let bytes = 24 << 20;
+        let made = plan(&spec, &[bytes; 3], &[[1; 16]; 3]).unwrap();
+        match &made.superblocks[0] {
+            Superblock::V1(sb) => (sb.clone(), bytes),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn set_ppl_round_trips_through_the_union() {
+        for (version, area) in [(MetadataVersion::V1_2, (8i16, 2048u16)), (MetadataVersion::V1_0, (-2056, 2048))] {
+            let (mut sb, bytes) = raid5_superblock(version);
+            assert_eq!(sb.ppl_area(), None);
+            sb.set_ppl(Some(area));
+            assert_eq!(sb.feature_map & feature::PPL, feature::PPL);
+            assert_eq!(sb.ppl(), area);
+            let written = sb.to_bytes();
+            // md_p.h: `__s16 offset; __u16 size;` at byte 96.
+            assert_eq!(le_u16(&written, 96) as i16, area.0);
+            assert_eq!(le_u16(&written, 98), area.1);
+            let back = Superblock1::parse(version, &written, bytes).unwrap();
+            assert_eq!(back.ppl_area(), Some(area));
+            assert_eq!(back.info().ppl, Some(area));
+            assert_eq!(back.info().bitmap_offset, None);
+            assert!(back.to_bytes() == written, "parsing and writing again gives the same bytes");
+
+            // The kernel's form: MULTIPLE_PPLS instead of PPL, same union.
+            let mut multi = back.clone();
+            multi.feature_map = (multi.feature_map & !feature::PPL) | feature::MULTIPLE_PPLS;
+            let multi = Superblock1::parse(version, &multi.to_bytes(), bytes).unwrap();
+            assert_eq!(multi.ppl_area(), Some(area));
+
+            let mut cleared = back.clone();
+            cleared.set_ppl(None);
+            assert_eq!(cleared.feature_map & (feature::PPL | feature::MULTIPLE_PPLS), 0);
+            assert_eq!(cleared.bitmap_offset, 0);
+            assert_eq!(Superblock1::parse(version, &cleared.to_bytes(), bytes).unwrap().info().ppl, None);
+        }
+    }
+
+    #[test]
+    fn clearing_an_absent_ppl_keeps_a_bitmap_offset() {
+        let (mut sb, _) = raid5_superblock(MetadataVersion::V1_2);
+        sb.feature_map |= feature::BITMAP_OFFSET;
+        sb.bitmap_offset = 8;
+        sb.set_ppl(None);
+        assert_eq!(sb.bitmap_offset, 8);
+        assert_eq!(sb.feature_map & feature::BITMAP_OFFSET, feature::BITMAP_OFFSET);
+    }
+
+    #[test]
+    fn ppl_with_a_bitmap_or_both_ppl_bits_is_refused() {
+        let (mut sb, bytes) = raid5_superblock(MetadataVersion::V1_2);
+        sb.set_ppl(Some((8, 2048)));
+        for extra in [feature::BITMAP_OFFSET, feature::JOURNAL, feature::MULTIPLE_PPLS] {
+            let mut bad = sb.clone();
+            bad.feature_map |= extra;
+            assert!(matches!(
+                Superblock1::parse(MetadataVersion::V1_2, &bad.to_bytes(), bytes),
+                Err(FormatError::BadFeatures(_))
+            ));
+        }
+        let mut multi_bitmap = sb.clone();
+        multi_bitmap.feature_map =
+            (multi_bitmap.feature_map & !feature::PPL) | feature::MULTIPLE_PPLS | feature::BITMAP_OFFSET;
+        assert!(Superblock1::parse(MetadataVersion::V1_2, &multi_bitmap.to_bytes(), bytes).is_err());
     }
 }

@@ -134,6 +134,13 @@ pub struct CreateArgs {
     /// Write-intent bitmap: internal or none.
     #[arg(short, long, default_value = "none")]
     pub bitmap: String,
+    /// How redundancy stays consistent across a crash (mdadm's option): resync (a full resync
+    /// after an unclean stop), bitmap (an internal write-intent bitmap, the same as
+    /// --bitmap=internal) or ppl (a partial parity log on every member: no resync and no
+    /// write hole; raid4/5/6, and md itself runs it on raid5 only). Default: resync, or bitmap
+    /// with --bitmap=internal.
+    #[arg(long, value_name = "POLICY")]
+    pub consistency_policy: Option<String>,
     /// Bytes of each member per bitmap bit (a bare number is KiB, as in mdadm; default 64M).
     /// Smaller chunks make resyncs after a crash shorter and writes mark the bitmap more often.
     #[arg(long)]

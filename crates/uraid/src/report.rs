@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 use uraid_engine::assemble::{AssemblyPlan, MemberVerdict};
+use uraid_format::sb1::feature;
 use uraid_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
 
@@ -154,6 +155,8 @@ pub fn examine_text(path: &str, info: &MemberInfo) -> String {
     }
     if let Some(b) = info.bitmap_offset {
         line("Internal Bitmap", format!("{b} sectors from superblock"));
+    } else if let Some((offset, size)) = info.ppl {
+        line("PPL", format!("{size} sectors at offset {offset} sectors from superblock"));
     }
     line("Update Time", ctime_text(info.utime));
     if let Some((off, sectors)) = info.bad_block_log {
@@ -167,9 +170,27 @@ pub fn examine_text(path: &str, info: &MemberInfo) -> String {
     if info.chunk_sectors > 0 {
         line("Chunk Size", chunk_text(info.chunk_sectors));
     }
+    line("Consistency Policy", consistency_policy(info).to_string());
     line("Device Role", role_text(info));
     line("Array State", format!("{} ('A' == active, '.' == missing)", array_state(info)));
     s
+}
+
+/// The consistency policy a superblock implies, named as mdadm's `--detail` prints it
+/// (`getinfo_super1`): journal, ppl (either PPL feature bit), bitmap, none for linear and raid0,
+/// else resync.
+pub fn consistency_policy(info: &MemberInfo) -> &'static str {
+    if info.feature_map & feature::JOURNAL != 0 || info.role == Role::Journal {
+        "journal"
+    } else if info.ppl.is_some() {
+        "ppl"
+    } else if info.bitmap_offset.is_some() {
+        "bitmap"
+    } else if info.level <= 0 {
+        "none"
+    } else {
+        "resync"
+    }
 }
 
 pub fn state_text(info: &MemberInfo) -> &'static str {
@@ -208,6 +229,9 @@ pub fn examine_json(path: &str, info: &MemberInfo, device_bytes: u64) -> Value {
         "resync_offset": if info.resync_offset == MAX_SECTOR { None } else { Some(info.resync_offset) },
         "recovery_offset": info.recovery_offset,
         "bitmap_offset_sectors": info.bitmap_offset,
+        "consistency_policy": consistency_policy(info),
+        "ppl_offset_sectors": info.ppl.map(|p| p.0),
+        "ppl_size_sectors": info.ppl.map(|p| p.1),
         "ctime": info.ctime,
         "utime": info.utime,
         "checksum": format!("{:08x}", info.checksum),
@@ -277,6 +301,7 @@ pub fn detail_text(plan: &AssemblyPlan, infos: &[MemberInfo], names: &[String], 
     if plan.chunk_sectors > 0 {
         line("Chunk Size", chunk_text(plan.chunk_sectors));
     }
+    line("Consistency Policy", consistency_policy(refi).to_string());
     if !plan.name.is_empty() {
         line("Name", plan.name.clone());
     }
@@ -337,6 +362,7 @@ pub fn detail_json(plan: &AssemblyPlan, infos: &[MemberInfo], names: &[String], 
         "degraded": plan.degraded(),
         "missing_slots": plan.missing_slots(),
         "events": plan.events,
+        "consistency_policy": consistency_policy(refi),
         "members": members,
     })
 }

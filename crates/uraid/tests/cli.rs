@@ -166,6 +166,134 @@ fn initial_sync_makes_garbage_members_consistent() {
     }
 }
 
+/// The line `mdadm --examine` printed for member 0 of an oracle PPL sample (see
+/// crates/format/tests/data/ppl/README.md).
+fn mdadm_examine_line(case: &str, key: &str) -> String {
+    let path =
+        uraid_testkit::workspace_root().join("crates/format/tests/data/ppl").join(case).join("mdadm/examine.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .find(|l| l.trim_start().starts_with(&format!("{key} : ")))
+        .unwrap_or_else(|| panic!("{}: no {key} line", path.display()))
+        .to_string()
+}
+
+/// `--consistency-policy=ppl` on each 1.x version: mdadm's PPL placement (the same `PPL` line
+/// mdadm 4.2 printed for its own array of this shape), an empty PPL header at the start of every
+/// member's area, and a working array.
+#[test]
+fn create_with_ppl_examine_and_detail_show_it() {
+    for (metadata, n, case) in
+        [("1.0", 3, "raid5-3-ppl-1.0"), ("1.1", 4, "raid5-4-ppl-1.1"), ("1.2", 4, "raid5-4-ppl-1.2")]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let m = members(dir.path(), n, 24 << 20);
+        let meta = format!("--metadata={metadata}");
+        let raid_devices = format!("--raid-devices={n}");
+        let o =
+            uraid(&args(&["create", "--level=5", &raid_devices, "--chunk=64K", &meta, "--consistency-policy=ppl"], &m));
+        assert!(o.status.success(), "{metadata}: {}", stderr(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Consistency Policy : ppl"), "{metadata}: create output");
+
+        let o = uraid(&args(&["examine"], &m));
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = String::from_utf8_lossy(&o.stdout);
+        let ppl_line = mdadm_examine_line(case, "PPL");
+        assert_eq!(
+            text.lines().filter(|l| *l == ppl_line).count(),
+            n,
+            "{metadata}: examine lacks mdadm's {ppl_line:?}:\n{text}"
+        );
+        for want in ["Feature Map : 0x400", "Consistency Policy : ppl", &mdadm_examine_line(case, "Bad Block Log")] {
+            assert!(text.contains(want.trim_start()), "{metadata}: examine lacks {want:?}:\n{text}");
+        }
+        assert!(!text.contains("Internal Bitmap"), "{metadata}: {text}");
+        let json: Value = serde_json::from_slice(&uraid(&args(&["examine", "--json"], &m[..1])).stdout).unwrap();
+        assert_eq!(json[0]["consistency_policy"], "ppl");
+        assert_eq!(json[0]["ppl_size_sectors"], 2048);
+
+        let d = detail(&m);
+        assert_eq!(d["consistency_policy"], "ppl", "{metadata}");
+        let o = uraid(&args(&["detail"], &m));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Consistency Policy : ppl"), "{metadata}: detail text");
+
+        // Every member's PPL area (at the same place: the members are the same size) starts
+        // with a valid header signed with the array UUID.
+        let sector =
+            json[0]["super_offset_sectors"].as_i64().unwrap() + json[0]["ppl_offset_sectors"].as_i64().unwrap();
+        let uuid = uraid_format::uuid::parse_md(d["array_uuid"].as_str().unwrap()).unwrap();
+        for (i, path) in m.iter().enumerate() {
+            let image = std::fs::read(path).unwrap();
+            let header = uraid_format::ppl::PplHeader::parse(&image[sector as usize * 512..]).expect("PPL header");
+            assert_eq!(header.signature, uraid_format::ppl::signature(&uuid), "{metadata} member {i}");
+        }
+
+        // And it is an array: what is written reads back.
+        let payload = data(300_000, 7);
+        let o = uraid_stdin(&args(&["write", "--offset=12345"], &m), &payload);
+        assert!(o.status.success(), "{metadata}: {}", stderr(&o));
+        let o = uraid(&args(&["cat", "--offset=12345", "--length=300000"], &m));
+        assert!(o.stdout == payload, "{metadata}: read back differs");
+    }
+}
+
+#[test]
+fn consistency_policy_bitmap_and_resync() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flags, policy, bitmap) in [
+        (&["--consistency-policy=bitmap"][..], "bitmap", true),
+        (&["--bitmap=internal", "--consistency-policy=bitmap"][..], "bitmap", true),
+        (&["--bitmap=internal"][..], "bitmap", true),
+        (&["--consistency-policy=resync"][..], "resync", false),
+        (&[][..], "resync", false),
+    ] {
+        let m = members(dir.path(), 2, 8 << 20);
+        let mut a = vec!["create", "--level=1", "--raid-devices=2", "--force"];
+        a.extend_from_slice(flags);
+        let o = uraid(&args(&a, &m));
+        assert!(o.status.success(), "{flags:?}: {}", stderr(&o));
+        let text = String::from_utf8_lossy(&uraid(&args(&["examine"], &m[..1])).stdout).into_owned();
+        assert!(text.contains(&format!("Consistency Policy : {policy}")), "{flags:?}:\n{text}");
+        assert_eq!(text.contains("Internal Bitmap : 8 sectors from superblock"), bitmap, "{flags:?}:\n{text}");
+        assert!(!text.contains("PPL"), "{flags:?}:\n{text}");
+        assert_eq!(detail(&m)["consistency_policy"], policy, "{flags:?}");
+    }
+    // Linear and raid0 have nothing to keep consistent: mdadm says "none".
+    let m = members(dir.path(), 2, 8 << 20);
+    assert!(uraid(&args(&["create", "--level=0", "--raid-devices=2", "--force"], &m)).status.success());
+    assert_eq!(detail(&m)["consistency_policy"], "none");
+}
+
+/// Refused combinations: one line naming the conflict, non-zero exit, members untouched.
+#[test]
+fn conflicting_consistency_policies_are_refused_and_nothing_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 4, 24 << 20);
+    let before = hashes(&m);
+    let refused: &[(&[&str], &str)] = &[
+        (&["--level=5", "--consistency-policy=ppl", "--bitmap=internal"], "not compatible"),
+        (&["--level=5", "--consistency-policy=resync", "--bitmap=internal"], "not compatible"),
+        (&["--level=1", "--consistency-policy=ppl"], "needs raid4, raid5 or raid6"),
+        (&["--level=10", "--consistency-policy=ppl"], "needs raid4, raid5 or raid6"),
+        (&["--level=5", "--consistency-policy=ppl", "--metadata=0.90"], "1.x metadata"),
+        (&["--level=0", "--consistency-policy=resync"], "not meaningful"),
+        (&["--level=5", "--consistency-policy=journal"], "expected resync, bitmap or ppl"),
+        (&["--level=5", "--consistency-policy=ppl", "--bitmap-chunk=1M"], "--bitmap-chunk needs"),
+    ];
+    for (flags, needle) in refused {
+        let mut a = vec!["create", "--raid-devices=4"];
+        a.extend_from_slice(flags);
+        assert_fails(&uraid(&args(&a, &m)), needle);
+        assert_eq!(hashes(&m), before, "{flags:?} wrote to a member");
+    }
+    // raid4 and raid6 take a PPL too (uraid's own extension; md runs PPL on raid5 only).
+    for level in ["--level=4", "--level=6"] {
+        let o = uraid(&args(&["create", level, "--raid-devices=4", "--consistency-policy=ppl", "--force"], &m));
+        assert!(o.status.success(), "{level}: {}", stderr(&o));
+        assert_eq!(detail(&m)["consistency_policy"], "ppl", "{level}");
+    }
+}
+
 // ----- bad input ---------------------------------------------------------------------------------
 
 fn assert_fails(o: &Output, needle: &str) {

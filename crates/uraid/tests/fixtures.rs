@@ -115,6 +115,11 @@ fn detail_reports_degraded_and_stale_members() {
         assert_eq!(left_out, stale, "{}: stale members left out", case.name);
         assert_eq!(d["degraded"].as_bool().unwrap(), stale + missing > 0, "{}: degraded", case.name);
         assert_eq!(d["array_size_bytes"].as_u64().unwrap(), case.array_size_bytes(), "{}", case.name);
+        // mdadm --detail's "Consistency Policy" (none, resync, bitmap) for the same members.
+        let mdadm = std::fs::read_to_string(case.dir.join("mdadm-detail.txt")).expect("mdadm-detail.txt");
+        if let Some(policy) = mdadm.lines().find_map(|l| l.trim().strip_prefix("Consistency Policy : ")) {
+            assert_eq!(d["consistency_policy"], policy.trim(), "{}: consistency policy", case.name);
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use rand::RngCore;
 use uraid_device::probe::md_magic_offsets;
 use uraid_device::{probe, FileDevice, MemberDevice, OpenArray};
 use uraid_engine::assemble::{self, Candidate};
-use uraid_format::create::{plan, stored_name, CreateSpec};
+use uraid_format::create::{plan_with_policy, stored_name, ConsistencyPolicy, CreateSpec};
 use uraid_format::uuid::format_md;
 use uraid_format::MetadataVersion;
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
@@ -52,18 +52,12 @@ pub fn run(args: &CreateArgs) -> CliResult {
         return err(format!("{} needs at least {min} members, {raid_disks} given", level.name()));
     }
     let version = MetadataVersion::parse(&args.metadata)?;
+    let policy = consistency_policy(args, level, version)?;
     if version == MetadataVersion::V0_90 {
         return err("creating 0.90 metadata is not supported (uraid reads and writes existing 0.90 arrays); use --metadata=1.0 for a superblock at the end of the members");
     }
     let chunk_sectors = chunk_sectors(level, args.chunk.as_deref())?;
-    let bitmap = match args.bitmap.as_str() {
-        "internal" => true,
-        "none" => false,
-        other => return err(format!("--bitmap={other}: only 'internal' and 'none' are supported")),
-    };
-    if bitmap && matches!(level, Level::Linear | Level::Raid0) {
-        return err(format!("--bitmap=internal needs a redundant level; {} has no redundancy", level.name()));
-    }
+    let bitmap = policy == ConsistencyPolicy::Bitmap;
     let bitmap_chunk = match &args.bitmap_chunk {
         Some(_) if !bitmap => return err("--bitmap-chunk needs --bitmap=internal"),
         // mdadm: a bare number is KiB.
@@ -142,7 +136,8 @@ pub fn run(args: &CreateArgs) -> CliResult {
         data_offset: None,
         bitmap_chunk,
     };
-    let made = plan(&spec, &sizes, &device_uuids).map_err(|e| CliError(with_member_names(&e.to_string(), &args.members)))?;
+    let made = plan_with_policy(&spec, policy, &sizes, &device_uuids)
+        .map_err(|e| CliError(with_member_names(&e.to_string(), &args.members)))?;
 
     // The layout must accept this shape before anything is written.
     let redundant = !matches!(level, Level::Linear | Level::Raid0);
@@ -165,11 +160,11 @@ pub fn run(args: &CreateArgs) -> CliResult {
             dev.write_at(at, &[0u8; 4096][..4096.min((dev.size() - at) as usize)])
                 .map_err(|e| CliError(format!("{}: wiping old superblock at byte {at}: {e}", dev.name())))?;
         }
-        // mdadm's bitmap image: header plus every chunk dirty, so an interrupted create is
-        // resynced in full by md too.
-        if let (Some(image), Some((at, _))) = (made.bitmap_image(), made.members[i].bitmap) {
-            dev.write_at(at, &image)
-                .map_err(|e| CliError(format!("{}: writing bitmap at byte {at}: {e}", dev.name())))?;
+        // mdadm's bitmap image (header plus every chunk dirty, so an interrupted create is
+        // resynced in full by md too) or its PPL area (zeroed, an empty header first).
+        for area in made.areas_for(i) {
+            write_changed(dev, area.offset, &area.bytes)
+                .map_err(|e| CliError(format!("{}: writing {} at byte {}: {e}", dev.name(), area.what, area.offset)))?;
         }
         let info = superblocks[i].info();
         let offset = info.super_offset * 512;
@@ -203,8 +198,75 @@ pub fn run(args: &CreateArgs) -> CliResult {
     }
     println!("           Name : {}", info.name);
     println!("         Bitmap : {}", if bitmap { "internal" } else { "none" });
+    println!("Consistency Policy : {}", policy.name());
     for (i, m) in args.members.iter().enumerate() {
         println!("       member {i} : {}", m.display());
+    }
+    Ok(())
+}
+
+/// `--consistency-policy`, checked against `--bitmap`, the level and the metadata as mdadm does
+/// (PPL also for raid4 and raid6, which uraid runs but md does not).
+fn consistency_policy(args: &CreateArgs, level: Level, version: MetadataVersion) -> CliResult<ConsistencyPolicy> {
+    let bitmap = match args.bitmap.as_str() {
+        "internal" => true,
+        "none" => false,
+        other => return err(format!("--bitmap={other}: only 'internal' and 'none' are supported")),
+    };
+    let redundant = !matches!(level, Level::Linear | Level::Raid0);
+    let Some(text) = args.consistency_policy.as_deref() else {
+        if bitmap && !redundant {
+            return err(format!("--bitmap=internal needs a redundant level; {} has no redundancy", level.name()));
+        }
+        return Ok(if bitmap { ConsistencyPolicy::Bitmap } else { ConsistencyPolicy::Resync });
+    };
+    let Some(policy) = ConsistencyPolicy::parse(text) else {
+        return err(format!("--consistency-policy={text}: expected resync, bitmap or ppl"));
+    };
+    if !redundant {
+        return err(format!("--consistency-policy is not meaningful with {}: it has no redundancy", level.name()));
+    }
+    if bitmap && policy != ConsistencyPolicy::Bitmap {
+        return err(format!("--bitmap=internal is not compatible with --consistency-policy={text}"));
+    }
+    if policy == ConsistencyPolicy::Ppl {
+        if !matches!(level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
+            return err(format!(
+                "--consistency-policy=ppl needs raid4, raid5 or raid6 (a partial parity log protects parity), not {}",
+                level.name()
+            ));
+        }
+        if version == MetadataVersion::V0_90 {
+            return err("--consistency-policy=ppl needs 1.x metadata: 0.90 has no room for a partial parity log");
+        }
+    }
+    Ok(policy)
+}
+
+/// Write `bytes` at `at`, skipping the 4 KiB blocks that already hold them (so zeroed areas of
+/// fresh sparse members stay unallocated).
+fn write_changed(dev: &FileDevice, at: u64, bytes: &[u8]) -> std::io::Result<()> {
+    const BLOCK: usize = 4096;
+    let mut old = vec![0u8; bytes.len()];
+    dev.read_at(at, &mut old)?;
+    let mut i = 0;
+    while i < bytes.len() {
+        let end = (i + BLOCK).min(bytes.len());
+        if old[i..end] != bytes[i..end] {
+            // Extend the run over following blocks that differ too: one write per run.
+            let mut run_end = end;
+            while run_end < bytes.len() {
+                let next = (run_end + BLOCK).min(bytes.len());
+                if old[run_end..next] == bytes[run_end..next] {
+                    break;
+                }
+                run_end = next;
+            }
+            dev.write_at(at + i as u64, &bytes[i..run_end])?;
+            i = run_end;
+        } else {
+            i = end;
+        }
     }
     Ok(())
 }
