@@ -10,6 +10,7 @@
 
 pub mod member;
 pub mod open_array;
+pub mod ppl;
 pub mod probe;
 pub mod service;
 

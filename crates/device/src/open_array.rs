@@ -20,7 +20,10 @@ use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Reque
 use uraid_engine::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_engine::blocking::execute;
 use uraid_engine::{EngineError, EngineEvent, SECTOR_BYTES};
+use uraid_engine::ppl::PplConfig;
 use uraid_format::bitmap::{self, BitmapSuper};
+
+use crate::ppl::LogReplay;
 use uraid_format::{MemberInfo, Role};
 
 use crate::member::{FileDevice, MemberDevice};
@@ -44,6 +47,8 @@ pub enum OpenError {
     DirtyDegraded { missing: usize },
     #[error("array is open read-only")]
     ReadOnly,
+    #[error("array is degraded ({missing} member(s) missing) and was not shut down cleanly; its partial parity log must be replayed before it can be read safely, which needs it opened writable")]
+    DirtyDegradedReadOnly { missing: usize },
 }
 
 /// One device given for assembly, with what was found on it.
@@ -77,6 +82,10 @@ pub struct OpenArray {
     bitmap: Option<WriteIntentBits>,
     /// Per slot: its rebuilding member was re-added, so only bitmap-marked regions need it.
     readded: Vec<bool>,
+    /// The partial parity log, when the array has one (md's consistency policy `ppl`).
+    ppl: Option<PplConfig>,
+    /// What replaying the log did at assembly, if it was replayed.
+    pub log_replay: Option<LogReplay>,
 }
 
 /// The bits of md's write-intent bitmap, held in memory and written to every member.
@@ -161,19 +170,43 @@ impl OpenArray {
                 (Some(_), None) => SlotState::InSync,
             })
             .collect();
+        let ppl = ppl_config(&members, &plan)?;
         // md refuses to start a degraded parity array after an unclean shutdown: a stripe whose
         // write was cut short has parity that no longer matches its data, and rebuilding the
-        // missing member from it would return wrong data with no error.
+        // missing member from it would return wrong data with no error. A partial parity log
+        // makes parity right again first (md: "starting dirty degraded array with PPL").
         if plan.geometry.parity().is_some() && plan.degraded() && !plan.clean {
-            return Err(OpenError::DirtyDegraded { missing: plan.missing_slots().len() });
+            match (&ppl, writable) {
+                (None, _) => return Err(OpenError::DirtyDegraded { missing: plan.missing_slots().len() }),
+                (Some(_), false) => {
+                    return Err(OpenError::DirtyDegradedReadOnly { missing: plan.missing_slots().len() })
+                }
+                (Some(_), true) => {}
+            }
         }
         let bitmap = load_bitmap(&members[plan.reference], plan.events)?;
         let raid_disks = plan.raid_disks;
         let mut array = Array::new(plan.geometry.clone(), slots)?;
-        let needs_resync = !plan.clean && plan.geometry.max_degraded() > 0;
-        array.set_resync_pending(needs_resync);
+        let mut needs_resync = !plan.clean && plan.geometry.max_degraded() > 0;
         let events = plan.events;
         let dirty = !plan.clean;
+        let mut log_replay = None;
+        if let (Some(config), true) = (&ppl, writable) {
+            let targets = member_targets_of(&plan, &members);
+            if !plan.clean {
+                let r = crate::ppl::replay_logs(&plan.geometry, array.slot_states(), &targets, config)?;
+                // Every log read and applied: parity matches data wherever a write was in
+                // flight, and nowhere else could it differ, so no resync is owed (md marks the
+                // array clean after a clean PPL recovery).
+                if r.complete() {
+                    needs_resync = false;
+                }
+                log_replay = Some(r);
+            }
+            crate::ppl::reset_logs(&targets, config)?;
+            array.enable_ppl(config.clone());
+        }
+        array.set_resync_pending(needs_resync);
         Ok(OpenArray {
             plan,
             members,
@@ -188,6 +221,8 @@ impl OpenArray {
             corrected_read_errors: Vec::new(),
             bitmap,
             readded: vec![false; raid_disks],
+            ppl,
+            log_replay,
         })
     }
 
@@ -321,20 +356,12 @@ impl OpenArray {
     /// Per slot, where its member I/O goes (`None` for an empty slot). Targets can be moved to
     /// other threads; they share the devices with this array.
     pub fn member_targets(&self) -> Vec<Option<MemberTarget>> {
-        self.plan
-            .slots
-            .iter()
-            .map(|idx| {
-                idx.map(|i| {
-                    let m = &self.members[i];
-                    MemberTarget {
-                        dev: Arc::clone(&m.dev),
-                        base: m.info.data_offset * SECTOR_BYTES,
-                        data_bytes: data_sectors(&self.plan, &m.info) * SECTOR_BYTES,
-                    }
-                })
-            })
-            .collect()
+        member_targets_of(&self.plan, &self.members)
+    }
+
+    /// The partial parity log's settings, when the array keeps one.
+    pub fn ppl(&self) -> Option<&PplConfig> {
+        self.ppl.as_ref()
     }
 
     /// Take the engine's events (members that failed), remember them for the next superblock
@@ -473,6 +500,16 @@ impl OpenArray {
             })?;
             dev.write_at(to, &image)
                 .map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "writing bitmap", source })?;
+        }
+        // Its partial parity log starts empty (md's `ppl_modify_log`), before it is a member.
+        if let Some(config) = &self.ppl {
+            let (at, len) = crate::ppl::log_area_of(&sb)
+                .ok_or_else(|| OpenError::BadMember(format!("{}: no room for the partial parity log", dev.name())))?;
+            dev.write_at(at, &crate::ppl::empty_log(config, len)).map_err(|source| OpenError::Io {
+                device: dev.name().to_string(),
+                what: "writing an empty partial parity log",
+                source,
+            })?;
         }
         dev.write_at(offset, &sb.to_bytes())
             .map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "writing superblock", source })?;
@@ -889,6 +926,55 @@ fn data_sectors(plan: &AssemblyPlan, info: &MemberInfo) -> u64 {
     }
 }
 
+/// Per slot, where its member I/O goes (`None` for an empty slot).
+fn member_targets_of(plan: &AssemblyPlan, members: &[OpenMember]) -> Vec<Option<MemberTarget>> {
+    plan.slots
+        .iter()
+        .map(|idx| {
+            idx.map(|i| {
+                let m = &members[i];
+                MemberTarget {
+                    dev: Arc::clone(&m.dev),
+                    base: m.info.data_offset * SECTOR_BYTES,
+                    data_bytes: data_sectors(plan, &m.info) * SECTOR_BYTES,
+                    log_area: crate::ppl::log_area(m),
+                }
+            })
+        })
+        .collect()
+}
+
+/// The partial parity log of an array whose members all keep one; an error if only some do.
+fn ppl_config(members: &[OpenMember], plan: &AssemblyPlan) -> Result<Option<PplConfig>, OpenError> {
+    let used: Vec<&OpenMember> = plan.slots.iter().flatten().map(|&i| &members[i]).collect();
+    let areas: Vec<Option<(u64, u64)>> = used.iter().map(|m| crate::ppl::log_area(m)).collect();
+    if areas.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    if let Some(i) = areas.iter().position(Option::is_none) {
+        return Err(OpenError::BadMember(format!(
+            "{}: has no partial parity log while other members of the array have one",
+            used[i].dev.name()
+        )));
+    }
+    if plan.geometry.parity().is_none() {
+        return Err(OpenError::BadMember(format!(
+            "{}: a partial parity log on a {} array (it needs raid4, raid5 or raid6)",
+            used[0].dev.name(),
+            plan.level
+        )));
+    }
+    let area_bytes = areas.iter().flatten().map(|a| a.1).min().expect("some area");
+    let config = PplConfig { signature: uraid_format::ppl::signature(&plan.array_uuid), area_bytes };
+    if config.space() < uraid_engine::ppl::pp_per_row(&plan.geometry) {
+        return Err(OpenError::BadMember(format!(
+            "{}: the partial parity log area ({area_bytes} bytes) holds no partial parity",
+            used[0].dev.name()
+        )));
+    }
+    Ok(Some(config))
+}
+
 /// Where one slot's member I/O goes: a device and its data area.
 #[derive(Clone)]
 pub struct MemberTarget {
@@ -897,15 +983,20 @@ pub struct MemberTarget {
     pub base: u64,
     /// Bytes of array data the member holds.
     pub data_bytes: u64,
+    /// Byte offset and length of the member's partial parity log area, if it has one.
+    pub log_area: Option<(u64, u64)>,
 }
 
 impl MemberTarget {
     /// Perform one member I/O, refusing anything outside the member's data area (so a bug can
     /// never overwrite a superblock or bitmap).
     pub fn perform(&self, io: &MemberIo) -> Result<IoResult, OpenError> {
+        if let MemberOp::LogWrite { data } = &io.op {
+            return self.write_log(io.offset, data);
+        }
         let len = match &io.op {
             MemberOp::Read { len } | MemberOp::Discard { len } => *len,
-            MemberOp::Write { data } => data.len() as u64,
+            MemberOp::Write { data } | MemberOp::LogWrite { data } => data.len() as u64,
             MemberOp::Flush => 0,
         };
         assert!(
@@ -942,6 +1033,26 @@ impl MemberTarget {
                     .map_err(|source| OpenError::Io { device: name(), what: "discard", source })?;
                 IoResult::Done
             }
+            MemberOp::LogWrite { .. } => unreachable!("handled above"),
         })
+    }
+
+    /// A partial parity log write: inside the log area only, and durable before it completes
+    /// (md writes the log with FUA).
+    fn write_log(&self, offset: u64, data: &[u8]) -> Result<IoResult, OpenError> {
+        let (at, len) = self.log_area.unwrap_or_else(|| panic!("log write to {}, which has no log area", self.dev.name()));
+        assert!(
+            offset.checked_add(data.len() as u64).is_some_and(|end| end <= len),
+            "log write {}+{} outside the log area ({len} bytes) of {}",
+            offset,
+            data.len(),
+            self.dev.name()
+        );
+        let name = || self.dev.name().to_string();
+        self.dev
+            .write_at(at + offset, data)
+            .map_err(|source| OpenError::Io { device: name(), what: "writing the partial parity log", source })?;
+        self.dev.flush().map_err(|source| OpenError::Io { device: name(), what: "flushing the partial parity log", source })?;
+        Ok(IoResult::Done)
     }
 }

@@ -31,6 +31,8 @@ use uraid_layout::StripeRoles;
 use crate::geometry::{Geometry, ParityRun, SECTOR_BYTES};
 use crate::EngineError;
 
+mod logging;
+
 /// Identifies a submitted request.
 pub type RequestId = u64;
 /// Identifies an emitted member I/O.
@@ -94,6 +96,9 @@ pub enum MemberOp {
     Flush,
     /// Zero `len` bytes, deallocating if the member can; afterwards they must read as zeros.
     Discard { len: u64 },
+    /// Write `data` at `offset` from the start of the member's partial parity log area (not
+    /// its data), durably: complete it only once the bytes are on stable storage (FUA).
+    LogWrite { data: Vec<u8> },
 }
 
 /// The driver's answer for one member I/O.
@@ -234,6 +239,8 @@ pub struct Array {
     /// carry old errors into new parity, so only reconstruct-write is used (as md does while
     /// `recovery_cp` is short of the end).
     resync_pending: bool,
+    /// The partial parity log, when writes are logged (see `array/logging.rs`).
+    log: Option<logging::PplLog>,
 }
 
 impl Array {
@@ -257,6 +264,7 @@ impl Array {
             starting: false,
             rescan: false,
             resync_pending: false,
+            log: None,
         };
         if !array.readable() {
             return Err(EngineError::ArrayFailed);
@@ -326,6 +334,7 @@ impl Array {
         } else {
             self.change_state(slot, state);
         }
+        self.log_maintenance();
         Ok(())
     }
 
@@ -348,6 +357,9 @@ impl Array {
             }
             Request::Discard { offset, len } => {
                 check_range(*offset, *len, size)?;
+                if self.log.is_some() {
+                    return Err(EngineError::DiscardWithLog);
+                }
                 if let Some(width) = self.geometry.stripe_data_bytes() {
                     if offset % width != 0 || len % width != 0 {
                         return Err(EngineError::Unaligned { offset: *offset, len: *len, granularity: width });
@@ -444,6 +456,11 @@ impl Array {
         };
         let rid = io.rid;
         let tag = io.tag;
+        if rid == logging::LOG_RID {
+            self.log_io_done(tag, outcome);
+            self.log_maintenance();
+            return;
+        }
         let mut op = self.ops.remove(&rid).expect("member I/O of a finished request");
         let done = match &mut op.kind {
             OpKind::Read(r) => self.read_io_done(rid, r, tag, outcome),
@@ -471,6 +488,7 @@ impl Array {
         } else {
             self.ops.insert(rid, op);
         }
+        self.log_maintenance();
     }
 
     /// Whether every byte can be read from in-sync members (recovering ones do not count).
@@ -494,7 +512,11 @@ impl Array {
         if !(self.slots[slot] == SlotState::Recovering && state == SlotState::InSync) {
             self.generation[slot] += 1;
         }
+        let joins = self.slots[slot] != SlotState::InSync && state == SlotState::InSync;
         self.slots[slot] = state;
+        if joins {
+            self.log_member_joined(slot);
+        }
     }
 
     fn fail_slot(&mut self, slot: usize, reason: &str) {
@@ -509,7 +531,7 @@ impl Array {
         self.next_io += 1;
         let len = match &op {
             MemberOp::Read { len } | MemberOp::Discard { len } => *len,
-            MemberOp::Write { data } => data.len() as u64,
+            MemberOp::Write { data } | MemberOp::LogWrite { data } => data.len() as u64,
             MemberOp::Flush => 0,
         };
         let generation = self.generation[tag.slot];
@@ -521,7 +543,7 @@ impl Array {
         let kind = match op {
             MemberOp::Read { .. } => IoKind::Read,
             MemberOp::Write { .. } => IoKind::Write,
-            MemberOp::Flush | MemberOp::Discard { .. } => IoKind::Other,
+            MemberOp::Flush | MemberOp::Discard { .. } | MemberOp::LogWrite { .. } => IoKind::Other,
         };
         self.emit_io(rid, tag, offset, op, kind);
     }
@@ -985,6 +1007,21 @@ impl Array {
                 _ => by_stripe.push(StripeWrite::new(run)),
             }
         }
+        if let Some(max) = self.log_max_rows() {
+            // Partial parity of one stripe write must fit one log write (md logs 4 KiB rows).
+            by_stripe = by_stripe
+                .into_iter()
+                .flat_map(|sw| {
+                    let lo = sw.runs.iter().map(|r| r.chunk_offset).min().expect("runs") / max * max;
+                    let hi = sw.runs.iter().map(|r| r.chunk_offset + r.len).max().expect("runs");
+                    if hi - lo <= max {
+                        return vec![sw];
+                    }
+                    let bounds: Vec<(u64, u64)> = (lo..hi).step_by(max as usize).map(|s| (s, (s + max).min(hi))).collect();
+                    stripe_pieces(&sw, &bounds)
+                })
+                .collect();
+        }
         w.stripes = by_stripe;
         w.remaining = w.stripes.len();
         for part in 0..w.stripes.len() {
@@ -1005,8 +1042,14 @@ impl Array {
         let n = self.slots.len();
         let sw = &mut w.stripes[part];
         let roles = self.geometry.stripe_roles(sw.stripe);
-        let lo = sw.runs.iter().map(|r| r.chunk_offset).min().expect("a stripe write has runs");
-        let hi = sw.runs.iter().map(|r| r.chunk_offset + r.len).max().expect("a stripe write has runs");
+        let mut lo = sw.runs.iter().map(|r| r.chunk_offset).min().expect("a stripe write has runs");
+        let mut hi = sw.runs.iter().map(|r| r.chunk_offset + r.len).max().expect("a stripe write has runs");
+        if self.log.is_some() {
+            // Partial parity is logged in whole sectors, so the rows are read and parity
+            // written whole.
+            lo = lo / crate::ppl::ROW_BYTES * crate::ppl::ROW_BYTES;
+            hi = hi.div_ceil(crate::ppl::ROW_BYTES) * crate::ppl::ROW_BYTES;
+        }
         sw.lo = lo;
         sw.hi = hi;
         let parity_slots: Vec<usize> = std::iter::once(roles.p).chain(roles.q).collect();
@@ -1028,8 +1071,13 @@ impl Array {
         } else {
             // Read-modify-write needs the old contents of every parity block it writes, so a
             // recovering parity member (or touched data member) rules it out.
-            let rmw_possible =
-                !self.resync_pending && touched.iter().all(|&s| readable(s)) && kept_parity.iter().all(|&s| readable(s));
+            // With a partial parity log every syndrome must be known afresh (partial parity is
+            // derived from it), so a parity member that cannot be read rules it out too.
+            let logged = self.log.is_some();
+            let rmw_possible = !self.resync_pending
+                && touched.iter().all(|&s| readable(s))
+                && kept_parity.iter().all(|&s| readable(s))
+                && (!logged || parity_slots.iter().all(|&s| readable(s)));
             let rcw_needs: Vec<usize> = roles.data.iter().copied().filter(|&s| !fully_covered(s)).collect();
             let rcw_possible = rcw_needs.iter().all(|&s| readable(s));
             let rmw_reads = touched.len() + kept_parity.len();
@@ -1086,6 +1134,10 @@ impl Array {
         // Members written over the whole of [lo, hi): parity, and data members whose read failed
         // (their rows are rewritten in full, which is the correction).
         let mut whole: Vec<(usize, Vec<u8>)> = Vec::new();
+        // New contents over [lo, hi) of the data members the write touches, by slot, kept for
+        // the partial parity log.
+        let logging = self.log.is_some() && sw.strategy != Strategy::DataOnly;
+        let mut new_blocks: Vec<Option<Vec<u8>>> = vec![None; self.slots.len()];
         match sw.strategy {
             Strategy::DataOnly => {}
             Strategy::ReadModifyWrite => {
@@ -1103,6 +1155,9 @@ impl Array {
                             uraid_parity::update_pq(&mut scratch, Some(q), qslot, &old, &new);
                         }
                         (None, None) => unreachable!("RMW is chosen only with live parity"),
+                    }
+                    if logging {
+                        new_blocks[slot] = Some(new);
                     }
                 }
                 if let Some(p) = p {
@@ -1126,6 +1181,9 @@ impl Array {
                     if sw.bad.contains(&slot) {
                         whole.push((slot, b.clone()));
                     }
+                    if logging && sw.runs.iter().any(|r| r.slot == slot) {
+                        new_blocks[slot] = Some(b.clone());
+                    }
                     data.push(b);
                 }
                 let (p, q) = compute_parity(roles, &data, len);
@@ -1135,6 +1193,9 @@ impl Array {
                 }
             }
         }
+        // New parity, kept for the partial parity log.
+        let new_p = logging.then(|| whole.iter().find(|(s, _)| *s == roles.p).map(|(_, b)| b.clone())).flatten();
+        let new_q = logging.then(|| roles.q.and_then(|qs| whole.iter().find(|(s, _)| *s == qs)).map(|(_, b)| b.clone())).flatten();
         let chunk = self.geometry.chunk_bytes();
         let base = sw.stripe * chunk;
         let mut writes: Vec<(usize, u64, Vec<u8>, bool)> = Vec::new();
@@ -1156,6 +1217,37 @@ impl Array {
         if writes.is_empty() {
             return true;
         }
+        if logging {
+            if let Some(log_slot) = self.log_slot_for(roles.p, roles.q) {
+                // Hold the writes back until partial parity for these rows is durable.
+                let p = new_p.as_deref();
+                let q = new_q.as_deref();
+                let rows = ((hi - lo) / crate::ppl::ROW_BYTES) as usize;
+                let modified: Vec<Vec<bool>> = roles
+                    .data
+                    .iter()
+                    .map(|&slot| {
+                        (0..rows as u64)
+                            .map(|row| {
+                                let (start, end) = (lo + row * crate::ppl::ROW_BYTES, lo + (row + 1) * crate::ppl::ROW_BYTES);
+                                sw.runs.iter().any(|r| r.slot == slot && r.chunk_offset < end && start < r.chunk_offset + r.len)
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let new_data: Vec<Option<&[u8]>> = roles.data.iter().map(|&slot| new_blocks[slot].as_deref()).collect();
+                let p = p.expect("a logged write computes P");
+                let change = crate::ppl::StripeChange { stripe: sw.stripe, lo, hi, modified: &modified, new_data: &new_data, p, q };
+                let (entries, pp) = crate::ppl::stripe_entries(&self.geometry, &change);
+                if !entries.is_empty() {
+                    sw.pending = 0;
+                    sw.deferred = writes;
+                    sw.log_slot = Some(log_slot);
+                    self.log_enqueue(log_slot, logging::Logged { item: logging::Item::Stripe { rid, part }, entries, pp });
+                    return false;
+                }
+            }
+        }
         for (slot, off, data, correction) in writes {
             let tag = IoTag { part, slot };
             if correction {
@@ -1175,6 +1267,9 @@ impl Array {
         if sw.writing {
             if sw.pending == 0 {
                 stripe_done = true;
+                if sw.log_slot.take().is_some() {
+                    self.log_stripe_done(rid, part);
+                }
                 // Failed writes made members faulty; the data is still there if the array is
                 // within its redundancy.
                 if !self.readable() {
@@ -1213,30 +1308,9 @@ impl Array {
     /// write per row (see `split_read_part`) and plan those afresh. The old one is finished.
     fn split_stripe_write(&mut self, rid: RequestId, w: &mut ParityWriteOp, part: usize) {
         let sw = &w.stripes[part];
-        let mut pieces = Vec::new();
-        for (delta, len) in row_pieces(sw.lo, sw.hi - sw.lo) {
-            let (row_start, row_end) = (sw.lo + delta, sw.lo + delta + len);
-            let runs: Vec<ParityRun> = sw
-                .runs
-                .iter()
-                .filter_map(|r| {
-                    let start = r.chunk_offset.max(row_start);
-                    let end = (r.chunk_offset + r.len).min(row_end);
-                    (start < end).then(|| ParityRun {
-                        logical: r.logical + (start - r.chunk_offset),
-                        len: end - start,
-                        chunk_offset: start,
-                        ..r.clone()
-                    })
-                })
-                .collect();
-            // Rows between the runs of a write that wraps into the next chunk hold none of it.
-            if let Some(first) = runs.first() {
-                let mut piece = StripeWrite::new(first.clone());
-                piece.runs = runs;
-                pieces.push(piece);
-            }
-        }
+        let bounds: Vec<(u64, u64)> =
+            row_pieces(sw.lo, sw.hi - sw.lo).into_iter().map(|(delta, len)| (sw.lo + delta, sw.lo + delta + len)).collect();
+        let pieces = stripe_pieces(sw, &bounds);
         let first = w.stripes.len();
         w.remaining += pieces.len();
         w.stripes.extend(pieces);
@@ -1798,6 +1872,34 @@ impl CopyUnit {
     }
 }
 
+/// The parts of a stripe write inside each member row range of `bounds` (ranges holding none
+/// of it, between the runs of a write that wraps into the next chunk, give no piece).
+fn stripe_pieces(sw: &StripeWrite, bounds: &[(u64, u64)]) -> Vec<StripeWrite> {
+    let mut pieces = Vec::new();
+    for &(row_start, row_end) in bounds {
+        let runs: Vec<ParityRun> = sw
+            .runs
+            .iter()
+            .filter_map(|r| {
+                let start = r.chunk_offset.max(row_start);
+                let end = (r.chunk_offset + r.len).min(row_end);
+                (start < end).then(|| ParityRun {
+                    logical: r.logical + (start - r.chunk_offset),
+                    len: end - start,
+                    chunk_offset: start,
+                    ..r.clone()
+                })
+            })
+            .collect();
+        if let Some(first) = runs.first() {
+            let mut piece = StripeWrite::new(first.clone());
+            piece.runs = runs;
+            pieces.push(piece);
+        }
+    }
+    pieces
+}
+
 /// Split member bytes `[offset, offset+len)` at 4 KiB row boundaries: `(offset into the range,
 /// length)` per row.
 fn row_pieces(offset: u64, len: u64) -> Vec<(u64, u64)> {
@@ -1955,6 +2057,11 @@ struct StripeWrite {
     pending: usize,
     failed_read: bool,
     writing: bool,
+    /// Member writes held back until the log write covering the stripe is durable:
+    /// `(slot, offset, bytes, is a correction)`.
+    deferred: Vec<(usize, u64, Vec<u8>, bool)>,
+    /// The member whose log covers this stripe's writes in flight.
+    log_slot: Option<usize>,
 }
 
 impl StripeWrite {
@@ -1970,6 +2077,8 @@ impl StripeWrite {
             pending: 0,
             failed_read: false,
             writing: false,
+            deferred: Vec::new(),
+            log_slot: None,
         }
     }
 }

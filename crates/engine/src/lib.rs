@@ -6,12 +6,14 @@
 //! - [`geometry`]: a level's layout as byte runs on member slots;
 //! - [`assemble`]: which members form the array (freshness, slots, enough members to run);
 //! - [`array`]: the request state machine (degraded I/O, rmw/rcw, check/repair);
+//! - [`ppl`]: md's partial parity log: entries for stripe writes, replay after a crash;
 //! - [`blocking`]: a minimal synchronous loop that runs the engine against a closure doing I/O.
 
 pub mod array;
 pub mod assemble;
 pub mod blocking;
 pub mod geometry;
+pub mod ppl;
 
 pub use array::{Array, Completion, EngineEvent, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState};
 pub use assemble::{AssemblyPlan, ArrayState, Candidate, MemberVerdict};
@@ -38,6 +40,8 @@ pub enum EngineError {
     ArrayFailed,
     #[error("cannot check redundancy of a degraded array")]
     DegradedCheck,
+    #[error("discard is not passed to the members of an array with a partial parity log (md's raid5 ignores discards too unless the members promise zeroes)")]
+    DiscardWithLog,
     #[error("slot {slot}: reading {len} bytes at member offset {offset} failed, and no other copy or redundancy is left to rebuild them")]
     UnrecoverableRead { slot: usize, offset: u64, len: u64 },
     #[error("there is no slot {slot}: the array has {raid_disks} slots")]

@@ -197,7 +197,7 @@ pub fn env_u64(name: &str) -> Option<u64> {
 }
 
 /// The replay configuration the environment asks for (`URAID_SIM_SEED`, `URAID_SIM_GEOMETRY`,
-/// optionally `URAID_SIM_WRITE_HOLE=1` and `URAID_SIM_MUTATION=<name>`), traced.
+/// optionally `URAID_SIM_WRITE_HOLE=1`, `URAID_SIM_PPL=0|1` and `URAID_SIM_MUTATION=<name>`), traced.
 pub fn replay_config_from_env() -> Option<Config> {
     let seed = env_u64("URAID_SIM_SEED")?;
     let geometry = std::env::var("URAID_SIM_GEOMETRY").unwrap_or_else(|_| "raid5-4-ls".into());
@@ -205,6 +205,9 @@ pub fn replay_config_from_env() -> Option<Config> {
     cfg.trace = std::env::var("URAID_SIM_TRACE").map_or(true, |v| v != "0");
     if std::env::var("URAID_SIM_WRITE_HOLE").is_ok_and(|v| v == "1") {
         cfg.scenario = Scenario::WriteHole;
+    }
+    if let Ok(v) = std::env::var("URAID_SIM_PPL") {
+        cfg.ppl = Some(v == "1");
     }
     if std::env::var("URAID_SIM_EXPOSE_KNOWN_BUGS").is_ok_and(|v| v == "1") {
         cfg.expose_known_bugs = true;

@@ -62,6 +62,9 @@ pub struct SimDisk {
     pub unsynced_spare: bool,
     /// Bytes silently corrupted and not rewritten since (checker validation).
     corrupted: BTreeSet<u64>,
+    /// The partial parity log area (empty without a log). Log writes are FUA: durable when they
+    /// complete, so the area has no volatile cache.
+    pub ppl_area: Vec<u8>,
 }
 
 impl SimDisk {
@@ -79,6 +82,7 @@ impl SimDisk {
             lying_flush: false,
             unsynced_spare: false,
             corrupted: BTreeSet::new(),
+            ppl_area: Vec::new(),
         }
     }
 
@@ -159,6 +163,28 @@ impl SimDisk {
         self.log.push_back(Record { seq: self.next_seq, first, data: self.cache[r].to_vec() });
         self.next_seq += 1;
         Ok(())
+    }
+
+    /// A FUA write into the log area.
+    pub fn write_log(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
+        if self.fail_next_write {
+            self.fail_next_write = false;
+            return Err("injected write error".into());
+        }
+        let at = offset as usize;
+        self.ppl_area[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// A log write in flight at a crash: nothing of it, all of it, or some of its sectors.
+    pub fn crash_log(&mut self, rng: &mut SimRng, offset: u64, data: &[u8]) {
+        let fate = rng.below(3);
+        for (i, sector) in data.chunks(SECTOR as usize).enumerate() {
+            if fate == 1 || (fate == 2 && rng.chance(1, 2)) {
+                let at = offset as usize + i * SECTOR as usize;
+                self.ppl_area[at..at + sector.len()].copy_from_slice(sector);
+            }
+        }
     }
 
     /// A flush is being issued: it covers every write completed so far.

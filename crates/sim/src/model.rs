@@ -203,6 +203,14 @@ impl Model {
         self.mark_unknown(w.offset, w.len);
     }
 
+    /// Whatever the sectors covering `[offset, offset+len)` hold is accepted until they are
+    /// written again (whole sectors: a sector is the unit a member rebuilds).
+    pub fn forget_sectors(&mut self, offset: u64, len: u64) {
+        let start = offset / SECTOR * SECTOR;
+        let end = (offset + len).div_ceil(SECTOR) * SECTOR;
+        self.mark_unknown(start, end.min(self.size()) - start);
+    }
+
     fn mark_unknown(&mut self, offset: u64, len: u64) {
         let end = offset + len;
         for s in offset / SECTOR..end.div_ceil(SECTOR) {

@@ -12,7 +12,9 @@ use uraid_engine::array::{
     Array, Completion, EngineEvent, IoId, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState,
 };
 use uraid_engine::blocking::execute;
+use uraid_engine::ppl::{latest_header, replay, PplConfig, ReplayIo, ReplayReport};
 use uraid_engine::{EngineError, Geometry};
+use uraid_format::ppl::PplHeader;
 
 use crate::disk::{SimDisk, SECTOR};
 use crate::geometries;
@@ -25,8 +27,10 @@ pub enum Scenario {
     /// The default: faults within the level's redundancy (or, for some seeds, beyond it, where
     /// only "errors are reported, never wrong data" is checked).
     Standard,
-    /// Opt-in: a parity array crashes while degraded and is assembled anyway (md's
-    /// `start_dirty_degraded`), then read: demonstrates the RAID-5/6 write hole.
+    /// A parity array crashes while degraded and is assembled anyway (md's
+    /// `start_dirty_degraded`, or md's assembly with a partial parity log), then read. With the
+    /// log (the default here) nothing outside the writes in flight may read back wrong; without
+    /// it, this demonstrates the RAID-5/6 write hole.
     WriteHole,
 }
 
@@ -67,6 +71,9 @@ pub struct Config {
     /// Turn off the guards that keep the fault injector away from known engine bugs (see
     /// [`crate::KNOWN_BUGS`]); `URAID_SIM_EXPOSE_KNOWN_BUGS=1`.
     pub expose_known_bugs: bool,
+    /// Whether a parity array keeps md's partial parity log; `None`: the seed decides (always
+    /// in the write-hole scenario). `URAID_SIM_PPL=0|1`.
+    pub ppl: Option<bool>,
 }
 
 impl Config {
@@ -78,6 +85,7 @@ impl Config {
             mutation: None,
             trace: false,
             expose_known_bugs: false,
+            ppl: None,
         }
     }
 
@@ -92,6 +100,9 @@ impl Config {
         }
         if self.expose_known_bugs {
             env.push_str(" URAID_SIM_EXPOSE_KNOWN_BUGS=1");
+        }
+        if let Some(ppl) = self.ppl {
+            env.push_str(&format!(" URAID_SIM_PPL={}", u8::from(ppl)));
         }
         format!("{env} cargo test -p uraid-sim --test campaign replay -- --nocapture")
     }
@@ -211,6 +222,10 @@ pub struct Report {
     pub partial_sector_kicks: u32,
     pub subset_reads: u32,
     pub requests_failed: u32,
+    /// The array kept md's partial parity log.
+    pub ppl: bool,
+    /// Log entries replayed after crashes.
+    pub log_entries_replayed: u64,
     pub virtual_ns: u64,
     /// A hash of every I/O and completion: equal for equal runs.
     pub fingerprint: u64,
@@ -318,6 +333,8 @@ pub struct Sim {
     crng: SimRng,
     device_bytes: u64,
     devices: Vec<SimDisk>,
+    /// md's partial parity log, when this parity array keeps one.
+    ppl: Option<PplConfig>,
     latency: Vec<u64>,
     /// Per device: its latent errors were all rewritten while requests up to this id were in
     /// flight. Those requests may still hold it as a copy that failed them (the engine does not
@@ -358,7 +375,7 @@ pub struct Sim {
 fn op_len(op: &MemberOp) -> u64 {
     match op {
         MemberOp::Read { len } | MemberOp::Discard { len } => *len,
-        MemberOp::Write { data } => data.len() as u64,
+        MemberOp::Write { data } | MemberOp::LogWrite { data } => data.len() as u64,
         MemberOp::Flush => 0,
     }
 }
@@ -369,6 +386,33 @@ fn op_name(op: &MemberOp) -> &'static str {
         MemberOp::Write { .. } => "write",
         MemberOp::Flush => "flush",
         MemberOp::Discard { .. } => "discard",
+        MemberOp::LogWrite { .. } => "log write",
+    }
+}
+
+/// A log area as md leaves it when it starts an array: an empty header, then zeros.
+fn empty_log(config: &PplConfig) -> Vec<u8> {
+    let mut area = vec![0u8; config.area_bytes as usize];
+    let header = PplHeader::empty(config.signature).to_bytes();
+    area[..header.len()].copy_from_slice(&header);
+    area
+}
+
+/// Log replay over the simulated members.
+struct SimReplayIo<'a> {
+    devices: &'a mut [SimDisk],
+    slot_dev: &'a [Option<usize>],
+}
+
+impl ReplayIo for SimReplayIo<'_> {
+    fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, String> {
+        let d = self.slot_dev[slot].ok_or("empty slot")?;
+        self.devices[d].read(offset, len)
+    }
+
+    fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), String> {
+        let d = self.slot_dev[slot].ok_or("empty slot")?;
+        self.devices[d].write(offset, data)
     }
 }
 
@@ -405,7 +449,22 @@ impl Sim {
         }
         let frng = rng.fork();
         let crng = rng.fork();
-        let array = Array::new(geometry.clone(), vec![SlotState::InSync; n]).map_err(|e| setup(&cfg, e.to_string()))?;
+        let mut array =
+            Array::new(geometry.clone(), vec![SlotState::InSync; n]).map_err(|e| setup(&cfg, e.to_string()))?;
+        // The log's own generator, so runs without it keep their sequence of events.
+        let mut lrng = rng.fork();
+        let want_ppl = match cfg.ppl {
+            Some(v) => v,
+            None => cfg.scenario == Scenario::WriteHole || lrng.chance(1, 2),
+        };
+        let ppl = (parity && want_ppl && geometry.chunk_bytes() % uraid_engine::ppl::ROW_BYTES == 0).then(|| {
+            // Small areas too, so stripe writes get split and log writes queue.
+            let rows = lrng.pick(&[2u64, 4, 8, 32, 256]);
+            PplConfig { signature: lrng.next_u64() as u32, area_bytes: 4096 + rows * 8192 }
+        });
+        if let Some(config) = &ppl {
+            array.enable_ppl(config.clone());
+        }
         let size = array.size_bytes();
         let mode = if cfg.scenario == Scenario::Standard && cfg.mutation.is_none() && rng.chance(1, 8) {
             Mode::Overload
@@ -419,6 +478,7 @@ impl Sim {
                 geometry: cfg.geometry.clone(),
                 description: built.description,
                 overload: mode == Mode::Overload,
+                ppl: ppl.is_some(),
                 ..Report::default()
             },
             destage: cfg.mutation != Some(Mutation::LyingFlush),
@@ -432,6 +492,7 @@ impl Sim {
             crng,
             device_bytes: built.device_bytes,
             devices: Vec::new(),
+            ppl,
             latency: Vec::new(),
             cleared_while: Vec::new(),
             last_rid: 0,
@@ -537,6 +598,9 @@ impl Sim {
     fn new_device(&mut self) -> usize {
         let id = self.devices.len();
         self.devices.push(SimDisk::new(id, self.device_bytes));
+        if let Some(config) = &self.ppl {
+            self.devices[id].ppl_area = empty_log(config);
+        }
         let mut base = self.rng.between(20_000, 200_000);
         if self.slow_chance > 0 && self.rng.chance(self.slow_chance, 6) {
             base *= self.rng.between(10, 60);
@@ -563,6 +627,8 @@ impl Sim {
             (r.between(15, 50), r.between(2, 12), r.between(0, 6))
         };
         let scrub = if self.redundant { 2 } else { 0 };
+        // A logged array takes no discards (the service writes zeroes instead).
+        let discard = if self.ppl.is_some() { 0 } else { discard };
         self.w.read = read;
         self.w.write = 100 - read - flush - discard - scrub;
         self.w.flush = flush;
@@ -804,7 +870,13 @@ impl Sim {
                 ),
             ));
         };
-        if !self.devices[dev].in_range(io.offset, len) {
+        let in_range = match io.op {
+            MemberOp::LogWrite { .. } => {
+                io.offset.checked_add(len).is_some_and(|end| end <= self.devices[dev].ppl_area.len() as u64)
+            }
+            _ => self.devices[dev].in_range(io.offset, len),
+        };
+        if !in_range {
             return Err(self.fail(
                 Invariant::Protocol,
                 format!(
@@ -875,6 +947,10 @@ impl Sim {
                     IoResult::Done
                 }
                 MemberOp::Discard { len } => match d.discard(off, *len) {
+                    Ok(()) => IoResult::Done,
+                    Err(e) => IoResult::Failed(e),
+                },
+                MemberOp::LogWrite { data } => match d.write_log(off, data) {
                     Ok(()) => IoResult::Done,
                     Err(e) => IoResult::Failed(e),
                 },
@@ -1238,6 +1314,17 @@ impl Sim {
             .collect()
     }
 
+    /// Whether every live member of the array reads and writes without error (no latent
+    /// errors, no write error pending, none cleared under requests still running).
+    fn live_members_sound(&self) -> bool {
+        let oldest = self.reqs.keys().next();
+        self.slot_dev.iter().flatten().all(|&d| {
+            let dev = &self.devices[d];
+            let recently_bad = self.cleared_while[d].is_some_and(|r| oldest.is_some_and(|o| *o <= r));
+            dev.dead || !(dev.has_bad_sectors() || dev.fail_next_write || recently_bad)
+        })
+    }
+
     /// Whether compromising `slot` as well leaves every byte readable.
     fn within_budget_with(&self, slot: usize) -> bool {
         let mut c = self.compromised();
@@ -1401,11 +1488,16 @@ impl Sim {
                 } else if self.guard_mirror_splice() && self.any_latent_errors() {
                     // Known-bug guard G2: no crash while a mirror has latent errors.
                     return Ok(false);
+                } else if self.parity && self.ppl.is_some() && self.live_members_sound() {
+                    // The log makes parity match data again whatever was in flight: a crash
+                    // while degraded is survivable, and nothing waits for a resync.
                 } else if self.parity && self.compromised().contains(&true) {
                     // Latent errors or a pending write error would meet stale parity in the
                     // resync (the write hole again); wait until they are gone. A crash while
                     // degraded is sometimes let through: md refuses to assemble, the run ends.
-                    if !(self.degraded_for_assembly() && self.frng.chance(1, 5)) {
+                    // With the log the array is assembled, and a log replay that cannot read a
+                    // member it needs leaves that stripe as it was: not simulated (docs/).
+                    if self.ppl.is_some() || !(self.degraded_for_assembly() && self.frng.chance(1, 5)) {
                         return Ok(false);
                     }
                 }
@@ -1428,8 +1520,10 @@ impl Sim {
         );
         let exposed = self.model.unflushed_ranges(self.last_flush);
         let mut inflight: BTreeMap<usize, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
+        let mut inflight_log: Vec<(usize, u64, Vec<u8>)> = Vec::new();
         for f in self.ios.values() {
             match &f.io.op {
+                MemberOp::LogWrite { data } => inflight_log.push((f.dev, f.io.offset, data.clone())),
                 MemberOp::Write { data } => inflight.entry(f.dev).or_default().push((f.io.offset, data.clone())),
                 MemberOp::Discard { len } => {
                     inflight.entry(f.dev).or_default().push((f.io.offset, vec![0; *len as usize]))
@@ -1452,6 +1546,11 @@ impl Sim {
                 o.lost,
                 o.torn
             );
+        }
+        for (d, offset, data) in inflight_log {
+            if !self.devices[d].dead {
+                self.devices[d].crash_log(&mut self.crng, offset, &data);
+            }
         }
         self.ios.clear();
         self.queue.clear();
@@ -1485,7 +1584,11 @@ impl Sim {
         }
         let degraded = states.iter().any(|s| *s != SlotState::InSync);
         trace!(self, "reassembly: slots {states:?}, spares to recover again {respare:?}");
-        if self.parity && degraded && self.cfg.scenario == Scenario::Standard {
+        let mut log_complete = false;
+        if let Some(config) = self.ppl.clone() {
+            log_complete = self.replay_logs(&config, &states)?;
+        }
+        if self.parity && degraded && self.cfg.scenario == Scenario::Standard && self.ppl.is_none() {
             self.report.refused = true;
             self.end(
                 "crash while a parity array was degraded: md refuses to assemble a dirty degraded raid4/5/6 (write hole), and so does the simulation"
@@ -1506,7 +1609,27 @@ impl Sim {
                 return Ok(());
             }
         };
-        self.array.set_resync_pending(true);
+        if let Some(config) = &self.ppl {
+            self.array.enable_ppl(config.clone());
+            if degraded {
+                // No log short of a data journal keeps a sector that was being written on a
+                // member that is gone: it reads back rebuilt from parity that matches neither
+                // version. Everything else is kept (that is the write hole the log closes).
+                let states = self.array.slot_states().to_vec();
+                for &(a, b) in &exposed {
+                    let mut pos = a / SECTOR * SECTOR;
+                    while pos < b {
+                        if self.geometry.parity_runs(pos, 1).first().is_some_and(|r| states[r.slot] != SlotState::InSync) {
+                            self.model.forget_sectors(pos, SECTOR);
+                        }
+                        pos += SECTOR;
+                    }
+                }
+            }
+        }
+        // A complete log replay leaves parity matching data: no resync (md marks it clean).
+        self.needs_resync = !log_complete;
+        self.array.set_resync_pending(self.needs_resync);
         if self.cfg.scenario == Scenario::WriteHole {
             return self.write_hole_check(&exposed);
         }
@@ -1527,6 +1650,60 @@ impl Sim {
         }
         self.w.next_arrival = self.now + self.gap();
         Ok(())
+    }
+
+    /// Replay every in-sync member's partial parity log as assembly does, then start the logs
+    /// empty. True if every log was valid and applied in full.
+    fn replay_logs(&mut self, config: &PplConfig, states: &[SlotState]) -> Result<bool, Failure> {
+        let mut complete = true;
+        let mut total = ReplayReport::default();
+        for slot in 0..states.len() {
+            if states[slot] != SlotState::InSync {
+                continue;
+            }
+            let d = self.slot_dev[slot].expect("an in-sync slot has a device");
+            let Some((at, header)) = latest_header(&self.devices[d].ppl_area, config.signature) else {
+                trace!(self, "  log of slot {slot} (d{d}): no valid header");
+                complete = false;
+                continue;
+            };
+            let pp = self.devices[d].ppl_area[at + uraid_format::ppl::HEADER_BYTES..].to_vec();
+            for e in &header.entries {
+                let ext = uraid_engine::ppl::entry_extent(&self.geometry, e);
+                trace!(self, "    entry {e:?}: {ext:?}");
+            }
+            let mut io = SimReplayIo { devices: &mut self.devices, slot_dev: &self.slot_dev };
+            match replay(&self.geometry, states, slot, &header, &pp, &mut io) {
+                Ok(r) => {
+                    trace!(
+                        self,
+                        "  log of slot {slot} (d{d}), generation {}: {} entries, {} recovered, {} rebuilt, {} skipped, {} bad",
+                        header.generation,
+                        header.entries.len(),
+                        r.recovered,
+                        r.rebuilt,
+                        r.skipped,
+                        r.bad
+                    );
+                    complete &= r.bad == 0;
+                    total.recovered += r.recovered;
+                    total.skipped += r.skipped;
+                    total.rebuilt += r.rebuilt;
+                    total.bad += r.bad;
+                }
+                Err(e) => return Err(self.fail(Invariant::RequestFailed, format!("replaying the log of slot {slot}: {e}"))),
+            }
+        }
+        // Replay writes go straight to the media (the driver flushes after replay).
+        for d in self.slot_dev.iter().flatten().copied().collect::<Vec<_>>() {
+            if !self.devices[d].dead {
+                let mark = self.devices[d].flush_mark();
+                self.devices[d].flush_done(mark);
+                self.devices[d].ppl_area = empty_log(config);
+            }
+        }
+        self.report.log_entries_replayed += total.recovered as u64;
+        Ok(complete)
     }
 
     /// The write-hole scenario after its crash: read the degraded array and say what is wrong.
@@ -1553,6 +1730,32 @@ impl Sim {
                 wrong.push(m);
             }
             pos += len;
+        }
+        if self.ppl.is_some() {
+            // With the log, only a sector that was being written and lives on a member that is
+            // gone may come back as neither version: no log short of a data journal keeps it.
+            let states = self.array.slot_states().to_vec();
+            let being_written = |pos: u64| exposed.iter().any(|&(a, b)| a < pos + SECTOR && pos < b);
+            let on_missing = |pos: u64| {
+                self.geometry.parity_runs(pos, 1).first().is_some_and(|r| states[r.slot] != SlotState::InSync)
+            };
+            let (allowed, unexplained): (Vec<&Mismatch>, Vec<&Mismatch>) =
+                wrong.iter().partition(|m| being_written(m.offset) && on_missing(m.offset));
+            if unexplained.is_empty() {
+                self.end(format!(
+                    "write hole closed by the log: the degraded array read back right, but for {} sector(s) written in flight on the missing member",
+                    allowed.len()
+                ));
+                return Ok(());
+            }
+            return Err(self.fail(
+                Invariant::WrongData,
+                format!(
+                    "after a crash while degraded and a log replay, {} sector(s) read wrong that were not being written on a missing member; first: {}",
+                    unexplained.len(),
+                    unexplained[0].describe()
+                ),
+            ));
         }
         if wrong.is_empty() {
             self.end("write hole: the degraded array read back correctly this time".into());

@@ -60,14 +60,19 @@ fn extra_member_death_is_reported() {
 }
 
 /// Members that acknowledge flushes without making anything durable, then a crash: flushed
-/// writes come back lost.
+/// writes come back lost (or, on arrays with a partial parity log, parity comes back wrong).
 #[test]
 fn lying_flushes_lose_flushed_writes() {
     let mut caught = 0;
     for seed in 0..200 {
         let cfg = mutated(seed, Mutation::LyingFlush);
         if let Err(f) = run_one(&cfg) {
-            assert!(matches!(f.invariant, Invariant::LostDurableWrite | Invariant::WrongData), "{f}");
+            // With a partial parity log, lost log-covered writes also show as parity that no
+            // longer matches (the log is replayed on the strength of flushes that lied).
+            assert!(
+                matches!(f.invariant, Invariant::LostDurableWrite | Invariant::WrongData | Invariant::Inconsistent),
+                "{f}"
+            );
             caught += u32::from(f.invariant == Invariant::LostDurableWrite);
         }
     }
@@ -75,9 +80,9 @@ fn lying_flushes_lose_flushed_writes() {
     assert!(caught >= 100, "only {caught} of 200 runs with lying flushes were caught losing a flushed write");
 }
 
-/// The RAID-5/6 write hole: a parity array that crashes while degraded, assembled anyway, reads
-/// back corrupted blocks, always in stripes that had unflushed writes. When a journal or PPL
-/// closes the hole, this test must change: the scenario passes then.
+/// The RAID-5/6 write hole, with the partial parity log turned off: a parity array that crashes
+/// while degraded, assembled anyway, reads back corrupted blocks, always in stripes that had
+/// unflushed writes. (With the log the scenario passes: `ci_write_hole` in the campaign tests.)
 #[test]
 fn write_hole_is_demonstrated() {
     let parity: Vec<&str> = geometries::ALL
@@ -89,6 +94,7 @@ fn write_hole_is_demonstrated() {
     for seed in 0..120u64 {
         let mut cfg = Config::new(seed, parity[(seed % parity.len() as u64) as usize]);
         cfg.scenario = Scenario::WriteHole;
+        cfg.ppl = Some(false);
         if let Err(f) = run_one(&cfg) {
             assert!(f.explained_by_write_hole, "a failure the write hole does not explain:\n{f}");
             assert!(f.to_string().contains("URAID_SIM_WRITE_HOLE=1"), "{f}");

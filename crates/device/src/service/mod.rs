@@ -125,6 +125,10 @@ pub struct ServiceInfo {
     /// Every member releases discarded space cheaply (files): advisory trims are passed on.
     /// Otherwise a trim does nothing, since zeroing a block device can mean writing every byte.
     pub cheap_discard: bool,
+    /// The engine takes discards at all: not with a partial parity log, where zeroes are
+    /// written instead and trims do nothing (md's raid5 likewise ignores discards unless told
+    /// the members zero them safely).
+    pub discards: bool,
 }
 
 impl ServiceInfo {
@@ -300,9 +304,11 @@ impl ArrayService {
     pub fn start(array: OpenArray, config: ServiceConfig) -> ArrayService {
         let geometry = array.engine().geometry().clone();
         let targets = array.member_targets();
-        let cheap_discard = targets.iter().flatten().all(|t| t.dev.discard_is_cheap());
+        let discards = !array.engine().ppl_enabled();
+        let cheap_discard = discards && targets.iter().flatten().all(|t| t.dev.discard_is_cheap());
         let info = Arc::new(ServiceInfo {
             cheap_discard,
+            discards,
             size: array.size(),
             read_only: !array.writable(),
             level: geometry.level(),
@@ -1125,6 +1131,9 @@ impl Runner {
     /// The part of `[offset, offset+len)` the engine can discard: whole stripes on parity
     /// levels, all of it elsewhere.
     fn discardable(&self, offset: u64, len: u64) -> (u64, u64) {
+        if !self.info.discards {
+            return (0, 0);
+        }
         match self.info.stripe_data_bytes {
             Some(w) => {
                 let lo = offset.div_ceil(w) * w;

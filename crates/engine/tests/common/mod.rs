@@ -28,6 +28,8 @@ pub struct Members {
     pub bad_writes_fail: Vec<bool>,
     /// Slots the engine must not read (recovering members): a read there panics.
     pub no_reads: Vec<bool>,
+    /// Per slot, its partial parity log area (empty until the engine writes one).
+    pub logs: Vec<Vec<u8>>,
 }
 
 impl Members {
@@ -38,6 +40,7 @@ impl Members {
             unreadable: vec![vec![false; bytes as usize]; n],
             bad_writes_fail: vec![false; n],
             no_reads: vec![false; n],
+            logs: vec![Vec::new(); n],
         }
     }
 
@@ -84,7 +87,28 @@ impl Members {
                 disk[at..at + *len as usize].fill(0);
                 IoResult::Done
             }
+            MemberOp::LogWrite { data } => {
+                let log = &mut self.logs[io.slot];
+                if log.len() < at + data.len() {
+                    log.resize(at + data.len(), 0);
+                }
+                log[at..at + data.len()].copy_from_slice(data);
+                IoResult::Done
+            }
         }
+    }
+}
+
+impl uraid_engine::ppl::ReplayIo for Members {
+    fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, String> {
+        let disk = self.disks[slot].as_ref().ok_or("no device")?;
+        Ok(disk[offset as usize..(offset + len) as usize].to_vec())
+    }
+
+    fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), String> {
+        let disk = self.disks[slot].as_mut().ok_or("no device")?;
+        disk[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        Ok(())
     }
 }
 
