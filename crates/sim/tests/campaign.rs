@@ -10,7 +10,7 @@
 //! - `write_hole` (ignored): the RAID-5/6 write-hole scenario; fails while the engine has no
 //!   journal or PPL.
 //! - `known_bugs` (ignored): the standard campaign with the known-bug guards off; fails while the
-//!   bugs in `uraid_sim::KNOWN_BUGS` are there.
+//!   bugs in `uraid_sim::KNOWN_BUGS` are there (none today).
 
 use uraid_sim::campaign::{env_u64, replay_config_from_env, run_plan, Plan};
 use uraid_sim::{geometries, run_one, Scenario};
