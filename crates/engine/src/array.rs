@@ -16,7 +16,9 @@
 //! - failures: a failed write marks its member faulty and the array carries on while redundancy
 //!   allows; a failed read does not (md's `fix_read_error` and raid5's read-error path): the
 //!   bytes are rebuilt from redundancy, returned, and written back to the member, which stays in
-//!   sync if that write succeeds;
+//!   sync if that write succeeds. Mirrors write back whole 4 KiB rows read from one good copy
+//!   (md's `fix_read_error` works in whole sectors and pages): copies may disagree after a crash,
+//!   and rewriting only the bytes asked for would splice two copies inside a sector;
 //! - ordering: a write waits for every earlier request it overlaps (whole stripes for parity
 //!   levels, since a stripe's parity covers all of it), so concurrent requests never interleave
 //!   inside a stripe;
@@ -50,8 +52,9 @@ pub enum Request {
     Write { offset: u64, data: Vec<u8> },
     /// Make every completed write durable on every member.
     Flush,
-    /// Check redundancy over `[offset, offset+len)` (widened to whole stripes); with `repair`,
-    /// rewrite parity or copies that disagree (md's `check` / `repair` / initial resync).
+    /// Check redundancy over `[offset, offset+len)` (widened to whole stripes, or to whole 4 KiB
+    /// rows on mirrors); with `repair`, rewrite parity or copies that disagree (md's `check` /
+    /// `repair` / initial resync).
     /// Recovering members are not compared; a repair also writes them the correct bytes.
     Sync { offset: u64, len: u64, repair: bool },
     /// Make `[offset, offset+len)` read back as zeros, deallocating member space where the
@@ -61,8 +64,9 @@ pub enum Request {
     Discard { offset: u64, len: u64 },
     /// Rebuild member bytes `[offset, offset+len)` (from the member's data start, the same range
     /// on every slot) of every slot that is [`SlotState::Recovering`] when the request starts,
-    /// from the in-sync members: md's recovery, one window at a time. The driver walks the
-    /// member from 0 to [`Geometry::member_data_bytes`] and then marks the slot in sync.
+    /// from the in-sync members: md's recovery, one window at a time (widened to whole 4 KiB rows
+    /// on mirrors). The driver walks the member from 0 to [`Geometry::member_data_bytes`] and
+    /// then marks the slot in sync.
     Recover { offset: u64, len: u64 },
 }
 
@@ -345,7 +349,10 @@ impl Array {
         let locks: Vec<Lock> = match &request {
             Request::Read { offset, len } => {
                 check_range(*offset, *len, size)?;
-                vec![(*offset, offset + len, false)]
+                // A read error on a mirror is corrected in whole rows, which no write may change
+                // meanwhile.
+                let (start, wide) = self.mirror_rows(*offset, *len, size);
+                vec![(start, start + wide, false)]
             }
             Request::Write { offset, data } => {
                 check_range(*offset, data.len() as u64, size)?;
@@ -353,7 +360,8 @@ impl Array {
             }
             Request::Sync { offset, len, .. } => {
                 check_range(*offset, *len, size)?;
-                vec![(*offset, offset + len, true)]
+                let (start, wide) = self.mirror_rows(*offset, *len, size);
+                vec![(start, start + wide, true)]
             }
             Request::Discard { offset, len } => {
                 check_range(*offset, *len, size)?;
@@ -375,7 +383,8 @@ impl Array {
                 if !self.slots.contains(&SlotState::Recovering) {
                     return Err(EngineError::NothingToRecover);
                 }
-                self.recover_locks(*offset, *len)
+                let (start, wide) = self.mirror_rows(*offset, *len, self.geometry.member_data_bytes());
+                self.recover_locks(start, wide)
             }
             Request::Flush => Vec::new(),
         };
@@ -526,6 +535,19 @@ impl Array {
         }
     }
 
+    /// On raid1/raid10, `[offset, offset+len)` widened to whole 4 KiB rows, the end clipped to
+    /// `limit` (the array's end, or the members' for member ranges); other levels keep the range.
+    /// A mirror corrects a read error by rewriting whole rows (see [`CopyUnit::wide`]), so the
+    /// requests that may do so hold whole rows, and checks and recoveries work on whole rows.
+    /// Logical and member rows coincide: raid1 copies sit at their logical offset, and raid10
+    /// chunks are whole rows that keep their offset inside the chunk on every copy.
+    fn mirror_rows(&self, offset: u64, len: u64, limit: u64) -> (u64, u64) {
+        match self.geometry {
+            Geometry::Raid1(_) | Geometry::Raid10(_) => widen(offset, len, CHECK_ROW_BYTES, limit),
+            _ => (offset, len),
+        }
+    }
+
     fn emit_io(&mut self, rid: RequestId, tag: IoTag, offset: u64, op: MemberOp, kind: IoKind) {
         let id = self.next_io;
         self.next_io += 1;
@@ -667,16 +689,29 @@ impl Array {
 
     // ----- shared pieces: one run with copies, the same rows of every member of a stripe ------
 
-    /// Read a copy unit from its next in-sync copy. `Some` when the unit is finished: no copy
-    /// is left to read (an error).
+    /// Read a copy unit from its next in-sync copy (over [`CopyUnit::wide`] once a copy
+    /// failed). `Some` when the unit is finished: no copy is left to read (an error).
     fn issue_copy_read(&mut self, rid: RequestId, part: usize, u: &mut CopyUnit) -> Option<Result<(), EngineError>> {
-        while u.tried < u.copies.len() {
-            let (slot, off) = u.copies[u.tried];
-            u.tried += 1;
-            if self.in_sync(slot) && !u.bad.iter().any(|b| b.0 == slot) {
-                self.emit(rid, IoTag { part, slot }, off, MemberOp::Read { len: u.len });
-                return None;
+        loop {
+            while u.tried < u.copies.len() {
+                let (slot, off) = u.copies[u.tried];
+                u.tried += 1;
+                if self.in_sync(slot) && !u.bad.iter().any(|b| b.0 == slot) {
+                    let (lead, len) = u.wide.unwrap_or((0, u.len));
+                    self.emit(rid, IoTag { part, slot }, off - lead, MemberOp::Read { len });
+                    return None;
+                }
             }
+            // No copy could read the whole row. Whole sectors are enough not to splice, and the
+            // copies that failed after the first may have failed outside the unit's sectors: try
+            // them again over those sectors alone (the first failed inside them).
+            let sectors = u.widened(SECTOR_BYTES, self.geometry.member_data_bytes());
+            if u.wide.is_none() || u.wide == Some(sectors) || u.bad.len() < 2 {
+                break;
+            }
+            u.wide = Some(sectors);
+            u.bad.truncate(1);
+            u.tried = 0;
         }
         Some(Err(match u.bad.first() {
             Some(&(slot, offset)) => EngineError::UnrecoverableRead { slot, offset, len: u.len },
@@ -701,20 +736,24 @@ impl Array {
         }
         match outcome {
             Outcome::Data(data) => {
+                // After a read error `data` is wider than the unit: the unit's own bytes go to
+                // the reader and the targets, all of it to the copies whose read failed.
+                let (lead, _) = u.wide.unwrap_or((0, u.len));
+                let own = &data[lead as usize..(lead + u.len) as usize];
                 if let Some(sink) = sink {
-                    sink.copy_from_slice(&data);
+                    sink.copy_from_slice(own);
                 }
                 u.writing = true;
                 for &(target, off) in &u.targets {
                     if self.writable(target) {
                         u.pending += 1;
-                        self.emit(rid, IoTag { part, slot: target }, off, MemberOp::Write { data: data.clone() });
+                        self.emit(rid, IoTag { part, slot: target }, off, MemberOp::Write { data: own.to_vec() });
                     }
                 }
                 for &(bad, off) in &u.bad {
                     if self.in_sync(bad) {
                         u.pending += 1;
-                        self.emit_correction(rid, IoTag { part, slot: bad }, off, data.clone());
+                        self.emit_correction(rid, IoTag { part, slot: bad }, off - lead, data.clone());
                     }
                 }
                 (u.pending == 0).then_some(Ok(()))
@@ -722,6 +761,9 @@ impl Array {
             Outcome::ReadError => {
                 let copy = *u.copies.iter().find(|c| c.0 == slot).expect("the failed read was one of the copies");
                 u.bad.push(copy);
+                if u.wide.is_none() {
+                    u.wide = Some(u.widened(CHECK_ROW_BYTES, self.geometry.member_data_bytes()));
+                }
                 self.issue_copy_read(rid, part, u)
             }
             Outcome::Done | Outcome::Lost => self.issue_copy_read(rid, part, u),
@@ -1348,7 +1390,10 @@ impl Array {
                 }
             }
             Geometry::Raid1(_) | Geometry::Raid10(_) => {
-                for run in self.geometry.runs(s.offset, s.len) {
+                // Whole rows, so a copy whose read fails is rewritten in whole rows of the
+                // reference copy, and repairs too.
+                let (offset, len) = self.mirror_rows(s.offset, s.len, self.size_bytes());
+                for run in self.geometry.runs(offset, len) {
                     s.units.push(SyncUnit::new(None, run.copies, run.len, n));
                 }
             }
@@ -1606,6 +1651,8 @@ impl Array {
         }
         let n = self.slots.len();
         let end = r.offset + r.len;
+        // Mirrors rebuild whole rows, so a copy whose read fails is rewritten in whole rows.
+        let (rows_offset, rows_len) = self.mirror_rows(r.offset, r.len, self.geometry.member_data_bytes());
         match &self.geometry {
             Geometry::Linear(_) | Geometry::Raid0(_) => {
                 return Some(Err(EngineError::NoRedundancy { level: self.geometry.level().to_string() }));
@@ -1622,7 +1669,7 @@ impl Array {
                 }
             }
             Geometry::Raid1(_) => {
-                for run in self.geometry.runs(r.offset, r.len) {
+                for run in self.geometry.runs(rows_offset, rows_len) {
                     let to = run.copies.iter().copied().filter(|c| targets.contains(&c.0)).collect();
                     r.units.push(RecoverUnit::Copies(CopyUnit::new(run.copies, run.len, to)));
                 }
@@ -1631,7 +1678,7 @@ impl Array {
                 // For each piece of each recovering member, the logical bytes stored there; a
                 // piece that another recovering member also holds shares one read.
                 for &target in &targets {
-                    for (member_off, logical, piece) in self.member_pieces(target, r.offset, r.len) {
+                    for (member_off, logical, piece) in self.member_pieces(target, rows_offset, rows_len) {
                         // Member chunks past the last whole array chunk hold nothing (md's
                         // recovery skips them too).
                         let Some(logical) = logical else { continue };
@@ -1848,6 +1895,12 @@ struct CopyUnit {
     bad: Vec<(usize, u64)>,
     /// Copies on recovering members to fill (recovery only).
     targets: Vec<(usize, u64)>,
+    /// Once a copy's read failed, what is read from the others, as `(bytes before the unit,
+    /// length)`: the unit's whole 4 KiB row (whole sectors if no copy can read the row). The
+    /// failed copies get all of it back, one copy's version of every sector: while copies
+    /// disagree (after a crash, before the resync has passed), rewriting just the unit's bytes
+    /// would leave the sectors at its edges part one version, part another.
+    wide: Option<(u64, u64)>,
     writing: bool,
     /// Writes issued and not completed.
     pending: usize,
@@ -1855,7 +1908,15 @@ struct CopyUnit {
 
 impl CopyUnit {
     fn new(copies: Vec<(usize, u64)>, len: u64, targets: Vec<(usize, u64)>) -> CopyUnit {
-        CopyUnit { len, copies, tried: 0, bad: Vec::new(), targets, writing: false, pending: 0 }
+        CopyUnit { len, copies, tried: 0, bad: Vec::new(), targets, wide: None, writing: false, pending: 0 }
+    }
+
+    /// The unit widened to whole `unit`s of bytes, not past member byte `limit`, as `(bytes
+    /// before the unit, length)`. The same for every copy (see `row_pieces`).
+    fn widened(&self, unit: u64, limit: u64) -> (u64, u64) {
+        let offset = self.copies[0].1;
+        let (start, len) = widen(offset, self.len, unit, limit);
+        (offset - start, len)
     }
 
     /// The unit's 4 KiB member rows, as `(offset into the unit, length)`. Every copy sits at the
@@ -1912,6 +1973,17 @@ fn row_pieces(offset: u64, len: u64) -> Vec<(u64, u64)> {
         pos += piece;
     }
     out
+}
+
+/// `[offset, offset+len)` widened to whole `unit`s of bytes (rows, sectors), the end clipped to
+/// `limit`: `(start, length)`. An empty range stays empty.
+fn widen(offset: u64, len: u64, unit: u64, limit: u64) -> (u64, u64) {
+    if len == 0 {
+        return (offset, 0);
+    }
+    let start = offset / unit * unit;
+    let end = ((offset + len).div_ceil(unit) * unit).min(limit);
+    (start, end - start)
 }
 
 /// The same member rows (`[offset, offset+len)`) of every member of one stripe, read for a

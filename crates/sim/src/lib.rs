@@ -14,7 +14,7 @@
 //!     cargo test -p uraid-sim --test campaign replay -- --nocapture     # replay one seed, traced
 //! URAID_SIM_SEEDS=1000000 cargo test -p uraid-sim --release --test campaign -- --ignored long_campaign
 //! cargo test -p uraid-sim --release --test campaign -- --ignored write_hole   # opt-in, fails today
-//! cargo test -p uraid-sim --release --test campaign -- --ignored known_bugs   # guards off, fails today
+//! cargo test -p uraid-sim --release --test campaign -- --ignored known_bugs   # guards off (none today)
 //! cargo run -p uraid-sim --release -- --help                # the same from the command line
 //! ```
 //!
@@ -120,7 +120,9 @@
 //!
 //! [`KNOWN_BUGS`] lists what the simulation found in the engine and the narrow guard that keeps
 //! the default campaign (and CI) clear of each until it is fixed; `URAID_SIM_EXPOSE_KNOWN_BUGS=1`
-//! turns the guards off (`--ignored known_bugs`). Remove a guard with its fix.
+//! turns the guards off (`--ignored known_bugs`). Remove a guard with its fix. The list is empty
+//! today: the last entry (G2, mirror read-error corrections splicing copies inside a sector) was
+//! fixed and its guard removed.
 
 pub mod campaign;
 pub mod disk;
@@ -141,15 +143,9 @@ pub struct KnownBug {
 }
 
 /// Engine bugs the simulation found and the guards that keep the default campaign clear of them.
-pub const KNOWN_BUGS: &[KnownBug] = &[
-    KnownBug {
-        name: "G2: read-error corrections on mirrors splice two copies inside a sector",
-        bug: "a failed read is corrected by rewriting exactly the bytes of the failed member read \
-              (copy_unit_step / sync_unit_read), not whole sectors or 4 KiB rows as md does. While \
-              the copies disagree (after a crash, before the resync has passed), the sectors at the \
-              edges of an unaligned read get part of another copy's version: a torn sector that is \
-              neither the old nor the new data, then spread to every copy by the resync.",
-        guard: "raid1/raid10: no crash while a member has latent errors, no latent errors until the \
-                post-crash resync is done",
-    },
-];
+/// Empty: none is known today. G2 (read-error corrections on mirrors rewrote the exact bytes of
+/// the failed member read, splicing two disagreeing copies inside the sectors at its edges) was
+/// fixed: mirrors now rewrite whole 4 KiB rows read from one good copy, and its guard (no latent
+/// errors on raid1/raid10 while a post-crash resync is pending, no crash while they have any) is
+/// gone.
+pub const KNOWN_BUGS: &[KnownBug] = &[];

@@ -1332,16 +1332,6 @@ impl Sim {
         self.geometry.is_readable(&|s| !c[s])
     }
 
-    /// Known-bug guard G2 applies: mirrored levels whose read-error corrections could splice
-    /// two disagreeing copies inside a sector (see [`crate::KNOWN_BUGS`]).
-    fn guard_mirror_splice(&self) -> bool {
-        !self.cfg.expose_known_bugs && matches!(self.geometry, Geometry::Raid1(_) | Geometry::Raid10(_))
-    }
-
-    fn any_latent_errors(&self) -> bool {
-        self.slot_dev.iter().flatten().any(|&d| !self.devices[d].dead && self.devices[d].has_bad_sectors())
-    }
-
     /// Whether the array as assembled after a crash now would miss a slot.
     fn degraded_for_assembly(&self) -> bool {
         (0..self.slot_dev.len()).any(|s| {
@@ -1427,9 +1417,6 @@ impl Sim {
                 let d = self.slot_dev[s].expect("live");
                 match kind {
                     FaultKind::Latent => {
-                        if self.needs_resync && self.guard_mirror_splice() {
-                            return Ok(false);
-                        }
                         let total = self.geometry.member_data_bytes() / SECTOR;
                         let count = self.frng.between(1, 8).min(total);
                         let first = self.frng.below(total - count + 1);
@@ -1485,9 +1472,6 @@ impl Sim {
                     if !self.degraded_for_assembly() {
                         return Ok(false);
                     }
-                } else if self.guard_mirror_splice() && self.any_latent_errors() {
-                    // Known-bug guard G2: no crash while a mirror has latent errors.
-                    return Ok(false);
                 } else if self.parity && self.ppl.is_some() && self.live_members_sound() {
                     // The log makes parity match data again whatever was in flight: a crash
                     // while degraded is survivable, and nothing waits for a resync.
@@ -1895,10 +1879,9 @@ impl Sim {
         }
         if job.pos < job.end {
             let left = job.end - job.pos;
-            // Windows are whole sectors, as any driver's (md's are pages): on raid1/raid10 a
-            // window ending inside a sector could build that sector from two copies that
-            // disagree after a crash, if the copy the engine reads first changes between two
-            // windows (the engine does not widen these ranges to sectors).
+            // Windows are whole sectors, as any driver's (md's are pages). On raid1/raid10 the
+            // engine widens them to whole 4 KiB rows anyway, so that no sector is built from two
+            // copies that disagree after a crash.
             let len = (SECTOR * self.rng.between(1, 128)).min(left);
             let offset = job.pos;
             let request = match job.kind {

@@ -10,7 +10,7 @@
 //! - `ci_write_hole`: the RAID-4/5/6 write-hole scenario with md's partial parity log, 600 seeds;
 //!   `write_hole` (ignored) runs it as a long campaign.
 //! - `known_bugs` (ignored): the standard campaign with the known-bug guards off; fails while the
-//!   bugs in `uraid_sim::KNOWN_BUGS` are there.
+//!   bugs in `uraid_sim::KNOWN_BUGS` are there (none today).
 
 use uraid_sim::campaign::{env_u64, replay_config_from_env, run_plan, Plan};
 use uraid_sim::{geometries, run_one, Scenario};
