@@ -86,6 +86,9 @@ pub struct OpenArray {
     ppl: Option<PplConfig>,
     /// What replaying the log did at assembly, if it was replayed.
     pub log_replay: Option<LogReplay>,
+    /// A dirty degraded array with a log, opened read-only: the log is not replayed, so data
+    /// rebuilt from parity could be wrong and is not read.
+    unreplayed: bool,
 }
 
 /// The bits of md's write-intent bitmap, held in memory and written to every member.
@@ -175,14 +178,10 @@ impl OpenArray {
         // write was cut short has parity that no longer matches its data, and rebuilding the
         // missing member from it would return wrong data with no error. A partial parity log
         // makes parity right again first (md: "starting dirty degraded array with PPL").
-        if plan.geometry.parity().is_some() && plan.degraded() && !plan.clean {
-            match (&ppl, writable) {
-                (None, _) => return Err(OpenError::DirtyDegraded { missing: plan.missing_slots().len() }),
-                (Some(_), false) => {
-                    return Err(OpenError::DirtyDegradedReadOnly { missing: plan.missing_slots().len() })
-                }
-                (Some(_), true) => {}
-            }
+        // Opened read-only, the log cannot be replayed: such an array can be described, but its
+        // data is not read (see `read`).
+        if plan.geometry.parity().is_some() && plan.degraded() && !plan.clean && ppl.is_none() {
+            return Err(OpenError::DirtyDegraded { missing: plan.missing_slots().len() });
         }
         let bitmap = load_bitmap(&members[plan.reference], plan.events)?;
         let raid_disks = plan.raid_disks;
@@ -191,6 +190,7 @@ impl OpenArray {
         let events = plan.events;
         let dirty = !plan.clean;
         let mut log_replay = None;
+        let unreplayed = ppl.is_some() && !writable && !plan.clean && plan.degraded();
         if let (Some(config), true) = (&ppl, writable) {
             let targets = member_targets_of(&plan, &members);
             if !plan.clean {
@@ -223,6 +223,7 @@ impl OpenArray {
             readded: vec![false; raid_disks],
             ppl,
             log_replay,
+            unreplayed,
         })
     }
 
@@ -236,6 +237,9 @@ impl OpenArray {
 
     /// Read `len` bytes at logical `offset`.
     pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, OpenError> {
+        if self.unreplayed {
+            return Err(OpenError::DirtyDegradedReadOnly { missing: self.plan.missing_slots().len() });
+        }
         match self.run(Request::Read { offset, len })? {
             Completion::Read(d) => Ok(d),
             other => unreachable!("read completed as {other:?}"),
@@ -357,6 +361,12 @@ impl OpenArray {
     /// other threads; they share the devices with this array.
     pub fn member_targets(&self) -> Vec<Option<MemberTarget>> {
         member_targets_of(&self.plan, &self.members)
+    }
+
+    /// A dirty degraded array with a log opened read-only: its data must not be served (the
+    /// log, which would make parity right, was not replayed).
+    pub fn log_unreplayed(&self) -> bool {
+        self.unreplayed
     }
 
     /// The partial parity log's settings, when the array keeps one.

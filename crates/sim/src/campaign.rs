@@ -50,6 +50,9 @@ pub struct Summary {
     pub partial_sector_kicks: u64,
     pub subset_reads: u64,
     pub requests_failed: u64,
+    /// Runs whose parity array kept a partial parity log, and the log entries they replayed.
+    pub ppl_runs: u64,
+    pub log_entries_replayed: u64,
     pub seconds: f64,
 }
 
@@ -71,11 +74,13 @@ impl Summary {
         self.subset_reads += u64::from(r.subset_reads);
         self.partial_sector_kicks += u64::from(r.partial_sector_kicks);
         self.requests_failed += u64::from(r.requests_failed);
+        self.ppl_runs += u64::from(r.ppl);
+        self.log_entries_replayed += r.log_entries_replayed;
     }
 
     pub fn line(&self) -> String {
         format!(
-            "{} runs ({} beyond redundancy) in {:.1} s: {} requests, {} member I/Os; {} crashes ({} refused as dirty+degraded parity), {} resyncs, {} rebuilds; faults: {} deaths, {} latent-error bursts, {} write errors; {} members failed ({} by a partial-sector rewrite of a bad sector), {} read errors corrected, {} subset reads, {} requests failed (beyond redundancy)",
+            "{} runs ({} beyond redundancy) in {:.1} s: {} requests, {} member I/Os; {} crashes ({} refused as dirty+degraded parity), {} resyncs, {} rebuilds; faults: {} deaths, {} latent-error bursts, {} write errors; {} members failed ({} by a partial-sector rewrite of a bad sector), {} read errors corrected, {} subset reads, {} requests failed (beyond redundancy); {} runs with a partial parity log, {} log entries replayed",
             self.runs,
             self.overload_runs,
             self.seconds,
@@ -92,7 +97,9 @@ impl Summary {
             self.partial_sector_kicks,
             self.read_errors_corrected,
             self.subset_reads,
-            self.requests_failed
+            self.requests_failed,
+            self.ppl_runs,
+            self.log_entries_replayed
         )
     }
 }
@@ -108,6 +115,8 @@ pub struct Plan {
     pub mutation: Option<Mutation>,
     /// Switch off the known-bug guards.
     pub expose_known_bugs: bool,
+    /// Force the partial parity log on or off for parity arrays (`None`: each seed decides).
+    pub ppl: Option<bool>,
     /// Stop at the first failure (else collect every failure).
     pub stop_at_first: bool,
     /// Print progress to stderr every this many runs (0: never).
@@ -124,6 +133,7 @@ impl Plan {
             scenario: Scenario::Standard,
             mutation: None,
             expose_known_bugs: false,
+            ppl: None,
             stop_at_first: true,
             progress_every: 0,
         }
@@ -133,6 +143,7 @@ impl Plan {
         let geometry = &self.geometries[(seed % self.geometries.len() as u64) as usize];
         let mut cfg = Config::new(seed, geometry);
         cfg.scenario = self.scenario;
+        cfg.ppl = self.ppl;
         cfg.mutation = self.mutation;
         cfg.expose_known_bugs = self.expose_known_bugs;
         cfg

@@ -13,7 +13,7 @@
 //! URAID_SIM_SEED=123456 URAID_SIM_GEOMETRY=raid5-4-ls \
 //!     cargo test -p uraid-sim --test campaign replay -- --nocapture     # replay one seed, traced
 //! URAID_SIM_SEEDS=1000000 cargo test -p uraid-sim --release --test campaign -- --ignored long_campaign
-//! cargo test -p uraid-sim --release --test campaign -- --ignored write_hole   # opt-in, fails today
+//! cargo test -p uraid-sim --release --test campaign -- --ignored write_hole   # long write-hole campaign
 //! cargo test -p uraid-sim --release --test campaign -- --ignored known_bugs   # guards off (none today)
 //! cargo run -p uraid-sim --release -- --help                # the same from the command line
 //! ```
@@ -96,19 +96,21 @@
 //! redundancy, no member I/O goes to an empty slot or past a member's end, no recovering member
 //! is read, no healthy member is failed, no request is left hanging.
 //!
-//! # The RAID-5/6 write hole
+//! # The RAID-4/5/6 write hole
 //!
 //! A crash while a parity array is degraded can corrupt blocks that were not being written: a
 //! stripe whose data reached the disk and whose parity did not (or the reverse) rebuilds the
 //! missing member's block wrong. md refuses to assemble such an array without a journal or PPL
-//! ("cannot start dirty degraded array"), and so does the simulation: a crash while a parity
-//! array is degraded ends the run, reported as refused, not failed. Likewise no member is lost on
-//! a parity array while its post-crash resync is pending, and a crash waits while a member holds
-//! latent errors (they would meet stale parity in the resync). The opt-in
+//! ("cannot start dirty degraded array"). Half of the parity seeds run without uraid's partial
+//! parity log (PPL) and do the same: a crash while a parity array is degraded ends the run,
+//! reported as refused, not failed; no member is lost while a post-crash resync is pending; a
+//! crash waits while a member holds latent errors. The other half keep the log
+//! ([`Config::ppl`], `URAID_SIM_PPL`): a crash while degraded goes on, the reassembly replays the
+//! logs (`uraid_engine::ppl::replay`), no resync follows a complete replay, and only sectors that
+//! were being written on a missing member may read back as neither version.
 //! [`Scenario::WriteHole`] (`URAID_SIM_WRITE_HOLE=1`, `--write-hole`) kills a member, crashes
-//! under a write-heavy load, assembles anyway (md's `start_dirty_degraded`) and reads everything
-//! back: it fails today, showing the corrupted sectors, all in stripes with unflushed writes.
-//! When a journal or PPL lands, that scenario should pass.
+//! under a write-heavy load, assembles and reads everything back; it keeps the log and passes
+//! (CI: `ci_write_hole`); with the log off it shows the hole (`tests/checker.rs`).
 //!
 //! # Validation of the checker
 //!

@@ -1686,7 +1686,7 @@ impl Sim {
                 self.devices[d].ppl_area = empty_log(config);
             }
         }
-        self.report.log_entries_replayed += total.recovered as u64;
+        self.report.log_entries_replayed += (total.recovered + total.rebuilt) as u64;
         Ok(complete)
     }
 

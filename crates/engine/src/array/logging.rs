@@ -220,8 +220,8 @@ impl Array {
 
     /// Send the next log write of `slot` if nothing holds it back.
     fn log_kick(&mut self, slot: usize) {
-        if !self.in_sync(slot) || self.log.as_ref().is_some_and(|l| !l.usable[slot]) {
-            return; // its items are taken care of by `log_maintenance` / `log_barrier_check`
+        if !self.in_sync(slot) {
+            return; // its items are taken care of by `log_maintenance`
         }
         let writable: Vec<bool> = (0..self.slots.len()).map(|s| self.writable(s)).collect();
         let Some(log) = self.log.as_mut() else { return };
@@ -249,7 +249,9 @@ impl Array {
         }
         let log = self.log.as_mut().expect("logging is enabled");
         let sl = &mut log.slots[slot];
-        let paused = log.pause.is_some();
+        // New stripes wait while a pause is on, or while this log is held (`log_member_joined`);
+        // moved entries and barriers do not.
+        let paused = log.pause.is_some() || !log.usable[slot];
         let mut items: Vec<Logged> = Vec::new();
         let (mut entries, mut pp_len) = (0usize, 0u64);
         while let Some(next) = sl.queued.front() {

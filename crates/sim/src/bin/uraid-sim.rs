@@ -7,7 +7,7 @@
 //! uraid-sim --list                                       the geometries
 //! ```
 //!
-//! Other flags: `--threads N`, `--keep-going` (report every failing run), `--expose-known-bugs`, `--mutation silent-corruption|extra-death|lying-flush`.
+//! Other flags: `--threads N`, `--keep-going` (report every failing run), `--ppl on|off`, `--expose-known-bugs`, `--mutation silent-corruption|extra-death|lying-flush`.
 //! Exit status 1 when a run fails; the failure ends with the command that replays it.
 
 use std::process::ExitCode;
@@ -28,6 +28,7 @@ fn main() -> ExitCode {
     let mut expose = false;
     let mut trace = false;
     let mut keep_going = false;
+    let mut ppl = None;
     let mut i = 0;
     let value = |i: &mut usize| -> String {
         *i += 1;
@@ -54,6 +55,16 @@ fn main() -> ExitCode {
             "--expose-known-bugs" => expose = true,
             "--trace" => trace = true,
             "--keep-going" => keep_going = true,
+            "--ppl" => {
+                ppl = Some(match value(&mut i).as_str() {
+                    "on" => true,
+                    "off" => false,
+                    other => {
+                        eprintln!("uraid-sim: --ppl takes on or off, not {other:?}");
+                        std::process::exit(2)
+                    }
+                })
+            }
             "--mutation" => {
                 let m = value(&mut i);
                 mutation = Some(Mutation::parse(&m).unwrap_or_else(|| {
@@ -84,6 +95,7 @@ fn main() -> ExitCode {
         cfg.mutation = mutation;
         cfg.expose_known_bugs = expose;
         cfg.trace = trace;
+        cfg.ppl = ppl;
         return match run_one(&cfg) {
             Ok(r) => {
                 println!("passed: {r:#?}");
@@ -112,6 +124,7 @@ fn main() -> ExitCode {
     plan.scenario = scenario;
     plan.mutation = mutation;
     plan.expose_known_bugs = expose;
+    plan.ppl = ppl;
     plan.progress_every = (seeds / 20).max(1000);
     plan.stop_at_first = !keep_going;
     let (summary, failures) = run_plan(&plan);

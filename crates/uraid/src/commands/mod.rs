@@ -17,7 +17,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use uraid_device::service::StopReport;
-use uraid_device::{probe, FileDevice, MemberDevice, OpenArray, Probed};
+use uraid_device::{probe, FileDevice, MemberDevice, OpenArray, OpenError, Probed};
 use uraid_engine::MemberVerdict;
 use uraid_format::uuid::{format_md, parse_md};
 
@@ -124,6 +124,9 @@ pub fn select_members(members: &[PathBuf], scan: Option<&Path>, uuid: Option<&st
 /// decided: members left out and why, missing slots (degraded), and a pending resync.
 pub fn assemble_for_service(paths: &[PathBuf], writable: bool) -> CliResult<OpenArray> {
     let array = OpenArray::open_paths(paths, writable)?;
+    if array.log_unreplayed() {
+        return Err(OpenError::DirtyDegradedReadOnly { missing: array.plan.missing_slots().len() }.into());
+    }
     let plan = &array.plan;
     for (m, verdict) in array.members.iter().zip(&plan.verdicts) {
         if !matches!(verdict, MemberVerdict::Active { .. }) {
@@ -136,6 +139,20 @@ pub fn assemble_for_service(paths: &[PathBuf], writable: bool) -> CliResult<Open
         eprintln!(
             "uraid: array is degraded: slot(s) {} missing; reads of them are rebuilt from redundancy",
             list.join(", ")
+        );
+    }
+    if let Some(r) = &array.log_replay {
+        eprintln!(
+            "uraid: array was not shut down cleanly; its partial parity log was replayed: {} entries made parity match, {} rebuilt around a missing member, {} left alone (a member they changed is missing), {} unusable{}",
+            r.report.recovered,
+            r.report.rebuilt,
+            r.report.skipped,
+            r.report.bad,
+            if r.invalid_logs.is_empty() {
+                String::new()
+            } else {
+                format!("; no valid log on {}", r.invalid_logs.join(", "))
+            }
         );
     }
     if !plan.clean && array.needs_resync() {
