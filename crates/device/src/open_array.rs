@@ -197,8 +197,11 @@ impl OpenArray {
                 let r = crate::ppl::replay_logs(&plan.geometry, array.slot_states(), &targets, config)?;
                 // Every log read and applied: parity matches data wherever a write was in
                 // flight, and nowhere else could it differ, so no resync is owed (md marks the
-                // array clean after a clean PPL recovery).
-                if r.complete() {
+                // array clean after a clean PPL recovery). Except on a degraded raid6: the logs of
+                // the missing members are gone with them, and the stripes they covered may have
+                // a Q that disagrees with their data; raid6 short of one member can resync that.
+                let lost_logs = plan.degraded() && plan.geometry.max_degraded() > 1;
+                if r.complete() && !lost_logs {
                     needs_resync = false;
                 }
                 log_replay = Some(r);

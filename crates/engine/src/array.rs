@@ -1368,11 +1368,13 @@ impl Array {
 
     fn start_sync(&mut self, rid: RequestId, s: &mut SyncOp) -> Option<Result<(), EngineError>> {
         // A recovering member is simply left out of the comparison. On parity levels a missing
-        // or faulty one leaves nothing to check parity against; mirrors compare the copies that
-        // are there (md's raid1/raid10 resync does the same), and a chunk left with one copy has
+        // or faulty one takes away what parity could be checked against, except on raid6 short
+        // of one member: the member is rebuilt from P and Q is checked against it (or, where it
+        // is P or Q, the other syndrome against the data). Mirrors compare the copies that are
+        // there (md's raid1/raid10 resync does the same), and a chunk left with one copy has
         // nothing to disagree with.
-        let lost = self.slots.iter().any(|st| matches!(st, SlotState::Missing | SlotState::Faulty));
-        if lost && self.geometry.parity().is_some() {
+        let lost = self.slots.iter().filter(|st| matches!(st, SlotState::Missing | SlotState::Faulty)).count();
+        if self.geometry.parity().is_some() && lost > 0 && lost + 1 > self.geometry.max_degraded() {
             return Some(Err(EngineError::DegradedCheck));
         }
         let n = self.slots.len();

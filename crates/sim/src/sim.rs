@@ -1611,8 +1611,9 @@ impl Sim {
                 }
             }
         }
-        // A complete log replay leaves parity matching data: no resync (md marks it clean).
-        self.needs_resync = !log_complete;
+        // A complete log replay leaves parity matching data: no resync (md marks it clean),
+        // unless a raid6 lost logs with its missing members (as `uraid` assembly decides).
+        self.needs_resync = !log_complete || (degraded && self.geometry.max_degraded() > 1);
         self.array.set_resync_pending(self.needs_resync);
         if self.cfg.scenario == Scenario::WriteHole {
             return self.write_hole_check(&exposed);
@@ -1803,13 +1804,20 @@ impl Sim {
             self.resync_refused = false;
         }
         // Mirrors may resync what is left while degraded (md does; an engine that refuses says
-        // DegradedCheck and the resync waits until the array is whole). Parity arrays are never
-        // degraded here: a crash while degraded ends the run.
+        // DegradedCheck and the resync waits until the array is whole). A parity array is
+        // degraded here only with a partial parity log (else a crash while degraded ends the
+        // run), and then only raid6 short of one member owes a resync.
         let mirror = matches!(self.geometry, Geometry::Raid1(_) | Geometry::Raid10(_));
+        // raid6 short of one member resyncs too (P and Q made to agree around it).
+        let lost = self.array.slot_states().iter().filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty)).count();
+        let short_raid6 = self.parity && self.geometry.max_degraded() > 1 && lost == 1;
         if self.needs_resync
             && self.resync.is_none()
             && self.recovery.is_none()
-            && (whole || (mirror && !self.resync_refused && !self.array.slot_states().contains(&SlotState::Recovering)))
+            && (whole
+                || ((mirror || short_raid6)
+                    && !self.resync_refused
+                    && !self.array.slot_states().contains(&SlotState::Recovering)))
         {
             trace!(self, "resync starts");
             self.resync = Some(Job {
@@ -2025,7 +2033,9 @@ impl Sim {
     /// Invariant (4): every survivable set of missing members still reads the model, through a
     /// fresh engine over the member contents as they are.
     fn verify_subsets(&mut self, what: &str) -> Result<(), Failure> {
-        if !self.redundant {
+        // Parity owed a resync (a raid6 assembled after a crash without the logs of a missing
+        // member) may not match the data yet: reads through it are judged after the resync.
+        if !self.redundant || (self.parity && self.needs_resync) {
             return Ok(());
         }
         let n = self.slot_dev.len();

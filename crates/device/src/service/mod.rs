@@ -592,8 +592,9 @@ impl Runner {
         if action == SyncAction::Recover {
             return self.start_recovery();
         }
-        if self.array.engine().degraded() && self.info.stripe_data_bytes.is_some() {
-            return Err(format!("array is degraded: cannot {action} parity without every member (md cannot either)"));
+        let lost = self.array.engine().slot_states().iter().filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty)).count();
+        if lost > 0 && self.info.stripe_data_bytes.is_some() && lost + 1 > geometry.max_degraded() {
+            return Err(format!("array is degraded: cannot {action} parity without every member (md cannot either; uraid can for raid6 short of one member)"));
         }
         // Steps of whole stripes, about a megabyte each.
         let step = match self.info.stripe_data_bytes {
