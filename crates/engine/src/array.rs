@@ -1290,6 +1290,12 @@ impl Array {
                 }
             }
         }
+        self.emit_stripe_writes(rid, part, writes);
+        false
+    }
+
+    /// Send a stripe's member writes: `(slot, offset, bytes, is a correction)`.
+    fn emit_stripe_writes(&mut self, rid: RequestId, part: usize, writes: Vec<(usize, u64, Vec<u8>, bool)>) {
         for (slot, off, data, correction) in writes {
             let tag = IoTag { part, slot };
             if correction {
@@ -1298,7 +1304,6 @@ impl Array {
                 self.emit(rid, tag, off, MemberOp::Write { data });
             }
         }
-        false
     }
 
     fn parity_write_io_done(&mut self, rid: RequestId, w: &mut ParityWriteOp, tag: IoTag, outcome: Outcome) -> bool {

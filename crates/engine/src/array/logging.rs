@@ -443,14 +443,7 @@ impl Array {
         let writes: Vec<_> = std::mem::take(&mut sw.deferred).into_iter().filter(|(slot, ..)| self.writable(*slot)).collect();
         let written: Vec<usize> = writes.iter().map(|(s, ..)| *s).collect();
         sw.pending = writes.len();
-        for (slot, off, data, correction) in writes {
-            let tag = IoTag { part, slot };
-            if correction {
-                self.emit_correction(rid, tag, off, data);
-            } else {
-                self.emit(rid, tag, off, MemberOp::Write { data });
-            }
-        }
+        self.emit_stripe_writes(rid, part, writes);
         let finished = sw.pending == 0;
         let log = self.log.as_mut().expect("logging is enabled");
         log.slots[log_slot].unflushed.extend(written);
