@@ -1314,6 +1314,19 @@ impl Sim {
             .collect()
     }
 
+    /// Known-bug guard P1: a raid6 with two members out (not in sync, or dead and not seen so
+    /// yet), or with log entries moved off a failed member and not yet durable.
+    fn raid6_short_two(&self) -> bool {
+        if self.geometry.max_degraded() < 2 {
+            return false;
+        }
+        let states = self.array.slot_states();
+        let out = (0..states.len())
+            .filter(|&s| states[s] != SlotState::InSync || self.slot_dev[s].is_none_or(|d| self.devices[d].dead))
+            .count();
+        out >= 2 || self.array.ppl_moves_pending()
+    }
+
     /// Whether every live member of the array reads and writes without error (no latent
     /// errors, no write error pending, none cleared under requests still running).
     fn live_members_sound(&self) -> bool {
@@ -1472,6 +1485,9 @@ impl Sim {
                     if !self.degraded_for_assembly() {
                         return Ok(false);
                     }
+                } else if !self.cfg.expose_known_bugs && self.ppl.is_some() && self.raid6_short_two() {
+                    // Known-bug guard P1: see `crate::KNOWN_BUGS`.
+                    return Ok(false);
                 } else if self.parity && self.ppl.is_some() && self.live_members_sound() {
                     // The log makes parity match data again whatever was in flight: a crash
                     // while degraded is survivable, and nothing waits for a resync.

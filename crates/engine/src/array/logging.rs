@@ -8,8 +8,9 @@
 //! - one log write per member at a time: stripes arriving meanwhile queue for the next one,
 //!   which goes out only when every stripe of the previous one is written, and after the members
 //!   those stripes wrote were flushed, because the next header replaces the one that covers them;
-//! - a stripe whose parity member cannot hold its log (not in sync) is written unlogged, as md
-//!   does for raid5: there is no parity left to disagree with its data.
+//! - a stripe whose parity member is gone is written unlogged, as md does for raid5: there is
+//!   no parity left to disagree with its data. One being rebuilt still takes the log (md skips
+//!   it): writes issued just before it turns in sync may still be in flight when it does.
 //!
 //! raid6 (uraid's own extension) keeps redundancy with a parity member gone, so two more rules:
 //! - a stripe is logged on its P member, or on its Q member while P is not in sync; when the
@@ -158,6 +159,18 @@ impl Array {
         self.log.is_some()
     }
 
+    /// Whether entries moved off a failed log member (raid6) may not be durable yet: a crash now
+    /// could leave stripes whose writes are out without a log (see the module documentation).
+    pub fn ppl_moves_pending(&self) -> bool {
+        self.log.as_ref().is_some_and(|l| {
+            l.pause.is_some()
+                || l.slots.iter().any(|sl| {
+                    sl.active.as_ref().is_some_and(|u| u.amending)
+                        || sl.queued.iter().any(|i| matches!(i.item, Item::Moved { .. }))
+                })
+        })
+    }
+
     /// Largest row range (bytes) one stripe write may span so its partial parity fits in one
     /// log write; `None` without a log.
     pub(super) fn log_max_rows(&self) -> Option<u64> {
@@ -167,10 +180,13 @@ impl Array {
     }
 
     /// The member whose log covers a stripe with these roles: its P, or for raid6 its Q when P
-    /// is not in sync; `None` if neither is (the write then goes out unlogged).
+    /// is not in sync; failing both, a parity member being rebuilt (its log is not replayed
+    /// while it rebuilds, but it is the moment it is in sync, with writes issued just before
+    /// still in flight); `None` if none is left (the write then goes out unlogged).
     pub(super) fn log_slot_for(&self, p: usize, q: Option<usize>) -> Option<usize> {
         self.log.as_ref()?;
-        std::iter::once(p).chain(q).find(|&s| self.in_sync(s))
+        let parity = || std::iter::once(p).chain(q);
+        parity().find(|&s| self.in_sync(s)).or_else(|| parity().find(|&s| self.writable(s)))
     }
 
     /// A member became in sync (a rebuild finished): see the module documentation. Its log is
@@ -220,7 +236,7 @@ impl Array {
 
     /// Send the next log write of `slot` if nothing holds it back.
     fn log_kick(&mut self, slot: usize) {
-        if !self.in_sync(slot) {
+        if !self.writable(slot) {
             return; // its items are taken care of by `log_maintenance`
         }
         let writable: Vec<bool> = (0..self.slots.len()).map(|s| self.writable(s)).collect();
@@ -361,7 +377,7 @@ impl Array {
         }
         let slot = tag.slot;
         let items = self.log.as_ref().expect("logging is enabled").slots[slot].header.clone();
-        let ok = outcome.succeeded() && self.in_sync(slot);
+        let ok = outcome.succeeded() && self.writable(slot);
         let log = self.log.as_mut().expect("logging is enabled");
         let unit = log.slots[slot].active.as_mut().expect("a log write is out");
         let amended = std::mem::replace(&mut unit.amending, false);
@@ -519,14 +535,14 @@ impl Array {
         self.log_kick(to);
     }
 
-    /// Take care of the logs of members that are no longer in sync: queued stripes are planned
+    /// Take care of the logs of members that failed (or were emptied): queued stripes are planned
     /// again, and what a durable header covered moves (see the module documentation). Called
     /// where no request is taken out of `ops`.
     pub(super) fn log_maintenance(&mut self) {
         let Some(log) = self.log.as_ref() else { return };
         let n = log.slots.len();
         for slot in 0..n {
-            if self.slots[slot] == super::SlotState::InSync {
+            if self.writable(slot) {
                 continue;
             }
             let log = self.log.as_mut().expect("logging is enabled");
