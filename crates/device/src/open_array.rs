@@ -201,7 +201,15 @@ impl OpenArray {
                 // the missing members are gone with them, and the stripes they covered may have
                 // a Q that disagrees with their data; raid6 short of one member can resync that.
                 let lost_logs = plan.degraded() && plan.geometry.max_degraded() > 1;
-                if r.complete() && !lost_logs {
+                // With as many members out as the level has syndromes (raid4/5 short of one,
+                // raid6 short of two), nothing is left to disagree: parity is what defines the
+                // missing member, and a rebuild recomputes it from the rest. A resync could do
+                // nothing, whatever the replay could not use (md's raid5 resync skips such an
+                // array and marks it in sync). An entry the replay could not use is a log write
+                // the crash cut short, whose stripes were therefore never written.
+                let out_of_sync = array.slot_states().iter().filter(|s| **s != SlotState::InSync).count();
+                let no_redundancy_left = out_of_sync >= plan.geometry.max_degraded();
+                if (r.complete() && !lost_logs) || no_redundancy_left {
                     needs_resync = false;
                 }
                 log_replay = Some(r);

@@ -141,24 +141,31 @@ pub fn assemble_for_service(paths: &[PathBuf], writable: bool) -> CliResult<Open
             list.join(", ")
         );
     }
-    if let Some(r) = &array.log_replay {
-        eprintln!(
-            "uraid: array was not shut down cleanly; its partial parity log was replayed: {} entries made parity match, {} rebuilt around a missing member, {} left alone (a member they changed is missing), {} unusable{}",
-            r.report.recovered,
-            r.report.rebuilt,
-            r.report.skipped,
-            r.report.bad,
-            if r.invalid_logs.is_empty() {
-                String::new()
-            } else {
-                format!("; no valid log on {}", r.invalid_logs.join(", "))
-            }
-        );
-    }
+    report_log_replay(&array);
     if !plan.clean && array.needs_resync() {
         eprintln!("uraid: array was not shut down cleanly; redundancy may be inconsistent until a resync (writes use reconstruct-write meanwhile)");
     }
     Ok(array)
+}
+
+/// Say what replaying the partial parity log did at assembly (an array stopped uncleanly).
+pub fn report_log_replay(array: &OpenArray) {
+    let Some(r) = &array.log_replay else { return };
+    eprintln!(
+        "uraid: array was not shut down cleanly; its partial parity log was replayed: {} entries made parity match, {} rebuilt around a missing member, {} left alone (a member they changed is missing), {} unusable{}",
+        r.report.recovered,
+        r.report.rebuilt,
+        r.report.skipped,
+        r.report.bad,
+        if r.invalid_logs.is_empty() {
+            String::new()
+        } else {
+            format!("; no valid log on {}", r.invalid_logs.join(", "))
+        }
+    );
+    if !r.complete() && !array.needs_resync() {
+        eprintln!("uraid: no resync is owed for what the replay could not use: with its missing member(s) the array has no redundancy left to disagree (parity defines what they hold)");
+    }
 }
 
 /// Why an array stays marked dirty after a clean stop.

@@ -8,7 +8,7 @@ use std::io::{self, Read};
 
 use uraid_device::OpenArray;
 
-use super::{RESYNC_NEEDED, err, CliError, CliResult};
+use super::{report_log_replay, RESYNC_NEEDED, err, CliError, CliResult};
 use crate::size::parse_size;
 use crate::WriteArgs;
 
@@ -18,6 +18,7 @@ const STEP: usize = 4 << 20;
 pub fn run(args: &WriteArgs) -> CliResult {
     let offset = parse_size(&args.offset, 1).map_err(CliError)?;
     let mut array = OpenArray::open_paths(&args.members, true)?;
+    report_log_replay(&array);
     let size = array.size();
     if offset > size {
         return err(format!("offset {offset} is beyond the end of the array ({size} bytes)"));
