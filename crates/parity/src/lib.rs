@@ -15,10 +15,12 @@
 //! favours clarity: whole-slice passes, table lookups, and 64-bit words where XOR allows.
 
 pub mod gf;
+mod kernel;
 mod raid5;
 mod raid6;
 mod words;
 
+pub use kernel::Kernel;
 pub use raid5::{gen_p, p_matches, raid5_recover, xor_into};
 pub use raid6::{gen_pq, pq_matches, raid6_recover, update_pq};
 

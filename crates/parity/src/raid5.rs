@@ -4,7 +4,7 @@
 //! since XOR does not care which is which), and checking P during a scrub. RAID-6 reuses the same
 //! P; its Q lives in the `raid6` module.
 
-use crate::{assert_block_len, words};
+use crate::{assert_block_len, words, Kernel};
 
 /// How many bytes the parity checks compute at a time, in a stack buffer, so a scrub of a large
 /// block needs no heap allocation and stays in cache.
@@ -12,6 +12,10 @@ pub(crate) const CHECK_PIECE: usize = 4096;
 
 /// `dst ^= src`. Both slices must have the same length.
 pub fn xor_into(dst: &mut [u8], src: &[u8]) {
+    Kernel::active().xor_into(dst, src)
+}
+
+pub(crate) fn xor_into_scalar(dst: &mut [u8], src: &[u8]) {
     assert_eq!(
         dst.len(),
         src.len(),
@@ -25,6 +29,10 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
 /// `p` = XOR of all `data` blocks (all zeros when `data` is empty). Every block must have the
 /// length of `p`.
 pub fn gen_p(p: &mut [u8], data: &[&[u8]]) {
+    Kernel::active().gen_p(p, data)
+}
+
+pub(crate) fn gen_p_scalar(p: &mut [u8], data: &[&[u8]]) {
     for (i, block) in data.iter().enumerate() {
         assert_block_len("gen_p", "data block", i, block.len(), p.len());
     }
@@ -36,6 +44,10 @@ pub fn gen_p(p: &mut [u8], data: &[&[u8]]) {
 /// For RAID-4/5 pass the data blocks and P in any order: the lost block, data or parity, is
 /// whatever makes the XOR of the whole stripe zero. Its previous contents are ignored.
 pub fn raid5_recover(blocks: &mut [&mut [u8]], missing: usize) {
+    Kernel::active().raid5_recover(blocks, missing)
+}
+
+pub(crate) fn raid5_recover_scalar(blocks: &mut [&mut [u8]], missing: usize) {
     assert!(
         blocks.len() >= 2,
         "raid5_recover: a stripe needs at least two blocks, got {}",

@@ -13,7 +13,7 @@
 //! - P, Q, or both: regenerate them from the data.
 
 use crate::raid5::CHECK_PIECE;
-use crate::{assert_block_len, gf, words};
+use crate::{assert_block_len, gf, words, Kernel};
 
 /// `p` = XOR of `data`, `q` = sum over i of g^i * `data[i]`, where `data[i]` is the block in
 /// syndrome slot i (pass zeros for a hole). Every block must have the length of `p`.
@@ -22,6 +22,10 @@ use crate::{assert_block_len, gf, words};
 /// two lost data blocks can only be told apart by [`raid6_recover`] when their slots are not a
 /// multiple of 255 apart.
 pub fn gen_pq(p: &mut [u8], q: &mut [u8], data: &[&[u8]]) {
+    Kernel::active().gen_pq(p, q, data)
+}
+
+pub(crate) fn gen_pq_scalar(p: &mut [u8], q: &mut [u8], data: &[&[u8]]) {
     assert_block_len("gen_pq", "Q block", 0, q.len(), p.len());
     for (i, block) in data.iter().enumerate() {
         assert_block_len("gen_pq", "data block", i, block.len(), p.len());
@@ -61,6 +65,10 @@ pub fn update_pq(p: &mut [u8], q: Option<&mut [u8]>, slot: usize, old: &[u8], ne
 /// anything (stale data, garbage). Every combination is covered: one data block, two data blocks,
 /// data + P, data + Q, P, Q, and P + Q.
 pub fn raid6_recover(blocks: &mut [&mut [u8]], missing: &[usize]) {
+    Kernel::active().raid6_recover(blocks, missing)
+}
+
+pub(crate) fn raid6_recover_scalar(blocks: &mut [&mut [u8]], missing: &[usize]) {
     assert!(
         blocks.len() >= 3,
         "raid6_recover: a stripe needs at least one data block plus P and Q, got {} blocks",
