@@ -427,13 +427,13 @@ fn dirty_degraded_parity_array_is_refused() {
     assert_eq!(hashes(&m[..3]), before);
 }
 
-/// Mark every superblock dirty the way an interrupted write leaves it: resync_offset = 0
-/// (1.2 superblock at byte 4096, resync_offset at +208), checksum recomputed.
-fn mark_dirty(m: &[String]) {
+/// Change the 1.2 superblock (at byte 4096) of each of `m` with `edit`, then recompute its
+/// checksum, as a tool editing it in place would.
+fn edit_superblocks(m: &[String], edit: impl Fn(&mut [u8])) {
     for p in m {
         let mut b = std::fs::read(p).unwrap();
         let sb = &mut b[4096..4096 + 512];
-        sb[208..216].copy_from_slice(&0u64.to_le_bytes());
+        edit(sb);
         sb[216..220].copy_from_slice(&[0; 4]);
         let max_dev = u32::from_le_bytes(sb[220..224].try_into().unwrap()) as usize;
         let mut sum: u64 = 0;
@@ -444,6 +444,68 @@ fn mark_dirty(m: &[String]) {
         sb[216..220].copy_from_slice(&csum.to_le_bytes());
         std::fs::write(p, &b).unwrap();
     }
+}
+
+/// Mark every superblock dirty the way an interrupted write leaves it: resync_offset = 0 (at
+/// +208 in the superblock).
+fn mark_dirty(m: &[String]) {
+    edit_superblocks(m, |sb| sb[208..216].copy_from_slice(&0u64.to_le_bytes()));
+}
+
+/// Members whose partial parity logs do not fit together are refused by every command, naming
+/// the member and the reason, and nothing is written: one member without a log while the others
+/// have one (a log area md would not have made), and log areas too small to hold any partial
+/// parity.
+#[test]
+fn inconsistent_or_too_small_partial_parity_logs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 4, 8 << 20);
+    let o = uraid(&args(&["create", "--level=5", "--raid-devices=4", "--chunk=64K", "--consistency-policy=ppl"], &m));
+    assert!(o.status.success(), "{}", stderr(&o));
+    // feature_map at +8: MD_FEATURE_PPL is 0x400.
+    edit_superblocks(&m[2..3], |sb| {
+        let f = u32::from_le_bytes(sb[8..12].try_into().unwrap()) & !0x400;
+        sb[8..12].copy_from_slice(&f.to_le_bytes());
+    });
+    let before = hashes(&m);
+    for cmd in [&["cat", "--length=4096"][..], &["detail"][..]] {
+        assert_fails(&uraid(&args(cmd, &m)), "has no partial parity log while other members of the array have one");
+    }
+    assert_fails(&uraid_stdin(&args(&["write", "--offset=0"], &m), b"x"), "has no partial parity log");
+    assert_eq!(hashes(&m), before, "a refused command wrote to a member");
+
+    let m = members(&dir.path().join("small").tap_mkdir(), 4, 8 << 20);
+    let o = uraid(&args(&["create", "--level=5", "--raid-devices=4", "--chunk=64K", "--consistency-policy=ppl"], &m));
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The PPL size (in sectors) at +98: 8 sectors hold the header and nothing after it.
+    edit_superblocks(&m, |sb| sb[98..100].copy_from_slice(&8u16.to_le_bytes()));
+    let before = hashes(&m);
+    assert_fails(&uraid_stdin(&args(&["write", "--offset=0"], &m), b"x"), "holds no partial parity");
+    assert_fails(&uraid(&args(&["cat", "--length=4096"], &m)), "holds no partial parity");
+    assert_eq!(hashes(&m), before, "a refused command wrote to a member");
+}
+
+/// A dirty degraded raid5 with a log, opened read-only, is described but not read: without the
+/// replay (which writes), the missing member's rebuilt data could be wrong.
+#[test]
+fn dirty_degraded_ppl_array_is_not_read_without_its_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 4, 8 << 20);
+    let o = uraid(&args(&["create", "--level=5", "--raid-devices=4", "--chunk=64K", "--consistency-policy=ppl"], &m));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let payload = data(200_000, 5);
+    assert!(uraid_stdin(&args(&["write", "--offset=0"], &m), &payload).status.success());
+    mark_dirty(&m);
+    let present = [m[0].clone(), m[1].clone(), m[3].clone()];
+    let before = hashes(&present);
+    let d = detail(&present);
+    assert_eq!(d["clean"], false, "{d:#}");
+    assert_fails(&uraid(&args(&["cat", "--length=4096"], &present)), "its partial parity log must be replayed");
+    assert_eq!(hashes(&present), before, "a read-only command wrote to a member");
+    // Opened writable, the log is replayed and the array reads.
+    assert!(uraid_stdin(&args(&["write", "--offset=0"], &present), &payload[..4096]).status.success());
+    let o = uraid(&args(&["cat", "--length=200000"], &present));
+    assert!(o.status.success() && o.stdout == payload, "{}", stderr(&o));
 }
 
 /// A raid5 with a log, stopped dirty with a member gone, whose latest log write was cut short

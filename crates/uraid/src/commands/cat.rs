@@ -15,6 +15,10 @@ const STEP: u64 = 4 << 20;
 
 pub fn run(args: &CatArgs) -> CliResult {
     let mut array = OpenArray::open_paths(&args.members, false)?;
+    if array.log_unreplayed() {
+        // Refuse before saying anything about reading degraded.
+        return Err(uraid_device::OpenError::DirtyDegradedReadOnly { missing: array.plan.missing_slots().len() }.into());
+    }
     for (slot, idx) in array.plan.slots.iter().enumerate() {
         if idx.is_none() {
             eprintln!("uraid: slot {slot} is missing; reading degraded from redundancy");
