@@ -1348,9 +1348,10 @@ impl Array {
         self.stripe_memory
     }
 
-    /// The most [`Array::stripe_memory_in_use`] has been.
-    pub fn stripe_memory_peak(&self) -> u64 {
-        self.stripe_memory_peak
+    /// The most [`Array::stripe_memory_in_use`] has been since the last call (or since the
+    /// start); the count starts afresh from what is in use now.
+    pub fn take_stripe_memory_peak(&mut self) -> u64 {
+        std::mem::replace(&mut self.stripe_memory_peak, self.stripe_memory)
     }
 
     /// Choose a strategy for one stripe and issue its reads (or, with nothing to read, its
