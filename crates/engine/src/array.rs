@@ -158,6 +158,9 @@ pub enum EngineEvent {
     ReadErrorCorrected { slot: usize, offset: u64, len: u64 },
 }
 
+/// A member write of one part of a request, before merging: `(part, slot, member offset, bytes)`.
+type PartWrite = (usize, usize, u64, Vec<u8>);
+
 /// A logical byte range `[start, end)` an op holds, and whether it holds it exclusively (writes).
 type Lock = (u64, u64, bool);
 
@@ -265,7 +268,7 @@ pub struct Array {
     memory_waiters: VecDeque<RequestId>,
     admitting: bool,
     /// While stripes are planned together, their member writes gather here to be merged.
-    write_batch: Option<Vec<(usize, usize, u64, Vec<u8>)>>,
+    write_batch: Option<Vec<PartWrite>>,
 }
 
 impl Array {
@@ -1112,7 +1115,7 @@ impl Array {
 
     fn start_copy_write(&mut self, rid: RequestId, w: &mut CopyWriteOp) -> Option<Result<(), EngineError>> {
         let runs = self.geometry.runs(w.offset, w.data.len() as u64);
-        let mut writes: Vec<(usize, usize, u64, Vec<u8>)> = Vec::new();
+        let mut writes: Vec<PartWrite> = Vec::new();
         for (part, run) in runs.into_iter().enumerate() {
             let at = (run.logical - w.offset) as usize;
             let bytes = &w.data[at..at + run.len as usize];
@@ -2270,7 +2273,7 @@ fn stripe_pieces(sw: &StripeWrite, bounds: &[(u64, u64)]) -> Vec<StripeWrite> {
 /// Merge member writes `(part, slot, member offset, bytes)` that continue one another on the
 /// same member into one write, up to [`MAX_MERGE_BYTES`]: `(slot, offset, bytes, parts)` with
 /// the parts each write covers, in the order of the first write of each merged run.
-fn merge_writes(mut writes: Vec<(usize, usize, u64, Vec<u8>)>) -> Vec<(usize, u64, Vec<u8>, Vec<usize>)> {
+fn merge_writes(mut writes: Vec<PartWrite>) -> Vec<(usize, u64, Vec<u8>, Vec<usize>)> {
     let mut sorted: Vec<(usize, u64, usize)> = writes.iter().enumerate().map(|(i, w)| (w.1, w.2, i)).collect();
     sorted.sort_unstable();
     let mut out: Vec<(usize, u64, Vec<u8>, Vec<usize>)> = Vec::new();
