@@ -5,7 +5,12 @@
 //! runs over real files (the synchronous driver in `uraid-device`) and over simulated disks.
 //!
 //! What it owns:
-//! - splitting a logical request into member I/Os per level ([`Geometry`]);
+//! - splitting a logical request into member I/Os per level ([`Geometry`]), as few as it can:
+//!   the pieces of a read that one in-sync member holds are read in one I/O when they are
+//!   contiguous or at most a chunk apart (the chunk between is read and dropped), and member
+//!   writes that continue one another (whole stripes, raid0/linear/mirror runs) go out as one;
+//!   an error in a merged read sends its pieces back through the per-piece paths below;
+//! - bounding the stripe buffers parity writes hold ([`Array::set_stripe_memory_limit`]);
 //! - degraded reads (another mirror, or reconstruction from parity) and the choice between
 //!   read-modify-write and reconstruct-write for parity levels, done per stripe as md's
 //!   `handle_stripe_dirtying` does: the fewer member reads wins, ties go to reconstruct-write;
