@@ -5,7 +5,12 @@
 //! runs over real files (the synchronous driver in `uraid-device`) and over simulated disks.
 //!
 //! What it owns:
-//! - splitting a logical request into member I/Os per level ([`Geometry`]);
+//! - splitting a logical request into member I/Os per level ([`Geometry`]), as few as it can:
+//!   the pieces of a read that one in-sync member holds are read in one I/O when they are
+//!   contiguous or at most a chunk apart (the chunk between is read and dropped), and member
+//!   writes that continue one another (whole stripes, raid0/linear/mirror runs) go out as one;
+//!   an error in a merged read sends its pieces back through the per-piece paths below;
+//! - bounding the stripe buffers parity writes hold ([`Array::set_stripe_memory_limit`]);
 //! - degraded reads (another mirror, or reconstruction from parity) and the choice between
 //!   read-modify-write and reconstruct-write for parity levels, done per stripe as md's
 //!   `handle_stripe_dirtying` does: the fewer member reads wins, ties go to reconstruct-write;
@@ -42,6 +47,17 @@ pub type IoId = u64;
 
 /// The granularity of mismatch counting and repair, as md's stripe pages (4 KiB).
 pub const CHECK_ROW_BYTES: u64 = 4096;
+
+/// Largest member I/O made by merging the pieces of one request that lie on one member (reads,
+/// and writes of whole stripes or of levels without parity): keeps one member buffer bounded.
+pub const MAX_MERGE_BYTES: u64 = 8 << 20;
+
+/// Default bound on the bytes of stripe buffers held by parity writes in progress (see
+/// [`Array::set_stripe_memory_limit`]).
+pub const DEFAULT_STRIPE_MEMORY: u64 = 64 << 20;
+
+/// Tag parts from here on name a group of merged writes (`GROUP_PART + index`), not one part.
+const GROUP_PART: usize = usize::MAX / 2;
 
 /// A block request against the array.
 #[derive(Debug, Clone)]
@@ -147,6 +163,9 @@ pub enum EngineEvent {
     ReadErrorCorrected { slot: usize, offset: u64, len: u64 },
 }
 
+/// A member write of one part of a request, before merging: `(part, slot, member offset, bytes)`.
+type PartWrite = (usize, usize, u64, Vec<u8>);
+
 /// A logical byte range `[start, end)` an op holds, and whether it holds it exclusively (writes).
 type Lock = (u64, u64, bool);
 
@@ -245,6 +264,16 @@ pub struct Array {
     resync_pending: bool,
     /// The partial parity log, when writes are logged (see `array/logging.rs`).
     log: Option<logging::PplLog>,
+    /// Bound on `stripe_memory` (see [`Array::set_stripe_memory_limit`]).
+    stripe_memory_limit: u64,
+    /// Stripe buffer bytes charged to parity stripe writes in progress.
+    stripe_memory: u64,
+    stripe_memory_peak: u64,
+    /// Parity writes with stripes waiting for memory, oldest first.
+    memory_waiters: VecDeque<RequestId>,
+    admitting: bool,
+    /// While stripes are planned together, their member writes gather here to be merged.
+    write_batch: Option<Vec<PartWrite>>,
 }
 
 impl Array {
@@ -269,6 +298,12 @@ impl Array {
             rescan: false,
             resync_pending: false,
             log: None,
+            stripe_memory_limit: DEFAULT_STRIPE_MEMORY,
+            stripe_memory: 0,
+            stripe_memory_peak: 0,
+            memory_waiters: VecDeque::new(),
+            admitting: false,
+            write_batch: None,
         };
         if !array.readable() {
             return Err(EngineError::ArrayFailed);
@@ -339,6 +374,7 @@ impl Array {
             self.change_state(slot, state);
         }
         self.log_maintenance();
+        self.admit_waiting();
         Ok(())
     }
 
@@ -402,9 +438,17 @@ impl Array {
             Request::Read { offset, len } => OpKind::Read(ReadOp::new(offset, len)),
             Request::Write { offset, data } => {
                 if self.geometry.parity().is_some() {
-                    OpKind::ParityWrite(ParityWriteOp { offset, data, stripes: Vec::new(), remaining: 0, error: None })
+                    OpKind::ParityWrite(ParityWriteOp {
+                        offset,
+                        data,
+                        stripes: Vec::new(),
+                        remaining: 0,
+                        error: None,
+                        unplanned: VecDeque::new(),
+                        groups: Vec::new(),
+                    })
                 } else {
-                    OpKind::Write(CopyWriteOp { offset, data, parts: Vec::new(), pending: 0, error: None })
+                    OpKind::Write(CopyWriteOp { offset, data, parts: Vec::new(), pending: 0, error: None, groups: Vec::new() })
                 }
             }
             Request::Flush => OpKind::Flush { pending: 0, ok: 0 },
@@ -417,6 +461,7 @@ impl Array {
         self.ops.insert(id, Op { kind, locks });
         self.waiting.push_back(id);
         self.start_ready();
+        self.admit_waiting();
         Ok(id)
     }
 
@@ -468,6 +513,7 @@ impl Array {
         if rid == logging::LOG_RID {
             self.log_io_done(tag, outcome);
             self.log_maintenance();
+            self.admit_waiting();
             return;
         }
         let mut op = self.ops.remove(&rid).expect("member I/O of a finished request");
@@ -498,6 +544,7 @@ impl Array {
             self.ops.insert(rid, op);
         }
         self.log_maintenance();
+        self.admit_waiting();
     }
 
     /// Whether every byte can be read from in-sync members (recovering ones do not count).
@@ -805,12 +852,111 @@ impl Array {
                 r.parts.push(ReadPart::Copies { logical: run.logical, unit: CopyUnit::new(run.copies, run.len, Vec::new()) });
             }
         }
-        r.remaining = r.parts.len();
-        for part in 0..r.parts.len() {
-            let step = self.start_read_part(rid, r, part);
-            r.settle(step);
+        let groups = self.merge_read_parts(r);
+        let held: BTreeSet<usize> = groups.iter().flat_map(|g| g.pieces.iter().map(|&(p, _)| p)).collect();
+        let first_merged = r.parts.len();
+        r.remaining = r.parts.len() + groups.len();
+        for part in 0..first_merged {
+            if !held.contains(&part) {
+                let step = self.start_read_part(rid, r, part);
+                r.settle(step);
+            }
+        }
+        for g in groups {
+            let part = r.parts.len();
+            self.emit(rid, IoTag { part, slot: g.slot }, g.offset, MemberOp::Read { len: g.len });
+            r.parts.push(ReadPart::Merged(g));
         }
         (r.remaining == 0).then_some(Ok(()))
+    }
+
+    /// Where a read part would be read directly, before any error: `(slot, member offset,
+    /// length)` of the in-sync member holding it (the first in-sync copy, as
+    /// [`Array::issue_copy_read`] picks). `None` for a parity run whose member is not in sync
+    /// (it is rebuilt from its stripe).
+    fn direct_location(&self, part: &ReadPart) -> Option<(usize, u64, u64)> {
+        match part {
+            ReadPart::Copies { unit, .. } => {
+                unit.copies.iter().find(|&&(slot, _)| self.in_sync(slot)).map(|&(slot, off)| (slot, off, unit.len))
+            }
+            ReadPart::Parity { run, .. } => self
+                .in_sync(run.slot)
+                .then(|| (run.slot, run.stripe * self.geometry.chunk_bytes() + run.chunk_offset, run.len)),
+            ReadPart::Merged(_) => None,
+        }
+    }
+
+    /// Group the parts of a fresh read that go to the same member into one member read each:
+    /// pieces that are contiguous on the member, or separated by at most one chunk. On a
+    /// rotating-parity layout the pieces one member holds of consecutive stripes sit a stripe
+    /// row apart, with at most the parity chunk (or a data chunk the request does not want)
+    /// between them; reading that one chunk and dropping it costs far less than a second seek
+    /// and request, and a gap of one chunk is all the layouts ever put between a member's
+    /// pieces of one request, so the rule never reads more than one chunk per merge. Groups
+    /// of one piece are left out (the part is read as before).
+    fn merge_read_parts(&self, r: &ReadOp) -> Vec<MergedRead> {
+        let gap = self.geometry.chunk_bytes();
+        let mut located: Vec<(usize, u64, u64, usize)> = r
+            .parts
+            .iter()
+            .enumerate()
+            .filter_map(|(part, p)| self.direct_location(p).map(|(slot, off, len)| (slot, off, len, part)))
+            .collect();
+        located.sort_unstable();
+        let mut groups: Vec<MergedRead> = Vec::new();
+        let mut current: Option<MergedRead> = None;
+        for (slot, off, len, part) in located {
+            if let Some(g) = current.as_mut() {
+                let end = g.offset + g.len;
+                if g.slot == slot && off >= end && off - end <= gap && off + len - g.offset <= MAX_MERGE_BYTES {
+                    g.pieces.push((part, off - g.offset));
+                    g.len = off + len - g.offset;
+                    continue;
+                }
+            }
+            if let Some(g) = current.take() {
+                if g.pieces.len() > 1 {
+                    groups.push(g);
+                }
+            }
+            current = Some(MergedRead { slot, offset: off, len, pieces: vec![(part, 0)] });
+        }
+        if let Some(g) = current.take() {
+            if g.pieces.len() > 1 {
+                groups.push(g);
+            }
+        }
+        groups
+    }
+
+    /// A merged member read completed. With its data every piece is handed out; otherwise each
+    /// piece starts afresh on its own, as if it had never been merged, so a read error is
+    /// narrowed to the pieces (and then rows) it really hits and corrected as usual, and a
+    /// member that failed meanwhile sends its pieces to another copy or to a rebuild.
+    fn merged_read_done(&mut self, rid: RequestId, r: &mut ReadOp, part: usize, outcome: Outcome) {
+        let ReadPart::Merged(g) = &r.parts[part] else { unreachable!("a merged read part") };
+        let pieces = g.pieces.clone();
+        match outcome {
+            Outcome::Data(data) => {
+                for (p, at) in pieces {
+                    let (logical, len) = match &r.parts[p] {
+                        ReadPart::Copies { logical, unit } => (*logical, unit.len),
+                        ReadPart::Parity { run, .. } => (run.logical, run.len),
+                        ReadPart::Merged(_) => unreachable!("merged reads do not nest"),
+                    };
+                    let to = (logical - r.offset) as usize;
+                    r.buf[to..to + len as usize].copy_from_slice(&data[at as usize..(at + len) as usize]);
+                    r.settle(Some(Ok(())));
+                }
+            }
+            Outcome::ReadError | Outcome::Done | Outcome::Lost => {
+                for (p, _) in pieces {
+                    let step = self.start_read_part(rid, r, p);
+                    r.settle(step);
+                }
+            }
+        }
+        r.settle(Some(Ok(())));
     }
 
     /// Issue the first member reads of one part of a read. `Some` when the part is finished.
@@ -819,6 +965,7 @@ impl Array {
             // md's read_balance proper arrives with the policies; for now the first in-sync copy
             // in md's copy order.
             ReadPart::Copies { unit, .. } => self.issue_copy_read(rid, part, unit),
+            ReadPart::Merged(_) => unreachable!("merged reads start with their request"),
             ReadPart::Parity { run, phase } => {
                 if self.in_sync(run.slot) {
                     let off = run.stripe * self.geometry.chunk_bytes() + run.chunk_offset;
@@ -851,6 +998,7 @@ impl Array {
                     phase: ParityRead::Direct,
                 })
                 .collect(),
+            ReadPart::Merged(_) => unreachable!("a merged read is never split"),
         };
         let first = r.parts.len();
         r.remaining += pieces.len();
@@ -908,12 +1056,17 @@ impl Array {
 
     fn read_io_done(&mut self, rid: RequestId, r: &mut ReadOp, tag: IoTag, outcome: Outcome) -> bool {
         let part = tag.part;
+        if matches!(r.parts[part], ReadPart::Merged(_)) {
+            self.merged_read_done(rid, r, part, outcome);
+            return r.remaining == 0;
+        }
         let split = matches!(outcome, Outcome::ReadError)
             && match &r.parts[part] {
                 ReadPart::Copies { unit, .. } => !unit.writing && unit.copies.len() > 1 && unit.row_pieces().len() > 1,
                 ReadPart::Parity { run, phase } => {
                     matches!(phase, ParityRead::Direct) && row_pieces(run.chunk_offset, run.len).len() > 1
                 }
+                ReadPart::Merged(_) => false,
             };
         if split {
             self.split_read_part(rid, r, part);
@@ -925,6 +1078,7 @@ impl Array {
                 let sink = &mut r.buf[at..at + unit.len as usize];
                 self.copy_unit_step(rid, part, unit, tag.slot, outcome, Some(sink))
             }
+            ReadPart::Merged(_) => unreachable!("handled above"),
             ReadPart::Parity { run, phase } => {
                 let at = (run.logical - r.offset) as usize;
                 let sink = &mut r.buf[at..at + run.len as usize];
@@ -966,6 +1120,7 @@ impl Array {
 
     fn start_copy_write(&mut self, rid: RequestId, w: &mut CopyWriteOp) -> Option<Result<(), EngineError>> {
         let runs = self.geometry.runs(w.offset, w.data.len() as u64);
+        let mut writes: Vec<PartWrite> = Vec::new();
         for (part, run) in runs.into_iter().enumerate() {
             let at = (run.logical - w.offset) as usize;
             let bytes = &w.data[at..at + run.len as usize];
@@ -974,7 +1129,7 @@ impl Array {
                 if self.writable(slot) {
                     in_sync_targets += usize::from(self.in_sync(slot));
                     w.pending += 1;
-                    self.emit(rid, IoTag { part, slot }, off, MemberOp::Write { data: bytes.to_vec() });
+                    writes.push((part, slot, off, bytes.to_vec()));
                 }
             }
             w.parts.push(CopyWritePart { written: 0 });
@@ -982,10 +1137,31 @@ impl Array {
                 w.error.get_or_insert(EngineError::ArrayFailed);
             }
         }
+        // The runs one member holds of consecutive chunks (raid0's stripes, linear's spans,
+        // raid10's copies) are often contiguous on it: one write each.
+        for (slot, off, data, parts) in merge_writes(writes) {
+            let part = match parts[..] {
+                [part] => part,
+                _ => {
+                    w.groups.push(parts);
+                    GROUP_PART + w.groups.len() - 1
+                }
+            };
+            self.emit(rid, IoTag { part, slot }, off, MemberOp::Write { data });
+        }
         (w.pending == 0).then_some(Ok(()))
     }
 
     fn copy_write_io_done(&mut self, w: &mut CopyWriteOp, tag: IoTag, outcome: Outcome) -> bool {
+        if tag.part >= GROUP_PART {
+            let ok = outcome.succeeded();
+            let mut done = false;
+            for part in w.groups[tag.part - GROUP_PART].clone() {
+                let each = if ok { Outcome::Done } else { Outcome::Lost };
+                done = self.copy_write_io_done(w, IoTag { part, slot: tag.slot }, each);
+            }
+            return done;
+        }
         w.pending -= 1;
         // Only an in-sync copy holds the data for reads; a recovering one is a bonus.
         if outcome.succeeded() && self.in_sync(tag.slot) {
@@ -1066,12 +1242,124 @@ impl Array {
         }
         w.stripes = by_stripe;
         w.remaining = w.stripes.len();
-        for part in 0..w.stripes.len() {
-            if self.plan_stripe_write(rid, w, part) {
-                w.remaining -= 1;
-            }
+        w.unplanned = (0..w.stripes.len()).collect();
+        // Requests already waiting for stripe memory go first.
+        if self.memory_waiters.is_empty() {
+            self.admit_stripes(rid, w);
+        }
+        if !w.unplanned.is_empty() {
+            self.memory_waiters.push_back(rid);
         }
         (w.remaining == 0).then_some(Ok(()))
+    }
+
+    /// Upper bound of the stripe buffers one stripe write holds while in progress: the old
+    /// contents of every member it may read, and the new contents and parity it writes, over
+    /// the member rows it spans (the request's own data is the caller's and not counted).
+    fn stripe_charge(&self, sw: &StripeWrite) -> u64 {
+        let mut lo = sw.runs.iter().map(|r| r.chunk_offset).min().expect("a stripe write has runs");
+        let mut hi = sw.runs.iter().map(|r| r.chunk_offset + r.len).max().expect("a stripe write has runs");
+        if self.log.is_some() {
+            lo = lo / crate::ppl::ROW_BYTES * crate::ppl::ROW_BYTES;
+            hi = hi.div_ceil(crate::ppl::ROW_BYTES) * crate::ppl::ROW_BYTES;
+        }
+        2 * self.slots.len() as u64 * (hi - lo)
+    }
+
+    /// Plan the stripes of `w` not planned yet, in order, while the stripe memory allows. A
+    /// stripe whose charge alone exceeds the limit is planned when nothing else holds memory
+    /// (requests are never refused, and a stripe cannot be cut further than its rows; writes
+    /// bigger than the limit are cut into stripes anyway, so a limit of a few stripes bounds
+    /// everything). Without a log, the member writes of the stripes planned together that need
+    /// no reads (full stripes) are merged per member: on every member, a stripe's chunk follows
+    /// the previous stripe's, data and parity alike. With a log each stripe's writes wait for
+    /// its own log write and are released stripe by stripe (`release_logged`), so they are not
+    /// merged.
+    fn admit_stripes(&mut self, rid: RequestId, w: &mut ParityWriteOp) {
+        let merging = self.log.is_none();
+        let outer = if merging { self.write_batch.replace(Vec::new()) } else { None };
+        while let Some(&part) = w.unplanned.front() {
+            let charge = self.stripe_charge(&w.stripes[part]);
+            if self.stripe_memory > 0 && self.stripe_memory + charge > self.stripe_memory_limit {
+                break;
+            }
+            w.unplanned.pop_front();
+            w.stripes[part].charge = charge;
+            self.stripe_memory += charge;
+            self.stripe_memory_peak = self.stripe_memory_peak.max(self.stripe_memory);
+            if self.plan_stripe_write(rid, w, part) {
+                self.stripe_finished(w, part);
+            }
+        }
+        if merging {
+            let batch = std::mem::replace(&mut self.write_batch, outer).unwrap_or_default();
+            for (slot, off, data, parts) in merge_writes(batch) {
+                let part = match parts[..] {
+                    [part] => part,
+                    _ => {
+                        w.groups.push(parts);
+                        GROUP_PART + w.groups.len() - 1
+                    }
+                };
+                self.emit(rid, IoTag { part, slot }, off, MemberOp::Write { data });
+            }
+        }
+    }
+
+    /// A stripe write is finished: its memory goes back.
+    fn stripe_finished(&mut self, w: &mut ParityWriteOp, part: usize) {
+        w.remaining -= 1;
+        self.stripe_memory -= std::mem::take(&mut w.stripes[part].charge);
+    }
+
+    /// Let requests waiting for stripe memory plan more stripes, oldest first. Called where
+    /// every request is in `ops`.
+    fn admit_waiting(&mut self) {
+        if self.admitting {
+            return;
+        }
+        self.admitting = true;
+        while let Some(&rid) = self.memory_waiters.front() {
+            let mut op = self.ops.remove(&rid).expect("a request waiting for memory is open");
+            let OpKind::ParityWrite(w) = &mut op.kind else { unreachable!("only parity writes wait for memory") };
+            self.admit_stripes(rid, w);
+            let left = w.unplanned.len();
+            if left == 0 {
+                self.memory_waiters.pop_front();
+            }
+            if w.remaining == 0 {
+                self.finish(rid, op);
+            } else {
+                self.ops.insert(rid, op);
+            }
+            if left > 0 {
+                break;
+            }
+        }
+        self.admitting = false;
+    }
+
+    /// Bound the bytes of stripe buffers held by parity writes in progress (md's stripe cache
+    /// size): a write waits for memory before planning a stripe that would exceed it (see
+    /// `admit_stripes`). Default [`DEFAULT_STRIPE_MEMORY`].
+    pub fn set_stripe_memory_limit(&mut self, bytes: u64) {
+        self.stripe_memory_limit = bytes;
+        self.admit_waiting();
+    }
+
+    pub fn stripe_memory_limit(&self) -> u64 {
+        self.stripe_memory_limit
+    }
+
+    /// Bytes of stripe buffers held by parity writes in progress now (as charged by the limit).
+    pub fn stripe_memory_in_use(&self) -> u64 {
+        self.stripe_memory
+    }
+
+    /// The most [`Array::stripe_memory_in_use`] has been since the last call (or since the
+    /// start); the count starts afresh from what is in use now.
+    pub fn take_stripe_memory_peak(&mut self) -> u64 {
+        std::mem::replace(&mut self.stripe_memory_peak, self.stripe_memory)
     }
 
     /// Choose a strategy for one stripe and issue its reads (or, with nothing to read, its
@@ -1300,6 +1588,9 @@ impl Array {
             let tag = IoTag { part, slot };
             if correction {
                 self.emit_correction(rid, tag, off, data);
+            } else if let Some(batch) = self.write_batch.as_mut() {
+                // Merged with the other stripes planned with it (see `admit_stripes`).
+                batch.push((part, slot, off, data));
             } else {
                 self.emit(rid, tag, off, MemberOp::Write { data });
             }
@@ -1307,6 +1598,16 @@ impl Array {
     }
 
     fn parity_write_io_done(&mut self, rid: RequestId, w: &mut ParityWriteOp, tag: IoTag, outcome: Outcome) -> bool {
+        if tag.part >= GROUP_PART {
+            // A merged write: every stripe it covers has one write fewer to wait for (its
+            // outcome does not matter to a stripe that is writing: a failure made the member
+            // faulty).
+            let mut done = false;
+            for part in w.groups[tag.part - GROUP_PART].clone() {
+                done = self.parity_write_io_done(rid, w, IoTag { part, slot: tag.slot }, Outcome::Done);
+            }
+            return done;
+        }
         let part = tag.part;
         let sw = &mut w.stripes[part];
         sw.pending -= 1;
@@ -1346,7 +1647,7 @@ impl Array {
             }
         }
         if stripe_done {
-            w.remaining -= 1;
+            self.stripe_finished(w, part);
         }
         w.remaining == 0
     }
@@ -1357,16 +1658,22 @@ impl Array {
         let sw = &w.stripes[part];
         let bounds: Vec<(u64, u64)> =
             row_pieces(sw.lo, sw.hi - sw.lo).into_iter().map(|(delta, len)| (sw.lo + delta, sw.lo + delta + len)).collect();
-        let pieces = stripe_pieces(sw, &bounds);
+        let mut pieces = stripe_pieces(sw, &bounds);
+        // The pieces take over the stripe's memory: they span its rows, so no more.
+        self.stripe_memory -= std::mem::take(&mut w.stripes[part].charge);
+        for piece in &mut pieces {
+            piece.charge = self.stripe_charge(piece);
+            self.stripe_memory += piece.charge;
+        }
         let first = w.stripes.len();
         w.remaining += pieces.len();
         w.stripes.extend(pieces);
         for piece in first..w.stripes.len() {
             if self.plan_stripe_write(rid, w, piece) {
-                w.remaining -= 1;
+                self.stripe_finished(w, piece);
             }
         }
-        w.remaining -= 1;
+        self.stripe_finished(w, part);
     }
 
     // ----- consistency check / repair ------------------------------------------------------------
@@ -1968,6 +2275,28 @@ fn stripe_pieces(sw: &StripeWrite, bounds: &[(u64, u64)]) -> Vec<StripeWrite> {
     pieces
 }
 
+/// Merge member writes `(part, slot, member offset, bytes)` that continue one another on the
+/// same member into one write, up to [`MAX_MERGE_BYTES`]: `(slot, offset, bytes, parts)` with
+/// the parts each write covers, in the order of the first write of each merged run.
+fn merge_writes(mut writes: Vec<PartWrite>) -> Vec<(usize, u64, Vec<u8>, Vec<usize>)> {
+    let mut sorted: Vec<(usize, u64, usize)> = writes.iter().enumerate().map(|(i, w)| (w.1, w.2, i)).collect();
+    sorted.sort_unstable();
+    let mut out: Vec<(usize, u64, Vec<u8>, Vec<usize>)> = Vec::new();
+    for (slot, off, i) in sorted {
+        let (part, _, _, data) = std::mem::take(&mut writes[i]);
+        if let Some(last) = out.last_mut() {
+            let end = last.1 + last.2.len() as u64;
+            if last.0 == slot && end == off && last.2.len() + data.len() <= MAX_MERGE_BYTES as usize {
+                last.2.extend_from_slice(&data);
+                last.3.push(part);
+                continue;
+            }
+        }
+        out.push((slot, off, data, vec![part]));
+    }
+    out
+}
+
 /// Split member bytes `[offset, offset+len)` at 4 KiB row boundaries: `(offset into the range,
 /// length)` per row.
 fn row_pieces(offset: u64, len: u64) -> Vec<(u64, u64)> {
@@ -2066,6 +2395,18 @@ impl ReadOp {
 enum ReadPart {
     Copies { logical: u64, unit: CopyUnit },
     Parity { run: ParityRun, phase: ParityRead },
+    /// One member read standing for several parts on that member (see
+    /// [`Array::merge_read_parts`]); those parts are started only if it fails.
+    Merged(MergedRead),
+}
+
+#[derive(Debug, Clone)]
+struct MergedRead {
+    slot: usize,
+    offset: u64,
+    len: u64,
+    /// `(part, offset of its bytes in the member read)`, by member offset.
+    pieces: Vec<(usize, u64)>,
 }
 
 #[derive(Debug)]
@@ -2092,8 +2433,11 @@ struct CopyWriteOp {
     offset: u64,
     data: Vec<u8>,
     parts: Vec<CopyWritePart>,
+    /// Counted per part and copy, merged writes included.
     pending: usize,
     error: Option<EngineError>,
+    /// The parts each merged member write covers (tag part `GROUP_PART + index`).
+    groups: Vec<Vec<usize>>,
 }
 
 #[derive(Debug)]
@@ -2121,6 +2465,10 @@ struct ParityWriteOp {
     stripes: Vec<StripeWrite>,
     remaining: usize,
     error: Option<EngineError>,
+    /// Stripes waiting for stripe memory before they are planned, in order.
+    unplanned: VecDeque<usize>,
+    /// The stripes each merged member write covers (tag part `GROUP_PART + index`).
+    groups: Vec<Vec<usize>>,
 }
 
 #[derive(Debug)]
@@ -2141,6 +2489,8 @@ struct StripeWrite {
     deferred: Vec<(usize, u64, Vec<u8>, bool)>,
     /// The member whose log covers this stripe's writes in flight.
     log_slot: Option<usize>,
+    /// Stripe memory held for it (see `Array::stripe_charge`); 0 once finished.
+    charge: u64,
 }
 
 impl StripeWrite {
@@ -2158,6 +2508,7 @@ impl StripeWrite {
             writing: false,
             deferred: Vec::new(),
             log_slot: None,
+            charge: 0,
         }
     }
 }

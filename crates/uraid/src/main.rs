@@ -226,6 +226,10 @@ pub struct ServeArgs {
     /// Member I/O threads per member (member I/Os in flight on each).
     #[arg(long, default_value_t = 4)]
     pub member_threads: usize,
+    /// Most memory the stripe buffers of parity writes in progress may hold, suffixes K, M, G
+    /// (md's stripe cache). Default 64M.
+    #[arg(long, value_name = "SIZE")]
+    pub stripe_cache: Option<String>,
     /// A unix socket for `uraid ctl` (status, check, repair, idle, wait).
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,

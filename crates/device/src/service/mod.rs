@@ -96,6 +96,9 @@ pub struct ServiceConfig {
     /// How long a write-intent bitmap region stays marked after its last write (md's bitmap
     /// `daemon_sleep`, 5 s by default).
     pub bitmap_clear_delay: Duration,
+    /// Bound on the stripe buffers parity writes in progress hold (md's stripe cache); see the
+    /// engine's `Array::set_stripe_memory_limit`.
+    pub stripe_cache_bytes: u64,
 }
 
 impl Default for ServiceConfig {
@@ -108,6 +111,7 @@ impl Default for ServiceConfig {
             speed: SpeedLimits::default(),
             auto_resync: true,
             bitmap_clear_delay: Duration::from_secs(5),
+            stripe_cache_bytes: uraid_engine::array::DEFAULT_STRIPE_MEMORY,
         }
     }
 }
@@ -301,7 +305,8 @@ pub struct ArrayService {
 
 impl ArrayService {
     /// Start serving `array`.
-    pub fn start(array: OpenArray, config: ServiceConfig) -> ArrayService {
+    pub fn start(mut array: OpenArray, config: ServiceConfig) -> ArrayService {
+        array.engine_mut().set_stripe_memory_limit(config.stripe_cache_bytes);
         let geometry = array.engine().geometry().clone();
         let targets = array.member_targets();
         let discards = !array.engine().ppl_enabled();

@@ -467,7 +467,7 @@ impl Array {
         if finished {
             // Nothing was left to write (every target failed meanwhile).
             sw.log_slot = None;
-            w.remaining -= 1;
+            self.stripe_finished(w, part);
             let request_done = w.remaining == 0;
             self.log_stripe_done(rid, part);
             if request_done {
@@ -511,7 +511,7 @@ impl Array {
         sw.writing = false;
         sw.log_slot = None;
         if self.plan_stripe_write(rid, w, part) {
-            w.remaining -= 1;
+            self.stripe_finished(w, part);
         }
         if w.remaining == 0 {
             self.finish(rid, op);

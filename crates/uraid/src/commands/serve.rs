@@ -26,6 +26,10 @@ pub fn run(args: &ServeArgs) -> CliResult {
     if let Some(min) = &args.speed_limit_min {
         speed.min_bytes_per_sec = parse_size(min, 1).map_err(|e| CliError(format!("--speed-limit-min: {e}")))?;
     }
+    let mut stripe_cache_bytes = ServiceConfig::default().stripe_cache_bytes;
+    if let Some(size) = &args.stripe_cache {
+        stripe_cache_bytes = parse_size(size, 1).map_err(|e| CliError(format!("--stripe-cache: {e}")))?;
+    }
     let addr = parse_listen(&args.listen, args.allow_remote).map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
     let paths = select_members(&args.members, args.scan.as_deref(), args.uuid.as_deref())?;
     let array = assemble_for_service(&paths, !args.read_only)?;
@@ -41,7 +45,8 @@ pub fn run(args: &ServeArgs) -> CliResult {
     );
     // Bind before the array is touched, so a busy address costs nothing.
     let listener = addr.bind().map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
-    let config = ServiceConfig { workers_per_member: args.member_threads.max(1), speed, ..ServiceConfig::default() };
+    let config =
+        ServiceConfig { workers_per_member: args.member_threads.max(1), speed, stripe_cache_bytes, ..ServiceConfig::default() };
     let service = ArrayService::start(array, config);
     let _control = match &args.control {
         Some(path) => match crate::control::start(path, service.handle()) {
