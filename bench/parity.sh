@@ -65,10 +65,12 @@ def load(path):
 uraid, isal, cpu, isal_version = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3], sys.argv[4]
 
 def size(n):
-    for unit, suffix in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
+    for unit, suffix in ((1 << 30, "G"), (1 << 20, "M")):
         if n >= unit and n % unit == 0:
             return f"{n // unit}{suffix}"
-    return f"{n / (1 << 20):.1f}M" if n >= 1 << 20 else f"{n}B"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f}M"
+    return f"{n >> 10}K" if n >= 1 << 10 and n % (1 << 10) == 0 else f"{n}B"
 
 def key(r):
     return (r["op"], r["data_members"], r["parity_members"], r["chunk_bytes"], r["working_set_bytes"])

@@ -215,16 +215,18 @@ impl Printer {
     }
 }
 
-/// A byte count in the largest binary unit that divides it (1G, 520M, 64K), else with one
-/// decimal in MiB.
+/// A byte count in the largest binary unit that divides it (1G, 520M, 64K); from 1 MiB up,
+/// else in MiB with one decimal (512.2M).
 pub fn short_size(bytes: u64) -> String {
-    for (unit, suffix) in [(1u64 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")] {
+    for (unit, suffix) in [(1u64 << 30, "G"), (1 << 20, "M")] {
         if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{suffix}", bytes / unit);
         }
     }
     if bytes >= 1 << 20 {
         format!("{:.1}M", bytes as f64 / (1u64 << 20) as f64)
+    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
+        format!("{}K", bytes >> 10)
     } else {
         format!("{bytes}B")
     }
@@ -352,6 +354,8 @@ mod tests {
         assert_eq!(short_size(520 << 20), "520M");
         assert_eq!(short_size(1 << 30), "1G");
         assert_eq!(short_size((1 << 20) + (1 << 19) + 1), "1.5M");
+        assert_eq!(short_size(524480 << 10), "512.2M");
+        assert_eq!(short_size(1000), "1000B");
     }
 
     #[test]
