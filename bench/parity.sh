@@ -8,6 +8,7 @@
 #   --kernel NAMES  uraid kernels to time (default: best, the best one this CPU runs)
 #   --out DIR       also keep the raw JSON lines there (uraid.jsonl, isal.jsonl)
 #   matrix options, passed to both: --op, --layout, --chunk, --working-set, --runs, --seconds
+#   (the two are run one operation at a time, alternately)
 #   (see `uraid bench parity --help`; defaults: every op, 4+1/8+1 and 4+2/8+2, 64K and 1M
 #   chunks, hot and 512M working sets, 3 runs of 0.3 s).
 # URAID=PATH uses that binary instead of building one with cargo.
@@ -23,15 +24,21 @@ command -v python3 >/dev/null || { echo "parity.sh: python3 not found" >&2; exit
 
 kernel=best
 out=""
+ops=xor,pq,recover1,recover2
 matrix=()
+timing=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --kernel) kernel="${2:?--kernel needs a value}"; shift 2 ;;
     --kernel=*) kernel="${1#*=}"; shift ;;
     --out) out="${2:?--out needs a directory}"; shift 2 ;;
     --out=*) out="${1#*=}"; shift ;;
-    --op|--layout|--chunk|--working-set|--runs|--seconds) matrix+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
-    --op=*|--layout=*|--chunk=*|--working-set=*|--runs=*|--seconds=*) matrix+=("$1"); shift ;;
+    --op) ops="${2:?--op needs a value}"; shift 2 ;;
+    --op=*) ops="${1#*=}"; shift ;;
+    --runs|--seconds) timing+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --runs=*|--seconds=*) timing+=("$1"); shift ;;
+    --layout|--chunk|--working-set) matrix+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --layout=*|--chunk=*|--working-set=*) matrix+=("$1"); shift ;;
     *) echo "parity.sh: unknown option $1 (see the comment at the top of bench/parity.sh)" >&2; exit 2 ;;
   esac
 done
@@ -44,10 +51,16 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gcc -O2 -Wall -o "$work/isal_bench" bench/isal/isal_bench.c -lisal
 
-echo "parity.sh: timing uraid (kernel $kernel)..." >&2
-"$URAID" bench parity --json --kernel "$kernel" "${matrix[@]}" >"$work/uraid.jsonl"
-echo "parity.sh: timing ISA-L..." >&2
-"$work/isal_bench" --json "${matrix[@]}" >"$work/isal.jsonl"
+# One operation at a time, uraid then ISA-L, so that a machine whose load changes during the
+# run treats both alike as far as it can.
+echo "parity.sh: timing memory read bandwidth..." >&2
+"$URAID" bench membw --json "${timing[@]}" >"$work/uraid.jsonl"
+: >"$work/isal.jsonl"
+for op in ${ops//,/ }; do
+  echo "parity.sh: timing $op: uraid (kernel $kernel), then ISA-L..." >&2
+  "$URAID" bench parity --json --no-membw --kernel "$kernel" --op "$op" "${matrix[@]}" "${timing[@]}" >>"$work/uraid.jsonl"
+  "$work/isal_bench" --json --op "$op" "${matrix[@]}" "${timing[@]}" >>"$work/isal.jsonl"
+done
 if [ -n "$out" ]; then
   mkdir -p "$out"
   cp "$work/uraid.jsonl" "$work/isal.jsonl" "$out/"
