@@ -50,6 +50,8 @@ enum Command {
     Resync(PassArgs),
     /// Add devices to a stopped array and rebuild them now (or keep them as hot spares).
     Add(AddArgs),
+    /// Measure parity kernels and memory bandwidth (reports speeds; asserts none).
+    Bench(commands::bench::BenchArgs),
 }
 
 #[derive(Args)]
@@ -287,6 +289,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => commands::serve::run(&a),
         Command::Ctl(a) => commands::ctl::run(&a),
         Command::Add(a) => commands::add::run(&a),
+        Command::Bench(a) => commands::bench::run(&a),
         Command::Check(a) => commands::pass::run(uraid_device::service::SyncAction::Check, &a),
         Command::Repair(a) => commands::pass::run(uraid_device::service::SyncAction::Repair, &a),
         Command::Resync(a) => commands::pass::run(uraid_device::service::SyncAction::Resync, &a),

@@ -2,6 +2,7 @@
 //! member paths are opened and probed.
 
 pub mod add;
+pub mod bench;
 pub mod cat;
 pub mod create;
 pub mod ctl;
