@@ -1,10 +1,12 @@
-//! `uraid bench`: measure uraid's own parity kernels and this machine's single-core memory read
-//! bandwidth, so they can be compared with other implementations run on the same machine.
+//! `uraid bench`: measure uraid's own parity kernels, this machine's single-core memory read
+//! bandwidth, and the engine driving an array in-process, so they can be compared with other
+//! implementations (ISA-L, fio) run on the same machine.
 //!
 //! Every figure is the median of several timed runs (min and max are printed too); nothing here
 //! asserts a speed. A kernel's output is checked against the scalar reference before and after
 //! it is timed: a kernel that computes the wrong bytes is an error, never a number.
 
+pub mod engine;
 pub mod membw;
 pub mod parity;
 
@@ -30,6 +32,9 @@ pub enum BenchWhat {
     Parity(ParityArgs),
     /// Time single-core memory read bandwidth (a summing read of a buffer larger than any cache).
     Membw(MembwArgs),
+    /// Drive an existing array in-process at a queue depth, as fio drives a block device, and
+    /// report MB/s, IOPS and CPU seconds per GiB moved (no network or FUSE front end).
+    Engine(engine::EngineBenchArgs),
 }
 
 #[derive(Args)]
@@ -90,6 +95,7 @@ pub fn run(args: &BenchArgs) -> CliResult {
     match &args.what {
         BenchWhat::Parity(a) => parity::run(a),
         BenchWhat::Membw(a) => membw::run(a),
+        BenchWhat::Engine(a) => engine::run(a),
     }
 }
 

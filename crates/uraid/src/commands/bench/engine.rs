@@ -1,0 +1,166 @@
+//! `uraid bench engine`: drive an assembled array in-process, without a network or FUSE front
+//! end, the way fio drives a block device: a closed loop keeping `--iodepth` requests in flight,
+//! sequential or random, for a fixed time. What it measures is uraid's own overhead (engine,
+//! member I/O driver) on top of the member files, so `bench/engine.py` can set it beside fio run
+//! directly on the same files.
+//!
+//! CPU time is the whole process's (`getrusage`), the load generator included, as fio's figures
+//! include fio's own.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig};
+use uraid_device::OpenArray;
+
+use crate::commands::{err, CliError, CliResult};
+use crate::size::parse_size;
+
+#[derive(clap::Args, Debug)]
+pub struct EngineBenchArgs {
+    /// read, write (sequential) or randread, randwrite (uniform over the array, aligned to --bs)
+    #[arg(long, default_value = "read")]
+    pub pattern: String,
+    /// Bytes per request (suffixes K, M)
+    #[arg(long, default_value = "1M")]
+    pub bs: String,
+    /// Requests kept in flight
+    #[arg(long, default_value_t = 32)]
+    pub iodepth: usize,
+    /// Seconds to run
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Member I/O threads per member (the service's default otherwise)
+    #[arg(long)]
+    pub member_threads: Option<usize>,
+    /// One JSON object instead of a line of text
+    #[arg(long)]
+    pub json: bool,
+    /// Member files or block devices of an existing array (its data is overwritten by the write
+    /// patterns)
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Pattern {
+    Read,
+    Write,
+    RandRead,
+    RandWrite,
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+pub fn run(args: &EngineBenchArgs) -> CliResult {
+    let pattern = match args.pattern.as_str() {
+        "read" => Pattern::Read,
+        "write" => Pattern::Write,
+        "randread" => Pattern::RandRead,
+        "randwrite" => Pattern::RandWrite,
+        other => return err(format!("--pattern={other}: choose read, write, randread or randwrite")),
+    };
+    let bs = parse_size(&args.bs, 1).map_err(CliError)?;
+    if bs == 0 || bs % 512 != 0 {
+        return err(format!("--bs={}: must be a non-zero multiple of 512 bytes", args.bs));
+    }
+    if args.iodepth == 0 || args.iodepth > 4096 {
+        return err(format!("--iodepth={}: must be between 1 and 4096", args.iodepth));
+    }
+    super::check_runs(1, args.seconds)?;
+    let writes = matches!(pattern, Pattern::Write | Pattern::RandWrite);
+    let array = OpenArray::open_paths(&args.members, writes)?;
+    let level = array.plan.geometry.level();
+    let mut config = ServiceConfig::default();
+    if let Some(t) = args.member_threads {
+        config.workers_per_member = t;
+    }
+    let service = ArrayService::start(array, config);
+    let handle = service.handle();
+    let size = handle.info().size;
+    let blocks = size / bs;
+    if blocks == 0 {
+        return err(format!("--bs={}: larger than the array ({size} bytes)", args.bs));
+    }
+    let payload: Vec<u8> = (0..bs).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8).collect();
+    let (tx, rx) = mpsc::channel::<Result<BlockReply, String>>();
+    let mut next_block = 0u64;
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut submit = |handle: &uraid_device::service::ServiceHandle| {
+        let block = match pattern {
+            Pattern::Read | Pattern::Write => {
+                let b = next_block;
+                next_block = (next_block + 1) % blocks;
+                b
+            }
+            Pattern::RandRead | Pattern::RandWrite => {
+                // xorshift64*: cheap, and the same sequence every run.
+                rng ^= rng >> 12;
+                rng ^= rng << 25;
+                rng ^= rng >> 27;
+                rng.wrapping_mul(0x2545_f491_4f6c_dd1d) % blocks
+            }
+        };
+        let offset = block * bs;
+        let op = if writes {
+            BlockOp::Write { offset, data: payload.clone(), fua: false }
+        } else {
+            BlockOp::Read { offset, len: bs }
+        };
+        let tx = tx.clone();
+        handle.submit(op, Box::new(move |r| {
+            let _ = tx.send(r.map_err(|e| e.to_string()));
+        }));
+    };
+    let cpu0 = cpu_seconds();
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(args.seconds);
+    for _ in 0..args.iodepth {
+        submit(&handle);
+    }
+    let (mut done, mut in_flight) = (0u64, args.iodepth);
+    while in_flight > 0 {
+        let r = rx.recv().map_err(|_| CliError("the array service stopped".into()))?;
+        in_flight -= 1;
+        if let Err(e) = r {
+            return err(format!("a request failed: {e}"));
+        }
+        done += 1;
+        if Instant::now() < deadline {
+            submit(&handle);
+            in_flight += 1;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
+    service.stop().map_err(CliError)?;
+    let bytes = done * bs;
+    let gib = bytes as f64 / (1u64 << 30) as f64;
+    let mbps = bytes as f64 / elapsed / 1e6;
+    let iops = done as f64 / elapsed;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "level": level.to_string(), "pattern": args.pattern, "bs": bs, "iodepth": args.iodepth,
+                "seconds": elapsed, "bytes": bytes, "mbps": mbps, "iops": iops,
+                "cpu_seconds": cpu, "cpu_seconds_per_gib": cpu / gib,
+            })
+        );
+    } else {
+        println!(
+            "{level} {} bs={bs} iodepth={}: {mbps:.0} MB/s, {iops:.0} IOPS over {elapsed:.1} s; {cpu:.2} CPU s ({:.3} CPU s/GiB)",
+            args.pattern,
+            args.iodepth,
+            cpu / gib
+        );
+    }
+    Ok(())
+}
