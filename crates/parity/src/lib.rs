@@ -18,6 +18,8 @@ pub mod gf;
 mod kernel;
 mod raid5;
 mod raid6;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 mod words;
 
 pub use kernel::Kernel;
