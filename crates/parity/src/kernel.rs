@@ -1,7 +1,8 @@
 //! Which instruction set computes parity: runtime CPU detection and per-kernel entry points.
 //!
-//! [`Kernel::active`] is the kernel the crate's plain functions ([`crate::gen_p`],
-//! [`crate::gen_pq`], [`crate::raid5_recover`], [`crate::raid6_recover`]) use: the best one this
+//! [`Kernel::active`] is the kernel the crate's plain functions ([`crate::xor_into`],
+//! [`crate::gen_p`], [`crate::gen_pq`], [`crate::update_pq`], [`crate::raid5_recover`],
+//! [`crate::raid6_recover`]) use: the best one this
 //! CPU has, unless `URAID_PARITY_KERNEL` names another (for benchmarks and for testing the
 //! fallbacks). Every kernel produces exactly the bytes of the scalar reference.
 
@@ -16,7 +17,7 @@ pub enum Kernel {
     Avx2,
     /// 512-bit AVX-512 (F + BW).
     Avx512,
-    /// AVX-512 with GFNI's GF(2^8) multiply for Q and recovery.
+    /// AVX-512 with GFNI's affine transform as the GF(2^8) multiply for Q and recovery.
     Gfni,
 }
 
