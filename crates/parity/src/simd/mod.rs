@@ -510,8 +510,8 @@ struct Pointers {
 }
 
 impl Pointers {
-    /// More than md's widest array of 4 KiB pages would ever need in one stripe is rare; beyond
-    /// this the list moves to the heap.
+    /// Covers all but the widest arrays without allocating; wider ones move the list to the
+    /// heap.
     const INLINE: usize = 64;
 
     fn new() -> Self {
