@@ -128,7 +128,14 @@ impl Kernel {
 
     /// Read-modify-write update of P (and Q if given) after data slot `slot` changed from `old`
     /// to `new`; see [`crate::update_pq`].
-    pub fn update_pq(self, p: &mut [u8], q: Option<&mut [u8]>, slot: usize, old: &[u8], new: &[u8]) {
+    pub fn update_pq(
+        self,
+        p: &mut [u8],
+        q: Option<&mut [u8]>,
+        slot: usize,
+        old: &[u8],
+        new: &[u8],
+    ) {
         #[cfg(target_arch = "x86_64")]
         if let Some(ops) = crate::simd::ops(self) {
             return crate::simd::update_pq(ops, p, q, slot, old, new);

@@ -210,7 +210,8 @@ proptest! {
                 for i in 0..n + 2 {
                     prop_assert!(
                         work.storage[i] == original.storage[i],
-                        "{kernel}: block {i} (or its margins) wrong after losing {missing:?} of {n} + 2, {len} bytes"
+                        "{kernel}: block {i} (or its margins) wrong after losing {missing:?} \
+                         of {n} + 2, {len} bytes"
                     );
                 }
             }
@@ -218,7 +219,12 @@ proptest! {
     }
 
     #[test]
-    fn raid5_recovery_matches_original(n in member_count(), len in length(), seed in any::<u64>(), pick in any::<usize>()) {
+    fn raid5_recovery_matches_original(
+        n in member_count(),
+        len in length(),
+        seed in any::<u64>(),
+        pick in any::<usize>(),
+    ) {
         let original = stripe(n, len, seed);
         // Data and P only: a RAID-5 stripe.
         let mut raid5 = original.clone();
@@ -230,12 +236,19 @@ proptest! {
             let end = work.offsets[missing] + len;
             work.storage[missing][work.offsets[missing]..end].fill(0xee);
             kernel.raid5_recover(&mut work.muts(), missing);
-            prop_assert!(work.storage == raid5.storage, "{kernel}: losing {missing} of {n} + 1, {len} bytes");
+            prop_assert!(
+                work.storage == raid5.storage,
+                "{kernel}: losing {missing} of {n} + 1, {len} bytes"
+            );
         }
     }
 
     #[test]
-    fn update_pq_matches_scalar_for_every_slot(n in member_count(), len in length(), seed in any::<u64>()) {
+    fn update_pq_matches_scalar_for_every_slot(
+        n in member_count(),
+        len in length(),
+        seed in any::<u64>(),
+    ) {
         let start = stripe(n, len.min(700), seed);
         let len = start.len;
         let new = fill(seed ^ 0x5eed, len);
@@ -251,7 +264,10 @@ proptest! {
                 let mut p = start.get(n).to_vec();
                 let mut q = start.get(n + 1).to_vec();
                 kernel.update_pq(&mut p, Some(&mut q), slot, old, &new);
-                prop_assert!(p == want_p && q == want_q, "{kernel}: slot {slot} of {n}, {len} bytes");
+                prop_assert!(
+                    p == want_p && q == want_q,
+                    "{kernel}: slot {slot} of {n}, {len} bytes"
+                );
                 let mut p = start.get(n).to_vec();
                 kernel.update_pq(&mut p, None, slot, old, &new);
                 prop_assert!(p == want_p_only, "{kernel}: P only, slot {slot} of {n}, {len} bytes");
