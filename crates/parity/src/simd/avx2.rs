@@ -29,6 +29,15 @@ impl Vector for Avx2 {
     }
 
     #[inline(always)]
+    unsafe fn store_stream(self, dst: *mut u8) {
+        if dst as usize & (Self::BYTES - 1) == 0 {
+            _mm256_stream_si256(dst.cast(), self.0)
+        } else {
+            self.store(dst)
+        }
+    }
+
+    #[inline(always)]
     unsafe fn xor(self, other: Self) -> Self {
         Avx2(_mm256_xor_si256(self.0, other.0))
     }

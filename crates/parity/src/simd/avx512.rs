@@ -31,6 +31,15 @@ impl Vector for Avx512 {
     }
 
     #[inline(always)]
+    unsafe fn store_stream(self, dst: *mut u8) {
+        if dst as usize & (Self::BYTES - 1) == 0 {
+            _mm512_stream_si512(dst.cast(), self.0)
+        } else {
+            self.store(dst)
+        }
+    }
+
+    #[inline(always)]
     unsafe fn xor(self, other: Self) -> Self {
         Avx512(_mm512_xor_si512(self.0, other.0))
     }

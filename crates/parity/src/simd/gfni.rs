@@ -28,6 +28,15 @@ impl Vector for Gfni {
     }
 
     #[inline(always)]
+    unsafe fn store_stream(self, dst: *mut u8) {
+        if dst as usize & (Self::BYTES - 1) == 0 {
+            _mm512_stream_si512(dst.cast(), self.0)
+        } else {
+            self.store(dst)
+        }
+    }
+
+    #[inline(always)]
     unsafe fn xor(self, other: Self) -> Self {
         Gfni(_mm512_xor_si512(self.0, other.0))
     }
