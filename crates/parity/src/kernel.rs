@@ -1,7 +1,8 @@
 //! Which instruction set computes parity: runtime CPU detection and per-kernel entry points.
 //!
-//! [`Kernel::active`] is the kernel the crate's plain functions ([`crate::gen_p`],
-//! [`crate::gen_pq`], [`crate::raid5_recover`], [`crate::raid6_recover`]) use: the best one this
+//! [`Kernel::active`] is the kernel the crate's plain functions ([`crate::xor_into`],
+//! [`crate::gen_p`], [`crate::gen_pq`], [`crate::update_pq`], [`crate::raid5_recover`],
+//! [`crate::raid6_recover`]) use: the best one this
 //! CPU has, unless `URAID_PARITY_KERNEL` names another (for benchmarks and for testing the
 //! fallbacks). Every kernel produces exactly the bytes of the scalar reference.
 
@@ -16,7 +17,7 @@ pub enum Kernel {
     Avx2,
     /// 512-bit AVX-512 (F + BW).
     Avx512,
-    /// AVX-512 with GFNI's GF(2^8) multiply for Q and recovery.
+    /// AVX-512 with GFNI's affine transform as the GF(2^8) multiply for Q and recovery.
     Gfni,
 }
 
@@ -94,30 +95,69 @@ impl std::fmt::Display for Kernel {
 }
 
 /// The operations, run by a chosen kernel. Lengths are checked as in the crate's plain
-/// functions (which call these with [`Kernel::active`]).
+/// functions (which call these with [`Kernel::active`]). Calling a vector kernel this CPU cannot
+/// run ([`Kernel::available`] is false) panics rather than executing unknown instructions; on
+/// other architectures every kernel runs the scalar reference.
 impl Kernel {
     /// `dst ^= src`.
     pub fn xor_into(self, dst: &mut [u8], src: &[u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(ops) = crate::simd::ops(self) {
+            return crate::simd::xor_into(ops, dst, src);
+        }
         crate::raid5::xor_into_scalar(dst, src)
     }
 
     /// `p` = XOR of `data`.
     pub fn gen_p(self, p: &mut [u8], data: &[&[u8]]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(ops) = crate::simd::ops(self) {
+            return crate::simd::gen_p(ops, p, data);
+        }
         crate::raid5::gen_p_scalar(p, data)
     }
 
     /// `p` and `q` of `data` (md's RAID-6 syndromes).
     pub fn gen_pq(self, p: &mut [u8], q: &mut [u8], data: &[&[u8]]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(ops) = crate::simd::ops(self) {
+            return crate::simd::gen_pq(ops, p, q, data);
+        }
         crate::raid6::gen_pq_scalar(p, q, data)
+    }
+
+    /// Read-modify-write update of P (and Q if given) after data slot `slot` changed from `old`
+    /// to `new`; see [`crate::update_pq`].
+    pub fn update_pq(
+        self,
+        p: &mut [u8],
+        q: Option<&mut [u8]>,
+        slot: usize,
+        old: &[u8],
+        new: &[u8],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(ops) = crate::simd::ops(self) {
+            return crate::simd::update_pq(ops, p, q, slot, old, new);
+        }
+        crate::raid6::update_pq_scalar(p, q, slot, old, new)
     }
 
     /// Rebuild `blocks[missing]` as the XOR of the others.
     pub fn raid5_recover(self, blocks: &mut [&mut [u8]], missing: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(ops) = crate::simd::ops(self) {
+            return crate::simd::raid5_recover(ops, blocks, missing);
+        }
         crate::raid5::raid5_recover_scalar(blocks, missing)
     }
 
     /// Rebuild one or two blocks of a RAID-6 stripe (data in syndrome order, then P, then Q).
     pub fn raid6_recover(self, blocks: &mut [&mut [u8]], missing: &[usize]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(ops) = crate::simd::ops(self) {
+            return crate::simd::raid6_recover(ops, blocks, missing);
+        }
         crate::raid6::raid6_recover_scalar(blocks, missing)
     }
 }

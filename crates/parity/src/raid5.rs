@@ -16,6 +16,12 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
 }
 
 pub(crate) fn xor_into_scalar(dst: &mut [u8], src: &[u8]) {
+    check_xor_into(dst, src);
+    words::xor(dst, src);
+}
+
+/// Checks an `xor_into` call, for every kernel alike.
+pub(crate) fn check_xor_into(dst: &[u8], src: &[u8]) {
     assert_eq!(
         dst.len(),
         src.len(),
@@ -23,7 +29,6 @@ pub(crate) fn xor_into_scalar(dst: &mut [u8], src: &[u8]) {
         dst.len(),
         src.len()
     );
-    words::xor(dst, src);
 }
 
 /// `p` = XOR of all `data` blocks (all zeros when `data` is empty). Every block must have the
@@ -33,10 +38,15 @@ pub fn gen_p(p: &mut [u8], data: &[&[u8]]) {
 }
 
 pub(crate) fn gen_p_scalar(p: &mut [u8], data: &[&[u8]]) {
+    check_gen_p(p, data);
+    words::xor_all(p, data.iter().copied());
+}
+
+/// Checks a `gen_p` call, for every kernel alike.
+pub(crate) fn check_gen_p(p: &[u8], data: &[&[u8]]) {
     for (i, block) in data.iter().enumerate() {
         assert_block_len("gen_p", "data block", i, block.len(), p.len());
     }
-    words::xor_all(p, data.iter().copied());
 }
 
 /// Rebuilds `blocks[missing]` as the XOR of all the other blocks.
@@ -48,6 +58,14 @@ pub fn raid5_recover(blocks: &mut [&mut [u8]], missing: usize) {
 }
 
 pub(crate) fn raid5_recover_scalar(blocks: &mut [&mut [u8]], missing: usize) {
+    check_raid5_recover(blocks, missing);
+    let (before, rest) = blocks.split_at_mut(missing);
+    let (lost, after) = rest.split_first_mut().expect("missing is in range");
+    words::xor_all(lost, before.iter().chain(after.iter()).map(|b| &**b));
+}
+
+/// Checks a `raid5_recover` call, for every kernel alike.
+pub(crate) fn check_raid5_recover(blocks: &[&mut [u8]], missing: usize) {
     assert!(
         blocks.len() >= 2,
         "raid5_recover: a stripe needs at least two blocks, got {}",
@@ -62,10 +80,6 @@ pub(crate) fn raid5_recover_scalar(blocks: &mut [&mut [u8]], missing: usize) {
     for (i, block) in blocks.iter().enumerate() {
         assert_block_len("raid5_recover", "block", i, block.len(), len);
     }
-
-    let (before, rest) = blocks.split_at_mut(missing);
-    let (lost, after) = rest.split_first_mut().expect("missing is in range");
-    words::xor_all(lost, before.iter().chain(after.iter()).map(|b| &**b));
 }
 
 /// True when `p` is the XOR of `data`, as a scrub wants to know. Every block must have the length

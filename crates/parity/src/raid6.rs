@@ -26,27 +26,49 @@ pub fn gen_pq(p: &mut [u8], q: &mut [u8], data: &[&[u8]]) {
 }
 
 pub(crate) fn gen_pq_scalar(p: &mut [u8], q: &mut [u8], data: &[&[u8]]) {
+    check_gen_pq(p, q, data);
+    words::xor_all(p, data.iter().copied());
+    words::syndrome(q, data.iter().map(|d| Some(*d)));
+}
+
+/// Checks a `gen_pq` call, for every kernel alike.
+pub(crate) fn check_gen_pq(p: &[u8], q: &[u8], data: &[&[u8]]) {
     assert_block_len("gen_pq", "Q block", 0, q.len(), p.len());
     for (i, block) in data.iter().enumerate() {
         assert_block_len("gen_pq", "data block", i, block.len(), p.len());
     }
-    words::xor_all(p, data.iter().copied());
-    words::syndrome(q, data.iter().map(|d| Some(*d)));
 }
 
 /// Read-modify-write update after the block in data slot `slot` changes from `old` to `new`:
 /// `p ^= old ^ new` and, for RAID-6, `q ^= g^slot * (old ^ new)`. Pass `q = None` for RAID-4/5.
 /// All blocks must have the length of `p`.
 pub fn update_pq(p: &mut [u8], q: Option<&mut [u8]>, slot: usize, old: &[u8], new: &[u8]) {
+    Kernel::active().update_pq(p, q, slot, old, new)
+}
+
+/// Checks an `update_pq` call, for every kernel alike.
+pub(crate) fn check_update_pq(p: &[u8], q: Option<&[u8]>, old: &[u8], new: &[u8]) {
     assert_block_len("update_pq", "old block", 0, old.len(), p.len());
     assert_block_len("update_pq", "new block", 0, new.len(), p.len());
+    if let Some(q) = q {
+        assert_block_len("update_pq", "Q block", 0, q.len(), p.len());
+    }
+}
+
+pub(crate) fn update_pq_scalar(
+    p: &mut [u8],
+    q: Option<&mut [u8]>,
+    slot: usize,
+    old: &[u8],
+    new: &[u8],
+) {
+    check_update_pq(p, q.as_deref(), old, new);
     match q {
         None => {
             words::xor(p, old);
             words::xor(p, new);
         }
         Some(q) => {
-            assert_block_len("update_pq", "Q block", 0, q.len(), p.len());
             let times_slot_power = gf::mul_row(gf::exp(slot));
             for (((p, q), &o), &n) in p.iter_mut().zip(q.iter_mut()).zip(old).zip(new) {
                 let delta = o ^ n;
@@ -69,34 +91,9 @@ pub fn raid6_recover(blocks: &mut [&mut [u8]], missing: &[usize]) {
 }
 
 pub(crate) fn raid6_recover_scalar(blocks: &mut [&mut [u8]], missing: &[usize]) {
-    assert!(
-        blocks.len() >= 3,
-        "raid6_recover: a stripe needs at least one data block plus P and Q, got {} blocks",
-        blocks.len()
-    );
+    let (first, second) = recover_targets(blocks, missing);
     let data_count = blocks.len() - 2;
     let p_index = data_count;
-    let len = blocks[0].len();
-    for (i, block) in blocks.iter().enumerate() {
-        assert_block_len("raid6_recover", "block", i, block.len(), len);
-    }
-    let (first, second) = match *missing {
-        [a] => (a, None),
-        [a, b] => {
-            assert_ne!(a, b, "raid6_recover: missing indices must be distinct");
-            (a.min(b), Some(a.max(b)))
-        }
-        _ => panic!(
-            "raid6_recover: RAID-6 recovers one or two blocks, {} were given",
-            missing.len()
-        ),
-    };
-    let last = second.unwrap_or(first);
-    assert!(
-        last < blocks.len(),
-        "raid6_recover: missing index {last} is outside the {} blocks",
-        blocks.len()
-    );
 
     // Split the stripe into the survivors (read-only, `None` where a block is lost) and mutable
     // access to the lost blocks, which double as scratch space until they receive their result.
@@ -147,6 +144,38 @@ pub(crate) fn raid6_recover_scalar(blocks: &mut [&mut [u8]], missing: &[usize]) 
             }
         }
     }
+}
+
+/// Checks a `raid6_recover` call (shared by every kernel so they refuse the same mistakes with
+/// the same messages) and returns the lost indices, lowest first.
+pub(crate) fn recover_targets(blocks: &[&mut [u8]], missing: &[usize]) -> (usize, Option<usize>) {
+    assert!(
+        blocks.len() >= 3,
+        "raid6_recover: a stripe needs at least one data block plus P and Q, got {} blocks",
+        blocks.len()
+    );
+    let len = blocks[0].len();
+    for (i, block) in blocks.iter().enumerate() {
+        assert_block_len("raid6_recover", "block", i, block.len(), len);
+    }
+    let (first, second) = match *missing {
+        [a] => (a, None),
+        [a, b] => {
+            assert_ne!(a, b, "raid6_recover: missing indices must be distinct");
+            (a.min(b), Some(a.max(b)))
+        }
+        _ => panic!(
+            "raid6_recover: RAID-6 recovers one or two blocks, {} were given",
+            missing.len()
+        ),
+    };
+    let last = second.unwrap_or(first);
+    assert!(
+        last < blocks.len(),
+        "raid6_recover: missing index {last} is outside the {} blocks",
+        blocks.len()
+    );
+    (first, second)
 }
 
 /// The one lost data block is P XOR the surviving data (`data` has `None` only at the lost slot).

@@ -7,7 +7,7 @@
 
 use std::fs;
 
-use uraid_parity::{gen_pq, pq_matches, raid6_recover};
+use uraid_parity::{pq_matches, Kernel};
 use uraid_testkit::{cases, pattern, FixtureCase};
 
 const SECTOR: usize = 512;
@@ -149,44 +149,69 @@ fn check_fixture(name: &str, layout: Layout) -> usize {
             reordered_stripes += 1;
         }
         let data: Vec<&[u8]> = order.iter().map(|&m| chunk_of(m, k)).collect();
-        let mut p = vec![0u8; chunk];
-        let mut q = vec![0u8; chunk];
-        gen_pq(&mut p, &mut q, &data);
-        assert!(
-            p == chunk_of(map.p, k),
-            "{name} stripe {k}: P differs from member {}",
-            map.p
-        );
-        assert!(
-            q == chunk_of(map.q, k),
-            "{name} stripe {k}: Q differs from member {}",
-            map.q
-        );
         assert!(pq_matches(chunk_of(map.p, k), chunk_of(map.q, k), &data));
-
-        // Lose every single member and every pair of members, and rebuild from the rest.
         let block_members: Vec<usize> = order.iter().copied().chain([map.p, map.q]).collect();
         let original: Vec<&[u8]> = block_members.iter().map(|&m| chunk_of(m, k)).collect();
-        for a in 0..members {
-            for b in a..members {
-                let missing: Vec<usize> = if a == b { vec![a] } else { vec![a, b] };
-                let mut work: Vec<Vec<u8>> = original.iter().map(|c| c.to_vec()).collect();
-                for &m in &missing {
-                    work[m].fill(0xee);
-                }
-                let mut blocks: Vec<&mut [u8]> = work.iter_mut().map(Vec::as_mut_slice).collect();
-                raid6_recover(&mut blocks, &missing);
-                for (i, block) in work.iter().enumerate() {
-                    assert!(
-                        block.as_slice() == original[i],
-                        "{name} stripe {k}: block {i} (member {}) wrong after losing {missing:?}",
-                        block_members[i]
-                    );
-                }
-            }
+        // Every kernel this CPU runs, called directly: the crate's plain functions use one
+        // kernel chosen once per process.
+        for kernel in Kernel::available_kernels() {
+            check_stripe(kernel, name, k, &data, &original, &block_members, &map);
         }
     }
     reordered_stripes
+}
+
+/// P and Q of one stripe's data (in syndrome order) equal md's, and every single member and
+/// every pair of members lost is rebuilt from the rest.
+fn check_stripe(
+    kernel: Kernel,
+    name: &str,
+    k: usize,
+    data: &[&[u8]],
+    original: &[&[u8]],
+    block_members: &[usize],
+    map: &StripeMap,
+) {
+    let members = original.len();
+    let chunk = original[0].len();
+    let mut p = vec![0u8; chunk];
+    let mut q = vec![0u8; chunk];
+    kernel.gen_pq(&mut p, &mut q, data);
+    assert!(
+        p == original[members - 2],
+        "{name} stripe {k} ({kernel}): P differs from member {}",
+        map.p
+    );
+    assert!(
+        q == original[members - 1],
+        "{name} stripe {k} ({kernel}): Q differs from member {}",
+        map.q
+    );
+    p.fill(0);
+    kernel.gen_p(&mut p, data);
+    assert!(
+        p == original[members - 2],
+        "{name} stripe {k} ({kernel}): gen_p differs from member {}",
+        map.p
+    );
+    for a in 0..members {
+        for b in a..members {
+            let missing: Vec<usize> = if a == b { vec![a] } else { vec![a, b] };
+            let mut work: Vec<Vec<u8>> = original.iter().map(|c| c.to_vec()).collect();
+            for &m in &missing {
+                work[m].fill(0xee);
+            }
+            let mut blocks: Vec<&mut [u8]> = work.iter_mut().map(Vec::as_mut_slice).collect();
+            kernel.raid6_recover(&mut blocks, &missing);
+            for (i, block) in work.iter().enumerate() {
+                assert!(
+                    block.as_slice() == original[i],
+                    "{name} stripe {k} ({kernel}): block {i} (member {}) wrong after losing {missing:?}",
+                    block_members[i]
+                );
+            }
+        }
+    }
 }
 
 #[test]
