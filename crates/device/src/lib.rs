@@ -14,7 +14,7 @@ pub mod ppl;
 pub mod probe;
 pub mod service;
 
-pub use member::{FileDevice, MemberDevice, MemoryDevice};
-pub use open_array::{MemberTarget, OpenArray, OpenError};
-pub use service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, ServiceHandle, ServiceInfo};
+pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};
+pub use open_array::{MemberTarget, OpenArray, OpenError, Placement};
+pub use service::{ArrayService, BlockOp, BlockReply, IoBackend, ServiceConfig, ServiceError, ServiceHandle, ServiceInfo};
 pub use probe::{probe, Probed, ProbeError};
