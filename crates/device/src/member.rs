@@ -1,7 +1,9 @@
 //! `MemberDevice`: what the engine's drivers need from a member, and two backends.
 //!
 //! Files and block devices go through positioned reads and writes (`pread`/`pwrite`), so one open
-//! handle serves concurrent users without a shared cursor.
+//! handle serves concurrent users without a shared cursor. They also hand their descriptors (and
+//! an `O_DIRECT` one, where the file system allows it) to the io_uring driver through
+//! [`MemberDevice::io_handle`].
 
 use std::fs::{File, OpenOptions};
 use std::io;
