@@ -1027,7 +1027,7 @@ impl MemberTarget {
             let Some((at, len)) = self.log_area else {
                 return Err(format!("log write to {}, which has no log area", self.dev.name()));
             };
-            if !io.offset.checked_add(data.len() as u64).is_some_and(|end| end <= len) {
+            if io.offset.checked_add(data.len() as u64).is_none_or(|end| end > len) {
                 return Err(format!(
                     "log write {}+{} outside the log area ({len} bytes) of {}",
                     io.offset,
@@ -1042,7 +1042,7 @@ impl MemberTarget {
             MemberOp::Write { data } | MemberOp::LogWrite { data } => data.len() as u64,
             MemberOp::Flush => 0,
         };
-        if !io.offset.checked_add(len).is_some_and(|end| end <= self.data_bytes) {
+        if io.offset.checked_add(len).is_none_or(|end| end > self.data_bytes) {
             return Err(format!(
                 "member I/O {}+{} outside the data area ({} bytes) of {}",
                 io.offset,

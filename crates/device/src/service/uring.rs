@@ -7,9 +7,18 @@
 //! takes its thread with it, exactly as the I/O threads did. The cost is one thread per member,
 //! which sleeps in the kernel while its I/O is in flight.
 //!
-//! The thread keeps up to `depth` member I/Os in flight. Reads and writes whose offset and
-//! length are aligned to the device's direct I/O alignment go to an `O_DIRECT` descriptor when
-//! the file system allows one; the rest go through the page cache. The engine's buffers are
+//! The thread keeps up to `depth` member I/Os in flight. Reads and writes of whole pages (offset
+//! and length aligned to the page size and to the device's direct I/O alignment) go to an
+//! `O_DIRECT` descriptor when the file system allows one; the rest go through the page cache.
+//!
+//! Mixing the two on one file needs care: a direct write drops the pages it covers from the
+//! page cache afterwards, and if a buffered write dirtied one of them meanwhile, the kernel can
+//! neither drop it nor keep it right (stale data may be written back later; it records an I/O
+//! error that the next `fsync` reports, and logs "Page cache invalidation failure on direct
+//! I/O"). A buffered read racing a direct write can likewise cache the old data. So an I/O never
+//! runs while one of the other kind is in flight on any of the same pages: it waits, in order,
+//! until they are done (see [`Driver::blocked`]). Only I/Os that share a page wait, and since
+//! direct I/O covers whole pages, only I/Os that overlap in bytes can (the engine issues few). The engine's buffers are
 //! plain `Vec<u8>`s: where such a buffer happens to satisfy the file system's memory alignment
 //! it is used as it is, otherwise the data is copied through an aligned bounce buffer taken
 //! from a small pool reused across I/Os (one copy per direct I/O). Buffers are not registered
@@ -102,6 +111,10 @@ pub(super) fn spawn(
         slots: (0..depth).map(|_| None).collect(),
         free: (0..depth).rev().collect(),
         in_flight: 0,
+        waiting: std::collections::VecDeque::new(),
+        next_seq: 0,
+        // SAFETY: sysconf has no preconditions.
+        page: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096),
         pool: Vec::new(),
         slot,
         target,
@@ -124,6 +137,7 @@ const CANCEL_WAKE: u64 = u64::MAX - 1;
 const MAX_PIECE: usize = 1 << 30;
 /// Bounce buffers are page aligned and at least this big, so most sizes share buffers.
 const MIN_BOUNCE: usize = 4096;
+
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -151,8 +165,9 @@ enum Mem {
     None,
     /// The engine's write data, or the `Vec` a read fills (capacity `len`, length set once full).
     Vec(Vec<u8>),
-    /// An aligned bounce buffer from the pool.
-    Bounce(AlignedBuf),
+    /// An aligned bounce buffer from the pool; for a read, with the `Vec` (capacity `len`) the
+    /// data is copied into at the end.
+    Bounce(AlignedBuf, Option<Vec<u8>>),
 }
 
 impl Mem {
@@ -160,7 +175,7 @@ impl Mem {
         match self {
             Mem::None => std::ptr::null_mut(),
             Mem::Vec(v) => v.as_mut_ptr(),
-            Mem::Bounce(b) => b.as_mut_ptr(),
+            Mem::Bounce(b, _) => b.as_mut_ptr(),
         }
     }
 }
@@ -169,6 +184,14 @@ impl Mem {
 struct Op {
     id: IoId,
     kind: Kind,
+    /// Order of arrival, for I/Os waiting on a conflict.
+    seq: u64,
+    /// In the ring (or done with it), rather than waiting for a conflicting I/O to finish.
+    submitted: bool,
+    /// Goes through the `O_DIRECT` descriptor (decided once, for the whole I/O).
+    direct: bool,
+    /// Pages touched, `[first, end)`; empty for a flush.
+    pages: (u64, u64),
     /// Offset from the member's data start, as the engine gave it (for a discard handed on).
     offset: u64,
     /// Absolute device offset and length.
@@ -185,7 +208,13 @@ struct Driver {
     /// I/Os in flight, indexed by `user_data`; `free` lists the empty places.
     slots: Vec<Option<Op>>,
     free: Vec<usize>,
+    /// I/Os taken from the queue and not answered yet (submitted or waiting).
     in_flight: usize,
+    /// I/Os waiting for a conflicting I/O of the other kind to finish, in arrival order.
+    waiting: std::collections::VecDeque<usize>,
+    next_seq: u64,
+    /// The page size: the unit in which the page cache and direct I/O meet.
+    page: u64,
     /// Bounce buffers not in use.
     pool: Vec<AlignedBuf>,
     slot: usize,
@@ -333,7 +362,7 @@ impl Driver {
             (Kind::Read, _) => {
                 let v: Vec<u8> = Vec::with_capacity(len);
                 match direct {
-                    Some(d) if !aligned(v.as_ptr() as u64, d.mem_align) => Mem::Bounce(self.bounce(len, d)),
+                    Some(d) if !aligned(v.as_ptr() as u64, d.mem_align) => Mem::Bounce(self.bounce(len, d), Some(v)),
                     _ => Mem::Vec(v),
                 }
             }
@@ -341,22 +370,62 @@ impl Driver {
                 Some(d) if !aligned(data.as_ptr() as u64, d.mem_align) => {
                     let mut b = self.bounce(len, d);
                     b.as_mut_slice()[..len].copy_from_slice(&data);
-                    Mem::Bounce(b)
+                    Mem::Bounce(b, None)
                 }
                 _ => Mem::Vec(data),
             },
             _ => Mem::None,
         };
         let index = self.free.pop().expect("room was checked");
-        self.slots[index] = Some(Op { id: io.id, kind, offset: io.offset, at: place.at, len, done: 0, mem });
+        let pages = if kind == Kind::Flush { (0, 0) } else { (place.at / self.page, (place.at + len as u64).div_ceil(self.page)) };
+        let direct = direct.is_some();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let op = Op { id: io.id, kind, seq, submitted: false, direct, pages, offset: io.offset, at: place.at, len, done: 0, mem };
+        self.slots[index] = Some(op);
         self.in_flight += 1;
-        self.submit(index);
+        if self.blocked(index) {
+            self.waiting.push_back(index);
+        } else {
+            self.submit(index);
+        }
     }
 
-    /// The direct descriptor, if there is one and `[at, at+len)` suits it.
+    /// Whether the I/O at `index` must wait: an I/O of the other kind (direct or buffered) is
+    /// in flight on one of its pages, or one that arrived earlier is waiting on one of them.
+    fn blocked(&self, index: usize) -> bool {
+        let op = self.slots[index].as_ref().expect("op");
+        if op.pages.0 == op.pages.1 {
+            return false;
+        }
+        self.slots.iter().enumerate().any(|(j, other)| {
+            let Some(o) = other else { return false };
+            j != index
+                && o.pages.0 < op.pages.1
+                && op.pages.0 < o.pages.1
+                && if o.submitted { o.direct != op.direct } else { o.seq < op.seq }
+            })
+    }
+
+    /// Submit the waiting I/Os no longer blocked, in order.
+    fn release_waiting(&mut self) {
+        let mut n = 0;
+        while n < self.waiting.len() {
+            let index = self.waiting[n];
+            if self.blocked(index) {
+                n += 1;
+            } else {
+                self.waiting.remove(n);
+                self.submit(index);
+            }
+        }
+    }
+
+    /// The direct descriptor, if there is one and `[at, at+len)` is whole pages that suit it.
     fn direct_for(&self, at: u64, len: usize) -> Option<DirectIo> {
         let d = self.handle.direct.as_ref().ok()?;
-        (aligned(at, d.offset_align) && aligned(len as u64, d.offset_align)).then_some(*d)
+        let whole = |v: u64| aligned(v, d.offset_align) && v.is_multiple_of(self.page);
+        (whole(at) && whole(len as u64)).then_some(*d)
     }
 
     fn bounce(&mut self, len: usize, d: DirectIo) -> AlignedBuf {
@@ -378,6 +447,7 @@ impl Driver {
     /// Put the (rest of the) I/O at `index` in the ring.
     fn submit(&mut self, index: usize) {
         let op = self.slots[index].as_mut().expect("op in flight");
+        op.submitted = true;
         let user_data = index as u64;
         let entry = match op.kind {
             Kind::Flush => opcode::Fsync::new(types::Fd(self.handle.fd)).flags(types::FsyncFlags::DATASYNC).build(),
@@ -390,8 +460,11 @@ impl Driver {
                 let piece = (op.len - op.done).min(MAX_PIECE);
                 // SAFETY: `done < len` and the memory holds `len` bytes.
                 let ptr = unsafe { op.mem.ptr().add(op.done) };
+                // The rest of a short direct I/O stays direct where it can; a remainder that is
+                // not aligned (a read reaching the end of the file) goes through the page cache.
                 let fd = match self.handle.direct.as_ref() {
-                    Ok(d) if aligned(at, d.offset_align)
+                    Ok(d) if op.direct
+                        && aligned(at, d.offset_align)
                         && aligned(piece as u64, d.offset_align)
                         && aligned(ptr as u64, d.mem_align) =>
                     {
@@ -468,12 +541,12 @@ impl Driver {
                 unsafe { v.set_len(op.len) };
                 IoResult::Read(v)
             }
-            (Kind::Read, Mem::Bounce(b)) => {
-                let v = b.as_slice()[..op.len].to_vec();
+            (Kind::Read, Mem::Bounce(b, Some(mut v))) => {
+                v.extend_from_slice(&b.as_slice()[..op.len]);
                 self.recycle(b);
                 IoResult::Read(v)
             }
-            (_, Mem::Bounce(b)) => {
+            (_, Mem::Bounce(b, _)) => {
                 self.recycle(b);
                 IoResult::Done
             }
@@ -487,13 +560,16 @@ impl Driver {
         let op = self.slots[index].take().expect("op in flight");
         self.free.push(index);
         self.in_flight -= 1;
+        if !self.waiting.is_empty() {
+            self.release_waiting();
+        }
         op
     }
 
     /// Take a failed op out of flight, keeping its bounce buffer.
     fn finish_failed(&mut self, index: usize) -> Op {
         let mut op = self.finish(index);
-        if let Mem::Bounce(b) = std::mem::replace(&mut op.mem, Mem::None) {
+        if let Mem::Bounce(b, _) = std::mem::replace(&mut op.mem, Mem::None) {
             self.recycle(b);
         }
         op
@@ -518,7 +594,7 @@ impl Driver {
 }
 
 fn aligned(value: u64, align: u32) -> bool {
-    value % u64::from(align) == 0
+    value.is_multiple_of(u64::from(align))
 }
 
 #[cfg(test)]
@@ -781,6 +857,33 @@ mod tests {
         let mut sorted = answered.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, ids);
+    }
+
+    /// Direct and buffered writes sharing pages at once (overlapping client writes): none runs
+    /// while one of the other kind is in flight on its pages, so the page cache stays right and
+    /// the flush after them does not report an I/O error.
+    #[test]
+    fn direct_and_buffered_io_on_the_same_pages() {
+        let path = member_file(&scratch("mixed"), "member");
+        let mut rig = Rig::new(&path, true, 32);
+        for round in 0..20u8 {
+            let mut ids = Vec::new();
+            for page in 0..64u64 {
+                let at = page * 4096;
+                ids.push(rig.send(at, MemberOp::Write { data: vec![round; 8192] }));
+                ids.push(rig.send(at + 100, MemberOp::Write { data: vec![round.wrapping_add(100); 10] }));
+                ids.push(rig.send(at + 7, MemberOp::Read { len: 5000 }));
+            }
+            let done = rig.wait(ids.len());
+            assert!(done.values().all(|r| !matches!(r, IoResult::Failed(_))), "{done:?}");
+            assert_eq!(rig.one(0, MemberOp::Flush), IoResult::Done, "round {round}");
+        }
+        // Every page ends as one of the two writes left it, and reads agree with the file.
+        let IoResult::Read(d) = rig.one(0, MemberOp::Read { len: 65 * 4096 }) else { panic!() };
+        let image = std::fs::read(&path).unwrap();
+        assert_eq!(&image[BASE as usize..BASE as usize + d.len()], &d[..]);
+        assert!(d.iter().all(|&b| b == 19 || b == 119), "unexpected bytes");
+        rig.stop();
     }
 
     /// An idle ring thread wakes for new I/O without delay.
