@@ -71,6 +71,10 @@ impl Waker {
 
     /// After queueing an I/O: wake the thread if it is (about to be) asleep.
     pub(super) fn notify(&self) {
+        // Orders the queueing before the look at the flag (the ring thread orders its setting
+        // of the flag before its look at the queue the same way), so one of the two sees the
+        // other.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self.sleeping.swap(false, Ordering::SeqCst) {
             self.wake();
         }
@@ -257,6 +261,7 @@ impl Driver {
             // Say we are going to sleep, then look once more: an I/O queued before the flag was
             // seen is found here; one queued after it writes the eventfd.
             self.waker.sleeping.store(true, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
             let more = self.in_flight < self.slots.len() && !self.queue.is_empty();
             let want = if more { 0 } else { 1 };
             self.enter(want);
