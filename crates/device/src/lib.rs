@@ -6,7 +6,8 @@
 //! - [`open_array`]: assembling an array from devices and running the engine over them one request
 //!   at a time, keeping superblocks (events, clean state, roles) and the bitmap as md would;
 //! - [`service`]: the same array served to many clients at once, the engine on one thread and
-//!   member I/O on a pool per member (the NBD server and the FUSE file run on it).
+//!   member I/O on an io_uring or a thread pool per member (the NBD server and the FUSE file run
+//!   on it).
 
 pub mod member;
 pub mod open_array;
@@ -14,7 +15,7 @@ pub mod ppl;
 pub mod probe;
 pub mod service;
 
-pub use member::{FileDevice, MemberDevice, MemoryDevice};
-pub use open_array::{MemberTarget, OpenArray, OpenError};
-pub use service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, ServiceHandle, ServiceInfo};
+pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};
+pub use open_array::{MemberTarget, OpenArray, OpenError, Placement};
+pub use service::{ArrayService, BlockOp, BlockReply, IoBackend, ServiceConfig, ServiceError, ServiceHandle, ServiceInfo};
 pub use probe::{probe, Probed, ProbeError};

@@ -1,13 +1,16 @@
 //! `MemberDevice`: what the engine's drivers need from a member, and two backends.
 //!
 //! Files and block devices go through positioned reads and writes (`pread`/`pwrite`), so one open
-//! handle serves concurrent users without a shared cursor.
+//! handle serves concurrent users without a shared cursor. They also hand their descriptors (and
+//! an `O_DIRECT` one, where the file system allows it) to the io_uring driver through
+//! [`MemberDevice::io_handle`].
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// A member of an array: a fixed-size byte-addressed store.
 pub trait MemberDevice: Send + Sync {
@@ -31,6 +34,39 @@ pub trait MemberDevice: Send + Sync {
     fn discard_is_cheap(&self) -> bool {
         false
     }
+    /// The file descriptors behind the device, for a driver that submits I/O to the kernel
+    /// itself (io_uring). `None` (the default) for devices that only work through the methods
+    /// above, such as test devices that inject faults: those are driven by threads calling them.
+    fn io_handle(&self) -> Option<IoHandle> {
+        None
+    }
+}
+
+/// What an asynchronous driver needs to reach a device directly. The descriptors belong to the
+/// device: they stay open exactly as long as it lives, so a driver keeps the device alive while
+/// it uses them.
+#[derive(Debug, Clone)]
+pub struct IoHandle {
+    /// A descriptor for ordinary (buffered) I/O, open for writing when the device is writable.
+    pub fd: RawFd,
+    /// Size in bytes, as [`MemberDevice::size`].
+    pub size: u64,
+    /// A second descriptor opened with `O_DIRECT`, or why there is none (the file system refused
+    /// `O_DIRECT`, or the probe read failed).
+    pub direct: Result<DirectIo, String>,
+    /// Whether a discard of a range reads as zeros after `fallocate(PUNCH_HOLE | KEEP_SIZE)`
+    /// succeeds; [`MemberDevice::discard`] is used otherwise.
+    pub punch_hole: bool,
+}
+
+/// An `O_DIRECT` descriptor and the alignment it needs.
+#[derive(Debug, Clone, Copy)]
+pub struct DirectIo {
+    pub fd: RawFd,
+    /// File offsets and lengths must be multiples of this (the logical block size).
+    pub offset_align: u32,
+    /// Memory buffers must start at a multiple of this.
+    pub mem_align: u32,
 }
 
 /// A shared device is a device too (tests keep a handle on members they give away).
@@ -56,6 +92,9 @@ impl<T: MemberDevice + ?Sized> MemberDevice for std::sync::Arc<T> {
     fn discard_is_cheap(&self) -> bool {
         (**self).discard_is_cheap()
     }
+    fn io_handle(&self) -> Option<IoHandle> {
+        (**self).io_handle()
+    }
 }
 
 /// Write zeros over `[offset, offset+len)` in bounded pieces.
@@ -79,6 +118,9 @@ pub struct FileDevice {
     file: File,
     size: u64,
     is_block_device: bool,
+    writable: bool,
+    /// Opened on first use by [`MemberDevice::io_handle`]: an `O_DIRECT` descriptor, or why not.
+    direct: OnceLock<Result<(File, DirectIo), String>>,
 }
 
 impl FileDevice {
@@ -107,7 +149,42 @@ impl FileDevice {
             file,
             size,
             is_block_device: ft.is_block_device(),
+            writable,
+            direct: OnceLock::new(),
         })
+    }
+
+    /// Open the device again with `O_DIRECT` and check that an aligned read works (some file
+    /// systems accept the flag at open and refuse the I/O; some refuse the open).
+    fn open_direct(&self) -> Result<(File, DirectIo), String> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(self.writable)
+            .custom_flags(libc::O_DIRECT)
+            .open(&self.path)
+            .map_err(|e| format!("opening with O_DIRECT: {e}"))?;
+        let (offset_align, mem_align) = match dio_alignment(&file) {
+            Some(a) => a,
+            None if self.is_block_device => {
+                let lbs = logical_block_size(&file).map_err(|e| format!("BLKSSZGET: {e}"))?;
+                (lbs, lbs)
+            }
+            // Without the file system's word, 4096 covers every block size in common use.
+            None => (4096, 4096),
+        };
+        if !offset_align.is_power_of_two() || !mem_align.is_power_of_two() {
+            return Err(format!("odd direct I/O alignment (offsets {offset_align}, memory {mem_align})"));
+        }
+        let probe_len = offset_align.max(mem_align) as usize;
+        let mut buf = AlignedBuf::new(probe_len, mem_align.max(4096) as usize);
+        // SAFETY: `buf` is valid for `probe_len` bytes; pread writes at most that many.
+        let rc = unsafe { libc::pread(file.as_raw_fd(), buf.as_mut_ptr().cast(), probe_len, 0) };
+        if rc < 0 {
+            return Err(format!("an aligned O_DIRECT read failed: {}", io::Error::last_os_error()));
+        }
+        // The descriptor stays the same when the File moves into the device.
+        let direct = DirectIo { fd: file.as_raw_fd(), offset_align, mem_align };
+        Ok((file, direct))
     }
 
     pub fn path(&self) -> &Path {
@@ -142,7 +219,6 @@ impl MemberDevice for FileDevice {
     /// device the kernel zeroes it (discarding only where that guarantees zeros) or refuses.
     /// Where the file system or device refuses, zeros are written instead.
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
         check_bounds(self.size, offset, len as usize)?;
         if len == 0 {
             return Ok(());
@@ -164,6 +240,89 @@ impl MemberDevice for FileDevice {
     /// zeroing discard, and then the fallback writes every byte.
     fn discard_is_cheap(&self) -> bool {
         !self.is_block_device
+    }
+
+    fn io_handle(&self) -> Option<IoHandle> {
+        let direct = self.direct.get_or_init(|| self.open_direct()).as_ref().map(|(_, d)| *d).map_err(Clone::clone);
+        // On a block device PUNCH_HOLE zeroes (or refuses); on a regular file the hole reads as
+        // zeros. Either way a success keeps the promise; a refusal falls back to `discard`.
+        Some(IoHandle { fd: self.file.as_raw_fd(), size: self.size, direct, punch_hole: true })
+    }
+}
+
+/// The file system's direct I/O alignment (offsets, memory) from `statx(STATX_DIOALIGN)`, where
+/// the kernel and file system report it.
+fn dio_alignment(file: &File) -> Option<(u32, u32)> {
+    // SAFETY: statx fills a zeroed struct of the right type for an fd we own.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx)
+    };
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
+        return None;
+    }
+    Some((stx.stx_dio_offset_align, stx.stx_dio_mem_align.max(1)))
+}
+
+/// A block device's logical block size.
+fn logical_block_size(file: &File) -> io::Result<u32> {
+    let mut size: libc::c_int = 0;
+    // SAFETY: BLKSSZGET writes one int.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::BLKSSZGET, &mut size) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(size as u32)
+}
+
+/// A heap buffer with a chosen alignment, for `O_DIRECT` I/O.
+pub struct AlignedBuf {
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: the buffer is plain owned memory.
+unsafe impl Send for AlignedBuf {}
+
+impl AlignedBuf {
+    /// `len` zeroed bytes (at least one) aligned to `align` (a power of two).
+    pub fn new(len: usize, align: usize) -> AlignedBuf {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), align).expect("aligned buffer layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = std::ptr::NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBuf { ptr, layout }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.layout.size()
+    }
+
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the allocation is `capacity` initialized (zeroed at first) bytes we own.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlignedBuf").field("len", &self.layout.size()).field("align", &self.layout.align()).finish()
     }
 }
 
@@ -227,7 +386,7 @@ impl MemberDevice for MemoryDevice {
     }
 }
 
-fn check_bounds(size: u64, offset: u64, len: usize) -> io::Result<()> {
+pub(crate) fn check_bounds(size: u64, offset: u64, len: usize) -> io::Result<()> {
     match offset.checked_add(len as u64) {
         Some(end) if end <= size => Ok(()),
         _ => Err(io::Error::new(

@@ -1008,28 +1008,56 @@ pub struct MemberTarget {
     pub log_area: Option<(u64, u64)>,
 }
 
+/// Where one member I/O lands on its device, once checked against the member's areas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// Absolute byte offset on the device.
+    pub at: u64,
+    /// Bytes covered (0 for a flush).
+    pub len: u64,
+}
+
 impl MemberTarget {
-    /// Perform one member I/O, refusing anything outside the member's data area (so a bug can
-    /// never overwrite a superblock or bitmap).
-    pub fn perform(&self, io: &MemberIo) -> Result<IoResult, OpenError> {
+    /// Check one member I/O against the member's data area (or, for a log write, its log area)
+    /// and say where it goes on the device. Every driver calls this before touching the device,
+    /// so a bug can never overwrite a superblock or bitmap; the error text is for a panic or a
+    /// member failure, since an I/O outside its area is a bug upstream.
+    pub fn placement(&self, io: &MemberIo) -> Result<Placement, String> {
         if let MemberOp::LogWrite { data } = &io.op {
-            return self.write_log(io.offset, data);
+            let Some((at, len)) = self.log_area else {
+                return Err(format!("log write to {}, which has no log area", self.dev.name()));
+            };
+            if io.offset.checked_add(data.len() as u64).is_none_or(|end| end > len) {
+                return Err(format!(
+                    "log write {}+{} outside the log area ({len} bytes) of {}",
+                    io.offset,
+                    data.len(),
+                    self.dev.name()
+                ));
+            }
+            return Ok(Placement { at: at + io.offset, len: data.len() as u64 });
         }
         let len = match &io.op {
             MemberOp::Read { len } | MemberOp::Discard { len } => *len,
             MemberOp::Write { data } | MemberOp::LogWrite { data } => data.len() as u64,
             MemberOp::Flush => 0,
         };
-        assert!(
-            io.offset.checked_add(len).is_some_and(|end| end <= self.data_bytes),
-            "member I/O {}+{} outside the data area ({} bytes) of {}",
-            io.offset,
-            len,
-            self.data_bytes,
-            self.dev.name()
-        );
+        if io.offset.checked_add(len).is_none_or(|end| end > self.data_bytes) {
+            return Err(format!(
+                "member I/O {}+{} outside the data area ({} bytes) of {}",
+                io.offset,
+                len,
+                self.data_bytes,
+                self.dev.name()
+            ));
+        }
+        Ok(Placement { at: self.base + io.offset, len })
+    }
+
+    /// Perform one member I/O, refusing (with a panic) anything outside the member's data area.
+    pub fn perform(&self, io: &MemberIo) -> Result<IoResult, OpenError> {
+        let at = self.placement(io).unwrap_or_else(|e| panic!("{e}")).at;
         let name = || self.dev.name().to_string();
-        let at = self.base + io.offset;
         Ok(match &io.op {
             MemberOp::Read { len } => {
                 let mut buf = vec![0u8; *len as usize];
@@ -1054,26 +1082,21 @@ impl MemberTarget {
                     .map_err(|source| OpenError::Io { device: name(), what: "discard", source })?;
                 IoResult::Done
             }
-            MemberOp::LogWrite { .. } => unreachable!("handled above"),
+            MemberOp::LogWrite { data } => {
+                // A partial parity log write: durable before it completes (md writes the log
+                // with FUA).
+                self.dev.write_at(at, data).map_err(|source| OpenError::Io {
+                    device: name(),
+                    what: "writing the partial parity log",
+                    source,
+                })?;
+                self.dev.flush().map_err(|source| OpenError::Io {
+                    device: name(),
+                    what: "flushing the partial parity log",
+                    source,
+                })?;
+                IoResult::Done
+            }
         })
-    }
-
-    /// A partial parity log write: inside the log area only, and durable before it completes
-    /// (md writes the log with FUA).
-    fn write_log(&self, offset: u64, data: &[u8]) -> Result<IoResult, OpenError> {
-        let (at, len) = self.log_area.unwrap_or_else(|| panic!("log write to {}, which has no log area", self.dev.name()));
-        assert!(
-            offset.checked_add(data.len() as u64).is_some_and(|end| end <= len),
-            "log write {}+{} outside the log area ({len} bytes) of {}",
-            offset,
-            data.len(),
-            self.dev.name()
-        );
-        let name = || self.dev.name().to_string();
-        self.dev
-            .write_at(at + offset, data)
-            .map_err(|source| OpenError::Io { device: name(), what: "writing the partial parity log", source })?;
-        self.dev.flush().map_err(|source| OpenError::Io { device: name(), what: "flushing the partial parity log", source })?;
-        Ok(IoResult::Done)
     }
 }

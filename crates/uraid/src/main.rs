@@ -225,7 +225,9 @@ pub struct ServeArgs {
     /// Serve read-only; the members are opened read-only and never written.
     #[arg(long)]
     pub read_only: bool,
-    /// Member I/O threads per member (member I/Os in flight on each).
+    #[command(flatten)]
+    pub member_io: MemberIoArgs,
+    /// With --io=threads: member I/O threads per member (member I/Os in flight on each).
     #[arg(long, default_value_t = 4)]
     pub member_threads: usize,
     /// Most memory the stripe buffers of parity writes in progress may hold, suffixes K, M, G
@@ -254,11 +256,45 @@ pub struct ServeArgs {
     pub members: Vec<PathBuf>,
 }
 
+/// How member I/O is done (`serve`, `mount`).
+#[derive(Args, Clone, Debug)]
+pub struct MemberIoArgs {
+    /// Member I/O backend. uring: one io_uring per member with --queue-depth I/Os in flight,
+    /// O_DIRECT for aligned I/O where the file system allows it (buffered I/O otherwise, said
+    /// once per member on stderr); falls back to threads where io_uring is unavailable.
+    /// threads: blocking I/O threads per member through the page cache (--member-threads for
+    /// serve, 4 otherwise).
+    #[arg(long = "io", value_enum, default_value_t = IoChoice::Uring, value_name = "BACKEND")]
+    pub io: IoChoice,
+    /// With --io=uring: member I/Os in flight on each member.
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub queue_depth: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum IoChoice {
+    Uring,
+    Threads,
+}
+
+impl MemberIoArgs {
+    /// `config` with this member I/O choice.
+    pub fn apply(&self, config: uraid_device::ServiceConfig) -> uraid_device::ServiceConfig {
+        let io = match self.io {
+            IoChoice::Uring => uraid_device::IoBackend::Uring,
+            IoChoice::Threads => uraid_device::IoBackend::Threads,
+        };
+        uraid_device::ServiceConfig { io, queue_depth: self.queue_depth as usize, ..config }
+    }
+}
+
 #[derive(Args)]
 pub struct MountArgs {
     /// Mount read-only; the members are opened read-only and never written.
     #[arg(long)]
     pub read_only: bool,
+    #[command(flatten)]
+    pub member_io: MemberIoArgs,
     /// Let other users open the file (FUSE's allow_other).
     #[arg(long)]
     pub allow_other: bool,

@@ -1,9 +1,10 @@
 //! `ArrayService`: one assembled array served to many clients at once.
 //!
 //! The NBD server and the FUSE file both sit on this. It runs the sans-I/O engine on one thread
-//! (the engine thread) and performs member I/O on a small pool of threads per member, so many
-//! block requests, and many member I/Os per request, are in flight together; requests complete
-//! in whatever order their member I/O finishes. Clients submit [`BlockOp`]s from any thread and
+//! (the engine thread) and performs member I/O with one io_uring per member ([`uring`]), or on a
+//! small pool of threads per member ([`IoBackend::Threads`], and always for devices without a
+//! file descriptor), so many block requests, and many member I/Os per request, are in flight
+//! together; requests complete in whatever order their member I/O finishes. Clients submit [`BlockOp`]s from any thread and
 //! get the result through a callback, called exactly once, on the engine thread.
 //!
 //! Superblock bookkeeping follows md:
@@ -36,6 +37,7 @@ use crate::open_array::{MemberTarget, OpenArray, OpenError};
 use uraid_engine::MemberVerdict;
 
 pub mod sync;
+pub mod uring;
 pub use sync::{SpeedLimits, SyncAction, SyncRun};
 use uraid_engine::SlotState;
 
@@ -83,9 +85,47 @@ pub enum ServiceError {
 /// Called once with a request's outcome.
 pub type Done = Box<dyn FnOnce(Result<BlockReply, ServiceError>) + Send>;
 
+/// How member I/O is performed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoBackend {
+    /// One io_uring per member, on a thread of its own, with up to
+    /// [`ServiceConfig::queue_depth`] I/Os in flight, `O_DIRECT` where the file system allows
+    /// it. Devices without a file descriptor, and kernels without io_uring, use threads.
+    #[default]
+    Uring,
+    /// [`ServiceConfig::workers_per_member`] threads per member, each doing one blocking I/O at
+    /// a time through the page cache.
+    Threads,
+}
+
+impl std::str::FromStr for IoBackend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "uring" | "io_uring" => Ok(IoBackend::Uring),
+            "threads" => Ok(IoBackend::Threads),
+            other => Err(format!("unknown I/O backend {other:?} (uring or threads)")),
+        }
+    }
+}
+
+impl std::fmt::Display for IoBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IoBackend::Uring => "uring",
+            IoBackend::Threads => "threads",
+        })
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
-    /// Threads doing member I/O per member: the number of member I/Os in flight on one member.
+    /// How member I/O is performed.
+    pub io: IoBackend,
+    /// With [`IoBackend::Uring`]: member I/Os in flight on one member.
+    pub queue_depth: usize,
+    /// With [`IoBackend::Threads`] (or a device without a file descriptor): threads doing
+    /// member I/O per member, the number of member I/Os in flight on one member.
     pub workers_per_member: usize,
     /// How long the array stays marked dirty after the last write (md's `safe_mode_delay`).
     pub clean_delay: Duration,
@@ -106,6 +146,8 @@ impl Default for ServiceConfig {
         // md's safe_mode_delay is 200 ms; a little longer here, since every clean/dirty round
         // trip costs a flush of every member plus two superblock writes.
         ServiceConfig {
+            io: IoBackend::Uring,
+            queue_depth: 32,
             workers_per_member: 4,
             clean_delay: Duration::from_millis(500),
             speed: SpeedLimits::default(),
@@ -321,10 +363,17 @@ impl ArrayService {
             stripe_data_bytes: geometry.stripe_data_bytes(),
         });
         let (tx, rx) = crossbeam_channel::unbounded();
+        let mut config = config;
+        if config.io == IoBackend::Uring {
+            if let Err(e) = uring::available() {
+                log(&format!("io_uring is not available ({e}); member I/O uses threads"));
+                config.io = IoBackend::Threads;
+            }
+        }
         let mut queues = Vec::new();
         let mut workers = Vec::new();
         for (slot, target) in targets.into_iter().enumerate() {
-            queues.push(target.map(|t| spawn_member_workers(slot, t, config.workers_per_member, &tx, &mut workers)));
+            queues.push(target.map(|t| spawn_member_io(slot, t, &config, &tx, &mut workers)));
         }
         let runner = Runner {
             array,
@@ -384,6 +433,60 @@ impl ArrayService {
         }
         result
     }
+}
+
+/// The queue feeding one member's I/O thread(s). Dropping it ends them once they have answered
+/// everything queued.
+struct MemberQueue {
+    tx: Option<Sender<MemberIo>>,
+    /// For a ring thread: wakes it when I/O is queued, and when the queue closes.
+    waker: Option<Arc<uring::Waker>>,
+}
+
+impl MemberQueue {
+    fn send(&self, io: MemberIo) -> Result<(), crossbeam_channel::SendError<MemberIo>> {
+        self.tx.as_ref().expect("queue open until dropped").send(io)?;
+        if let Some(w) = &self.waker {
+            w.notify();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for MemberQueue {
+    fn drop(&mut self) {
+        // Close the channel first, so the woken thread finds it closed.
+        self.tx = None;
+        if let Some(w) = &self.waker {
+            w.wake();
+        }
+    }
+}
+
+/// Start what performs one member's I/O: a ring thread where the backend and the device allow
+/// it, else I/O threads. Returns the queue that feeds it.
+fn spawn_member_io(
+    slot: usize,
+    target: MemberTarget,
+    config: &ServiceConfig,
+    back: &Sender<Msg>,
+    workers: &mut Vec<JoinHandle<()>>,
+) -> MemberQueue {
+    let handle = if config.io == IoBackend::Uring { target.dev.io_handle() } else { None };
+    if let Some(handle) = handle {
+        let name = target.dev.name().to_string();
+        if let Err(why) = &handle.direct {
+            log(&format!("{name}: O_DIRECT not supported by its file system ({why}); using buffered I/O"));
+        }
+        match uring::spawn(slot, target.clone(), handle, config.queue_depth, back.clone()) {
+            Ok((tx, waker, thread)) => {
+                workers.push(thread);
+                return MemberQueue { tx: Some(tx), waker: Some(waker) };
+            }
+            Err(e) => log(&format!("{name}: setting up io_uring failed ({e}); using I/O threads")),
+        }
+    }
+    MemberQueue { tx: Some(spawn_member_workers(slot, target, config.workers_per_member, back, workers)), waker: None }
 }
 
 /// Start the I/O threads of one member; returns the queue that feeds them.
@@ -451,7 +554,7 @@ struct Runner {
     array: OpenArray,
     config: ServiceConfig,
     info: Arc<ServiceInfo>,
-    queues: Vec<Option<Sender<MemberIo>>>,
+    queues: Vec<Option<MemberQueue>>,
     workers: Vec<JoinHandle<()>>,
     jobs: HashMap<u64, Job>,
     owner: HashMap<RequestId, u64>,
@@ -751,7 +854,7 @@ impl Runner {
     /// Start I/O threads for a slot whose device changed.
     fn attach_slot(&mut self, slot: usize) {
         if let Some(target) = self.array.member_targets()[slot].clone() {
-            let queue = spawn_member_workers(slot, target, self.config.workers_per_member, &self.back, &mut self.workers);
+            let queue = spawn_member_io(slot, target, &self.config, &self.back, &mut self.workers);
             self.queues[slot] = Some(queue);
         }
     }

@@ -1,0 +1,909 @@
+//! Member I/O through io_uring: one ring per member, on a thread of its own.
+//!
+//! Why a ring per member rather than one ring thread for every member: members are then driven
+//! concurrently with nothing shared between them (a member whose submissions block, as a block
+//! device with a full request queue can make `io_uring_enter` do, stalls only itself), each
+//! thread owns its descriptors, buffers and ring outright, and a member removed while serving
+//! takes its thread with it, exactly as the I/O threads did. The cost is one thread per member,
+//! which sleeps in the kernel while its I/O is in flight.
+//!
+//! The thread keeps up to `depth` member I/Os in flight. Reads and writes of whole pages (offset
+//! and length aligned to the page size and to the device's direct I/O alignment) go to an
+//! `O_DIRECT` descriptor when the file system allows one; the rest go through the page cache.
+//!
+//! Mixing the two on one file needs care: a direct write drops the pages it covers from the
+//! page cache afterwards, and if a buffered write dirtied one of them meanwhile, the kernel can
+//! neither drop it nor keep it right (stale data may be written back later; it records an I/O
+//! error that the next `fsync` reports, and logs "Page cache invalidation failure on direct
+//! I/O"). A buffered read racing a direct write can likewise cache the old data. So an I/O never
+//! runs while one of the other kind is in flight on any of the same pages: it waits, in order,
+//! until they are done (see [`Driver::blocked`]). Only I/Os that share a page wait, and since
+//! direct I/O covers whole pages, only I/Os that overlap in bytes can (the engine issues few). The engine's buffers are
+//! plain `Vec<u8>`s: where such a buffer happens to satisfy the file system's memory alignment
+//! it is used as it is, otherwise the data is copied through an aligned bounce buffer taken
+//! from a small pool reused across I/Os (one copy per direct I/O). Buffers are not registered
+//! with the ring (`IORING_REGISTER_BUFFERS`): they change with every I/O, since the engine hands
+//! over and takes back ownership of its `Vec`s.
+//!
+//! Waking: the engine queues I/O on a channel and then writes an eventfd, but only when the
+//! ring thread said it is about to sleep (the [`Waker`] flag), so a busy thread costs the engine
+//! no system call per I/O. The ring always has a poll on that eventfd armed while it waits, so a
+//! new I/O wakes it as soon as a completion would.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use io_uring::{opcode, types, IoUring};
+use uraid_engine::array::{IoId, IoResult, MemberIo, MemberOp};
+
+use super::Msg;
+use crate::member::{check_bounds, AlignedBuf, DirectIo, IoHandle};
+use crate::open_array::{MemberTarget, OpenError};
+
+/// Whether this kernel lets us set up a ring (it may be too old, or `kernel.io_uring_disabled`
+/// may forbid it); probed once per process.
+pub fn available() -> Result<(), String> {
+    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBE.get_or_init(|| IoUring::new(2).map(drop).map_err(|e| e.to_string())).clone()
+}
+
+/// Wakes a member's ring thread when I/O is queued for it.
+pub(super) struct Waker {
+    efd: OwnedFd,
+    /// Set by the ring thread just before it waits in the kernel.
+    sleeping: AtomicBool,
+}
+
+impl Waker {
+    fn new() -> io::Result<Waker> {
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(Waker { efd: unsafe { OwnedFd::from_raw_fd(fd) }, sleeping: AtomicBool::new(false) })
+    }
+
+    /// After queueing an I/O: wake the thread if it is (about to be) asleep.
+    pub(super) fn notify(&self) {
+        // Orders the queueing before the look at the flag (the ring thread orders its setting
+        // of the flag before its look at the queue the same way), so one of the two sees the
+        // other.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.sleeping.swap(false, Ordering::SeqCst) {
+            self.wake();
+        }
+    }
+
+    /// Wake the thread whatever it is doing (the queue was closed).
+    pub(super) fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: an 8-byte write to our eventfd. It can only fail if the counter would
+        // overflow, and then a wake-up is pending anyway.
+        unsafe { libc::write(self.efd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    fn drain(&self) {
+        let mut count: u64 = 0;
+        // SAFETY: an 8-byte read from our non-blocking eventfd into a u64.
+        unsafe { libc::read(self.efd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+    }
+}
+
+/// Start the ring thread of one member. Fails (and the caller falls back to I/O threads) only
+/// if the ring or the eventfd cannot be set up.
+pub(super) fn spawn(
+    slot: usize,
+    target: MemberTarget,
+    handle: IoHandle,
+    depth: usize,
+    back: Sender<Msg>,
+) -> io::Result<(Sender<MemberIo>, Arc<Waker>, JoinHandle<()>)> {
+    let depth = depth.clamp(1, 4096);
+    // Each I/O has at most one entry in the ring at a time; two more for the eventfd poll and
+    // its cancellation. Completions get twice as many places by default, so none overflow.
+    let ring = IoUring::new((depth as u32 + 2).next_power_of_two())?;
+    let waker = Arc::new(Waker::new()?);
+    let (tx, rx) = crossbeam_channel::unbounded::<MemberIo>();
+    let driver = Driver {
+        ring,
+        slots: (0..depth).map(|_| None).collect(),
+        free: (0..depth).rev().collect(),
+        in_flight: 0,
+        waiting: std::collections::VecDeque::new(),
+        next_seq: 0,
+        // SAFETY: sysconf has no preconditions.
+        page: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096),
+        pool: Vec::new(),
+        slot,
+        target,
+        handle,
+        queue: rx,
+        waker: Arc::clone(&waker),
+        back,
+        closing: false,
+        poll_armed: false,
+        helper: None,
+    };
+    let thread = std::thread::Builder::new().name(format!("member{slot}-uring")).spawn(move || driver.run())?;
+    Ok((tx, waker, thread))
+}
+
+/// `user_data` of the eventfd poll and of its cancellation; I/Os use their slab index.
+const WAKE: u64 = u64::MAX;
+const CANCEL_WAKE: u64 = u64::MAX - 1;
+/// Largest piece one read or write entry asks for (the kernel takes a u32 length).
+const MAX_PIECE: usize = 1 << 30;
+/// Bounce buffers are page aligned and at least this big, so most sizes share buffers.
+const MIN_BOUNCE: usize = 4096;
+
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+    LogWrite,
+    Flush,
+    Discard,
+}
+
+impl Kind {
+    fn what(self) -> &'static str {
+        match self {
+            Kind::Read => "read",
+            Kind::Write => "write",
+            Kind::LogWrite => "writing the partial parity log",
+            Kind::Flush => "flush",
+            Kind::Discard => "discard",
+        }
+    }
+}
+
+/// The memory an I/O reads into or writes from; it stays here until the kernel is done with it.
+enum Mem {
+    None,
+    /// The engine's write data, or the `Vec` a read fills (capacity `len`, length set once full).
+    Vec(Vec<u8>),
+    /// An aligned bounce buffer from the pool; for a read, with the `Vec` (capacity `len`) the
+    /// data is copied into at the end.
+    Bounce(AlignedBuf, Option<Vec<u8>>),
+}
+
+impl Mem {
+    fn ptr(&mut self) -> *mut u8 {
+        match self {
+            Mem::None => std::ptr::null_mut(),
+            Mem::Vec(v) => v.as_mut_ptr(),
+            Mem::Bounce(b, _) => b.as_mut_ptr(),
+        }
+    }
+}
+
+/// One member I/O in flight.
+struct Op {
+    id: IoId,
+    kind: Kind,
+    /// Order of arrival, for I/Os waiting on a conflict.
+    seq: u64,
+    /// In the ring (or done with it), rather than waiting for a conflicting I/O to finish.
+    submitted: bool,
+    /// Goes through the `O_DIRECT` descriptor (decided once, for the whole I/O).
+    direct: bool,
+    /// Pages touched, `[first, end)`; empty for a flush.
+    pages: (u64, u64),
+    /// Offset from the member's data start, as the engine gave it (for a discard handed on).
+    offset: u64,
+    /// Absolute device offset and length.
+    at: u64,
+    len: usize,
+    /// Bytes done so far (reads and writes may complete short and go on).
+    done: usize,
+    mem: Mem,
+}
+
+struct Driver {
+    // The ring is dropped first: nothing the kernel could still touch goes before it.
+    ring: IoUring,
+    /// I/Os in flight, indexed by `user_data`; `free` lists the empty places.
+    slots: Vec<Option<Op>>,
+    free: Vec<usize>,
+    /// I/Os taken from the queue and not answered yet (submitted or waiting).
+    in_flight: usize,
+    /// I/Os waiting for a conflicting I/O of the other kind to finish, in arrival order.
+    waiting: std::collections::VecDeque<usize>,
+    next_seq: u64,
+    /// The page size: the unit in which the page cache and direct I/O meet.
+    page: u64,
+    /// Bounce buffers not in use.
+    pool: Vec<AlignedBuf>,
+    slot: usize,
+    target: MemberTarget,
+    handle: IoHandle,
+    queue: Receiver<MemberIo>,
+    waker: Arc<Waker>,
+    back: Sender<Msg>,
+    /// The queue was closed: finish what is in flight, then end.
+    closing: bool,
+    poll_armed: bool,
+    /// A thread for discards the ring cannot do (writing zeros where no hole can be punched).
+    helper: Option<(Sender<MemberIo>, JoinHandle<()>)>,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // Only reached with I/O in flight if the thread panicked: the kernel may still write
+        // into those buffers after the ring goes, so they are leaked rather than freed.
+        if self.in_flight > 0 {
+            std::mem::forget(std::mem::take(&mut self.slots));
+        }
+    }
+}
+
+impl Driver {
+    fn run(mut self) {
+        loop {
+            self.take_new();
+            if self.closing && self.in_flight == 0 {
+                break;
+            }
+            if !self.poll_armed && !self.closing {
+                let poll = opcode::PollAdd::new(types::Fd(self.waker.efd.as_raw_fd()), libc::POLLIN as u32)
+                    .build()
+                    .user_data(WAKE);
+                self.push(&poll);
+                self.poll_armed = true;
+            }
+            // Say we are going to sleep, then look once more: an I/O queued before the flag was
+            // seen is found here; one queued after it writes the eventfd.
+            self.waker.sleeping.store(true, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            let more = self.in_flight < self.slots.len() && !self.queue.is_empty();
+            let want = if more { 0 } else { 1 };
+            self.enter(want);
+            self.waker.sleeping.store(false, Ordering::SeqCst);
+            self.reap();
+        }
+        if self.poll_armed {
+            let cancel = opcode::PollRemove::new(WAKE).build().user_data(CANCEL_WAKE);
+            self.push(&cancel);
+            while self.poll_armed {
+                self.enter(1);
+                self.reap();
+            }
+        }
+        if let Some((tx, thread)) = self.helper.take() {
+            drop(tx);
+            let _ = thread.join();
+        }
+    }
+
+    /// Submit what is queued in the ring and wait for `want` completions.
+    fn enter(&mut self, want: usize) {
+        loop {
+            match self.ring.submit_and_wait(want) {
+                Ok(_) => return,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                // The completion queue is full or the kernel is short of memory: reaping
+                // completions makes room.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) => return,
+                Err(e) => panic!("io_uring_enter on {}: {e}", self.target.dev.name()),
+            }
+        }
+    }
+
+    fn push(&mut self, entry: &io_uring::squeue::Entry) {
+        // SAFETY: every entry points only at memory held in `self.slots` (or at nothing) until
+        // its completion is reaped.
+        while unsafe { self.ring.submission().push(entry) }.is_err() {
+            // Not expected (the ring has room for every I/O in flight), but submitting frees
+            // the submission queue.
+            let _ = self.ring.submit();
+        }
+    }
+
+    /// Take queued I/Os while there is room.
+    fn take_new(&mut self) {
+        while !self.closing && self.in_flight < self.slots.len() {
+            match self.queue.try_recv() {
+                Ok(io) => self.start(io),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => self.closing = true,
+            }
+        }
+    }
+
+    fn answer(&self, id: IoId, result: IoResult) {
+        // The engine only goes away after every member thread was joined.
+        let _ = self.back.send(Msg::IoDone(id, result));
+    }
+
+    fn fail(&self, id: IoId, what: &'static str, source: io::Error) {
+        let device = self.target.dev.name().to_string();
+        self.answer(id, IoResult::Failed(OpenError::Io { device, what, source }.to_string()));
+    }
+
+    /// Check one I/O and put it in the ring (or answer it at once).
+    fn start(&mut self, io: MemberIo) {
+        let place = match self.target.placement(&io) {
+            Ok(p) => p,
+            Err(e) => {
+                // A bug upstream: refuse, and fail the member rather than write outside its area.
+                eprintln!("uraid: {e}");
+                let name = self.target.dev.name();
+                self.answer(io.id, IoResult::Failed(format!("internal error on {name}: {e}")));
+                return;
+            }
+        };
+        let (mut kind, len, data) = match io.op {
+            MemberOp::Read { len } => (Kind::Read, len as usize, None),
+            MemberOp::Write { data } => (Kind::Write, data.len(), Some(data)),
+            MemberOp::LogWrite { data } => (Kind::LogWrite, data.len(), Some(data)),
+            MemberOp::Flush => (Kind::Flush, 0, None),
+            MemberOp::Discard { len } => (Kind::Discard, len as usize, None),
+        };
+        if kind != Kind::Flush {
+            if let Err(e) = check_bounds(self.handle.size, place.at, len) {
+                return self.fail(io.id, kind.what(), e);
+            }
+        }
+        if kind == Kind::LogWrite && len == 0 {
+            // Nothing to write; still durable as the blocking path makes it (a flush).
+            kind = Kind::Flush;
+        }
+        if len == 0 && kind != Kind::Flush {
+            let result = if kind == Kind::Read { IoResult::Read(Vec::new()) } else { IoResult::Done };
+            return self.answer(io.id, result);
+        }
+        if kind == Kind::Discard && !self.handle.punch_hole {
+            return self.hand_on_discard(io.id, io.offset, len as u64);
+        }
+        let direct = self.direct_for(place.at, len);
+        let mem = match (kind, data) {
+            (Kind::Read, _) => {
+                let v: Vec<u8> = Vec::with_capacity(len);
+                match direct {
+                    Some(d) if !aligned(v.as_ptr() as u64, d.mem_align) => Mem::Bounce(self.bounce(len, d), Some(v)),
+                    _ => Mem::Vec(v),
+                }
+            }
+            (_, Some(data)) => match direct {
+                Some(d) if !aligned(data.as_ptr() as u64, d.mem_align) => {
+                    let mut b = self.bounce(len, d);
+                    b.as_mut_slice()[..len].copy_from_slice(&data);
+                    Mem::Bounce(b, None)
+                }
+                _ => Mem::Vec(data),
+            },
+            _ => Mem::None,
+        };
+        let index = self.free.pop().expect("room was checked");
+        let pages = if kind == Kind::Flush { (0, 0) } else { (place.at / self.page, (place.at + len as u64).div_ceil(self.page)) };
+        let direct = direct.is_some();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let op = Op { id: io.id, kind, seq, submitted: false, direct, pages, offset: io.offset, at: place.at, len, done: 0, mem };
+        self.slots[index] = Some(op);
+        self.in_flight += 1;
+        if self.blocked(index) {
+            self.waiting.push_back(index);
+        } else {
+            self.submit(index);
+        }
+    }
+
+    /// Whether the I/O at `index` must wait: an I/O of the other kind (direct or buffered) is
+    /// in flight on one of its pages, or one that arrived earlier is waiting on one of them.
+    fn blocked(&self, index: usize) -> bool {
+        let op = self.slots[index].as_ref().expect("op");
+        if op.pages.0 == op.pages.1 {
+            return false;
+        }
+        self.slots.iter().enumerate().any(|(j, other)| {
+            let Some(o) = other else { return false };
+            j != index
+                && o.pages.0 < op.pages.1
+                && op.pages.0 < o.pages.1
+                && if o.submitted { o.direct != op.direct } else { o.seq < op.seq }
+            })
+    }
+
+    /// Submit the waiting I/Os no longer blocked, in order.
+    fn release_waiting(&mut self) {
+        let mut n = 0;
+        while n < self.waiting.len() {
+            let index = self.waiting[n];
+            if self.blocked(index) {
+                n += 1;
+            } else {
+                self.waiting.remove(n);
+                self.submit(index);
+            }
+        }
+    }
+
+    /// The direct descriptor, if there is one and `[at, at+len)` is whole pages that suit it.
+    fn direct_for(&self, at: u64, len: usize) -> Option<DirectIo> {
+        let d = self.handle.direct.as_ref().ok()?;
+        let whole = |v: u64| aligned(v, d.offset_align) && v.is_multiple_of(self.page);
+        (whole(at) && whole(len as u64)).then_some(*d)
+    }
+
+    fn bounce(&mut self, len: usize, d: DirectIo) -> AlignedBuf {
+        // The smallest free buffer that fits, else a new one rounded up to a power of two.
+        let best = (0..self.pool.len()).filter(|&i| self.pool[i].capacity() >= len).min_by_key(|&i| self.pool[i].capacity());
+        match best {
+            Some(i) => self.pool.swap_remove(i),
+            None => AlignedBuf::new(len.next_power_of_two().max(MIN_BOUNCE), (d.mem_align as usize).max(4096)),
+        }
+    }
+
+    fn recycle(&mut self, buf: AlignedBuf) {
+        // One buffer per place in the ring is as many as can be in use at once.
+        if self.pool.len() < self.slots.len() {
+            self.pool.push(buf);
+        }
+    }
+
+    /// Put the (rest of the) I/O at `index` in the ring.
+    fn submit(&mut self, index: usize) {
+        let op = self.slots[index].as_mut().expect("op in flight");
+        op.submitted = true;
+        let user_data = index as u64;
+        let entry = match op.kind {
+            Kind::Flush => opcode::Fsync::new(types::Fd(self.handle.fd)).flags(types::FsyncFlags::DATASYNC).build(),
+            Kind::Discard => {
+                let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+                opcode::Fallocate::new(types::Fd(self.handle.fd), op.len as u64).offset(op.at).mode(mode).build()
+            }
+            Kind::Read | Kind::Write | Kind::LogWrite => {
+                let at = op.at + op.done as u64;
+                let piece = (op.len - op.done).min(MAX_PIECE);
+                // SAFETY: `done < len` and the memory holds `len` bytes.
+                let ptr = unsafe { op.mem.ptr().add(op.done) };
+                // The rest of a short direct I/O stays direct where it can; a remainder that is
+                // not aligned (a read reaching the end of the file) goes through the page cache.
+                let fd = match self.handle.direct.as_ref() {
+                    Ok(d) if op.direct
+                        && aligned(at, d.offset_align)
+                        && aligned(piece as u64, d.offset_align)
+                        && aligned(ptr as u64, d.mem_align) =>
+                    {
+                        d.fd
+                    }
+                    _ => self.handle.fd,
+                };
+                if op.kind == Kind::Read {
+                    opcode::Read::new(types::Fd(fd), ptr, piece as u32).offset(at).build()
+                } else {
+                    // A log write is durable when it completes (RWF_DSYNC: md writes its log
+                    // with FUA), so it needs no flush of its own.
+                    let flags = if op.kind == Kind::LogWrite { libc::RWF_DSYNC } else { 0 };
+                    opcode::Write::new(types::Fd(fd), ptr, piece as u32).offset(at).rw_flags(flags).build()
+                }
+            }
+        };
+        self.push(&entry.user_data(user_data));
+    }
+
+    /// Handle every completion available.
+    fn reap(&mut self) {
+        loop {
+            let Some(cqe) = self.ring.completion().next() else { break };
+            match cqe.user_data() {
+                WAKE => {
+                    self.poll_armed = false;
+                    self.waker.drain();
+                }
+                CANCEL_WAKE => {}
+                index => self.completed(index as usize, cqe.result()),
+            }
+        }
+    }
+
+    fn completed(&mut self, index: usize, res: i32) {
+        let op = self.slots[index].as_mut().expect("completion of an op in flight");
+        if res < 0 {
+            let err = -res;
+            if op.kind == Kind::Discard && matches!(err, libc::EOPNOTSUPP | libc::EINVAL | libc::ENODEV) {
+                // No hole can be punched here: the device's own discard writes zeros instead.
+                let (id, offset, len) = (op.id, op.offset, op.len as u64);
+                self.finish_failed(index);
+                return self.hand_on_discard(id, offset, len);
+            }
+            let (id, what) = (op.id, op.kind.what());
+            self.finish_failed(index);
+            return self.fail(id, what, io::Error::from_raw_os_error(err));
+        }
+        if matches!(op.kind, Kind::Read | Kind::Write | Kind::LogWrite) {
+            if res == 0 {
+                let (id, kind, at, len, done) = (op.id, op.kind, op.at, op.len, op.done);
+                self.finish_failed(index);
+                let error = if kind == Kind::Read {
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("the device ended {done} bytes into a {len}-byte read at byte {at}"),
+                    )
+                } else {
+                    io::Error::new(io::ErrorKind::WriteZero, format!("wrote nothing at byte {}", at + done as u64))
+                };
+                return self.fail(id, kind.what(), error);
+            }
+            op.done += res as usize;
+            if op.done < op.len {
+                // Short: go on with the rest.
+                return self.submit(index);
+            }
+        }
+        let op = self.finish(index);
+        let result = match (op.kind, op.mem) {
+            (Kind::Read, Mem::Vec(mut v)) => {
+                // SAFETY: the kernel filled all `len` bytes of the capacity.
+                unsafe { v.set_len(op.len) };
+                IoResult::Read(v)
+            }
+            (Kind::Read, Mem::Bounce(b, Some(mut v))) => {
+                v.extend_from_slice(&b.as_slice()[..op.len]);
+                self.recycle(b);
+                IoResult::Read(v)
+            }
+            (_, Mem::Bounce(b, _)) => {
+                self.recycle(b);
+                IoResult::Done
+            }
+            _ => IoResult::Done,
+        };
+        self.answer(op.id, result);
+    }
+
+    /// Take the op at `index` out of flight (its memory is the caller's now).
+    fn finish(&mut self, index: usize) -> Op {
+        let op = self.slots[index].take().expect("op in flight");
+        self.free.push(index);
+        self.in_flight -= 1;
+        if !self.waiting.is_empty() {
+            self.release_waiting();
+        }
+        op
+    }
+
+    /// Take a failed op out of flight, keeping its bounce buffer.
+    fn finish_failed(&mut self, index: usize) -> Op {
+        let mut op = self.finish(index);
+        if let Mem::Bounce(b, _) = std::mem::replace(&mut op.mem, Mem::None) {
+            self.recycle(b);
+        }
+        op
+    }
+
+    /// A discard the ring cannot do: the blocking path (`MemberTarget::perform`, which writes
+    /// zeros where no hole can be punched) on a helper thread, which answers the engine itself.
+    fn hand_on_discard(&mut self, id: IoId, offset: u64, len: u64) {
+        let io = MemberIo { id, slot: self.slot, offset, op: MemberOp::Discard { len } };
+        if self.helper.is_none() {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let (target, back) = (self.target.clone(), self.back.clone());
+            let thread = std::thread::Builder::new()
+                .name(format!("member{}-zero", self.slot))
+                .spawn(move || super::member_worker(rx, target, back))
+                .expect("spawning a member I/O thread");
+            self.helper = Some((tx, thread));
+        }
+        let (tx, _) = self.helper.as_ref().expect("helper started");
+        let _ = tx.send(io);
+    }
+}
+
+fn aligned(value: u64, align: u32) -> bool {
+    value.is_multiple_of(u64::from(align))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crossbeam_channel::Receiver;
+    use uraid_engine::array::{IoResult, MemberIo, MemberOp};
+
+    use super::super::{MemberQueue, Msg};
+    use crate::member::{FileDevice, MemberDevice};
+    use crate::open_array::MemberTarget;
+
+    const BASE: u64 = 64 << 10;
+    const DATA: u64 = 1 << 20;
+    const LOG: u64 = 64 << 10;
+    const FILE: u64 = BASE + DATA + LOG;
+
+    /// A member file of `FILE` bytes filled with a pattern, in `dir`.
+    fn member_file(dir: &Path, name: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, uraid_testkit::noise(7, FILE as usize)).unwrap();
+        path
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        uraid_testkit::scratch_dir(&format!("uring-{name}"))
+    }
+
+    /// A ring thread over `path` with its data area at `BASE` and a log area after it.
+    struct Rig {
+        queue: Option<MemberQueue>,
+        back: Receiver<Msg>,
+        thread: Option<std::thread::JoinHandle<()>>,
+        next: u64,
+        dev: Arc<FileDevice>,
+    }
+
+    impl Rig {
+        fn new(path: &Path, writable: bool, depth: usize) -> Rig {
+            Rig::with_area(path, writable, depth, DATA)
+        }
+
+        fn with_area(path: &Path, writable: bool, depth: usize, data_bytes: u64) -> Rig {
+            let dev = Arc::new(FileDevice::open(path, writable).unwrap());
+            let handle = dev.io_handle().expect("a file has descriptors");
+            if let Err(why) = &handle.direct {
+                eprintln!("{}: no O_DIRECT ({why})", path.display());
+            }
+            let target = MemberTarget {
+                dev: Arc::clone(&dev) as Arc<dyn MemberDevice>,
+                base: BASE,
+                data_bytes,
+                log_area: Some((BASE + DATA, LOG)),
+            };
+            let (back_tx, back) = crossbeam_channel::unbounded();
+            let (tx, waker, thread) = super::spawn(0, target, handle, depth, back_tx).unwrap();
+            Rig { queue: Some(MemberQueue { tx: Some(tx), waker: Some(waker) }), back, thread: Some(thread), next: 1, dev }
+        }
+
+        fn send(&mut self, offset: u64, op: MemberOp) -> u64 {
+            let id = self.next;
+            self.next += 1;
+            self.queue.as_ref().unwrap().send(MemberIo { id, slot: 0, offset, op }).unwrap();
+            id
+        }
+
+        fn wait(&self, n: usize) -> HashMap<u64, IoResult> {
+            (0..n)
+                .map(|_| match self.back.recv_timeout(Duration::from_secs(20)).expect("an answer") {
+                    Msg::IoDone(id, r) => (id, r),
+                    _ => panic!("unexpected message"),
+                })
+                .collect()
+        }
+
+        fn one(&mut self, offset: u64, op: MemberOp) -> IoResult {
+            let id = self.send(offset, op);
+            self.wait(1).remove(&id).expect("answer for the I/O sent")
+        }
+
+        /// Close the queue and join the thread.
+        fn stop(mut self) {
+            self.queue = None;
+            self.thread.take().unwrap().join().unwrap();
+        }
+    }
+
+    fn failed(r: &IoResult) -> &str {
+        match r {
+            IoResult::Failed(why) => why,
+            other => panic!("expected a failure, got {other:?}"),
+        }
+    }
+
+    /// Non-overlapping I/Os, half aligned to 4 KiB and half at odd offsets and lengths.
+    fn layout() -> Vec<(u64, usize)> {
+        (0..128u64)
+            .map(|i| {
+                let region = i * 8192;
+                if i % 2 == 0 {
+                    (region, if i % 4 == 0 { 4096 } else { 8192 })
+                } else {
+                    (region + (i % 7) * 3 + 1, 1000 + (i as usize * 37) % 7000)
+                }
+            })
+            .collect()
+    }
+
+    fn write_then_read(dir: &Path) {
+        let path = member_file(dir, "member");
+        let mut rig = Rig::new(&path, true, 8);
+        let ios = layout();
+        let mut ids = Vec::new();
+        for (n, &(offset, len)) in ios.iter().enumerate() {
+            ids.push(rig.send(offset, MemberOp::Write { data: uraid_testkit::noise(100 + n as u64, len) }));
+        }
+        let done = rig.wait(ios.len());
+        assert!(ids.iter().all(|id| done[id] == IoResult::Done), "{done:?}");
+        let mut reads = Vec::new();
+        for &(offset, len) in &ios {
+            reads.push(rig.send(offset, MemberOp::Read { len: len as u64 }));
+        }
+        let got = rig.wait(ios.len());
+        let image = std::fs::read(&path).unwrap();
+        for (n, (&(offset, len), id)) in ios.iter().zip(&reads).enumerate() {
+            let want = uraid_testkit::noise(100 + n as u64, len);
+            assert_eq!(got[id], IoResult::Read(want.clone()), "read {n} at {offset}+{len}");
+            let at = (BASE + offset) as usize;
+            assert_eq!(&image[at..at + len], &want[..], "file bytes of write {n}");
+        }
+        // Untouched bytes around the writes are as they were.
+        let original = uraid_testkit::noise(7, FILE as usize);
+        assert_eq!(&image[..BASE as usize], &original[..BASE as usize]);
+        assert_eq!(&image[(BASE + DATA) as usize..], &original[(BASE + DATA) as usize..]);
+        rig.stop();
+    }
+
+    #[test]
+    fn writes_and_reads_aligned_and_not_many_in_flight() {
+        write_then_read(&scratch("rw"));
+    }
+
+    /// tmpfs takes O_DIRECT on recent kernels; the members of a benchmark live there.
+    #[test]
+    fn writes_and_reads_on_tmpfs() {
+        let shm = Path::new("/dev/shm");
+        if !shm.is_dir() {
+            eprintln!("no /dev/shm: skipped");
+            return;
+        }
+        let dir = shm.join(format!("uraid-uring-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_then_read(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn read_past_the_device_end_is_an_error() {
+        let path = member_file(&scratch("short"), "member");
+        // A data area said to reach past the file's end: refused before any I/O.
+        let mut rig = Rig::with_area(&path, true, 4, DATA + LOG + 8192);
+        let r = rig.one(DATA + LOG - 4096, MemberOp::Read { len: 8192 });
+        assert!(failed(&r).contains("beyond the device end"), "{r:?}");
+        // A file cut short after it was opened: the read comes back short, and is not zero
+        // filled.
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(BASE + 4096 + 100).unwrap();
+        let r = rig.one(4096, MemberOp::Read { len: 4096 });
+        assert!(failed(&r).contains("read"), "{r:?}");
+        let r = rig.one(0, MemberOp::Read { len: 4096 });
+        assert!(matches!(r, IoResult::Read(ref d) if d.len() == 4096), "{r:?}");
+        rig.stop();
+    }
+
+    #[test]
+    fn flush_and_log_write() {
+        let path = member_file(&scratch("log"), "member");
+        let mut rig = Rig::new(&path, true, 4);
+        assert_eq!(rig.one(0, MemberOp::Write { data: vec![1; 4096] }), IoResult::Done);
+        assert_eq!(rig.one(0, MemberOp::Flush), IoResult::Done);
+        let entry = uraid_testkit::noise(9, 4096 + 512);
+        assert_eq!(rig.one(8192, MemberOp::LogWrite { data: entry.clone() }), IoResult::Done);
+        let unaligned = uraid_testkit::noise(10, 300);
+        assert_eq!(rig.one(LOG - 300, MemberOp::LogWrite { data: unaligned.clone() }), IoResult::Done);
+        let image = std::fs::read(&path).unwrap();
+        let log = (BASE + DATA) as usize;
+        assert_eq!(&image[log + 8192..log + 8192 + entry.len()], &entry[..]);
+        assert_eq!(&image[log + LOG as usize - 300..], &unaligned[..]);
+        assert_eq!(&image[BASE as usize..BASE as usize + 4096], &[1; 4096][..]);
+        // Outside the log area: refused, nothing written.
+        let r = rig.one(LOG - 100, MemberOp::LogWrite { data: vec![0xee; 200] });
+        assert!(failed(&r).contains("outside the log area"), "{r:?}");
+        assert_eq!(std::fs::read(&path).unwrap(), image);
+        rig.stop();
+    }
+
+    #[test]
+    fn io_outside_the_data_area_is_refused() {
+        let path = member_file(&scratch("outside"), "member");
+        let before = std::fs::read(&path).unwrap();
+        let mut rig = Rig::new(&path, true, 4);
+        let r = rig.one(DATA - 4096, MemberOp::Write { data: vec![0xee; 8192] });
+        assert!(failed(&r).contains("outside the data area"), "{r:?}");
+        let r = rig.one(u64::MAX - 10, MemberOp::Discard { len: 100 });
+        assert!(failed(&r).contains("outside the data area"), "{r:?}");
+        rig.stop();
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn write_to_a_read_only_member_fails() {
+        let path = member_file(&scratch("ro"), "member");
+        let mut rig = Rig::new(&path, false, 4);
+        for (offset, len) in [(0, 4096), (5, 100)] {
+            let r = rig.one(offset, MemberOp::Write { data: vec![3; len] });
+            let why = failed(&r);
+            assert!(why.starts_with(&format!("{}: write: ", rig.dev.name())), "{why}");
+            assert!(why.contains("Bad file descriptor"), "{why}");
+        }
+        // The failure of one I/O does not stop the next.
+        assert!(matches!(rig.one(0, MemberOp::Read { len: 4096 }), IoResult::Read(_)));
+        rig.stop();
+    }
+
+    #[test]
+    fn discard_reads_back_zeros() {
+        let path = member_file(&scratch("discard"), "member");
+        let mut rig = Rig::new(&path, true, 4);
+        assert_eq!(rig.one(4096, MemberOp::Discard { len: 3 * 4096 }), IoResult::Done);
+        assert_eq!(rig.one(100, MemberOp::Discard { len: 1000 }), IoResult::Done);
+        assert_eq!(rig.one(0, MemberOp::Discard { len: 0 }), IoResult::Done);
+        let r = rig.one(0, MemberOp::Read { len: 4 * 4096 });
+        let IoResult::Read(d) = r else { panic!("{r:?}") };
+        let original = uraid_testkit::noise(7, FILE as usize);
+        assert_eq!(&d[..100], &original[BASE as usize..BASE as usize + 100]);
+        assert!(d[100..1100].iter().all(|&b| b == 0));
+        assert!(d[4096..].iter().all(|&b| b == 0));
+        assert_eq!(&d[1100..4096], &original[BASE as usize + 1100..BASE as usize + 4096]);
+        rig.stop();
+    }
+
+    /// Closing the queue with I/O in flight and queued: every I/O is answered, then the thread
+    /// ends.
+    #[test]
+    fn closing_the_queue_answers_everything() {
+        let path = member_file(&scratch("close"), "member");
+        let mut rig = Rig::new(&path, true, 2);
+        let mut ids = Vec::new();
+        for i in 0..64u64 {
+            ids.push(rig.send(i * 4096, MemberOp::Write { data: vec![i as u8; 4096] }));
+            ids.push(rig.send(i * 4096 + 1, MemberOp::Read { len: 10 }));
+        }
+        ids.push(rig.send(0, MemberOp::Flush));
+        rig.queue = None;
+        rig.thread.take().unwrap().join().unwrap();
+        let answered: Vec<u64> = rig.back.try_iter().map(|m| if let Msg::IoDone(id, _) = m { id } else { 0 }).collect();
+        let mut sorted = answered.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, ids);
+    }
+
+    /// Direct and buffered writes sharing pages at once (overlapping client writes): none runs
+    /// while one of the other kind is in flight on its pages, so the page cache stays right and
+    /// the flush after them does not report an I/O error.
+    #[test]
+    fn direct_and_buffered_io_on_the_same_pages() {
+        let path = member_file(&scratch("mixed"), "member");
+        let mut rig = Rig::new(&path, true, 32);
+        for round in 0..20u8 {
+            let mut ids = Vec::new();
+            for page in 0..64u64 {
+                let at = page * 4096;
+                ids.push(rig.send(at, MemberOp::Write { data: vec![round; 8192] }));
+                ids.push(rig.send(at + 100, MemberOp::Write { data: vec![round.wrapping_add(100); 10] }));
+                ids.push(rig.send(at + 7, MemberOp::Read { len: 5000 }));
+            }
+            let done = rig.wait(ids.len());
+            assert!(done.values().all(|r| !matches!(r, IoResult::Failed(_))), "{done:?}");
+            assert_eq!(rig.one(0, MemberOp::Flush), IoResult::Done, "round {round}");
+        }
+        // Every page ends as one of the two writes left it, and reads agree with the file.
+        let IoResult::Read(d) = rig.one(0, MemberOp::Read { len: 65 * 4096 }) else { panic!() };
+        let image = std::fs::read(&path).unwrap();
+        assert_eq!(&image[BASE as usize..BASE as usize + d.len()], &d[..]);
+        assert!(d.iter().all(|&b| b == 19 || b == 119), "unexpected bytes");
+        rig.stop();
+    }
+
+    /// An idle ring thread wakes for new I/O without delay.
+    #[test]
+    fn an_idle_thread_wakes_at_once() {
+        let path = member_file(&scratch("wake"), "member");
+        let mut rig = Rig::new(&path, true, 4);
+        let mut slowest = Duration::ZERO;
+        for i in 0..50u64 {
+            std::thread::sleep(Duration::from_millis(2));
+            let t = std::time::Instant::now();
+            assert!(matches!(rig.one(i * 512, MemberOp::Read { len: 512 }), IoResult::Read(_)));
+            slowest = slowest.max(t.elapsed());
+        }
+        assert!(slowest < Duration::from_secs(1), "{slowest:?}");
+        rig.stop();
+    }
+}
