@@ -46,8 +46,8 @@ def fio(files, rw, bs, seconds, direct):
     return {"MB/s": moved / secs / 1e6, "IOPS": side["iops"], "CPU s/GiB": cpu / (moved / (1 << 30))}
 
 
-def uraid_bench(uraid, members, rw, bs, seconds):
-    out = run([uraid, "bench", "engine", "--json", f"--pattern={rw}", f"--bs={bs}", "--iodepth=32",
+def uraid_bench(uraid, members, rw, bs, seconds, io):
+    out = run([uraid, "bench", "engine", "--json", f"--io={io}", f"--pattern={rw}", f"--bs={bs}", "--iodepth=32",
                f"--seconds={seconds}", *members])
     r = json.loads(out)
     return {"MB/s": r["mbps"], "IOPS": r["iops"], "CPU s/GiB": r["cpu_seconds_per_gib"]}
@@ -65,6 +65,7 @@ def main():
     ap.add_argument("--dir", default="/dev/shm/uraid-bench-engine", help="where the member files go (tmpfs)")
     ap.add_argument("--uraid", default=os.path.join(ROOT, "target", "release", "uraid"))
     ap.add_argument("--levels", default=",".join(LEVELS))
+    ap.add_argument("--io", default="uring,threads", help="uraid member I/O backends to run (uring, threads)")
     a = ap.parse_args()
     if shutil.which("fio") is None:
         sys.exit("bench/engine.py: fio not found (Debian package fio; scripts/setup.sh installs it)")
@@ -94,9 +95,10 @@ def main():
         # The array's superblocks go over the data; fio above ran first for that reason.
         run([a.uraid, "create", "--raid-devices=4", "--force", "--assume-clean", *LEVELS[level], *members])
         for label, rw, bs in LOADS:
-            res = [uraid_bench(a.uraid, members, rw, bs, a.seconds) for _ in range(a.runs)]
-            print(f"uraid {level} {label}: {res}", file=sys.stderr)
-            rows.append((level, label, res))
+            for io in a.io.split(","):
+                res = [uraid_bench(a.uraid, members, rw, bs, a.seconds, io) for _ in range(a.runs)]
+                print(f"uraid {level} {io} {label}: {res}", file=sys.stderr)
+                rows.append((level, io, label, res))
 
     print(f"\nEngine overhead on tmpfs: 4 member files of {a.member_mib} MiB, queue depth 32, medians of {a.runs} runs [min-max]\n")
     print("fio with io_uring on the 4 files directly:\n")
@@ -109,11 +111,11 @@ def main():
         print(f"| {label} | {fmt([r['MB/s'] for r in d])} | {fmt([r['CPU s/GiB'] for r in d], 2)} | "
               f"{fmt([r['MB/s'] for r in b])} | {fmt([r['CPU s/GiB'] for r in b], 2)} |")
     print("\nuraid (`uraid bench engine`) over the same files:\n")
-    print("| level | load | MB/s | IOPS | CPU s/GiB | uraid / best fio |")
-    print("|---|---|---|---|---|---|")
-    for level, label, res in rows:
+    print("| level | member I/O | load | MB/s | IOPS | CPU s/GiB | uraid / best fio |")
+    print("|---|---|---|---|---|---|---|")
+    for level, io, label, res in rows:
         mbps = [r["MB/s"] for r in res]
-        print(f"| {level} | {label} | {fmt(mbps)} | {fmt([r['IOPS'] for r in res])} | "
+        print(f"| {level} | {io} | {label} | {fmt(mbps)} | {fmt([r['IOPS'] for r in res])} | "
               f"{fmt([r['CPU s/GiB'] for r in res], 2)} | {statistics.median(mbps) / best[label]:.2f} |")
     shutil.rmtree(a.dir)
 

@@ -156,7 +156,8 @@ def main():
 
     sock = os.path.join(a.dir, "nbd.sock")
     servers = {
-        "uraid serve (raid0, 4 files)": [a.uraid, "serve", f"--listen=unix:{sock}", *members],
+        "uraid serve --io=uring (raid0, 4 files)": [a.uraid, "serve", "--io=uring", f"--listen=unix:{sock}", *members],
+        "uraid serve --io=threads (raid0, 4 files)": [a.uraid, "serve", "--io=threads", f"--listen=unix:{sock}", *members],
         "qemu-nbd (1 file)": ["qemu-nbd", f"--socket={sock}", "--format=raw", "--persistent", "--shared=16", peer],
         "nbdkit file (1 file)": ["nbdkit", "--foreground", "--unix", sock, "file", f"file={peer}"],
     }
@@ -171,13 +172,14 @@ def main():
             print(f"run {i + 1}/{a.runs}: {name}: " + ", ".join(f"{k} {v:.0f}" for k, v in results[name][-1].items()), file=sys.stderr)
 
     metrics = list(next(iter(results.values()))[0].keys())
-    uraid_name = next(iter(servers))
-    peers = [n for n in servers if n != uraid_name]
+    uraids = [n for n in servers if n.startswith("uraid")]
+    peers = [n for n in servers if n not in uraids]
     lower_is_better = {"server CPU s/GiB (seq)", "peak RSS MiB"}
     print(f"\nNBD export over a unix socket, {size / (1 << 30):.2f} GiB, medians of {a.runs} runs [min-max]\n")
-    header = f"| metric | {' | '.join(servers)} | uraid / best peer |"
+    ratio_heads = " | ".join(f"{n.split(' (')[0]} / best peer" for n in uraids)
+    header = f"| metric | {' | '.join(servers)} | {ratio_heads} |"
     print(header)
-    print("|" + "---|" * (len(servers) + 2))
+    print("|" + "---|" * (len(servers) + 1 + len(uraids)))
     for m in metrics:
         cells, med = [], {}
         for n in servers:
@@ -185,15 +187,16 @@ def main():
             med[n] = statistics.median(vals)
             digits = 2 if m.startswith("server CPU") else 0
             cells.append(f"{med[n]:.{digits}f} [{min(vals):.{digits}f}-{max(vals):.{digits}f}]")
-        if m in lower_is_better:
-            best = min(med[p] for p in peers)
-            ratio = best / med[uraid_name] if med[uraid_name] else float("nan")
-            note = " (peer/uraid: >1 means uraid uses less)"
-        else:
-            best = max(med[p] for p in peers)
-            ratio = med[uraid_name] / best if best else float("nan")
-            note = ""
-        print(f"| {m} | {' | '.join(cells)} | {ratio:.2f}{note} |")
+        ratios = []
+        for u in uraids:
+            if m in lower_is_better:
+                # Inverted, so that above 1 is better for uraid here too.
+                best = min(med[p] for p in peers)
+                ratios.append(f"{best / med[u]:.2f} (inverted)" if med[u] else "nan")
+            else:
+                best = max(med[p] for p in peers)
+                ratios.append(f"{med[u] / best:.2f}" if best else "nan")
+        print(f"| {m} | {' | '.join(cells)} | {' | '.join(ratios)} |")
     if not a.keep:
         shutil.rmtree(a.dir)
 

@@ -264,7 +264,7 @@ pub struct MemberIoArgs {
     /// once per member on stderr); falls back to threads where io_uring is unavailable.
     /// threads: blocking I/O threads per member through the page cache (--member-threads for
     /// serve, 4 otherwise).
-    #[arg(long = "io", value_enum, default_value_t = IoChoice::Uring, value_name = "BACKEND")]
+    #[arg(long = "io", value_enum, default_value_t = IoChoice::Threads, value_name = "BACKEND")]
     pub io: IoChoice,
     /// With --io=uring: member I/Os in flight on each member.
     #[arg(long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]

@@ -824,6 +824,9 @@ struct Spec {
     /// a dirty degraded start is allowed.
     ppl: bool,
     rounds: usize,
+    /// `uraid serve --io=` (member I/O backend): some specs run io_uring, so that both member
+    /// I/O paths are killed mid-write.
+    io: &'static str,
 }
 
 fn run(spec: Spec) {
@@ -855,7 +858,8 @@ fn run(spec: Spec) {
         eprintln!("[{}] serving degraded, without member {slot}", spec.test);
     }
 
-    let mut serve = Serve::start(&dir, &present, &[]);
+    let io = format!("--io={}", spec.io);
+    let mut serve = Serve::start(&dir, &present, &[&io]);
     serve.ctl_json(&["wait"]);
     let base = Nbd::connect(&serve.nbd).unwrap().read_all();
     assert!(base.iter().all(|&b| b == 0), "a new array over zeroed files does not read as zeros");
@@ -926,11 +930,11 @@ fn run(spec: Spec) {
         // Sometimes the next load runs (and is killed) during the resync this restart begins.
         under_resync = dirty && round < rounds && rng.gen_range(0..100) < 25;
         if under_resync {
-            serve = Serve::start(&dir, &present, &["--speed-limit-max=1M", "--speed-limit-min=1M"]);
+            serve = Serve::start(&dir, &present, &["--speed-limit-max=1M", "--speed-limit-min=1M", &io]);
             continue;
         }
 
-        serve = Serve::start(&dir, &present, &[]);
+        serve = Serve::start(&dir, &present, &[&io]);
         let waited = serve.ctl_json(&["wait"]);
         let mut nbd = Nbd::connect(&serve.nbd).unwrap();
         let actual = nbd.read_all();
@@ -1020,7 +1024,7 @@ fn run(spec: Spec) {
             m.lost_sectors.clear();
         }
         if round < rounds {
-            serve = Serve::start(&dir, &present, &[]);
+            serve = Serve::start(&dir, &present, &[&io]);
         } else {
             // Ends the loop; `serve` is moved out on every path above.
             serve = Serve { child: None, nbd: PathBuf::new(), control: PathBuf::new() };
@@ -1037,22 +1041,22 @@ fn run(spec: Spec) {
 
 #[test]
 fn crash_raid1() {
-    run(Spec { test: "crash_raid1", level: "1", devices: 2, create: &[], degraded: false, refuse_dirty_degraded: false, ppl: false, rounds: 9 });
+    run(Spec { test: "crash_raid1", level: "1", devices: 2, create: &[], degraded: false, refuse_dirty_degraded: false, ppl: false, rounds: 9, io: "uring" });
 }
 
 #[test]
 fn crash_raid5() {
-    run(Spec { test: "crash_raid5", level: "5", devices: 4, create: &[], degraded: false, refuse_dirty_degraded: true, ppl: false, rounds: 9 });
+    run(Spec { test: "crash_raid5", level: "5", devices: 4, create: &[], degraded: false, refuse_dirty_degraded: true, ppl: false, rounds: 9, io: "threads" });
 }
 
 #[test]
 fn crash_raid6() {
-    run(Spec { test: "crash_raid6", level: "6", devices: 5, create: &[], degraded: false, refuse_dirty_degraded: true, ppl: false, rounds: 9 });
+    run(Spec { test: "crash_raid6", level: "6", devices: 5, create: &[], degraded: false, refuse_dirty_degraded: true, ppl: false, rounds: 9, io: "uring" });
 }
 
 #[test]
 fn crash_raid10() {
-    run(Spec { test: "crash_raid10", level: "10", devices: 4, create: &[], degraded: false, refuse_dirty_degraded: false, ppl: false, rounds: 9 });
+    run(Spec { test: "crash_raid10", level: "10", devices: 4, create: &[], degraded: false, refuse_dirty_degraded: false, ppl: false, rounds: 9, io: "threads" });
 }
 
 /// With a write-intent bitmap the resync after a crash covers only the regions the bitmap marks:
@@ -1068,13 +1072,14 @@ fn crash_raid5_bitmap() {
         refuse_dirty_degraded: false,
         ppl: false,
         rounds: 7,
+        io: "uring",
     });
 }
 
 /// With md's partial parity log a dirty restart replays the log instead of resyncing.
 #[test]
 fn crash_raid5_ppl() {
-    run(Spec { test: "crash_raid5_ppl", level: "5", devices: 4, create: &[], degraded: false, refuse_dirty_degraded: false, ppl: true, rounds: 7 });
+    run(Spec { test: "crash_raid5_ppl", level: "5", devices: 4, create: &[], degraded: false, refuse_dirty_degraded: false, ppl: true, rounds: 7, io: "uring" });
 }
 
 /// The write hole, closed: a degraded raid5 with a log is killed under load again and again and
@@ -1082,23 +1087,23 @@ fn crash_raid5_ppl() {
 /// missing member may come back wrong.
 #[test]
 fn crash_raid5_ppl_degraded() {
-    run(Spec { test: "crash_raid5_ppl_degraded", level: "5", devices: 4, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: true, rounds: 6 });
+    run(Spec { test: "crash_raid5_ppl_degraded", level: "5", devices: 4, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: true, rounds: 6, io: "threads" });
 }
 
 /// raid6 with uraid's log (md has none for raid6), degraded by one member.
 #[test]
 fn crash_raid6_ppl_degraded() {
-    run(Spec { test: "crash_raid6_ppl_degraded", level: "6", devices: 5, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: true, rounds: 5 });
+    run(Spec { test: "crash_raid6_ppl_degraded", level: "6", devices: 5, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: true, rounds: 5, io: "threads" });
 }
 
 #[test]
 fn crash_raid1_degraded() {
-    run(Spec { test: "crash_raid1_degraded", level: "1", devices: 3, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: false, rounds: 4 });
+    run(Spec { test: "crash_raid1_degraded", level: "1", devices: 3, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: false, rounds: 4, io: "threads" });
 }
 
 #[test]
 fn crash_raid10_degraded() {
-    run(Spec { test: "crash_raid10_degraded", level: "10", devices: 4, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: false, rounds: 4 });
+    run(Spec { test: "crash_raid10_degraded", level: "10", devices: 4, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: false, rounds: 4, io: "threads" });
 }
 
 /// The oracle itself, on hand-made histories: what it must accept and what it must refuse.

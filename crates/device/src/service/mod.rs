@@ -146,7 +146,10 @@ impl Default for ServiceConfig {
         // md's safe_mode_delay is 200 ms; a little longer here, since every clean/dirty round
         // trip costs a flush of every member plus two superblock writes.
         ServiceConfig {
-            io: IoBackend::Uring,
+            // Measured faster on this project's machines so far (see BENCHMARKS.md): the ring
+            // thread per member adds the same hand-offs the I/O threads have, and O_DIRECT a copy
+            // through a bounce buffer, while buffered reads find the page cache.
+            io: IoBackend::Threads,
             queue_depth: 32,
             workers_per_member: 4,
             clean_delay: Duration::from_millis(500),

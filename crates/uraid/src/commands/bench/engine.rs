@@ -34,6 +34,8 @@ pub struct EngineBenchArgs {
     /// Member I/O threads per member (the service's default otherwise)
     #[arg(long)]
     pub member_threads: Option<usize>,
+    #[command(flatten)]
+    pub member_io: crate::MemberIoArgs,
     /// One JSON object instead of a line of text
     #[arg(long)]
     pub json: bool,
@@ -78,7 +80,7 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
     let writes = matches!(pattern, Pattern::Write | Pattern::RandWrite);
     let array = OpenArray::open_paths(&args.members, writes)?;
     let level = array.plan.geometry.level();
-    let mut config = ServiceConfig::default();
+    let mut config = args.member_io.apply(ServiceConfig::default());
     if let Some(t) = args.member_threads {
         config.workers_per_member = t;
     }
@@ -150,6 +152,7 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
             "{}",
             serde_json::json!({
                 "level": level.to_string(), "pattern": args.pattern, "bs": bs, "iodepth": args.iodepth,
+                "io": format!("{:?}", args.member_io.io).to_lowercase(),
                 "seconds": elapsed, "bytes": bytes, "mbps": mbps, "iops": iops,
                 "cpu_seconds": cpu, "cpu_seconds_per_gib": cpu / gib,
             })
