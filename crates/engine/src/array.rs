@@ -1139,16 +1139,7 @@ impl Array {
         }
         // The runs one member holds of consecutive chunks (raid0's stripes, linear's spans,
         // raid10's copies) are often contiguous on it: one write each.
-        for (slot, off, data, parts) in merge_writes(writes) {
-            let part = match parts[..] {
-                [part] => part,
-                _ => {
-                    w.groups.push(parts);
-                    GROUP_PART + w.groups.len() - 1
-                }
-            };
-            self.emit(rid, IoTag { part, slot }, off, MemberOp::Write { data });
-        }
+        self.emit_merged_writes(rid, &mut w.groups, writes);
         (w.pending == 0).then_some(Ok(()))
     }
 
@@ -1293,16 +1284,23 @@ impl Array {
         }
         if merging {
             let batch = std::mem::replace(&mut self.write_batch, outer).unwrap_or_default();
-            for (slot, off, data, parts) in merge_writes(batch) {
-                let part = match parts[..] {
-                    [part] => part,
-                    _ => {
-                        w.groups.push(parts);
-                        GROUP_PART + w.groups.len() - 1
-                    }
-                };
-                self.emit(rid, IoTag { part, slot }, off, MemberOp::Write { data });
-            }
+            self.emit_merged_writes(rid, &mut w.groups, batch);
+        }
+    }
+
+    /// Emit `writes` (of the request's parts) merged per member (see [`merge_writes`]): a write
+    /// covering one part is tagged with it, one covering several with `GROUP_PART` plus its
+    /// index in `groups`, where the parts it covers are recorded.
+    fn emit_merged_writes(&mut self, rid: RequestId, groups: &mut Vec<Vec<usize>>, writes: Vec<PartWrite>) {
+        for (slot, off, data, parts) in merge_writes(writes) {
+            let part = match parts[..] {
+                [part] => part,
+                _ => {
+                    groups.push(parts);
+                    GROUP_PART + groups.len() - 1
+                }
+            };
+            self.emit(rid, IoTag { part, slot }, off, MemberOp::Write { data });
         }
     }
 
