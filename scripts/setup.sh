@@ -7,9 +7,11 @@ cd "$(dirname "$0")/.."
 # xz-utils unpacks the kernel-made md fixtures the tests use. The NBD and FUSE tests drive real
 # clients: libnbd-bin (nbdinfo, nbdcopy), qemu-utils (qemu-img, qemu-io), fio (its nbd engine),
 # fuse3 (fusermount3, for mounting without root), e2fsprogs and util-linux (mkfs.ext4, e2fsck,
-# losetup, mount). libisal-dev (ISA-L) is what bench/parity.sh compares uraid's parity kernels
-# with. The md-oracle installs its own packages when first run.
-packages=(xz-utils ca-certificates gcc pkg-config libnbd-bin qemu-utils fio fuse3 e2fsprogs util-linux libisal-dev)
+# losetup, mount). The benchmarks in bench/ (python3) compare uraid with peers: libisal-dev
+# (ISA-L, bench/parity.sh), nbdkit beside qemu-nbd (bench/nbd.py), bonnie++ (bench/bonnie.py).
+# The md-oracle installs its own packages when first run.
+packages=(xz-utils ca-certificates gcc pkg-config libnbd-bin qemu-utils fio fuse3 e2fsprogs util-linux
+  python3 libisal-dev nbdkit bonnie++)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
