@@ -2,10 +2,12 @@
 
 use std::arch::x86_64::*;
 
+use super::avx512::Avx512;
 use super::{affine_matrix, Vector};
 
+/// An AVX-512 register: loads, stores and XOR are AVX-512's; only the multiplies differ.
 #[derive(Clone, Copy)]
-pub(crate) struct Gfni(__m512i);
+pub(crate) struct Gfni(Avx512);
 
 impl Vector for Gfni {
     const BYTES: usize = 64;
@@ -14,31 +16,27 @@ impl Vector for Gfni {
 
     #[inline(always)]
     unsafe fn zero() -> Self {
-        Gfni(_mm512_setzero_si512())
+        Gfni(Avx512::zero())
     }
 
     #[inline(always)]
     unsafe fn load(src: *const u8) -> Self {
-        Gfni(_mm512_loadu_si512(src.cast()))
+        Gfni(Avx512::load(src))
     }
 
     #[inline(always)]
     unsafe fn store(self, dst: *mut u8) {
-        _mm512_storeu_si512(dst.cast(), self.0)
+        self.0.store(dst)
     }
 
     #[inline(always)]
     unsafe fn store_stream(self, dst: *mut u8) {
-        if dst as usize & (Self::BYTES - 1) == 0 {
-            _mm512_stream_si512(dst.cast(), self.0)
-        } else {
-            self.store(dst)
-        }
+        self.0.store_stream(dst)
     }
 
     #[inline(always)]
     unsafe fn xor(self, other: Self) -> Self {
-        Gfni(_mm512_xor_si512(self.0, other.0))
+        Gfni(self.0.xor(other.0))
     }
 
     /// One affine transform by the matrix of {02}.
@@ -54,7 +52,7 @@ impl Vector for Gfni {
 
     #[inline(always)]
     unsafe fn mul(self, m: &Self::Multiplier) -> Self {
-        Gfni(_mm512_gf2p8affine_epi64_epi8::<0>(self.0, *m))
+        Gfni(Avx512(_mm512_gf2p8affine_epi64_epi8::<0>(self.0 .0, *m)))
     }
 }
 
