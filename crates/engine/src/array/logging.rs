@@ -242,7 +242,6 @@ impl Array {
         let writable: Vec<bool> = (0..self.slots.len()).map(|s| self.writable(s)).collect();
         let Some(log) = self.log.as_mut() else { return };
         let space = log.config.space();
-        let signature = log.config.signature;
         let sl = &mut log.slots[slot];
         if sl.active.is_some() {
             // Entries moved here cannot wait for this unit to finish: the header is rewritten
@@ -286,13 +285,6 @@ impl Array {
         if items.is_empty() {
             return;
         }
-        log.generation += 1;
-        let header = PplHeader {
-            signature,
-            generation: log.generation,
-            entries: items.iter().flat_map(|i| i.entries.iter().copied()).collect(),
-        };
-        let data = header_image(&header, &items);
         let writing = &log.writing;
         let open = items
             .iter()
@@ -305,6 +297,21 @@ impl Array {
         let sl = &mut log.slots[slot];
         sl.header = items;
         sl.active = Some(Unit { open, durable: false, amending: false });
+        self.send_header(slot);
+    }
+
+    /// Write `slot`'s header as it now stands (the entries and partial parity of its items),
+    /// with the next generation, so that it is the newest header on the member.
+    fn send_header(&mut self, slot: usize) {
+        let log = self.log.as_mut().expect("logging is enabled");
+        log.generation += 1;
+        let items = &log.slots[slot].header;
+        let header = PplHeader {
+            signature: log.config.signature,
+            generation: log.generation,
+            entries: items.iter().flat_map(|i| i.entries.iter().copied()).collect(),
+        };
+        let data = header_image(&header, items);
         self.emit_io(LOG_RID, IoTag { part: HEADER_PART, slot }, 0, MemberOp::LogWrite { data }, IoKind::Other);
     }
 
@@ -312,7 +319,6 @@ impl Array {
     fn log_amend(&mut self, slot: usize) {
         let Some(log) = self.log.as_mut() else { return };
         let space = log.config.space();
-        let signature = log.config.signature;
         let sl = &mut log.slots[slot];
         let Some(unit) = sl.active.as_ref() else { return };
         if !unit.durable {
@@ -345,16 +351,8 @@ impl Array {
         }
         unit.durable = false;
         unit.amending = true;
-        log.generation += 1;
-        let sl = &mut log.slots[slot];
-        sl.header.extend(moved);
-        let header = PplHeader {
-            signature,
-            generation: log.generation,
-            entries: sl.header.iter().flat_map(|i| i.entries.iter().copied()).collect(),
-        };
-        let data = header_image(&header, &sl.header);
-        self.emit_io(LOG_RID, IoTag { part: HEADER_PART, slot }, 0, MemberOp::LogWrite { data }, IoKind::Other);
+        log.slots[slot].header.extend(moved);
+        self.send_header(slot);
     }
 
     /// A log write or a log flush finished.
