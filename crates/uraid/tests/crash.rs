@@ -245,7 +245,10 @@ impl Serve {
                 let all = std::fs::read(&log_path).unwrap();
                 return Err((status, String::from_utf8_lossy(&all[start as usize..]).into_owned()));
             }
-            if control.exists() && nbd.exists() {
+            // A socket file appears when bound, a moment before it listens: wait until the
+            // control socket (bound after the NBD one) accepts, or a command sent at once may be
+            // refused.
+            if nbd.exists() && std::os::unix::net::UnixStream::connect(&control).is_ok() {
                 return Ok(Serve { child: Some(child), nbd, control });
             }
             if Instant::now() > deadline {

@@ -111,7 +111,9 @@ impl Serve {
         args.extend(members.iter().cloned());
         let child = Command::new(env!("CARGO_BIN_EXE_uraid")).args(&args).stderr(Stdio::null()).spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !(control.exists() && nbd.exists()) {
+        // A socket file appears when bound, a moment before it listens: wait until the control
+        // socket (bound after the NBD one) accepts.
+        while !(nbd.exists() && std::os::unix::net::UnixStream::connect(&control).is_ok()) {
             assert!(Instant::now() < deadline, "control socket never appeared");
             sleep(Duration::from_millis(20));
         }
