@@ -43,16 +43,7 @@ fn naive_pq(data: &[Vec<u8>], len: usize) -> (Vec<u8>, Vec<u8>) {
 /// A small deterministic generator so a stripe of up to 64 KiB costs one proptest value (a
 /// seed) instead of one per byte.
 fn fill(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed;
-    (0..len)
-        .map(|_| {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            (z ^ (z >> 31)) as u8
-        })
-        .collect()
+    uraid_testkit::noise(seed, len)
 }
 
 #[derive(Debug, Clone)]

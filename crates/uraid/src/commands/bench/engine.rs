@@ -112,6 +112,8 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
         };
         let offset = block * bs;
         let op = if writes {
+            // The service takes each write's buffer by value, as the NBD server hands it over, so
+            // the copy is part of what a client's write costs too.
             BlockOp::Write { offset, data: payload.clone(), fua: false }
         } else {
             BlockOp::Read { offset, len: bs }
