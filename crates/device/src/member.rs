@@ -12,6 +12,8 @@ use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use uraid_engine::IoBuf;
+
 /// A member of an array: a fixed-size byte-addressed store.
 pub trait MemberDevice: Send + Sync {
     /// A name for messages (usually the path).
@@ -21,6 +23,22 @@ pub trait MemberDevice: Send + Sync {
     /// Fill `buf` from byte `offset`; a short device is an error, never a silent zero fill.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// Read `len` bytes at `offset` into a new buffer. Backends that can read into
+    /// uninitialised memory skip the zeroing this default does.
+    fn read_vec(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.read_at(offset, &mut buf)?;
+        Ok(buf)
+    }
+    /// Write the pieces of `data` back to back from `offset` (a vectored write).
+    fn write_pieces(&self, offset: u64, data: &IoBuf) -> io::Result<()> {
+        let mut at = offset;
+        for piece in data.pieces() {
+            self.write_at(at, piece)?;
+            at += piece.len() as u64;
+        }
+        Ok(())
+    }
     /// Make completed writes durable.
     fn flush(&self) -> io::Result<()>;
     /// Make `len` bytes at `offset` read as zeros, releasing the space where the device can.
@@ -82,6 +100,12 @@ impl<T: MemberDevice + ?Sized> MemberDevice for std::sync::Arc<T> {
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         (**self).write_at(offset, data)
+    }
+    fn read_vec(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        (**self).read_vec(offset, len)
+    }
+    fn write_pieces(&self, offset: u64, data: &IoBuf) -> io::Result<()> {
+        (**self).write_pieces(offset, data)
     }
     fn flush(&self) -> io::Result<()> {
         (**self).flush()
@@ -209,6 +233,64 @@ impl MemberDevice for FileDevice {
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         check_bounds(self.size, offset, data.len())?;
         self.file.write_all_at(data, offset)
+    }
+
+    /// `pread` straight into the new buffer's spare capacity: no zeroing first.
+    fn read_vec(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        check_bounds(self.size, offset, len)?;
+        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        let mut done = 0;
+        while done < len {
+            // SAFETY: the destination lies inside the buffer's capacity, past the bytes already
+            // read; pread writes at most `len - done` bytes there.
+            let rc = unsafe {
+                libc::pread(self.file.as_raw_fd(), buf.as_mut_ptr().add(done).cast(), len - done, (offset + done as u64) as libc::off_t)
+            };
+            if rc < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(err);
+            }
+            if rc == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("short read at byte {}", offset + done as u64)));
+            }
+            done += rc as usize;
+        }
+        // SAFETY: every byte up to `len` was written by pread above.
+        unsafe { buf.set_len(len) };
+        Ok(buf)
+    }
+
+    /// One `pwritev` for all the pieces (the rest piece by piece if it writes short).
+    fn write_pieces(&self, offset: u64, data: &IoBuf) -> io::Result<()> {
+        check_bounds(self.size, offset, data.len())?;
+        if let Some(one) = data.as_single() {
+            return self.file.write_all_at(one, offset);
+        }
+        let iov: Vec<libc::iovec> =
+            data.pieces().map(|p| libc::iovec { iov_base: p.as_ptr() as *mut libc::c_void, iov_len: p.len() }).collect();
+        // SAFETY: every iovec points into a live piece of `data`, which pwritev only reads.
+        let rc = unsafe { libc::pwritev(self.file.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int, offset as libc::off_t) };
+        let written = if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+            0
+        } else {
+            rc as usize
+        };
+        if written < data.len() {
+            let rest = data.slice(written, data.len() - written);
+            let mut at = offset + written as u64;
+            for piece in rest.pieces() {
+                self.file.write_all_at(piece, at)?;
+                at += piece.len() as u64;
+            }
+        }
+        Ok(())
     }
 
     fn flush(&self) -> io::Result<()> {

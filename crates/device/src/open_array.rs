@@ -252,7 +252,7 @@ impl OpenArray {
             return Err(OpenError::DirtyDegradedReadOnly { missing: self.plan.missing_slots().len() });
         }
         match self.run(Request::Read { offset, len })? {
-            Completion::Read(d) => Ok(d),
+            Completion::Read(d) => Ok(d.into_vec()),
             other => unreachable!("read completed as {other:?}"),
         }
     }
@@ -1039,7 +1039,8 @@ impl MemberTarget {
         }
         let len = match &io.op {
             MemberOp::Read { len } | MemberOp::Discard { len } => *len,
-            MemberOp::Write { data } | MemberOp::LogWrite { data } => data.len() as u64,
+            MemberOp::Write { data } => data.len() as u64,
+            MemberOp::LogWrite { data } => data.len() as u64,
             MemberOp::Flush => 0,
         };
         if io.offset.checked_add(len).is_none_or(|end| end > self.data_bytes) {
@@ -1060,15 +1061,15 @@ impl MemberTarget {
         let name = || self.dev.name().to_string();
         Ok(match &io.op {
             MemberOp::Read { len } => {
-                let mut buf = vec![0u8; *len as usize];
-                self.dev
-                    .read_at(at, &mut buf)
+                let buf = self
+                    .dev
+                    .read_vec(at, *len as usize)
                     .map_err(|source| OpenError::Io { device: name(), what: "read", source })?;
                 IoResult::Read(buf)
             }
             MemberOp::Write { data } => {
                 self.dev
-                    .write_at(at, data)
+                    .write_pieces(at, data)
                     .map_err(|source| OpenError::Io { device: name(), what: "write", source })?;
                 IoResult::Done
             }

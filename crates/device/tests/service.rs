@@ -74,7 +74,7 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 
 fn read(h: &uraid_device::ServiceHandle, offset: u64, len: u64) -> Vec<u8> {
     match h.call(BlockOp::Read { offset, len }).expect("read") {
-        BlockReply::Data(d) => d,
+        BlockReply::Data(d) => d.into_vec(),
         other => panic!("read answered {other:?}"),
     }
 }

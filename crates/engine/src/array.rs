@@ -33,10 +33,11 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt;
 
+use bytes::Bytes;
 use uraid_layout::StripeRoles;
 
 use crate::geometry::{Geometry, ParityRun, SECTOR_BYTES};
-use crate::EngineError;
+use crate::{EngineError, IoBuf};
 
 mod logging;
 
@@ -89,7 +90,8 @@ pub enum Request {
 /// What a finished request returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Completion {
-    Read(Vec<u8>),
+    /// The bytes read, in as many pieces as member reads answered them (see [`IoBuf`]).
+    Read(IoBuf),
     Written,
     Flushed,
     /// Mismatched sectors found (and repaired, if asked).
@@ -112,7 +114,9 @@ pub struct MemberIo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberOp {
     Read { len: u64 },
-    Write { data: Vec<u8> },
+    /// Write the bytes, often slices of the request's own buffer, possibly several pieces
+    /// (a vectored write).
+    Write { data: IoBuf },
     Flush,
     /// Zero `len` bytes, deallocating if the member can; afterwards they must read as zeros.
     Discard { len: u64 },
@@ -164,7 +168,10 @@ pub enum EngineEvent {
 }
 
 /// A member write of one part of a request, before merging: `(part, slot, member offset, bytes)`.
-type PartWrite = (usize, usize, u64, Vec<u8>);
+type PartWrite = (usize, usize, u64, Bytes);
+
+/// A stripe's member write: `(slot, member offset, bytes, is a correction)`.
+type StripeMemberWrite = (usize, u64, Bytes, bool);
 
 /// A logical byte range `[start, end)` an op holds, and whether it holds it exclusively (writes).
 type Lock = (u64, u64, bool);
@@ -218,7 +225,7 @@ struct Emitted {
 /// A member I/O's result as the ops see it.
 #[derive(Debug)]
 enum Outcome {
-    Data(Vec<u8>),
+    Data(Bytes),
     Done,
     /// A read from an in-sync member failed. The member keeps its state: the op rebuilds the
     /// bytes from redundancy and writes them back.
@@ -440,7 +447,7 @@ impl Array {
                 if self.geometry.parity().is_some() {
                     OpKind::ParityWrite(ParityWriteOp {
                         offset,
-                        data,
+                        data: Bytes::from(data),
                         stripes: Vec::new(),
                         remaining: 0,
                         error: None,
@@ -448,7 +455,7 @@ impl Array {
                         groups: Vec::new(),
                     })
                 } else {
-                    OpKind::Write(CopyWriteOp { offset, data, parts: Vec::new(), pending: 0, error: None, groups: Vec::new() })
+                    OpKind::Write(CopyWriteOp { offset, data: Bytes::from(data), parts: Vec::new(), pending: 0, error: None, groups: Vec::new() })
                 }
             }
             Request::Flush => OpKind::Flush { pending: 0, ok: 0 },
@@ -488,7 +495,7 @@ impl Array {
             Outcome::Lost
         } else {
             match result {
-                IoResult::Read(data) => Outcome::Data(data),
+                IoResult::Read(data) => Outcome::Data(Bytes::from(data)),
                 IoResult::Done => {
                     if io.kind == IoKind::Correction {
                         self.events.push(EngineEvent::ReadErrorCorrected { slot, offset: io.offset, len: io.len });
@@ -600,7 +607,8 @@ impl Array {
         self.next_io += 1;
         let len = match &op {
             MemberOp::Read { len } | MemberOp::Discard { len } => *len,
-            MemberOp::Write { data } | MemberOp::LogWrite { data } => data.len() as u64,
+            MemberOp::Write { data } => data.len() as u64,
+            MemberOp::LogWrite { data } => data.len() as u64,
             MemberOp::Flush => 0,
         };
         let generation = self.generation[tag.slot];
@@ -618,7 +626,7 @@ impl Array {
     }
 
     /// Write back bytes whose read from an in-sync member failed.
-    fn emit_correction(&mut self, rid: RequestId, tag: IoTag, offset: u64, data: Vec<u8>) {
+    fn emit_correction(&mut self, rid: RequestId, tag: IoTag, offset: u64, data: IoBuf) {
         self.emit_io(rid, tag, offset, MemberOp::Write { data }, IoKind::Correction);
     }
 
@@ -691,7 +699,7 @@ impl Array {
         let result = match op.kind {
             OpKind::Read(r) => match r.error {
                 Some(e) => Err(e),
-                None => Ok(Completion::Read(r.buf)),
+                None => Ok(Completion::Read(r.assembly.finish())),
             },
             OpKind::Write(w) => match w.error {
                 Some(e) => Err(e),
@@ -766,8 +774,8 @@ impl Array {
         }))
     }
 
-    /// Advance a copy unit after one of its I/Os completed; the data read goes to `sink` too.
-    /// `Some` once the unit is finished.
+    /// Advance a copy unit after one of its I/Os completed; the data read goes to `sink` too
+    /// (the read's assembly, at the unit's place in it). `Some` once the unit is finished.
     fn copy_unit_step(
         &mut self,
         rid: RequestId,
@@ -775,7 +783,7 @@ impl Array {
         u: &mut CopyUnit,
         slot: usize,
         outcome: Outcome,
-        sink: Option<&mut [u8]>,
+        sink: Option<(&mut ReadAssembly, usize)>,
     ) -> Option<Result<(), EngineError>> {
         if u.writing {
             u.pending -= 1;
@@ -786,21 +794,21 @@ impl Array {
                 // After a read error `data` is wider than the unit: the unit's own bytes go to
                 // the reader and the targets, all of it to the copies whose read failed.
                 let (lead, _) = u.wide.unwrap_or((0, u.len));
-                let own = &data[lead as usize..(lead + u.len) as usize];
-                if let Some(sink) = sink {
-                    sink.copy_from_slice(own);
+                let own = data.slice(lead as usize..(lead + u.len) as usize);
+                if let Some((assembly, at)) = sink {
+                    assembly.put(at, own.clone());
                 }
                 u.writing = true;
                 for &(target, off) in &u.targets {
                     if self.writable(target) {
                         u.pending += 1;
-                        self.emit(rid, IoTag { part, slot: target }, off, MemberOp::Write { data: own.to_vec() });
+                        self.emit(rid, IoTag { part, slot: target }, off, MemberOp::Write { data: own.clone().into() });
                     }
                 }
                 for &(bad, off) in &u.bad {
                     if self.in_sync(bad) {
                         u.pending += 1;
-                        self.emit_correction(rid, IoTag { part, slot: bad }, off - lead, data.clone());
+                        self.emit_correction(rid, IoTag { part, slot: bad }, off - lead, data.clone().into());
                     }
                 }
                 (u.pending == 0).then_some(Ok(()))
@@ -833,7 +841,7 @@ impl Array {
         for &slot in &rows.bad {
             if self.in_sync(slot) {
                 let data = rows.blocks[slot].clone().expect("rebuilt rows");
-                self.emit_correction(rid, IoTag { part, slot }, rows.offset, data);
+                self.emit_correction(rid, IoTag { part, slot }, rows.offset, data.into());
                 issued += 1;
             }
         }
@@ -945,7 +953,7 @@ impl Array {
                         ReadPart::Merged(_) => unreachable!("merged reads do not nest"),
                     };
                     let to = (logical - r.offset) as usize;
-                    r.buf[to..to + len as usize].copy_from_slice(&data[at as usize..(at + len) as usize]);
+                    r.assembly.put(to, data.slice(at as usize..(at + len) as usize));
                     r.settle(Some(Ok(())));
                 }
             }
@@ -973,7 +981,7 @@ impl Array {
                     None
                 } else {
                     let at = (run.logical - r.offset) as usize;
-                    let sink = &mut r.buf[at..at + run.len as usize];
+                    let sink = r.assembly.sink(at, run.len as usize);
                     self.start_parity_rebuild(rid, part, run, phase, Vec::new(), sink)
                 }
             }
@@ -1075,19 +1083,20 @@ impl Array {
         let step = match &mut r.parts[part] {
             ReadPart::Copies { logical, unit } => {
                 let at = (*logical - r.offset) as usize;
-                let sink = &mut r.buf[at..at + unit.len as usize];
-                self.copy_unit_step(rid, part, unit, tag.slot, outcome, Some(sink))
+                self.copy_unit_step(rid, part, unit, tag.slot, outcome, Some((&mut r.assembly, at)))
             }
             ReadPart::Merged(_) => unreachable!("handled above"),
             ReadPart::Parity { run, phase } => {
                 let at = (run.logical - r.offset) as usize;
-                let sink = &mut r.buf[at..at + run.len as usize];
+                if let (ParityRead::Direct, Outcome::Data(data)) = (&*phase, &outcome) {
+                    r.assembly.put(at, data.clone());
+                    r.settle(Some(Ok(())));
+                    return r.remaining == 0;
+                }
+                let sink = r.assembly.sink(at, run.len as usize);
                 match phase {
                     ParityRead::Direct => match outcome {
-                        Outcome::Data(data) => {
-                            sink.copy_from_slice(&data);
-                            Some(Ok(()))
-                        }
+                        Outcome::Data(_) => unreachable!("handled above"),
                         Outcome::ReadError => self.start_parity_rebuild(rid, part, run, phase, vec![run.slot], sink),
                         Outcome::Done | Outcome::Lost => self.start_parity_rebuild(rid, part, run, phase, Vec::new(), sink),
                     },
@@ -1123,13 +1132,13 @@ impl Array {
         let mut writes: Vec<PartWrite> = Vec::new();
         for (part, run) in runs.into_iter().enumerate() {
             let at = (run.logical - w.offset) as usize;
-            let bytes = &w.data[at..at + run.len as usize];
+            let bytes = w.data.slice(at..at + run.len as usize);
             let mut in_sync_targets = 0;
             for &(slot, off) in &run.copies {
                 if self.writable(slot) {
                     in_sync_targets += usize::from(self.in_sync(slot));
                     w.pending += 1;
-                    writes.push((part, slot, off, bytes.to_vec()));
+                    writes.push((part, slot, off, bytes.clone()));
                 }
             }
             w.parts.push(CopyWritePart { written: 0 });
@@ -1526,17 +1535,17 @@ impl Array {
         let new_q = logging.then(|| roles.q.and_then(|qs| whole.iter().find(|(s, _)| *s == qs)).map(|(_, b)| b.clone())).flatten();
         let chunk = self.geometry.chunk_bytes();
         let base = sw.stripe * chunk;
-        let mut writes: Vec<(usize, u64, Vec<u8>, bool)> = Vec::new();
+        let mut writes: Vec<StripeMemberWrite> = Vec::new();
         for r in &sw.runs {
             if self.writable(r.slot) && !whole.iter().any(|(s, _)| *s == r.slot) {
                 let src = (r.logical - w.offset) as usize;
-                writes.push((r.slot, base + r.chunk_offset, w.data[src..src + r.len as usize].to_vec(), false));
+                writes.push((r.slot, base + r.chunk_offset, w.data.slice(src..src + r.len as usize), false));
             }
         }
         for (slot, block) in whole {
             if self.writable(slot) {
                 let correction = sw.bad.contains(&slot) && self.in_sync(slot);
-                writes.push((slot, base + lo, block, correction));
+                writes.push((slot, base + lo, Bytes::from(block), correction));
             }
         }
         sw.blocks = vec![None; self.slots.len()];
@@ -1581,16 +1590,16 @@ impl Array {
     }
 
     /// Send a stripe's member writes: `(slot, offset, bytes, is a correction)`.
-    fn emit_stripe_writes(&mut self, rid: RequestId, part: usize, writes: Vec<(usize, u64, Vec<u8>, bool)>) {
+    fn emit_stripe_writes(&mut self, rid: RequestId, part: usize, writes: Vec<StripeMemberWrite>) {
         for (slot, off, data, correction) in writes {
             let tag = IoTag { part, slot };
             if correction {
-                self.emit_correction(rid, tag, off, data);
+                self.emit_correction(rid, tag, off, data.into());
             } else if let Some(batch) = self.write_batch.as_mut() {
                 // Merged with the other stripes planned with it (see `admit_stripes`).
                 batch.push((part, slot, off, data));
             } else {
-                self.emit(rid, tag, off, MemberOp::Write { data });
+                self.emit(rid, tag, off, MemberOp::Write { data: data.into() });
             }
         }
     }
@@ -1624,7 +1633,7 @@ impl Array {
             }
         } else {
             match outcome {
-                Outcome::Data(data) => sw.blocks[tag.slot] = Some(data),
+                Outcome::Data(data) => sw.blocks[tag.slot] = Some(data.into()),
                 Outcome::ReadError => {
                     sw.bad.push(tag.slot);
                     sw.failed_read = true;
@@ -1763,7 +1772,7 @@ impl Array {
         let unit = &mut s.units[tag.part];
         unit.pending -= 1;
         match outcome {
-            Outcome::Data(data) if !unit.writing => unit.blocks[tag.slot] = Some(data),
+            Outcome::Data(data) if !unit.writing => unit.blocks[tag.slot] = Some(data.into()),
             Outcome::ReadError => unit.bad.push(tag.slot),
             // A member that was in sync when the check began failed, or was failed, under it:
             // the array is degraded and the check cannot vouch for anything.
@@ -1892,9 +1901,9 @@ impl Array {
             unit.pending += 1;
             let tag = IoTag { part, slot };
             if correction {
-                self.emit_correction(rid, tag, off, data);
+                self.emit_correction(rid, tag, off, data.into());
             } else {
-                self.emit(rid, tag, off, MemberOp::Write { data });
+                self.emit(rid, tag, off, MemberOp::Write { data: data.into() });
             }
         }
         unit.pending == 0
@@ -2076,7 +2085,7 @@ impl Array {
         for &slot in targets.iter() {
             if self.writable(slot) && !rows.bad.contains(&slot) {
                 let data = rows.blocks[slot].clone().expect("rebuilt");
-                self.emit(rid, IoTag { part, slot }, rows.offset, MemberOp::Write { data });
+                self.emit(rid, IoTag { part, slot }, rows.offset, MemberOp::Write { data: data.into() });
                 issued += 1;
             }
         }
@@ -2276,21 +2285,22 @@ fn stripe_pieces(sw: &StripeWrite, bounds: &[(u64, u64)]) -> Vec<StripeWrite> {
 /// Merge member writes `(part, slot, member offset, bytes)` that continue one another on the
 /// same member into one write, up to [`MAX_MERGE_BYTES`]: `(slot, offset, bytes, parts)` with
 /// the parts each write covers, in the order of the first write of each merged run.
-fn merge_writes(mut writes: Vec<PartWrite>) -> Vec<(usize, u64, Vec<u8>, Vec<usize>)> {
+fn merge_writes(mut writes: Vec<PartWrite>) -> Vec<(usize, u64, IoBuf, Vec<usize>)> {
     let mut sorted: Vec<(usize, u64, usize)> = writes.iter().enumerate().map(|(i, w)| (w.1, w.2, i)).collect();
     sorted.sort_unstable();
-    let mut out: Vec<(usize, u64, Vec<u8>, Vec<usize>)> = Vec::new();
+    let mut out: Vec<(usize, u64, IoBuf, Vec<usize>)> = Vec::new();
     for (slot, off, i) in sorted {
         let (part, _, _, data) = std::mem::take(&mut writes[i]);
         if let Some(last) = out.last_mut() {
             let end = last.1 + last.2.len() as u64;
             if last.0 == slot && end == off && last.2.len() + data.len() <= MAX_MERGE_BYTES as usize {
-                last.2.extend_from_slice(&data);
+                // A vectored write of the pieces where they are: no copy.
+                last.2.push(data);
                 last.3.push(part);
                 continue;
             }
         }
-        out.push((slot, off, data, vec![part]));
+        out.push((slot, off, IoBuf::from(data), vec![part]));
     }
     out
 }
@@ -2342,7 +2352,7 @@ impl Rows {
     fn absorb(&mut self, slot: usize, outcome: Outcome) {
         self.pending -= 1;
         match outcome {
-            Outcome::Data(data) => self.blocks[slot] = Some(data),
+            Outcome::Data(data) => self.blocks[slot] = Some(data.into()),
             Outcome::ReadError => self.bad.push(slot),
             Outcome::Done | Outcome::Lost => {}
         }
@@ -2367,7 +2377,7 @@ impl Rows {
 struct ReadOp {
     offset: u64,
     len: u64,
-    buf: Vec<u8>,
+    assembly: ReadAssembly,
     parts: Vec<ReadPart>,
     remaining: usize,
     error: Option<EngineError>,
@@ -2375,7 +2385,7 @@ struct ReadOp {
 
 impl ReadOp {
     fn new(offset: u64, len: u64) -> ReadOp {
-        ReadOp { offset, len, buf: vec![0u8; len as usize], parts: Vec::new(), remaining: 0, error: None }
+        ReadOp { offset, len, assembly: ReadAssembly::new(len as usize), parts: Vec::new(), remaining: 0, error: None }
     }
 
     /// Account for a part that finished (`Some`), with its error if any.
@@ -2386,6 +2396,54 @@ impl ReadOp {
             }
             self.remaining -= 1;
         }
+    }
+}
+
+/// A read request's bytes as they arrive. Member reads are kept as they came, as pieces of the
+/// answer (no copy, no buffer of the request's size). Only when a slow path (a rebuild from
+/// parity) needs a place to write into is one buffer allocated; the pieces are then copied into
+/// it when the request finishes.
+#[derive(Debug)]
+struct ReadAssembly {
+    len: usize,
+    /// `(offset in the request, bytes)`, in arrival order.
+    pieces: Vec<(usize, Bytes)>,
+    buf: Option<Vec<u8>>,
+}
+
+impl ReadAssembly {
+    fn new(len: usize) -> ReadAssembly {
+        ReadAssembly { len, pieces: Vec::new(), buf: None }
+    }
+
+    fn put(&mut self, at: usize, bytes: Bytes) {
+        self.pieces.push((at, bytes));
+    }
+
+    /// Bytes `[at, at+len)` of the request's buffer, for a rebuild to fill.
+    fn sink(&mut self, at: usize, len: usize) -> &mut [u8] {
+        let size = self.len;
+        &mut self.buf.get_or_insert_with(|| vec![0u8; size])[at..at + len]
+    }
+
+    /// The answer, once every part of a successful read has arrived. The parts cover the
+    /// request exactly once, so the pieces, in order, tile it; anything else is a bug in the
+    /// engine and must not reach a client as data.
+    fn finish(mut self) -> IoBuf {
+        if let Some(mut buf) = self.buf.take() {
+            for (at, piece) in &self.pieces {
+                buf[*at..*at + piece.len()].copy_from_slice(piece);
+            }
+            return IoBuf::from(buf);
+        }
+        self.pieces.sort_unstable_by_key(|(at, _)| *at);
+        let mut out = IoBuf::new();
+        for (at, piece) in self.pieces {
+            assert_eq!(at, out.len(), "read pieces must tile the request");
+            out.push(piece);
+        }
+        assert_eq!(out.len(), self.len, "read pieces must cover the request");
+        out
     }
 }
 
@@ -2429,7 +2487,7 @@ struct DiscardOp {
 #[derive(Debug)]
 struct CopyWriteOp {
     offset: u64,
-    data: Vec<u8>,
+    data: Bytes,
     parts: Vec<CopyWritePart>,
     /// Counted per part and copy, merged writes included.
     pending: usize,
@@ -2459,7 +2517,7 @@ enum Strategy {
 #[derive(Debug)]
 struct ParityWriteOp {
     offset: u64,
-    data: Vec<u8>,
+    data: Bytes,
     stripes: Vec<StripeWrite>,
     remaining: usize,
     error: Option<EngineError>,
@@ -2484,7 +2542,7 @@ struct StripeWrite {
     writing: bool,
     /// Member writes held back until the log write covering the stripe is durable:
     /// `(slot, offset, bytes, is a correction)`.
-    deferred: Vec<(usize, u64, Vec<u8>, bool)>,
+    deferred: Vec<StripeMemberWrite>,
     /// The member whose log covers this stripe's writes in flight.
     log_slot: Option<usize>,
     /// Stripe memory held for it (see `Array::stripe_charge`); 0 once finished.

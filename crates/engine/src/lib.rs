@@ -4,6 +4,7 @@
 //! runs over real files, block devices and simulated disks alike (see the design note in docs/).
 //!
 //! - [`geometry`]: a level's layout as byte runs on member slots;
+//! - [`iobuf`]: request and member data passed through without copying;
 //! - [`assemble`]: which members form the array (freshness, slots, enough members to run);
 //! - [`array`]: the request state machine (degraded I/O, rmw/rcw, check/repair);
 //! - [`ppl`]: md's partial parity log: entries for stripe writes, replay after a crash;
@@ -13,11 +14,13 @@ pub mod array;
 pub mod assemble;
 pub mod blocking;
 pub mod geometry;
+pub mod iobuf;
 pub mod ppl;
 
 pub use array::{Array, Completion, EngineEvent, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState};
 pub use assemble::{AssemblyPlan, ArrayState, Candidate, MemberVerdict};
 pub use geometry::{Geometry, SECTOR_BYTES};
+pub use iobuf::IoBuf;
 
 /// What went wrong, in words for the person running uraid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -91,7 +91,7 @@ fn recover_under_load(name: &str, g: &Geometry, lost: &[usize], rng: &mut StdRng
                 5..=7 => {
                     let len = rng.gen_range(1..30_000u64).min(size);
                     let offset = rng.gen_range(0..=size - len);
-                    expect.push(Completion::Read(model[offset as usize..(offset + len) as usize].to_vec()));
+                    expect.push(Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()));
                     batch.push(Request::Read { offset, len });
                 }
                 8 => {
@@ -388,7 +388,7 @@ fn failed_correction_fails_the_member_but_not_the_read() {
         members.add_bad_range(slot, member_off + 100, 3000);
         members.bad_writes_fail[slot] = true;
         let got = execute(&mut array, Request::Read { offset, len: 4096 }, &mut |io| members.exec(io)).unwrap();
-        assert!(got == Completion::Read(model[offset as usize..offset as usize + 4096].to_vec()), "{name}: wrong data");
+        assert!(got == Completion::Read(model[offset as usize..offset as usize + 4096].to_vec().into()), "{name}: wrong data");
         assert_eq!(array.slot_states()[slot], SlotState::Faulty, "{name}");
         let events = array.take_events();
         assert!(
@@ -457,7 +457,7 @@ fn mirror_corrections_never_splice_copies_inside_a_sector() {
             match got {
                 Ok(Completion::Read(data)) => {
                     assert!(
-                        versions.iter().any(|v| v[700..1700] == data[..]),
+                        versions.iter().any(|v| v[700..1700] == data.to_vec()[..]),
                         "{name} {case}: the read returned bytes of no single copy"
                     );
                 }
@@ -505,7 +505,7 @@ fn read_error_without_redundancy_fails_the_request_only() {
         // Everything else still reads.
         if offset >= 1 {
             let got = execute(&mut array, Request::Read { offset: 0, len: offset }, &mut |io| members.exec(io)).unwrap();
-            assert!(got == Completion::Read(model[..offset as usize].to_vec()), "{name}");
+            assert!(got == Completion::Read(model[..offset as usize].to_vec().into()), "{name}");
         }
     }
 }
@@ -534,7 +534,7 @@ fn read_error_beyond_redundancy_fails_the_request_only() {
         let got = execute(&mut array, Request::Read { offset, len: 512 }, &mut |io| members.exec(io));
         if let Ok(Completion::Read(data)) = &got {
             // raid10 far/offset layouts may still hold another copy on a member kept above.
-            assert!(data[..] == model[offset as usize..offset as usize + 512], "{name}: wrong data");
+            assert!(data.to_vec()[..] == model[offset as usize..offset as usize + 512], "{name}: wrong data");
             continue;
         }
         assert!(matches!(got, Err(EngineError::UnrecoverableRead { .. })), "{name}: {got:?}");
@@ -663,7 +663,7 @@ fn completions_from_a_replaced_member_are_ignored() {
         members.no_reads[io.slot] = false;
         let (done, result) = array.next_completion().expect("read finished");
         assert_eq!(done, id);
-        assert_eq!(result, Ok(Completion::Read(model[offset as usize..offset as usize + 4096].to_vec())), "{name}");
+        assert_eq!(result, Ok(Completion::Read(model[offset as usize..offset as usize + 4096].to_vec().into())), "{name}");
         assert_eq!(array.slot_states()[io.slot], SlotState::Recovering, "{name}");
         let events = array.take_events();
         assert_eq!(events, vec![EngineEvent::MemberFailed { slot: io.slot, reason: "failed by request".into() }], "{name}");

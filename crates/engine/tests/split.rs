@@ -61,7 +61,7 @@ fn vinum_read_takes_one_io_per_member() {
     let (offset, len) = (7 * KIB + 512, 32 * KIB + 512);
     assert_eq!(g.parity_runs(offset, len).len(), 9, "the request spans 9 chunk pieces");
     let (done, ios) = counted(&mut array, &mut members, Request::Read { offset, len });
-    assert_eq!(done, Completion::Read(model[offset as usize..(offset + len) as usize].to_vec()));
+    assert_eq!(done, Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()));
     assert_eq!(ios.len(), 5, "{ios:?}");
     assert_eq!(reads(&ios), 5);
     let mut slots: Vec<usize> = ios.iter().map(|io| io.slot).collect();
@@ -80,14 +80,14 @@ fn raid0_whole_stripes_take_one_io_per_member() {
     let (offset, len) = (2 * stripe, 4 * stripe);
     assert_eq!(g.runs(offset, len).len(), 16);
     let (done, ios) = counted(&mut array, &mut members, Request::Read { offset, len });
-    assert_eq!(done, Completion::Read(model[offset as usize..(offset + len) as usize].to_vec()));
+    assert_eq!(done, Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()));
     assert_eq!(reads(&ios), 4, "{ios:?}");
     let data: Vec<u8> = (0..len).map(|i| (i % 13) as u8).collect();
     let (done, ios) = counted(&mut array, &mut members, Request::Write { offset, data: data.clone() });
     assert_eq!(done, Completion::Written);
     assert_eq!((reads(&ios), writes(&ios)), (0, 4), "{ios:?}");
     let (done, _) = counted(&mut array, &mut members, Request::Read { offset, len });
-    assert_eq!(done, Completion::Read(data));
+    assert_eq!(done, Completion::Read(data.into()));
 }
 
 /// A write of 3 whole, aligned stripes on raid5 and raid6 needs no reads and is one write per
@@ -109,7 +109,7 @@ fn full_stripe_writes_take_one_write_per_member() {
         model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
         let size = array.size_bytes();
         let (done, _) = counted(&mut array, &mut members, Request::Read { offset: 0, len: size });
-        assert!(done == Completion::Read(model.clone()), "{level}: contents differ");
+        assert!(done == Completion::Read(model.clone().into()), "{level}: contents differ");
         let check = Request::Sync { offset: 0, len: size, repair: false };
         let mismatches = match execute(&mut array, check, &mut |io| members.exec(io)).unwrap() {
             Completion::Synced { mismatch_sectors } => mismatch_sectors,
@@ -135,7 +135,7 @@ fn read_errors_inside_a_merged_read() {
     members.add_bad_range(3, 8 * KIB + 1000, 300);
     let (offset, len) = (7 * KIB + 512, 32 * KIB + 512);
     let (done, ios) = counted(&mut array, &mut members, Request::Read { offset, len });
-    assert_eq!(done, Completion::Read(model[offset as usize..(offset + len) as usize].to_vec()));
+    assert_eq!(done, Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()));
     assert!(reads(&ios) > 5, "the failed merged read was retried piece by piece: {ios:?}");
     assert!(members.disks == snapshot, "the bad data bytes were rewritten");
     let events = array.take_events();
@@ -156,7 +156,7 @@ fn degraded_reads_still_rebuild_per_stripe() {
     let mut array = Array::new(g.clone(), slots).unwrap();
     let (offset, len) = (7 * KIB + 512, 32 * KIB + 512);
     let (done, ios) = counted(&mut array, &mut members, Request::Read { offset, len });
-    assert_eq!(done, Completion::Read(model[offset as usize..(offset + len) as usize].to_vec()));
+    assert_eq!(done, Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()));
     assert!(ios.iter().all(|io| io.slot != 3));
     // Merged: 4 reads; the missing member's pieces (chunks 3 and 8, stripes 0 and 2) need 4
     // reads each to rebuild.
@@ -200,12 +200,12 @@ fn random_reads(seed: u64, reads: usize, errors: bool, absent: bool) {
         // One at a time, then all at once with member I/O completing in random order.
         for &(offset, len) in &requests {
             let got = execute(&mut array, Request::Read { offset, len }, &mut |io| members.exec(io)).unwrap();
-            assert!(got == Completion::Read(model[offset as usize..(offset + len) as usize].to_vec()), "{name}: read {offset}+{len} differs");
+            assert!(got == Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()), "{name}: read {offset}+{len} differs");
         }
         let results = drive(&mut array, &mut members, requests.iter().map(|&(offset, len)| Request::Read { offset, len }).collect(), &mut rng);
         for (&(offset, len), got) in requests.iter().zip(results) {
             assert!(
-                got.unwrap() == Completion::Read(model[offset as usize..(offset + len) as usize].to_vec()),
+                got.unwrap() == Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()),
                 "{name}: concurrent read {offset}+{len} differs"
             );
         }
@@ -292,7 +292,7 @@ fn stripe_memory_stays_under_its_limit() {
         let peak = array.take_stripe_memory_peak();
         assert!(peak <= limit && peak > limit / 2, "{level}: peak {peak} of {limit}");
         let got = execute(&mut array, Request::Read { offset: 0, len: size }, &mut |io| members.exec(io)).unwrap();
-        assert!(got == Completion::Read(model.clone()), "{level} logged {logged}: contents differ");
+        assert!(got == Completion::Read(model.clone().into()), "{level} logged {logged}: contents differ");
     }
 }
 
@@ -318,5 +318,56 @@ fn stripe_memory_limit_below_one_stripe_still_progresses() {
     assert_eq!(array.take_stripe_memory_peak(), 2 * 5 * 4 * KIB, "one stripe at a time");
     let size = array.size_bytes();
     let got = execute(&mut array, Request::Read { offset: 0, len: size }, &mut |io| members.exec(io)).unwrap();
-    assert!(got == Completion::Read(model));
+    assert!(got == Completion::Read(model.into()));
+}
+
+/// Data the engine only passes through is not copied: a raid0 write reaches the members as
+/// slices of the request's own buffer (gathered per member, not joined), and a read is answered
+/// with the member reads' own buffers. Checked by address, so a copy anywhere fails it.
+#[test]
+fn passed_through_data_is_not_copied() {
+    let comp = MEMBER_BYTES / 512;
+    // 4 KiB chunks over 4 members: 32 KiB is two stripes, two chunks per member.
+    let g = Geometry::Raid0(Raid0Layout::new(&[comp; 4], 8, Raid0ZoneLayout::Unset).unwrap());
+    let mut members = Members::new(4, MEMBER_BYTES);
+    let mut array = Array::new(g, vec![SlotState::InSync; 4]).unwrap();
+    let data = uraid_testkit::noise(7, 32 * KIB as usize);
+    let sent = data.clone();
+    let (start, end) = (sent.as_ptr() as usize, sent.as_ptr() as usize + sent.len());
+    array.submit(Request::Write { offset: 0, data: sent }).unwrap();
+    let mut member_writes = 0;
+    while let Some(io) = array.next_io() {
+        let MemberOp::Write { data: piece } = &io.op else { panic!("a write emits writes: {io:?}") };
+        member_writes += 1;
+        assert_eq!(piece.piece_count(), 2, "one write per member, gathering its two chunks");
+        for p in piece.pieces() {
+            let at = p.as_ptr() as usize;
+            assert!(at >= start && at + p.len() <= end, "member write data was copied out of the request's buffer");
+        }
+        let result = members.exec(&io);
+        array.complete_io(io.id, result);
+    }
+    assert_eq!(member_writes, 4);
+    assert!(matches!(array.next_completion(), Some((_, Ok(Completion::Written)))));
+
+    array.submit(Request::Read { offset: 0, len: 32 * KIB }).unwrap();
+    let mut read_buffers = Vec::new();
+    while let Some(io) = array.next_io() {
+        let result = members.exec(&io);
+        if let uraid_engine::IoResult::Read(buf) = &result {
+            read_buffers.push((buf.as_ptr() as usize, buf.len()));
+        }
+        array.complete_io(io.id, result);
+    }
+    assert_eq!(read_buffers.len(), 4, "one read per member");
+    let Some((_, Ok(Completion::Read(got)))) = array.next_completion() else { panic!("the read completes") };
+    assert_eq!(got, data);
+    assert_eq!(got.piece_count(), 8, "one piece per chunk, none joined");
+    for p in got.pieces() {
+        let at = p.as_ptr() as usize;
+        assert!(
+            read_buffers.iter().any(|&(b, len)| at >= b && at + p.len() <= b + len),
+            "read data was copied out of the member read's buffer"
+        );
+    }
 }

@@ -14,6 +14,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use uraid_engine::IoBuf;
+
 use crate::export::{Errno, ExportCommand, ExportError, ExportReply};
 use crate::handshake::{handshake, write_failed, Negotiated};
 use crate::proto::*;
@@ -184,7 +186,7 @@ struct Reply {
     /// Offset of a read, for the structured data chunk.
     read_offset: Option<u64>,
     /// Read data on success (`None` for commands without data).
-    result: Result<Option<Vec<u8>>, ExportError>,
+    result: Result<Option<IoBuf>, ExportError>,
     /// What this request counts against the in-flight byte limit.
     cost: u64,
     /// Write bytes to add to the statistics if the write succeeded.
@@ -222,7 +224,7 @@ impl ReplySender {
         self.send(result);
     }
 
-    fn send(&mut self, result: Result<Option<Vec<u8>>, ExportError>) {
+    fn send(&mut self, result: Result<Option<IoBuf>, ExportError>) {
         if let Some(tx) = self.tx.take() {
             let reply = Reply {
                 handle: self.handle,
@@ -439,7 +441,7 @@ fn read_requests<S: Stream>(
                 if !acquire(0) {
                     return EndReason::ServerStop;
                 }
-                let done = if read.is_some() { ExportReply::Data(Vec::new()) } else { ExportReply::Done };
+                let done = if read.is_some() { ExportReply::Data(IoBuf::new()) } else { ExportReply::Done };
                 sender(req.handle, read, 0, 0).complete(Ok(done));
             }
             Err(e) => {
@@ -509,13 +511,22 @@ fn write_replies<S: Stream>(stream: S, rx: Receiver<Outgoing>, conn: &Conn<S>, s
     failure
 }
 
+/// The pieces one after the other. Through the connection's `BufWriter`, small pieces are
+/// gathered with other replies and large ones go straight to the socket, uncopied.
+fn write_pieces<W: Write>(w: &mut W, data: &IoBuf) -> io::Result<()> {
+    for piece in data.pieces() {
+        w.write_all(piece)?;
+    }
+    Ok(())
+}
+
 fn write_reply<W: Write>(w: &mut W, reply: &Reply, structured: bool) -> io::Result<()> {
     let handle = reply.handle;
     if !structured {
         let error = reply.result.as_ref().err().map_or(0, |e| e.errno.code());
         w.write_all(&SimpleReplyHeader { error, handle }.encode())?;
         if let Ok(Some(data)) = &reply.result {
-            w.write_all(data)?;
+            write_pieces(w, data)?;
         }
         return Ok(());
     }
@@ -528,7 +539,7 @@ fn write_reply<W: Write>(w: &mut W, reply: &Reply, structured: bool) -> io::Resu
             // and it can carry the DONE flag itself.
             w.write_all(&chunk(REPLY_TYPE_OFFSET_DATA, 8 + data.len()))?;
             w.write_all(&reply.read_offset.unwrap_or(0).to_be_bytes())?;
-            w.write_all(data)
+            write_pieces(w, data)
         }
         Ok(_) => w.write_all(&chunk(REPLY_TYPE_NONE, 0)),
         Err(e) => {

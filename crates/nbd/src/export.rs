@@ -3,6 +3,7 @@
 use std::fmt;
 
 use thiserror::Error;
+pub use uraid_engine::IoBuf;
 
 /// A device the server exports.
 ///
@@ -83,7 +84,9 @@ impl fmt::Debug for ExportCommand {
 /// everything else.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExportReply {
-    Data(Vec<u8>),
+    /// The bytes, in pieces if that is how the export has them (they are sent one after the
+    /// other, never joined).
+    Data(IoBuf),
     Done,
 }
 

@@ -204,7 +204,7 @@ impl Shared {
         match *cmd {
             ExportCommand::Read { offset, len } => {
                 let o = offset as usize;
-                ExportReply::Data(data[o..o + len as usize].to_vec())
+                ExportReply::Data(data[o..o + len as usize].to_vec().into())
             }
             ExportCommand::Write { offset, data: ref d, .. } => {
                 let o = offset as usize;

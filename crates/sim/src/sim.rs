@@ -375,7 +375,8 @@ pub struct Sim {
 fn op_len(op: &MemberOp) -> u64 {
     match op {
         MemberOp::Read { len } | MemberOp::Discard { len } => *len,
-        MemberOp::Write { data } | MemberOp::LogWrite { data } => data.len() as u64,
+        MemberOp::Write { data } => data.len() as u64,
+        MemberOp::LogWrite { data } => data.len() as u64,
         MemberOp::Flush => 0,
     }
 }
@@ -938,7 +939,7 @@ impl Sim {
                     Ok(data) => IoResult::Read(data),
                     Err(e) => IoResult::Failed(e),
                 },
-                MemberOp::Write { data } => match d.write(off, data) {
+                MemberOp::Write { data } => match d.write(off, &data.to_vec()) {
                     Ok(()) => IoResult::Done,
                     Err(e) => IoResult::Failed(e),
                 },
@@ -1058,6 +1059,7 @@ impl Sim {
         match p {
             Pending::Read { expect, prior } => match result {
                 Ok(Completion::Read(data)) => {
+                    let data = data.into_vec();
                     let what = format!("read #{rid} of {}+{}", expect.offset, expect.len);
                     if data.len() as u64 != expect.len {
                         return Err(self.fail(Invariant::WrongData, format!("{what} returned {} bytes", data.len())));
@@ -1524,7 +1526,7 @@ impl Sim {
         for f in self.ios.values() {
             match &f.io.op {
                 MemberOp::LogWrite { data } => inflight_log.push((f.dev, f.io.offset, data.clone())),
-                MemberOp::Write { data } => inflight.entry(f.dev).or_default().push((f.io.offset, data.clone())),
+                MemberOp::Write { data } => inflight.entry(f.dev).or_default().push((f.io.offset, data.to_vec())),
                 MemberOp::Discard { len } => {
                     inflight.entry(f.dev).or_default().push((f.io.offset, vec![0; *len as usize]))
                 }
@@ -1713,7 +1715,7 @@ impl Sim {
         let width = self.geometry.stripe_data_bytes().expect("parity geometry");
         let exposed_stripes: BTreeSet<u64> = exposed.iter().flat_map(|&(a, b)| a / width..b.div_ceil(width)).collect();
         let data = match self.run_sync(Request::Read { offset: 0, len: size })? {
-            Ok(Completion::Read(d)) => d,
+            Ok(Completion::Read(d)) => d.into_vec(),
             other => {
                 return Err(self.fail(
                     Invariant::RequestFailed,
@@ -2016,6 +2018,7 @@ impl Sim {
         let expect = self.model.expect(0, size);
         match self.run_sync(Request::Read { offset: 0, len: size })? {
             Ok(Completion::Read(data)) => {
+                let data = data.into_vec();
                 if let Err(m) = self.model.check(&expect, &data, &[]) {
                     return Err(self.mismatch_failure(m, what));
                 }
@@ -2113,6 +2116,7 @@ impl Sim {
             }
             match result {
                 Ok(Completion::Read(data)) => {
+                    let data = data.into_vec();
                     if let Err(m) = self.model.check(&expect, &data, &[]) {
                         let mut f =
                             self.mismatch_failure(m, &format!("{what}, reading with slots {missing:?} missing"));

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use uraid_engine::array::{Completion, IoId, IoResult, MemberIo, Request, RequestId};
-use uraid_engine::EngineError;
+use uraid_engine::{EngineError, IoBuf};
 use uraid_layout::Level;
 
 use crate::open_array::{MemberTarget, OpenArray, OpenError};
@@ -65,7 +65,8 @@ impl BlockOp {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BlockReply {
-    Data(Vec<u8>),
+    /// The bytes read, possibly in several pieces (see [`IoBuf`]): write them out vectored.
+    Data(IoBuf),
     Done,
 }
 
@@ -542,7 +543,7 @@ struct Job {
     done: Option<Done>,
     /// Engine requests outstanding.
     outstanding: usize,
-    data: Option<Vec<u8>>,
+    data: Option<IoBuf>,
     error: Option<ServiceError>,
     /// Flush after the writes complete (FUA).
     then_flush: bool,

@@ -38,7 +38,9 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use io_uring::{opcode, types, IoUring};
+use bytes::Bytes;
 use uraid_engine::array::{IoId, IoResult, MemberIo, MemberOp};
+use uraid_engine::IoBuf;
 
 use super::Msg;
 use crate::member::{check_bounds, AlignedBuf, DirectIo, IoHandle};
@@ -169,6 +171,8 @@ enum Mem {
     None,
     /// The engine's write data, or the `Vec` a read fills (capacity `len`, length set once full).
     Vec(Vec<u8>),
+    /// Write data shared with the engine; the kernel only reads it.
+    Shared(Bytes),
     /// An aligned bounce buffer from the pool; for a read, with the `Vec` (capacity `len`) the
     /// data is copied into at the end.
     Bounce(AlignedBuf, Option<Vec<u8>>),
@@ -179,6 +183,8 @@ impl Mem {
         match self {
             Mem::None => std::ptr::null_mut(),
             Mem::Vec(v) => v.as_mut_ptr(),
+            // Only ever the source of a write: the kernel reads through the pointer.
+            Mem::Shared(b) => b.as_ptr() as *mut u8,
             Mem::Bounce(b, _) => b.as_mut_ptr(),
         }
     }
@@ -342,7 +348,7 @@ impl Driver {
         let (mut kind, len, data) = match io.op {
             MemberOp::Read { len } => (Kind::Read, len as usize, None),
             MemberOp::Write { data } => (Kind::Write, data.len(), Some(data)),
-            MemberOp::LogWrite { data } => (Kind::LogWrite, data.len(), Some(data)),
+            MemberOp::LogWrite { data } => (Kind::LogWrite, data.len(), Some(IoBuf::from(data))),
             MemberOp::Flush => (Kind::Flush, 0, None),
             MemberOp::Discard { len } => (Kind::Discard, len as usize, None),
         };
@@ -371,14 +377,18 @@ impl Driver {
                     _ => Mem::Vec(v),
                 }
             }
-            (_, Some(data)) => match direct {
-                Some(d) if !aligned(data.as_ptr() as u64, d.mem_align) => {
-                    let mut b = self.bounce(len, d);
-                    b.as_mut_slice()[..len].copy_from_slice(&data);
-                    Mem::Bounce(b, None)
+            (_, Some(data)) => {
+                let single = data.as_single().map(|s| s.as_ptr() as u64);
+                match (direct, single) {
+                    (Some(d), first) if first.is_none_or(|at| !aligned(at, d.mem_align)) => {
+                        let mut b = self.bounce(len, d);
+                        data.copy_to(&mut b.as_mut_slice()[..len]);
+                        Mem::Bounce(b, None)
+                    }
+                    // Several pieces are joined into one buffer here (a single SQE per I/O).
+                    _ => Mem::Shared(data.into_bytes()),
                 }
-                _ => Mem::Vec(data),
-            },
+            }
             _ => Mem::None,
         };
         let index = self.free.pop().expect("room was checked");
@@ -718,7 +728,7 @@ mod tests {
         let ios = layout();
         let mut ids = Vec::new();
         for (n, &(offset, len)) in ios.iter().enumerate() {
-            ids.push(rig.send(offset, MemberOp::Write { data: uraid_testkit::noise(100 + n as u64, len) }));
+            ids.push(rig.send(offset, MemberOp::Write { data: uraid_testkit::noise(100 + n as u64, len).into() }));
         }
         let done = rig.wait(ios.len());
         assert!(ids.iter().all(|id| done[id] == IoResult::Done), "{done:?}");
@@ -781,7 +791,7 @@ mod tests {
     fn flush_and_log_write() {
         let path = member_file(&scratch("log"), "member");
         let mut rig = Rig::new(&path, true, 4);
-        assert_eq!(rig.one(0, MemberOp::Write { data: vec![1; 4096] }), IoResult::Done);
+        assert_eq!(rig.one(0, MemberOp::Write { data: vec![1; 4096].into() }), IoResult::Done);
         assert_eq!(rig.one(0, MemberOp::Flush), IoResult::Done);
         let entry = uraid_testkit::noise(9, 4096 + 512);
         assert_eq!(rig.one(8192, MemberOp::LogWrite { data: entry.clone() }), IoResult::Done);
@@ -804,7 +814,7 @@ mod tests {
         let path = member_file(&scratch("outside"), "member");
         let before = std::fs::read(&path).unwrap();
         let mut rig = Rig::new(&path, true, 4);
-        let r = rig.one(DATA - 4096, MemberOp::Write { data: vec![0xee; 8192] });
+        let r = rig.one(DATA - 4096, MemberOp::Write { data: vec![0xee; 8192].into() });
         assert!(failed(&r).contains("outside the data area"), "{r:?}");
         let r = rig.one(u64::MAX - 10, MemberOp::Discard { len: 100 });
         assert!(failed(&r).contains("outside the data area"), "{r:?}");
@@ -817,7 +827,7 @@ mod tests {
         let path = member_file(&scratch("ro"), "member");
         let mut rig = Rig::new(&path, false, 4);
         for (offset, len) in [(0, 4096), (5, 100)] {
-            let r = rig.one(offset, MemberOp::Write { data: vec![3; len] });
+            let r = rig.one(offset, MemberOp::Write { data: vec![3; len].into() });
             let why = failed(&r);
             assert!(why.starts_with(&format!("{}: write: ", rig.dev.name())), "{why}");
             assert!(why.contains("Bad file descriptor"), "{why}");
@@ -852,7 +862,7 @@ mod tests {
         let mut rig = Rig::new(&path, true, 2);
         let mut ids = Vec::new();
         for i in 0..64u64 {
-            ids.push(rig.send(i * 4096, MemberOp::Write { data: vec![i as u8; 4096] }));
+            ids.push(rig.send(i * 4096, MemberOp::Write { data: vec![i as u8; 4096].into() }));
             ids.push(rig.send(i * 4096 + 1, MemberOp::Read { len: 10 }));
         }
         ids.push(rig.send(0, MemberOp::Flush));
@@ -875,8 +885,8 @@ mod tests {
             let mut ids = Vec::new();
             for page in 0..64u64 {
                 let at = page * 4096;
-                ids.push(rig.send(at, MemberOp::Write { data: vec![round; 8192] }));
-                ids.push(rig.send(at + 100, MemberOp::Write { data: vec![round.wrapping_add(100); 10] }));
+                ids.push(rig.send(at, MemberOp::Write { data: vec![round; 8192].into() }));
+                ids.push(rig.send(at + 100, MemberOp::Write { data: vec![round.wrapping_add(100); 10].into() }));
                 ids.push(rig.send(at + 7, MemberOp::Read { len: 5000 }));
             }
             let done = rig.wait(ids.len());

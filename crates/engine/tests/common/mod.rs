@@ -77,7 +77,7 @@ impl Members {
                     return IoResult::Failed("injected write error".into());
                 }
                 bad.fill(false);
-                disk[at..at + data.len()].copy_from_slice(data);
+                disk[at..at + data.len()].copy_from_slice(&data.to_vec());
                 IoResult::Done
             }
             MemberOp::Flush => IoResult::Done,
@@ -170,7 +170,7 @@ pub fn geometries() -> Vec<(String, Geometry)> {
 pub fn read_all(array: &mut Array, members: &mut Members) -> Vec<u8> {
     let size = array.size_bytes();
     match execute(array, Request::Read { offset: 0, len: size }, &mut |io| members.exec(io)).unwrap() {
-        Completion::Read(d) => d,
+        Completion::Read(d) => d.into_vec(),
         other => panic!("unexpected completion {other:?}"),
     }
 }

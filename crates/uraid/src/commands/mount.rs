@@ -226,7 +226,11 @@ impl Filesystem for ArrayFile {
         self.handle.submit(
             BlockOp::Read { offset, len },
             Box::new(move |r| match r {
-                Ok(BlockReply::Data(d)) => reply.data(&d),
+                Ok(BlockReply::Data(d)) => match d.as_single() {
+                    Some(one) => reply.data(one),
+                    // FUSE takes one slice; the kernel copies it anyway.
+                    None => reply.data(&d.to_vec()),
+                },
                 Ok(BlockReply::Done) => reply.error(Errno::EIO),
                 Err(e) => reply.error(errno(&e)),
             }),
