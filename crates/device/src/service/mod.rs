@@ -24,11 +24,14 @@
 //! once it has covered the whole array, the array may be marked clean again.
 
 use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uraid_engine::array::{Completion, IoId, IoResult, MemberIo, Request, RequestId};
 use uraid_engine::{EngineError, IoBuf};
 use uraid_layout::Level;
@@ -279,7 +282,7 @@ pub enum ManageOp {
 /// A handle for submitting requests; cheap to clone and send to other threads.
 #[derive(Clone)]
 pub struct ServiceHandle {
-    tx: Sender<Msg>,
+    inbox: Inbox,
     info: Arc<ServiceInfo>,
 }
 
@@ -290,7 +293,7 @@ impl ServiceHandle {
 
     /// Submit `op`; `done` is called once with its outcome.
     pub fn submit(&self, op: BlockOp, done: Done) {
-        if let Err(crossbeam_channel::SendError(Msg::Submit(_, done))) = self.tx.send(Msg::Submit(op, done)) {
+        if let Err(crossbeam_channel::SendError(Msg::Submit(_, done))) = self.inbox.send(Msg::Submit(op, done)) {
             done(Err(ServiceError::Stopping));
         }
     }
@@ -298,35 +301,35 @@ impl ServiceHandle {
     /// The array's state, members and any running pass.
     pub fn status(&self) -> Result<ArrayStatus, ServiceError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.tx.send(Msg::Status(tx)).map_err(|_| ServiceError::Stopping)?;
+        self.inbox.send(Msg::Status(tx)).map_err(|_| ServiceError::Stopping)?;
         rx.recv().map_err(|_| ServiceError::Stopping)
     }
 
     /// Start a check, repair or resync over the whole array.
     pub fn start_sync(&self, action: SyncAction) -> Result<(), String> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.tx.send(Msg::StartSync(action, tx)).map_err(|_| "array is stopping".to_string())?;
+        self.inbox.send(Msg::StartSync(action, tx)).map_err(|_| "array is stopping".to_string())?;
         rx.recv().map_err(|_| "array is stopping".to_string())?
     }
 
     /// Interrupt the running pass, if any (a resync interrupted is still needed).
     pub fn idle(&self) -> Result<(), ServiceError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.tx.send(Msg::Idle(tx)).map_err(|_| ServiceError::Stopping)?;
+        self.inbox.send(Msg::Idle(tx)).map_err(|_| ServiceError::Stopping)?;
         rx.recv().map_err(|_| ServiceError::Stopping)
     }
 
     /// Block until no pass is running (like `mdadm --wait`); returns the state then.
     pub fn wait_idle(&self) -> Result<ArrayStatus, ServiceError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.tx.send(Msg::WaitIdle(tx)).map_err(|_| ServiceError::Stopping)?;
+        self.inbox.send(Msg::WaitIdle(tx)).map_err(|_| ServiceError::Stopping)?;
         rx.recv().map_err(|_| ServiceError::Stopping)
     }
 
     /// Change membership; returns what was done, in words.
     pub fn manage(&self, op: ManageOp) -> Result<String, String> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.tx.send(Msg::Manage(op, tx)).map_err(|_| "array is stopping".to_string())?;
+        self.inbox.send(Msg::Manage(op, tx)).map_err(|_| "array is stopping".to_string())?;
         rx.recv().map_err(|_| "array is stopping".to_string())?
     }
 
@@ -367,6 +370,8 @@ impl ArrayService {
             stripe_data_bytes: geometry.stripe_data_bytes(),
         });
         let (tx, rx) = crossbeam_channel::unbounded();
+        let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
+        let inbox = Inbox { tx, notifier: Arc::clone(&notifier) };
         let mut config = config;
         if config.io == IoBackend::Uring {
             if let Err(e) = uring::available() {
@@ -377,7 +382,7 @@ impl ArrayService {
         let mut queues = Vec::new();
         let mut workers = Vec::new();
         for (slot, target) in targets.into_iter().enumerate() {
-            queues.push(target.map(|t| spawn_member_io(slot, t, &config, &tx, &mut workers)));
+            queues.push(target.map(|t| spawn_member_io(slot, t, &config, &inbox, &mut workers)));
         }
         let runner = Runner {
             array,
@@ -397,7 +402,9 @@ impl ArrayService {
             last_sync: None,
             sync_failure: None,
             idle_waiters: Vec::new(),
-            back: tx.clone(),
+            back: inbox.clone(),
+            notifier,
+            batch: 0,
             last_checkpoint: Instant::now(),
             intent_users: HashMap::new(),
             intent_idle: HashMap::new(),
@@ -415,7 +422,7 @@ impl ArrayService {
             .name("engine".into())
             .spawn(move || runner.run(rx))
             .expect("spawning the engine thread");
-        ArrayService { handle: ServiceHandle { tx, info }, engine_thread: Some(engine_thread) }
+        ArrayService { handle: ServiceHandle { inbox, info }, engine_thread: Some(engine_thread) }
     }
 
     pub fn handle(&self) -> ServiceHandle {
@@ -426,7 +433,7 @@ impl ArrayService {
     /// clean. Returns what happened while serving, or why the final update failed.
     pub fn stop(mut self) -> Result<StopReport, String> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let result = match self.handle.tx.send(Msg::Stop(tx)) {
+        let result = match self.handle.inbox.send(Msg::Stop(tx)) {
             Ok(()) => rx.recv().unwrap_or_else(|_| Err("engine thread ended without a report".into())),
             Err(_) => Err("engine thread already ended".into()),
         };
@@ -439,58 +446,34 @@ impl ArrayService {
     }
 }
 
-/// The queue feeding one member's I/O thread(s). Dropping it ends them once they have answered
-/// everything queued.
-struct MemberQueue {
-    tx: Option<Sender<MemberIo>>,
-    /// For a ring thread: wakes it when I/O is queued, and when the queue closes.
-    waker: Option<Arc<uring::Waker>>,
+/// How one member's I/O is performed: by I/O threads fed from a queue (dropping it ends them
+/// once they have answered everything queued), or through a ring the engine thread drives.
+enum MemberPath {
+    Threads(Sender<MemberIo>),
+    Ring(Box<uring::MemberRing>),
 }
 
-impl MemberQueue {
-    fn send(&self, io: MemberIo) -> Result<(), crossbeam_channel::SendError<MemberIo>> {
-        self.tx.as_ref().expect("queue open until dropped").send(io)?;
-        if let Some(w) = &self.waker {
-            w.notify();
-        }
-        Ok(())
-    }
-}
-
-impl Drop for MemberQueue {
-    fn drop(&mut self) {
-        // Close the channel first, so the woken thread finds it closed.
-        self.tx = None;
-        if let Some(w) = &self.waker {
-            w.wake();
-        }
-    }
-}
-
-/// Start what performs one member's I/O: a ring thread where the backend and the device allow
-/// it, else I/O threads. Returns the queue that feeds it.
+/// Set up what performs one member's I/O: a ring where the backend and the device allow it, else
+/// I/O threads.
 fn spawn_member_io(
     slot: usize,
     target: MemberTarget,
     config: &ServiceConfig,
-    back: &Sender<Msg>,
+    back: &Inbox,
     workers: &mut Vec<JoinHandle<()>>,
-) -> MemberQueue {
+) -> MemberPath {
     let handle = if config.io == IoBackend::Uring { target.dev.io_handle() } else { None };
     if let Some(handle) = handle {
         let name = target.dev.name().to_string();
         if let Err(why) = &handle.direct {
             log(&format!("{name}: O_DIRECT not supported by its file system ({why}); using buffered I/O"));
         }
-        match uring::spawn(slot, target.clone(), handle, config.queue_depth, back.clone()) {
-            Ok((tx, waker, thread)) => {
-                workers.push(thread);
-                return MemberQueue { tx: Some(tx), waker: Some(waker) };
-            }
+        match uring::member_ring(slot, target.clone(), handle, config.queue_depth, &back.notifier, back.clone()) {
+            Ok(ring) => return MemberPath::Ring(Box::new(ring)),
             Err(e) => log(&format!("{name}: setting up io_uring failed ({e}); using I/O threads")),
         }
     }
-    MemberQueue { tx: Some(spawn_member_workers(slot, target, config.workers_per_member, back, workers)), waker: None }
+    MemberPath::Threads(spawn_member_workers(slot, target, config.workers_per_member, back, workers))
 }
 
 /// Start the I/O threads of one member; returns the queue that feeds them.
@@ -498,7 +481,7 @@ fn spawn_member_workers(
     slot: usize,
     target: MemberTarget,
     threads: usize,
-    back: &Sender<Msg>,
+    back: &Inbox,
     workers: &mut Vec<JoinHandle<()>>,
 ) -> Sender<MemberIo> {
     let (qtx, qrx) = crossbeam_channel::unbounded::<MemberIo>();
@@ -513,7 +496,7 @@ fn spawn_member_workers(
     qtx
 }
 
-fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, back: Sender<Msg>) {
+fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, back: Inbox) {
     for io in queue {
         // A panic here (perform refuses I/O outside the data area with one) must still answer
         // the engine, or the request would wait forever; the member is failed instead, which
@@ -527,6 +510,93 @@ fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, back: Sender<M
         if back.send(Msg::IoDone(io.id, result)).is_err() {
             break;
         }
+    }
+}
+
+/// Messages the engine thread takes before it submits the member I/O they made.
+const MESSAGE_BATCH: usize = 32;
+
+/// What [`Runner::next_msg`] found.
+enum Next {
+    Msg(Msg),
+    /// The deadline passed with nothing to do.
+    Timeout,
+    /// Every sender is gone.
+    Closed,
+}
+
+/// What the engine thread sleeps on when it has nothing to do: an eventfd that senders of
+/// messages write (only when the engine said it is about to sleep, so a busy engine costs them no
+/// system call) and that the members' rings signal when an I/O completes after its submission.
+pub(super) struct Notifier {
+    efd: OwnedFd,
+    /// Set by the engine thread just before it sleeps.
+    sleeping: AtomicBool,
+}
+
+impl Notifier {
+    fn new() -> io::Result<Notifier> {
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(Notifier { efd: unsafe { OwnedFd::from_raw_fd(fd) }, sleeping: AtomicBool::new(false) })
+    }
+
+    pub(super) fn fd(&self) -> RawFd {
+        self.efd.as_raw_fd()
+    }
+
+    /// After sending a message: wake the engine thread if it is (about to be) asleep.
+    fn notify(&self) {
+        // Orders the sending before the look at the flag (the engine orders its setting of the
+        // flag before its look at the channel the same way), so one of the two sees the other.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.sleeping.swap(false, Ordering::SeqCst) {
+            let one: u64 = 1;
+            // SAFETY: an 8-byte write to our eventfd. It can only fail if the counter would
+            // overflow, and then a wake-up is pending anyway.
+            unsafe { libc::write(self.efd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+    }
+
+    /// Sleep until the eventfd is signalled or `deadline` passes.
+    fn wait(&self, deadline: Option<Instant>) {
+        let timeout_ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                // Rounded up, so the engine does not wake just before its deadline and spin.
+                i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+            }
+        };
+        let mut pfd = libc::pollfd { fd: self.efd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd. EINTR or a timeout just returns: the caller looks again.
+        unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    }
+
+    /// Reset the eventfd after waking.
+    fn drain(&self) {
+        let mut count: u64 = 0;
+        // SAFETY: an 8-byte read from our non-blocking eventfd into a u64.
+        unsafe { libc::read(self.efd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+    }
+}
+
+/// The engine thread's message channel, with the notifier its senders wake it by.
+#[derive(Clone)]
+pub(super) struct Inbox {
+    tx: Sender<Msg>,
+    notifier: Arc<Notifier>,
+}
+
+impl Inbox {
+    fn send(&self, msg: Msg) -> Result<(), crossbeam_channel::SendError<Msg>> {
+        self.tx.send(msg)?;
+        self.notifier.notify();
+        Ok(())
     }
 }
 
@@ -558,7 +628,7 @@ struct Runner {
     array: OpenArray,
     config: ServiceConfig,
     info: Arc<ServiceInfo>,
-    queues: Vec<Option<MemberQueue>>,
+    queues: Vec<Option<MemberPath>>,
     workers: Vec<JoinHandle<()>>,
     jobs: HashMap<u64, Job>,
     owner: HashMap<RequestId, u64>,
@@ -575,7 +645,11 @@ struct Runner {
     sync_failure: Option<String>,
     idle_waiters: Vec<Sender<ArrayStatus>>,
     /// For workers started later (a member added while serving).
-    back: Sender<Msg>,
+    back: Inbox,
+    /// What the engine thread sleeps on: messages and ring completions wake it.
+    notifier: Arc<Notifier>,
+    /// Messages taken since the rings were last driven.
+    batch: usize,
     /// When the rebuild progress was last written to the superblocks.
     last_checkpoint: Instant,
     /// Writes in flight per write-intent bitmap chunk.
@@ -615,28 +689,22 @@ impl Runner {
             let step_at = self.sync.as_ref().filter(|r| !r.in_flight && !r.finished()).map(|r| r.next_at);
             let intent_at = if self.array.engine().degraded() || self.array.needs_resync() { None } else { self.intent_clear_at() };
             let deadline = [clean_at, step_at, intent_at].into_iter().flatten().min();
-            let msg = match deadline {
-                Some(deadline) => match rx.recv_deadline(deadline) {
-                    Ok(m) => m,
-                    Err(RecvTimeoutError::Timeout) => {
-                        if intent_at.is_some_and(|at| Instant::now() >= at) {
-                            self.clear_idle_intent();
-                        }
-                        if clean_at.is_some_and(|at| Instant::now() >= at) {
-                            if let Err(e) = self.array.flush_and_mark_clean() {
-                                log(&format!("marking the array clean failed: {e}"));
-                                // Try again after another delay rather than spinning.
-                                self.last_write = Instant::now();
-                            }
-                        }
-                        continue;
+            let msg = match self.next_msg(&rx, deadline) {
+                Next::Msg(m) => m,
+                Next::Timeout => {
+                    if intent_at.is_some_and(|at| Instant::now() >= at) {
+                        self.clear_idle_intent();
                     }
-                    Err(RecvTimeoutError::Disconnected) => return,
-                },
-                None => match rx.recv() {
-                    Ok(m) => m,
-                    Err(_) => return,
-                },
+                    if clean_at.is_some_and(|at| Instant::now() >= at) {
+                        if let Err(e) = self.array.flush_and_mark_clean() {
+                            log(&format!("marking the array clean failed: {e}"));
+                            // Try again after another delay rather than spinning.
+                            self.last_write = Instant::now();
+                        }
+                    }
+                    continue;
+                }
+                Next::Closed => return,
             };
             match msg {
                 Msg::Submit(op, done) => {
@@ -926,6 +994,7 @@ impl Runner {
                 let name = self.resolve_member(&member)?;
                 if let Some((_, MemberVerdict::Active { slot })) = self.array.find_member(&name) {
                     self.array.remove_member(&name).map_err(|e| e.to_string())?;
+                    self.drain_ring(slot);
                     self.queues[slot] = None;
                 } else {
                     self.array.remove_member(&name).map_err(|e| e.to_string())?;
@@ -1357,15 +1426,104 @@ impl Runner {
         (job.done.take().expect("job finished once"))(result);
     }
 
-    /// Hand the engine's member I/O to the workers.
+    /// Hand the engine's member I/O to the workers, or put it in the members' rings (submitted
+    /// by [`Runner::drive_rings`], so a batch of requests costs one submission per ring).
     fn pump(&mut self) {
         while let Some(io) = self.array.engine_mut().next_io() {
-            let queue = self.queues[io.slot].as_ref().expect("engine used an empty slot");
-            if let Err(crossbeam_channel::SendError(io)) = queue.send(io) {
-                // The workers are gone (only at the very end); fail the I/O so nothing waits.
-                self.array.engine_mut().complete_io(io.id, IoResult::Failed("member I/O threads stopped".into()));
-                self.after_completions();
+            match self.queues[io.slot].as_mut().expect("engine used an empty slot") {
+                MemberPath::Ring(ring) => ring.queue(io),
+                MemberPath::Threads(queue) => {
+                    if let Err(crossbeam_channel::SendError(io)) = queue.send(io) {
+                        // The workers are gone (only at the very end); fail the I/O so nothing
+                        // waits.
+                        self.array.engine_mut().complete_io(io.id, IoResult::Failed("member I/O threads stopped".into()));
+                        self.after_completions();
+                    }
+                }
             }
+        }
+    }
+
+    /// Submit what the rings hold and hand their completions to the engine, until they have
+    /// none ready. Whether any completed.
+    fn drive_rings(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            let mut done = Vec::new();
+            for path in self.queues.iter_mut().flatten() {
+                if let MemberPath::Ring(ring) = path {
+                    ring.submit();
+                    ring.reap();
+                    done.extend(ring.take_done());
+                }
+            }
+            if done.is_empty() {
+                return any;
+            }
+            any = true;
+            for (id, result) in done {
+                self.array.engine_mut().complete_io(id, result);
+            }
+            self.after_completions();
+            self.finish_sync_if_done();
+            self.pump();
+        }
+    }
+
+    fn rings_have_completions(&mut self) -> bool {
+        self.queues.iter_mut().flatten().any(|p| match p {
+            MemberPath::Ring(r) => r.has_completions(),
+            MemberPath::Threads(_) => false,
+        })
+    }
+
+    /// Finish what a member's ring holds (it is being removed, or the service stops): wait for
+    /// it, and hand the answers to the engine.
+    fn drain_ring(&mut self, slot: usize) {
+        if let Some(MemberPath::Ring(ring)) = self.queues[slot].as_mut() {
+            ring.drain();
+            let done: Vec<_> = ring.take_done().collect();
+            for (id, result) in done {
+                self.array.engine_mut().complete_io(id, result);
+            }
+            self.after_completions();
+        }
+    }
+
+    /// The next message, driving the rings meanwhile; `Timeout` once `deadline` passes with
+    /// nothing to do. Queued messages are taken in batches of [`MESSAGE_BATCH`] between
+    /// submissions, so the I/O of many requests goes to the kernel together.
+    fn next_msg(&mut self, rx: &Receiver<Msg>, deadline: Option<Instant>) -> Next {
+        loop {
+            match rx.try_recv() {
+                Ok(m) => {
+                    self.batch += 1;
+                    if self.batch >= MESSAGE_BATCH {
+                        self.batch = 0;
+                        self.drive_rings();
+                    }
+                    return Next::Msg(m);
+                }
+                Err(TryRecvError::Disconnected) => return Next::Closed,
+                Err(TryRecvError::Empty) => {}
+            }
+            self.batch = 0;
+            if self.drive_rings() {
+                continue;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Next::Timeout;
+            }
+            // Say we are going to sleep, then look once more: a message sent before the flag
+            // was seen is found here; one sent after it writes the eventfd. Ring completions
+            // from now on signal the eventfd themselves.
+            self.notifier.sleeping.store(true, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if rx.is_empty() && !self.rings_have_completions() {
+                self.notifier.wait(deadline);
+            }
+            self.notifier.sleeping.store(false, Ordering::SeqCst);
+            self.notifier.drain();
         }
     }
 
@@ -1375,6 +1533,9 @@ impl Runner {
         let status = ArrayStatus { sync: None, ..self.status() };
         for w in self.idle_waiters.drain(..) {
             let _ = w.send(status.clone());
+        }
+        for slot in 0..self.queues.len() {
+            self.drain_ring(slot);
         }
         self.queues.clear();
         for w in self.workers.drain(..) {

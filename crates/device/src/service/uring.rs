@@ -1,15 +1,21 @@
-//! Member I/O through io_uring: one ring per member, on a thread of its own.
+//! Member I/O through io_uring, driven by the engine thread itself.
 //!
-//! Why a ring per member rather than one ring thread for every member: members are then driven
-//! concurrently with nothing shared between them (a member whose submissions block, as a block
-//! device with a full request queue can make `io_uring_enter` do, stalls only itself), each
-//! thread owns its descriptors, buffers and ring outright, and a member removed while serving
-//! takes its thread with it, exactly as the I/O threads did. The cost is one thread per member,
-//! which sleeps in the kernel while its I/O is in flight.
+//! Each member has a ring of its own ([`MemberRing`]); the engine thread puts the engine's member
+//! I/O in it, submits, and reaps the completions, with no thread in between. Reads of pages the
+//! page cache holds complete while they are submitted, so a request can go from client to member
+//! and back without waking any other thread. Every completion also signals the service's
+//! notifier, an eventfd registered with every ring, on which the engine thread sleeps when it
+//! has nothing else to do, so one that comes later (the device was slow) wakes it.
 //!
-//! The thread keeps up to `depth` member I/Os in flight. Reads and writes of whole pages (offset
-//! and length aligned to the page size and to the device's direct I/O alignment) go to an
-//! `O_DIRECT` descriptor when the file system allows one; the rest go through the page cache.
+//! Why a ring per member rather than one for all: a member's state (its descriptors, bounce
+//! buffers, the I/Os waiting on a page conflict) stays in one place, and a member removed while
+//! serving takes its ring with it. Submitting to four rings costs four system calls where one
+//! would do; the engine submits once per batch of requests, so this is a few per batch.
+//!
+//! A ring keeps up to `depth` member I/Os in flight and queues the rest. Reads and writes of
+//! whole pages (offset and length aligned to the page size and to the device's direct I/O
+//! alignment) go to an `O_DIRECT` descriptor when the file system allows one; the rest go through
+//! the page cache.
 //!
 //! Mixing the two on one file needs care: a direct write drops the pages it covers from the
 //! page cache afterwards, and if a buffered write dirtied one of them meanwhile, the kernel can
@@ -17,32 +23,25 @@
 //! error that the next `fsync` reports, and logs "Page cache invalidation failure on direct
 //! I/O"). A buffered read racing a direct write can likewise cache the old data. So an I/O never
 //! runs while one of the other kind is in flight on any of the same pages: it waits, in order,
-//! until they are done (see [`Driver::blocked`]). Only I/Os that share a page wait, and since
-//! direct I/O covers whole pages, only I/Os that overlap in bytes can (the engine issues few). The engine's buffers are
-//! plain `Vec<u8>`s: where such a buffer happens to satisfy the file system's memory alignment
-//! it is used as it is, otherwise the data is copied through an aligned bounce buffer taken
-//! from a small pool reused across I/Os (one copy per direct I/O). Buffers are not registered
-//! with the ring (`IORING_REGISTER_BUFFERS`): they change with every I/O, since the engine hands
-//! over and takes back ownership of its `Vec`s.
-//!
-//! Waking: the engine queues I/O on a channel and then writes an eventfd, but only when the
-//! ring thread said it is about to sleep (the [`Waker`] flag), so a busy thread costs the engine
-//! no system call per I/O. The ring always has a poll on that eventfd armed while it waits, so a
-//! new I/O wakes it as soon as a completion would.
+//! until they are done (see [`MemberRing::blocked`]). Only I/Os that share a page wait, and
+//! since direct I/O covers whole pages, only I/Os that overlap in bytes can (the engine issues
+//! few). Where the engine's buffer (a read's new `Vec`, a write's single piece) satisfies the
+//! file system's memory alignment it is used as it is; otherwise the data goes through an
+//! aligned bounce buffer from a small pool reused across I/Os (one copy per direct I/O), and a
+//! write of several pieces is joined into one buffer. Buffers are not registered with the ring
+//! (`IORING_REGISTER_BUFFERS`): they change with every I/O.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::Sender;
 use io_uring::{opcode, types, IoUring};
 use bytes::Bytes;
 use uraid_engine::array::{IoId, IoResult, MemberIo, MemberOp};
 use uraid_engine::IoBuf;
 
-use super::Msg;
+use super::{Inbox, Notifier};
 use crate::member::{check_bounds, AlignedBuf, DirectIo, IoHandle};
 use crate::open_array::{MemberTarget, OpenError};
 
@@ -53,66 +52,27 @@ pub fn available() -> Result<(), String> {
     PROBE.get_or_init(|| IoUring::new(2).map(drop).map_err(|e| e.to_string())).clone()
 }
 
-/// Wakes a member's ring thread when I/O is queued for it.
-pub(super) struct Waker {
-    efd: OwnedFd,
-    /// Set by the ring thread just before it waits in the kernel.
-    sleeping: AtomicBool,
-}
-
-impl Waker {
-    fn new() -> io::Result<Waker> {
-        // SAFETY: eventfd returns a new descriptor or -1.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        Ok(Waker { efd: unsafe { OwnedFd::from_raw_fd(fd) }, sleeping: AtomicBool::new(false) })
-    }
-
-    /// After queueing an I/O: wake the thread if it is (about to be) asleep.
-    pub(super) fn notify(&self) {
-        // Orders the queueing before the look at the flag (the ring thread orders its setting
-        // of the flag before its look at the queue the same way), so one of the two sees the
-        // other.
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if self.sleeping.swap(false, Ordering::SeqCst) {
-            self.wake();
-        }
-    }
-
-    /// Wake the thread whatever it is doing (the queue was closed).
-    pub(super) fn wake(&self) {
-        let one: u64 = 1;
-        // SAFETY: an 8-byte write to our eventfd. It can only fail if the counter would
-        // overflow, and then a wake-up is pending anyway.
-        unsafe { libc::write(self.efd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    fn drain(&self) {
-        let mut count: u64 = 0;
-        // SAFETY: an 8-byte read from our non-blocking eventfd into a u64.
-        unsafe { libc::read(self.efd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
-    }
-}
-
-/// Start the ring thread of one member. Fails (and the caller falls back to I/O threads) only
-/// if the ring or the eventfd cannot be set up.
-pub(super) fn spawn(
+/// Set up the ring of one member. Fails (and the caller falls back to I/O threads) only if the
+/// ring cannot be set up or told to signal the engine's notifier.
+pub(super) fn member_ring(
     slot: usize,
     target: MemberTarget,
     handle: IoHandle,
     depth: usize,
-    back: Sender<Msg>,
-) -> io::Result<(Sender<MemberIo>, Arc<Waker>, JoinHandle<()>)> {
+    notifier: &Notifier,
+    inbox: Inbox,
+) -> io::Result<MemberRing> {
     let depth = depth.clamp(1, 4096);
-    // Each I/O has at most one entry in the ring at a time; two more for the eventfd poll and
-    // its cancellation. Completions get twice as many places by default, so none overflow.
-    let ring = IoUring::new((depth as u32 + 2).next_power_of_two())?;
-    let waker = Arc::new(Waker::new()?);
-    let (tx, rx) = crossbeam_channel::unbounded::<MemberIo>();
-    let driver = Driver {
+    // Each I/O has at most one entry in the ring at a time. Completions get twice as many
+    // places by default, so none overflow.
+    let ring = IoUring::new((depth as u32).next_power_of_two())?;
+    // Every completion signals the notifier, so one that comes later (the device was slow)
+    // wakes the engine thread if it sleeps. Not IORING_REGISTER_EVENTFD_ASYNC: it signals only
+    // completions posted by the kernel's worker threads, and misses those a buffered read that
+    // waited for the page cache posts through the engine thread's own task work; the engine
+    // then slept forever.
+    ring.submitter().register_eventfd(notifier.fd())?;
+    Ok(MemberRing {
         ring,
         slots: (0..depth).map(|_| None).collect(),
         free: (0..depth).rev().collect(),
@@ -125,20 +85,14 @@ pub(super) fn spawn(
         slot,
         target,
         handle,
-        queue: rx,
-        waker: Arc::clone(&waker),
-        back,
-        closing: false,
-        poll_armed: false,
+        queued: std::collections::VecDeque::new(),
+        unsubmitted: 0,
+        done: Vec::new(),
+        inbox,
         helper: None,
-    };
-    let thread = std::thread::Builder::new().name(format!("member{slot}-uring")).spawn(move || driver.run())?;
-    Ok((tx, waker, thread))
+    })
 }
 
-/// `user_data` of the eventfd poll and of its cancellation; I/Os use their slab index.
-const WAKE: u64 = u64::MAX;
-const CANCEL_WAKE: u64 = u64::MAX - 1;
 /// Largest piece one read or write entry asks for (the kernel takes a u32 length).
 const MAX_PIECE: usize = 1 << 30;
 /// Bounce buffers are page aligned and at least this big, so most sizes share buffers.
@@ -212,13 +166,16 @@ struct Op {
     mem: Mem,
 }
 
-struct Driver {
+/// One member's ring, driven by the engine thread itself: it queues the engine's member I/O
+/// ([`MemberRing::queue`]), submits ([`MemberRing::submit`]) and reaps ([`MemberRing::reap`]),
+/// and the answers wait in [`MemberRing::take_done`] for the engine.
+pub(super) struct MemberRing {
     // The ring is dropped first: nothing the kernel could still touch goes before it.
     ring: IoUring,
     /// I/Os in flight, indexed by `user_data`; `free` lists the empty places.
     slots: Vec<Option<Op>>,
     free: Vec<usize>,
-    /// I/Os taken from the queue and not answered yet (submitted or waiting).
+    /// I/Os started and not answered yet (submitted or waiting).
     in_flight: usize,
     /// I/Os waiting for a conflicting I/O of the other kind to finish, in arrival order.
     waiting: std::collections::VecDeque<usize>,
@@ -230,66 +187,100 @@ struct Driver {
     slot: usize,
     target: MemberTarget,
     handle: IoHandle,
-    queue: Receiver<MemberIo>,
-    waker: Arc<Waker>,
-    back: Sender<Msg>,
-    /// The queue was closed: finish what is in flight, then end.
-    closing: bool,
-    poll_armed: bool,
+    /// I/Os waiting for a free place in the ring.
+    queued: std::collections::VecDeque<MemberIo>,
+    /// Entries pushed since the last submission.
+    unsubmitted: usize,
+    /// Answers not taken by the engine yet.
+    done: Vec<(IoId, IoResult)>,
+    /// Where the discard helper's answers go.
+    inbox: Inbox,
     /// A thread for discards the ring cannot do (writing zeros where no hole can be punched).
     helper: Option<(Sender<MemberIo>, JoinHandle<()>)>,
 }
 
-impl Drop for Driver {
+impl Drop for MemberRing {
     fn drop(&mut self) {
-        // Only reached with I/O in flight if the thread panicked: the kernel may still write
-        // into those buffers after the ring goes, so they are leaked rather than freed.
+        // Only reached with I/O in flight if the engine thread panicked: the kernel may still
+        // write into those buffers after the ring goes, so they are leaked rather than freed.
         if self.in_flight > 0 {
             std::mem::forget(std::mem::take(&mut self.slots));
-        }
-    }
-}
-
-impl Driver {
-    fn run(mut self) {
-        loop {
-            self.take_new();
-            if self.closing && self.in_flight == 0 {
-                break;
-            }
-            if !self.poll_armed && !self.closing {
-                let poll = opcode::PollAdd::new(types::Fd(self.waker.efd.as_raw_fd()), libc::POLLIN as u32)
-                    .build()
-                    .user_data(WAKE);
-                self.push(&poll);
-                self.poll_armed = true;
-            }
-            // Say we are going to sleep, then look once more: an I/O queued before the flag was
-            // seen is found here; one queued after it writes the eventfd.
-            self.waker.sleeping.store(true, Ordering::SeqCst);
-            std::sync::atomic::fence(Ordering::SeqCst);
-            let more = self.in_flight < self.slots.len() && !self.queue.is_empty();
-            let want = if more { 0 } else { 1 };
-            self.enter(want);
-            self.waker.sleeping.store(false, Ordering::SeqCst);
-            self.reap();
-        }
-        if self.poll_armed {
-            let cancel = opcode::PollRemove::new(WAKE).build().user_data(CANCEL_WAKE);
-            self.push(&cancel);
-            while self.poll_armed {
-                self.enter(1);
-                self.reap();
-            }
         }
         if let Some((tx, thread)) = self.helper.take() {
             drop(tx);
             let _ = thread.join();
         }
     }
+}
 
-    /// Submit what is queued in the ring and wait for `want` completions.
+impl MemberRing {
+    /// Take a member I/O: into the ring if it has room, else queued until it has.
+    pub(super) fn queue(&mut self, io: MemberIo) {
+        if self.in_flight < self.slots.len() {
+            self.start(io);
+        } else {
+            self.queued.push_back(io);
+        }
+    }
+
+    /// Hand what was put in the ring to the kernel, without waiting. Reads of cached pages are
+    /// often complete when this returns.
+    pub(super) fn submit(&mut self) {
+        if self.unsubmitted > 0 {
+            self.enter(0);
+        }
+    }
+
+    /// Handle every completion available and start queued I/Os in the places they free.
+    /// Whether anything completed.
+    pub(super) fn reap(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            let Some(cqe) = self.ring.completion().next() else { break };
+            any = true;
+            self.completed(cqe.user_data() as usize, cqe.result());
+        }
+        while self.in_flight < self.slots.len() {
+            let Some(io) = self.queued.pop_front() else { break };
+            self.start(io);
+        }
+        any
+    }
+
+    /// Wait for a completion, if any I/O is in flight.
+    #[cfg(test)]
+    fn wait(&mut self) {
+        if self.in_flight > 0 {
+            self.enter(1);
+        }
+    }
+
+    /// Whether completions are waiting to be reaped.
+    pub(super) fn has_completions(&mut self) -> bool {
+        !self.ring.completion().is_empty()
+    }
+
+    /// The answers so far, for the engine.
+    pub(super) fn take_done(&mut self) -> std::vec::Drain<'_, (IoId, IoResult)> {
+        self.done.drain(..)
+    }
+
+    /// Finish everything queued and in flight, waiting for it; the answers are in
+    /// [`MemberRing::take_done`]. (Discards handed to the helper answer through the inbox.)
+    pub(super) fn drain(&mut self) {
+        loop {
+            self.submit();
+            self.reap();
+            if self.in_flight == 0 && self.queued.is_empty() {
+                return;
+            }
+            self.enter(1);
+        }
+    }
+
+    /// Submit what is in the ring and wait for `want` completions.
     fn enter(&mut self, want: usize) {
+        self.unsubmitted = 0;
         loop {
             match self.ring.submit_and_wait(want) {
                 Ok(_) => return,
@@ -308,27 +299,16 @@ impl Driver {
         while unsafe { self.ring.submission().push(entry) }.is_err() {
             // Not expected (the ring has room for every I/O in flight), but submitting frees
             // the submission queue.
-            let _ = self.ring.submit();
+            self.enter(0);
         }
+        self.unsubmitted += 1;
     }
 
-    /// Take queued I/Os while there is room.
-    fn take_new(&mut self) {
-        while !self.closing && self.in_flight < self.slots.len() {
-            match self.queue.try_recv() {
-                Ok(io) => self.start(io),
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => self.closing = true,
-            }
-        }
+    fn answer(&mut self, id: IoId, result: IoResult) {
+        self.done.push((id, result));
     }
 
-    fn answer(&self, id: IoId, result: IoResult) {
-        // The engine only goes away after every member thread was joined.
-        let _ = self.back.send(Msg::IoDone(id, result));
-    }
-
-    fn fail(&self, id: IoId, what: &'static str, source: io::Error) {
+    fn fail(&mut self, id: IoId, what: &'static str, source: io::Error) {
         let device = self.target.dev.name().to_string();
         self.answer(id, IoResult::Failed(OpenError::Io { device, what, source }.to_string()));
     }
@@ -402,7 +382,7 @@ impl Driver {
         if self.blocked(index) {
             self.waiting.push_back(index);
         } else {
-            self.submit(index);
+            self.submit_op(index);
         }
     }
 
@@ -431,7 +411,7 @@ impl Driver {
                 n += 1;
             } else {
                 self.waiting.remove(n);
-                self.submit(index);
+                self.submit_op(index);
             }
         }
     }
@@ -460,7 +440,7 @@ impl Driver {
     }
 
     /// Put the (rest of the) I/O at `index` in the ring.
-    fn submit(&mut self, index: usize) {
+    fn submit_op(&mut self, index: usize) {
         let op = self.slots[index].as_mut().expect("op in flight");
         op.submitted = true;
         let user_data = index as u64;
@@ -500,21 +480,6 @@ impl Driver {
         self.push(&entry.user_data(user_data));
     }
 
-    /// Handle every completion available.
-    fn reap(&mut self) {
-        loop {
-            let Some(cqe) = self.ring.completion().next() else { break };
-            match cqe.user_data() {
-                WAKE => {
-                    self.poll_armed = false;
-                    self.waker.drain();
-                }
-                CANCEL_WAKE => {}
-                index => self.completed(index as usize, cqe.result()),
-            }
-        }
-    }
-
     fn completed(&mut self, index: usize, res: i32) {
         let op = self.slots[index].as_mut().expect("completion of an op in flight");
         if res < 0 {
@@ -546,7 +511,7 @@ impl Driver {
             op.done += res as usize;
             if op.done < op.len {
                 // Short: go on with the rest.
-                return self.submit(index);
+                return self.submit_op(index);
             }
         }
         let op = self.finish(index);
@@ -596,7 +561,7 @@ impl Driver {
         let io = MemberIo { id, slot: self.slot, offset, op: MemberOp::Discard { len } };
         if self.helper.is_none() {
             let (tx, rx) = crossbeam_channel::unbounded();
-            let (target, back) = (self.target.clone(), self.back.clone());
+            let (target, back) = (self.target.clone(), self.inbox.clone());
             let thread = std::thread::Builder::new()
                 .name(format!("member{}-zero", self.slot))
                 .spawn(move || super::member_worker(rx, target, back))
@@ -619,10 +584,10 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use crossbeam_channel::Receiver;
     use uraid_engine::array::{IoResult, MemberIo, MemberOp};
 
-    use super::super::{MemberQueue, Msg};
+    use super::super::{Inbox, Msg, Notifier};
+    use super::MemberRing;
     use crate::member::{FileDevice, MemberDevice};
     use crate::open_array::MemberTarget;
 
@@ -642,11 +607,13 @@ mod tests {
         uraid_testkit::scratch_dir(&format!("uring-{name}"))
     }
 
-    /// A ring thread over `path` with its data area at `BASE` and a log area after it.
+    /// A member ring over `path` with its data area at `BASE` and a log area after it, driven
+    /// here as the engine thread drives it.
     struct Rig {
-        queue: Option<MemberQueue>,
-        back: Receiver<Msg>,
-        thread: Option<std::thread::JoinHandle<()>>,
+        ring: MemberRing,
+        /// Answers of discards handed to the helper thread.
+        back: crossbeam_channel::Receiver<Msg>,
+        answers: HashMap<u64, IoResult>,
         next: u64,
         dev: Arc<FileDevice>,
     }
@@ -668,25 +635,42 @@ mod tests {
                 data_bytes,
                 log_area: Some((BASE + DATA, LOG)),
             };
-            let (back_tx, back) = crossbeam_channel::unbounded();
-            let (tx, waker, thread) = super::spawn(0, target, handle, depth, back_tx).unwrap();
-            Rig { queue: Some(MemberQueue { tx: Some(tx), waker: Some(waker) }), back, thread: Some(thread), next: 1, dev }
+            let notifier = Arc::new(Notifier::new().unwrap());
+            let (tx, back) = crossbeam_channel::unbounded();
+            let inbox = Inbox { tx, notifier: Arc::clone(&notifier) };
+            let ring = super::member_ring(0, target, handle, depth, &notifier, inbox).unwrap();
+            Rig { ring, back, answers: HashMap::new(), next: 1, dev }
         }
 
         fn send(&mut self, offset: u64, op: MemberOp) -> u64 {
             let id = self.next;
             self.next += 1;
-            self.queue.as_ref().unwrap().send(MemberIo { id, slot: 0, offset, op }).unwrap();
+            self.ring.queue(MemberIo { id, slot: 0, offset, op });
             id
         }
 
-        fn wait(&self, n: usize) -> HashMap<u64, IoResult> {
-            (0..n)
-                .map(|_| match self.back.recv_timeout(Duration::from_secs(20)).expect("an answer") {
-                    Msg::IoDone(id, r) => (id, r),
-                    _ => panic!("unexpected message"),
-                })
-                .collect()
+        /// Drive the ring until `n` answers are in; returns them all.
+        fn wait(&mut self, n: usize) -> HashMap<u64, IoResult> {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                self.ring.submit();
+                self.ring.reap();
+                self.answers.extend(self.ring.take_done());
+                for m in self.back.try_iter() {
+                    if let Msg::IoDone(id, r) = m {
+                        self.answers.insert(id, r);
+                    }
+                }
+                if self.answers.len() >= n {
+                    return std::mem::take(&mut self.answers);
+                }
+                assert!(std::time::Instant::now() < deadline, "no answer in time");
+                if self.ring.in_flight > 0 {
+                    self.ring.wait();
+                } else {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
         }
 
         fn one(&mut self, offset: u64, op: MemberOp) -> IoResult {
@@ -694,10 +678,9 @@ mod tests {
             self.wait(1).remove(&id).expect("answer for the I/O sent")
         }
 
-        /// Close the queue and join the thread.
         fn stop(mut self) {
-            self.queue = None;
-            self.thread.take().unwrap().join().unwrap();
+            self.ring.drain();
+            assert_eq!(self.ring.take_done().count(), 0, "nothing left unanswered");
         }
     }
 
@@ -857,7 +840,7 @@ mod tests {
     /// Closing the queue with I/O in flight and queued: every I/O is answered, then the thread
     /// ends.
     #[test]
-    fn closing_the_queue_answers_everything() {
+    fn draining_answers_everything_queued() {
         let path = member_file(&scratch("close"), "member");
         let mut rig = Rig::new(&path, true, 2);
         let mut ids = Vec::new();
@@ -866,12 +849,10 @@ mod tests {
             ids.push(rig.send(i * 4096 + 1, MemberOp::Read { len: 10 }));
         }
         ids.push(rig.send(0, MemberOp::Flush));
-        rig.queue = None;
-        rig.thread.take().unwrap().join().unwrap();
-        let answered: Vec<u64> = rig.back.try_iter().map(|m| if let Msg::IoDone(id, _) = m { id } else { 0 }).collect();
-        let mut sorted = answered.clone();
-        sorted.sort_unstable();
-        assert_eq!(sorted, ids);
+        rig.ring.drain();
+        let mut answered: Vec<u64> = rig.ring.take_done().map(|(id, _)| id).collect();
+        answered.sort_unstable();
+        assert_eq!(answered, ids);
     }
 
     /// Direct and buffered writes sharing pages at once (overlapping client writes): none runs
@@ -901,19 +882,32 @@ mod tests {
         rig.stop();
     }
 
-    /// An idle ring thread wakes for new I/O without delay.
+    /// A sleeping engine thread wakes for a new message without delay, and a busy one costs
+    /// the sender no wake-up.
     #[test]
-    fn an_idle_thread_wakes_at_once() {
-        let path = member_file(&scratch("wake"), "member");
-        let mut rig = Rig::new(&path, true, 4);
-        let mut slowest = Duration::ZERO;
-        for i in 0..50u64 {
-            std::thread::sleep(Duration::from_millis(2));
-            let t = std::time::Instant::now();
-            assert!(matches!(rig.one(i * 512, MemberOp::Read { len: 512 }), IoResult::Read(_)));
-            slowest = slowest.max(t.elapsed());
+    fn a_sleeping_engine_wakes_for_a_message() {
+        let notifier = Arc::new(Notifier::new().unwrap());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let inbox = Inbox { tx, notifier: Arc::clone(&notifier) };
+        for _ in 0..20 {
+            let sleeper = Arc::clone(&notifier);
+            let t = std::thread::spawn(move || {
+                sleeper.sleeping.store(true, std::sync::atomic::Ordering::SeqCst);
+                let start = std::time::Instant::now();
+                sleeper.wait(Some(start + Duration::from_secs(30)));
+                sleeper.drain();
+                start.elapsed()
+            });
+            std::thread::sleep(Duration::from_millis(5));
+            inbox.send(Msg::Idle(crossbeam_channel::bounded(1).0)).unwrap();
+            let slept = t.join().unwrap();
+            assert!(slept < Duration::from_secs(10), "woken only by the timeout: {slept:?}");
+            assert!(rx.try_recv().is_ok());
         }
-        assert!(slowest < Duration::from_secs(1), "{slowest:?}");
-        rig.stop();
+        // Not sleeping: the message is queued and the eventfd stays quiet.
+        inbox.send(Msg::Idle(crossbeam_channel::bounded(1).0)).unwrap();
+        let start = std::time::Instant::now();
+        notifier.wait(Some(start + Duration::from_millis(50)));
+        assert!(start.elapsed() >= Duration::from_millis(40), "a busy engine was signalled");
     }
 }
