@@ -19,8 +19,12 @@
 
 pub mod bus;
 pub mod disk;
+// pub mod plot;
 pub mod profiles;
+pub mod runner;
+// pub mod seeds;
 pub mod storage;
+pub mod workload;
 
 pub use uraid_sim::rng::SimRng;
 

@@ -10,7 +10,7 @@ use crate::bus::BusParams;
 use crate::disk::hdd::HddParams;
 use crate::disk::ssd::SsdParams;
 use crate::disk::Scheduling;
-use crate::{ms, us};
+use crate::us;
 
 /// The disk a profile is made of.
 #[derive(Debug, Clone, PartialEq)]
@@ -328,6 +328,5 @@ mod tests {
         assert!((70.0..78.0).contains(&r), "{r}");
         let r = rate(sata_2008());
         assert!((76.0..82.0).contains(&r), "{r}");
-        let _ = ms(1.0);
     }
 }

@@ -117,7 +117,6 @@ impl SeekCurve {
 #[derive(Debug, Clone, Copy)]
 struct Zone {
     first_cyl: u32,
-    cyls: u32,
     spt: u32,
     skew: u32,
     first_lba: u64,
@@ -200,7 +199,7 @@ impl HardDisk {
             } else {
                 params.spt_outer - (params.spt_outer - params.spt_inner) * z / (params.zones - 1)
             };
-            zones.push(Zone { first_cyl, cyls, spt, skew: skew_sectors(&params, spt), first_lba: lba });
+            zones.push(Zone { first_cyl, spt, skew: skew_sectors(&params, spt), first_lba: lba });
             lba += u64::from(cyls) * u64::from(params.heads) * u64::from(spt);
         }
         let seek = SeekCurve::fit(params.seek_track_ms, params.seek_avg_ms, params.seek_full_ms, params.cylinders - 1);

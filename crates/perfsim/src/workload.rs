@@ -1,0 +1,292 @@
+//! Workloads: the seeds' benchmarks as closed-loop streams of block requests.
+//!
+//! A [`Stream`] is one process of a benchmark as the block layer sees it, after the page cache
+//! of the seed's era has done its part: a sequential reader issues read-ahead windows with one
+//! window in flight ahead of the one being consumed, a writer's data leaves as write-back
+//! requests of the host's size, a bonnie seeker reads one 8 KiB chunk at a time and rewrites
+//! one in ten without waiting for it. Streams never look at the clock: they are told when their
+//! requests finish, and say what to issue next.
+
+use crate::disk::DiskOp;
+use crate::SimRng;
+
+/// One block request from a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoReq {
+    pub op: DiskOp,
+    pub offset: u64,
+    pub len: u64,
+    /// The process waits for it (it counts toward the stream's results and depth). Write-back
+    /// of dirty data the process has left behind does not.
+    pub wait: bool,
+}
+
+/// One process of a benchmark.
+pub trait Stream {
+    /// The next request to issue now, given how many of its waited requests are in flight;
+    /// `None` to wait for a completion (or when finished).
+    fn next(&mut self, rng: &mut SimRng, in_flight: usize) -> Option<IoReq>;
+    /// One of its waited requests finished.
+    fn complete(&mut self, req: &IoReq, rng: &mut SimRng);
+    /// Nothing more to issue.
+    fn finished(&self) -> bool;
+}
+
+/// A sequential reader or writer over `[start, end)`: requests of `len`, `depth` in flight
+/// (a `dd` through the page cache, bonnie's block read or block write).
+#[derive(Debug, Clone)]
+pub struct Sequential {
+    pub op: DiskOp,
+    pub pos: u64,
+    pub end: u64,
+    pub len: u64,
+    pub depth: usize,
+}
+
+impl Sequential {
+    pub fn new(op: DiskOp, start: u64, bytes: u64, len: u64, depth: usize) -> Sequential {
+        Sequential { op, pos: start, end: start + bytes, len, depth }
+    }
+}
+
+impl Stream for Sequential {
+    fn next(&mut self, _rng: &mut SimRng, in_flight: usize) -> Option<IoReq> {
+        if in_flight >= self.depth || self.pos >= self.end {
+            return None;
+        }
+        let len = self.len.min(self.end - self.pos);
+        let r = IoReq { op: self.op, offset: self.pos, len, wait: true };
+        self.pos += len;
+        Some(r)
+    }
+    fn complete(&mut self, _req: &IoReq, _rng: &mut SimRng) {}
+    fn finished(&self) -> bool {
+        self.pos >= self.end
+    }
+}
+
+/// Bonnie's rewrite: read a chunk, dirty it, write it back, through the page cache. The disk
+/// sees the file read ahead (windows of `read_len`, two in flight) until a batch of dirty data
+/// has built up, then that batch written back behind the reader (requests of `write_len`,
+/// `write_depth` in flight), and so on: reading and writing the same region in turns.
+#[derive(Debug, Clone)]
+pub struct Rewrite {
+    pos: u64,
+    end: u64,
+    read_len: u64,
+    write_len: u64,
+    batch: u64,
+    write_depth: usize,
+    /// Bytes read and not yet written back: `[dirty_from, pos)`.
+    dirty_from: u64,
+    /// Next write-back offset while a batch is being written.
+    writing: Option<u64>,
+}
+
+impl Rewrite {
+    pub fn new(start: u64, bytes: u64, read_len: u64, write_len: u64, batch: u64, write_depth: usize) -> Rewrite {
+        Rewrite { pos: start, end: start + bytes, read_len, write_len, batch, write_depth, dirty_from: start, writing: None }
+    }
+}
+
+impl Stream for Rewrite {
+    fn next(&mut self, rng: &mut SimRng, in_flight: usize) -> Option<IoReq> {
+        if let Some(w) = self.writing {
+            if w < self.pos {
+                if in_flight >= self.write_depth {
+                    return None;
+                }
+                let len = self.write_len.min(self.pos - w);
+                self.writing = Some(w + len);
+                return Some(IoReq { op: DiskOp::Write, offset: w, len, wait: true });
+            }
+            if in_flight > 0 {
+                return None;
+            }
+            // The batch is on its way to the disk and acknowledged: read on.
+            self.dirty_from = self.pos;
+            self.writing = None;
+        }
+        if self.pos < self.end && self.pos - self.dirty_from < self.batch {
+            if in_flight >= 2 {
+                return None;
+            }
+            let len = self.read_len.min(self.end - self.pos);
+            let r = IoReq { op: DiskOp::Read, offset: self.pos, len, wait: true };
+            self.pos += len;
+            return Some(r);
+        }
+        if in_flight == 0 && self.pos > self.dirty_from {
+            self.writing = Some(self.dirty_from);
+            return self.next(rng, 0);
+        }
+        None
+    }
+    fn complete(&mut self, _req: &IoReq, _rng: &mut SimRng) {}
+    fn finished(&self) -> bool {
+        self.pos >= self.end && self.dirty_from >= self.end && self.writing.is_none()
+    }
+}
+
+/// One of bonnie's seeker processes: read a random `chunk` of the file, and one time in
+/// `update_every` dirty it and write it back (bonnie: 3 seekers, 4000 seeks, 8 KiB chunks,
+/// `UpdateSeek` 10). The write goes to the page cache, so the seeker does not wait for it.
+#[derive(Debug, Clone)]
+pub struct Seeker {
+    pub file_start: u64,
+    pub file_bytes: u64,
+    pub chunk: u64,
+    pub seeks_left: u64,
+    pub update_every: u64,
+    update: Option<IoReq>,
+}
+
+impl Seeker {
+    pub fn new(file_start: u64, file_bytes: u64, chunk: u64, seeks: u64, update_every: u64) -> Seeker {
+        Seeker { file_start, file_bytes, chunk, seeks_left: seeks, update_every, update: None }
+    }
+}
+
+impl Stream for Seeker {
+    fn next(&mut self, rng: &mut SimRng, in_flight: usize) -> Option<IoReq> {
+        if let Some(u) = self.update.take() {
+            return Some(u);
+        }
+        if in_flight > 0 || self.seeks_left == 0 {
+            return None;
+        }
+        self.seeks_left -= 1;
+        let offset = self.file_start + rng.below(self.file_bytes / self.chunk) * self.chunk;
+        Some(IoReq { op: DiskOp::Read, offset, len: self.chunk, wait: true })
+    }
+    fn complete(&mut self, req: &IoReq, rng: &mut SimRng) {
+        if rng.chance(1, self.update_every) {
+            self.update = Some(IoReq { op: DiskOp::Write, wait: false, ..*req });
+        }
+    }
+    fn finished(&self) -> bool {
+        self.seeks_left == 0 && self.update.is_none()
+    }
+}
+
+/// Transfer sizes of a rawio process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sizes {
+    Fixed(u64),
+    /// Uniform over multiples of 512 bytes in `[min, max]`.
+    Uniform { min: u64, max: u64 },
+}
+
+/// A rawio process: random transfers over `[start, start+span)` aligned to 512 bytes, one at a
+/// time, `ops` of them.
+#[derive(Debug, Clone)]
+pub struct Rawio {
+    pub op: DiskOp,
+    pub start: u64,
+    pub span: u64,
+    pub sizes: Sizes,
+    pub ops_left: u64,
+}
+
+impl Stream for Rawio {
+    fn next(&mut self, rng: &mut SimRng, in_flight: usize) -> Option<IoReq> {
+        if in_flight > 0 || self.ops_left == 0 {
+            return None;
+        }
+        self.ops_left -= 1;
+        let len = match self.sizes {
+            Sizes::Fixed(n) => n,
+            Sizes::Uniform { min, max } => rng.between(min / 512, max / 512) * 512,
+        };
+        let offset = self.start + rng.below((self.span - len) / 512 + 1) * 512;
+        Some(IoReq { op: self.op, offset, len, wait: true })
+    }
+    fn complete(&mut self, _req: &IoReq, _rng: &mut SimRng) {}
+    fn finished(&self) -> bool {
+        self.ops_left == 0
+    }
+}
+
+/// A file-system-like small-write stream (an FFS tar extraction without soft dependencies):
+/// per file, its data written in clusters of up to `cluster` bytes at the next free place of
+/// the data area, and `sync_meta` synchronous metadata writes of `meta_len` (inode and
+/// directory blocks) in the metadata area of the file's cylinder group, which the process waits
+/// for. Data clusters are written behind (not waited for).
+#[derive(Debug, Clone)]
+pub struct SmallFiles {
+    pub files_left: u64,
+    pub mean_file: u64,
+    pub cluster: u64,
+    pub meta_len: u64,
+    pub sync_meta: u64,
+    /// Size of one cylinder group: metadata at its start, data after.
+    pub group: u64,
+    pub span: u64,
+    data_pos: u64,
+    pending: Vec<IoReq>,
+}
+
+impl SmallFiles {
+    pub fn new(files: u64, mean_file: u64, cluster: u64, meta_len: u64, sync_meta: u64, group: u64, span: u64) -> SmallFiles {
+        SmallFiles {
+            files_left: files,
+            mean_file,
+            cluster,
+            meta_len,
+            sync_meta,
+            group,
+            span,
+            data_pos: group / 16,
+            pending: Vec::new(),
+        }
+    }
+}
+
+impl Stream for SmallFiles {
+    fn next(&mut self, rng: &mut SimRng, in_flight: usize) -> Option<IoReq> {
+        if in_flight > 0 {
+            return None;
+        }
+        if let Some(r) = self.pending.pop() {
+            return Some(r);
+        }
+        if self.files_left == 0 {
+            return None;
+        }
+        self.files_left -= 1;
+        // File sizes: exponential around the mean, in whole 1 KiB fragments (at least one).
+        let u = (rng.below(1 << 30) as f64 + 0.5) / (1u64 << 30) as f64;
+        let size = ((-u.ln() * self.mean_file as f64) as u64).div_ceil(1024).max(1) * 1024;
+        let group_start = self.data_pos / self.group * self.group;
+        let mut left = size;
+        let mut data = Vec::new();
+        while left > 0 {
+            let len = left.min(self.cluster);
+            if self.data_pos + len > group_start + self.group || self.data_pos + len > self.span {
+                break;
+            }
+            data.push(IoReq { op: DiskOp::Write, offset: self.data_pos, len, wait: false });
+            self.data_pos += len;
+            left -= len;
+        }
+        if left > 0 {
+            // The group is full: move on to the next one (wrapping in the span).
+            let next = (group_start + self.group) % (self.span / self.group * self.group);
+            self.data_pos = next + self.group / 16;
+        }
+        // Synchronous metadata first (inode block, directory block), then the data behind.
+        let mut order = Vec::new();
+        for _ in 0..self.sync_meta {
+            let slot = rng.below(self.group / 16 / self.meta_len) * self.meta_len;
+            order.push(IoReq { op: DiskOp::Write, offset: group_start + slot, len: self.meta_len, wait: true });
+        }
+        order.extend(data);
+        order.reverse();
+        self.pending = order;
+        self.pending.pop()
+    }
+    fn complete(&mut self, _req: &IoReq, _rng: &mut SimRng) {}
+    fn finished(&self) -> bool {
+        self.files_left == 0 && self.pending.is_empty()
+    }
+}
