@@ -36,6 +36,7 @@ use std::fmt;
 use uraid_layout::StripeRoles;
 
 use crate::geometry::{Geometry, ParityRun, SECTOR_BYTES};
+use crate::read_balance::{Balancer, ReadPolicy};
 use crate::EngineError;
 
 mod logging;
@@ -213,6 +214,8 @@ struct Emitted {
     offset: u64,
     len: u64,
     kind: IoKind,
+    /// A data read, write or discard: where it ends is where the member's head will be.
+    moves_head: bool,
 }
 
 /// A member I/O's result as the ops see it.
@@ -274,6 +277,8 @@ pub struct Array {
     admitting: bool,
     /// While stripes are planned together, their member writes gather here to be merged.
     write_batch: Option<Vec<PartWrite>>,
+    /// Which copy of mirrored data each read goes to (see [`crate::read_balance`]).
+    balance: Balancer,
 }
 
 impl Array {
@@ -281,6 +286,7 @@ impl Array {
     pub fn new(geometry: Geometry, slots: Vec<SlotState>) -> Result<Array, EngineError> {
         assert_eq!(slots.len(), geometry.raid_disks(), "one state per slot");
         let n = slots.len();
+        let balance = Balancer::new(&geometry);
         let array = Array {
             geometry,
             slots,
@@ -304,6 +310,7 @@ impl Array {
             memory_waiters: VecDeque::new(),
             admitting: false,
             write_batch: None,
+            balance,
         };
         if !array.readable() {
             return Err(EngineError::ArrayFailed);
@@ -326,6 +333,30 @@ impl Array {
     /// Say whether parity may be inconsistent (see the field's comment).
     pub fn set_resync_pending(&mut self, pending: bool) {
         self.resync_pending = pending;
+    }
+
+    /// Choose how reads pick among the copies of mirrored data (raid1, raid10; other levels
+    /// have one place for every byte). Takes effect for requests started from now on.
+    pub fn set_read_policy(&mut self, policy: ReadPolicy) {
+        self.balance.set_policy(policy);
+    }
+
+    /// How reads pick among copies (see [`Array::set_read_policy`]); [`ReadPolicy::Md`] unless
+    /// set.
+    pub fn read_policy(&self) -> ReadPolicy {
+        self.balance.policy()
+    }
+
+    /// Say whether the members are non-rotational (SSDs): seek distance then means nothing,
+    /// and md's policy takes the least busy copy instead of the nearest head. Rotational
+    /// unless set.
+    pub fn set_nonrotational(&mut self, nonrot: bool) {
+        self.balance.set_nonrot(nonrot);
+    }
+
+    /// Whether the members are taken to be non-rotational (see [`Array::set_nonrotational`]).
+    pub fn nonrotational(&self) -> bool {
+        self.balance.nonrot()
     }
 
     /// Whether any slot is not in sync (missing, faulty or still recovering).
@@ -484,6 +515,7 @@ impl Array {
     pub fn complete_io(&mut self, id: IoId, result: IoResult) {
         let io = self.io_owner.remove(&id).expect("completion for an unknown member I/O");
         let slot = io.tag.slot;
+        self.balance.completed(slot, io.offset, io.len, io.moves_head);
         let outcome = if self.generation[slot] != io.generation {
             Outcome::Lost
         } else {
@@ -603,8 +635,11 @@ impl Array {
             MemberOp::Write { data } | MemberOp::LogWrite { data } => data.len() as u64,
             MemberOp::Flush => 0,
         };
+        // Log writes land in the log area, not at a data offset.
+        let moves_head = matches!(op, MemberOp::Read { .. } | MemberOp::Write { .. } | MemberOp::Discard { .. });
+        self.balance.issued(tag.slot, offset, len, moves_head);
         let generation = self.generation[tag.slot];
-        self.io_owner.insert(id, Emitted { rid, tag, generation, offset, len, kind });
+        self.io_owner.insert(id, Emitted { rid, tag, generation, offset, len, kind, moves_head });
         self.outbox.push_back(MemberIo { id, slot: tag.slot, offset, op });
     }
 
@@ -736,12 +771,13 @@ impl Array {
 
     // ----- shared pieces: one run with copies, the same rows of every member of a stripe ------
 
-    /// Read a copy unit from its next in-sync copy (over [`CopyUnit::wide`] once a copy
+    /// Read a copy unit from its next in-sync copy, starting with the one read balancing chose
+    /// ([`CopyUnit::first`]), then on in md's copy order (over [`CopyUnit::wide`] once a copy
     /// failed). `Some` when the unit is finished: no copy is left to read (an error).
     fn issue_copy_read(&mut self, rid: RequestId, part: usize, u: &mut CopyUnit) -> Option<Result<(), EngineError>> {
         loop {
             while u.tried < u.copies.len() {
-                let (slot, off) = u.copies[u.tried];
+                let (slot, off) = u.copies[(u.first + u.tried) % u.copies.len()];
                 u.tried += 1;
                 if self.in_sync(slot) && !u.bad.iter().any(|b| b.0 == slot) {
                     let (lead, len) = u.wide.unwrap_or((0, u.len));
@@ -848,8 +884,11 @@ impl Array {
                 r.parts.push(ReadPart::Parity { run, phase: ParityRead::Direct });
             }
         } else {
+            self.balance.begin_request();
             for run in self.geometry.runs(r.offset, r.len) {
-                r.parts.push(ReadPart::Copies { logical: run.logical, unit: CopyUnit::new(run.copies, run.len, Vec::new()) });
+                let mut unit = CopyUnit::new(run.copies, run.len, Vec::new());
+                unit.first = self.choose_copy(&unit.copies, unit.len);
+                r.parts.push(ReadPart::Copies { logical: run.logical, unit });
             }
         }
         let groups = self.merge_read_parts(r);
@@ -871,19 +910,39 @@ impl Array {
     }
 
     /// Where a read part would be read directly, before any error: `(slot, member offset,
-    /// length)` of the in-sync member holding it (the first in-sync copy, as
-    /// [`Array::issue_copy_read`] picks). `None` for a parity run whose member is not in sync
-    /// (it is rebuilt from its stripe).
+    /// length)` of the in-sync member holding it (the first in-sync copy from the chosen one,
+    /// as [`Array::issue_copy_read`] picks). `None` for a parity run whose member is not in
+    /// sync (it is rebuilt from its stripe).
     fn direct_location(&self, part: &ReadPart) -> Option<(usize, u64, u64)> {
         match part {
             ReadPart::Copies { unit, .. } => {
-                unit.copies.iter().find(|&&(slot, _)| self.in_sync(slot)).map(|&(slot, off)| (slot, off, unit.len))
+                let n = unit.copies.len();
+                (0..n)
+                    .map(|k| unit.copies[(unit.first + k) % n])
+                    .find(|&(slot, _)| self.in_sync(slot))
+                    .map(|(slot, off)| (slot, off, unit.len))
             }
             ReadPart::Parity { run, .. } => self
                 .in_sync(run.slot)
                 .then(|| (run.slot, run.stripe * self.geometry.chunk_bytes() + run.chunk_offset, run.len)),
             ReadPart::Merged(_) => None,
         }
+    }
+
+    /// The copy (an index into `copies`) a read of `len` bytes should read first: read
+    /// balancing's choice among the in-sync copies, or md's first in-sync copy while a resync
+    /// is owed (copies may disagree until it is done, and md then reads the first so that
+    /// reading a block twice gives the same answer). 0 if no copy is in sync (the read then
+    /// fails through the usual path).
+    fn choose_copy(&mut self, copies: &[(usize, u64)], len: u64) -> usize {
+        let slots = &self.slots;
+        let in_sync = |slot: usize| slots[slot] == SlotState::InSync;
+        let chosen = if self.resync_pending {
+            self.balance.choose_first(copies, len, in_sync)
+        } else {
+            self.balance.choose(copies, len, in_sync)
+        };
+        chosen.unwrap_or(0)
     }
 
     /// Group the parts of a fresh read that go to the same member into one member read each:
@@ -962,8 +1021,6 @@ impl Array {
     /// Issue the first member reads of one part of a read. `Some` when the part is finished.
     fn start_read_part(&mut self, rid: RequestId, r: &mut ReadOp, part: usize) -> Option<Result<(), EngineError>> {
         match &mut r.parts[part] {
-            // md's read_balance proper arrives with the policies; for now the first in-sync copy
-            // in md's copy order.
             ReadPart::Copies { unit, .. } => self.issue_copy_read(rid, part, unit),
             ReadPart::Merged(_) => unreachable!("merged reads start with their request"),
             ReadPart::Parity { run, phase } => {
@@ -2201,7 +2258,10 @@ struct CopyUnit {
     len: u64,
     /// Every copy as `(slot, member offset)`, in md's copy order.
     copies: Vec<(usize, u64)>,
-    /// Copies tried so far, in order.
+    /// The index in `copies` of the copy to read first: the one read balancing chose (0, md's
+    /// first copy, where nothing was chosen: recovery).
+    first: usize,
+    /// Copies tried so far, in order from `first`.
     tried: usize,
     /// Copies whose read failed: they get the bytes back once a good copy was read.
     bad: Vec<(usize, u64)>,
@@ -2220,7 +2280,7 @@ struct CopyUnit {
 
 impl CopyUnit {
     fn new(copies: Vec<(usize, u64)>, len: u64, targets: Vec<(usize, u64)>) -> CopyUnit {
-        CopyUnit { len, copies, tried: 0, bad: Vec::new(), targets, wide: None, writing: false, pending: 0 }
+        CopyUnit { len, copies, first: 0, tried: 0, bad: Vec::new(), targets, wide: None, writing: false, pending: 0 }
     }
 
     /// The unit widened to whole `unit`s of bytes, not past member byte `limit`, as `(bytes
@@ -2238,10 +2298,13 @@ impl CopyUnit {
         row_pieces(self.copies[0].1, self.len)
     }
 
-    /// A fresh unit for the bytes `[delta, delta+len)` of this one.
+    /// A fresh unit for the bytes `[delta, delta+len)` of this one, read first from the same
+    /// copy.
     fn piece(&self, delta: u64, len: u64) -> CopyUnit {
         let shift = |v: &Vec<(usize, u64)>| v.iter().map(|&(slot, off)| (slot, off + delta)).collect();
-        CopyUnit::new(shift(&self.copies), len, shift(&self.targets))
+        let mut piece = CopyUnit::new(shift(&self.copies), len, shift(&self.targets));
+        piece.first = self.first;
+        piece
     }
 }
 
