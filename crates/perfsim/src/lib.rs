@@ -19,10 +19,10 @@
 
 pub mod bus;
 pub mod disk;
-// pub mod plot;
+pub mod plot;
 pub mod profiles;
 pub mod runner;
-// pub mod seeds;
+pub mod seeds;
 pub mod storage;
 pub mod workload;
 

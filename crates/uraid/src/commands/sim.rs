@@ -1,0 +1,107 @@
+//! `uraid sim`: the performance simulator (crate `uraid-perfsim`) from the command line.
+//!
+//! `uraid sim seeds` replays every seed benchmark the simulator models, on the seed's hardware
+//! profile, through the real engine, under each read policy, and prints the seed's value, the
+//! simulated one and their ratio (a table, or one JSON object per figure and policy); with
+//! `--plots DIR` it also runs the sweeps and writes their SVG charts.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use uraid_engine::ReadPolicy;
+use uraid_perfsim::seeds::{self, Figure, Options};
+
+use super::{err, CliResult};
+
+#[derive(Args)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    pub what: SimWhat,
+}
+
+#[derive(Subcommand)]
+pub enum SimWhat {
+    /// Reproduce the seed documents' published figures under md's read policy and ours.
+    Seeds(SeedsArgs),
+}
+
+#[derive(Args)]
+pub struct SeedsArgs {
+    /// One JSON object per line (per figure and policy) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also run the sweeps and write their charts (SVG) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
+    /// The simulation's seed: platter phases and every random choice of the benchmarks.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Fraction of each benchmark's data volume to simulate (0 < scale <= 1); rates change
+    /// little, run time a lot.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+}
+
+pub fn run(args: &SimArgs) -> CliResult {
+    match &args.what {
+        SimWhat::Seeds(a) => run_seeds(a),
+    }
+}
+
+fn run_seeds(args: &SeedsArgs) -> CliResult {
+    if !(args.scale > 0.0 && args.scale <= 1.0) {
+        return err(format!("--scale={}: give a fraction in (0, 1]", args.scale));
+    }
+    let opts = Options { seed: args.seed, scale: args.scale };
+    let figures = seeds::figures(&opts);
+    if args.json {
+        for f in &figures {
+            println!("{}", serde_json::to_string(f)?);
+        }
+    } else {
+        print_table(&figures);
+    }
+    if let Some(dir) = &args.plots {
+        std::fs::create_dir_all(dir).map_err(|e| super::CliError(format!("{}: {e}", dir.display())))?;
+        for chart in seeds::charts(&opts) {
+            let path = dir.join(chart.file);
+            std::fs::write(&path, uraid_perfsim::plot::svg(&chart)).map_err(|e| super::CliError(format!("{}: {e}", path.display())))?;
+            if !args.json {
+                println!("wrote {}", path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn fmt(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v >= 100.0 => format!("{v:.0}"),
+        Some(v) => format!("{v:.2}"),
+        None => "-".to_string(),
+    }
+}
+
+/// One row per figure: the seed, md's simulated value and their ratio, each other policy's
+/// value, and the ratios to a single disk (seed's, then md's and ours).
+fn print_table(figures: &[Figure]) {
+    let md: Vec<&Figure> = figures.iter().filter(|f| f.policy == ReadPolicy::Md.name()).collect();
+    let others: Vec<ReadPolicy> = ReadPolicy::ALL.into_iter().filter(|p| *p != ReadPolicy::Md).collect();
+    print!("{:<42} {:>8} {:>9} {:>9} {:>6}", "figure", "unit", "seed", "md", "md/seed");
+    for p in &others {
+        print!(" {:>14}", p.name());
+    }
+    println!("   x single disk: seed / md / {}", others.iter().map(|p| p.name()).collect::<Vec<_>>().join(" / "));
+    for f in md {
+        print!("{:<42} {:>8} {:>9} {:>9} {:>6}", f.id, f.unit, fmt(f.seed_value), fmt(Some(f.sim_value)), fmt(f.sim_to_seed));
+        let same = |p: &ReadPolicy| figures.iter().find(|g| g.id == f.id && g.policy == p.name()).expect("every policy");
+        for p in &others {
+            print!(" {:>14}", fmt(Some(same(p).sim_value)));
+        }
+        if f.ratio_to_single_disk.is_some() {
+            let ours: Vec<String> = others.iter().map(|p| fmt(same(p).ratio_to_single_disk)).collect();
+            print!("   {} / {} / {}", fmt(f.seed_ratio_to_single_disk), fmt(f.ratio_to_single_disk), ours.join(" / "));
+        }
+        println!();
+    }
+}
