@@ -190,6 +190,8 @@ pub fn run(profile: &Profile, target: &Target, configure: Configure, mut streams
     let n = streams.len();
     let mut results = vec![StreamResult::default(); n];
     let mut in_flight = vec![0usize; n];
+    // A stream thinking (spending CPU) until then issues nothing.
+    let mut wake_at = vec![0 as Nanos; n];
     // Requests in the engine (or on the bare disk): id → (stream, request).
     let mut requests: HashMap<u64, (usize, IoReq)> = HashMap::new();
     // Disk requests the engine caused: disk request id → engine member I/O id.
@@ -201,6 +203,9 @@ pub fn run(profile: &Profile, target: &Target, configure: Configure, mut streams
         while progress {
             progress = false;
             for (i, s) in streams.iter_mut().enumerate() {
+                if wake_at[i] > now {
+                    continue;
+                }
                 while let Some(req) = s.next(&mut rng, in_flight[i]) {
                     progress = true;
                     if req.wait {
@@ -242,14 +247,22 @@ pub fn run(profile: &Profile, target: &Target, configure: Configure, mut streams
                         panic!("request failed in a fault-free run: {e}");
                     }
                     let (i, req) = requests.remove(&id).expect("a known request");
-                    finish(&mut streams[i], &mut results[i], &mut in_flight[i], &req, now, &mut rng);
+                    finish(&mut streams[i], &mut results[i], &mut in_flight[i], &mut wake_at[i], &req, now, &mut rng);
                 }
             }
         }
         let all_done = streams.iter().zip(&in_flight).all(|(s, &f)| s.finished() && f == 0);
-        if all_done || storage.next_time().is_none() {
-            assert!(all_done, "the run stalled with work left");
+        if all_done {
             break;
+        }
+        let wake = wake_at.iter().copied().filter(|&t| t > now).min();
+        match (storage.next_time(), wake) {
+            (None, None) => panic!("the run stalled with work left"),
+            (next, Some(w)) if next.is_none_or(|t| w < t) => {
+                storage.advance_to(w);
+                continue;
+            }
+            _ => {}
         }
         if let Some(c) = storage.step() {
             match array.as_mut() {
@@ -259,7 +272,7 @@ pub fn run(profile: &Profile, target: &Target, configure: Configure, mut streams
                 }
                 None => {
                     let (i, req) = requests.remove(&c.request.id).expect("a known request");
-                    finish(&mut streams[i], &mut results[i], &mut in_flight[i], &req, c.at, &mut rng);
+                    finish(&mut streams[i], &mut results[i], &mut in_flight[i], &mut wake_at[i], &req, c.at, &mut rng);
                 }
             }
         }
@@ -268,7 +281,15 @@ pub fn run(profile: &Profile, target: &Target, configure: Configure, mut streams
     RunResult { elapsed, streams: results, disk_busy: (0..storage.disk_count()).map(|d| storage.busy_time(d)).collect() }
 }
 
-fn finish(stream: &mut Box<dyn Stream>, result: &mut StreamResult, in_flight: &mut usize, req: &IoReq, now: Nanos, rng: &mut SimRng) {
+fn finish(
+    stream: &mut Box<dyn Stream>,
+    result: &mut StreamResult,
+    in_flight: &mut usize,
+    wake_at: &mut Nanos,
+    req: &IoReq,
+    now: Nanos,
+    rng: &mut SimRng,
+) {
     if !req.wait {
         return;
     }
@@ -277,6 +298,7 @@ fn finish(stream: &mut Box<dyn Stream>, result: &mut StreamResult, in_flight: &m
     result.ops += 1;
     result.finished_at = now;
     stream.complete(req, rng);
+    *wake_at = now + stream.think();
 }
 
 /// Nothing to configure.

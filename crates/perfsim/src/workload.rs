@@ -8,7 +8,7 @@
 //! requests finish, and say what to issue next.
 
 use crate::disk::DiskOp;
-use crate::SimRng;
+use crate::{Nanos, SimRng};
 
 /// One block request from a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +30,11 @@ pub trait Stream {
     fn complete(&mut self, req: &IoReq, rng: &mut SimRng);
     /// Nothing more to issue.
     fn finished(&self) -> bool;
+    /// CPU time the process spends after a waited request completes, before it issues more
+    /// (0 for benchmarks the seeds' CPUs kept up with).
+    fn think(&mut self) -> Nanos {
+        0
+    }
 }
 
 /// A sequential reader or writer over `[start, end)`: requests of `len`, `depth` in flight
@@ -211,7 +216,8 @@ impl Stream for Rawio {
 /// per file, its data written in clusters of up to `cluster` bytes at the next free place of
 /// the data area, and `sync_meta` synchronous metadata writes of `meta_len` (inode and
 /// directory blocks) in the metadata area of the file's cylinder group, which the process waits
-/// for. Data clusters are written behind (not waited for).
+/// for. Data clusters are written behind (not waited for). The process spends `cpu_per_meta`
+/// of CPU after each synchronous write (the data goes on to the disk meanwhile).
 #[derive(Debug, Clone)]
 pub struct SmallFiles {
     pub files_left: u64,
@@ -222,12 +228,14 @@ pub struct SmallFiles {
     /// Size of one cylinder group: metadata at its start, data after.
     pub group: u64,
     pub span: u64,
+    pub cpu_per_meta: Nanos,
     data_pos: u64,
     pending: Vec<IoReq>,
 }
 
 impl SmallFiles {
-    pub fn new(files: u64, mean_file: u64, cluster: u64, meta_len: u64, sync_meta: u64, group: u64, span: u64) -> SmallFiles {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(files: u64, mean_file: u64, cluster: u64, meta_len: u64, sync_meta: u64, group: u64, span: u64, cpu_per_meta: Nanos) -> SmallFiles {
         SmallFiles {
             files_left: files,
             mean_file,
@@ -236,6 +244,7 @@ impl SmallFiles {
             sync_meta,
             group,
             span,
+            cpu_per_meta,
             data_pos: group / 16,
             pending: Vec::new(),
         }
@@ -288,5 +297,8 @@ impl Stream for SmallFiles {
     fn complete(&mut self, _req: &IoReq, _rng: &mut SimRng) {}
     fn finished(&self) -> bool {
         self.files_left == 0 && self.pending.is_empty()
+    }
+    fn think(&mut self) -> Nanos {
+        self.cpu_per_meta
     }
 }

@@ -57,6 +57,8 @@ pub enum Scheduling {
     /// Oldest first.
     Fifo,
     /// Shortest positioning time first (seek plus rotational wait), oldest first on ties.
+    /// Starvation is not bounded: a sequential stream whose next request is always queued
+    /// keeps the head (only a bounded queue and closed-loop clients limit it).
     Sptf,
 }
 
