@@ -30,7 +30,7 @@ fn nice_step(span: f64) -> f64 {
 }
 
 fn label(v: f64) -> String {
-    if v >= 1024.0 && v.fract() == 0.0 && v as u64 % 1024 == 0 && v >= 4096.0 {
+    if v >= 1024.0 && v.fract() == 0.0 && (v as u64).is_multiple_of(1024) && v >= 4096.0 {
         format!("{}K", v as u64 / 1024)
     } else if v.fract() == 0.0 {
         format!("{v:.0}")

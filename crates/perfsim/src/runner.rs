@@ -51,7 +51,7 @@ impl ArraySpec {
     pub fn geometry(&self, member_bytes: u64) -> Result<Geometry, String> {
         let sectors = member_bytes / SECTOR_BYTES;
         let chunk_sectors = |c: u64| -> Result<u32, String> {
-            if c < 4096 || c % SECTOR_BYTES != 0 {
+            if c < 4096 || !c.is_multiple_of(SECTOR_BYTES) {
                 return Err(format!("chunk of {c} bytes: md's smallest chunk is 4 KiB"));
             }
             Ok((c / SECTOR_BYTES) as u32)

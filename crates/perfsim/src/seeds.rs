@@ -160,12 +160,14 @@ pub fn dd_readers(profile: &Profile, target: &Target, policy: ReadPolicy, reader
     go(profile, target, policy, streams, seed).throughput() / 1e6
 }
 
-/// `procs` rawio processes of `ops` random transfers each over the first `span` bytes: MB/s.
-pub fn rawio(profile: &Profile, target: &Target, op: DiskOp, procs: u64, sizes: Sizes, span: u64, ops: u64, seed: u64) -> f64 {
-    let streams: Vec<Box<dyn Stream>> = (0..procs)
-        .map(|_| Box::new(Rawio { op, start: 0, span, sizes, ops_left: ops }) as Box<dyn Stream>)
-        .collect();
+/// `procs` rawio processes, each doing what `each` describes: MB/s.
+pub fn rawio(profile: &Profile, target: &Target, procs: u64, each: &Rawio, seed: u64) -> f64 {
+    let streams: Vec<Box<dyn Stream>> = (0..procs).map(|_| Box::new(each.clone()) as Box<dyn Stream>).collect();
     go(profile, target, ReadPolicy::Md, streams, seed).throughput() / 1e6
+}
+
+fn random(op: DiskOp, sizes: Sizes, span: u64, ops: u64) -> Rawio {
+    Rawio { op, start: 0, span, sizes, ops_left: ops }
 }
 
 struct Out {
@@ -334,9 +336,10 @@ fn parkes(opts: &Options, out: &mut Out) {
     let full = 38_000u64;
     let files = opts.count(full);
     let configs: [(&str, Target, f64, f64); 3] = [
-        ("single", Target::Disk, 1824.84, 6.28 + 622.07),
-        ("raid0", Target::Array(ArraySpec::Raid0 { disks: 2, chunk: 16 * KIB }), 1541.38, 5.84 + 734.46),
-        ("raid5", Target::Array(ArraySpec::Raid5 { disks: 3, chunk: 16 * KIB }), 3618.41, 6.8 + 860.77),
+        // user + system seconds: 6.28 + 622.07, 5.84 + 734.46, 6.8 + 860.77
+        ("single", Target::Disk, 1824.84, 628.35),
+        ("raid0", Target::Array(ArraySpec::Raid0 { disks: 2, chunk: 16 * KIB }), 1541.38, 740.30),
+        ("raid5", Target::Array(ArraySpec::Raid5 { disks: 3, chunk: 16 * KIB }), 3618.41, 867.57),
     ];
     let mut results = Vec::new();
     for (name, target, seed_s, cpu_s) in &configs {
@@ -449,7 +452,7 @@ fn chart_stripes(opts: &Options) -> Chart {
     let ops = opts.count(300);
     let stripes: Vec<u64> = (2..=9).map(|k| (1u64 << k) * KIB).collect();
     let mut out = Vec::new();
-    let single = rawio(&p, &Target::Disk, DiskOp::Read, 8, UFS_SIZES, span, ops, opts.seed);
+    let single = rawio(&p, &Target::Disk, 8, &random(DiskOp::Read, UFS_SIZES, span, ops), opts.seed);
     out.push(series("single disk, read", stripes.iter().map(|&c| ((c / KIB) as f64, single)).collect(), false));
     for (name, op) in [("read", DiskOp::Read), ("write", DiskOp::Write)] {
         for (level, make) in [("raid0 x4", 0), ("raid5 x4", 1)] {
@@ -457,7 +460,7 @@ fn chart_stripes(opts: &Options) -> Chart {
                 .iter()
                 .map(|&chunk| {
                     let spec = if make == 0 { ArraySpec::Raid0 { disks: 4, chunk } } else { ArraySpec::Raid5 { disks: 4, chunk } };
-                    ((chunk / KIB) as f64, rawio(&p, &Target::Array(spec), op, 8, UFS_SIZES, span, ops, opts.seed))
+                    ((chunk / KIB) as f64, rawio(&p, &Target::Array(spec), 8, &random(op, UFS_SIZES, span, ops), opts.seed))
                 })
                 .collect();
             out.push(series(format!("{level}, {name}"), pts, false));
@@ -493,10 +496,10 @@ fn chart_processes(opts: &Options) -> Chart {
     let span = 120 * MIB;
     let procs: [u64; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
     let ops = |n: u64| opts.count(2400).div_ceil(n).max(20);
-    let single = procs.iter().map(|&n| (n as f64, rawio(&p, &Target::Disk, DiskOp::Read, n, UFS_SIZES, span, ops(n), opts.seed))).collect();
+    let single = procs.iter().map(|&n| (n as f64, rawio(&p, &Target::Disk, n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed))).collect();
     let striped = procs
         .iter()
-        .map(|&n| (n as f64, rawio(&p, &Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), DiskOp::Read, n, UFS_SIZES, span, ops(n), opts.seed)))
+        .map(|&n| (n as f64, rawio(&p, &Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed)))
         .collect();
     Chart {
         file: "processes.svg",
@@ -515,7 +518,7 @@ fn chart_request_size(opts: &Options) -> Chart {
     let sizes: Vec<u64> = (9..=17).map(|k| 1u64 << k).collect();
     let ops = opts.count(400);
     let line = |target: Target, procs: u64| -> Vec<(f64, f64)> {
-        sizes.iter().map(|&s| (s as f64, rawio(&p, &target, DiskOp::Read, procs, Sizes::Fixed(s), span, ops, opts.seed))).collect()
+        sizes.iter().map(|&s| (s as f64, rawio(&p, &target, procs, &random(DiskOp::Read, Sizes::Fixed(s), span, ops), opts.seed))).collect()
     };
     Chart {
         file: "request-size.svg",

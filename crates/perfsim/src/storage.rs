@@ -202,10 +202,10 @@ mod tests {
         let mut s = Storage::new(profile, disks, &mut SimRng::new(1));
         let mut next = vec![0u64; disks];
         let mut id = 0;
-        for d in 0..disks {
+        for (d, at) in next.iter_mut().enumerate() {
             for _ in 0..2 {
-                s.submit(d, DiskRequest { id, op: DiskOp::Read, offset: next[d], len });
-                next[d] += len;
+                s.submit(d, DiskRequest { id, op: DiskOp::Read, offset: *at, len });
+                *at += len;
                 id += 1;
             }
         }

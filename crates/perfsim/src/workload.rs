@@ -95,7 +95,7 @@ impl Rewrite {
 }
 
 impl Stream for Rewrite {
-    fn next(&mut self, rng: &mut SimRng, in_flight: usize) -> Option<IoReq> {
+    fn next(&mut self, _rng: &mut SimRng, in_flight: usize) -> Option<IoReq> {
         if let Some(w) = self.writing {
             if w < self.pos {
                 if in_flight >= self.write_depth {
@@ -123,7 +123,7 @@ impl Stream for Rewrite {
         }
         if in_flight == 0 && self.pos > self.dirty_from {
             self.writing = Some(self.dirty_from);
-            return self.next(rng, 0);
+            return self.next(_rng, 0);
         }
         None
     }
