@@ -1,8 +1,8 @@
 //! Read balancing: which copy of a mirrored run (raid1, raid10) a read goes to.
 //!
-//! Pure bookkeeping, no I/O. The engine ([`crate::Array`]) asks [`Balancer::choose`] for every
+//! Pure bookkeeping, no I/O. The engine ([`crate::Array`]) asks `Balancer::choose` for every
 //! run with copies that a read request touches, and tells the balancer about every member I/O it
-//! issues ([`Balancer::issued`]) and every one that completes ([`Balancer::completed`]). Per slot
+//! issues (`Balancer::issued`) and every one that completes (`Balancer::completed`). Per slot
 //! it keeps what md keeps per mirror (`struct raid1_info`): where the head is after the last
 //! completed I/O, where the last read sent to the slot ended, where that run of sequential reads
 //! started, and how many I/Os are in flight.
@@ -14,7 +14,7 @@
 //!     last read sent to a disk (`next_seq_sect == sector`) or starts where its head is
 //!     (`head_position == sector`) stays on that disk; otherwise an idle disk (nothing pending)
 //!     is taken, the first in slot order; otherwise the disk whose head is nearest. With
-//!     non-rotational members (see [`Balancer::set_nonrot`]) the least busy disk is taken
+//!     non-rotational members (see [`crate::Array::set_nonrotational`]) the least busy disk is taken
 //!     instead of the nearest (md's `min_pending_disk` when `nonrot_disks > 0`).
 //!   - raid10 (`drivers/md/raid10.c`, `read_balance`): no sequential rule; over the copies in
 //!     md's order, the smallest "distance" wins, where the distance is 0 for an idle disk of a
@@ -38,7 +38,7 @@
 //!     A read that continues the last read sent to a disk stays there, as md's does;
 //!   - a large read outside any stream ([`SplitTuning::divide_bytes`], raid1) is divided into
 //!     one contiguous piece per idle copy, so each disk moves a long run;
-//!   - sequential streams are followed ([`Balancer::track`], up to [`MAX_STREAMS`]). A stream is
+//!   - sequential streams are followed (`Balancer::track`, up to `MAX_STREAMS`). A stream is
 //!     cut into aligned windows ([`SplitTuning::window_bytes`]); its windows go to its lanes
 //!     (copies) in turn, and the engine reads the next windows ahead of the reader on those
 //!     copies, so every disk reads long runs of its own and skips the others' with a short
