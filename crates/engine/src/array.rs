@@ -40,6 +40,7 @@ use crate::read_balance::{Balancer, ReadPolicy};
 use crate::EngineError;
 
 mod logging;
+mod readahead;
 
 /// Identifies a submitted request.
 pub type RequestId = u64;
@@ -279,6 +280,8 @@ pub struct Array {
     write_batch: Option<Vec<PartWrite>>,
     /// Which copy of mirrored data each read goes to (see [`crate::read_balance`]).
     balance: Balancer,
+    /// What the `split` read policy read ahead of sequential streams.
+    readahead: readahead::ReadAhead,
 }
 
 impl Array {
@@ -311,6 +314,7 @@ impl Array {
             admitting: false,
             write_batch: None,
             balance,
+            readahead: readahead::ReadAhead::default(),
         };
         if !array.readable() {
             return Err(EngineError::ArrayFailed);
@@ -331,13 +335,21 @@ impl Array {
     }
 
     /// Say whether parity may be inconsistent (see the field's comment).
+    /// Mirrors then read md's first copy only (see [`Array::set_read_policy`]), so nothing read
+    /// ahead from another copy is kept.
     pub fn set_resync_pending(&mut self, pending: bool) {
+        if pending && !self.resync_pending {
+            self.readahead_reset();
+        }
         self.resync_pending = pending;
     }
 
     /// Choose how reads pick among the copies of mirrored data (raid1, raid10; other levels
     /// have one place for every byte). Takes effect for requests started from now on.
     pub fn set_read_policy(&mut self, policy: ReadPolicy) {
+        if policy != self.balance.policy() {
+            self.readahead_reset();
+        }
         self.balance.set_policy(policy);
     }
 
@@ -542,6 +554,12 @@ impl Array {
         };
         let rid = io.rid;
         let tag = io.tag;
+        if rid == readahead::READAHEAD_RID {
+            self.readahead_io_done(tag, outcome);
+            self.log_maintenance();
+            self.admit_waiting();
+            return;
+        }
         if rid == logging::LOG_RID {
             self.log_io_done(tag, outcome);
             self.log_maintenance();
@@ -879,10 +897,13 @@ impl Array {
     // ----- reads -------------------------------------------------------------------------------
 
     fn start_read(&mut self, rid: RequestId, r: &mut ReadOp) -> Option<Result<(), EngineError>> {
+        let mut stream = None;
         if self.geometry.parity().is_some() {
             for run in self.geometry.parity_runs(r.offset, r.len) {
                 r.parts.push(ReadPart::Parity { run, phase: ParityRead::Direct });
             }
+        } else if self.split_reads() {
+            stream = self.plan_split_read(r);
         } else {
             self.balance.begin_request();
             for run in self.geometry.runs(r.offset, r.len) {
@@ -906,6 +927,9 @@ impl Array {
             self.emit(rid, IoTag { part, slot: g.slot }, g.offset, MemberOp::Read { len: g.len });
             r.parts.push(ReadPart::Merged(g));
         }
+        if let Some(stream) = stream {
+            self.read_ahead(stream);
+        }
         (r.remaining == 0).then_some(Ok(()))
     }
 
@@ -925,7 +949,7 @@ impl Array {
             ReadPart::Parity { run, .. } => self
                 .in_sync(run.slot)
                 .then(|| (run.slot, run.stripe * self.geometry.chunk_bytes() + run.chunk_offset, run.len)),
-            ReadPart::Merged(_) => None,
+            ReadPart::Merged(_) | ReadPart::Cached { .. } => None,
         }
     }
 
@@ -953,8 +977,11 @@ impl Array {
     /// and request, and a gap of one chunk is all the layouts ever put between a member's
     /// pieces of one request, so the rule never reads more than one chunk per merge. Groups
     /// of one piece are left out (the part is read as before).
+    ///
+    /// Under the `split` policy only contiguous pieces merge: a gap there is what another copy
+    /// reads.
     fn merge_read_parts(&self, r: &ReadOp) -> Vec<MergedRead> {
-        let gap = self.geometry.chunk_bytes();
+        let gap = if self.split_reads() { 0 } else { self.geometry.chunk_bytes() };
         let mut located: Vec<(usize, u64, u64, usize)> = r
             .parts
             .iter()
@@ -1002,6 +1029,7 @@ impl Array {
                         ReadPart::Copies { logical, unit } => (*logical, unit.len),
                         ReadPart::Parity { run, .. } => (run.logical, run.len),
                         ReadPart::Merged(_) => unreachable!("merged reads do not nest"),
+                        ReadPart::Cached { .. } => unreachable!("cached parts are not merged"),
                     };
                     let to = (logical - r.offset) as usize;
                     r.buf[to..to + len as usize].copy_from_slice(&data[at as usize..(at + len) as usize]);
@@ -1020,9 +1048,13 @@ impl Array {
 
     /// Issue the first member reads of one part of a read. `Some` when the part is finished.
     fn start_read_part(&mut self, rid: RequestId, r: &mut ReadOp, part: usize) -> Option<Result<(), EngineError>> {
+        if matches!(r.parts[part], ReadPart::Cached { .. }) {
+            return self.start_cached_part(rid, r, part);
+        }
         match &mut r.parts[part] {
             ReadPart::Copies { unit, .. } => self.issue_copy_read(rid, part, unit),
             ReadPart::Merged(_) => unreachable!("merged reads start with their request"),
+            ReadPart::Cached { .. } => unreachable!("handled above"),
             ReadPart::Parity { run, phase } => {
                 if self.in_sync(run.slot) {
                     let off = run.stripe * self.geometry.chunk_bytes() + run.chunk_offset;
@@ -1056,6 +1088,7 @@ impl Array {
                 })
                 .collect(),
             ReadPart::Merged(_) => unreachable!("a merged read is never split"),
+            ReadPart::Cached { .. } => unreachable!("a cached part has no member read to fail"),
         };
         let first = r.parts.len();
         r.remaining += pieces.len();
@@ -1123,7 +1156,7 @@ impl Array {
                 ReadPart::Parity { run, phase } => {
                     matches!(phase, ParityRead::Direct) && row_pieces(run.chunk_offset, run.len).len() > 1
                 }
-                ReadPart::Merged(_) => false,
+                ReadPart::Merged(_) | ReadPart::Cached { .. } => false,
             };
         if split {
             self.split_read_part(rid, r, part);
@@ -1136,6 +1169,7 @@ impl Array {
                 self.copy_unit_step(rid, part, unit, tag.slot, outcome, Some(sink))
             }
             ReadPart::Merged(_) => unreachable!("handled above"),
+            ReadPart::Cached { .. } => unreachable!("read-ahead completions are filed under their own id"),
             ReadPart::Parity { run, phase } => {
                 let at = (run.logical - r.offset) as usize;
                 let sink = &mut r.buf[at..at + run.len as usize];
@@ -1176,6 +1210,7 @@ impl Array {
     // ----- writes: linear, raid0, raid1, raid10 ------------------------------------------------
 
     fn start_copy_write(&mut self, rid: RequestId, w: &mut CopyWriteOp) -> Option<Result<(), EngineError>> {
+        self.readahead_write(w.offset, &w.data);
         let runs = self.geometry.runs(w.offset, w.data.len() as u64);
         let mut writes: Vec<PartWrite> = Vec::new();
         for (part, run) in runs.into_iter().enumerate() {
@@ -1232,6 +1267,7 @@ impl Array {
         if d.len == 0 {
             return Some(Ok(()));
         }
+        self.readahead_forget(d.offset, d.len);
         match self.geometry.stripe_data_bytes() {
             // Whole stripes (checked at submit) occupy the same member range on every slot, data
             // and parity alike: one discard per live member.
@@ -1762,6 +1798,9 @@ impl Array {
                 // Whole rows, so a copy whose read fails is rewritten in whole rows of the
                 // reference copy, and repairs too.
                 let (offset, len) = self.mirror_rows(s.offset, s.len, self.size_bytes());
+                // Copies it rewrites take the reference copy's bytes, which need not be the
+                // ones read ahead.
+                self.readahead_forget(offset, len);
                 for run in self.geometry.runs(offset, len) {
                     s.units.push(SyncUnit::new(None, run.copies, run.len, n));
                 }
@@ -2459,6 +2498,9 @@ enum ReadPart {
     /// One member read standing for several parts on that member (see
     /// [`Array::merge_read_parts`]); those parts are started only if it fails.
     Merged(MergedRead),
+    /// Bytes the `split` policy read ahead (entry `entry` of `array/readahead.rs`); read from
+    /// the members instead if that read ahead goes stale or fails.
+    Cached { logical: u64, len: u64, entry: u64 },
 }
 
 #[derive(Debug, Clone)]

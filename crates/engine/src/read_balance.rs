@@ -1,8 +1,8 @@
 //! Read balancing: which copy of a mirrored run (raid1, raid10) a read goes to.
 //!
-//! Pure bookkeeping, no I/O. The engine ([`crate::Array`]) asks [`Balancer::choose`] for every
+//! Pure bookkeeping, no I/O. The engine ([`crate::Array`]) asks `Balancer::choose` for every
 //! run with copies that a read request touches, and tells the balancer about every member I/O it
-//! issues ([`Balancer::issued`]) and every one that completes ([`Balancer::completed`]). Per slot
+//! issues (`Balancer::issued`) and every one that completes (`Balancer::completed`). Per slot
 //! it keeps what md keeps per mirror (`struct raid1_info`): where the head is after the last
 //! completed I/O, where the last read sent to the slot ended, where that run of sequential reads
 //! started, and how many I/Os are in flight.
@@ -14,7 +14,7 @@
 //!     last read sent to a disk (`next_seq_sect == sector`) or starts where its head is
 //!     (`head_position == sector`) stays on that disk; otherwise an idle disk (nothing pending)
 //!     is taken, the first in slot order; otherwise the disk whose head is nearest. With
-//!     non-rotational members (see [`Balancer::set_nonrot`]) the least busy disk is taken
+//!     non-rotational members (see [`crate::Array::set_nonrotational`]) the least busy disk is taken
 //!     instead of the nearest (md's `min_pending_disk` when `nonrot_disks > 0`).
 //!   - raid10 (`drivers/md/raid10.c`, `read_balance`): no sequential rule; over the copies in
 //!     md's order, the smallest "distance" wins, where the distance is 0 for an idle disk of a
@@ -29,12 +29,24 @@
 //!   `round-robin`). A request is not divided: all its runs advance together.
 //! - **`shortest-queue`**: the copy with the fewest member I/Os in flight; ties go to the
 //!   nearest head, then to md's copy order (SPDK's raid1 picks by outstanding I/O likewise).
-//! - **`split`**: ours, made to get bandwidth from every mirror (see `docs/read-balancing.md`).
-//!   A read that is not part of a sequential stream goes to the least busy copy, ties to the
-//!   nearest head, where the head of a busy disk is taken to be at the end of the last I/O
-//!   queued to it (it will be there when it reaches this read): more readers keep more disks
-//!   busy, and among idle disks the shortest seek wins, shortest positioning time first in
-//!   spirit.
+//! - **`split`**: ours, made to get bandwidth from every mirror (see `docs/read-balancing.md`
+//!   and the engine's `array/readahead.rs`):
+//!   - a read outside any sequential stream goes to the least busy copy, ties to the nearest
+//!     head, where a busy disk's head is taken to be at the end of the last I/O queued to it
+//!     (it will be there when it reaches this read): more readers keep more disks busy, and
+//!     among idle disks the shortest seek wins (shortest positioning time first, in spirit).
+//!     A read that continues the last read sent to a disk stays there, as md's does;
+//!   - a large read outside any stream ([`SplitTuning::divide_bytes`], raid1) is divided into
+//!     one contiguous piece per idle copy, so each disk moves a long run;
+//!   - sequential streams are followed (`Balancer::track`, up to `MAX_STREAMS`). A stream is
+//!     cut into aligned windows ([`SplitTuning::window_bytes`]); its windows go to its lanes
+//!     (copies) in turn, and the engine reads the next windows ahead of the reader on those
+//!     copies, so every disk reads long runs of its own and skips the others' with a short
+//!     seek, even for a reader with one request in flight. One stream alone has every copy
+//!     for lanes; as many streams as copies or more get one copy each (md's sequential rule
+//!     has the same effect, and no disk then seeks between streams); in between, a share.
+//!     Layouts whose copies lie far apart (raid10 far and offset) read the lowest copy, which
+//!     the layout already spreads over every member, as md does.
 //!
 //! Positions are member byte offsets from the data start, as the engine's member I/Os carry
 //! them (md uses sectors; only differences and equality matter here).
@@ -140,6 +152,68 @@ impl SlotLoad {
     }
 }
 
+/// Knobs of the `split` policy (see [`crate::Array::set_split_tuning`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitTuning {
+    /// A sequential stream is cut into windows of this many bytes (aligned), each read from one
+    /// copy, consecutive windows from different copies: every disk reads runs this long and
+    /// skips the others' with a short seek. The longer the window, the less the skip costs
+    /// against the transfer (it should span several tracks).
+    pub window_bytes: u64,
+    /// Bound on the bytes read ahead for sequential streams and not yet read by them.
+    pub readahead_bytes: u64,
+    /// A read this long or longer that is not part of a stream is divided into contiguous
+    /// pieces over the idle copies (none when fewer than two copies are idle).
+    pub divide_bytes: u64,
+}
+
+impl Default for SplitTuning {
+    fn default() -> SplitTuning {
+        SplitTuning { window_bytes: 4 << 20, readahead_bytes: 64 << 20, divide_bytes: 512 << 10 }
+    }
+}
+
+/// How many read requests a stream may go without one before it no longer counts as active
+/// (the engine has no clock; requests are its time).
+const ACTIVE_REQUESTS: u64 = 256;
+
+/// Streams tracked at once. More concurrent sequential readers than this fall back to md's
+/// sequential rule, which still keeps each on one disk.
+pub(crate) const MAX_STREAMS: usize = 16;
+
+/// Read ahead at first this many times what the stream has read, growing with it up to the
+/// window depth (Linux's read-ahead ramps up likewise), so two neighbouring reads that happen
+/// to touch do not cost a long read-ahead.
+const RAMP: u64 = 4;
+
+/// A sequential reader the `split` policy follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stream {
+    /// Never reused: names the stream's read-ahead.
+    pub id: u64,
+    /// Logical byte just past the stream's last read.
+    pub next: u64,
+    /// Read requests that continued the stream; it is established from 1 on.
+    pub hits: u32,
+    /// Bytes the stream has read.
+    pub run: u64,
+    /// The request clock when the stream last read.
+    pub last_used: u64,
+    /// Logical byte up to which reads were issued for the stream (read ahead, or read).
+    pub ahead: u64,
+    /// Its place among the streams, which decides its copies (see [`Balancer::stream_lane`]).
+    pub ordinal: u32,
+}
+
+/// What [`Balancer::track`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Tracked {
+    /// The established stream the read continues (an index into the stream table).
+    pub stream: Option<usize>,
+    /// A stream dropped from the table to make room: its read-ahead is no longer wanted.
+    pub evicted: Option<u64>,
+}
+
 /// Which of md's two `read_balance()` functions the array's level has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MdFlavour {
@@ -159,6 +233,12 @@ pub(crate) struct Balancer {
     slots: Vec<SlotLoad>,
     /// Round-robin: the copy index the current request reads from.
     turn: usize,
+    /// `split`: the knobs, and the sequential streams being followed.
+    tuning: SplitTuning,
+    streams: Vec<Option<Stream>>,
+    next_stream: u64,
+    /// Read requests seen: the streams' clock.
+    clock: u64,
 }
 
 impl Balancer {
@@ -176,7 +256,34 @@ impl Balancer {
             nonrot: false,
             slots: vec![SlotLoad::default(); geometry.raid_disks()],
             turn: 0,
+            tuning: SplitTuning::default(),
+            streams: vec![None; MAX_STREAMS],
+            next_stream: 1,
+            clock: 0,
         }
+    }
+
+    pub(crate) fn tuning(&self) -> SplitTuning {
+        self.tuning
+    }
+
+    pub(crate) fn set_tuning(&mut self, tuning: SplitTuning) {
+        self.tuning = SplitTuning {
+            window_bytes: tuning.window_bytes.max(4096),
+            readahead_bytes: tuning.readahead_bytes,
+            divide_bytes: tuning.divide_bytes.max(8192),
+        };
+    }
+
+    /// Whether the layout keeps its copies far apart (raid10 far and offset layouts): streams
+    /// then read the lowest copy only, which the layout already stripes over every member.
+    pub(crate) fn far_copies(&self) -> bool {
+        matches!(self.flavour, MdFlavour::Raid10 { far, .. } if far > 1)
+    }
+
+    /// Forget every stream (the policy changed, or reads must not run ahead for a while).
+    pub(crate) fn forget_streams(&mut self) {
+        self.streams.iter_mut().for_each(|s| *s = None);
     }
 
     pub(crate) fn policy(&self) -> ReadPolicy {
@@ -223,12 +330,201 @@ impl Balancer {
                     (0..n).map(|k| (start + k) % n).find(|&i| readable(copies[i].0))
                 }
                 ReadPolicy::ShortestQueue => self.least_busy(copies, &readable, |s| s.head),
-                ReadPolicy::Split => self.least_busy(copies, &readable, SlotLoad::expected_head),
+                ReadPolicy::Split => self.split_single(copies, &readable),
             },
         }?;
         let (slot, offset) = copies[chosen];
         self.note_read(slot, offset, len);
         Some(chosen)
+    }
+
+    /// `split`, for a read outside any followed stream: a read that continues the last read
+    /// sent to a disk stays there (md's rule: that disk's head and read-ahead are already on
+    /// it, and it keeps a reader the stream table lost on one disk); else the least busy copy,
+    /// ties to the nearest expected head.
+    fn split_single(&self, copies: &[(usize, u64)], readable: &impl Fn(usize) -> bool) -> Option<usize> {
+        let sequential = copies.iter().position(|&(slot, offset)| readable(slot) && self.slots[slot].next_seq == offset);
+        sequential.or_else(|| self.least_busy(copies, readable, SlotLoad::expected_head))
+    }
+
+    /// `split`: the copies a read of `len` bytes at `copies` may be divided over: the readable
+    /// copies whose disk is idle, nearest head first, written to `out` (indices into `copies`);
+    /// how many. Fewer than two means the read is not divided.
+    pub(crate) fn idle_copies(&self, copies: &[(usize, u64)], readable: impl Fn(usize) -> bool, out: &mut [usize]) -> usize {
+        let mut n = 0;
+        for (i, &(slot, _)) in copies.iter().enumerate() {
+            if n < out.len() && readable(slot) && self.slots[slot].pending == 0 {
+                out[n] = i;
+                n += 1;
+            }
+        }
+        let dist = |i: usize| copies[i].1.abs_diff(self.slots[copies[i].0].head);
+        out[..n].sort_unstable_by_key(|&i| (dist(i), i));
+        n
+    }
+
+    /// Record that a read of `len` bytes went to copy `chosen` of `copies` (chosen by the
+    /// caller: a divided read, a stream's window).
+    pub(crate) fn chose(&mut self, copies: &[(usize, u64)], chosen: usize, len: u64) {
+        let (slot, offset) = copies[chosen];
+        self.note_read(slot, offset, len);
+    }
+
+    /// `split`: follow the sequential streams. Called once per read request of `[offset,
+    /// offset+len)`: finds the stream it continues (it starts where a stream's last read ended,
+    /// or inside what was read ahead for it) and moves it on, or starts following a new one in
+    /// place of the least recently used (streams that never continued go first).
+    pub(crate) fn track(&mut self, offset: u64, len: u64) -> Tracked {
+        self.clock += 1;
+        let clock = self.clock;
+        let end = offset + len;
+        let found = self.streams.iter().position(|s| {
+            s.is_some_and(|s| s.next == offset || (s.hits > 0 && offset > s.next && offset < s.ahead))
+        });
+        if let Some(i) = found {
+            let newly = self.streams[i].is_some_and(|s| s.hits == 0);
+            let ordinal = if newly { self.free_ordinal() } else { 0 };
+            let s = self.streams[i].as_mut().expect("found above");
+            if newly {
+                s.ordinal = ordinal;
+            }
+            s.hits = s.hits.saturating_add(1);
+            s.run += len;
+            s.next = s.next.max(end);
+            s.ahead = s.ahead.max(end);
+            s.last_used = clock;
+            return Tracked { stream: Some(i), evicted: None };
+        }
+        let victim = match self.streams.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                let key = |s: &Stream| (s.hits > 0 && clock - s.last_used <= ACTIVE_REQUESTS, s.last_used);
+                (0..self.streams.len()).min_by_key(|&i| key(self.streams[i].as_ref().expect("table full"))).expect("a table")
+            }
+        };
+        let evicted = self.streams[victim].map(|s| s.id);
+        let id = self.next_stream;
+        self.next_stream += 1;
+        self.streams[victim] = Some(Stream { id, next: end, hits: 0, run: len, last_used: clock, ahead: end, ordinal: 0 });
+        Tracked { stream: None, evicted }
+    }
+
+    /// The smallest ordinal no active stream holds.
+    fn free_ordinal(&self) -> u32 {
+        let mut ordinal = 0;
+        while self.active_streams().any(|s| s.ordinal == ordinal) {
+            ordinal += 1;
+        }
+        ordinal
+    }
+
+    /// Established streams that read recently.
+    fn active_streams(&self) -> impl Iterator<Item = &Stream> + '_ {
+        let clock = self.clock;
+        self.streams.iter().flatten().filter(move |s| s.hits > 0 && clock - s.last_used <= ACTIVE_REQUESTS)
+    }
+
+    pub(crate) fn stream(&self, index: usize) -> &Stream {
+        self.streams[index].as_ref().expect("a followed stream")
+    }
+
+    pub(crate) fn stream_mut(&mut self, index: usize) -> &mut Stream {
+        self.streams[index].as_mut().expect("a followed stream")
+    }
+
+    /// Where the reader of stream `id` is (the logical byte past its last read), if the stream
+    /// is still followed.
+    pub(crate) fn stream_position(&self, id: u64) -> Option<u64> {
+        self.streams.iter().flatten().find(|s| s.id == id).map(|s| s.next)
+    }
+
+    /// Whether stream `id` is still followed and active.
+    pub(crate) fn stream_active(&self, id: u64) -> bool {
+        self.active_streams().any(|s| s.id == id)
+    }
+
+    /// How far ahead of its reader stream `index` may be read: a window per copy and one more
+    /// queued behind it for each (so no disk waits between windows), grown from what the stream
+    /// has read, within its share of the read-ahead memory.
+    pub(crate) fn readahead_depth(&self, index: usize, copies: usize) -> u64 {
+        let s = self.stream(index);
+        let active = self.active_streams().count().max(1) as u64;
+        let lanes = self.lane_count(index, copies) as u64;
+        let w = self.tuning.window_bytes;
+        let full = 2 * lanes * w;
+        let share = (self.tuning.readahead_bytes / active).max(w.min(self.tuning.readahead_bytes));
+        full.min(share).min(s.run.saturating_mul(RAMP).max(128 << 10))
+    }
+
+    /// The stream's place among the active streams, and how many there are.
+    fn rank(&self, index: usize) -> (usize, usize) {
+        let me = self.stream(index);
+        let mut rank = 0;
+        let mut active = 0;
+        for s in self.active_streams() {
+            active += 1;
+            if (s.ordinal, s.id) < (me.ordinal, me.id) {
+                rank += 1;
+            }
+        }
+        // The stream itself is active: it just read.
+        (rank, active.max(rank + 1))
+    }
+
+    /// How many of `copies` lanes stream `index` reads from: all of them when it is alone, one
+    /// each when there are at least as many streams as copies (each reader then streams from a
+    /// disk of its own, as md's sequential rule would have it), a share in between.
+    fn lane_count(&self, index: usize, copies: usize) -> usize {
+        let copies = self.lanes(copies);
+        if copies <= 1 {
+            return 1;
+        }
+        let (rank, active) = self.rank(index);
+        if active >= copies {
+            1
+        } else {
+            (copies - rank).div_ceil(active)
+        }
+    }
+
+    /// The lane (a copy index among the readable copies, `0..copies`) that serves window
+    /// `window` of stream `index`: the stream's lanes take the windows in turn.
+    pub(crate) fn stream_lane(&self, index: usize, window: u64, copies: usize) -> usize {
+        let copies = self.lanes(copies);
+        if copies <= 1 {
+            return 0;
+        }
+        let (rank, active) = self.rank(index);
+        if active >= copies {
+            return rank % copies;
+        }
+        let lanes = (copies - rank).div_ceil(active);
+        rank + active * (window % lanes as u64) as usize
+    }
+
+    /// How many lanes `copies` readable copies make: one where the layout keeps its copies far
+    /// apart (the lowest copies are already spread over every member, and the others sit half
+    /// a member away), else one per copy.
+    fn lanes(&self, copies: usize) -> usize {
+        if self.far_copies() {
+            1
+        } else {
+            copies
+        }
+    }
+
+    /// The copy of a run that lane `lane` means: the `lane`-th readable copy in md's order
+    /// (counting round when copies are missing), or, where the layout keeps its copies far
+    /// apart, the readable copy at the lowest address whatever the lane.
+    pub(crate) fn lane_copy(&self, copies: &[(usize, u64)], lane: usize, readable: impl Fn(usize) -> bool) -> Option<usize> {
+        if self.far_copies() {
+            return copies.iter().enumerate().filter(|(_, c)| readable(c.0)).min_by_key(|(i, c)| (c.1, *i)).map(|(i, _)| i);
+        }
+        let count = copies.iter().filter(|c| readable(c.0)).count();
+        if count == 0 {
+            return None;
+        }
+        copies.iter().enumerate().filter(|(_, c)| readable(c.0)).nth(lane % count).map(|(i, _)| i)
     }
 
     /// The first readable copy in md's order (md's `choose_first_rdev`, used while a resync is
@@ -492,6 +788,122 @@ mod tests {
         // Slot 1 drains: it has the fewest.
         b.completed(1, 0, 4096, true);
         assert_eq!(b.choose(&mirror(3, 99 * MIB), 4096, all), Some(1));
+    }
+
+    #[test]
+    fn split_follows_streams_from_their_first_continuation() {
+        let mut b = raid1(2);
+        b.set_policy(ReadPolicy::Split);
+        assert_eq!(b.track(0, 4096).stream, None, "a first read is no stream yet");
+        let t = b.track(4096, 4096);
+        let i = t.stream.expect("a continuation establishes the stream");
+        assert_eq!(b.stream(i).next, 8192);
+        assert_eq!(b.stream(i).run, 8192);
+        // A read inside what was read ahead for the stream continues it too.
+        b.stream_mut(i).ahead = MIB;
+        assert_eq!(b.track(64 * 1024, 4096).stream, Some(i));
+        assert_eq!(b.stream(i).next, 64 * 1024 + 4096);
+        // Unrelated reads do not.
+        assert_eq!(b.track(500 * MIB, 4096).stream, None);
+    }
+
+    #[test]
+    fn split_evicts_streams_that_never_continued_first() {
+        let mut b = raid1(2);
+        b.track(0, 4096);
+        let established = b.track(4096, 4096).stream.unwrap();
+        let id = b.stream(established).id;
+        let mut evicted = Vec::new();
+        for k in 0..(3 * MAX_STREAMS as u64) {
+            let t = b.track((k + 10) * MIB, 4096);
+            assert_eq!(t.stream, None);
+            evicted.extend(t.evicted);
+        }
+        assert!(!evicted.contains(&id), "the active stream was evicted");
+        assert!(b.stream_active(id));
+        assert!(!evicted.is_empty());
+        // Once idle long enough it may go.
+        for k in 0..ACTIVE_REQUESTS + 2 * MAX_STREAMS as u64 {
+            evicted.extend(b.track((k + 1000) * MIB, 4096).evicted);
+        }
+        assert!(evicted.contains(&id));
+    }
+
+    /// Establish streams at `starts` (in that order) and return their indices.
+    fn streams(b: &mut Balancer, starts: &[u64]) -> Vec<usize> {
+        starts.iter().for_each(|&s| _ = b.track(s, 4096));
+        starts.iter().map(|&s| b.track(s + 4096, 4096).stream.unwrap()).collect()
+    }
+
+    #[test]
+    fn split_lanes_share_the_copies_among_the_streams() {
+        let w = 1u64;
+        // One stream, two copies: windows alternate.
+        let mut b = raid1(2);
+        let one = streams(&mut b, &[0]);
+        let lanes: Vec<usize> = (0..6).map(|win| b.stream_lane(one[0], win * w, 2)).collect();
+        assert_eq!(lanes, vec![0, 1, 0, 1, 0, 1]);
+        // Two streams, two copies: a copy each, whatever the window.
+        let mut b = raid1(2);
+        let two = streams(&mut b, &[0, 500 * MIB]);
+        for win in 0..4 {
+            assert_eq!(b.stream_lane(two[0], win, 2), 0);
+            assert_eq!(b.stream_lane(two[1], win, 2), 1);
+        }
+        // Two streams, four copies: two copies each.
+        let a: Vec<usize> = (0..4).map(|win| b.stream_lane(two[0], win, 4)).collect();
+        let c: Vec<usize> = (0..4).map(|win| b.stream_lane(two[1], win, 4)).collect();
+        assert_eq!((a, c), (vec![0, 2, 0, 2], vec![1, 3, 1, 3]));
+        // Three streams, two copies: every stream on one copy.
+        let mut b = raid1(2);
+        let three = streams(&mut b, &[0, 300 * MIB, 600 * MIB]);
+        let homes: Vec<usize> = three.iter().map(|&i| b.stream_lane(i, 7, 2)).collect();
+        assert_eq!(homes, vec![0, 1, 0]);
+    }
+
+    #[test]
+    fn split_lane_copies_skip_missing_copies_and_take_the_lowest_far_copy() {
+        let b = raid1(3);
+        let copies = mirror(3, 0);
+        assert_eq!(b.lane_copy(&copies, 1, all), Some(1));
+        assert_eq!(b.lane_copy(&copies, 1, |s| s != 0), Some(2), "lane 1 of the copies left");
+        assert_eq!(b.lane_copy(&copies, 2, |s| s != 0), Some(1), "counting round");
+        assert_eq!(b.lane_copy(&copies, 0, |_| false), None);
+        let far = raid10(2, Raid10Format::parse("f2").unwrap());
+        assert!(far.far_copies());
+        assert_eq!(far.lane_copy(&[(0, 600 * MIB), (1, 3 * MIB)], 0, all), Some(1));
+        assert_eq!(far.lane_copy(&[(0, 600 * MIB), (1, 3 * MIB)], 1, all), Some(1));
+        assert_eq!(far.lane_copy(&[(0, 600 * MIB), (1, 3 * MIB)], 0, |s| s == 0), Some(0));
+    }
+
+    #[test]
+    fn split_reads_ahead_more_as_the_stream_grows_within_its_bounds() {
+        let mut b = raid1(2);
+        b.set_tuning(SplitTuning { window_bytes: MIB, readahead_bytes: 64 * MIB, divide_bytes: 512 << 10 });
+        let i = streams(&mut b, &[0])[0];
+        assert_eq!(b.readahead_depth(i, 2), 128 << 10, "small at first");
+        for k in 2..1000u64 {
+            b.track(k * 4096, 4096);
+        }
+        // Grown to a window per copy and one more behind each.
+        assert_eq!(b.readahead_depth(i, 2), 4 * MIB);
+        assert_eq!(b.readahead_depth(i, 4), 8 * MIB);
+        // Many streams share the memory.
+        b.set_tuning(SplitTuning { window_bytes: MIB, readahead_bytes: 3 * MIB, divide_bytes: 512 << 10 });
+        assert_eq!(b.readahead_depth(i, 2), 3 * MIB);
+    }
+
+    #[test]
+    fn split_divides_only_over_idle_copies_nearest_first() {
+        let mut b = raid1(3);
+        ran(&mut b, 0, 100 * MIB, 4096);
+        ran(&mut b, 2, 10 * MIB, 4096);
+        let mut out = [0; 8];
+        let n = b.idle_copies(&mirror(3, 12 * MIB), all, &mut out);
+        assert_eq!(&out[..n], &[2, 1, 0], "nearest head first");
+        b.issued(2, 0, 4096, true);
+        let n = b.idle_copies(&mirror(3, 12 * MIB), |s| s != 0, &mut out);
+        assert_eq!(&out[..n], &[1], "busy and unreadable copies left out");
     }
 
     #[test]
