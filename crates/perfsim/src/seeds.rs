@@ -127,6 +127,21 @@ pub struct Bonnie {
     pub seeks_per_s: f64,
 }
 
+/// Bonnie's block-level columns: id part, metric, unit, in [`Bonnie::column`] order.
+const BONNIE_COLUMNS: [(&str, &str, &str); 4] = [
+    ("block-write", "block write", "KiB/s"),
+    ("rewrite", "rewrite", "KiB/s"),
+    ("block-read", "block read", "KiB/s"),
+    ("seeks", "random seeks", "seeks/s"),
+];
+
+impl Bonnie {
+    /// The `i`th of [`BONNIE_COLUMNS`].
+    pub fn column(&self, i: usize) -> f64 {
+        [self.write_kib_s, self.rewrite_kib_s, self.read_kib_s, self.seeks_per_s][i]
+    }
+}
+
 /// The bonnie benchmark: `seq_bytes` written, rewritten and read sequentially, then
 /// `seeks` random 8 KiB reads by 3 seekers over a file of `file_bytes` (bonnie's
 /// `SeekProcCount` 3, `Chunk` 8192, `UpdateSeek` 10: one seek in ten rewrites its chunk).
@@ -161,9 +176,9 @@ pub fn dd_readers(profile: &Profile, target: &Target, policy: ReadPolicy, reader
 }
 
 /// `procs` rawio processes, each doing what `each` describes: MB/s.
-pub fn rawio(profile: &Profile, target: &Target, procs: u64, each: &Rawio, seed: u64) -> f64 {
+pub fn rawio(profile: &Profile, target: &Target, policy: ReadPolicy, procs: u64, each: &Rawio, seed: u64) -> f64 {
     let streams: Vec<Box<dyn Stream>> = (0..procs).map(|_| Box::new(each.clone()) as Box<dyn Stream>).collect();
-    go(profile, target, ReadPolicy::Md, streams, seed).throughput() / 1e6
+    go(profile, target, policy, streams, seed).throughput() / 1e6
 }
 
 fn random(op: DiskOp, sizes: Sizes, span: u64, ops: u64) -> Rawio {
@@ -216,26 +231,16 @@ fn molnar(opts: &Options, out: &mut Out) {
     let single = bonnie(&p, &Target::Disk, ReadPolicy::Md, seq, file, seeks, opts.seed);
     let seed_single = [8019.0, 3525.0, 7707.0, 94.9];
     let seed_raid1 = [7705.0, 3931.0, 11848.0, 175.6];
-    let names = [("block-write", "bonnie block write", "KiB/s"), ("rewrite", "bonnie rewrite", "KiB/s"), ("block-read", "bonnie block read", "KiB/s"), ("seeks", "bonnie random seeks", "seeks/s")];
-    let pick = |b: &Bonnie, i: usize| [b.write_kib_s, b.rewrite_kib_s, b.read_kib_s, b.seeks_per_s][i];
     let raid1 = Target::Array(ArraySpec::Raid1 { disks: 4 });
     for policy in ReadPolicy::ALL {
         let r = bonnie(&p, &raid1, policy, seq, file, seeks, opts.seed);
-        for (i, (key, metric, unit)) in names.iter().enumerate() {
-            out.push(&format!("molnar1998-single-{key}"), MOLNAR, metric, unit, Some(seed_single[i]), policy, &p, pick(&single, i), None, false);
+        for (i, (key, metric, unit)) in BONNIE_COLUMNS.iter().enumerate() {
+            let metric = format!("bonnie {metric}");
+            let s = single.column(i);
+            out.push(&format!("molnar1998-single-{key}"), MOLNAR, &metric, unit, Some(seed_single[i]), policy, &p, s, None, false);
             let seed_ratio = Some(seed_raid1[i] / seed_single[i]);
-            out.push(
-                &format!("molnar1998-raid1-4way-{key}"),
-                MOLNAR,
-                metric,
-                unit,
-                Some(seed_raid1[i]),
-                policy,
-                &p,
-                pick(&r, i),
-                Some((pick(&single, i), seed_ratio)),
-                true,
-            );
+            let id = format!("molnar1998-raid1-4way-{key}");
+            out.push(&id, MOLNAR, &metric, unit, Some(seed_raid1[i]), policy, &p, r.column(i), Some((s, seed_ratio)), true);
         }
     }
 }
@@ -255,8 +260,6 @@ fn bonnie2008(opts: &Options, out: &mut Out) {
         ("striped", Target::Array(ArraySpec::Raid0 { disks: 2, chunk: 64 * KIB }), [109092.0, 48674.0, 116921.0, 339.5]),
         ("mirrored", Target::Array(ArraySpec::Raid1 { disks: 2 }), [50917.0, 29154.0, 76402.0, 331.5]),
     ];
-    let names = [("block-write", "bonnie++ block write", "KiB/s"), ("rewrite", "bonnie++ rewrite", "KiB/s"), ("block-read", "bonnie++ block read", "KiB/s"), ("seeks", "bonnie++ random seeks", "seeks/s")];
-    let pick = |b: &Bonnie, i: usize| [b.write_kib_s, b.rewrite_kib_s, b.read_kib_s, b.seeks_per_s][i];
     let base = bonnie(&p, &Target::Disk, ReadPolicy::Md, seq, file, seeks, opts.seed);
     let mut fixed = Vec::new();
     for (name, target, _) in &configs[1..3] {
@@ -270,9 +273,11 @@ fn bonnie2008(opts: &Options, out: &mut Out) {
                 "mirrored" => (mirrored, true),
                 other => (fixed.iter().find(|(n, _)| *n == other).expect("computed").1, false),
             };
-            for (i, (key, metric, unit)) in names.iter().enumerate() {
-                let single = (*name != "base").then(|| (pick(&base, i), Some(seed_vals[i] / configs[0].2[i])));
-                out.push(&format!("bonnie2008-{name}-{key}"), BONNIE2008, metric, unit, Some(seed_vals[i]), policy, &p, pick(&b, i), single, sensitive);
+            for (i, (key, metric, unit)) in BONNIE_COLUMNS.iter().enumerate() {
+                let single = (*name != "base").then(|| (base.column(i), Some(seed_vals[i] / configs[0].2[i])));
+                let metric = format!("bonnie++ {metric}");
+                let id = format!("bonnie2008-{name}-{key}");
+                out.push(&id, BONNIE2008, &metric, unit, Some(seed_vals[i]), policy, &p, b.column(i), single, sensitive);
             }
         }
     }
@@ -453,7 +458,7 @@ fn chart_stripes(opts: &Options) -> Chart {
     let ops = opts.count(300);
     let stripes: Vec<u64> = (2..=9).map(|k| (1u64 << k) * KIB).collect();
     let mut out = Vec::new();
-    let single = rawio(&p, &Target::Disk, 8, &random(DiskOp::Read, UFS_SIZES, span, ops), opts.seed);
+    let single = rawio(&p, &Target::Disk, ReadPolicy::Md, 8, &random(DiskOp::Read, UFS_SIZES, span, ops), opts.seed);
     out.push(series("single disk, read", stripes.iter().map(|&c| ((c / KIB) as f64, single)).collect(), false));
     for (name, op) in [("read", DiskOp::Read), ("write", DiskOp::Write)] {
         for (level, make) in [("raid0 x4", 0), ("raid5 x4", 1)] {
@@ -461,7 +466,7 @@ fn chart_stripes(opts: &Options) -> Chart {
                 .iter()
                 .map(|&chunk| {
                     let spec = if make == 0 { ArraySpec::Raid0 { disks: 4, chunk } } else { ArraySpec::Raid5 { disks: 4, chunk } };
-                    ((chunk / KIB) as f64, rawio(&p, &Target::Array(spec), 8, &random(op, UFS_SIZES, span, ops), opts.seed))
+                    ((chunk / KIB) as f64, rawio(&p, &Target::Array(spec), ReadPolicy::Md, 8, &random(op, UFS_SIZES, span, ops), opts.seed))
                 })
                 .collect();
             out.push(series(format!("{level}, {name}"), pts, false));
@@ -471,11 +476,8 @@ fn chart_stripes(opts: &Options) -> Chart {
         let pts = stripes
             .iter()
             .map(|&chunk| {
-                let streams: Vec<Box<dyn Stream>> = (0..8)
-                    .map(|_| Box::new(Rawio { op: DiskOp::Read, start: 0, span, sizes: UFS_SIZES, ops_left: ops }) as Box<dyn Stream>)
-                    .collect();
                 let target = Target::Array(ArraySpec::Raid10 { disks: 4, chunk, far: false });
-                ((chunk / KIB) as f64, go(&p, &target, policy, streams, opts.seed).throughput() / 1e6)
+                ((chunk / KIB) as f64, rawio(&p, &target, policy, 8, &random(DiskOp::Read, UFS_SIZES, span, ops), opts.seed))
             })
             .collect();
         out.push(series(format!("raid10 x4, read, {}", policy.name()), pts, false));
@@ -497,10 +499,10 @@ fn chart_processes(opts: &Options) -> Chart {
     let span = 120 * MIB;
     let procs: [u64; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
     let ops = |n: u64| opts.count(2400).div_ceil(n).max(20);
-    let single = procs.iter().map(|&n| (n as f64, rawio(&p, &Target::Disk, n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed))).collect();
+    let single = procs.iter().map(|&n| (n as f64, rawio(&p, &Target::Disk, ReadPolicy::Md, n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed))).collect();
     let striped = procs
         .iter()
-        .map(|&n| (n as f64, rawio(&p, &Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed)))
+        .map(|&n| (n as f64, rawio(&p, &Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), ReadPolicy::Md, n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed)))
         .collect();
     Chart {
         file: "processes.svg",
@@ -519,7 +521,7 @@ fn chart_request_size(opts: &Options) -> Chart {
     let sizes: Vec<u64> = (9..=17).map(|k| 1u64 << k).collect();
     let ops = opts.count(400);
     let line = |target: Target, procs: u64| -> Vec<(f64, f64)> {
-        sizes.iter().map(|&s| (s as f64, rawio(&p, &target, procs, &random(DiskOp::Read, Sizes::Fixed(s), span, ops), opts.seed))).collect()
+        sizes.iter().map(|&s| (s as f64, rawio(&p, &target, ReadPolicy::Md, procs, &random(DiskOp::Read, Sizes::Fixed(s), span, ops), opts.seed))).collect()
     };
     Chart {
         file: "request-size.svg",
