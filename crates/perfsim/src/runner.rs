@@ -358,6 +358,34 @@ mod tests {
     }
 
     #[test]
+    fn raid10_far_reads_a_single_stream_like_raid0() {
+        // md's far layout puts the first copy of every chunk striped over the outer halves,
+        // so one sequential reader gets both disks (the 2008 seed's commenters' point).
+        let p = profiles::generic_hdd_7200();
+        let one = run(&p, &Target::Disk, &no_configure, seq(DiskOp::Read, 256 << 20), 5).throughput();
+        let far = Target::Array(ArraySpec::Raid10 { disks: 2, chunk: 512 << 10, far: true });
+        let f2 = run(&p, &far, &no_configure, seq(DiskOp::Read, 256 << 20), 5).throughput();
+        let near = Target::Array(ArraySpec::Raid10 { disks: 2, chunk: 512 << 10, far: false });
+        let n2 = run(&p, &near, &no_configure, seq(DiskOp::Read, 256 << 20), 5).throughput();
+        assert!(f2 / one > 1.7, "raid10 f2 / single = {:.2}", f2 / one);
+        assert!(n2 / one < 1.2, "raid10 n2 / single = {:.2}", n2 / one);
+    }
+
+    #[test]
+    fn an_nvme_mirror_serves_random_reads_from_both_copies() {
+        let p = profiles::nvme();
+        let streams = || -> Vec<Box<dyn Stream>> {
+            (0..32)
+                .map(|_| Box::new(Rawio { op: DiskOp::Read, start: 0, span: 1 << 30, sizes: Sizes::Fixed(128 << 10), ops_left: 100 }) as Box<dyn Stream>)
+                .collect()
+        };
+        let one = run(&p, &Target::Disk, &no_configure, streams(), 6).throughput();
+        let least_busy = |a: &mut Array| a.set_read_policy(uraid_engine::ReadPolicy::ShortestQueue);
+        let two = run(&p, &Target::Array(ArraySpec::Raid1 { disks: 2 }), &least_busy, streams(), 6).throughput();
+        assert!(two / one > 1.7, "nvme raid1 / single = {:.2}", two / one);
+    }
+
+    #[test]
     fn runs_are_deterministic() {
         let p = profiles::sata_2008();
         let streams = || -> Vec<Box<dyn Stream>> {

@@ -302,3 +302,78 @@ impl Stream for SmallFiles {
         self.cpu_per_meta
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Drive a stream alone, completing each request at once; the requests in issue order.
+    fn drain(s: &mut dyn Stream, rng: &mut SimRng, max: usize) -> Vec<IoReq> {
+        let mut issued = Vec::new();
+        let mut in_flight: Vec<IoReq> = Vec::new();
+        while issued.len() < max {
+            while let Some(r) = s.next(rng, in_flight.len()) {
+                issued.push(r);
+                if r.wait {
+                    in_flight.push(r);
+                }
+            }
+            let Some(done) = in_flight.pop() else { break };
+            s.complete(&done, rng);
+        }
+        issued
+    }
+
+    #[test]
+    fn rewrite_reads_a_batch_then_writes_the_same_bytes_back() {
+        let mut s = Rewrite::new(0, 1 << 20, 64 << 10, 128 << 10, 256 << 10, 2);
+        let reqs = drain(&mut s, &mut SimRng::new(1), 1000);
+        assert!(s.finished());
+        let bytes = |op| reqs.iter().filter(|r| r.op == op).map(|r| r.len).sum::<u64>();
+        assert_eq!(bytes(DiskOp::Read), 1 << 20);
+        assert_eq!(bytes(DiskOp::Write), 1 << 20);
+        // Read 256 KiB, write those 256 KiB, read the next 256 KiB...
+        assert_eq!(reqs[0].op, DiskOp::Read);
+        assert_eq!((reqs[4].op, reqs[4].offset), (DiskOp::Write, 0));
+        assert_eq!((reqs[6].op, reqs[6].offset), (DiskOp::Read, 256 << 10));
+    }
+
+    #[test]
+    fn a_seeker_rewrites_about_one_seek_in_ten_without_waiting() {
+        let mut s = Seeker::new(1 << 20, 64 << 20, 8192, 5000, 10);
+        let reqs = drain(&mut s, &mut SimRng::new(2), 100_000);
+        let reads: Vec<&IoReq> = reqs.iter().filter(|r| r.op == DiskOp::Read).collect();
+        let writes: Vec<&IoReq> = reqs.iter().filter(|r| r.op == DiskOp::Write).collect();
+        assert_eq!(reads.len(), 5000);
+        assert!((400..600).contains(&writes.len()), "{} rewrites", writes.len());
+        assert!(writes.iter().all(|w| !w.wait));
+        assert!(reads.iter().all(|r| r.offset >= 1 << 20 && r.offset + 8192 <= (1 << 20) + (64 << 20) && r.offset % 8192 == 0));
+    }
+
+    #[test]
+    fn rawio_transfers_are_sector_aligned_and_within_the_span() {
+        let mut s = Rawio { op: DiskOp::Read, start: 4096, span: 1 << 20, sizes: Sizes::Uniform { min: 512, max: 32768 }, ops_left: 2000 };
+        let reqs = drain(&mut s, &mut SimRng::new(3), 10_000);
+        assert_eq!(reqs.len(), 2000);
+        for r in &reqs {
+            assert!(r.offset % 512 == 0 && r.len % 512 == 0 && (512..=32768).contains(&r.len));
+            assert!(r.offset >= 4096 && r.offset + r.len <= 4096 + (1 << 20));
+        }
+        let mean = reqs.iter().map(|r| r.len).sum::<u64>() as f64 / 2000.0;
+        assert!((15_000.0..18_000.0).contains(&mean), "mean transfer {mean}");
+    }
+
+    #[test]
+    fn small_files_write_metadata_synchronously_and_data_behind() {
+        let mut s = SmallFiles::new(500, 20 << 10, 64 << 10, 8192, 2, 8 << 20, 512 << 20, 1000);
+        let reqs = drain(&mut s, &mut SimRng::new(4), 100_000);
+        assert!(s.finished());
+        let meta = reqs.iter().filter(|r| r.wait).count();
+        assert_eq!(meta, 1000, "two synchronous writes per file");
+        assert!(reqs.iter().filter(|r| !r.wait).all(|r| r.len <= 64 << 10));
+        let data: u64 = reqs.iter().filter(|r| !r.wait).map(|r| r.len).sum();
+        let mean = data as f64 / 500.0;
+        assert!((14_000.0..27_000.0).contains(&mean), "mean file {mean}");
+        assert_eq!(s.think(), 1000);
+    }
+}
