@@ -2,9 +2,11 @@
 //! completions back through the engine to the streams, all in virtual time.
 //!
 //! What it owns: building the array ([`ArraySpec`] → [`Geometry`] sized to the profile's
-//! disks), the loop itself, and the two places where engine I/O and disk I/O meet
-//! ([`member_io_to_disk`] and [`disk_result_to_engine`]): the engine's buffer types for member
-//! I/O may change, and only those two functions know them. The baseline target
+//! disks), the loop itself, and the places where engine types and simulated I/O meet: a member
+//! I/O becomes a disk request in [`member_io_to_disk`], a completion becomes the engine's
+//! [`IoResult`] in [`disk_result_to_engine`], and a stream's request becomes an engine
+//! [`Request`] in [`engine_request`]. The engine's data-buffer types may change; only these
+//! three functions know them. The baseline target
 //! [`Target::Disk`] runs the same streams on one bare disk with no engine in between, as the
 //! seeds measured their single disks (`sdf1`, "base hd", a single disk without RAIDframe).
 
@@ -163,12 +165,21 @@ pub fn member_io_to_disk(io: &MemberIo, id: u64) -> Option<DiskRequest> {
     Some(DiskRequest { id, op, offset: io.offset, len })
 }
 
-/// What the engine hears when a disk request it caused has completed: zeros for a read (the
-/// simulator measures time, not data).
-pub fn disk_result_to_engine(request: &DiskRequest) -> IoResult {
-    match request.op {
-        DiskOp::Read => IoResult::Read(vec![0; request.len as usize]),
-        DiskOp::Write => IoResult::Done,
+/// What the engine hears when a member I/O has completed: for the disk request it became,
+/// zeros for a read (the simulator measures time, not data); for one that became none
+/// (`member_io_to_disk` gave `None`), success.
+pub fn disk_result_to_engine(request: Option<&DiskRequest>) -> IoResult {
+    match request.map(|r| (r.op, r.len)) {
+        Some((DiskOp::Read, len)) => IoResult::Read(vec![0; len as usize]),
+        Some((DiskOp::Write, _)) | None => IoResult::Done,
+    }
+}
+
+/// A stream's request as an engine request (writes carry zeros).
+pub fn engine_request(req: &IoReq) -> Request {
+    match req.op {
+        DiskOp::Read => Request::Read { offset: req.offset, len: req.len },
+        DiskOp::Write => Request::Write { offset: req.offset, data: vec![0; req.len as usize] },
     }
 }
 
@@ -213,11 +224,7 @@ pub fn run(profile: &Profile, target: &Target, configure: Configure, mut streams
                     }
                     match array.as_mut() {
                         Some(a) => {
-                            let request = match req.op {
-                                DiskOp::Read => Request::Read { offset: req.offset, len: req.len },
-                                DiskOp::Write => Request::Write { offset: req.offset, data: vec![0; req.len as usize] },
-                            };
-                            let id = a.submit(request).unwrap_or_else(|e| panic!("{req:?}: {e}"));
+                            let id = a.submit(engine_request(&req)).unwrap_or_else(|e| panic!("{req:?}: {e}"));
                             requests.insert(id, (i, req));
                         }
                         None => {
@@ -238,7 +245,7 @@ pub fn run(profile: &Profile, target: &Target, configure: Configure, mut streams
                             next_disk_id += 1;
                             storage.submit(io.slot, dr);
                         }
-                        None => a.complete_io(io.id, IoResult::Done),
+                        None => a.complete_io(io.id, disk_result_to_engine(None)),
                     }
                 }
                 while let Some((id, result)) = a.next_completion() {
@@ -268,7 +275,7 @@ pub fn run(profile: &Profile, target: &Target, configure: Configure, mut streams
             match array.as_mut() {
                 Some(a) => {
                     let io = member_ios.remove(&c.request.id).expect("a known member I/O");
-                    a.complete_io(io, disk_result_to_engine(&c.request));
+                    a.complete_io(io, disk_result_to_engine(Some(&c.request)));
                 }
                 None => {
                     let (i, req) = requests.remove(&c.request.id).expect("a known request");
