@@ -212,87 +212,137 @@ impl Stream for Rawio {
     }
 }
 
-/// A file-system-like small-write stream (an FFS tar extraction without soft dependencies):
-/// per file, its data written in clusters of up to `cluster` bytes at the next free place of
-/// the data area, and `sync_meta` synchronous metadata writes of `meta_len` (inode and
-/// directory blocks) in the metadata area of the file's cylinder group, which the process waits
-/// for. Data clusters are written behind (not waited for). The process spends `cpu_per_meta`
-/// of CPU after each synchronous write (the data goes on to the disk meanwhile).
+/// A file-system-like small-write stream: a tar extraction into 4.4BSD FFS without soft
+/// dependencies, as the block device sees it.
+///
+/// - Creating a file writes its inode block and then its directory's block synchronously
+///   (`ufs_makeinode`'s `UFS_UPDATE(.., 1)`, `ufs_direnter`'s `VOP_BWRITE`); the process waits
+///   for each. Inodes are allocated in order from the cylinder group's inode table at its start
+///   (64 to an 8 KiB block), so consecutive files rewrite the same inode block. A directory's
+///   entries go to its current block in the data area, a new one every `files_per_dir` files
+///   (a new directory costs one more synchronous write, its first block).
+/// - File data is written behind: delayed writes collect in the buffer cache and leave in
+///   clusters of up to `cluster` bytes once `writeback_batch` bytes are dirty (the syncer and
+///   buffer shortage of a small machine), not waited for.
+/// - The process spends `cpu_per_meta` of CPU after each synchronous write (the data goes on to
+///   the disk meanwhile).
 #[derive(Debug, Clone)]
 pub struct SmallFiles {
     pub files_left: u64,
     pub mean_file: u64,
     pub cluster: u64,
-    pub meta_len: u64,
-    pub sync_meta: u64,
-    /// Size of one cylinder group: metadata at its start, data after.
+    pub files_per_dir: u64,
+    pub writeback_batch: u64,
+    /// Size of one cylinder group: inode table in its first sixteenth, data after.
     pub group: u64,
     pub span: u64,
     pub cpu_per_meta: Nanos,
     data_pos: u64,
+    files_in_group: u64,
+    files_in_dir: u64,
+    dir_block: u64,
+    dirty: Vec<IoReq>,
+    dirty_bytes: u64,
     pending: Vec<IoReq>,
 }
 
+/// FFS block size.
+const FS_BLOCK: u64 = 8192;
+
 impl SmallFiles {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(files: u64, mean_file: u64, cluster: u64, meta_len: u64, sync_meta: u64, group: u64, span: u64, cpu_per_meta: Nanos) -> SmallFiles {
+    pub fn new(
+        files: u64,
+        mean_file: u64,
+        cluster: u64,
+        files_per_dir: u64,
+        writeback_batch: u64,
+        group: u64,
+        span: u64,
+        cpu_per_meta: Nanos,
+    ) -> SmallFiles {
         SmallFiles {
             files_left: files,
             mean_file,
             cluster,
-            meta_len,
-            sync_meta,
+            files_per_dir,
+            writeback_batch,
             group,
             span,
             cpu_per_meta,
             data_pos: group / 16,
+            files_in_group: 0,
+            files_in_dir: 0,
+            dir_block: 0,
+            dirty: Vec::new(),
+            dirty_bytes: 0,
             pending: Vec::new(),
         }
+    }
+
+    fn group_start(&self) -> u64 {
+        self.data_pos / self.group * self.group
+    }
+
+    /// Take `len` bytes of the data area, moving on to the next group when this one is full.
+    fn allocate(&mut self, len: u64) -> u64 {
+        if self.data_pos + len > self.group_start() + self.group || self.data_pos + len > self.span {
+            let next = (self.group_start() + self.group) % (self.span / self.group * self.group);
+            self.data_pos = next + self.group / 16;
+            self.files_in_group = 0;
+        }
+        let at = self.data_pos;
+        self.data_pos += len;
+        at
+    }
+
+    fn sync_write(&self, offset: u64) -> IoReq {
+        IoReq { op: DiskOp::Write, offset, len: FS_BLOCK, wait: true }
     }
 }
 
 impl Stream for SmallFiles {
     fn next(&mut self, rng: &mut SimRng, in_flight: usize) -> Option<IoReq> {
-        if in_flight > 0 {
+        if let Some(r) = self.pending.pop() {
+            if !r.wait || in_flight == 0 {
+                return Some(r);
+            }
+            self.pending.push(r);
             return None;
         }
-        if let Some(r) = self.pending.pop() {
-            return Some(r);
-        }
-        if self.files_left == 0 {
+        if in_flight > 0 || self.files_left == 0 {
             return None;
         }
         self.files_left -= 1;
+        let mut order = Vec::new();
+        if self.files_in_dir == 0 {
+            // mkdir: the new directory's first block, written synchronously.
+            self.dir_block = self.allocate(FS_BLOCK);
+            order.push(self.sync_write(self.dir_block));
+        }
+        self.files_in_dir = (self.files_in_dir + 1) % self.files_per_dir;
         // File sizes: exponential around the mean, in whole 1 KiB fragments (at least one).
         let u = (rng.below(1 << 30) as f64 + 0.5) / (1u64 << 30) as f64;
         let size = ((-u.ln() * self.mean_file as f64) as u64).div_ceil(1024).max(1) * 1024;
-        let group_start = self.data_pos / self.group * self.group;
-        let mut left = size;
-        let mut data = Vec::new();
-        while left > 0 {
-            let len = left.min(self.cluster);
-            if self.data_pos + len > group_start + self.group || self.data_pos + len > self.span {
-                break;
-            }
-            data.push(IoReq { op: DiskOp::Write, offset: self.data_pos, len, wait: false });
-            self.data_pos += len;
-            left -= len;
+        let data = self.allocate(size);
+        let inode_block = self.group_start() + self.files_in_group / 64 * FS_BLOCK;
+        self.files_in_group += 1;
+        order.push(self.sync_write(inode_block));
+        order.push(self.sync_write(self.dir_block));
+        let mut at = data;
+        while at < data + size {
+            let len = self.cluster.min(data + size - at);
+            self.dirty.push(IoReq { op: DiskOp::Write, offset: at, len, wait: false });
+            self.dirty_bytes += len;
+            at += len;
         }
-        if left > 0 {
-            // The group is full: move on to the next one (wrapping in the span).
-            let next = (group_start + self.group) % (self.span / self.group * self.group);
-            self.data_pos = next + self.group / 16;
+        if self.dirty_bytes >= self.writeback_batch || self.files_left == 0 {
+            order.append(&mut self.dirty);
+            self.dirty_bytes = 0;
         }
-        // Synchronous metadata first (inode block, directory block), then the data behind.
-        let mut order = Vec::new();
-        for _ in 0..self.sync_meta {
-            let slot = rng.below(self.group / 16 / self.meta_len) * self.meta_len;
-            order.push(IoReq { op: DiskOp::Write, offset: group_start + slot, len: self.meta_len, wait: true });
-        }
-        order.extend(data);
         order.reverse();
         self.pending = order;
-        self.pending.pop()
+        self.next(rng, in_flight)
     }
     fn complete(&mut self, _req: &IoReq, _rng: &mut SimRng) {}
     fn finished(&self) -> bool {
@@ -365,11 +415,16 @@ mod tests {
 
     #[test]
     fn small_files_write_metadata_synchronously_and_data_behind() {
-        let mut s = SmallFiles::new(500, 20 << 10, 64 << 10, 8192, 2, 8 << 20, 512 << 20, 1000);
+        let mut s = SmallFiles::new(500, 20 << 10, 64 << 10, 25, 1 << 20, 8 << 20, 512 << 20, 1000);
         let reqs = drain(&mut s, &mut SimRng::new(4), 100_000);
         assert!(s.finished());
-        let meta = reqs.iter().filter(|r| r.wait).count();
-        assert_eq!(meta, 1000, "two synchronous writes per file");
+        let meta: Vec<&IoReq> = reqs.iter().filter(|r| r.wait).collect();
+        assert_eq!(meta.len(), 1000 + 20, "two synchronous writes per file, one per directory");
+        // Consecutive files share their inode block: 500 files need about 8 of them.
+        let mut blocks: Vec<u64> = meta.iter().map(|r| r.offset).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        assert!(blocks.len() <= 8 + 2 * 20 + 4, "{} distinct metadata blocks", blocks.len());
         assert!(reqs.iter().filter(|r| !r.wait).all(|r| r.len <= 64 << 10));
         let data: u64 = reqs.iter().filter(|r| !r.wait).map(|r| r.len).sum();
         let mean = data as f64 / 500.0;
