@@ -55,20 +55,23 @@ fn run_seeds(args: &SeedsArgs) -> CliResult {
     keep_buffers_in_the_heap();
     let opts = Options { seed: args.seed, scale: args.scale };
     let figures = seeds::figures(&opts);
+    let mut text = String::new();
     if args.json {
         for f in &figures {
-            println!("{}", serde_json::to_string(f)?);
+            text.push_str(&serde_json::to_string(f)?);
+            text.push('\n');
         }
     } else {
-        print_table(&figures);
+        text = table(&figures);
     }
+    emit(&text)?;
     if let Some(dir) = &args.plots {
         std::fs::create_dir_all(dir).map_err(|e| super::CliError(format!("{}: {e}", dir.display())))?;
         for chart in seeds::charts(&opts) {
             let path = dir.join(chart.file);
             std::fs::write(&path, uraid_perfsim::plot::svg(&chart)).map_err(|e| super::CliError(format!("{}: {e}", path.display())))?;
             if !args.json {
-                println!("wrote {}", path.display());
+                emit(&format!("wrote {}\n", path.display()))?;
             }
         }
     }
@@ -90,6 +93,15 @@ fn keep_buffers_in_the_heap() {
     }
 }
 
+/// Write to stdout; a reader that went away (`| head`) ends the output quietly.
+fn emit(text: &str) -> CliResult {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => err(format!("stdout: {e}")),
+        _ => Ok(()),
+    }
+}
+
 fn fmt(v: Option<f64>) -> String {
     match v {
         Some(v) if v >= 100.0 => format!("{v:.0}"),
@@ -100,24 +112,27 @@ fn fmt(v: Option<f64>) -> String {
 
 /// One row per figure: the seed, md's simulated value and their ratio, each other policy's
 /// value, and the ratios to a single disk (seed's, then md's and ours).
-fn print_table(figures: &[Figure]) {
+fn table(figures: &[Figure]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
     let md: Vec<&Figure> = figures.iter().filter(|f| f.policy == ReadPolicy::Md.name()).collect();
     let others: Vec<ReadPolicy> = ReadPolicy::ALL.into_iter().filter(|p| *p != ReadPolicy::Md).collect();
-    print!("{:<42} {:>8} {:>9} {:>9} {:>6}", "figure", "unit", "seed", "md", "md/seed");
+    let _ = write!(out, "{:<42} {:>8} {:>9} {:>9} {:>6}", "figure", "unit", "seed", "md", "md/seed");
     for p in &others {
-        print!(" {:>14}", p.name());
+        let _ = write!(out, " {:>14}", p.name());
     }
-    println!("   x single disk: seed / md / {}", others.iter().map(|p| p.name()).collect::<Vec<_>>().join(" / "));
+    let _ = writeln!(out, "   x single disk: seed / md / {}", others.iter().map(|p| p.name()).collect::<Vec<_>>().join(" / "));
     for f in md {
-        print!("{:<42} {:>8} {:>9} {:>9} {:>6}", f.id, f.unit, fmt(f.seed_value), fmt(Some(f.sim_value)), fmt(f.sim_to_seed));
+        let _ = write!(out, "{:<42} {:>8} {:>9} {:>9} {:>6}", f.id, f.unit, fmt(f.seed_value), fmt(Some(f.sim_value)), fmt(f.sim_to_seed));
         let same = |p: &ReadPolicy| figures.iter().find(|g| g.id == f.id && g.policy == p.name()).expect("every policy");
         for p in &others {
-            print!(" {:>14}", fmt(Some(same(p).sim_value)));
+            let _ = write!(out, " {:>14}", fmt(Some(same(p).sim_value)));
         }
         if f.ratio_to_single_disk.is_some() {
             let ours: Vec<String> = others.iter().map(|p| fmt(same(p).ratio_to_single_disk)).collect();
-            print!("   {} / {} / {}", fmt(f.seed_ratio_to_single_disk), fmt(f.ratio_to_single_disk), ours.join(" / "));
+            let _ = write!(out, "   {} / {} / {}", fmt(f.seed_ratio_to_single_disk), fmt(f.ratio_to_single_disk), ours.join(" / "));
         }
-        println!();
+        out.push('\n');
     }
+    out
 }
