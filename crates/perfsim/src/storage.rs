@@ -123,7 +123,7 @@ impl Storage {
         let now = self.now;
         loop {
             let unit = &mut self.units[d];
-            if unit.host_queue.is_empty() || !unit.disk.has_room() {
+            if unit.host_queue.is_empty() {
                 break;
             }
             let pick = if unit.elevator {
@@ -135,6 +135,12 @@ impl Storage {
             } else {
                 0
             };
+            // The disk takes a command only when it has a queue slot and, for a write it will
+            // cache, buffer space: it pulls a write's data when it can hold it, so writes enter
+            // in order and none waits on the bus behind later ones.
+            if !unit.disk.has_room_for(&unit.host_queue[pick]) {
+                break;
+            }
             let request = unit.host_queue.remove(pick);
             unit.scan_at = request.offset + request.len;
             if unit.disk.accept(now, request) == Accepted::Cached {

@@ -376,8 +376,13 @@ impl HardDisk {
         self.stream_at = at;
     }
 
-    pub fn has_room(&self) -> bool {
-        self.queue.iter().filter(|q| !q.acked).count() < self.params.queue_depth
+    /// A queue slot for commands not yet acknowledged (cached writes hold buffer space, not a
+    /// slot), and for a write that fits the write cache at all, room in it.
+    pub fn has_room_for(&self, request: &DiskRequest) -> bool {
+        let slot = self.queue.iter().filter(|q| !q.acked).count() < self.params.queue_depth;
+        let cap = self.params.write_cache_bytes;
+        let cacheable = request.op == DiskOp::Write && request.len <= cap;
+        slot && (!cacheable || self.cache_used + request.len <= cap)
     }
 
     pub fn accept(&mut self, _now: Nanos, request: DiskRequest) -> Accepted {
@@ -563,7 +568,7 @@ mod tests {
         let mut next = 0;
         let mut done = 0;
         while done < reqs.len() {
-            while next < reqs.len() && disk.has_room() {
+            while next < reqs.len() && disk.has_room_for(&reqs[next]) {
                 disk.accept(now, reqs[next]);
                 next += 1;
             }

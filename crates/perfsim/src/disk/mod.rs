@@ -2,7 +2,7 @@
 //! command queue, write cache) and [`ssd::SolidStateDisk`] (latency, bandwidth, channels).
 //!
 //! This module owns the interface both present to [`crate::storage`]: a disk accepts requests
-//! into its own queue while it has room ([`Disk::has_room`]), starts them on its media when it
+//! into its own queue while it has room ([`Disk::has_room_for`]), starts them on its media when it
 //! chooses ([`Disk::dispatch`]), and is told when a media phase it announced has ended
 //! ([`Disk::media_done`]). Moving data over the channel is the storage layer's job, except that
 //! a write's data must cross the bus before the media can take it, so dispatch gets the bus.
@@ -77,9 +77,10 @@ impl Disk {
         }
     }
 
-    pub fn has_room(&self) -> bool {
+    /// Whether the disk would take `request` now.
+    pub fn has_room_for(&self, request: &DiskRequest) -> bool {
         match self {
-            Disk::Hdd(d) => d.has_room(),
+            Disk::Hdd(d) => d.has_room_for(request),
             Disk::Ssd(d) => d.has_room(),
         }
     }
