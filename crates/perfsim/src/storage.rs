@@ -244,6 +244,35 @@ mod tests {
     }
 
     #[test]
+    fn cached_sequential_writes_stream_at_the_media_rate() {
+        // Eight 512 KiB writes outstanding against an 8 MiB write cache: the disk must not
+        // stall on the bus behind writes it took out of order.
+        let p = profiles::sata_2008();
+        let media = p.hdd().map(|h| h.sustained_rate(h.spt_outer)).unwrap();
+        let mut s = Storage::new(&p, 1, &mut SimRng::new(1));
+        let (len, total) = (512u64 << 10, 128u64 << 20);
+        let mut next = 0;
+        for id in 0..8 {
+            s.submit(0, DiskRequest { id, op: DiskOp::Write, offset: next, len });
+            next += len;
+        }
+        let mut id = 8;
+        let mut end = 0;
+        while s.next_time().is_some() {
+            if let Some(c) = s.step() {
+                end = c.at;
+                if next < total {
+                    s.submit(0, DiskRequest { id, op: DiskOp::Write, offset: next, len });
+                    next += len;
+                    id += 1;
+                }
+            }
+        }
+        let rate = total as f64 / (end as f64 / 1e9);
+        assert!(rate > 0.95 * media, "{rate:.0} B/s against a media rate of {media:.0}");
+    }
+
+    #[test]
     fn same_seed_same_times() {
         let p = profiles::uw_scsi_1998();
         let run = |seed| {
