@@ -37,9 +37,11 @@ use bytes::Bytes;
 use uraid_layout::StripeRoles;
 
 use crate::geometry::{Geometry, ParityRun, SECTOR_BYTES};
+use crate::read_balance::{Balancer, ReadPolicy};
 use crate::{EngineError, IoBuf};
 
 mod logging;
+mod readahead;
 
 /// Identifies a submitted request.
 pub type RequestId = u64;
@@ -220,6 +222,8 @@ struct Emitted {
     offset: u64,
     len: u64,
     kind: IoKind,
+    /// A data read, write or discard: where it ends is where the member's head will be.
+    moves_head: bool,
 }
 
 /// A member I/O's result as the ops see it.
@@ -281,6 +285,10 @@ pub struct Array {
     admitting: bool,
     /// While stripes are planned together, their member writes gather here to be merged.
     write_batch: Option<Vec<PartWrite>>,
+    /// Which copy of mirrored data each read goes to (see [`crate::read_balance`]).
+    balance: Balancer,
+    /// What the `split` read policy read ahead of sequential streams.
+    readahead: readahead::ReadAhead,
 }
 
 impl Array {
@@ -288,6 +296,7 @@ impl Array {
     pub fn new(geometry: Geometry, slots: Vec<SlotState>) -> Result<Array, EngineError> {
         assert_eq!(slots.len(), geometry.raid_disks(), "one state per slot");
         let n = slots.len();
+        let balance = Balancer::new(&geometry);
         let array = Array {
             geometry,
             slots,
@@ -311,6 +320,8 @@ impl Array {
             memory_waiters: VecDeque::new(),
             admitting: false,
             write_batch: None,
+            balance,
+            readahead: readahead::ReadAhead::default(),
         };
         if !array.readable() {
             return Err(EngineError::ArrayFailed);
@@ -331,8 +342,40 @@ impl Array {
     }
 
     /// Say whether parity may be inconsistent (see the field's comment).
+    /// Mirrors then read md's first copy only (see [`Array::set_read_policy`]), so nothing read
+    /// ahead from another copy is kept.
     pub fn set_resync_pending(&mut self, pending: bool) {
+        if pending && !self.resync_pending {
+            self.readahead_reset();
+        }
         self.resync_pending = pending;
+    }
+
+    /// Choose how reads pick among the copies of mirrored data (raid1, raid10; other levels
+    /// have one place for every byte). Takes effect for requests started from now on.
+    pub fn set_read_policy(&mut self, policy: ReadPolicy) {
+        if policy != self.balance.policy() {
+            self.readahead_reset();
+        }
+        self.balance.set_policy(policy);
+    }
+
+    /// How reads pick among copies (see [`Array::set_read_policy`]); [`ReadPolicy::Md`] unless
+    /// set.
+    pub fn read_policy(&self) -> ReadPolicy {
+        self.balance.policy()
+    }
+
+    /// Say whether the members are non-rotational (SSDs): seek distance then means nothing,
+    /// and md's policy takes the least busy copy instead of the nearest head. Rotational
+    /// unless set.
+    pub fn set_nonrotational(&mut self, nonrot: bool) {
+        self.balance.set_nonrot(nonrot);
+    }
+
+    /// Whether the members are taken to be non-rotational (see [`Array::set_nonrotational`]).
+    pub fn nonrotational(&self) -> bool {
+        self.balance.nonrot()
     }
 
     /// Whether any slot is not in sync (missing, faulty or still recovering).
@@ -491,6 +534,7 @@ impl Array {
     pub fn complete_io(&mut self, id: IoId, result: IoResult) {
         let io = self.io_owner.remove(&id).expect("completion for an unknown member I/O");
         let slot = io.tag.slot;
+        self.balance.completed(slot, io.offset, io.len, io.moves_head);
         let outcome = if self.generation[slot] != io.generation {
             Outcome::Lost
         } else {
@@ -517,6 +561,12 @@ impl Array {
         };
         let rid = io.rid;
         let tag = io.tag;
+        if rid == readahead::READAHEAD_RID {
+            self.readahead_io_done(tag, outcome);
+            self.log_maintenance();
+            self.admit_waiting();
+            return;
+        }
         if rid == logging::LOG_RID {
             self.log_io_done(tag, outcome);
             self.log_maintenance();
@@ -611,8 +661,11 @@ impl Array {
             MemberOp::LogWrite { data } => data.len() as u64,
             MemberOp::Flush => 0,
         };
+        // Log writes land in the log area, not at a data offset.
+        let moves_head = matches!(op, MemberOp::Read { .. } | MemberOp::Write { .. } | MemberOp::Discard { .. });
+        self.balance.issued(tag.slot, offset, len, moves_head);
         let generation = self.generation[tag.slot];
-        self.io_owner.insert(id, Emitted { rid, tag, generation, offset, len, kind });
+        self.io_owner.insert(id, Emitted { rid, tag, generation, offset, len, kind, moves_head });
         self.outbox.push_back(MemberIo { id, slot: tag.slot, offset, op });
     }
 
@@ -744,12 +797,13 @@ impl Array {
 
     // ----- shared pieces: one run with copies, the same rows of every member of a stripe ------
 
-    /// Read a copy unit from its next in-sync copy (over [`CopyUnit::wide`] once a copy
+    /// Read a copy unit from its next in-sync copy, starting with the one read balancing chose
+    /// ([`CopyUnit::first`]), then on in md's copy order (over [`CopyUnit::wide`] once a copy
     /// failed). `Some` when the unit is finished: no copy is left to read (an error).
     fn issue_copy_read(&mut self, rid: RequestId, part: usize, u: &mut CopyUnit) -> Option<Result<(), EngineError>> {
         loop {
             while u.tried < u.copies.len() {
-                let (slot, off) = u.copies[u.tried];
+                let (slot, off) = u.copies[(u.first + u.tried) % u.copies.len()];
                 u.tried += 1;
                 if self.in_sync(slot) && !u.bad.iter().any(|b| b.0 == slot) {
                     let (lead, len) = u.wide.unwrap_or((0, u.len));
@@ -851,13 +905,19 @@ impl Array {
     // ----- reads -------------------------------------------------------------------------------
 
     fn start_read(&mut self, rid: RequestId, r: &mut ReadOp) -> Option<Result<(), EngineError>> {
+        let mut stream = None;
         if self.geometry.parity().is_some() {
             for run in self.geometry.parity_runs(r.offset, r.len) {
                 r.parts.push(ReadPart::Parity { run, phase: ParityRead::Direct });
             }
+        } else if self.split_reads() {
+            stream = self.plan_split_read(r);
         } else {
+            self.balance.begin_request();
             for run in self.geometry.runs(r.offset, r.len) {
-                r.parts.push(ReadPart::Copies { logical: run.logical, unit: CopyUnit::new(run.copies, run.len, Vec::new()) });
+                let mut unit = CopyUnit::new(run.copies, run.len, Vec::new());
+                unit.first = self.choose_copy(&unit.copies, unit.len);
+                r.parts.push(ReadPart::Copies { logical: run.logical, unit });
             }
         }
         let groups = self.merge_read_parts(r);
@@ -875,23 +935,46 @@ impl Array {
             self.emit(rid, IoTag { part, slot: g.slot }, g.offset, MemberOp::Read { len: g.len });
             r.parts.push(ReadPart::Merged(g));
         }
+        if let Some(stream) = stream {
+            self.read_ahead(stream);
+        }
         (r.remaining == 0).then_some(Ok(()))
     }
 
     /// Where a read part would be read directly, before any error: `(slot, member offset,
-    /// length)` of the in-sync member holding it (the first in-sync copy, as
-    /// [`Array::issue_copy_read`] picks). `None` for a parity run whose member is not in sync
-    /// (it is rebuilt from its stripe).
+    /// length)` of the in-sync member holding it (the first in-sync copy from the chosen one,
+    /// as [`Array::issue_copy_read`] picks). `None` for a parity run whose member is not in
+    /// sync (it is rebuilt from its stripe).
     fn direct_location(&self, part: &ReadPart) -> Option<(usize, u64, u64)> {
         match part {
             ReadPart::Copies { unit, .. } => {
-                unit.copies.iter().find(|&&(slot, _)| self.in_sync(slot)).map(|&(slot, off)| (slot, off, unit.len))
+                let n = unit.copies.len();
+                (0..n)
+                    .map(|k| unit.copies[(unit.first + k) % n])
+                    .find(|&(slot, _)| self.in_sync(slot))
+                    .map(|(slot, off)| (slot, off, unit.len))
             }
             ReadPart::Parity { run, .. } => self
                 .in_sync(run.slot)
                 .then(|| (run.slot, run.stripe * self.geometry.chunk_bytes() + run.chunk_offset, run.len)),
-            ReadPart::Merged(_) => None,
+            ReadPart::Merged(_) | ReadPart::Cached { .. } => None,
         }
+    }
+
+    /// The copy (an index into `copies`) a read of `len` bytes should read first: read
+    /// balancing's choice among the in-sync copies, or md's first in-sync copy while a resync
+    /// is owed (copies may disagree until it is done, and md then reads the first so that
+    /// reading a block twice gives the same answer). 0 if no copy is in sync (the read then
+    /// fails through the usual path).
+    fn choose_copy(&mut self, copies: &[(usize, u64)], len: u64) -> usize {
+        let slots = &self.slots;
+        let in_sync = |slot: usize| slots[slot] == SlotState::InSync;
+        let chosen = if self.resync_pending {
+            self.balance.choose_first(copies, len, in_sync)
+        } else {
+            self.balance.choose(copies, len, in_sync)
+        };
+        chosen.unwrap_or(0)
     }
 
     /// Group the parts of a fresh read that go to the same member into one member read each:
@@ -902,8 +985,11 @@ impl Array {
     /// and request, and a gap of one chunk is all the layouts ever put between a member's
     /// pieces of one request, so the rule never reads more than one chunk per merge. Groups
     /// of one piece are left out (the part is read as before).
+    ///
+    /// Under the `split` policy only contiguous pieces merge: a gap there is what another copy
+    /// reads.
     fn merge_read_parts(&self, r: &ReadOp) -> Vec<MergedRead> {
-        let gap = self.geometry.chunk_bytes();
+        let gap = if self.split_reads() { 0 } else { self.geometry.chunk_bytes() };
         let mut located: Vec<(usize, u64, u64, usize)> = r
             .parts
             .iter()
@@ -951,6 +1037,7 @@ impl Array {
                         ReadPart::Copies { logical, unit } => (*logical, unit.len),
                         ReadPart::Parity { run, .. } => (run.logical, run.len),
                         ReadPart::Merged(_) => unreachable!("merged reads do not nest"),
+                        ReadPart::Cached { .. } => unreachable!("cached parts are not merged"),
                     };
                     let to = (logical - r.offset) as usize;
                     r.assembly.put(to, data.slice(at as usize..(at + len) as usize));
@@ -969,11 +1056,13 @@ impl Array {
 
     /// Issue the first member reads of one part of a read. `Some` when the part is finished.
     fn start_read_part(&mut self, rid: RequestId, r: &mut ReadOp, part: usize) -> Option<Result<(), EngineError>> {
+        if matches!(r.parts[part], ReadPart::Cached { .. }) {
+            return self.start_cached_part(rid, r, part);
+        }
         match &mut r.parts[part] {
-            // md's read_balance proper arrives with the policies; for now the first in-sync copy
-            // in md's copy order.
             ReadPart::Copies { unit, .. } => self.issue_copy_read(rid, part, unit),
             ReadPart::Merged(_) => unreachable!("merged reads start with their request"),
+            ReadPart::Cached { .. } => unreachable!("handled above"),
             ReadPart::Parity { run, phase } => {
                 if self.in_sync(run.slot) {
                     let off = run.stripe * self.geometry.chunk_bytes() + run.chunk_offset;
@@ -1007,6 +1096,7 @@ impl Array {
                 })
                 .collect(),
             ReadPart::Merged(_) => unreachable!("a merged read is never split"),
+            ReadPart::Cached { .. } => unreachable!("a cached part has no member read to fail"),
         };
         let first = r.parts.len();
         r.remaining += pieces.len();
@@ -1074,7 +1164,7 @@ impl Array {
                 ReadPart::Parity { run, phase } => {
                     matches!(phase, ParityRead::Direct) && row_pieces(run.chunk_offset, run.len).len() > 1
                 }
-                ReadPart::Merged(_) => false,
+                ReadPart::Merged(_) | ReadPart::Cached { .. } => false,
             };
         if split {
             self.split_read_part(rid, r, part);
@@ -1086,6 +1176,7 @@ impl Array {
                 self.copy_unit_step(rid, part, unit, tag.slot, outcome, Some((&mut r.assembly, at)))
             }
             ReadPart::Merged(_) => unreachable!("handled above"),
+            ReadPart::Cached { .. } => unreachable!("read-ahead completions are filed under their own id"),
             ReadPart::Parity { run, phase } => {
                 let at = (run.logical - r.offset) as usize;
                 if let (ParityRead::Direct, Outcome::Data(data)) = (&*phase, &outcome) {
@@ -1128,6 +1219,7 @@ impl Array {
     // ----- writes: linear, raid0, raid1, raid10 ------------------------------------------------
 
     fn start_copy_write(&mut self, rid: RequestId, w: &mut CopyWriteOp) -> Option<Result<(), EngineError>> {
+        self.readahead_write(w.offset, &w.data);
         let runs = self.geometry.runs(w.offset, w.data.len() as u64);
         let mut writes: Vec<PartWrite> = Vec::new();
         for (part, run) in runs.into_iter().enumerate() {
@@ -1184,6 +1276,7 @@ impl Array {
         if d.len == 0 {
             return Some(Ok(()));
         }
+        self.readahead_forget(d.offset, d.len);
         match self.geometry.stripe_data_bytes() {
             // Whole stripes (checked at submit) occupy the same member range on every slot, data
             // and parity alike: one discard per live member.
@@ -1714,6 +1807,9 @@ impl Array {
                 // Whole rows, so a copy whose read fails is rewritten in whole rows of the
                 // reference copy, and repairs too.
                 let (offset, len) = self.mirror_rows(s.offset, s.len, self.size_bytes());
+                // Copies it rewrites take the reference copy's bytes, which need not be the
+                // ones read ahead.
+                self.readahead_forget(offset, len);
                 for run in self.geometry.runs(offset, len) {
                     s.units.push(SyncUnit::new(None, run.copies, run.len, n));
                 }
@@ -2210,7 +2306,10 @@ struct CopyUnit {
     len: u64,
     /// Every copy as `(slot, member offset)`, in md's copy order.
     copies: Vec<(usize, u64)>,
-    /// Copies tried so far, in order.
+    /// The index in `copies` of the copy to read first: the one read balancing chose (0, md's
+    /// first copy, where nothing was chosen: recovery).
+    first: usize,
+    /// Copies tried so far, in order from `first`.
     tried: usize,
     /// Copies whose read failed: they get the bytes back once a good copy was read.
     bad: Vec<(usize, u64)>,
@@ -2229,7 +2328,7 @@ struct CopyUnit {
 
 impl CopyUnit {
     fn new(copies: Vec<(usize, u64)>, len: u64, targets: Vec<(usize, u64)>) -> CopyUnit {
-        CopyUnit { len, copies, tried: 0, bad: Vec::new(), targets, wide: None, writing: false, pending: 0 }
+        CopyUnit { len, copies, first: 0, tried: 0, bad: Vec::new(), targets, wide: None, writing: false, pending: 0 }
     }
 
     /// The unit widened to whole `unit`s of bytes, not past member byte `limit`, as `(bytes
@@ -2247,10 +2346,13 @@ impl CopyUnit {
         row_pieces(self.copies[0].1, self.len)
     }
 
-    /// A fresh unit for the bytes `[delta, delta+len)` of this one.
+    /// A fresh unit for the bytes `[delta, delta+len)` of this one, read first from the same
+    /// copy.
     fn piece(&self, delta: u64, len: u64) -> CopyUnit {
         let shift = |v: &Vec<(usize, u64)>| v.iter().map(|&(slot, off)| (slot, off + delta)).collect();
-        CopyUnit::new(shift(&self.copies), len, shift(&self.targets))
+        let mut piece = CopyUnit::new(shift(&self.copies), len, shift(&self.targets));
+        piece.first = self.first;
+        piece
     }
 }
 
@@ -2454,6 +2556,9 @@ enum ReadPart {
     /// One member read standing for several parts on that member (see
     /// [`Array::merge_read_parts`]); those parts are started only if it fails.
     Merged(MergedRead),
+    /// Bytes the `split` policy read ahead (entry `entry` of `array/readahead.rs`); read from
+    /// the members instead if that read ahead goes stale or fails.
+    Cached { logical: u64, len: u64, entry: u64 },
 }
 
 #[derive(Debug, Clone)]

@@ -8,6 +8,7 @@
 //! - [`assemble`]: which members form the array (freshness, slots, enough members to run);
 //! - [`array`]: the request state machine (degraded I/O, rmw/rcw, check/repair);
 //! - [`ppl`]: md's partial parity log: entries for stripe writes, replay after a crash;
+//! - [`read_balance`]: which copy of mirrored data a read goes to ([`ReadPolicy`]);
 //! - [`blocking`]: a minimal synchronous loop that runs the engine against a closure doing I/O.
 
 pub mod array;
@@ -16,11 +17,13 @@ pub mod blocking;
 pub mod geometry;
 pub mod iobuf;
 pub mod ppl;
+pub mod read_balance;
 
 pub use array::{Array, Completion, EngineEvent, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState};
 pub use assemble::{AssemblyPlan, ArrayState, Candidate, MemberVerdict};
 pub use geometry::{Geometry, SECTOR_BYTES};
 pub use iobuf::IoBuf;
+pub use read_balance::{ReadPolicy, UnknownReadPolicy};
 
 /// What went wrong, in words for the person running uraid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

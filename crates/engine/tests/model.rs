@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{check_consistent, filled_array, geometries, read_all, removable_sets, Members, MEMBER_BYTES};
+use common::{check_consistent, filled_array, geometries, read_all, removable_sets, use_policy, Members, MEMBER_BYTES};
 use proptest::prelude::*;
 use uraid_engine::array::{Array, Completion, Request, SlotState};
 use uraid_engine::blocking::execute;
@@ -33,14 +33,15 @@ fn write_ops() -> impl Strategy<Value = Vec<WriteOp>> {
 /// and log writes queue.
 const LOG_AREA: u64 = 4096 + 6 * 8192;
 
-fn run_sequence(name: &str, geometry: &Geometry, absent: &[usize], ops: &[WriteOp]) {
-    run_sequence_with(name, geometry, absent, ops, false);
+fn run_sequence(name: &str, geometry: &Geometry, absent: &[usize], ops: &[WriteOp], policy: usize) {
+    run_sequence_with(name, geometry, absent, ops, false, policy);
 }
 
 /// With `logged`, the array keeps md's partial parity log, and after every write the logs left
 /// on the members must replay to no change at all: an entry whose partial parity does not match
-/// what its stripe holds would rewrite parity wrongly after a crash.
-fn run_sequence_with(name: &str, geometry: &Geometry, absent: &[usize], ops: &[WriteOp], logged: bool) {
+/// what its stripe holds would rewrite parity wrongly after a crash. Reads use read policy number
+/// `policy` (which only mirrors tell apart).
+fn run_sequence_with(name: &str, geometry: &Geometry, absent: &[usize], ops: &[WriteOp], logged: bool, policy: usize) {
     let n = geometry.raid_disks();
     let mut members = Members::new(n, MEMBER_BYTES);
     let mut slots = vec![SlotState::InSync; n];
@@ -49,6 +50,8 @@ fn run_sequence_with(name: &str, geometry: &Geometry, absent: &[usize], ops: &[W
         slots[s] = SlotState::Missing;
     }
     let mut array = Array::new(geometry.clone(), slots.clone()).unwrap();
+    let chosen = use_policy(&mut array, policy);
+    let name = &format!("{name} ({chosen})");
     let config = PplConfig { signature: 0x5eed, area_bytes: LOG_AREA };
     if logged {
         array.enable_ppl(config.clone());
@@ -88,6 +91,7 @@ fn run_sequence_with(name: &str, geometry: &Geometry, absent: &[usize], ops: &[W
                 slots[s] = SlotState::Missing;
             }
             let mut degraded = Array::new(geometry.clone(), slots).unwrap();
+            use_policy(&mut degraded, policy);
             assert!(read_all(&mut degraded, &mut members) == model, "{name}: reading without slots {set:?} differs");
         }
     }
@@ -97,21 +101,21 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 
     #[test]
-    fn healthy_arrays_match_the_model(ops in write_ops()) {
+    fn healthy_arrays_match_the_model(ops in write_ops(), policy in any::<usize>()) {
         for (name, g) in geometries() {
-            run_sequence(&name, &g, &[], &ops);
+            run_sequence(&name, &g, &[], &ops, policy);
         }
     }
 
     #[test]
-    fn degraded_arrays_match_the_model(ops in write_ops(), pick in any::<usize>()) {
+    fn degraded_arrays_match_the_model(ops in write_ops(), pick in any::<usize>(), policy in any::<usize>()) {
         for (name, g) in geometries() {
             let sets: Vec<Vec<usize>> = removable_sets(&g).into_iter().filter(|s| !s.is_empty()).collect();
             if sets.is_empty() {
                 continue;
             }
             let absent = &sets[pick % sets.len()];
-            run_sequence(&name, &g, absent, &ops);
+            run_sequence(&name, &g, absent, &ops, policy);
         }
     }
 }
@@ -123,9 +127,9 @@ proptest! {
     #[test]
     fn logged_arrays_match_the_model(ops in write_ops(), pick in any::<usize>()) {
         for (name, g) in geometries().into_iter().filter(|(_, g)| g.parity().is_some()) {
-            run_sequence_with(&name, &g, &[], &ops, true);
+            run_sequence_with(&name, &g, &[], &ops, true, 0);
             let sets: Vec<Vec<usize>> = removable_sets(&g).into_iter().filter(|s| !s.is_empty()).collect();
-            run_sequence_with(&name, &g, &sets[pick % sets.len()], &ops, true);
+            run_sequence_with(&name, &g, &sets[pick % sets.len()], &ops, true, 0);
         }
     }
 }

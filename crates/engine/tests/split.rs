@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{drive, filled_array, geometries, Members, MEMBER_BYTES};
+use common::{drive, filled_array, geometries, use_policy, Members, MEMBER_BYTES};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -165,11 +165,13 @@ fn degraded_reads_still_rebuild_per_stripe() {
 
 /// Random reads spanning several stripes, on every level and layout, with latent read errors
 /// on one member (where the level has redundancy) and with a member missing: the bytes equal
-/// the model, and unreadable bytes that were asked for are rewritten.
+/// the model, and unreadable bytes that were asked for are rewritten. Mirrors read with a read
+/// policy the seed picks.
 fn random_reads(seed: u64, reads: usize, errors: bool, absent: bool) {
     for (name, g) in geometries() {
         let mut rng = StdRng::seed_from_u64(seed);
         let (mut members, mut array, model) = filled_array(&g);
+        let pick = (seed >> 40) as usize;
         let n = g.raid_disks();
         let redundant = g.max_degraded() > 0;
         if absent && redundant {
@@ -189,6 +191,8 @@ fn random_reads(seed: u64, reads: usize, errors: bool, absent: bool) {
                 members.add_bad_range(slot, off, len);
             }
         }
+        let policy = use_policy(&mut array, pick);
+        let name = format!("{name} ({policy})");
         let size = array.size_bytes();
         let chunk = g.chunk_bytes().max(4096);
         let mut requests = Vec::new();

@@ -208,7 +208,8 @@ pub fn env_u64(name: &str) -> Option<u64> {
 }
 
 /// The replay configuration the environment asks for (`URAID_SIM_SEED`, `URAID_SIM_GEOMETRY`,
-/// optionally `URAID_SIM_WRITE_HOLE=1`, `URAID_SIM_PPL=0|1` and `URAID_SIM_MUTATION=<name>`), traced.
+/// optionally `URAID_SIM_WRITE_HOLE=1`, `URAID_SIM_PPL=0|1`, `URAID_SIM_READ_POLICY=<name>` and
+/// `URAID_SIM_MUTATION=<name>`), traced.
 pub fn replay_config_from_env() -> Option<Config> {
     let seed = env_u64("URAID_SIM_SEED")?;
     let geometry = std::env::var("URAID_SIM_GEOMETRY").unwrap_or_else(|_| "raid5-4-ls".into());
@@ -222,6 +223,9 @@ pub fn replay_config_from_env() -> Option<Config> {
     }
     if std::env::var("URAID_SIM_EXPOSE_KNOWN_BUGS").is_ok_and(|v| v == "1") {
         cfg.expose_known_bugs = true;
+    }
+    if let Ok(p) = std::env::var("URAID_SIM_READ_POLICY") {
+        cfg.read_policy = Some(p.parse().unwrap_or_else(|e| panic!("URAID_SIM_READ_POLICY: {e}")));
     }
     if let Ok(m) = std::env::var("URAID_SIM_MUTATION") {
         cfg.mutation = Some(Mutation::parse(&m).unwrap_or_else(|| panic!("unknown URAID_SIM_MUTATION {m:?}")));

@@ -38,7 +38,11 @@
 //! - [`sim`]: the discrete-event loop. Each member I/O gets a completion time from its member's
 //!   latency (some members 10-60x slower, 1 I/O in 50 a 10x hiccup), so completions arrive out of
 //!   order; up to 24 client requests are in flight (random, often unaligned reads and writes,
-//!   flushes, discards, checks). Faults fire at planned points of the workload.
+//!   flushes, discards, checks). Faults fire at planned points of the workload. Each seed also
+//!   picks the engine's read policy ([`uraid_engine::ReadPolicy`], `URAID_SIM_READ_POLICY` to
+//!   force one); under any policy but md's, half the reads of a mirror continue the previous
+//!   read, so the `split` policy follows streams and reads ahead (with windows of 8 KiB) while
+//!   writes, faults and crashes go on.
 //! - [`model`]: what each 512-byte logical sector may hold (the rules are below).
 //! - [`geometries`]: the named geometries: linear, raid0 (with zones), raid1 2/3-way, raid10
 //!   n2/f2/o2/n3/o3, raid4, raid5 with every md algorithm, raid6 with every md algorithm, 2 to 6

@@ -13,7 +13,8 @@ use uraid_engine::array::{
 };
 use uraid_engine::blocking::execute;
 use uraid_engine::ppl::{latest_header, replay, PplConfig, ReplayIo, ReplayReport};
-use uraid_engine::{EngineError, Geometry};
+use uraid_engine::read_balance::SplitTuning;
+use uraid_engine::{EngineError, Geometry, ReadPolicy};
 use uraid_format::ppl::PplHeader;
 
 use crate::disk::{SimDisk, SECTOR};
@@ -74,6 +75,9 @@ pub struct Config {
     /// Whether a parity array keeps md's partial parity log; `None`: the seed decides (always
     /// in the write-hole scenario). `URAID_SIM_PPL=0|1`.
     pub ppl: Option<bool>,
+    /// How mirrors choose the copy a read goes to; `None`: the seed decides.
+    /// `URAID_SIM_READ_POLICY=<name>`.
+    pub read_policy: Option<ReadPolicy>,
 }
 
 impl Config {
@@ -86,7 +90,19 @@ impl Config {
             trace: false,
             expose_known_bugs: false,
             ppl: None,
+            read_policy: None,
         }
+    }
+
+    /// The read policy of the run: as configured, else one the seed picks (from the seed
+    /// itself, so the random sequences of runs are what they were before policies existed).
+    pub fn read_policy(&self) -> ReadPolicy {
+        self.read_policy.unwrap_or_else(|| {
+            let mut z = self.seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ReadPolicy::ALL[((z ^ (z >> 31)) % ReadPolicy::ALL.len() as u64) as usize]
+        })
     }
 
     /// The one-line command that replays this run with a step-by-step trace.
@@ -103,6 +119,9 @@ impl Config {
         }
         if let Some(ppl) = self.ppl {
             env.push_str(&format!(" URAID_SIM_PPL={}", u8::from(ppl)));
+        }
+        if let Some(policy) = self.read_policy {
+            env.push_str(&format!(" URAID_SIM_READ_POLICY={policy}"));
         }
         format!("{env} cargo test -p uraid-sim --test campaign replay -- --nocapture")
     }
@@ -311,6 +330,16 @@ struct Workload {
     discard: u64,
 }
 
+/// The `split` read policy's knobs scaled to the simulated members (64-256 KiB): windows of a
+/// few rows and read-ahead of a few windows, so streams are followed and read ahead while
+/// writes, faults and crashes go on.
+const SIM_SPLIT: SplitTuning = SplitTuning { window_bytes: 8192, readahead_bytes: 48 * 1024, divide_bytes: 16 * 1024 };
+
+fn configure_reads(array: &mut Array, policy: ReadPolicy) {
+    array.set_read_policy(policy);
+    array.set_split_tuning(SIM_SPLIT);
+}
+
 /// Give up on a run this long (a livelock guard; runs take a few thousand events).
 const MAX_EVENTS: u64 = 3_000_000;
 
@@ -342,6 +371,11 @@ pub struct Sim {
     cleared_while: Vec<Option<RequestId>>,
     last_rid: RequestId,
     slow_chance: u64,
+    /// Half the reads continue the previous one (mirrors under a policy other than md's, whose
+    /// streams and read-ahead need sequential readers to show up at all).
+    sequential_reads: bool,
+    /// Where the next sequential read starts.
+    read_cursor: u64,
     destage: bool,
     slot_dev: Vec<Option<usize>>,
     /// What the superblocks say: the slot's device is a trusted in-sync member.
@@ -452,6 +486,7 @@ impl Sim {
         let crng = rng.fork();
         let mut array =
             Array::new(geometry.clone(), vec![SlotState::InSync; n]).map_err(|e| setup(&cfg, e.to_string()))?;
+        configure_reads(&mut array, cfg.read_policy());
         // The log's own generator, so runs without it keep their sequence of events.
         let mut lrng = rng.fork();
         let want_ppl = match cfg.ppl {
@@ -473,11 +508,13 @@ impl Sim {
             Mode::Normal
         };
         let slow_chance = rng.pick(&[0u64, 0, 1, 2]);
+        let cfg_sequential_reads =
+            cfg.read_policy() != ReadPolicy::Md && matches!(geometry, Geometry::Raid1(_) | Geometry::Raid10(_));
         let mut sim = Sim {
             report: Report {
                 seed: cfg.seed,
                 geometry: cfg.geometry.clone(),
-                description: built.description,
+                description: format!("{}, read policy {}", built.description, cfg.read_policy()),
                 overload: mode == Mode::Overload,
                 ppl: ppl.is_some(),
                 ..Report::default()
@@ -498,6 +535,8 @@ impl Sim {
             cleared_while: Vec::new(),
             last_rid: 0,
             slow_chance,
+            sequential_reads: cfg_sequential_reads,
+            read_cursor: 0,
             slot_dev: (0..n).map(Some).collect(),
             trusted: vec![true; n],
             array,
@@ -1282,7 +1321,13 @@ impl Sim {
     }
 
     fn submit_read(&mut self, size: u64) -> Result<(), Failure> {
-        let (offset, len) = self.pick_range(size);
+        let (offset, len) = if self.sequential_reads && self.rng.chance(1, 2) {
+            let offset = if self.read_cursor >= size { 0 } else { self.read_cursor };
+            (offset, self.rng.between(1, 16384).min(size - offset))
+        } else {
+            self.pick_range(size)
+        };
+        self.read_cursor = offset + len;
         let expect = self.model.expect(offset, len);
         let prior: Vec<WriteId> = self
             .inflight_writes
@@ -1599,7 +1644,10 @@ impl Sim {
             return Ok(());
         }
         self.array = match Array::new(self.geometry.clone(), states) {
-            Ok(a) => a,
+            Ok(mut a) => {
+                configure_reads(&mut a, self.cfg.read_policy());
+                a
+            }
             Err(e) => {
                 if self.mode == Mode::Normal {
                     return Err(self.fail(
@@ -2086,7 +2134,10 @@ impl Sim {
             let slots: Vec<SlotState> =
                 out.iter().map(|&o| if o { SlotState::Missing } else { SlotState::InSync }).collect();
             let mut fresh = match Array::new(self.geometry.clone(), slots) {
-                Ok(a) => a,
+                Ok(mut a) => {
+                    configure_reads(&mut a, self.cfg.read_policy());
+                    a
+                }
                 Err(e) => return Err(self.fail(Invariant::Protocol, format!("a readable subset was refused: {e}"))),
             };
             let mut wrote = None;

@@ -52,6 +52,8 @@ enum Command {
     Add(AddArgs),
     /// Measure parity kernels and memory bandwidth (reports speeds; asserts none).
     Bench(commands::bench::BenchArgs),
+    /// Simulate arrays over modelled disks in virtual time (seed benchmarks, read policies).
+    Sim(commands::sim::SimArgs),
 }
 
 #[derive(Args)]
@@ -326,6 +328,7 @@ fn main() -> ExitCode {
         Command::Ctl(a) => commands::ctl::run(&a),
         Command::Add(a) => commands::add::run(&a),
         Command::Bench(a) => commands::bench::run(&a),
+        Command::Sim(a) => commands::sim::run(&a),
         Command::Check(a) => commands::pass::run(uraid_device::service::SyncAction::Check, &a),
         Command::Repair(a) => commands::pass::run(uraid_device::service::SyncAction::Repair, &a),
         Command::Resync(a) => commands::pass::run(uraid_device::service::SyncAction::Resync, &a),

@@ -9,7 +9,8 @@ use rand::Rng;
 use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState};
 use uraid_engine::blocking::execute;
 use uraid_engine::geometry::Geometry;
-use uraid_engine::EngineError;
+use uraid_engine::read_balance::SplitTuning;
+use uraid_engine::{EngineError, ReadPolicy};
 use uraid_layout::{
     Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format, Raid10Layout,
     Raid1Layout,
@@ -113,6 +114,19 @@ impl uraid_engine::ppl::ReplayIo for Members {
 }
 
 pub const MEMBER_BYTES: u64 = 192 * 1024;
+
+/// The `split` policy's knobs scaled to the test members: windows of a few rows, read-ahead of
+/// a few windows, reads divided from 16 KiB on.
+pub const SMALL_SPLIT: SplitTuning = SplitTuning { window_bytes: 16 * 1024, readahead_bytes: 96 * 1024, divide_bytes: 16 * 1024 };
+
+/// Give `array` read policy number `pick` (modulo their number), with [`SMALL_SPLIT`]; the
+/// policy set.
+pub fn use_policy(array: &mut Array, pick: usize) -> ReadPolicy {
+    let policy = ReadPolicy::ALL[pick % ReadPolicy::ALL.len()];
+    array.set_read_policy(policy);
+    array.set_split_tuning(SMALL_SPLIT);
+    policy
+}
 
 /// Every level/layout combination under test, with a name.
 pub fn geometries() -> Vec<(String, Geometry)> {

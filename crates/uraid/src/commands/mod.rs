@@ -11,6 +11,7 @@ pub mod examine;
 pub mod mount;
 pub mod pass;
 pub mod serve;
+pub mod sim;
 pub mod write;
 
 use std::collections::BTreeMap;

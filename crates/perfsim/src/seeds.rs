@@ -1,0 +1,559 @@
+//! The seed figures: each published number the simulator models, how its benchmark is
+//! replayed, and the simulated value under each read policy.
+//!
+//! What it owns: the list of figures (stable ids, the seed file each comes from, the seed's
+//! value), the benchmark set-ups (file sizes, process counts, offsets, as the seeds give them,
+//! scaled where noted), and the sweeps the plots draw. Every simulated number is computed here
+//! by running the workload through [`crate::runner`]; nothing is looked up.
+//!
+//! Conventions: bonnie's `K/sec` are KiB per second; `MB/s` are 10^6 bytes per second, as `dd`
+//! prints them. A figure's `ratio_to_single_disk` is the simulated array's value over the
+//! simulated single disk's under the same benchmark, given where the seed states a single-disk
+//! figure to compare with (`seed_ratio_to_single_disk` is the seed's own).
+
+use serde::Serialize;
+use uraid_engine::{Array, ReadPolicy};
+
+use crate::disk::DiskOp;
+use crate::profiles::{self, Profile};
+use crate::runner::{run, ArraySpec, RunResult, Target};
+use crate::workload::{Rawio, Rewrite, Seeker, Sequential, Sizes, SmallFiles, Stream};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * 1024;
+
+pub const MOLNAR: &str = "000_d8827bf9b2d28a48.txt";
+pub const BONNIE2008: &str = "001_16bcdf9fbfe374c3.txt";
+pub const BAKER: &str = "002_702c458d4dea2a7a.txt";
+pub const PARKES: &str = "003_43b5c8654f6efe43.txt";
+pub const VINUM: &str = "004_693d145518e9b74e.txt";
+
+/// How a run is sized.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    pub seed: u64,
+    /// Fraction of each benchmark's data volume to simulate (1.0: as the seed, or as the notes
+    /// below say). Rates barely depend on it; run time does.
+    pub scale: f64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { seed: 1, scale: 1.0 }
+    }
+}
+
+impl Options {
+    fn bytes(&self, full: u64) -> u64 {
+        (((full as f64) * self.scale) as u64 / MIB).max(4) * MIB
+    }
+    fn count(&self, full: u64) -> u64 {
+        (((full as f64) * self.scale) as u64).max(50)
+    }
+}
+
+/// One modelled figure under one policy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figure {
+    pub id: String,
+    pub seed_file: &'static str,
+    pub metric: String,
+    pub unit: &'static str,
+    pub seed_value: Option<f64>,
+    pub policy: &'static str,
+    pub profile: &'static str,
+    pub sim_value: f64,
+    /// `sim_value / seed_value`.
+    pub sim_to_seed: Option<f64>,
+    pub ratio_to_single_disk: Option<f64>,
+    pub seed_ratio_to_single_disk: Option<f64>,
+    /// Whether the read policy can matter (mirrored arrays).
+    pub policy_sensitive: bool,
+}
+
+/// A point of a sweep, for the plots.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Point {
+    pub x: f64,
+    pub y: f64,
+}
+
+/// One line of a plot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<Point>,
+    /// Published points (drawn as markers, not a line).
+    pub published: bool,
+}
+
+/// One chart.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Chart {
+    pub file: &'static str,
+    pub title: String,
+    pub x_label: &'static str,
+    pub y_label: &'static str,
+    pub log_x: bool,
+    pub series: Vec<Series>,
+}
+
+/// Page-cache read-ahead the host applies to an array: md raises the device's read-ahead to
+/// two full stripes for striped levels (raid0/raid5/raid10 `run`), leaves raid1 and linear.
+fn readahead(profile: &Profile, target: &Target) -> u64 {
+    let base = profile.host.readahead_bytes;
+    match target {
+        Target::Array(ArraySpec::Raid0 { disks, chunk }) => base.max(2 * *disks as u64 * chunk),
+        Target::Array(ArraySpec::Raid5 { disks, chunk }) => base.max(2 * (*disks as u64 - 1) * chunk),
+        Target::Array(ArraySpec::Raid10 { disks, chunk, .. }) => base.max(2 * (*disks as u64 / 2).max(1) * chunk),
+        _ => base,
+    }
+}
+
+fn configure(policy: ReadPolicy) -> impl Fn(&mut Array) {
+    move |a: &mut Array| a.set_read_policy(policy)
+}
+
+fn go(profile: &Profile, target: &Target, policy: ReadPolicy, streams: Vec<Box<dyn Stream>>, seed: u64) -> RunResult {
+    run(profile, target, &configure(policy), streams, seed)
+}
+
+/// Bonnie's four block-level results on one target.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bonnie {
+    pub write_kib_s: f64,
+    pub rewrite_kib_s: f64,
+    pub read_kib_s: f64,
+    pub seeks_per_s: f64,
+}
+
+/// Bonnie's block-level columns: id part, metric, unit, in [`Bonnie::column`] order.
+const BONNIE_COLUMNS: [(&str, &str, &str); 4] = [
+    ("block-write", "block write", "KiB/s"),
+    ("rewrite", "rewrite", "KiB/s"),
+    ("block-read", "block read", "KiB/s"),
+    ("seeks", "random seeks", "seeks/s"),
+];
+
+impl Bonnie {
+    /// The `i`th of [`BONNIE_COLUMNS`].
+    pub fn column(&self, i: usize) -> f64 {
+        [self.write_kib_s, self.rewrite_kib_s, self.read_kib_s, self.seeks_per_s][i]
+    }
+}
+
+/// The bonnie benchmark: `seq_bytes` written, rewritten and read sequentially, then
+/// `seeks` random 8 KiB reads by 3 seekers over a file of `file_bytes` (bonnie's
+/// `SeekProcCount` 3, `Chunk` 8192, `UpdateSeek` 10: one seek in ten rewrites its chunk).
+pub fn bonnie(profile: &Profile, target: &Target, policy: ReadPolicy, seq_bytes: u64, file_bytes: u64, seeks: u64, seed: u64) -> Bonnie {
+    let h = profile.host;
+    let ra = readahead(profile, target);
+    let kib = |r: RunResult| r.throughput() / KIB as f64;
+    let write = go(profile, target, policy, vec![Box::new(Sequential::new(DiskOp::Write, 0, seq_bytes, h.writeback_bytes, h.writeback_depth))], seed);
+    let batch = h.writeback_bytes * h.writeback_depth as u64;
+    // Rewrite moves every byte twice; bonnie counts it once.
+    let rewrite = go(profile, target, policy, vec![Box::new(Rewrite::new(0, seq_bytes, ra, h.writeback_bytes, batch, h.writeback_depth))], seed);
+    let rewrite_kib = seq_bytes as f64 / rewrite.seconds() / KIB as f64;
+    let read = go(profile, target, policy, vec![Box::new(Sequential::new(DiskOp::Read, 0, seq_bytes, ra, 2))], seed);
+    let seeks_per_s = bonnie_seeks(profile, target, policy, 3, file_bytes, seeks, seed);
+    Bonnie { write_kib_s: kib(write), rewrite_kib_s: rewrite_kib, read_kib_s: kib(read), seeks_per_s }
+}
+
+/// Bonnie's seek phase alone with `procs` seekers (bonnie has 3): seeks per second.
+pub fn bonnie_seeks(profile: &Profile, target: &Target, policy: ReadPolicy, procs: u64, file_bytes: u64, seeks: u64, seed: u64) -> f64 {
+    let per = seeks / procs;
+    let seekers: Vec<Box<dyn Stream>> =
+        (0..procs).map(|_| Box::new(Seeker::new(0, file_bytes, 8 * KIB, per, 10)) as Box<dyn Stream>).collect();
+    go(profile, target, policy, seekers, seed).ops_per_s()
+}
+
+/// `readers` parallel `dd`s through the page cache, reader `i` from byte `i * stride`, `bytes`
+/// each: total bytes over the time the last one took (how the seed sums them), in MB/s.
+pub fn dd_readers(profile: &Profile, target: &Target, policy: ReadPolicy, readers: u64, stride: u64, bytes: u64, seed: u64) -> f64 {
+    let ra = readahead(profile, target);
+    let streams: Vec<Box<dyn Stream>> =
+        (0..readers).map(|i| Box::new(Sequential::new(DiskOp::Read, i * stride, bytes, ra, 2)) as Box<dyn Stream>).collect();
+    go(profile, target, policy, streams, seed).throughput() / 1e6
+}
+
+/// `procs` rawio processes, each doing what `each` describes: MB/s.
+pub fn rawio(profile: &Profile, target: &Target, policy: ReadPolicy, procs: u64, each: &Rawio, seed: u64) -> f64 {
+    let streams: Vec<Box<dyn Stream>> = (0..procs).map(|_| Box::new(each.clone()) as Box<dyn Stream>).collect();
+    go(profile, target, policy, streams, seed).throughput() / 1e6
+}
+
+fn random(op: DiskOp, sizes: Sizes, span: u64, ops: u64) -> Rawio {
+    Rawio { op, start: 0, span, sizes, ops_left: ops }
+}
+
+struct Out {
+    figures: Vec<Figure>,
+}
+
+impl Out {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        id: &str,
+        seed_file: &'static str,
+        metric: &str,
+        unit: &'static str,
+        seed_value: Option<f64>,
+        policy: ReadPolicy,
+        profile: &Profile,
+        sim_value: f64,
+        single: Option<(f64, Option<f64>)>,
+        policy_sensitive: bool,
+    ) {
+        self.figures.push(Figure {
+            id: id.to_string(),
+            seed_file,
+            metric: metric.to_string(),
+            unit,
+            seed_value,
+            policy: policy.name(),
+            profile: profile.name,
+            sim_value,
+            sim_to_seed: seed_value.map(|s| sim_value / s),
+            ratio_to_single_disk: single.map(|(s, _)| sim_value / s),
+            seed_ratio_to_single_disk: single.and_then(|(_, r)| r),
+            policy_sensitive,
+        });
+    }
+}
+
+/// Molnar 1998: bonnie, 500 MB file, on one disk and on a 4-way RAID1 of four such disks on one
+/// UW bus (the seed's "single-disk RAID1" is taken as the bare disk).
+fn molnar(opts: &Options, out: &mut Out) {
+    let p = profiles::uw_scsi_1998();
+    let file = 500 * 1_000_000;
+    let seq = opts.bytes(file);
+    let seeks = opts.count(4000);
+    let single = bonnie(&p, &Target::Disk, ReadPolicy::Md, seq, file, seeks, opts.seed);
+    let seed_single = [8019.0, 3525.0, 7707.0, 94.9];
+    let seed_raid1 = [7705.0, 3931.0, 11848.0, 175.6];
+    let raid1 = Target::Array(ArraySpec::Raid1 { disks: 4 });
+    for policy in ReadPolicy::ALL {
+        let r = bonnie(&p, &raid1, policy, seq, file, seeks, opts.seed);
+        for (i, (key, metric, unit)) in BONNIE_COLUMNS.iter().enumerate() {
+            let metric = format!("bonnie {metric}");
+            let s = single.column(i);
+            out.push(&format!("molnar1998-single-{key}"), MOLNAR, &metric, unit, Some(seed_single[i]), policy, &p, s, None, false);
+            let seed_ratio = Some(seed_raid1[i] / seed_single[i]);
+            let id = format!("molnar1998-raid1-4way-{key}");
+            out.push(&id, MOLNAR, &metric, unit, Some(seed_raid1[i]), policy, &p, r.column(i), Some((s, seed_ratio)), true);
+        }
+    }
+    // Not in the seed: bonnie's seek test with 8 seekers instead of 3, so that four mirrors can
+    // all be busy (three seekers cannot make a 4-way mirror more than 3x a single disk). Even
+    // then the rewrites bound it: a seek costs a single disk 1.1 operations (one read, one
+    // rewrite in ten) and a 4-way mirror 1.4 (the rewrite goes to every mirror), spread over
+    // four disks: at best 4 x 1.1 / 1.4 = 3.14x.
+    let many = 8;
+    let single_many = bonnie_seeks(&p, &Target::Disk, ReadPolicy::Md, many, file, seeks, opts.seed);
+    for policy in ReadPolicy::ALL {
+        let v = bonnie_seeks(&p, &raid1, policy, many, file, seeks, opts.seed);
+        let metric = format!("bonnie random seeks with {many} seekers (not a seed figure)");
+        out.push("molnar1998-raid1-4way-seeks-8seekers", MOLNAR, &metric, "seeks/s", None, policy, &p, v, Some((single_many, None)), true);
+    }
+}
+
+/// The 2008 bonnie++ table: 6 GB file on one disk ("base hd", a bare disk), linear, striped
+/// (raid0, md's 64 KiB default chunk) and mirrored arrays of two disks. Sequential phases move
+/// 1 GiB (at scale 1; the 6 GB of the seed lie in the same outer zone, so the rates are the
+/// same); the seeks range over the full 6 GB file.
+fn bonnie2008(opts: &Options, out: &mut Out) {
+    let p = profiles::sata_2008();
+    let file = 6 * 1024 * MIB;
+    let seq = opts.bytes(1024 * MIB);
+    let seeks = opts.count(8000);
+    let configs: [(&str, Target, [f64; 4]); 4] = [
+        ("base", Target::Disk, [64334.0, 34373.0, 79255.0, 235.4]),
+        ("linear", Target::Array(ArraySpec::Linear { disks: 2 }), [63289.0, 33291.0, 78033.0, 236.4]),
+        ("striped", Target::Array(ArraySpec::Raid0 { disks: 2, chunk: 64 * KIB }), [109092.0, 48674.0, 116921.0, 339.5]),
+        ("mirrored", Target::Array(ArraySpec::Raid1 { disks: 2 }), [50917.0, 29154.0, 76402.0, 331.5]),
+    ];
+    let base = bonnie(&p, &Target::Disk, ReadPolicy::Md, seq, file, seeks, opts.seed);
+    let mut fixed = Vec::new();
+    for (name, target, _) in &configs[1..3] {
+        fixed.push((*name, bonnie(&p, target, ReadPolicy::Md, seq, file, seeks, opts.seed)));
+    }
+    for policy in ReadPolicy::ALL {
+        let mirrored = bonnie(&p, &configs[3].1, policy, seq, file, seeks, opts.seed);
+        for (name, _, seed_vals) in &configs {
+            let (b, sensitive) = match *name {
+                "base" => (base, false),
+                "mirrored" => (mirrored, true),
+                other => (fixed.iter().find(|(n, _)| *n == other).expect("computed").1, false),
+            };
+            for (i, (key, metric, unit)) in BONNIE_COLUMNS.iter().enumerate() {
+                let single = (*name != "base").then(|| (base.column(i), Some(seed_vals[i] / configs[0].2[i])));
+                let metric = format!("bonnie++ {metric}");
+                let id = format!("bonnie2008-{name}-{key}");
+                out.push(&id, BONNIE2008, &metric, unit, Some(seed_vals[i]), policy, &p, b.column(i), single, sensitive);
+            }
+        }
+    }
+}
+
+/// Baker 2006: 1, 2, 4 and 8 parallel `dd bs=8k` readers, `skip` 400000 blocks apart, on the
+/// raw disk and on a 2-disk RAID1, two Cheetah 15K.3 on one Ultra160 channel. Per reader the
+/// seed read 3.28 GB (1 and 2 readers, and 4 on md0), 819 MB (4 on the disk), 410 MB (8); at
+/// scale 1 the simulator reads a quarter of each (819, 205 and 102 MB: every reader still
+/// runs for seconds of virtual time at a steady rate, from the same starting offsets).
+pub const BAKER_READERS: [u64; 4] = [1, 2, 4, 8];
+
+fn baker_bytes(readers: u64, on_array: bool) -> u64 {
+    let block = 8192 / 4;
+    block
+        * match (readers, on_array) {
+            (1 | 2, _) | (4, true) => 400_000,
+            (4, false) => 100_000,
+            _ => 50_000,
+        }
+}
+
+fn baker(opts: &Options, out: &mut Out) {
+    let p = profiles::cheetah_15k3_u160();
+    let stride = 400_000 * 8192;
+    // Seed values: total bytes over the slowest reader's time, as the seed sums them.
+    let seed_md = [None, Some(6553.6 / 48.375897), Some(13107.2 / 184.209018), Some(3276.8 / 49.679275)];
+    let seed_disk = [None, Some(6553.6 / 192.096232), Some(3276.8 / 90.238705), Some(3276.8 / 100.144752)];
+    let disk: Vec<f64> = BAKER_READERS
+        .iter()
+        .map(|&n| dd_readers(&p, &Target::Disk, ReadPolicy::Md, n, stride, opts.bytes(baker_bytes(n, false)), opts.seed))
+        .collect();
+    let raid1 = Target::Array(ArraySpec::Raid1 { disks: 2 });
+    for policy in ReadPolicy::ALL {
+        for (k, &n) in BAKER_READERS.iter().enumerate() {
+            let bytes = opts.bytes(baker_bytes(n, true));
+            let md = dd_readers(&p, &raid1, policy, n, stride, bytes, opts.seed);
+            let metric = format!("{n} parallel dd readers, total");
+            out.push(&format!("baker2006-disk-{n}readers"), BAKER, &metric, "MB/s", seed_disk[k], policy, &p, disk[k], None, false);
+            // The seed states the single-thread speedup only in words: "0%".
+            let seed_ratio = match (seed_md[k], seed_disk[k]) {
+                (Some(a), Some(b)) => Some(a / b),
+                _ => Some(1.0),
+            };
+            out.push(&format!("baker2006-raid1-{n}readers"), BAKER, &metric, "MB/s", seed_md[k], policy, &p, md, Some((disk[k], seed_ratio)), true);
+        }
+    }
+}
+
+/// Parkes 2000: tar extraction of 700–800 MB into a fresh FFS without soft dependencies, on one
+/// ST41200N, a 2-disk RAID 0 and a 3-disk RAID 5 (md's raid5 standing in for RAIDframe's;
+/// stripe unit 32 sectors, RAIDframe's usual, assumed). Modelled ([`SmallFiles`]) as 38 000 files
+/// averaging 20 KiB (about 760 MB), 25 to a directory, each with two synchronous metadata
+/// writes, data written behind in 1 MiB batches (a tenth of the 16 MB machine's memory; both
+/// assumed): about 125 000 writes, near the seed's 114 686 block outputs. A 486DX100 spent a
+/// third to a half of the elapsed time
+/// on CPU, which the simulator cannot know: the seed's own user + system seconds of each
+/// configuration are spread over the synchronous writes as the process's CPU time between
+/// them (the data written behind goes on meanwhile). At a smaller `scale` fewer files are
+/// simulated and the time is extrapolated to the whole extraction.
+fn parkes(opts: &Options, out: &mut Out) {
+    let p = profiles::st41200n_1542c();
+    let full = 38_000u64;
+    let files = opts.count(full);
+    let configs: [(&str, Target, f64, f64); 3] = [
+        // user + system seconds: 6.28 + 622.07, 5.84 + 734.46, 6.8 + 860.77
+        ("single", Target::Disk, 1824.84, 628.35),
+        ("raid0", Target::Array(ArraySpec::Raid0 { disks: 2, chunk: 16 * KIB }), 1541.38, 740.30),
+        ("raid5", Target::Array(ArraySpec::Raid5 { disks: 3, chunk: 16 * KIB }), 3618.41, 867.57),
+    ];
+    let mut results = Vec::new();
+    for (name, target, seed_s, cpu_s) in &configs {
+        // Spread over the synchronous writes: two per file and one per directory.
+        let cpu_per_meta = (cpu_s / (2 * full + full / 25) as f64 * 1e9) as u64;
+        let stream = SmallFiles::new(files, 20 * KIB, 64 * KIB, 25, MIB, 8 * MIB, 1000 * MIB, cpu_per_meta);
+        let r = go(&p, target, ReadPolicy::Md, vec![Box::new(stream)], opts.seed);
+        results.push((*name, r.seconds() * full as f64 / files as f64, *seed_s));
+    }
+    let single = results[0].1;
+    for policy in ReadPolicy::ALL {
+        for (name, sim, seed_s) in &results {
+            let s = (*name != "single").then_some((single, Some(seed_s / configs[0].2)));
+            out.push(
+                &format!("parkes2000-{name}-tar-seconds"),
+                PARKES,
+                "tar extraction real time, no soft dependencies (the seed's CPU seconds included)",
+                "s",
+                Some(*seed_s),
+                policy,
+                &p,
+                *sim,
+                s,
+                false,
+            );
+        }
+    }
+}
+
+/// Every modelled figure, each under every policy.
+pub fn figures(opts: &Options) -> Vec<Figure> {
+    let mut out = Out { figures: Vec::new() };
+    molnar(opts, &mut out);
+    bonnie2008(opts, &mut out);
+    baker(opts, &mut out);
+    parkes(opts, &mut out);
+    // One block per policy, figures in a fixed order within it.
+    let order: Vec<&str> = ReadPolicy::ALL.iter().map(|p| p.name()).collect();
+    out.figures.sort_by_key(|f| order.iter().position(|p| *p == f.policy));
+    out.figures
+}
+
+fn series(label: impl Into<String>, points: Vec<(f64, f64)>, published: bool) -> Series {
+    Series { label: label.into(), points: points.into_iter().map(|(x, y)| Point { x, y }).collect(), published }
+}
+
+/// Molnar's law in the simulator: bonnie seeks on 1 to 4 mirrors of the 1998 disk, each policy.
+fn chart_mirrors(opts: &Options) -> Chart {
+    let p = profiles::uw_scsi_1998();
+    let file = 500 * 1_000_000;
+    let seeks = opts.count(4000);
+    let single = bonnie_seeks(&p, &Target::Disk, ReadPolicy::Md, 3, file, seeks, opts.seed);
+    let mut out = Vec::new();
+    for policy in ReadPolicy::ALL {
+        let mut pts = vec![(1.0, single)];
+        for n in 2..=4 {
+            pts.push((n as f64, bonnie_seeks(&p, &Target::Array(ArraySpec::Raid1 { disks: n }), policy, 3, file, seeks, opts.seed)));
+        }
+        out.push(series(format!("raid1, {}", policy.name()), pts, false));
+    }
+    out.push(series("seed (Molnar 1998)", vec![(1.0, 94.9), (4.0, 175.6)], true));
+    Chart {
+        file: "mirrors-vs-seeks.svg",
+        title: "bonnie random seeks vs mirrors (1998 UW SCSI disks, one bus)".into(),
+        x_label: "mirrors (1 = single disk)",
+        y_label: "seeks/s",
+        log_x: false,
+        series: out,
+    }
+}
+
+/// Baker's test swept: 1, 2, 4, 8 readers on the bare Cheetah and on the 2-disk mirror.
+fn chart_readers(opts: &Options) -> Chart {
+    let p = profiles::cheetah_15k3_u160();
+    let stride = 400_000 * 8192;
+    // The same volumes as the figures: the split policy's read-ahead takes a while to settle.
+    let small = *opts;
+    let mut out = Vec::new();
+    let disk: Vec<(f64, f64)> = BAKER_READERS
+        .iter()
+        .map(|&n| (n as f64, dd_readers(&p, &Target::Disk, ReadPolicy::Md, n, stride, small.bytes(baker_bytes(n, false)), opts.seed)))
+        .collect();
+    out.push(series("single disk", disk, false));
+    for policy in ReadPolicy::ALL {
+        let pts = BAKER_READERS
+            .iter()
+            .map(|&n| (n as f64, dd_readers(&p, &Target::Array(ArraySpec::Raid1 { disks: 2 }), policy, n, stride, small.bytes(baker_bytes(n, true)), opts.seed)))
+            .collect();
+        out.push(series(format!("raid1 x2, {}", policy.name()), pts, false));
+    }
+    out.push(series("seed: raid1 (Baker 2006)", vec![(2.0, 6553.6 / 48.375897), (4.0, 13107.2 / 184.209018), (8.0, 3276.8 / 49.679275)], true));
+    out.push(series("seed: single disk", vec![(2.0, 6553.6 / 192.096232), (4.0, 3276.8 / 90.238705), (8.0, 3276.8 / 100.144752)], true));
+    Chart {
+        file: "readers-vs-mbps.svg",
+        title: "parallel dd readers, Cheetah 15K.3 x2 on Ultra160".into(),
+        x_label: "parallel readers",
+        y_label: "MB/s (total)",
+        log_x: true,
+        series: out,
+    }
+}
+
+/// Vinum's random-transfer sizes: 512 bytes to 32 KiB, "roughly UFS usage".
+const UFS_SIZES: Sizes = Sizes::Uniform { min: 512, max: 32 * KIB };
+
+/// Vinum's stripe-size sweep: 8 rawio processes on 4 of the old drives, striped and RAID-5
+/// (md's smallest chunk is 4 KiB where Vinum went down to 1 KiB), plus a 4-disk raid10 (the
+/// seed's "both plexes on the same disks") under each policy, and one bare disk for scale.
+fn chart_stripes(opts: &Options) -> Chart {
+    let p = profiles::vinum_prescsi();
+    let span = 120 * MIB;
+    let ops = opts.count(300);
+    let stripes: Vec<u64> = (2..=9).map(|k| (1u64 << k) * KIB).collect();
+    let mut out = Vec::new();
+    let single = rawio(&p, &Target::Disk, ReadPolicy::Md, 8, &random(DiskOp::Read, UFS_SIZES, span, ops), opts.seed);
+    out.push(series("single disk, read", stripes.iter().map(|&c| ((c / KIB) as f64, single)).collect(), false));
+    for (name, op) in [("read", DiskOp::Read), ("write", DiskOp::Write)] {
+        for (level, make) in [("raid0 x4", 0), ("raid5 x4", 1)] {
+            let pts = stripes
+                .iter()
+                .map(|&chunk| {
+                    let spec = if make == 0 { ArraySpec::Raid0 { disks: 4, chunk } } else { ArraySpec::Raid5 { disks: 4, chunk } };
+                    ((chunk / KIB) as f64, rawio(&p, &Target::Array(spec), ReadPolicy::Md, 8, &random(op, UFS_SIZES, span, ops), opts.seed))
+                })
+                .collect();
+            out.push(series(format!("{level}, {name}"), pts, false));
+        }
+    }
+    for policy in ReadPolicy::ALL {
+        let pts = stripes
+            .iter()
+            .map(|&chunk| {
+                let target = Target::Array(ArraySpec::Raid10 { disks: 4, chunk, far: false });
+                ((chunk / KIB) as f64, rawio(&p, &target, policy, 8, &random(DiskOp::Read, UFS_SIZES, span, ops), opts.seed))
+            })
+            .collect();
+        out.push(series(format!("raid10 x4, read, {}", policy.name()), pts, false));
+    }
+    Chart {
+        file: "stripe-size.svg",
+        title: "stripe size, 8 rawio processes, 512 B-32 KiB (Vinum's old drives)".into(),
+        x_label: "stripe (chunk) size, KiB",
+        y_label: "MB/s",
+        log_x: true,
+        series: out,
+    }
+}
+
+/// Vinum's concurrency graph: 1 to 128 processes of random 512 B–32 KiB reads on one disk and
+/// on 4 disks striped (256 KiB, Vinum's recommendation).
+fn chart_processes(opts: &Options) -> Chart {
+    let p = profiles::vinum_prescsi();
+    let span = 120 * MIB;
+    let procs: [u64; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+    let ops = |n: u64| opts.count(2400).div_ceil(n).max(20);
+    let single = procs.iter().map(|&n| (n as f64, rawio(&p, &Target::Disk, ReadPolicy::Md, n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed))).collect();
+    let striped = procs
+        .iter()
+        .map(|&n| (n as f64, rawio(&p, &Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), ReadPolicy::Md, n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed)))
+        .collect();
+    Chart {
+        file: "processes.svg",
+        title: "concurrent random reads, 512 B-32 KiB (Vinum's old drives)".into(),
+        x_label: "processes",
+        y_label: "MB/s",
+        log_x: true,
+        series: vec![series("single disk", single, false), series("raid0 x4, 256 KiB stripes", striped, false)],
+    }
+}
+
+/// Vinum's transfer-size graph: one process of random reads of a fixed size.
+fn chart_request_size(opts: &Options) -> Chart {
+    let p = profiles::vinum_prescsi();
+    let span = 120 * MIB;
+    let sizes: Vec<u64> = (9..=17).map(|k| 1u64 << k).collect();
+    let ops = opts.count(400);
+    let line = |target: Target, procs: u64| -> Vec<(f64, f64)> {
+        sizes.iter().map(|&s| (s as f64, rawio(&p, &target, ReadPolicy::Md, procs, &random(DiskOp::Read, Sizes::Fixed(s), span, ops), opts.seed))).collect()
+    };
+    Chart {
+        file: "request-size.svg",
+        title: "random reads vs transfer size (Vinum's old drives)".into(),
+        x_label: "transfer size, bytes",
+        y_label: "MB/s",
+        log_x: true,
+        series: vec![
+            series("single disk, 1 process", line(Target::Disk, 1), false),
+            series("raid0 x4 256 KiB, 1 process", line(Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), 1), false),
+            series("raid0 x4 256 KiB, 8 processes", line(Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), 8), false),
+        ],
+    }
+}
+
+/// The sweeps the plots draw.
+pub fn charts(opts: &Options) -> Vec<Chart> {
+    vec![chart_mirrors(opts), chart_readers(opts), chart_stripes(opts), chart_processes(opts), chart_request_size(opts)]
+}
