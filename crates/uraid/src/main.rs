@@ -261,9 +261,10 @@ pub struct ServeArgs {
 /// How member I/O is done (`serve`, `mount`).
 #[derive(Args, Clone, Debug)]
 pub struct MemberIoArgs {
-    /// Member I/O backend. uring: one io_uring per member with --queue-depth I/Os in flight,
-    /// O_DIRECT for aligned I/O where the file system allows it (buffered I/O otherwise, said
-    /// once per member on stderr); falls back to threads where io_uring is unavailable.
+    /// Member I/O backend. uring: one io_uring per member, submitted and reaped by the engine
+    /// thread itself (no I/O threads), with --queue-depth I/Os in flight, O_DIRECT for aligned
+    /// I/O where the file system allows it (buffered I/O otherwise, said once per member on
+    /// stderr); falls back to threads where io_uring is unavailable.
     /// threads: blocking I/O threads per member through the page cache (--member-threads for
     /// serve, 4 otherwise).
     #[arg(long = "io", value_enum, default_value_t = IoChoice::Threads, value_name = "BACKEND")]
