@@ -380,9 +380,10 @@ impl ArrayService {
             }
         }
         let mut queues = Vec::new();
+        let members = targets.len();
         let mut workers = Vec::new();
         for (slot, target) in targets.into_iter().enumerate() {
-            queues.push(target.map(|t| spawn_member_io(slot, t, &config, &inbox, &mut workers)));
+            queues.push(target.map(|t| spawn_member_io(slot, members, t, &config, &inbox, &mut workers)));
         }
         let runner = Runner {
             array,
@@ -457,6 +458,7 @@ enum MemberPath {
 /// I/O threads.
 fn spawn_member_io(
     slot: usize,
+    members: usize,
     target: MemberTarget,
     config: &ServiceConfig,
     back: &Inbox,
@@ -468,7 +470,7 @@ fn spawn_member_io(
         if let Err(why) = &handle.direct {
             log(&format!("{name}: O_DIRECT not supported by its file system ({why}); using buffered I/O"));
         }
-        match uring::member_ring(slot, target.clone(), handle, config.queue_depth, &back.notifier, back.clone()) {
+        match uring::member_ring(slot, target.clone(), handle, config.queue_depth, members, &back.notifier, back.clone()) {
             Ok(ring) => return MemberPath::Ring(Box::new(ring)),
             Err(e) => log(&format!("{name}: setting up io_uring failed ({e}); using I/O threads")),
         }
@@ -926,7 +928,8 @@ impl Runner {
     /// Start I/O threads for a slot whose device changed.
     fn attach_slot(&mut self, slot: usize) {
         if let Some(target) = self.array.member_targets()[slot].clone() {
-            let queue = spawn_member_io(slot, target, &self.config, &self.back, &mut self.workers);
+            let members = self.queues.len();
+            let queue = spawn_member_io(slot, members, target, &self.config, &self.back, &mut self.workers);
             self.queues[slot] = Some(queue);
         }
     }

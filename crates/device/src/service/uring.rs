@@ -59,6 +59,7 @@ pub(super) fn member_ring(
     target: MemberTarget,
     handle: IoHandle,
     depth: usize,
+    members: usize,
     notifier: &Notifier,
     inbox: Inbox,
 ) -> io::Result<MemberRing> {
@@ -72,6 +73,17 @@ pub(super) fn member_ring(
     // waited for the page cache posts through the engine thread's own task work; the engine
     // then slept forever.
     ring.submitter().register_eventfd(notifier.fd())?;
+    // I/O that cannot complete during submission (every read and write on tmpfs, a buffered
+    // read that misses the page cache) runs on the kernel's worker threads for this thread's
+    // rings, and there are at most 32 of them by default: fewer than the I/Os the rings keep in
+    // flight together, which then wait for a worker. Allow one worker per I/O in flight (raising
+    // only; measured on tmpfs: 1.7x the 4 KiB random reads of the default).
+    let mut limits = [0u32, 0];
+    ring.submitter().register_iowq_max_workers(&mut limits)?;
+    let want = u32::try_from(depth * members.max(1)).unwrap_or(u32::MAX);
+    if limits[0] < want {
+        ring.submitter().register_iowq_max_workers(&mut [want, 0])?;
+    }
     Ok(MemberRing {
         ring,
         slots: (0..depth).map(|_| None).collect(),
@@ -638,7 +650,7 @@ mod tests {
             let notifier = Arc::new(Notifier::new().unwrap());
             let (tx, back) = crossbeam_channel::unbounded();
             let inbox = Inbox { tx, notifier: Arc::clone(&notifier) };
-            let ring = super::member_ring(0, target, handle, depth, &notifier, inbox).unwrap();
+            let ring = super::member_ring(0, target, handle, depth, 1, &notifier, inbox).unwrap();
             Rig { ring, back, answers: HashMap::new(), next: 1, dev }
         }
 
