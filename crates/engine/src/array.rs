@@ -429,7 +429,10 @@ impl Array {
     }
 
     /// Accept a request. Errors at once for a range outside the array (outside the members'
-    /// data for `Recover`), and for a `Recover` that has nothing to do.
+    /// data for `Recover`), and for a `Recover` that has nothing to do. A request may finish
+    /// before this returns, without any member I/O (a read served from what the `split` policy
+    /// read ahead, an empty read): drivers look at [`Array::next_completion`] after submitting,
+    /// not only after completing member I/O.
     pub fn submit(&mut self, request: Request) -> Result<RequestId, EngineError> {
         let size = self.size_bytes();
         let locks: Vec<Lock> = match &request {

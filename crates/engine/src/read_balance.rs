@@ -136,12 +136,20 @@ pub(crate) struct SlotLoad {
     /// Member I/Os issued to the slot and not completed, reads and writes alike (md's
     /// `nr_pending` counts every I/O on the device).
     pub pending: u32,
+    /// Reads chosen for the slot by the request being planned, not issued yet: md counts a read
+    /// in `nr_pending` when it chooses it, so the later chunks of a request see the earlier.
+    pub planned: u32,
     /// Member byte just past the last data I/O issued to the slot: where its head will be once
     /// the I/Os queued before a new one are done.
     pub queued_end: u64,
 }
 
 impl SlotLoad {
+    /// I/Os in flight or about to be, as md's `nr_pending` counts them.
+    fn load(&self) -> u32 {
+        self.pending + self.planned
+    }
+
     /// Where the head will be when the slot gets to a read issued now.
     fn expected_head(&self) -> u64 {
         if self.pending > 0 {
@@ -307,9 +315,11 @@ impl Balancer {
         &self.slots[slot]
     }
 
-    /// A new read request starts: round-robin moves on to the next copy.
+    /// A new read request starts: round-robin moves on to the next copy; the reads the last
+    /// request planned are issued (counted in `pending`) by now.
     pub(crate) fn begin_request(&mut self) {
         self.turn = self.turn.wrapping_add(1);
+        self.slots.iter_mut().for_each(|s| s.planned = 0);
     }
 
     /// Which of `copies` (`(slot, member offset)` in md's copy order) a read of `len` bytes
@@ -353,7 +363,7 @@ impl Balancer {
     pub(crate) fn idle_copies(&self, copies: &[(usize, u64)], readable: impl Fn(usize) -> bool, out: &mut [usize]) -> usize {
         let mut n = 0;
         for (i, &(slot, _)) in copies.iter().enumerate() {
-            if n < out.len() && readable(slot) && self.slots[slot].pending == 0 {
+            if n < out.len() && readable(slot) && self.slots[slot].load() == 0 {
                 out[n] = i;
                 n += 1;
             }
@@ -543,6 +553,7 @@ impl Balancer {
             s.seq_start = offset;
         }
         s.next_seq = offset + len;
+        s.planned += 1;
     }
 
     /// A member I/O of `len` bytes at `offset` went out to `slot`; `moves_head` for data I/O
@@ -580,8 +591,8 @@ impl Balancer {
             if s.next_seq == offset || s.head == offset {
                 return Some(i);
             }
-            if min_pending.is_none_or(|(p, _)| s.pending < p) {
-                min_pending = Some((s.pending, i));
+            if min_pending.is_none_or(|(p, _)| s.load() < p) {
+                min_pending = Some((s.load(), i));
             }
             let dist = offset.abs_diff(s.head);
             if closest.is_none_or(|(d, _)| dist < d) {
@@ -603,10 +614,10 @@ impl Balancer {
                 continue;
             }
             let s = &self.slots[slot];
-            if min_pending.is_none_or(|(p, _)| s.pending < p) {
-                min_pending = Some((s.pending, i));
+            if min_pending.is_none_or(|(p, _)| s.load() < p) {
+                min_pending = Some((s.load(), i));
             }
-            let distance = if near > 1 && s.pending == 0 {
+            let distance = if near > 1 && s.load() == 0 {
                 0
             } else if far > 1 {
                 offset
@@ -638,7 +649,7 @@ impl Balancer {
                 continue;
             }
             let s = &self.slots[slot];
-            let key = (s.pending, offset.abs_diff(head(s)));
+            let key = (s.load(), offset.abs_diff(head(s)));
             if best.is_none_or(|(k, _)| key < k) {
                 best = Some((key, i));
             }
@@ -754,6 +765,19 @@ mod tests {
         // Head of slot 1 is right at its copy, but md's far rule takes the lowest address.
         assert_eq!(far.choose(&[(0, 600 * MIB + 4096), (1, 10 * MIB)], 4096, all), Some(1));
         assert_eq!(far.choose(&[(0, 5 * MIB), (1, 600 * MIB + 4096)], 4096, all), Some(0));
+    }
+
+    #[test]
+    fn md_counts_the_earlier_chunks_of_a_request_as_pending() {
+        // raid10 n2 on two members: every chunk on both. md chooses chunk by chunk and counts
+        // each choice in nr_pending, so a two-chunk read on an idle array takes both disks.
+        let mut b = raid10(2, Raid10Format::NEAR2);
+        b.begin_request();
+        assert_eq!(b.choose(&[(0, 0), (1, 0)], 65536, all), Some(0));
+        assert_eq!(b.choose(&[(0, 65536), (1, 65536)], 65536, all), Some(1));
+        // The next request starts afresh (the reads are issued by then, and counted there).
+        b.begin_request();
+        assert_eq!(b.choose(&[(0, 5 * MIB), (1, 5 * MIB)], 4096, all), Some(0));
     }
 
     #[test]

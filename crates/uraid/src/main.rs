@@ -258,7 +258,7 @@ pub struct ServeArgs {
     pub members: Vec<PathBuf>,
 }
 
-/// How member I/O is done (`serve`, `mount`).
+/// How member I/O is done (`serve`, `mount`, `bench engine`).
 #[derive(Args, Clone, Debug)]
 pub struct MemberIoArgs {
     /// Member I/O backend. uring: one io_uring per member, submitted and reaped by the engine
@@ -272,6 +272,18 @@ pub struct MemberIoArgs {
     /// With --io=uring: member I/Os in flight on each member.
     #[arg(long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub queue_depth: u32,
+    /// How reads of mirrored data (raid1, raid10) pick a copy. md: Linux md's read_balance
+    /// (a sequential read stays on its disk, else an idle disk, else the nearest head);
+    /// round-robin: each read to the next copy; shortest-queue: the copy with the fewest I/Os
+    /// in flight; split: random reads to the least busy copy, sequential streams divided over
+    /// all copies and read ahead (see docs/read-balancing.md). A run-time choice: md keeps no
+    /// read policy in its superblock, so arrays are the same on disk whatever was used.
+    #[arg(long, default_value = "md", value_name = "NAME", value_parser = parse_read_policy)]
+    pub read_policy: uraid_engine::ReadPolicy,
+}
+
+fn parse_read_policy(name: &str) -> Result<uraid_engine::ReadPolicy, String> {
+    name.parse().map_err(|e: uraid_engine::UnknownReadPolicy| e.to_string())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -287,7 +299,7 @@ impl MemberIoArgs {
             IoChoice::Uring => uraid_device::IoBackend::Uring,
             IoChoice::Threads => uraid_device::IoBackend::Threads,
         };
-        uraid_device::ServiceConfig { io, queue_depth: self.queue_depth as usize, ..config }
+        uraid_device::ServiceConfig { io, queue_depth: self.queue_depth as usize, read_policy: self.read_policy, ..config }
     }
 }
 

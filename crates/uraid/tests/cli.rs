@@ -559,3 +559,58 @@ impl TapMkdir for PathBuf {
         self
     }
 }
+
+/// `--read-policy` on serve, mount and bench engine: an unknown name is refused with the valid
+/// names before any member is touched, and the help says it is a run-time choice.
+#[test]
+fn unknown_read_policy_is_refused_with_the_valid_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 2, 4 << 20);
+    assert!(uraid(&args(&["create", "--level=1", "--raid-devices=2"], &m)).status.success());
+    let before = hashes(&m);
+    let mount_point = dir.path().join("array").display().to_string();
+    let mut mount_args = m.clone();
+    mount_args.push(mount_point.clone());
+    for (head, tail) in [
+        (&["serve", "--read-policy", "fastest"][..], &m),
+        (&["mount", "--read-policy", "fastest"][..], &mount_args),
+        (&["bench", "engine", "--read-policy", "fastest"][..], &m),
+    ] {
+        let o = uraid(&args(head, tail));
+        assert!(!o.status.success(), "{head:?} accepted an unknown policy");
+        assert_ne!(o.status.code(), Some(0));
+        let e = stderr(&o);
+        assert!(e.contains("fastest") && e.contains("md, round-robin, shortest-queue, split"), "{head:?}: {e}");
+        assert!(o.stdout.is_empty(), "{head:?} printed {:?}", String::from_utf8_lossy(&o.stdout));
+    }
+    assert_eq!(hashes(&m), before, "a refused command wrote to a member");
+    assert!(!Path::new(&mount_point).exists(), "a refused mount created its file");
+    for cmd in [&["serve", "--help"][..], &["mount", "--help"], &["bench", "engine", "--help"]] {
+        let o = uraid(cmd);
+        let help = String::from_utf8_lossy(&o.stdout);
+        assert!(help.contains("--read-policy") && help.contains("superblock"), "{cmd:?}: {help}");
+    }
+}
+
+/// Every read policy reads back what was written, through `bench engine`'s service and the
+/// parallel streams it drives.
+#[test]
+fn every_read_policy_runs_bench_engine_on_a_mirror() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 2, 8 << 20);
+    assert!(uraid(&args(&["create", "--level=1", "--raid-devices=2"], &m)).status.success());
+    for policy in ["md", "round-robin", "shortest-queue", "split"] {
+        let o = uraid(&args(
+            &["bench", "engine", "--json", "--pattern", "read", "--bs", "128K", "--iodepth", "4", "--streams", "2", "--seconds", "0.2", "--read-policy", policy],
+            &m,
+        ));
+        assert!(o.status.success(), "{policy}: {}", stderr(&o));
+        let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["read_policy"], policy, "{r}");
+        assert_eq!(r["streams"], 2, "{r}");
+        assert!(r["mbps"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let o = uraid(&args(&["bench", "engine", "--pattern", "randread", "--streams", "2"], &m));
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--streams=2"), "{}", stderr(&o));
+}

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uraid_engine::array::{Completion, IoId, IoResult, MemberIo, Request, RequestId};
-use uraid_engine::{EngineError, IoBuf};
+use uraid_engine::{EngineError, IoBuf, ReadPolicy};
 use uraid_layout::Level;
 
 use crate::open_array::{MemberTarget, OpenArray, OpenError};
@@ -143,6 +143,9 @@ pub struct ServiceConfig {
     /// Bound on the stripe buffers parity writes in progress hold (md's stripe cache); see the
     /// engine's `Array::set_stripe_memory_limit`.
     pub stripe_cache_bytes: u64,
+    /// How reads of mirrored data (raid1, raid10) choose a copy; see the engine's
+    /// `read_balance`. md keeps no such setting in its superblock: it is a run-time choice.
+    pub read_policy: ReadPolicy,
 }
 
 impl Default for ServiceConfig {
@@ -161,6 +164,7 @@ impl Default for ServiceConfig {
             auto_resync: true,
             bitmap_clear_delay: Duration::from_secs(5),
             stripe_cache_bytes: uraid_engine::array::DEFAULT_STRIPE_MEMORY,
+            read_policy: ReadPolicy::Md,
         }
     }
 }
@@ -356,6 +360,7 @@ impl ArrayService {
     /// Start serving `array`.
     pub fn start(mut array: OpenArray, config: ServiceConfig) -> ArrayService {
         array.engine_mut().set_stripe_memory_limit(config.stripe_cache_bytes);
+        array.engine_mut().set_read_policy(config.read_policy);
         let geometry = array.engine().geometry().clone();
         let targets = array.member_targets();
         let discards = !array.engine().ppl_enabled();
@@ -680,6 +685,7 @@ impl Runner {
             self.drive_sync(stopping.is_none());
             // Skipping clean bitmap regions can take a pass to its end without any step.
             self.finish_sync_if_done();
+            self.after_completions();
             self.pump();
             let pass_writes = self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Check);
             let idle_clean_due = self.array.is_dirty()
@@ -753,6 +759,9 @@ impl Runner {
                     }
                 }
             }
+            // A request can finish as it is submitted, without member I/O (a read served from
+            // what the engine read ahead): nothing else would hand it to its job.
+            self.after_completions();
             self.finish_sync_if_done();
             self.pump();
         }

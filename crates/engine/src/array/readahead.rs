@@ -164,6 +164,7 @@ impl Array {
     /// reads. Returns the stream the read continues, to be read further ahead (see
     /// [`Array::read_ahead`]) once the read's own member reads went out: they come first.
     pub(super) fn plan_split_read(&mut self, r: &mut ReadOp) -> Option<usize> {
+        self.balance.begin_request();
         let tracked = if self.resync_pending { Tracked::default() } else { self.balance.track(r.offset, r.len) };
         if let Some(id) = tracked.evicted {
             self.readahead.discard_where(|e| e.stream == id && e.waiters.is_empty());

@@ -25,9 +25,13 @@ pub struct EngineBenchArgs {
     /// Bytes per request (suffixes K, M)
     #[arg(long, default_value = "1M")]
     pub bs: String,
-    /// Requests kept in flight
+    /// Requests kept in flight (in all, over the streams)
     #[arg(long, default_value_t = 32)]
     pub iodepth: usize,
+    /// With read or write: this many sequential streams, each over its own equal part of the
+    /// array, sharing --iodepth (parallel readers such as several dd)
+    #[arg(long, default_value_t = 1)]
+    pub streams: usize,
     /// Seconds to run
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
@@ -76,6 +80,12 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
     if args.iodepth == 0 || args.iodepth > 4096 {
         return err(format!("--iodepth={}: must be between 1 and 4096", args.iodepth));
     }
+    if args.streams == 0 || args.streams > args.iodepth {
+        return err(format!("--streams={}: must be between 1 and --iodepth ({})", args.streams, args.iodepth));
+    }
+    if args.streams > 1 && !matches!(pattern, Pattern::Read | Pattern::Write) {
+        return err(format!("--streams={}: only the sequential patterns (read, write) have streams", args.streams));
+    }
     super::check_runs(1, args.seconds)?;
     let writes = matches!(pattern, Pattern::Write | Pattern::RandWrite);
     let array = OpenArray::open_paths(&args.members, writes)?;
@@ -92,14 +102,21 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
         return err(format!("--bs={}: larger than the array ({size} bytes)", args.bs));
     }
     let payload: Vec<u8> = (0..bs).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8).collect();
-    let (tx, rx) = mpsc::channel::<Result<BlockReply, String>>();
-    let mut next_block = 0u64;
+    let (tx, rx) = mpsc::channel::<(usize, Result<BlockReply, String>)>();
+    // Stream `s` covers blocks [s * blocks / streams, (s + 1) * blocks / streams).
+    let streams = args.streams as u64;
+    if blocks < streams {
+        return err(format!("--streams={}: more streams than --bs blocks in the array", args.streams));
+    }
+    let part = |s: u64| (s * blocks / streams, (s + 1) * blocks / streams);
+    let mut next_block: Vec<u64> = (0..streams).map(|s| part(s).0).collect();
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut submit = |handle: &uraid_device::service::ServiceHandle| {
+    let mut submit = |handle: &uraid_device::service::ServiceHandle, stream: usize| {
         let block = match pattern {
             Pattern::Read | Pattern::Write => {
-                let b = next_block;
-                next_block = (next_block + 1) % blocks;
+                let b = next_block[stream];
+                let (first, end) = part(stream as u64);
+                next_block[stream] = if b + 1 == end { first } else { b + 1 };
                 b
             }
             Pattern::RandRead | Pattern::RandWrite => {
@@ -120,25 +137,25 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
         };
         let tx = tx.clone();
         handle.submit(op, Box::new(move |r| {
-            let _ = tx.send(r.map_err(|e| e.to_string()));
+            let _ = tx.send((stream, r.map_err(|e| e.to_string())));
         }));
     };
     let cpu0 = cpu_seconds();
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(args.seconds);
-    for _ in 0..args.iodepth {
-        submit(&handle);
+    for i in 0..args.iodepth {
+        submit(&handle, i % args.streams);
     }
     let (mut done, mut in_flight) = (0u64, args.iodepth);
     while in_flight > 0 {
-        let r = rx.recv().map_err(|_| CliError("the array service stopped".into()))?;
+        let (stream, r) = rx.recv().map_err(|_| CliError("the array service stopped".into()))?;
         in_flight -= 1;
         if let Err(e) = r {
             return err(format!("a request failed: {e}"));
         }
         done += 1;
         if Instant::now() < deadline {
-            submit(&handle);
+            submit(&handle, stream);
             in_flight += 1;
         }
     }
@@ -154,6 +171,7 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
             "{}",
             serde_json::json!({
                 "level": level.to_string(), "pattern": args.pattern, "bs": bs, "iodepth": args.iodepth,
+                "streams": args.streams, "read_policy": args.member_io.read_policy.name(),
                 "io": format!("{:?}", args.member_io.io).to_lowercase(),
                 "seconds": elapsed, "bytes": bytes, "mbps": mbps, "iops": iops,
                 "cpu_seconds": cpu, "cpu_seconds_per_gib": cpu / gib,
@@ -161,9 +179,11 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
         );
     } else {
         println!(
-            "{level} {} bs={bs} iodepth={}: {mbps:.0} MB/s, {iops:.0} IOPS over {elapsed:.1} s; {cpu:.2} CPU s ({:.3} CPU s/GiB)",
+            "{level} {} bs={bs} iodepth={} streams={} read-policy={}: {mbps:.0} MB/s, {iops:.0} IOPS over {elapsed:.1} s; {cpu:.2} CPU s ({:.3} CPU s/GiB)",
             args.pattern,
             args.iodepth,
+            args.streams,
+            args.member_io.read_policy,
             cpu / gib
         );
     }
