@@ -23,7 +23,7 @@ pub use array::{Array, Completion, EngineEvent, IoResult, MemberIo, MemberOp, Re
 pub use assemble::{AssemblyPlan, ArrayState, Candidate, MemberVerdict};
 pub use geometry::{Geometry, SECTOR_BYTES};
 pub use iobuf::IoBuf;
-pub use read_balance::{ReadPolicy, UnknownReadPolicy};
+pub use read_balance::{ReadPolicy, SplitTuning, UnknownReadPolicy};
 
 /// What went wrong, in words for the person running uraid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -85,16 +85,6 @@ impl ReadPolicy {
         }
     }
 
-    /// One line saying what the policy does.
-    pub fn summary(&self) -> &'static str {
-        match self {
-            ReadPolicy::Md => "Linux md's read_balance for rotational disks: sequential reads stay on their disk, else an idle disk, else the nearest head",
-            ReadPolicy::RoundRobin => "each read request to the next copy in turn",
-            ReadPolicy::ShortestQueue => "the copy with the fewest member I/Os in flight, ties to the nearest head",
-            ReadPolicy::Split => "random reads to the least busy copy, nearest head first; sequential streams divided across all copies",
-        }
-    }
-
     /// The valid names, comma separated, for messages.
     pub fn names() -> String {
         ReadPolicy::ALL.iter().map(ReadPolicy::name).collect::<Vec<_>>().join(", ")
