@@ -25,6 +25,23 @@
 //!   - While a resync is owed (the array was not shut down cleanly), md reads the first
 //!     readable copy so that reading a block twice gives the same answer until the copies
 //!     agree again; the engine does that for every policy.
+//! - **`md-1998`**: raid1's read balancing in Linux 2.2 (`drivers/block/raid1.c`,
+//!   `raid1_make_request`), which Molnar's 1998 benchmarks ran: every read goes to the disk the
+//!   array last used (`last_used`); after a read that does not continue the previous one
+//!   (`next_sect`), or once a sequential run has read `sect_limit` (128 sectors, 64 KiB) there,
+//!   the next read moves to the next disk of the ring. Random reads therefore go round the
+//!   disks, and a sequential reader moves on every 64 KiB. The kernel applied it per buffer
+//!   head; the engine applies it per member read, cut where the kernel would have switched.
+//! - **`md-2006`**: raid1's `read_balance()` of Linux 2.6.15 to 2.6.3x (`drivers/md/raid1.c`),
+//!   which Baker's 2006 and the 2008 bonnie++ figures ran: one `last_used` disk and one
+//!   `next_seq_sect` for the whole array: a read that continues the array's last read, or that
+//!   starts where `last_used`'s head is, stays on `last_used`; otherwise the disks are scanned
+//!   downwards from the one before `last_used`, round to `last_used`, and the first idle one is
+//!   taken, else the one whose head (`head_position`, set at completion) is nearest.
+//!   Unlike today's rule, a second sequential reader breaks the first one's run (there is one
+//!   `next_seq_sect`), so parallel readers are spread by the idle-disk rule.
+//!   On raid10 both historical policies read as `md` does (their era's raid10 balanced reads
+//!   the same way for the near layouts the seeds do not use anyway).
 //! - **`round-robin`**: each read request goes to the next copy in turn (gmirror's
 //!   `round-robin`). A request is not divided: all its runs advance together.
 //! - **`shortest-queue`**: the copy with the fewest member I/Os in flight; ties go to the
@@ -69,11 +86,24 @@ pub enum ReadPolicy {
     ShortestQueue,
     /// Ours: the least busy copy for random reads, sequential streams divided across the copies.
     Split,
+    /// Linux 2.2's raid1 read balancing (1998): the last used disk, moving on round the ring
+    /// after a non-sequential read or 64 KiB of sequential reading.
+    Md1998,
+    /// Linux 2.6.15's raid1 `read_balance()` (2006): one sequential run per array, else the
+    /// first idle disk from `last_used` down, else the nearest head.
+    Md2006,
 }
 
 impl ReadPolicy {
     /// Every policy, the default first.
-    pub const ALL: [ReadPolicy; 4] = [ReadPolicy::Md, ReadPolicy::RoundRobin, ReadPolicy::ShortestQueue, ReadPolicy::Split];
+    pub const ALL: [ReadPolicy; 6] = [
+        ReadPolicy::Md,
+        ReadPolicy::RoundRobin,
+        ReadPolicy::ShortestQueue,
+        ReadPolicy::Split,
+        ReadPolicy::Md1998,
+        ReadPolicy::Md2006,
+    ];
 
     /// The name used on the command line and in reports.
     pub fn name(&self) -> &'static str {
@@ -82,6 +112,8 @@ impl ReadPolicy {
             ReadPolicy::RoundRobin => "round-robin",
             ReadPolicy::ShortestQueue => "shortest-queue",
             ReadPolicy::Split => "split",
+            ReadPolicy::Md1998 => "md-1998",
+            ReadPolicy::Md2006 => "md-2006",
         }
     }
 
@@ -237,7 +269,23 @@ pub(crate) struct Balancer {
     next_stream: u64,
     /// Read requests seen: the streams' clock.
     clock: u64,
+    /// `md-1998` and `md-2006`: the slot the array last read from (md's `conf->last_used`).
+    last_used: usize,
+    /// `md-1998` and `md-2006`: member byte just past the array's last read (2.2's
+    /// `next_sect`, 2.6's `next_seq_sect`).
+    array_next: u64,
+    /// `md-1998`: bytes of the current sequential run read on `last_used` (2.2's `sect_count`).
+    run_count: u64,
 }
+
+/// `md-1998`: a sequential run moves to the next disk after this many bytes (2.2's
+/// `mirror->sect_limit`, 128 sectors).
+pub(crate) const MD1998_RUN_LIMIT: u64 = 128 * 512;
+
+/// `md-1998`: the buffer head size the 2.2 kernel balanced: ext2's 1 KiB block, mke2fs's
+/// default of the time. The first block of a read that does not continue the last one goes
+/// to `last_used` and moves it on, so the rest of the read goes to the next disk.
+pub(crate) const MD1998_BLOCK: u64 = 1024;
 
 impl Balancer {
     pub(crate) fn new(geometry: &Geometry) -> Balancer {
@@ -258,6 +306,9 @@ impl Balancer {
             streams: vec![None; MAX_STREAMS],
             next_stream: 1,
             clock: 0,
+            last_used: 0,
+            array_next: 0,
+            run_count: 0,
         }
     }
 
@@ -331,11 +382,104 @@ impl Balancer {
                 }
                 ReadPolicy::ShortestQueue => self.least_busy(copies, &readable, |s| s.head),
                 ReadPolicy::Split => self.split_single(copies, &readable),
+                ReadPolicy::Md1998 | ReadPolicy::Md2006 if matches!(self.flavour, MdFlavour::Raid10 { .. }) => {
+                    let MdFlavour::Raid10 { near, far } = self.flavour else { unreachable!("matched above") };
+                    self.md_raid10(copies, near, far, &readable)
+                }
+                ReadPolicy::Md1998 => self.md1998(copies, len, &readable),
+                ReadPolicy::Md2006 => self.md2006(copies, &readable),
             },
         }?;
         let (slot, offset) = copies[chosen];
         self.note_read(slot, offset, len);
+        if self.policy == ReadPolicy::Md2006 {
+            self.last_used = slot;
+            self.array_next = offset + len;
+        }
         Some(chosen)
+    }
+
+    /// How much of a read of `len` bytes at `copies` should go to one copy: all of it, except
+    /// under `md-1998`, where a sequential run moves to the next disk every
+    /// [`MD1998_RUN_LIMIT`] bytes (the kernel decided per buffer head; the engine cuts its
+    /// member reads where the kernel would have switched).
+    pub(crate) fn piece_len(&self, copies: &[(usize, u64)], len: u64) -> u64 {
+        if self.policy != ReadPolicy::Md1998 || copies.len() < 2 || !matches!(self.flavour, MdFlavour::Raid1) {
+            return len;
+        }
+        let sequential = copies.first().is_some_and(|c| c.1 == self.array_next);
+        let room = if sequential { MD1998_RUN_LIMIT.saturating_sub(self.run_count) } else { MD1998_BLOCK };
+        len.min(room.max(512))
+    }
+
+    /// `md-1998`: Linux 2.2's `raid1_make_request` read branch. The read goes to `last_used`
+    /// (the next readable disk of the ring if it cannot be read); then, if the read did not
+    /// continue the array's last one, or the run has read its `sect_limit` on this disk,
+    /// `last_used` moves on to the next disk of the ring for the reads that follow.
+    fn md1998(&mut self, copies: &[(usize, u64)], len: u64, readable: &impl Fn(usize) -> bool) -> Option<usize> {
+        let n = copies.len();
+        let start = copies.iter().position(|c| c.0 == self.last_used).unwrap_or(0);
+        let cur = (0..n).map(|k| (start + k) % n).find(|&i| readable(copies[i].0))?;
+        let offset = copies[cur].1;
+        let switch = if offset == self.array_next {
+            self.run_count += len;
+            self.run_count >= MD1998_RUN_LIMIT
+        } else {
+            self.run_count = 0;
+            true
+        };
+        self.array_next = offset + len;
+        self.last_used = copies[cur].0;
+        if switch {
+            self.run_count = 0;
+            if let Some(next) = (1..n).map(|k| (cur + k) % n).find(|&i| readable(copies[i].0)) {
+                self.last_used = copies[next].0;
+            }
+        }
+        Some(cur)
+    }
+
+    /// `md-2006`: Linux 2.6.15's raid1 `read_balance()`. Starting from `last_used` (or, if it
+    /// cannot be read, the nearest readable disk below it), a read that continues the array's
+    /// last read or starts at that disk's head stays there; otherwise the disks are scanned
+    /// downwards from the one below it, round to it, and the first idle one wins, else the one
+    /// whose head is nearest (ties to the earlier in the scan).
+    fn md2006(&self, copies: &[(usize, u64)], readable: &impl Fn(usize) -> bool) -> Option<usize> {
+        let n = copies.len();
+        let down = |i: usize| (i + n - 1) % n;
+        let start = copies.iter().position(|c| c.0 == self.last_used).unwrap_or(0);
+        let mut first = start;
+        while !readable(copies[first].0) {
+            first = down(first);
+            if first == start {
+                return None;
+            }
+        }
+        let (slot, offset) = copies[first];
+        if offset == self.array_next || offset == self.slots[slot].head {
+            return Some(first);
+        }
+        let mut chosen = first;
+        let mut best = offset.abs_diff(self.slots[slot].head);
+        let mut disk = first;
+        loop {
+            disk = down(disk);
+            let (slot, offset) = copies[disk];
+            if readable(slot) {
+                let s = &self.slots[slot];
+                if s.load() == 0 {
+                    return Some(disk);
+                }
+                let dist = offset.abs_diff(s.head);
+                if dist < best {
+                    best = dist;
+                    chosen = disk;
+                }
+            }
+            if disk == first {
+                return Some(chosen);
+            }
+        }
     }
 
     /// `split`, for a read outside any followed stream: a read that continues the last read
@@ -688,7 +832,7 @@ mod tests {
         let err = "fastest".parse::<ReadPolicy>().unwrap_err();
         let text = err.to_string();
         assert!(text.contains("\"fastest\""), "{text}");
-        assert!(text.contains("md, round-robin, shortest-queue, split"), "{text}");
+        assert!(text.contains("md, round-robin, shortest-queue, split, md-1998, md-2006"), "{text}");
         assert!("MD".parse::<ReadPolicy>().is_err(), "names are exact");
     }
 
@@ -768,6 +912,64 @@ mod tests {
         // The next request starts afresh (the reads are issued by then, and counted there).
         b.begin_request();
         assert_eq!(b.choose(&[(0, 5 * MIB), (1, 5 * MIB)], 4096, all), Some(0));
+    }
+
+    #[test]
+    fn md1998_goes_round_the_ring_and_moves_sequential_runs_on_every_64k() {
+        let mut b = raid1(3);
+        b.set_policy(ReadPolicy::Md1998);
+        // A random read: its first block on last_used (slot 0), which moves on; the rest of
+        // the read continues it, on the next disk.
+        let c = mirror(3, 10 * MIB);
+        assert_eq!(b.piece_len(&c, 8192), MD1998_BLOCK);
+        assert_eq!(b.choose(&c, MD1998_BLOCK, all), Some(0));
+        let c = mirror(3, 10 * MIB + MD1998_BLOCK);
+        assert_eq!(b.piece_len(&c, 7168), 7168);
+        assert_eq!(b.choose(&c, 7168, all), Some(1));
+        // Another random read starts on slot 1 and moves last_used to slot 2.
+        assert_eq!(b.choose(&mirror(3, 500 * MIB), MD1998_BLOCK, all), Some(1));
+        // A sequential run stays on slot 2 until it has read 64 KiB there.
+        let mut at = 500 * MIB + MD1998_BLOCK;
+        let mut run = 0;
+        while run < MD1998_RUN_LIMIT {
+            let c = mirror(3, at);
+            let len = b.piece_len(&c, 16384);
+            assert_eq!(b.choose(&c, len, all), Some(2));
+            at += len;
+            run += len;
+        }
+        assert_eq!(run, MD1998_RUN_LIMIT, "cut where the kernel switched");
+        assert_eq!(b.choose(&mirror(3, at), 4096, all), Some(0), "round the ring");
+        // A disk that cannot be read is passed over.
+        assert_eq!(b.choose(&mirror(3, 900 * MIB), 4096, |s| s != 0), Some(1));
+    }
+
+    #[test]
+    fn md2006_keeps_one_sequential_run_per_array_then_takes_an_idle_disk_then_the_nearest() {
+        let mut b = raid1(3);
+        b.set_policy(ReadPolicy::Md2006);
+        // All idle: scanning down from slot 0 (last_used) the first idle disk is slot 2.
+        assert_eq!(b.choose(&mirror(3, 100 * MIB), 4096, all), Some(2));
+        b.issued(2, 100 * MIB, 4096, true);
+        // It continues the array's last read: stays on slot 2 although it is busy.
+        assert_eq!(b.choose(&mirror(3, 100 * MIB + 4096), 4096, all), Some(2));
+        b.issued(2, 100 * MIB + 4096, 4096, true);
+        // Another read elsewhere: the scan from slot 1 down finds slot 1 idle.
+        assert_eq!(b.choose(&mirror(3, 700 * MIB), 4096, all), Some(1));
+        b.issued(1, 700 * MIB, 4096, true);
+        // The first reader continues, but the array's run is the second one's now: md-2006
+        // does not know it is sequential, and takes the idle slot 0.
+        assert_eq!(b.choose(&mirror(3, 100 * MIB + 8192), 4096, all), Some(0));
+        b.issued(0, 100 * MIB + 8192, 4096, true);
+        // Every disk busy: the nearest head (completions set the heads).
+        b.completed(0, 0, 4096, true);
+        b.issued(0, 0, 4096, true);
+        b.completed(1, 700 * MIB, 4096, true);
+        b.issued(1, 700 * MIB, 4096, true);
+        b.completed(2, 300 * MIB, 4096, true);
+        b.issued(2, 300 * MIB, 4096, true);
+        assert_eq!(b.choose(&mirror(3, 650 * MIB), 4096, all), Some(1));
+        assert_eq!(b.choose(&mirror(3, 650 * MIB), 4096, |s| s != 1), Some(2));
     }
 
     #[test]

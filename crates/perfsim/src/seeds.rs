@@ -61,6 +61,9 @@ pub struct Figure {
     pub unit: &'static str,
     pub seed_value: Option<f64>,
     pub policy: &'static str,
+    /// The md read policy of the seed's era (`md-1998` for Linux 2.2, `md-2006` for 2.6.15 to
+    /// 2.6.3x): the one whose figure reproduces the seed's md. `md` is today's.
+    pub seed_md_policy: &'static str,
     pub profile: &'static str,
     pub sim_value: f64,
     /// `sim_value / seed_value`.
@@ -188,6 +191,8 @@ fn random(op: DiskOp, sizes: Sizes, span: u64, ops: u64) -> Rawio {
 
 struct Out {
     figures: Vec<Figure>,
+    /// The md read policy the current seed ran (see [`Figure::seed_md_policy`]).
+    era: ReadPolicy,
 }
 
 impl Out {
@@ -212,6 +217,7 @@ impl Out {
             unit,
             seed_value,
             policy: policy.name(),
+            seed_md_policy: self.era.name(),
             profile: profile.name,
             sim_value,
             sim_to_seed: seed_value.map(|s| sim_value / s),
@@ -391,10 +397,15 @@ fn parkes(opts: &Options, out: &mut Out) {
 
 /// Every modelled figure, each under every policy.
 pub fn figures(opts: &Options) -> Vec<Figure> {
-    let mut out = Out { figures: Vec::new() };
+    let mut out = Out { figures: Vec::new(), era: ReadPolicy::Md };
+    // Molnar ran Linux 2.1/2.2's raid1; Baker 2.6.15 or so; the 2008 table a 2.6.2x kernel,
+    // whose raid1 read_balance was still 2.6.15's. Parkes measured RAIDframe without mirrors.
+    out.era = ReadPolicy::Md1998;
     molnar(opts, &mut out);
+    out.era = ReadPolicy::Md2006;
     bonnie2008(opts, &mut out);
     baker(opts, &mut out);
+    out.era = ReadPolicy::Md;
     parkes(opts, &mut out);
     // One block per policy, figures in a fixed order within it.
     let order: Vec<&str> = ReadPolicy::ALL.iter().map(|p| p.name()).collect();
