@@ -233,7 +233,15 @@ pub(crate) struct Stream {
     pub ahead: u64,
     /// Its place among the streams, which decides its copies (see [`Balancer::stream_lane`]).
     pub ordinal: u32,
+    /// What the stream reads is written back right behind it (a read-modify-write pass, as
+    /// bonnie's rewrite): every copy's head must come back for each write, so the stream is
+    /// not read ahead on lanes of its own, far from the writes (see [`Balancer::note_write`]).
+    pub rewritten: bool,
 }
+
+/// A write landing this close behind a stream's reader (within what it read) marks the stream
+/// as rewritten.
+const REWRITE_REACH: u64 = 16 << 20;
 
 /// What [`Balancer::track`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -487,8 +495,34 @@ impl Balancer {
     /// it, and it keeps a reader the stream table lost on one disk); else the least busy copy,
     /// ties to the nearest expected head.
     fn split_single(&self, copies: &[(usize, u64)], readable: &impl Fn(usize) -> bool) -> Option<usize> {
-        let sequential = copies.iter().position(|&(slot, offset)| readable(slot) && self.slots[slot].next_seq == offset);
-        sequential.or_else(|| self.least_busy(copies, readable, SlotLoad::expected_head))
+        let least = self.split_random(copies, readable)?;
+        let fewest = self.slots[copies[least].0].load();
+        // The sequential disk keeps the read unless another is less busy: a reader with
+        // several reads in flight then spreads them over idle copies instead of queueing
+        // them all on one disk.
+        let sequential = copies
+            .iter()
+            .position(|&(slot, offset)| readable(slot) && self.slots[slot].next_seq == offset && self.slots[slot].load() <= fewest);
+        Some(sequential.unwrap_or(least))
+    }
+
+    /// `split`, a random read: the copy that will get to it soonest, as far as the balancer can
+    /// tell without a disk model. An idle copy starts at once: the idle one nearest to it
+    /// (shortest positioning). When every copy is busy, a read queued behind others is served
+    /// in the disk's own order (elevator, command queueing), so what it adds is mostly the
+    /// seek from the disk's work to it: the copy whose expected head is nearest, among those
+    /// with at most one I/O more in flight than the least busy (so no disk's queue runs away).
+    /// Under load each disk then keeps to its own part of the address space, and its seeks
+    /// shrink with the number of copies (Molnar's SEEK0/sqrt(N)).
+    fn split_random(&self, copies: &[(usize, u64)], readable: &impl Fn(usize) -> bool) -> Option<usize> {
+        let min = copies.iter().filter(|c| readable(c.0)).map(|c| self.slots[c.0].load()).min()?;
+        let slack = if min == 0 { 0 } else { 1 };
+        copies
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| readable(c.0) && self.slots[c.0].load() <= min + slack)
+            .min_by_key(|(i, c)| (c.1.abs_diff(self.slots[c.0].expected_head()), *i))
+            .map(|(i, _)| i)
     }
 
     /// `split`: the copies a read of `len` bytes at `copies` may be divided over: the readable
@@ -549,8 +583,19 @@ impl Balancer {
         let evicted = self.streams[victim].map(|s| s.id);
         let id = self.next_stream;
         self.next_stream += 1;
-        self.streams[victim] = Some(Stream { id, next: end, hits: 0, run: len, last_used: clock, ahead: end, ordinal: 0 });
+        self.streams[victim] = Some(Stream { id, next: end, hits: 0, run: len, last_used: clock, ahead: end, ordinal: 0, rewritten: false });
         Tracked { stream: None, evicted }
+    }
+
+    /// A write of `len` bytes at logical `offset` starts: a stream whose reader has just read
+    /// those bytes is being rewritten.
+    pub(crate) fn note_write(&mut self, offset: u64, len: u64) {
+        for s in self.streams.iter_mut().flatten() {
+            let behind = s.next.saturating_sub(s.run.min(REWRITE_REACH));
+            if s.hits > 0 && offset < s.next && offset + len > behind {
+                s.rewritten = true;
+            }
+        }
     }
 
     /// The smallest ordinal no active stream holds.
@@ -970,6 +1015,47 @@ mod tests {
         b.issued(2, 300 * MIB, 4096, true);
         assert_eq!(b.choose(&mirror(3, 650 * MIB), 4096, all), Some(1));
         assert_eq!(b.choose(&mirror(3, 650 * MIB), 4096, |s| s != 1), Some(2));
+    }
+
+    #[test]
+    fn split_under_load_takes_the_nearest_expected_head_within_one_io_of_the_least_busy() {
+        let mut b = raid1(3);
+        b.set_policy(ReadPolicy::Split);
+        // Every disk busy: slot 0 with one I/O ending at 100 MiB, slot 1 with two ending at
+        // 500 MiB, slot 2 with three ending at 510 MiB.
+        b.issued(0, 100 * MIB - 4096, 4096, true);
+        b.issued(1, 0, 4096, true);
+        b.issued(1, 500 * MIB - 4096, 4096, true);
+        for _ in 0..3 {
+            b.issued(2, 510 * MIB - 4096, 4096, true);
+        }
+        // Near 505 MiB: slot 1 (one more than the least busy) rather than the far slot 0;
+        // slot 2 is nearer still but two more behind.
+        assert_eq!(b.choose(&mirror(3, 505 * MIB), 4096, all), Some(1));
+        // Near 90 MiB: slot 0.
+        assert_eq!(b.choose(&mirror(3, 90 * MIB), 4096, all), Some(0));
+        // One idle disk, far away: it starts at once, so it wins.
+        b.completed(2, 0, 4096, true);
+        b.completed(2, 0, 4096, true);
+        b.completed(2, 900 * MIB, 4096, true);
+        assert_eq!(b.choose(&mirror(3, 505 * MIB + 8192), 4096, all), Some(2));
+    }
+
+    #[test]
+    fn split_marks_a_stream_written_back_behind_its_reader_as_rewritten() {
+        let mut b = raid1(2);
+        b.set_policy(ReadPolicy::Split);
+        let i = streams(&mut b, &[0])[0];
+        for k in 2..64u64 {
+            b.track(k * 4096, 4096);
+        }
+        assert!(!b.stream(i).rewritten);
+        // A write elsewhere does not count.
+        b.note_write(500 * MIB, 65536);
+        assert!(!b.stream(i).rewritten);
+        // A write of what the reader has just read does.
+        b.note_write(128 * 1024, 65536);
+        assert!(b.stream(i).rewritten);
     }
 
     #[test]

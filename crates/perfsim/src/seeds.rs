@@ -164,9 +164,25 @@ pub fn bonnie(profile: &Profile, target: &Target, policy: ReadPolicy, seq_bytes:
 
 /// Bonnie's seek phase alone with `procs` seekers (bonnie has 3): seeks per second.
 pub fn bonnie_seeks(profile: &Profile, target: &Target, policy: ReadPolicy, procs: u64, file_bytes: u64, seeks: u64, seed: u64) -> f64 {
+    seeks_rewriting(profile, target, policy, procs, file_bytes, seeks, 10, seed)
+}
+
+/// Bonnie's seek phase with `procs` seekers rewriting one chunk in `update_every` (bonnie: 10;
+/// 0 for none): seeks per second.
+#[allow(clippy::too_many_arguments)]
+pub fn seeks_rewriting(
+    profile: &Profile,
+    target: &Target,
+    policy: ReadPolicy,
+    procs: u64,
+    file_bytes: u64,
+    seeks: u64,
+    update_every: u64,
+    seed: u64,
+) -> f64 {
     let per = seeks / procs;
     let seekers: Vec<Box<dyn Stream>> =
-        (0..procs).map(|_| Box::new(Seeker::new(0, file_bytes, 8 * KIB, per, 10)) as Box<dyn Stream>).collect();
+        (0..procs).map(|_| Box::new(Seeker::new(0, file_bytes, 8 * KIB, per, update_every)) as Box<dyn Stream>).collect();
     go(profile, target, policy, seekers, seed).ops_per_s()
 }
 
@@ -261,6 +277,18 @@ fn molnar(opts: &Options, out: &mut Out) {
         let v = bonnie_seeks(&p, &raid1, policy, many, file, seeks, opts.seed);
         let metric = format!("bonnie random seeks with {many} seekers (not a seed figure)");
         out.push("molnar1998-raid1-4way-seeks-8seekers", MOLNAR, &metric, "seeks/s", None, policy, &p, v, Some((single_many, None)), true);
+    }
+    // Not in the seed either: the seek test without its rewrites (read-only random 8 KiB reads),
+    // 3 and 8 seekers: what the mirrors give random reads when no write brings every head to
+    // the same place and costs every disk an operation.
+    for procs in [3, many] {
+        let single_ro = seeks_rewriting(&p, &Target::Disk, ReadPolicy::Md, procs, file, seeks, 0, opts.seed);
+        for policy in ReadPolicy::ALL {
+            let v = seeks_rewriting(&p, &raid1, policy, procs, file, seeks, 0, opts.seed);
+            let metric = format!("random 8 KiB reads, {procs} processes, no rewrites (not a seed figure)");
+            let id = format!("molnar1998-raid1-4way-readonly-seeks-{procs}procs");
+            out.push(&id, MOLNAR, &metric, "seeks/s", None, policy, &p, v, Some((single_ro, None)), true);
+        }
     }
 }
 

@@ -165,7 +165,8 @@ impl Stream for Seeker {
         Some(IoReq { op: DiskOp::Read, offset, len: self.chunk, wait: true })
     }
     fn complete(&mut self, req: &IoReq, rng: &mut SimRng) {
-        if rng.chance(1, self.update_every) {
+        // `update_every` 0: a read-only seeker (not bonnie's, which always rewrites some).
+        if self.update_every > 0 && rng.chance(1, self.update_every) {
             self.update = Some(IoReq { op: DiskOp::Write, wait: false, ..*req });
         }
     }
