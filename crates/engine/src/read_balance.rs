@@ -48,11 +48,16 @@
 //!   nearest head, then to md's copy order (SPDK's raid1 picks by outstanding I/O likewise).
 //! - **`split`**: ours, made to get bandwidth from every mirror (see `docs/read-balancing.md`
 //!   and the engine's `array/readahead.rs`):
-//!   - a read outside any sequential stream goes to the least busy copy, ties to the nearest
-//!     head, where a busy disk's head is taken to be at the end of the last I/O queued to it
-//!     (it will be there when it reaches this read): more readers keep more disks busy, and
-//!     among idle disks the shortest seek wins (shortest positioning time first, in spirit).
-//!     A read that continues the last read sent to a disk stays there, as md's does;
+//!   - a read outside any sequential stream goes to the idle copy whose head is nearest; when
+//!     every copy is busy, to the copy whose expected head is nearest among those with at most
+//!     one I/O more in flight than the least busy, where a busy disk's head is taken to be at
+//!     the end of the last I/O queued to it (it will be there when it reaches this read, and
+//!     the disk's own queue order makes a near read cheap): more readers keep more disks busy,
+//!     and under load each disk keeps to its part of the address space, so seeks shorten. A
+//!     read that continues the last read sent to a disk stays there unless another is less
+//!     busy;
+//!   - a stream whose reads are written back right behind it (a read-modify-write pass) is
+//!     read like random reads, without read-ahead on lanes of its own ([`Stream::rewritten`]);
 //!   - a large read outside any stream ([`SplitTuning::divide_bytes`], raid1) is divided into
 //!     one contiguous piece per idle copy, so each disk moves a long run;
 //!   - sequential streams are followed (`Balancer::track`, up to `MAX_STREAMS`). A stream is

@@ -402,6 +402,15 @@ mod tests {
     }
 
     #[test]
+    fn a_seeker_with_update_every_0_never_writes() {
+        let mut s = Seeker::new(0, 64 << 20, 8192, 2000, 0);
+        let reqs = drain(&mut s, &mut SimRng::new(2), 100_000);
+        assert_eq!(reqs.len(), 2000);
+        assert!(reqs.iter().all(|r| r.op == DiskOp::Read && r.wait));
+        assert!(s.finished());
+    }
+
+    #[test]
     fn rawio_transfers_are_sector_aligned_and_within_the_span() {
         let mut s = Rawio { op: DiskOp::Read, start: 4096, span: 1 << 20, sizes: Sizes::Uniform { min: 512, max: 32768 }, ops_left: 2000 };
         let reqs = drain(&mut s, &mut SimRng::new(3), 10_000);
