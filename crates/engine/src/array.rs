@@ -918,9 +918,17 @@ impl Array {
         } else {
             self.balance.begin_request();
             for run in self.geometry.runs(r.offset, r.len) {
-                let mut unit = CopyUnit::new(run.copies, run.len, Vec::new());
-                unit.first = self.choose_copy(&unit.copies, unit.len);
-                r.parts.push(ReadPart::Copies { logical: run.logical, unit });
+                // A policy may send parts of one run to different copies (md-1998 moves a
+                // sequential run to the next disk every 64 KiB).
+                let mut at = 0;
+                while at < run.len {
+                    let copies: Vec<(usize, u64)> = run.copies.iter().map(|&(s, o)| (s, o + at)).collect();
+                    let len = self.balance.piece_len(&copies, run.len - at).max(1);
+                    let mut unit = CopyUnit::new(copies, len, Vec::new());
+                    unit.first = self.choose_copy(&unit.copies, unit.len);
+                    r.parts.push(ReadPart::Copies { logical: run.logical + at, unit });
+                    at += len;
+                }
             }
         }
         let groups = self.merge_read_parts(r);

@@ -25,17 +25,39 @@
 //!   - While a resync is owed (the array was not shut down cleanly), md reads the first
 //!     readable copy so that reading a block twice gives the same answer until the copies
 //!     agree again; the engine does that for every policy.
+//! - **`md-1998`**: raid1's read balancing in Linux 2.2 (`drivers/block/raid1.c`,
+//!   `raid1_make_request`), which Molnar's 1998 benchmarks ran: every read goes to the disk the
+//!   array last used (`last_used`); after a read that does not continue the previous one
+//!   (`next_sect`), or once a sequential run has read `sect_limit` (128 sectors, 64 KiB) there,
+//!   the next read moves to the next disk of the ring. Random reads therefore go round the
+//!   disks, and a sequential reader moves on every 64 KiB. The kernel applied it per buffer
+//!   head; the engine applies it per member read, cut where the kernel would have switched.
+//! - **`md-2006`**: raid1's `read_balance()` of Linux 2.6.15 to 2.6.3x (`drivers/md/raid1.c`),
+//!   which Baker's 2006 and the 2008 bonnie++ figures ran: one `last_used` disk and one
+//!   `next_seq_sect` for the whole array: a read that continues the array's last read, or that
+//!   starts where `last_used`'s head is, stays on `last_used`; otherwise the disks are scanned
+//!   downwards from the one before `last_used`, round to `last_used`, and the first idle one is
+//!   taken, else the one whose head (`head_position`, set at completion) is nearest.
+//!   Unlike today's rule, a second sequential reader breaks the first one's run (there is one
+//!   `next_seq_sect`), so parallel readers are spread by the idle-disk rule.
+//!   On raid10 both historical policies read as `md` does (their era's raid10 balanced reads
+//!   the same way for the near layouts the seeds do not use anyway).
 //! - **`round-robin`**: each read request goes to the next copy in turn (gmirror's
 //!   `round-robin`). A request is not divided: all its runs advance together.
 //! - **`shortest-queue`**: the copy with the fewest member I/Os in flight; ties go to the
 //!   nearest head, then to md's copy order (SPDK's raid1 picks by outstanding I/O likewise).
 //! - **`split`**: ours, made to get bandwidth from every mirror (see `docs/read-balancing.md`
 //!   and the engine's `array/readahead.rs`):
-//!   - a read outside any sequential stream goes to the least busy copy, ties to the nearest
-//!     head, where a busy disk's head is taken to be at the end of the last I/O queued to it
-//!     (it will be there when it reaches this read): more readers keep more disks busy, and
-//!     among idle disks the shortest seek wins (shortest positioning time first, in spirit).
-//!     A read that continues the last read sent to a disk stays there, as md's does;
+//!   - a read outside any sequential stream goes to the idle copy whose head is nearest; when
+//!     every copy is busy, to the copy whose expected head is nearest among those with at most
+//!     one I/O more in flight than the least busy, where a busy disk's head is taken to be at
+//!     the end of the last I/O queued to it (it will be there when it reaches this read, and
+//!     the disk's own queue order makes a near read cheap): more readers keep more disks busy,
+//!     and under load each disk keeps to its part of the address space, so seeks shorten. A
+//!     read that continues the last read sent to a disk stays there unless another is less
+//!     busy;
+//!   - a stream whose reads are written back right behind it (a read-modify-write pass) is
+//!     read like random reads, without read-ahead on lanes of its own ([`Stream::rewritten`]);
 //!   - a large read outside any stream ([`SplitTuning::divide_bytes`], raid1) is divided into
 //!     one contiguous piece per idle copy, so each disk moves a long run;
 //!   - sequential streams are followed (`Balancer::track`, up to `MAX_STREAMS`). A stream is
@@ -69,11 +91,24 @@ pub enum ReadPolicy {
     ShortestQueue,
     /// Ours: the least busy copy for random reads, sequential streams divided across the copies.
     Split,
+    /// Linux 2.2's raid1 read balancing (1998): the last used disk, moving on round the ring
+    /// after a non-sequential read or 64 KiB of sequential reading.
+    Md1998,
+    /// Linux 2.6.15's raid1 `read_balance()` (2006): one sequential run per array, else the
+    /// first idle disk from `last_used` down, else the nearest head.
+    Md2006,
 }
 
 impl ReadPolicy {
     /// Every policy, the default first.
-    pub const ALL: [ReadPolicy; 4] = [ReadPolicy::Md, ReadPolicy::RoundRobin, ReadPolicy::ShortestQueue, ReadPolicy::Split];
+    pub const ALL: [ReadPolicy; 6] = [
+        ReadPolicy::Md,
+        ReadPolicy::RoundRobin,
+        ReadPolicy::ShortestQueue,
+        ReadPolicy::Split,
+        ReadPolicy::Md1998,
+        ReadPolicy::Md2006,
+    ];
 
     /// The name used on the command line and in reports.
     pub fn name(&self) -> &'static str {
@@ -82,6 +117,8 @@ impl ReadPolicy {
             ReadPolicy::RoundRobin => "round-robin",
             ReadPolicy::ShortestQueue => "shortest-queue",
             ReadPolicy::Split => "split",
+            ReadPolicy::Md1998 => "md-1998",
+            ReadPolicy::Md2006 => "md-2006",
         }
     }
 
@@ -201,7 +238,15 @@ pub(crate) struct Stream {
     pub ahead: u64,
     /// Its place among the streams, which decides its copies (see [`Balancer::stream_lane`]).
     pub ordinal: u32,
+    /// What the stream reads is written back right behind it (a read-modify-write pass, as
+    /// bonnie's rewrite): every copy's head must come back for each write, so the stream is
+    /// not read ahead on lanes of its own, far from the writes (see [`Balancer::note_write`]).
+    pub rewritten: bool,
 }
+
+/// A write landing this close behind a stream's reader (within what it read) marks the stream
+/// as rewritten.
+const REWRITE_REACH: u64 = 16 << 20;
 
 /// What [`Balancer::track`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -237,7 +282,23 @@ pub(crate) struct Balancer {
     next_stream: u64,
     /// Read requests seen: the streams' clock.
     clock: u64,
+    /// `md-1998` and `md-2006`: the slot the array last read from (md's `conf->last_used`).
+    last_used: usize,
+    /// `md-1998` and `md-2006`: member byte just past the array's last read (2.2's
+    /// `next_sect`, 2.6's `next_seq_sect`).
+    array_next: u64,
+    /// `md-1998`: bytes of the current sequential run read on `last_used` (2.2's `sect_count`).
+    run_count: u64,
 }
+
+/// `md-1998`: a sequential run moves to the next disk after this many bytes (2.2's
+/// `mirror->sect_limit`, 128 sectors).
+pub(crate) const MD1998_RUN_LIMIT: u64 = 128 * 512;
+
+/// `md-1998`: the buffer head size the 2.2 kernel balanced: ext2's 1 KiB block, mke2fs's
+/// default of the time. The first block of a read that does not continue the last one goes
+/// to `last_used` and moves it on, so the rest of the read goes to the next disk.
+pub(crate) const MD1998_BLOCK: u64 = 1024;
 
 impl Balancer {
     pub(crate) fn new(geometry: &Geometry) -> Balancer {
@@ -258,6 +319,9 @@ impl Balancer {
             streams: vec![None; MAX_STREAMS],
             next_stream: 1,
             clock: 0,
+            last_used: 0,
+            array_next: 0,
+            run_count: 0,
         }
     }
 
@@ -331,11 +395,104 @@ impl Balancer {
                 }
                 ReadPolicy::ShortestQueue => self.least_busy(copies, &readable, |s| s.head),
                 ReadPolicy::Split => self.split_single(copies, &readable),
+                ReadPolicy::Md1998 | ReadPolicy::Md2006 if matches!(self.flavour, MdFlavour::Raid10 { .. }) => {
+                    let MdFlavour::Raid10 { near, far } = self.flavour else { unreachable!("matched above") };
+                    self.md_raid10(copies, near, far, &readable)
+                }
+                ReadPolicy::Md1998 => self.md1998(copies, len, &readable),
+                ReadPolicy::Md2006 => self.md2006(copies, &readable),
             },
         }?;
         let (slot, offset) = copies[chosen];
         self.note_read(slot, offset, len);
+        if self.policy == ReadPolicy::Md2006 {
+            self.last_used = slot;
+            self.array_next = offset + len;
+        }
         Some(chosen)
+    }
+
+    /// How much of a read of `len` bytes at `copies` should go to one copy: all of it, except
+    /// under `md-1998`, where a sequential run moves to the next disk every
+    /// [`MD1998_RUN_LIMIT`] bytes (the kernel decided per buffer head; the engine cuts its
+    /// member reads where the kernel would have switched).
+    pub(crate) fn piece_len(&self, copies: &[(usize, u64)], len: u64) -> u64 {
+        if self.policy != ReadPolicy::Md1998 || copies.len() < 2 || !matches!(self.flavour, MdFlavour::Raid1) {
+            return len;
+        }
+        let sequential = copies.first().is_some_and(|c| c.1 == self.array_next);
+        let room = if sequential { MD1998_RUN_LIMIT.saturating_sub(self.run_count) } else { MD1998_BLOCK };
+        len.min(room.max(512))
+    }
+
+    /// `md-1998`: Linux 2.2's `raid1_make_request` read branch. The read goes to `last_used`
+    /// (the next readable disk of the ring if it cannot be read); then, if the read did not
+    /// continue the array's last one, or the run has read its `sect_limit` on this disk,
+    /// `last_used` moves on to the next disk of the ring for the reads that follow.
+    fn md1998(&mut self, copies: &[(usize, u64)], len: u64, readable: &impl Fn(usize) -> bool) -> Option<usize> {
+        let n = copies.len();
+        let start = copies.iter().position(|c| c.0 == self.last_used).unwrap_or(0);
+        let cur = (0..n).map(|k| (start + k) % n).find(|&i| readable(copies[i].0))?;
+        let offset = copies[cur].1;
+        let switch = if offset == self.array_next {
+            self.run_count += len;
+            self.run_count >= MD1998_RUN_LIMIT
+        } else {
+            self.run_count = 0;
+            true
+        };
+        self.array_next = offset + len;
+        self.last_used = copies[cur].0;
+        if switch {
+            self.run_count = 0;
+            if let Some(next) = (1..n).map(|k| (cur + k) % n).find(|&i| readable(copies[i].0)) {
+                self.last_used = copies[next].0;
+            }
+        }
+        Some(cur)
+    }
+
+    /// `md-2006`: Linux 2.6.15's raid1 `read_balance()`. Starting from `last_used` (or, if it
+    /// cannot be read, the nearest readable disk below it), a read that continues the array's
+    /// last read or starts at that disk's head stays there; otherwise the disks are scanned
+    /// downwards from the one below it, round to it, and the first idle one wins, else the one
+    /// whose head is nearest (ties to the earlier in the scan).
+    fn md2006(&self, copies: &[(usize, u64)], readable: &impl Fn(usize) -> bool) -> Option<usize> {
+        let n = copies.len();
+        let down = |i: usize| (i + n - 1) % n;
+        let start = copies.iter().position(|c| c.0 == self.last_used).unwrap_or(0);
+        let mut first = start;
+        while !readable(copies[first].0) {
+            first = down(first);
+            if first == start {
+                return None;
+            }
+        }
+        let (slot, offset) = copies[first];
+        if offset == self.array_next || offset == self.slots[slot].head {
+            return Some(first);
+        }
+        let mut chosen = first;
+        let mut best = offset.abs_diff(self.slots[slot].head);
+        let mut disk = first;
+        loop {
+            disk = down(disk);
+            let (slot, offset) = copies[disk];
+            if readable(slot) {
+                let s = &self.slots[slot];
+                if s.load() == 0 {
+                    return Some(disk);
+                }
+                let dist = offset.abs_diff(s.head);
+                if dist < best {
+                    best = dist;
+                    chosen = disk;
+                }
+            }
+            if disk == first {
+                return Some(chosen);
+            }
+        }
     }
 
     /// `split`, for a read outside any followed stream: a read that continues the last read
@@ -343,8 +500,34 @@ impl Balancer {
     /// it, and it keeps a reader the stream table lost on one disk); else the least busy copy,
     /// ties to the nearest expected head.
     fn split_single(&self, copies: &[(usize, u64)], readable: &impl Fn(usize) -> bool) -> Option<usize> {
-        let sequential = copies.iter().position(|&(slot, offset)| readable(slot) && self.slots[slot].next_seq == offset);
-        sequential.or_else(|| self.least_busy(copies, readable, SlotLoad::expected_head))
+        let least = self.split_random(copies, readable)?;
+        let fewest = self.slots[copies[least].0].load();
+        // The sequential disk keeps the read unless another is less busy: a reader with
+        // several reads in flight then spreads them over idle copies instead of queueing
+        // them all on one disk.
+        let sequential = copies
+            .iter()
+            .position(|&(slot, offset)| readable(slot) && self.slots[slot].next_seq == offset && self.slots[slot].load() <= fewest);
+        Some(sequential.unwrap_or(least))
+    }
+
+    /// `split`, a random read: the copy that will get to it soonest, as far as the balancer can
+    /// tell without a disk model. An idle copy starts at once: the idle one nearest to it
+    /// (shortest positioning). When every copy is busy, a read queued behind others is served
+    /// in the disk's own order (elevator, command queueing), so what it adds is mostly the
+    /// seek from the disk's work to it: the copy whose expected head is nearest, among those
+    /// with at most one I/O more in flight than the least busy (so no disk's queue runs away).
+    /// Under load each disk then keeps to its own part of the address space, and its seeks
+    /// shrink with the number of copies (Molnar's SEEK0/sqrt(N)).
+    fn split_random(&self, copies: &[(usize, u64)], readable: &impl Fn(usize) -> bool) -> Option<usize> {
+        let min = copies.iter().filter(|c| readable(c.0)).map(|c| self.slots[c.0].load()).min()?;
+        let slack = if min == 0 { 0 } else { 1 };
+        copies
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| readable(c.0) && self.slots[c.0].load() <= min + slack)
+            .min_by_key(|(i, c)| (c.1.abs_diff(self.slots[c.0].expected_head()), *i))
+            .map(|(i, _)| i)
     }
 
     /// `split`: the copies a read of `len` bytes at `copies` may be divided over: the readable
@@ -405,8 +588,19 @@ impl Balancer {
         let evicted = self.streams[victim].map(|s| s.id);
         let id = self.next_stream;
         self.next_stream += 1;
-        self.streams[victim] = Some(Stream { id, next: end, hits: 0, run: len, last_used: clock, ahead: end, ordinal: 0 });
+        self.streams[victim] = Some(Stream { id, next: end, hits: 0, run: len, last_used: clock, ahead: end, ordinal: 0, rewritten: false });
         Tracked { stream: None, evicted }
+    }
+
+    /// A write of `len` bytes at logical `offset` starts: a stream whose reader has just read
+    /// those bytes is being rewritten.
+    pub(crate) fn note_write(&mut self, offset: u64, len: u64) {
+        for s in self.streams.iter_mut().flatten() {
+            let behind = s.next.saturating_sub(s.run.min(REWRITE_REACH));
+            if s.hits > 0 && offset < s.next && offset + len > behind {
+                s.rewritten = true;
+            }
+        }
     }
 
     /// The smallest ordinal no active stream holds.
@@ -688,7 +882,7 @@ mod tests {
         let err = "fastest".parse::<ReadPolicy>().unwrap_err();
         let text = err.to_string();
         assert!(text.contains("\"fastest\""), "{text}");
-        assert!(text.contains("md, round-robin, shortest-queue, split"), "{text}");
+        assert!(text.contains("md, round-robin, shortest-queue, split, md-1998, md-2006"), "{text}");
         assert!("MD".parse::<ReadPolicy>().is_err(), "names are exact");
     }
 
@@ -768,6 +962,105 @@ mod tests {
         // The next request starts afresh (the reads are issued by then, and counted there).
         b.begin_request();
         assert_eq!(b.choose(&[(0, 5 * MIB), (1, 5 * MIB)], 4096, all), Some(0));
+    }
+
+    #[test]
+    fn md1998_goes_round_the_ring_and_moves_sequential_runs_on_every_64k() {
+        let mut b = raid1(3);
+        b.set_policy(ReadPolicy::Md1998);
+        // A random read: its first block on last_used (slot 0), which moves on; the rest of
+        // the read continues it, on the next disk.
+        let c = mirror(3, 10 * MIB);
+        assert_eq!(b.piece_len(&c, 8192), MD1998_BLOCK);
+        assert_eq!(b.choose(&c, MD1998_BLOCK, all), Some(0));
+        let c = mirror(3, 10 * MIB + MD1998_BLOCK);
+        assert_eq!(b.piece_len(&c, 7168), 7168);
+        assert_eq!(b.choose(&c, 7168, all), Some(1));
+        // Another random read starts on slot 1 and moves last_used to slot 2.
+        assert_eq!(b.choose(&mirror(3, 500 * MIB), MD1998_BLOCK, all), Some(1));
+        // A sequential run stays on slot 2 until it has read 64 KiB there.
+        let mut at = 500 * MIB + MD1998_BLOCK;
+        let mut run = 0;
+        while run < MD1998_RUN_LIMIT {
+            let c = mirror(3, at);
+            let len = b.piece_len(&c, 16384);
+            assert_eq!(b.choose(&c, len, all), Some(2));
+            at += len;
+            run += len;
+        }
+        assert_eq!(run, MD1998_RUN_LIMIT, "cut where the kernel switched");
+        assert_eq!(b.choose(&mirror(3, at), 4096, all), Some(0), "round the ring");
+        // A disk that cannot be read is passed over.
+        assert_eq!(b.choose(&mirror(3, 900 * MIB), 4096, |s| s != 0), Some(1));
+    }
+
+    #[test]
+    fn md2006_keeps_one_sequential_run_per_array_then_takes_an_idle_disk_then_the_nearest() {
+        let mut b = raid1(3);
+        b.set_policy(ReadPolicy::Md2006);
+        // All idle: scanning down from slot 0 (last_used) the first idle disk is slot 2.
+        assert_eq!(b.choose(&mirror(3, 100 * MIB), 4096, all), Some(2));
+        b.issued(2, 100 * MIB, 4096, true);
+        // It continues the array's last read: stays on slot 2 although it is busy.
+        assert_eq!(b.choose(&mirror(3, 100 * MIB + 4096), 4096, all), Some(2));
+        b.issued(2, 100 * MIB + 4096, 4096, true);
+        // Another read elsewhere: the scan from slot 1 down finds slot 1 idle.
+        assert_eq!(b.choose(&mirror(3, 700 * MIB), 4096, all), Some(1));
+        b.issued(1, 700 * MIB, 4096, true);
+        // The first reader continues, but the array's run is the second one's now: md-2006
+        // does not know it is sequential, and takes the idle slot 0.
+        assert_eq!(b.choose(&mirror(3, 100 * MIB + 8192), 4096, all), Some(0));
+        b.issued(0, 100 * MIB + 8192, 4096, true);
+        // Every disk busy: the nearest head (completions set the heads).
+        b.completed(0, 0, 4096, true);
+        b.issued(0, 0, 4096, true);
+        b.completed(1, 700 * MIB, 4096, true);
+        b.issued(1, 700 * MIB, 4096, true);
+        b.completed(2, 300 * MIB, 4096, true);
+        b.issued(2, 300 * MIB, 4096, true);
+        assert_eq!(b.choose(&mirror(3, 650 * MIB), 4096, all), Some(1));
+        assert_eq!(b.choose(&mirror(3, 650 * MIB), 4096, |s| s != 1), Some(2));
+    }
+
+    #[test]
+    fn split_under_load_takes_the_nearest_expected_head_within_one_io_of_the_least_busy() {
+        let mut b = raid1(3);
+        b.set_policy(ReadPolicy::Split);
+        // Every disk busy: slot 0 with one I/O ending at 100 MiB, slot 1 with two ending at
+        // 500 MiB, slot 2 with three ending at 510 MiB.
+        b.issued(0, 100 * MIB - 4096, 4096, true);
+        b.issued(1, 0, 4096, true);
+        b.issued(1, 500 * MIB - 4096, 4096, true);
+        for _ in 0..3 {
+            b.issued(2, 510 * MIB - 4096, 4096, true);
+        }
+        // Near 505 MiB: slot 1 (one more than the least busy) rather than the far slot 0;
+        // slot 2 is nearer still but two more behind.
+        assert_eq!(b.choose(&mirror(3, 505 * MIB), 4096, all), Some(1));
+        // Near 90 MiB: slot 0.
+        assert_eq!(b.choose(&mirror(3, 90 * MIB), 4096, all), Some(0));
+        // One idle disk, far away: it starts at once, so it wins.
+        b.completed(2, 0, 4096, true);
+        b.completed(2, 0, 4096, true);
+        b.completed(2, 900 * MIB, 4096, true);
+        assert_eq!(b.choose(&mirror(3, 505 * MIB + 8192), 4096, all), Some(2));
+    }
+
+    #[test]
+    fn split_marks_a_stream_written_back_behind_its_reader_as_rewritten() {
+        let mut b = raid1(2);
+        b.set_policy(ReadPolicy::Split);
+        let i = streams(&mut b, &[0])[0];
+        for k in 2..64u64 {
+            b.track(k * 4096, 4096);
+        }
+        assert!(!b.stream(i).rewritten);
+        // A write elsewhere does not count.
+        b.note_write(500 * MIB, 65536);
+        assert!(!b.stream(i).rewritten);
+        // A write of what the reader has just read does.
+        b.note_write(128 * 1024, 65536);
+        assert!(b.stream(i).rewritten);
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct Figure {
     pub unit: &'static str,
     pub seed_value: Option<f64>,
     pub policy: &'static str,
+    /// The md read policy of the seed's era (`md-1998` for Linux 2.2, `md-2006` for 2.6.15 to
+    /// 2.6.3x): the one whose figure reproduces the seed's md. `md` is today's.
+    pub seed_md_policy: &'static str,
     pub profile: &'static str,
     pub sim_value: f64,
     /// `sim_value / seed_value`.
@@ -161,9 +164,25 @@ pub fn bonnie(profile: &Profile, target: &Target, policy: ReadPolicy, seq_bytes:
 
 /// Bonnie's seek phase alone with `procs` seekers (bonnie has 3): seeks per second.
 pub fn bonnie_seeks(profile: &Profile, target: &Target, policy: ReadPolicy, procs: u64, file_bytes: u64, seeks: u64, seed: u64) -> f64 {
+    seeks_rewriting(profile, target, policy, procs, file_bytes, seeks, 10, seed)
+}
+
+/// Bonnie's seek phase with `procs` seekers rewriting one chunk in `update_every` (bonnie: 10;
+/// 0 for none): seeks per second.
+#[allow(clippy::too_many_arguments)]
+pub fn seeks_rewriting(
+    profile: &Profile,
+    target: &Target,
+    policy: ReadPolicy,
+    procs: u64,
+    file_bytes: u64,
+    seeks: u64,
+    update_every: u64,
+    seed: u64,
+) -> f64 {
     let per = seeks / procs;
     let seekers: Vec<Box<dyn Stream>> =
-        (0..procs).map(|_| Box::new(Seeker::new(0, file_bytes, 8 * KIB, per, 10)) as Box<dyn Stream>).collect();
+        (0..procs).map(|_| Box::new(Seeker::new(0, file_bytes, 8 * KIB, per, update_every)) as Box<dyn Stream>).collect();
     go(profile, target, policy, seekers, seed).ops_per_s()
 }
 
@@ -188,6 +207,8 @@ fn random(op: DiskOp, sizes: Sizes, span: u64, ops: u64) -> Rawio {
 
 struct Out {
     figures: Vec<Figure>,
+    /// The md read policy the current seed ran (see [`Figure::seed_md_policy`]).
+    era: ReadPolicy,
 }
 
 impl Out {
@@ -212,6 +233,7 @@ impl Out {
             unit,
             seed_value,
             policy: policy.name(),
+            seed_md_policy: self.era.name(),
             profile: profile.name,
             sim_value,
             sim_to_seed: seed_value.map(|s| sim_value / s),
@@ -255,6 +277,18 @@ fn molnar(opts: &Options, out: &mut Out) {
         let v = bonnie_seeks(&p, &raid1, policy, many, file, seeks, opts.seed);
         let metric = format!("bonnie random seeks with {many} seekers (not a seed figure)");
         out.push("molnar1998-raid1-4way-seeks-8seekers", MOLNAR, &metric, "seeks/s", None, policy, &p, v, Some((single_many, None)), true);
+    }
+    // Not in the seed either: the seek test without its rewrites (read-only random 8 KiB reads),
+    // 3 and 8 seekers: what the mirrors give random reads when no write brings every head to
+    // the same place and costs every disk an operation.
+    for procs in [3, many] {
+        let single_ro = seeks_rewriting(&p, &Target::Disk, ReadPolicy::Md, procs, file, seeks, 0, opts.seed);
+        for policy in ReadPolicy::ALL {
+            let v = seeks_rewriting(&p, &raid1, policy, procs, file, seeks, 0, opts.seed);
+            let metric = format!("random 8 KiB reads, {procs} processes, no rewrites (not a seed figure)");
+            let id = format!("molnar1998-raid1-4way-readonly-seeks-{procs}procs");
+            out.push(&id, MOLNAR, &metric, "seeks/s", None, policy, &p, v, Some((single_ro, None)), true);
+        }
     }
 }
 
@@ -391,10 +425,15 @@ fn parkes(opts: &Options, out: &mut Out) {
 
 /// Every modelled figure, each under every policy.
 pub fn figures(opts: &Options) -> Vec<Figure> {
-    let mut out = Out { figures: Vec::new() };
+    let mut out = Out { figures: Vec::new(), era: ReadPolicy::Md };
+    // Molnar ran Linux 2.1/2.2's raid1; Baker 2.6.15 or so; the 2008 table a 2.6.2x kernel,
+    // whose raid1 read_balance was still 2.6.15's. Parkes measured RAIDframe without mirrors.
+    out.era = ReadPolicy::Md1998;
     molnar(opts, &mut out);
+    out.era = ReadPolicy::Md2006;
     bonnie2008(opts, &mut out);
     baker(opts, &mut out);
+    out.era = ReadPolicy::Md;
     parkes(opts, &mut out);
     // One block per policy, figures in a fixed order within it.
     let order: Vec<&str> = ReadPolicy::ALL.iter().map(|p| p.name()).collect();

@@ -165,7 +165,8 @@ impl Stream for Seeker {
         Some(IoReq { op: DiskOp::Read, offset, len: self.chunk, wait: true })
     }
     fn complete(&mut self, req: &IoReq, rng: &mut SimRng) {
-        if rng.chance(1, self.update_every) {
+        // `update_every` 0: a read-only seeker (not bonnie's, which always rewrites some).
+        if self.update_every > 0 && rng.chance(1, self.update_every) {
             self.update = Some(IoReq { op: DiskOp::Write, wait: false, ..*req });
         }
     }
@@ -398,6 +399,15 @@ mod tests {
         assert!((400..600).contains(&writes.len()), "{} rewrites", writes.len());
         assert!(writes.iter().all(|w| !w.wait));
         assert!(reads.iter().all(|r| r.offset >= 1 << 20 && r.offset + 8192 <= (1 << 20) + (64 << 20) && r.offset % 8192 == 0));
+    }
+
+    #[test]
+    fn a_seeker_with_update_every_0_never_writes() {
+        let mut s = Seeker::new(0, 64 << 20, 8192, 2000, 0);
+        let reqs = drain(&mut s, &mut SimRng::new(2), 100_000);
+        assert_eq!(reqs.len(), 2000);
+        assert!(reqs.iter().all(|r| r.op == DiskOp::Read && r.wait));
+        assert!(s.finished());
     }
 
     #[test]

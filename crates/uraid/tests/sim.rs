@@ -25,7 +25,7 @@ fn seeds_json_has_every_field_stable_unique_ids_and_is_deterministic() {
     let first = uraid(SMALL);
     let rows = json_lines(&first);
     assert!(!rows.is_empty());
-    let policies: BTreeSet<&str> = ["md", "round-robin", "shortest-queue", "split"].into();
+    let policies: BTreeSet<&str> = ["md", "round-robin", "shortest-queue", "split", "md-1998", "md-2006"].into();
     let seed_files: BTreeSet<&str> = [
         "000_d8827bf9b2d28a48.txt",
         "001_16bcdf9fbfe374c3.txt",
@@ -43,6 +43,15 @@ fn seeds_json_has_every_field_stable_unique_ids_and_is_deterministic() {
         assert!(seed_files.contains(r["seed_file"].as_str().unwrap()), "{r}");
         let policy = r["policy"].as_str().unwrap();
         assert!(policies.contains(policy), "{r}");
+        // The md of the seed's era is one of the policies, and the same for every line of a seed.
+        let era = r["seed_md_policy"].as_str().unwrap();
+        assert!(policies.contains(era) && era.starts_with("md"), "{r}");
+        let expected = match r["seed_file"].as_str().unwrap() {
+            "000_d8827bf9b2d28a48.txt" => "md-1998",
+            "003_43b5c8654f6efe43.txt" => "md",
+            _ => "md-2006",
+        };
+        assert_eq!(era, expected, "{r}");
         let sim = r["sim_value"].as_f64().unwrap();
         assert!(sim > 0.0 && sim.is_finite(), "{r}");
         let fresh = ids_by_policy.entry(policy.to_string()).or_default().insert(id.to_string());

@@ -165,9 +165,15 @@ impl Array {
     /// [`Array::read_ahead`]) once the read's own member reads went out: they come first.
     pub(super) fn plan_split_read(&mut self, r: &mut ReadOp) -> Option<usize> {
         self.balance.begin_request();
-        let tracked = if self.resync_pending { Tracked::default() } else { self.balance.track(r.offset, r.len) };
+        let mut tracked = if self.resync_pending { Tracked::default() } else { self.balance.track(r.offset, r.len) };
         if let Some(id) = tracked.evicted {
             self.readahead.discard_where(|e| e.stream == id && e.waiters.is_empty());
+        }
+        // A stream that is written back behind its reader reads like random reads: the least
+        // busy copy, nearest head, no read-ahead on lanes far from where every head must
+        // return to write.
+        if tracked.stream.is_some_and(|i| self.balance.stream(i).rewritten) {
+            tracked.stream = None;
         }
         let end = r.offset + r.len;
         let mut pos = r.offset;
@@ -362,6 +368,7 @@ impl Array {
     /// flight go stale.
     pub(super) fn readahead_write(&mut self, offset: u64, data: &[u8]) {
         let end = offset + data.len() as u64;
+        self.balance.note_write(offset, data.len() as u64);
         for e in self.readahead.entries.iter_mut().filter(|e| e.overlaps(offset, end)) {
             let (start, stop) = (e.logical, e.end());
             match &mut e.data {

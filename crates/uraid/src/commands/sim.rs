@@ -110,27 +110,39 @@ fn fmt(v: Option<f64>) -> String {
     }
 }
 
-/// One row per figure: the seed, md's simulated value and their ratio, each other policy's
-/// value, and the ratios to a single disk (seed's, then md's and ours).
+/// One row per figure: the seed, the simulated value under the md of the seed's era (the
+/// figure's `seed_md_policy`) and their ratio, then every policy's value (today's md among
+/// them), and the ratios to a single disk (seed's, the era's md's, then every policy's).
 fn table(figures: &[Figure]) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let md: Vec<&Figure> = figures.iter().filter(|f| f.policy == ReadPolicy::Md.name()).collect();
-    let others: Vec<ReadPolicy> = ReadPolicy::ALL.into_iter().filter(|p| *p != ReadPolicy::Md).collect();
-    let _ = write!(out, "{:<42} {:>8} {:>9} {:>9} {:>6}", "figure", "unit", "seed", "md", "md/seed");
-    for p in &others {
+    let first = ReadPolicy::ALL[0].name();
+    let rows: Vec<&Figure> = figures.iter().filter(|f| f.policy == first).collect();
+    let all = ReadPolicy::ALL;
+    let _ = write!(out, "{:<42} {:>8} {:>9} {:>8} {:>9} {:>7}", "figure", "unit", "seed", "era md", "era", "era/seed");
+    for p in &all {
         let _ = write!(out, " {:>14}", p.name());
     }
-    let _ = writeln!(out, "   x single disk: seed / md / {}", others.iter().map(|p| p.name()).collect::<Vec<_>>().join(" / "));
-    for f in md {
-        let _ = write!(out, "{:<42} {:>8} {:>9} {:>9} {:>6}", f.id, f.unit, fmt(f.seed_value), fmt(Some(f.sim_value)), fmt(f.sim_to_seed));
-        let same = |p: &ReadPolicy| figures.iter().find(|g| g.id == f.id && g.policy == p.name()).expect("every policy");
-        for p in &others {
-            let _ = write!(out, " {:>14}", fmt(Some(same(p).sim_value)));
+    let _ = writeln!(out, "   x single disk: seed / era md / {}", all.iter().map(|p| p.name()).collect::<Vec<_>>().join(" / "));
+    for f in rows {
+        let same = |name: &str| figures.iter().find(|g| g.id == f.id && g.policy == name).expect("every policy");
+        let era = same(f.seed_md_policy);
+        let _ = write!(
+            out,
+            "{:<42} {:>8} {:>9} {:>8} {:>9} {:>7}",
+            f.id,
+            f.unit,
+            fmt(f.seed_value),
+            f.seed_md_policy,
+            fmt(Some(era.sim_value)),
+            fmt(era.sim_to_seed)
+        );
+        for p in &all {
+            let _ = write!(out, " {:>14}", fmt(Some(same(p.name()).sim_value)));
         }
         if f.ratio_to_single_disk.is_some() {
-            let ours: Vec<String> = others.iter().map(|p| fmt(same(p).ratio_to_single_disk)).collect();
-            let _ = write!(out, "   {} / {} / {}", fmt(f.seed_ratio_to_single_disk), fmt(f.ratio_to_single_disk), ours.join(" / "));
+            let ours: Vec<String> = all.iter().map(|p| fmt(same(p.name()).ratio_to_single_disk)).collect();
+            let _ = write!(out, "   {} / {} / {}", fmt(f.seed_ratio_to_single_disk), fmt(era.ratio_to_single_disk), ours.join(" / "));
         }
         out.push('\n');
     }
