@@ -140,21 +140,26 @@ fn four_clients(service: &ArrayService, level: i32) -> Vec<u8> {
 
 /// Member files (which the io_uring backend drives directly, O_DIRECT where it can) served by
 /// each backend: the same clients, zeroing, flushes and a clean stop give the same array.
+/// A new array's members as files in a scratch directory named `name`.
+fn file_members(name: &str, level: i32, n: usize, chunk: u32) -> Vec<Arc<dyn MemberDevice>> {
+    let dir = uraid_testkit::scratch_dir(name);
+    members(level, n, chunk)
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let path = dir.join(format!("m{i}.img"));
+            std::fs::write(&path, m.snapshot()).unwrap();
+            Arc::new(uraid_device::FileDevice::open(&path, true).unwrap()) as Arc<dyn MemberDevice>
+        })
+        .collect()
+}
+
 #[test]
 fn file_members_on_both_backends() {
     use uraid_device::service::IoBackend;
     for io in [IoBackend::Uring, IoBackend::Threads] {
         for (level, n, chunk) in [(5, 4, 16), (1, 2, 0), (10, 4, 16)] {
-            let dir = uraid_testkit::scratch_dir(&format!("service-files-{io}-{level}"));
-            let devs: Vec<Arc<dyn MemberDevice>> = members(level, n, chunk)
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    let path = dir.join(format!("m{i}.img"));
-                    std::fs::write(&path, m.snapshot()).unwrap();
-                    Arc::new(uraid_device::FileDevice::open(&path, true).unwrap()) as Arc<dyn MemberDevice>
-                })
-                .collect();
+            let devs = file_members(&format!("service-files-{io}-{level}"), level, n, chunk);
             let config = ServiceConfig { io, queue_depth: 8, workers_per_member: 2, ..ServiceConfig::default() };
             let service = ArrayService::start(open(&devs, true), config);
             let h = service.handle();
@@ -188,16 +193,7 @@ fn every_read_policy_serves_mirrors() {
     for policy in ReadPolicy::ALL {
         for io in [IoBackend::Uring, IoBackend::Threads] {
             for (level, n, chunk) in [(1, 2, 0), (1, 3, 0), (10, 4, 16)] {
-                let dir = uraid_testkit::scratch_dir(&format!("service-policy-{policy}-{io}-{level}-{n}"));
-                let devs: Vec<Arc<dyn MemberDevice>> = members(level, n, chunk)
-                    .iter()
-                    .enumerate()
-                    .map(|(i, m)| {
-                        let path = dir.join(format!("m{i}.img"));
-                        std::fs::write(&path, m.snapshot()).unwrap();
-                        Arc::new(uraid_device::FileDevice::open(&path, true).unwrap()) as Arc<dyn MemberDevice>
-                    })
-                    .collect();
+                let devs = file_members(&format!("service-policy-{policy}-{io}-{level}-{n}"), level, n, chunk);
                 let config = ServiceConfig { io, read_policy: policy, ..ServiceConfig::default() };
                 let service = ArrayService::start(open(&devs, true), config);
                 let h = service.handle();

@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{check_consistent, filled_array, geometries, read_all, removable_sets, Members, MEMBER_BYTES, SMALL_SPLIT};
+use common::{check_consistent, filled_array, geometries, read_all, removable_sets, run_recorded as run, Members, MEMBER_BYTES, SMALL_SPLIT};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -44,22 +44,6 @@ fn big_raid1(n: usize, bytes: u64) -> (Members, Array, Vec<u8>) {
     (members, array, data)
 }
 
-/// Submit `request`, perform every member I/O the engine emits in order until it completes
-/// (read-ahead included), and return its completion with the member I/Os performed.
-fn run(array: &mut Array, members: &mut Members, request: Request) -> (Completion, Vec<MemberIo>) {
-    let id = array.submit(request).unwrap();
-    let mut ios = Vec::new();
-    loop {
-        if let Some((done, result)) = array.next_completion() {
-            assert_eq!(done, id);
-            return (result.unwrap(), ios);
-        }
-        let io = array.next_io().expect("engine stalled");
-        let result = members.exec(&io);
-        ios.push(io.clone());
-        array.complete_io(io.id, result);
-    }
-}
 
 /// Perform whatever member I/O is left (read-ahead the last request did not wait for).
 fn settle(array: &mut Array, members: &mut Members) -> Vec<MemberIo> {

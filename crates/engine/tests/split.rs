@@ -20,26 +20,18 @@ fn parity(level: Level, disks: usize, chunk_bytes: u64) -> Geometry {
     Geometry::Parity(ParityLayout::new(level, alg, disks, (chunk_bytes / 512) as u32, MEMBER_BYTES / 512).unwrap())
 }
 
-/// Submit one request, perform every member I/O it emits (counting them by kind), and return
-/// its completion with the member reads and writes it took.
+/// Submit one request, perform every member I/O it emits, and return its completion with the
+/// member I/Os it took, writes recorded as `Discard`s of their length (without their payload).
 fn counted(array: &mut Array, members: &mut Members, request: Request) -> (Completion, Vec<MemberIo>) {
-    let id = array.submit(request).unwrap();
-    let mut ios = Vec::new();
-    loop {
-        if let Some((done, result)) = array.next_completion() {
-            assert_eq!(done, id);
-            return (result.unwrap(), ios);
-        }
-        let io = array.next_io().expect("engine stalled");
-        let result = members.exec(&io);
-        // Keep the I/O without its payload.
-        let op = match &io.op {
-            MemberOp::Write { data } => MemberOp::Discard { len: data.len() as u64 },
-            other => other.clone(),
-        };
-        ios.push(MemberIo { op, ..io.clone() });
-        array.complete_io(io.id, result);
-    }
+    let (done, ios) = common::run_recorded(array, members, request);
+    let ios = ios
+        .into_iter()
+        .map(|io| match &io.op {
+            MemberOp::Write { data } => MemberIo { op: MemberOp::Discard { len: data.len() as u64 }, ..io },
+            _ => io,
+        })
+        .collect();
+    (done, ios)
 }
 
 fn reads(ios: &[MemberIo]) -> usize {

@@ -599,7 +599,7 @@ fn every_read_policy_runs_bench_engine_on_a_mirror() {
     let dir = tempfile::tempdir().unwrap();
     let m = members(dir.path(), 2, 8 << 20);
     assert!(uraid(&args(&["create", "--level=1", "--raid-devices=2"], &m)).status.success());
-    for policy in ["md", "round-robin", "shortest-queue", "split"] {
+    for policy in ["md", "round-robin", "shortest-queue", "split", "md-1998", "md-2006"] {
         let o = uraid(&args(
             &["bench", "engine", "--json", "--pattern", "read", "--bs", "128K", "--iodepth", "4", "--streams", "2", "--seconds", "0.2", "--read-policy", policy],
             &m,

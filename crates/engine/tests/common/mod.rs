@@ -265,3 +265,20 @@ pub fn drive(
     }
     ids.iter().map(|id| results.remove(id).expect("a result")).collect()
 }
+
+/// Submit `request`, perform every member I/O the engine emits in order until it completes
+/// (read-ahead included), and return its completion with the member I/Os performed.
+pub fn run_recorded(array: &mut Array, members: &mut Members, request: Request) -> (Completion, Vec<MemberIo>) {
+    let id = array.submit(request).unwrap();
+    let mut ios = Vec::new();
+    loop {
+        if let Some((done, result)) = array.next_completion() {
+            assert_eq!(done, id);
+            return (result.unwrap(), ios);
+        }
+        let io = array.next_io().expect("engine stalled");
+        let result = members.exec(&io);
+        ios.push(io.clone());
+        array.complete_io(io.id, result);
+    }
+}
