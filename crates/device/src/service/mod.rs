@@ -376,7 +376,7 @@ impl ArrayService {
         });
         let (tx, rx) = crossbeam_channel::unbounded();
         let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
-        let inbox = Inbox { tx, notifier: Arc::clone(&notifier) };
+        let inbox = Inbox { tx, notifier };
         let mut config = config;
         if config.io == IoBackend::Uring {
             if let Err(e) = uring::available() {
@@ -409,7 +409,6 @@ impl ArrayService {
             sync_failure: None,
             idle_waiters: Vec::new(),
             back: inbox.clone(),
-            notifier,
             batch: 0,
             last_checkpoint: Instant::now(),
             intent_users: HashMap::new(),
@@ -651,10 +650,9 @@ struct Runner {
     /// Why the running pass stopped early, if it failed.
     sync_failure: Option<String>,
     idle_waiters: Vec<Sender<ArrayStatus>>,
-    /// For workers started later (a member added while serving).
+    /// For workers started later (a member added while serving); its notifier is what the
+    /// engine thread sleeps on: messages and ring completions wake it.
     back: Inbox,
-    /// What the engine thread sleeps on: messages and ring completions wake it.
-    notifier: Arc<Notifier>,
     /// Messages taken since the rings were last driven.
     batch: usize,
     /// When the rebuild progress was last written to the superblocks.
@@ -1529,13 +1527,13 @@ impl Runner {
             // Say we are going to sleep, then look once more: a message sent before the flag
             // was seen is found here; one sent after it writes the eventfd. Ring completions
             // from now on signal the eventfd themselves.
-            self.notifier.sleeping.store(true, Ordering::SeqCst);
+            self.back.notifier.sleeping.store(true, Ordering::SeqCst);
             std::sync::atomic::fence(Ordering::SeqCst);
             if rx.is_empty() && !self.rings_have_completions() {
-                self.notifier.wait(deadline);
+                self.back.notifier.wait(deadline);
             }
-            self.notifier.sleeping.store(false, Ordering::SeqCst);
-            self.notifier.drain();
+            self.back.notifier.sleeping.store(false, Ordering::SeqCst);
+            self.back.notifier.drain();
         }
     }
 
