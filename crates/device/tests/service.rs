@@ -486,6 +486,35 @@ fn dirty_array_is_resynced_then_marked_clean() {
 
 /// check counts mismatched sectors and changes nothing; repair fixes them; a second check finds
 /// none. Passes cannot run where md cannot run them.
+/// A check, a repair and a stop finish when member I/O goes through rings the engine thread
+/// drives (their completions, not messages, must move the pass on).
+#[test]
+fn passes_and_stop_finish_over_io_uring() {
+    use uraid_device::service::IoBackend;
+    let devs = file_members("service-uring-passes", 5, 4, 16);
+    let config = ServiceConfig { io: IoBackend::Uring, ..ServiceConfig::default() };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    let size = h.info().size;
+    h.call(BlockOp::Write { offset: 0, data: pattern(9, size as usize), fua: true }).unwrap();
+    for action in [SyncAction::Check, SyncAction::Repair, SyncAction::Check] {
+        h.start_sync(action).unwrap();
+        let waiter = h.clone();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let _ = tx.send(waiter.wait_idle());
+        });
+        let status = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the pass never finished").unwrap();
+        assert_eq!(status.mismatch_sectors, 0, "{action}: {:?}", status.last_sync);
+    }
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(service.stop());
+    });
+    let report = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the stop never finished").unwrap();
+    assert!(report.clean);
+}
+
 #[test]
 fn check_and_repair_online() {
     let mem = members(5, 4, 16);

@@ -527,6 +527,8 @@ enum Next {
     Msg(Msg),
     /// The deadline passed with nothing to do.
     Timeout,
+    /// Ring completions were handed to the engine (nothing else came).
+    Progress,
     /// Every sender is gone.
     Closed,
 }
@@ -711,6 +713,9 @@ impl Runner {
                     continue;
                 }
                 Next::Closed => return,
+                // Member I/O completed: a pass may take its next step, a stop may finish, and
+                // the deadlines change.
+                Next::Progress => continue,
             };
             match msg {
                 Msg::Submit(op, done) => {
@@ -1519,7 +1524,10 @@ impl Runner {
             }
             self.batch = 0;
             if self.drive_rings() {
-                continue;
+                // Back to the run loop, which alone starts a pass's next step and finishes a
+                // stop: looping here on completions alone left both waiting for a message
+                // that might never come.
+                return Next::Progress;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Next::Timeout;
