@@ -14,6 +14,10 @@ use std::sync::{Mutex, OnceLock};
 
 use uraid_engine::IoBuf;
 
+/// Most pieces one vectored write may take (Linux's `UIO_MAXIOV`); more are refused with
+/// `EINVAL`.
+pub const IOV_MAX: usize = 1024;
+
 /// A member of an array: a fixed-size byte-addressed store.
 pub trait MemberDevice: Send + Sync {
     /// A name for messages (usually the path).
@@ -263,30 +267,35 @@ impl MemberDevice for FileDevice {
         Ok(buf)
     }
 
-    /// One `pwritev` for all the pieces (the rest piece by piece if it writes short).
+    /// One `pwritev` per [`IOV_MAX`] pieces (a piece that writes short is finished with plain
+    /// writes).
     fn write_pieces(&self, offset: u64, data: &IoBuf) -> io::Result<()> {
         check_bounds(self.size, offset, data.len())?;
         if let Some(one) = data.as_single() {
             return self.file.write_all_at(one, offset);
         }
-        let iov: Vec<libc::iovec> =
-            data.pieces().map(|p| libc::iovec { iov_base: p.as_ptr() as *mut libc::c_void, iov_len: p.len() }).collect();
-        // SAFETY: every iovec points into a live piece of `data`, which pwritev only reads.
-        let rc = unsafe { libc::pwritev(self.file.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int, offset as libc::off_t) };
-        let written = if rc < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(err);
-            }
-            0
-        } else {
-            rc as usize
-        };
-        if written < data.len() {
-            let rest = data.slice(written, data.len() - written);
-            let mut at = offset + written as u64;
-            for piece in rest.pieces() {
-                self.file.write_all_at(piece, at)?;
+        let pieces: Vec<&bytes::Bytes> = data.pieces().collect();
+        let mut at = offset;
+        for batch in pieces.chunks(IOV_MAX) {
+            let iov: Vec<libc::iovec> =
+                batch.iter().map(|p| libc::iovec { iov_base: p.as_ptr() as *mut libc::c_void, iov_len: p.len() }).collect();
+            // SAFETY: every iovec points into a live piece of `data`, which pwritev only reads.
+            let rc = unsafe { libc::pwritev(self.file.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int, at as libc::off_t) };
+            let mut written = if rc < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+                0
+            } else {
+                rc as usize
+            };
+            for piece in batch {
+                let skip = written.min(piece.len());
+                written -= skip;
+                if skip < piece.len() {
+                    self.file.write_all_at(&piece[skip..], at + skip as u64)?;
+                }
                 at += piece.len() as u64;
             }
         }

@@ -33,3 +33,29 @@ fn vectored_writes_and_unzeroed_reads_round_trip() {
     assert!(dev.read_vec((1 << 20) - 10, 10).unwrap().iter().all(|&x| x == 0xaa));
     assert!(dev.read_vec(0, 0).unwrap().is_empty());
 }
+
+/// More pieces than one vectored write may take, and a member that shrank under us.
+#[test]
+fn many_pieces_and_a_short_file() {
+    let dir = uraid_testkit::scratch_dir("file-device-many");
+    let path = dir.join("member.img");
+    std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
+    let dev = FileDevice::open(&path, true).unwrap();
+    let mut data = IoBuf::new();
+    let mut expect = Vec::new();
+    for i in 0..2500u32 {
+        let piece = vec![(i % 251) as u8; 1 + (i as usize % 7)];
+        expect.extend_from_slice(&piece);
+        data.push(Bytes::from(piece));
+    }
+    assert!(data.piece_count() > uraid_device::member::IOV_MAX);
+    dev.write_pieces(3, &data).unwrap();
+    assert_eq!(dev.read_vec(3, expect.len()).unwrap(), expect);
+
+    // The file is cut short behind the device's back: the read says so, never zero fills.
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
+    let err = dev.read_vec(0, 8192).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+    assert!(err.to_string().contains("short read at byte 4096"), "{err}");
+}
+

@@ -410,6 +410,7 @@ impl ArrayService {
             idle_waiters: Vec::new(),
             back: inbox.clone(),
             batch: 0,
+            ring_done: Vec::new(),
             last_checkpoint: Instant::now(),
             intent_users: HashMap::new(),
             intent_idle: HashMap::new(),
@@ -657,6 +658,8 @@ struct Runner {
     back: Inbox,
     /// Messages taken since the rings were last driven.
     batch: usize,
+    /// Ring answers being handed to the engine (kept for its allocation).
+    ring_done: Vec<(IoId, IoResult)>,
     /// When the rebuild progress was last written to the superblocks.
     last_checkpoint: Instant,
     /// Writes in flight per write-intent bitmap chunk.
@@ -1463,8 +1466,9 @@ impl Runner {
     /// none ready. Whether any completed.
     fn drive_rings(&mut self) -> bool {
         let mut any = false;
+        // Reused across calls: this runs for every batch of requests.
+        let mut done = std::mem::take(&mut self.ring_done);
         loop {
-            let mut done = Vec::new();
             for path in self.queues.iter_mut().flatten() {
                 if let MemberPath::Ring(ring) = path {
                     ring.submit();
@@ -1473,10 +1477,11 @@ impl Runner {
                 }
             }
             if done.is_empty() {
+                self.ring_done = done;
                 return any;
             }
             any = true;
-            for (id, result) in done {
+            for (id, result) in done.drain(..) {
                 self.array.engine_mut().complete_io(id, result);
             }
             self.after_completions();
