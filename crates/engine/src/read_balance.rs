@@ -57,9 +57,12 @@
 //!     read that continues the last read sent to a disk stays there unless another is less
 //!     busy;
 //!   - a stream whose reads are written back right behind it (a read-modify-write pass) is
-//!     read like random reads, without read-ahead on lanes of its own ([`Stream::rewritten`]);
+//!     read like random reads, without read-ahead on lanes of its own ([`Stream::rewritten`]),
+//!     but its reads are divided as large ones are from twice
+//!     [`SplitTuning::min_divided_piece`] up;
 //!   - a large read outside any stream ([`SplitTuning::divide_bytes`], raid1) is divided into
-//!     one contiguous piece per idle copy, so each disk moves a long run;
+//!     one contiguous piece per idle copy, none shorter than
+//!     [`SplitTuning::min_divided_piece`], so each disk moves a long run;
 //!   - sequential streams are followed (`Balancer::track`, up to `MAX_STREAMS`). A stream is
 //!     cut into aligned windows ([`SplitTuning::window_bytes`]); its windows go to its lanes
 //!     (copies) in turn, and the engine reads the next windows ahead of the reader on those
@@ -198,8 +201,18 @@ pub struct SplitTuning {
     /// Bound on the bytes read ahead for sequential streams and not yet read by them.
     pub readahead_bytes: u64,
     /// A read this long or longer that is not part of a stream is divided into contiguous
-    /// pieces over the idle copies (none when fewer than two copies are idle).
+    /// pieces over the idle copies (none when fewer than two copies are idle), none shorter
+    /// than [`SplitTuning::min_divided_piece`].
     pub divide_bytes: u64,
+}
+
+impl SplitTuning {
+    /// The shortest piece a divided read gives one copy, an eighth of `divide_bytes` (64 KiB by
+    /// default): below that a disk's positioning costs more than the transfer it takes over.
+    /// Reads of a stream written back behind its reader are divided from two such pieces up.
+    pub fn min_divided_piece(&self) -> u64 {
+        self.divide_bytes / 8
+    }
 }
 
 impl Default for SplitTuning {

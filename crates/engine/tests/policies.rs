@@ -188,6 +188,45 @@ fn split_divides_a_large_read_and_keeps_a_small_one_whole() {
     assert_eq!(read_slots(&ios).len(), 1, "{ios:?}");
 }
 
+/// `split`: a rewrite pass (each read written back right behind the reader) gets no read-ahead,
+/// but a read of two minimum pieces or more is divided over the idle copies, while a shorter
+/// one stays whole; the bytes are right throughout.
+#[test]
+fn split_divides_the_reads_of_a_rewrite_pass() {
+    let (mut members, mut array, mut model) = big_raid1(2, 4 << 20);
+    array.set_read_policy(ReadPolicy::Split);
+    let piece = array.split_tuning().min_divided_piece();
+    assert_eq!(piece, 64 * KIB, "the default tuning");
+    let len = 2 * piece;
+    let mut divided = Vec::new();
+    let reads = 24u64;
+    for k in 0..reads {
+        let offset = k * len;
+        let (done, ios) = run(&mut array, &mut members, Request::Read { offset, len });
+        expect_read(done, &model, offset, len, "rewrite pass");
+        let per_slot = read_bytes_per_slot(&ios, 2);
+        divided.push(per_slot == vec![piece, piece]);
+        // Dirty it and write it back, as bonnie's rewrite does.
+        let data: Vec<u8> = model[offset as usize..(offset + len) as usize].iter().map(|b| b.wrapping_add(1)).collect();
+        model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
+        let (done, _) = run(&mut array, &mut members, Request::Write { offset, data });
+        assert_eq!(done, Completion::Written);
+        settle(&mut array, &mut members);
+    }
+    // The first reads are a plain stream, read ahead before the writes showed it rewritten;
+    // once that read-ahead is used up, every read is divided in two halves.
+    assert!(divided[reads as usize / 2..].iter().all(|&d| d), "reads divided: {divided:?}");
+    let (done, ios) = run(&mut array, &mut members, Request::Read { offset: reads * len, len: piece });
+    expect_read(done, &model, reads * len, piece, "short read");
+    assert!(read_slots(&ios).len() <= 1, "a read of one minimum piece is not divided: {ios:?}");
+    let mut all = vec![0u8; model.len()];
+    let (done, _) = run(&mut array, &mut members, Request::Read { offset: 0, len: model.len() as u64 });
+    if let Completion::Read(d) = done {
+        all.copy_from_slice(&d.to_vec());
+    }
+    assert!(all == model, "the array reads back what was written");
+}
+
 /// `split`: a large read while a copy is busy is not divided onto the busy copy.
 #[test]
 fn split_divides_only_over_idle_copies() {

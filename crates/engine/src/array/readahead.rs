@@ -169,11 +169,15 @@ impl Array {
         if let Some(id) = tracked.evicted {
             self.readahead.discard_where(|e| e.stream == id && e.waiters.is_empty());
         }
-        // A stream that is written back behind its reader reads like random reads: the least
-        // busy copy, nearest head, no read-ahead on lanes far from where every head must
-        // return to write.
+        // A stream that is written back behind its reader reads like random reads: no
+        // read-ahead on lanes far from where every head must return to write. Its reads are
+        // still divided over the idle copies, down to two of the smallest pieces a division
+        // makes: each read then takes half the time, the parallelism such a pass can use
+        // (md-1998 got it by moving to the next disk every 64 KiB).
+        let mut divide_at = self.balance.tuning().divide_bytes;
         if tracked.stream.is_some_and(|i| self.balance.stream(i).rewritten) {
             tracked.stream = None;
+            divide_at = 2 * self.balance.tuning().min_divided_piece();
         }
         let end = r.offset + r.len;
         let mut pos = r.offset;
@@ -186,7 +190,7 @@ impl Array {
                 }
                 Err(next) => {
                     let stop = next.unwrap_or(end);
-                    self.push_member_parts(r, pos, stop, tracked.stream);
+                    self.push_member_parts(r, pos, stop, tracked.stream, divide_at);
                     pos = stop;
                 }
             }
@@ -195,7 +199,7 @@ impl Array {
     }
 
     /// Parts for `[from, to)` of a read, from the members.
-    fn push_member_parts(&mut self, r: &mut ReadOp, from: u64, to: u64, stream: Option<usize>) {
+    fn push_member_parts(&mut self, r: &mut ReadOp, from: u64, to: u64, stream: Option<usize>, divide_at: u64) {
         let runs = self.geometry.runs(from, to - from);
         if self.resync_pending {
             for run in runs {
@@ -233,11 +237,11 @@ impl Array {
             s.ahead = s.ahead.max(to);
             return;
         }
-        let tuning = self.balance.tuning();
-        if to - from >= tuning.divide_bytes && matches!(self.geometry, Geometry::Raid1(_)) {
+        if to - from >= divide_at && matches!(self.geometry, Geometry::Raid1(_)) {
             let mut idle = [0usize; MAX_DIVIDE];
             let slots = &self.slots;
             let n = self.balance.idle_copies(&runs[0].copies, |s| slots[s] == super::SlotState::InSync, &mut idle);
+            let n = n.min(((to - from) / self.balance.tuning().min_divided_piece()).max(1) as usize);
             if n >= 2 {
                 // raid1 copies of every run sit on the same slots in the same order, so a copy
                 // index means the same member all along the read.
