@@ -35,6 +35,11 @@ pub trait Stream {
     fn think(&mut self) -> Nanos {
         0
     }
+    /// When the process starts, from the start of the run (processes a shell starts one after
+    /// another are some milliseconds apart).
+    fn starts_at(&self) -> Nanos {
+        0
+    }
 }
 
 /// A sequential reader or writer over `[start, end)`: requests of `len`, `depth` in flight
@@ -46,11 +51,18 @@ pub struct Sequential {
     pub end: u64,
     pub len: u64,
     pub depth: usize,
+    /// When the process starts (see [`Stream::starts_at`]).
+    pub starts_at: Nanos,
 }
 
 impl Sequential {
     pub fn new(op: DiskOp, start: u64, bytes: u64, len: u64, depth: usize) -> Sequential {
-        Sequential { op, pos: start, end: start + bytes, len, depth }
+        Sequential { op, pos: start, end: start + bytes, len, depth, starts_at: 0 }
+    }
+
+    /// The same process, started `at` into the run.
+    pub fn starting_at(self, at: Nanos) -> Sequential {
+        Sequential { starts_at: at, ..self }
     }
 }
 
@@ -67,6 +79,9 @@ impl Stream for Sequential {
     fn complete(&mut self, _req: &IoReq, _rng: &mut SimRng) {}
     fn finished(&self) -> bool {
         self.pos >= self.end
+    }
+    fn starts_at(&self) -> Nanos {
+        self.starts_at
     }
 }
 
