@@ -12,7 +12,10 @@ use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use bytes::Bytes;
 use uraid_engine::IoBuf;
+
+use crate::read_pool::ReadBuf;
 
 /// Most pieces one vectored write may take (Linux's `UIO_MAXIOV`); more are refused with
 /// `EINVAL`.
@@ -27,12 +30,13 @@ pub trait MemberDevice: Send + Sync {
     /// Fill `buf` from byte `offset`; a short device is an error, never a silent zero fill.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
-    /// Read `len` bytes at `offset` into a new buffer. Backends that can read into
-    /// uninitialised memory skip the zeroing this default does.
-    fn read_vec(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        self.read_at(offset, &mut buf)?;
-        Ok(buf)
+    /// Read `len` bytes at `offset` into a new buffer (from the read pool, see
+    /// [`crate::read_pool`]). Backends that can read into uninitialised memory skip the zeroing
+    /// this default does.
+    fn read_buf(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        let mut buf = ReadBuf::new(len);
+        self.read_at(offset, buf.zeroed(len))?;
+        Ok(buf.into_bytes())
     }
     /// Write the pieces of `data` back to back from `offset` (a vectored write).
     fn write_pieces(&self, offset: u64, data: &IoBuf) -> io::Result<()> {
@@ -105,8 +109,8 @@ impl<T: MemberDevice + ?Sized> MemberDevice for std::sync::Arc<T> {
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         (**self).write_at(offset, data)
     }
-    fn read_vec(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
-        (**self).read_vec(offset, len)
+    fn read_buf(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        (**self).read_buf(offset, len)
     }
     fn write_pieces(&self, offset: u64, data: &IoBuf) -> io::Result<()> {
         (**self).write_pieces(offset, data)
@@ -239,10 +243,10 @@ impl MemberDevice for FileDevice {
         self.file.write_all_at(data, offset)
     }
 
-    /// `pread` straight into the new buffer's spare capacity: no zeroing first.
-    fn read_vec(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+    /// `pread` straight into the buffer: no zeroing first.
+    fn read_buf(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         check_bounds(self.size, offset, len)?;
-        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        let mut buf = ReadBuf::new(len);
         let mut done = 0;
         while done < len {
             // SAFETY: the destination lies inside the buffer's capacity, past the bytes already
@@ -264,7 +268,7 @@ impl MemberDevice for FileDevice {
         }
         // SAFETY: every byte up to `len` was written by pread above.
         unsafe { buf.set_len(len) };
-        Ok(buf)
+        Ok(buf.into_bytes())
     }
 
     /// One `pwritev` per [`IOV_MAX`] pieces (a piece that writes short is finished with plain

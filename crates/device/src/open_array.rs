@@ -1063,7 +1063,7 @@ impl MemberTarget {
             MemberOp::Read { len } => {
                 let buf = self
                     .dev
-                    .read_vec(at, *len as usize)
+                    .read_buf(at, *len as usize)
                     .map_err(|source| OpenError::Io { device: name(), what: "read", source })?;
                 IoResult::Read(buf)
             }

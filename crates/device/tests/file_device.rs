@@ -20,7 +20,7 @@ fn vectored_writes_and_unzeroed_reads_round_trip() {
     }
     dev.write_pieces(4096 + 17, &data).unwrap();
 
-    let got = dev.read_vec(4096, 17 + data.len() + 10).unwrap();
+    let got = dev.read_buf(4096, 17 + data.len() + 10).unwrap();
     assert!(got[..17].iter().all(|&x| x == 0xaa), "bytes before the write kept");
     assert_eq!(&got[17..17 + a.len()], &a[..]);
     assert_eq!(&got[17 + a.len()..17 + a.len() + b.len()], &b[..]);
@@ -28,10 +28,10 @@ fn vectored_writes_and_unzeroed_reads_round_trip() {
     assert!(got[17 + data.len()..].iter().all(|&x| x == 0xaa), "bytes after the write kept");
 
     // Past the end: refused, nothing written.
-    assert!(dev.read_vec((1 << 20) - 10, 11).is_err());
+    assert!(dev.read_buf((1 << 20) - 10, 11).is_err());
     assert!(dev.write_pieces((1 << 20) - 10, &data).is_err());
-    assert!(dev.read_vec((1 << 20) - 10, 10).unwrap().iter().all(|&x| x == 0xaa));
-    assert!(dev.read_vec(0, 0).unwrap().is_empty());
+    assert!(dev.read_buf((1 << 20) - 10, 10).unwrap().iter().all(|&x| x == 0xaa));
+    assert!(dev.read_buf(0, 0).unwrap().is_empty());
 }
 
 /// More pieces than one vectored write may take, and a member that shrank under us.
@@ -50,11 +50,11 @@ fn many_pieces_and_a_short_file() {
     }
     assert!(data.piece_count() > uraid_device::member::IOV_MAX);
     dev.write_pieces(3, &data).unwrap();
-    assert_eq!(dev.read_vec(3, expect.len()).unwrap(), expect);
+    assert_eq!(dev.read_buf(3, expect.len()).unwrap(), expect);
 
     // The file is cut short behind the device's back: the read says so, never zero fills.
     std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
-    let err = dev.read_vec(0, 8192).unwrap_err();
+    let err = dev.read_buf(0, 8192).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
     assert!(err.to_string().contains("short read at byte 4096"), "{err}");
 }

@@ -130,7 +130,9 @@ pub enum MemberOp {
 /// The driver's answer for one member I/O.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IoResult {
-    Read(Vec<u8>),
+    /// The bytes read (a driver may hand over a buffer of its own, see `Bytes::from_owner`;
+    /// the engine passes it on to the request's answer without copying).
+    Read(Bytes),
     Done,
     /// The I/O failed; the text says how (it ends up in the member-failed event).
     Failed(String),
@@ -542,7 +544,7 @@ impl Array {
             Outcome::Lost
         } else {
             match result {
-                IoResult::Read(data) => Outcome::Data(Bytes::from(data)),
+                IoResult::Read(data) => Outcome::Data(data),
                 IoResult::Done => {
                     if io.kind == IoKind::Correction {
                         self.events.push(EngineEvent::ReadErrorCorrected { slot, offset: io.offset, len: io.len });

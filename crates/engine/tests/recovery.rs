@@ -654,7 +654,7 @@ fn completions_from_a_replaced_member_are_ignored() {
         array.set_slot_state(io.slot, SlotState::Faulty, false).unwrap();
         array.set_slot_state(io.slot, SlotState::Recovering, false).unwrap();
         // The old device answers late, with garbage, then fails: neither counts.
-        array.complete_io(io.id, IoResult::Read(vec![0xee; 4096]));
+        array.complete_io(io.id, IoResult::Read(vec![0xee; 4096].into()));
         members.no_reads[io.slot] = true;
         while let Some(next) = array.next_io() {
             let r = members.exec(&next);

@@ -170,7 +170,7 @@ pub fn member_io_to_disk(io: &MemberIo, id: u64) -> Option<DiskRequest> {
 /// (`member_io_to_disk` gave `None`), success.
 pub fn disk_result_to_engine(request: Option<&DiskRequest>) -> IoResult {
     match request.map(|r| (r.op, r.len)) {
-        Some((DiskOp::Read, len)) => IoResult::Read(vec![0; len as usize]),
+        Some((DiskOp::Read, len)) => IoResult::Read(vec![0; len as usize].into()),
         Some((DiskOp::Write, _)) | None => IoResult::Done,
     }
 }

@@ -975,7 +975,7 @@ impl Sim {
         } else {
             match &f.io.op {
                 MemberOp::Read { len } => match d.read(off, *len) {
-                    Ok(data) => IoResult::Read(data),
+                    Ok(data) => IoResult::Read(data.into()),
                     Err(e) => IoResult::Failed(e),
                 },
                 MemberOp::Write { data } => match d.write(off, &data.to_vec()) {
@@ -2148,7 +2148,7 @@ impl Sim {
                     MemberOp::Read { len } => {
                         let d = &devices[slot_dev[io.slot].expect("a device")];
                         match d.read(io.offset, *len) {
-                            Ok(data) => IoResult::Read(data),
+                            Ok(data) => IoResult::Read(data.into()),
                             Err(e) => IoResult::Failed(e),
                         }
                     }

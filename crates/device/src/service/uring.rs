@@ -44,6 +44,7 @@ use uraid_engine::IoBuf;
 use super::{Inbox, Notifier};
 use crate::member::{check_bounds, AlignedBuf, DirectIo, IoHandle};
 use crate::open_array::{MemberTarget, OpenError};
+use crate::read_pool::ReadBuf;
 
 /// Whether this kernel lets us set up a ring (it may be too old, or `kernel.io_uring_disabled`
 /// may forbid it); probed once per process.
@@ -142,23 +143,23 @@ unsafe impl Send for IoVecs {}
 /// The memory an I/O reads into or writes from; it stays here until the kernel is done with it.
 enum Mem {
     None,
-    /// The engine's write data, or the `Vec` a read fills (capacity `len`, length set once full).
-    Vec(Vec<u8>),
+    /// The buffer a read fills (room for `len`, length set once full).
+    Read(ReadBuf),
     /// Write data shared with the engine; the kernel only reads it.
     Shared(Bytes),
     /// A write of several pieces through the page cache, written with one `IORING_OP_WRITEV`;
     /// the iovecs (for what is still to write) live here until the kernel is done with them.
     Pieces(IoBuf, IoVecs),
-    /// An aligned bounce buffer from the pool; for a read, with the `Vec` (capacity `len`) the
+    /// An aligned bounce buffer from the pool; for a read, with the buffer (room for `len`) the
     /// data is copied into at the end.
-    Bounce(AlignedBuf, Option<Vec<u8>>),
+    Bounce(AlignedBuf, Option<ReadBuf>),
 }
 
 impl Mem {
     fn ptr(&mut self) -> *mut u8 {
         match self {
             Mem::None => std::ptr::null_mut(),
-            Mem::Vec(v) => v.as_mut_ptr(),
+            Mem::Read(v) => v.as_mut_ptr(),
             // Only ever the source of a write: the kernel reads through the pointer.
             Mem::Shared(b) => b.as_ptr() as *mut u8,
             Mem::Pieces(..) => unreachable!("a vectored write has no single buffer"),
@@ -365,7 +366,7 @@ impl MemberRing {
             kind = Kind::Flush;
         }
         if len == 0 && kind != Kind::Flush {
-            let result = if kind == Kind::Read { IoResult::Read(Vec::new()) } else { IoResult::Done };
+            let result = if kind == Kind::Read { IoResult::Read(Bytes::new()) } else { IoResult::Done };
             return self.answer(io.id, result);
         }
         if kind == Kind::Discard && !self.handle.punch_hole {
@@ -374,10 +375,10 @@ impl MemberRing {
         let direct = self.direct_for(place.at, len);
         let mem = match (kind, data) {
             (Kind::Read, _) => {
-                let v: Vec<u8> = Vec::with_capacity(len);
+                let mut v = ReadBuf::new(len);
                 match direct {
-                    Some(d) if !aligned(v.as_ptr() as u64, d.mem_align) => Mem::Bounce(self.bounce(len, d), Some(v)),
-                    _ => Mem::Vec(v),
+                    Some(d) if !aligned(v.as_mut_ptr() as u64, d.mem_align) => Mem::Bounce(self.bounce(len, d), Some(v)),
+                    _ => Mem::Read(v),
                 }
             }
             (_, Some(data)) => {
@@ -550,15 +551,15 @@ impl MemberRing {
         }
         let op = self.finish(index);
         let result = match (op.kind, op.mem) {
-            (Kind::Read, Mem::Vec(mut v)) => {
-                // SAFETY: the kernel filled all `len` bytes of the capacity.
+            (Kind::Read, Mem::Read(mut v)) => {
+                // SAFETY: the kernel filled all `len` bytes, which the buffer had room for.
                 unsafe { v.set_len(op.len) };
-                IoResult::Read(v)
+                IoResult::Read(v.into_bytes())
             }
             (Kind::Read, Mem::Bounce(b, Some(mut v))) => {
                 v.extend_from_slice(&b.as_slice()[..op.len]);
                 self.recycle(b);
-                IoResult::Read(v)
+                IoResult::Read(v.into_bytes())
             }
             (_, Mem::Bounce(b, _)) => {
                 self.recycle(b);
@@ -758,7 +759,7 @@ mod tests {
         let image = std::fs::read(&path).unwrap();
         for (n, (&(offset, len), id)) in ios.iter().zip(&reads).enumerate() {
             let want = uraid_testkit::noise(100 + n as u64, len);
-            assert_eq!(got[id], IoResult::Read(want.clone()), "read {n} at {offset}+{len}");
+            assert_eq!(got[id], IoResult::Read(want.clone().into()), "read {n} at {offset}+{len}");
             let at = (BASE + offset) as usize;
             assert_eq!(&image[at..at + len], &want[..], "file bytes of write {n}");
         }

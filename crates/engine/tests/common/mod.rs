@@ -69,7 +69,7 @@ impl Members {
                 if self.unreadable[io.slot][at..at + *len as usize].contains(&true) {
                     return IoResult::Failed("injected read error".into());
                 }
-                IoResult::Read(disk[at..at + *len as usize].to_vec())
+                IoResult::Read(disk[at..at + *len as usize].to_vec().into())
             }
             MemberOp::Write { data } => {
                 assert!(at + data.len() <= disk.len(), "write past member end");
