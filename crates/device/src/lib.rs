@@ -13,7 +13,6 @@ pub mod member;
 pub mod open_array;
 pub mod ppl;
 pub mod probe;
-pub mod read_pool;
 pub mod service;
 
 pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};

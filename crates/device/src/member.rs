@@ -13,9 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use bytes::Bytes;
-use uraid_engine::IoBuf;
-
-use crate::read_pool::ReadBuf;
+use uraid_engine::{IoBuf, PoolBuf};
 
 /// Most pieces one vectored write may take (Linux's `UIO_MAXIOV`); more are refused with
 /// `EINVAL`.
@@ -30,11 +28,11 @@ pub trait MemberDevice: Send + Sync {
     /// Fill `buf` from byte `offset`; a short device is an error, never a silent zero fill.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
-    /// Read `len` bytes at `offset` into a new buffer (from the read pool, see
-    /// [`crate::read_pool`]). Backends that can read into uninitialised memory skip the zeroing
+    /// Read `len` bytes at `offset` into a new buffer (from the buffer pool, see
+    /// [`uraid_engine::bufpool`]). Backends that can read into uninitialised memory skip the zeroing
     /// this default does.
     fn read_buf(&self, offset: u64, len: usize) -> io::Result<Bytes> {
-        let mut buf = ReadBuf::new(len);
+        let mut buf = PoolBuf::new(len);
         self.read_at(offset, buf.zeroed(len))?;
         Ok(buf.into_bytes())
     }
@@ -246,7 +244,7 @@ impl MemberDevice for FileDevice {
     /// `pread` straight into the buffer: no zeroing first.
     fn read_buf(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         check_bounds(self.size, offset, len)?;
-        let mut buf = ReadBuf::new(len);
+        let mut buf = PoolBuf::new(len);
         let mut done = 0;
         while done < len {
             // SAFETY: the destination lies inside the buffer's capacity, past the bytes already

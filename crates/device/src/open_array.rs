@@ -270,7 +270,7 @@ impl OpenArray {
             }
             self.mark(false)?;
         }
-        self.run(Request::Write { offset, data }).map(|_| ())
+        self.run(Request::Write { offset, data: data.into() }).map(|_| ())
     }
 
     /// Flush every member.

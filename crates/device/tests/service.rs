@@ -121,7 +121,7 @@ fn four_clients(service: &ArrayService, level: i32) -> Vec<u8> {
                     let at = (i * 7919 * 13) % (region - len + 1);
                     let data = pattern(t * 1000 + i, len as usize);
                     model[at as usize..(at + len) as usize].copy_from_slice(&data);
-                    h.call(BlockOp::Write { offset: base + at, data, fua: i % 10 == 0 }).expect("write");
+                    h.call(BlockOp::Write { offset: base + at, data: data.into(), fua: i % 10 == 0 }).expect("write");
                     if i % 5 == 0 {
                         assert!(read(&h, base, region) == model, "level {level}: thread {t} read back differs");
                     }
@@ -246,11 +246,11 @@ fn dirty_while_writing_clean_when_idle() {
     let service = ArrayService::start(open(&devs, true), config);
     let h = service.handle();
     assert!(clean_on_disk(devs[0].as_ref()));
-    h.call(BlockOp::Write { offset: 4096, data: vec![1; 4096], fua: false }).unwrap();
+    h.call(BlockOp::Write { offset: 4096, data: (vec![1; 4096]).into(), fua: false }).unwrap();
     assert!(!clean_on_disk(devs[0].as_ref()), "not marked dirty before the write");
     std::thread::sleep(Duration::from_millis(600));
     assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())), "not marked clean after the idle delay");
-    h.call(BlockOp::Write { offset: 0, data: vec![2; 10], fua: false }).unwrap();
+    h.call(BlockOp::Write { offset: 0, data: (vec![2; 10]).into(), fua: false }).unwrap();
     assert!(!clean_on_disk(devs[1].as_ref()));
     service.stop().unwrap();
     assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())));
@@ -267,7 +267,7 @@ fn zero_and_trim() {
         let h = service.handle();
         let size = h.info().size;
         let mut model = pattern(level as u64 + 50, size as usize);
-        h.call(BlockOp::Write { offset: 0, data: model.clone(), fua: false }).unwrap();
+        h.call(BlockOp::Write { offset: 0, data: model.clone().into(), fua: false }).unwrap();
         // Unaligned zeroing, with and without deallocation, across stripe boundaries.
         for (offset, len, may_deallocate) in [(1000u64, 200_000u64, true), (300_000, 5000, false), (8192 * 3 + 1, 3 * 65536, true)] {
             h.call(BlockOp::Zero { offset, len, may_deallocate, fua: true }).unwrap();
@@ -328,10 +328,10 @@ fn failing_member_is_recorded_and_service_continues() {
     let h = service.handle();
     let size = h.info().size;
     let data = pattern(9, size as usize);
-    h.call(BlockOp::Write { offset: 0, data: data.clone(), fua: false }).unwrap();
+    h.call(BlockOp::Write { offset: 0, data: data.clone().into(), fua: false }).unwrap();
     broken.store(true, Ordering::SeqCst);
     let patch = pattern(10, 300_000);
-    h.call(BlockOp::Write { offset: 77_777, data: patch.clone(), fua: true }).unwrap();
+    h.call(BlockOp::Write { offset: 77_777, data: patch.clone().into(), fua: true }).unwrap();
     let mut model = data;
     model[77_777..77_777 + patch.len()].copy_from_slice(&patch);
     assert!(read(&h, 0, size) == model, "data lost after a member failed");
@@ -357,7 +357,7 @@ fn read_only_refuses_writes() {
     let before: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
     let service = ArrayService::start(open(&devs, false), ServiceConfig::default());
     let h = service.handle();
-    assert_eq!(h.call(BlockOp::Write { offset: 0, data: vec![1], fua: false }), Err(ServiceError::ReadOnly));
+    assert_eq!(h.call(BlockOp::Write { offset: 0, data: vec![1].into(), fua: false }), Err(ServiceError::ReadOnly));
     assert_eq!(h.call(BlockOp::Trim { offset: 0, len: 4096 }), Err(ServiceError::ReadOnly));
     assert_eq!(read(&h, 0, 4096), vec![0u8; 4096]);
     service.stop().unwrap();
@@ -376,7 +376,7 @@ fn stop_finishes_accepted_requests() {
     for i in 0..64u64 {
         let tx = tx.clone();
         h.submit(
-            BlockOp::Write { offset: i * 65536, data: pattern(i, 65536), fua: false },
+            BlockOp::Write { offset: i * 65536, data: (pattern(i, 65536)).into(), fua: false },
             Box::new(move |r| tx.send(r).unwrap()),
         );
     }
@@ -400,7 +400,7 @@ fn dirty_array_is_never_marked_clean_without_a_resync() {
     let config = ServiceConfig { clean_delay: Duration::from_millis(50), auto_resync: false, ..ServiceConfig::default() };
     let service = ArrayService::start(open(&devs, true), config);
     let h = service.handle();
-    h.call(BlockOp::Write { offset: 0, data: vec![3; 100_000], fua: false }).unwrap();
+    h.call(BlockOp::Write { offset: 0, data: (vec![3; 100_000]).into(), fua: false }).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert!(!clean_on_disk(devs[0].as_ref()), "marked clean while idle without a resync");
     let report = service.stop().unwrap();
@@ -410,7 +410,7 @@ fn dirty_array_is_never_marked_clean_without_a_resync() {
     let mem = members_marked(0, 2, 16, false);
     let devs = as_dyn(&mem);
     let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
-    service.handle().call(BlockOp::Write { offset: 0, data: vec![3; 1000], fua: false }).unwrap();
+    service.handle().call(BlockOp::Write { offset: 0, data: (vec![3; 1000]).into(), fua: false }).unwrap();
     let report = service.stop().unwrap();
     assert!(report.clean && !report.resync_needed);
     assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())));
@@ -443,7 +443,7 @@ fn trim_is_skipped_where_discard_is_expensive() {
     let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
     let h = service.handle();
     assert!(!h.info().cheap_discard);
-    h.call(BlockOp::Write { offset: 0, data: vec![9; 1 << 20], fua: false }).unwrap();
+    h.call(BlockOp::Write { offset: 0, data: (vec![9; 1 << 20]).into(), fua: false }).unwrap();
     h.call(BlockOp::Trim { offset: 0, len: 1 << 19 }).unwrap();
     assert_eq!(read(&h, 0, 1 << 19), vec![9; 1 << 19], "trim touched members whose discard is expensive");
     h.call(BlockOp::Zero { offset: 0, len: 1 << 19, may_deallocate: true, fua: false }).unwrap();
@@ -496,7 +496,7 @@ fn passes_and_stop_finish_over_io_uring() {
     let service = ArrayService::start(open(&devs, true), config);
     let h = service.handle();
     let size = h.info().size;
-    h.call(BlockOp::Write { offset: 0, data: pattern(9, size as usize), fua: true }).unwrap();
+    h.call(BlockOp::Write { offset: 0, data: (pattern(9, size as usize)).into(), fua: true }).unwrap();
     for action in [SyncAction::Check, SyncAction::Repair, SyncAction::Check] {
         h.start_sync(action).unwrap();
         let waiter = h.clone();
@@ -522,7 +522,7 @@ fn check_and_repair_online() {
     let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
     let h = service.handle();
     let size = h.info().size;
-    h.call(BlockOp::Write { offset: 0, data: pattern(4, size as usize), fua: true }).unwrap();
+    h.call(BlockOp::Write { offset: 0, data: (pattern(4, size as usize)).into(), fua: true }).unwrap();
     corrupt(&devs, 2, 70_000);
     let before: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
     h.start_sync(SyncAction::Check).unwrap();
@@ -611,14 +611,14 @@ fn bitmap_marks_regions_and_limits_the_resync() {
         let service = ArrayService::start(open(&devs, true), config.clone());
         let h = service.handle();
         let size = h.info().size;
-        h.call(BlockOp::Write { offset: 0, data: pattern(1, size as usize), fua: true }).unwrap();
+        h.call(BlockOp::Write { offset: 0, data: (pattern(1, size as usize)).into(), fua: true }).unwrap();
         std::thread::sleep(Duration::from_millis(400));
         if bitmap {
             // Idle regions lose their bits even while the array is still marked dirty.
             assert!(!clean_on_disk(devs[0].as_ref()));
             assert!(bitmap_bits_on_disk(devs[0].as_ref()).iter().all(|b| *b == 0), "idle bits not cleared");
         }
-        h.call(BlockOp::Write { offset: 100_000, data: vec![7; 5000], fua: true }).unwrap();
+        h.call(BlockOp::Write { offset: 100_000, data: (vec![7; 5000]).into(), fua: true }).unwrap();
         if bitmap {
             assert!(bitmap_bits_on_disk(devs[1].as_ref()).iter().any(|b| *b != 0), "no bit set before the write");
         }

@@ -67,8 +67,9 @@ const GROUP_PART: usize = usize::MAX / 2;
 pub enum Request {
     /// Read `len` bytes at logical byte `offset`.
     Read { offset: u64, len: u64 },
-    /// Write `data` at logical byte `offset`.
-    Write { offset: u64, data: Vec<u8> },
+    /// Write `data` at logical byte `offset`. `Bytes`, so a caller may hand over a buffer it
+    /// shares or pools (`Vec<u8>` converts with `.into()`, without copying).
+    Write { offset: u64, data: Bytes },
     /// Make every completed write durable on every member.
     Flush,
     /// Check redundancy over `[offset, offset+len)` (widened to whole stripes, or to whole 4 KiB
@@ -495,7 +496,7 @@ impl Array {
                 if self.geometry.parity().is_some() {
                     OpKind::ParityWrite(ParityWriteOp {
                         offset,
-                        data: Bytes::from(data),
+                        data,
                         stripes: Vec::new(),
                         remaining: 0,
                         error: None,
@@ -503,7 +504,7 @@ impl Array {
                         groups: Vec::new(),
                     })
                 } else {
-                    OpKind::Write(CopyWriteOp { offset, data: Bytes::from(data), parts: Vec::new(), pending: 0, error: None, groups: Vec::new() })
+                    OpKind::Write(CopyWriteOp { offset, data, parts: Vec::new(), pending: 0, error: None, groups: Vec::new() })
                 }
             }
             Request::Flush => OpKind::Flush { pending: 0, ok: 0 },

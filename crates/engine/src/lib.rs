@@ -5,6 +5,7 @@
 //!
 //! - [`geometry`]: a level's layout as byte runs on member slots;
 //! - [`iobuf`]: request and member data passed through without copying;
+//! - [`bufpool`]: large data buffers (member reads, client writes) that stay mapped between uses;
 //! - [`assemble`]: which members form the array (freshness, slots, enough members to run);
 //! - [`array`]: the request state machine (degraded I/O, rmw/rcw, check/repair);
 //! - [`ppl`]: md's partial parity log: entries for stripe writes, replay after a crash;
@@ -14,6 +15,7 @@
 pub mod array;
 pub mod assemble;
 pub mod blocking;
+pub mod bufpool;
 pub mod geometry;
 pub mod iobuf;
 pub mod ppl;
@@ -22,6 +24,7 @@ pub mod read_balance;
 pub use array::{Array, Completion, EngineEvent, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState};
 pub use assemble::{AssemblyPlan, ArrayState, Candidate, MemberVerdict};
 pub use geometry::{Geometry, SECTOR_BYTES};
+pub use bufpool::PoolBuf;
 pub use iobuf::IoBuf;
 pub use read_balance::{ReadPolicy, SplitTuning, UnknownReadPolicy};
 

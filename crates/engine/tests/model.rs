@@ -63,7 +63,7 @@ fn run_sequence_with(name: &str, geometry: &Geometry, absent: &[usize], ops: &[W
         let offset = ((op.at * (size - len as u64) as f64) as u64).min(size - len as u64);
         let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(op.seed) ^ (i >> 8) as u8).collect();
         model[offset as usize..offset as usize + len].copy_from_slice(&data);
-        execute(&mut array, Request::Write { offset, data }, &mut |io| members.exec(io)).unwrap();
+        execute(&mut array, Request::Write { offset, data: data.into() }, &mut |io| members.exec(io)).unwrap();
         assert!(read_all(&mut array, &mut members) == model, "{name} absent {absent:?}: contents differ after write at {offset}+{len}");
         if logged {
             let before = members.disks.clone();
@@ -150,7 +150,7 @@ fn failing_member_is_dropped_and_data_survives() {
         let patch = vec![0xa5u8; 10_000];
         let at = (size / 3) as usize;
         model[at..at + patch.len()].copy_from_slice(&patch);
-        execute(&mut array, Request::Write { offset: at as u64, data: patch }, &mut |io| members.exec(io)).unwrap();
+        execute(&mut array, Request::Write { offset: at as u64, data: patch.into() }, &mut |io| members.exec(io)).unwrap();
         assert!(read_all(&mut array, &mut members) == model, "{name}: data lost after member failure");
         let events = array.take_events();
         assert!(!events.is_empty(), "{name}: no member-failed event");
@@ -166,7 +166,7 @@ fn out_of_range_is_refused() {
         let mut array = Array::new(g, vec![SlotState::InSync; n]).unwrap();
         let size = array.size_bytes();
         assert!(array.submit(Request::Read { offset: size - 1, len: 2 }).is_err());
-        assert!(array.submit(Request::Write { offset: size, data: vec![1] }).is_err());
+        assert!(array.submit(Request::Write { offset: size, data: vec![1].into() }).is_err());
         assert!(array.submit(Request::Read { offset: u64::MAX, len: 2 }).is_err());
         assert!(array.next_io().is_none());
     }

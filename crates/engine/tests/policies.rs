@@ -40,7 +40,7 @@ fn big_raid1(n: usize, bytes: u64) -> (Members, Array, Vec<u8>) {
     let mut members = Members::new(n, bytes);
     let mut array = Array::new(g, vec![SlotState::InSync; n]).unwrap();
     let data: Vec<u8> = (0..array.size_bytes()).map(|i| (i % 253) as u8).collect();
-    execute(&mut array, Request::Write { offset: 0, data: data.clone() }, &mut |io| members.exec(io)).unwrap();
+    execute(&mut array, Request::Write { offset: 0, data: data.clone().into() }, &mut |io| members.exec(io)).unwrap();
     (members, array, data)
 }
 
@@ -209,7 +209,7 @@ fn split_divides_the_reads_of_a_rewrite_pass() {
         // Dirty it and write it back, as bonnie's rewrite does.
         let data: Vec<u8> = model[offset as usize..(offset + len) as usize].iter().map(|b| b.wrapping_add(1)).collect();
         model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
-        let (done, _) = run(&mut array, &mut members, Request::Write { offset, data });
+        let (done, _) = run(&mut array, &mut members, Request::Write { offset, data: data.into() });
         assert_eq!(done, Completion::Written);
         settle(&mut array, &mut members);
     }
@@ -335,7 +335,7 @@ fn split_readahead_takes_the_bytes_of_later_writes() {
     assert!(array.readahead_in_use() > 0, "nothing read ahead");
     let data = vec![0xddu8; 6000];
     model[20_000..26_000].copy_from_slice(&data);
-    let (done, _) = run(&mut array, &mut members, Request::Write { offset: 20_000, data });
+    let (done, _) = run(&mut array, &mut members, Request::Write { offset: 20_000, data: data.into() });
     assert_eq!(done, Completion::Written);
     for i in 4..16u64 {
         let (done, _) = run(&mut array, &mut members, Request::Read { offset: i * 4 * KIB, len: 4 * KIB });
@@ -366,7 +366,7 @@ fn split_stale_readahead_is_not_served() {
     let data = vec![0x5au8; 4096];
     let at = held[0].offset + 1000;
     model[at as usize..at as usize + 4096].copy_from_slice(&data);
-    let (done, _) = run(&mut array, &mut members, Request::Write { offset: at, data });
+    let (done, _) = run(&mut array, &mut members, Request::Write { offset: at, data: data.into() });
     assert_eq!(done, Completion::Written);
     // The held reads return what the members held before the write.
     let mut old = Members::new(2, MEMBER_BYTES);
@@ -495,7 +495,7 @@ fn run_concurrent(array: &mut Array, members: &mut Members, model: &mut [u8], op
                 Op::Write { offset, len, seed } => {
                     let data = payload(len, seed);
                     model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
-                    (Request::Write { offset, data }, Some((offset, None)))
+                    (Request::Write { offset, data: data.into() }, Some((offset, None)))
                 }
                 Op::Discard { offset, len } => {
                     model[offset as usize..(offset + len) as usize].fill(0);

@@ -85,7 +85,7 @@ fn recover_under_load(name: &str, g: &Geometry, lost: &[usize], rng: &mut StdRng
                     let offset = rng.gen_range(0..=size - len);
                     let data = pattern(len as usize, rng.gen());
                     model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
-                    batch.push(Request::Write { offset, data });
+                    batch.push(Request::Write { offset, data: data.into() });
                     expect.push(Completion::Written);
                 }
                 5..=7 => {
@@ -164,7 +164,7 @@ fn recovering_members_are_not_read_and_repair_fills_them() {
         let data = pattern(10_000, 3);
         let offset = array.size_bytes() / 3;
         model[offset as usize..offset as usize + data.len()].copy_from_slice(&data);
-        execute(&mut array, Request::Write { offset, data }, &mut |io| members.exec(io)).unwrap();
+        execute(&mut array, Request::Write { offset, data: data.into() }, &mut |io| members.exec(io)).unwrap();
         assert_eq!(sync(&mut array, &mut members, false), 0, "{name}: check with a recovering member");
         assert_eq!(sync(&mut array, &mut members, true), 0, "{name}: repair with a recovering member");
         assert!(read_all(&mut array, &mut members) == model, "{name}: contents differ");
@@ -266,7 +266,7 @@ fn read_errors_are_rebuilt_and_written_back() {
             let offset = rng.gen_range(0..=size - len);
             let data = pattern(len as usize, rng.gen());
             model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
-            execute(&mut array, Request::Write { offset, data }, &mut |io| members.exec(io)).unwrap();
+            execute(&mut array, Request::Write { offset, data: data.into() }, &mut |io| members.exec(io)).unwrap();
         }
         assert!(read_all(&mut array, &mut members) == model, "{name}: contents differ after writes over read errors");
         check_consistent(&mut array, &mut members, &name);
@@ -288,7 +288,7 @@ fn parity_write_corrects_the_read_error_it_meets() {
             let (mut members, mut array, mut model) = filled_array(&g);
             let data = pattern(len as usize, 5);
             model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
-            let id = array.submit(Request::Write { offset, data }).unwrap();
+            let id = array.submit(Request::Write { offset, data: data.into() }).unwrap();
             let mut victim = None;
             let mut result = None;
             while result.is_none() {
@@ -634,7 +634,7 @@ fn failing_recovering_member_fails_no_request() {
         array.set_slot_state(slot, SlotState::Recovering, false).unwrap();
         let data = pattern(50_000, 9);
         model[1000..51_000].copy_from_slice(&data);
-        let got = execute(&mut array, Request::Write { offset: 1000, data }, &mut |io| members.exec(io));
+        let got = execute(&mut array, Request::Write { offset: 1000, data: data.into() }, &mut |io| members.exec(io));
         assert_eq!(got, Ok(Completion::Written), "{name}");
         assert_eq!(array.slot_states()[slot], SlotState::Faulty, "{name}");
         assert!(read_all(&mut array, &mut members) == model, "{name}: contents differ");
@@ -670,7 +670,7 @@ fn completions_from_a_replaced_member_are_ignored() {
 
         // A write in flight to a member failed meanwhile: its failure does not touch the spare.
         let (mut members, mut array, _) = filled_array(&g);
-        let id = array.submit(Request::Write { offset: 0, data: vec![7u8; 4096] }).unwrap();
+        let id = array.submit(Request::Write { offset: 0, data: (vec![7u8; 4096]).into() }).unwrap();
         let mut ios = Vec::new();
         while let Some(io) = array.next_io() {
             ios.push(io);

@@ -75,7 +75,7 @@ fn raid0_whole_stripes_take_one_io_per_member() {
     assert_eq!(done, Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()));
     assert_eq!(reads(&ios), 4, "{ios:?}");
     let data: Vec<u8> = (0..len).map(|i| (i % 13) as u8).collect();
-    let (done, ios) = counted(&mut array, &mut members, Request::Write { offset, data: data.clone() });
+    let (done, ios) = counted(&mut array, &mut members, Request::Write { offset, data: data.clone().into() });
     assert_eq!(done, Completion::Written);
     assert_eq!((reads(&ios), writes(&ios)), (0, 4), "{ios:?}");
     let (done, _) = counted(&mut array, &mut members, Request::Read { offset, len });
@@ -92,7 +92,7 @@ fn full_stripe_writes_take_one_write_per_member() {
         let width = g.stripe_data_bytes().unwrap();
         let (offset, len) = (5 * width, 3 * width);
         let data: Vec<u8> = (0..len).map(|i| (i % 7 + 1) as u8).collect();
-        let (done, ios) = counted(&mut array, &mut members, Request::Write { offset, data: data.clone() });
+        let (done, ios) = counted(&mut array, &mut members, Request::Write { offset, data: data.clone().into() });
         assert_eq!(done, Completion::Written);
         assert_eq!((reads(&ios), writes(&ios)), (0, disks), "{level}: {ios:?}");
         for io in &ios {
@@ -261,7 +261,7 @@ fn stripe_memory_stays_under_its_limit() {
             };
             let data: Vec<u8> = (0..len).map(|b| (b as u8).wrapping_add(i as u8 * 17)).collect();
             model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
-            ids.push(array.submit(Request::Write { offset, data }).unwrap());
+            ids.push(array.submit(Request::Write { offset, data: data.into() }).unwrap());
             assert!(array.stripe_memory_in_use() <= limit);
         }
         let mut pool = Vec::new();
@@ -305,7 +305,7 @@ fn stripe_memory_limit_below_one_stripe_still_progresses() {
             let offset = i * 20_000 + 100;
             let data = vec![i as u8 + 1; 50_000];
             model[offset as usize..offset as usize + data.len()].copy_from_slice(&data);
-            Request::Write { offset, data }
+            Request::Write { offset, data: data.into() }
         })
         .collect();
     for r in drive(&mut array, &mut members, requests, &mut rng) {
@@ -330,7 +330,7 @@ fn passed_through_data_is_not_copied() {
     let data = uraid_testkit::noise(7, 32 * KIB as usize);
     let sent = data.clone();
     let (start, end) = (sent.as_ptr() as usize, sent.as_ptr() as usize + sent.len());
-    array.submit(Request::Write { offset: 0, data: sent }).unwrap();
+    array.submit(Request::Write { offset: 0, data: sent.into() }).unwrap();
     let mut member_writes = 0;
     while let Some(io) = array.next_io() {
         let MemberOp::Write { data: piece } = &io.op else { panic!("a write emits writes: {io:?}") };

@@ -14,7 +14,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use uraid_engine::IoBuf;
+use bytes::Bytes;
+use uraid_engine::{IoBuf, PoolBuf};
 
 use crate::export::{Errno, ExportCommand, ExportError, ExportReply};
 use crate::handshake::{handshake, write_failed, Negotiated};
@@ -310,7 +311,7 @@ pub(crate) fn validate(req: &RequestHeader, limits: &Limits) -> Result<Verdict, 
     }
     Ok(Verdict::Submit(match req.kind {
         CMD_READ => ExportCommand::Read { offset, len },
-        CMD_WRITE => ExportCommand::Write { offset, data: Vec::new(), fua },
+        CMD_WRITE => ExportCommand::Write { offset, data: Vec::new().into(), fua },
         CMD_TRIM => ExportCommand::Trim { offset, len, fua },
         CMD_WRITE_ZEROES => {
             ExportCommand::WriteZeroes { offset, len, may_trim: req.flags & CMD_FLAG_NO_HOLE == 0, fua }
@@ -410,7 +411,7 @@ fn read_requests<S: Stream>(
                 if !acquire(len) {
                     return EndReason::ServerStop;
                 }
-                let data = match read_vec(&mut reader, req.len as usize, "write data") {
+                let data = match read_payload(&mut reader, req.len as usize, "write data") {
                     Ok(data) => data,
                     Err(e) => {
                         // The connection is going away with this request half-read: there is
@@ -596,6 +597,18 @@ pub(crate) fn read_vec<R: Read>(r: &mut R, len: usize, what: &'static str) -> Re
     let mut data = Vec::with_capacity(len);
     match r.take(len as u64).read_to_end(&mut data) {
         Ok(n) if n == len => Ok(data),
+        Ok(_) => Err(ReadEnd::Truncated(what)),
+        Err(e) => Err(ReadEnd::Failed(e)),
+    }
+}
+
+/// Reads exactly `len` bytes into a buffer from the pool (`uraid_engine::bufpool`): a large
+/// write's buffer is freed on a member I/O thread once written, and taken back from the pool
+/// for the next one instead of being faulted in afresh.
+fn read_payload<R: Read>(r: &mut R, len: usize, what: &'static str) -> Result<Bytes, ReadEnd> {
+    let mut buf = PoolBuf::new(len);
+    match buf.read_from(r, len) {
+        Ok(n) if n == len => Ok(buf.into_bytes()),
         Ok(_) => Err(ReadEnd::Truncated(what)),
         Err(e) => Err(ReadEnd::Failed(e)),
     }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use bytes::Bytes;
 use thiserror::Error;
 pub use uraid_engine::IoBuf;
 
@@ -35,7 +36,7 @@ pub type Completion = Box<dyn FnOnce(Result<ExportReply, ExportError>) + Send>;
 pub enum ExportCommand {
     Read { offset: u64, len: u32 },
     /// `fua`: the data must be durable before `done` is called.
-    Write { offset: u64, data: Vec<u8>, fua: bool },
+    Write { offset: u64, data: Bytes, fua: bool },
     /// Make every write completed so far durable.
     Flush,
     /// Advisory: the export may deallocate whole blocks inside the range; contents after are
@@ -177,7 +178,7 @@ mod tests {
 
     #[test]
     fn debug_of_a_write_does_not_dump_data() {
-        let w = ExportCommand::Write { offset: 7, data: vec![0xaa; 4096], fua: true };
+        let w = ExportCommand::Write { offset: 7, data: (vec![0xaa; 4096]).into(), fua: true };
         assert_eq!(format!("{w:?}"), "Write { offset: 7, len: 4096, fua: true }");
         assert_eq!(w.range(), Some((7, 4096)));
         assert_eq!(ExportCommand::Flush.range(), None);

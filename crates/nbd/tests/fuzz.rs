@@ -444,7 +444,7 @@ fn predict(bytes: &[u8], read_only: bool) -> Prediction {
         if error == 0 && len > 0 {
             let fua = flags & CMD_FLAG_FUA != 0;
             match kind {
-                CMD_WRITE => p.mutations.push(ExportCommand::Write { offset, data: data.unwrap(), fua }),
+                CMD_WRITE => p.mutations.push(ExportCommand::Write { offset, data: data.unwrap().into(), fua }),
                 CMD_TRIM => p.mutations.push(ExportCommand::Trim { offset, len, fua }),
                 CMD_WRITE_ZEROES => p.mutations.push(ExportCommand::WriteZeroes {
                     offset,

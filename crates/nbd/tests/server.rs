@@ -197,8 +197,8 @@ fn commands_reach_the_export_with_their_flags() {
     assert_eq!(
         export.take_history(),
         [
-            ExportCommand::Write { offset: 0, data: vec![1; 512], fua: true },
-            ExportCommand::Write { offset: 512, data: vec![2; 512], fua: false },
+            ExportCommand::Write { offset: 0, data: (vec![1; 512]).into(), fua: true },
+            ExportCommand::Write { offset: 512, data: (vec![2; 512]).into(), fua: false },
             ExportCommand::WriteZeroes { offset: 1024, len: 512, may_trim: true, fua: false },
             ExportCommand::WriteZeroes { offset: 1536, len: 512, may_trim: false, fua: true },
             ExportCommand::Trim { offset: 2048, len: 512, fua: true },

@@ -179,7 +179,7 @@ pub fn disk_result_to_engine(request: Option<&DiskRequest>) -> IoResult {
 pub fn engine_request(req: &IoReq) -> Request {
     match req.op {
         DiskOp::Read => Request::Read { offset: req.offset, len: req.len },
-        DiskOp::Write => Request::Write { offset: req.offset, data: vec![0; req.len as usize] },
+        DiskOp::Write => Request::Write { offset: req.offset, data: (vec![0; req.len as usize]).into() },
     }
 }
 

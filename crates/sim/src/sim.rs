@@ -1285,7 +1285,7 @@ impl Sim {
                 self.rng.fill(&mut data);
                 let wid = self.model.write(offset, &data);
                 self.inflight_writes.insert(wid, (offset, offset + len));
-                self.submit(Request::Write { offset, data }, Pending::Write { wid })?;
+                self.submit(Request::Write { offset, data: data.into() }, Pending::Write { wid })?;
             }
             2 => {
                 let token = self.model.flush_submitted();

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uraid_engine::array::{Completion, IoId, IoResult, MemberIo, Request, RequestId};
 use uraid_engine::{EngineError, IoBuf, ReadPolicy};
@@ -48,8 +49,9 @@ use uraid_engine::SlotState;
 #[derive(Debug, Clone)]
 pub enum BlockOp {
     Read { offset: u64, len: u64 },
-    /// With `fua`, the write is durable on the members when it completes.
-    Write { offset: u64, data: Vec<u8>, fua: bool },
+    /// With `fua`, the write is durable on the members when it completes. The data is
+    /// passed to the engine as it is (see `Request::Write`).
+    Write { offset: u64, data: Bytes, fua: bool },
     /// Every write completed before the flush was submitted is durable when it completes.
     Flush,
     /// Advisory: release space inside the range where that is safe (whole stripes on parity
@@ -1296,7 +1298,7 @@ impl Runner {
                         // The edges of a part-stripe range are written as zeros, the head now
                         // and the tail through the cursor.
                         if lo > offset {
-                            requests.push(Request::Write { offset, data: vec![0; (lo - offset) as usize] });
+                            requests.push(Request::Write { offset, data: (vec![0; (lo - offset) as usize]).into() });
                         }
                         if offset + len > hi {
                             job.zero_cursor = Some((hi, offset + len));
@@ -1371,7 +1373,7 @@ impl Runner {
             let Some((next, end)) = job.zero_cursor else { return };
             let n = ZERO_PIECE.min(end - next);
             job.zero_cursor = (next + n < end).then_some((next + n, end));
-            self.submit_engine(job_id, Request::Write { offset: next, data: vec![0; n as usize] });
+            self.submit_engine(job_id, Request::Write { offset: next, data: (vec![0; n as usize]).into() });
         }
     }
 

@@ -39,12 +39,11 @@ use crossbeam_channel::Sender;
 use io_uring::{opcode, types, IoUring};
 use bytes::Bytes;
 use uraid_engine::array::{IoId, IoResult, MemberIo, MemberOp};
-use uraid_engine::IoBuf;
+use uraid_engine::{IoBuf, PoolBuf};
 
 use super::{Inbox, Notifier};
 use crate::member::{check_bounds, AlignedBuf, DirectIo, IoHandle};
 use crate::open_array::{MemberTarget, OpenError};
-use crate::read_pool::ReadBuf;
 
 /// Whether this kernel lets us set up a ring (it may be too old, or `kernel.io_uring_disabled`
 /// may forbid it); probed once per process.
@@ -144,7 +143,7 @@ unsafe impl Send for IoVecs {}
 enum Mem {
     None,
     /// The buffer a read fills (room for `len`, length set once full).
-    Read(ReadBuf),
+    Read(PoolBuf),
     /// Write data shared with the engine; the kernel only reads it.
     Shared(Bytes),
     /// A write of several pieces through the page cache, written with one `IORING_OP_WRITEV`;
@@ -152,7 +151,7 @@ enum Mem {
     Pieces(IoBuf, IoVecs),
     /// An aligned bounce buffer from the pool; for a read, with the buffer (room for `len`) the
     /// data is copied into at the end.
-    Bounce(AlignedBuf, Option<ReadBuf>),
+    Bounce(AlignedBuf, Option<PoolBuf>),
 }
 
 impl Mem {
@@ -375,7 +374,7 @@ impl MemberRing {
         let direct = self.direct_for(place.at, len);
         let mem = match (kind, data) {
             (Kind::Read, _) => {
-                let mut v = ReadBuf::new(len);
+                let mut v = PoolBuf::new(len);
                 match direct {
                     Some(d) if !aligned(v.as_mut_ptr() as u64, d.mem_align) => Mem::Bounce(self.bounce(len, d), Some(v)),
                     _ => Mem::Read(v),

@@ -233,7 +233,7 @@ pub fn filled_array(g: &Geometry) -> (Members, Array, Vec<u8>) {
     let mut members = Members::new(n, MEMBER_BYTES);
     let mut array = Array::new(g.clone(), vec![SlotState::InSync; n]).unwrap();
     let data: Vec<u8> = (0..array.size_bytes()).map(|i| (i % 251) as u8).collect();
-    execute(&mut array, Request::Write { offset: 0, data: data.clone() }, &mut |io| members.exec(io)).unwrap();
+    execute(&mut array, Request::Write { offset: 0, data: data.clone().into() }, &mut |io| members.exec(io)).unwrap();
     (members, array, data)
 }
 

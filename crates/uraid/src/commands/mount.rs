@@ -257,7 +257,7 @@ impl Filesystem for ArrayFile {
         let n = (data.len() as u64).min(room) as usize;
         let fua = flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0;
         self.handle.submit(
-            BlockOp::Write { offset, data: data[..n].to_vec(), fua },
+            BlockOp::Write { offset, data: uraid_engine::bufpool::bytes_from_slice(&data[..n]), fua },
             Box::new(move |r| match r {
                 Ok(_) => reply.written(n as u32),
                 Err(e) => reply.error(errno(&e)),

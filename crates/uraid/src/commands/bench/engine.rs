@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig};
 use uraid_device::OpenArray;
 
@@ -101,7 +103,7 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
     if blocks == 0 {
         return err(format!("--bs={}: larger than the array ({size} bytes)", args.bs));
     }
-    let payload: Vec<u8> = (0..bs).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8).collect();
+    let payload: Bytes = (0..bs).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8).collect::<Vec<u8>>().into();
     let (tx, rx) = mpsc::channel::<(usize, Result<BlockReply, String>)>();
     // Stream `s` covers blocks [s * blocks / streams, (s + 1) * blocks / streams).
     let streams = args.streams as u64;
@@ -129,8 +131,10 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
         };
         let offset = block * bs;
         let op = if writes {
-            // The service takes each write's buffer by value, as the NBD server hands it over, so
-            // the copy is part of what a client's write costs too.
+            // Every write sends the same buffer, shared, as fio writes from buffers it reuses:
+            // what is measured is the array's work, not the load generator's copies. (The NBD
+            // server reads each write off the socket into a pooled buffer; `bench/nbd.py`
+            // measures that path.)
             BlockOp::Write { offset, data: payload.clone(), fua: false }
         } else {
             BlockOp::Read { offset, len: bs }

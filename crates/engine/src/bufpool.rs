@@ -1,30 +1,32 @@
-//! Buffers for member reads that stay mapped from one read to the next.
+//! Large data buffers that stay mapped from one use to the next.
 //!
-//! A member read's buffer travels up to the client as a piece of its answer (see
-//! `uraid_engine::IoBuf`) and is dropped there, on another thread, once the answer is sent. Freed
-//! to the allocator, a large buffer goes back to the kernel (glibc trims a thread arena's top with
-//! `MADV_DONTNEED`, or unmaps the block), and the next read of that size faults every page in
+//! A member read's buffer travels up to the client as a piece of its answer (see [`crate::IoBuf`])
+//! and is dropped there, on another thread, once the answer is sent; a client's write data is
+//! read off the socket by the front end and dropped by a member I/O thread once written. Freed to
+//! the allocator, a large buffer goes back to the kernel (glibc trims a thread arena's top with
+//! `MADV_DONTNEED`, or unmaps the block), and the next buffer of that size faults every page in
 //! again, has it zeroed and charged to the cgroup. On tmpfs members that was over 40 % of the
 //! samples of raid0 1 MiB sequential reads (`perf`: `exc_page_fault`, `clear_page_erms`,
 //! `memcg1_commit_charge`, `zap_page_range` under `madvise`). So buffers of [`POOLED_FROM`] bytes
 //! and more come from this pool, by power-of-two size class, and go back to it when the last piece
-//! of the answer that holds them is dropped. What the pool keeps is bounded ([`POOL_LIMIT`]);
-//! beyond that a returned buffer is freed as before.
+//! that holds them is dropped. What the pool keeps is bounded ([`POOL_LIMIT`]); beyond that a
+//! returned buffer is freed as before.
 //!
 //! Written here rather than taken from a crate: it is one free list per size class behind a
 //! mutex (member reads this large come at most some thousands a second), and the return path
 //! has to be `bytes::Bytes::from_owner`, which general-purpose pools do not offer.
 
+use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use bytes::Bytes;
 
-/// Reads shorter than this get a buffer of their own: the allocator keeps small blocks mapped
+/// Buffers shorter than this are allocated on their own: the allocator keeps small blocks mapped
 /// itself, and a pool lock would cost more than it saves.
 pub const POOLED_FROM: usize = 64 << 10;
 
-/// Nor are reads longer than this pooled (the engine's member reads stay far below it).
+/// Nor are buffers longer than this pooled (member reads and NBD writes stay far below it).
 pub const POOLED_UP_TO: usize = 16 << 20;
 
 /// The most bytes of free buffers the pool keeps, over all classes.
@@ -33,25 +35,25 @@ pub const POOL_LIMIT: usize = 32 << 20;
 /// Size classes: `POOLED_FROM << k` for k in `0..CLASSES`.
 const CLASSES: usize = (POOLED_UP_TO / POOLED_FROM).trailing_zeros() as usize + 1;
 
-/// Free buffers by size class. The process has one ([`ReadBuf::new`] takes from it); tests make
+/// Free buffers by size class. The process has one ([`PoolBuf::new`] takes from it); tests make
 /// their own.
-pub struct ReadPool {
+pub struct BufPool {
     free: [Mutex<Vec<Vec<u8>>>; CLASSES],
     /// Capacity of the buffers in `free`.
     held: AtomicUsize,
     limit: usize,
 }
 
-static POOL: ReadPool = ReadPool::new(POOL_LIMIT);
+static POOL: BufPool = BufPool::new(POOL_LIMIT);
 
 fn class_of(len: usize) -> Option<usize> {
     (POOLED_FROM..=POOLED_UP_TO).contains(&len).then(|| (len.next_power_of_two() / POOLED_FROM).trailing_zeros() as usize)
 }
 
-impl ReadPool {
+impl BufPool {
     /// A pool keeping at most `limit` bytes of free buffers.
-    pub const fn new(limit: usize) -> ReadPool {
-        ReadPool { free: [const { Mutex::new(Vec::new()) }; CLASSES], held: AtomicUsize::new(0), limit }
+    pub const fn new(limit: usize) -> BufPool {
+        BufPool { free: [const { Mutex::new(Vec::new()) }; CLASSES], held: AtomicUsize::new(0), limit }
     }
 
     /// Bytes of free buffers the pool holds now.
@@ -61,9 +63,9 @@ impl ReadPool {
 
     /// A buffer with room for `len` bytes, empty: from this pool if `len` is pooled and a
     /// buffer of its class is free.
-    pub fn take(&'static self, len: usize) -> ReadBuf {
+    pub fn take(&'static self, len: usize) -> PoolBuf {
         let Some(class) = class_of(len) else {
-            return ReadBuf { vec: Vec::with_capacity(len), class: None, pool: self };
+            return PoolBuf { vec: Vec::with_capacity(len), class: None, pool: self };
         };
         let reused = self.free[class].lock().unwrap_or_else(|e| e.into_inner()).pop();
         let vec = match reused {
@@ -73,7 +75,7 @@ impl ReadPool {
             }
             None => Vec::with_capacity(POOLED_FROM << class),
         };
-        ReadBuf { vec, class: Some(class), pool: self }
+        PoolBuf { vec, class: Some(class), pool: self }
     }
 
     fn give_back(&self, class: usize, mut vec: Vec<u8>) {
@@ -87,23 +89,22 @@ impl ReadPool {
     }
 }
 
-/// The buffer of one member read: room for the read's bytes, filled by the read (its contents
-/// start uninitialised, except through [`ReadBuf::zeroed`]), then handed on as `Bytes` with
-/// [`ReadBuf::into_bytes`]. A pooled buffer returns to the pool when the last `Bytes` that
-/// holds it is dropped.
-pub struct ReadBuf {
+/// One buffer: room for some bytes, filled by a read (its contents start uninitialised, except
+/// through [`PoolBuf::zeroed`]), then handed on as `Bytes` with [`PoolBuf::into_bytes`]. A pooled
+/// buffer returns to the pool when the last `Bytes` that holds it is dropped.
+pub struct PoolBuf {
     vec: Vec<u8>,
     class: Option<usize>,
-    pool: &'static ReadPool,
+    pool: &'static BufPool,
 }
 
-impl ReadBuf {
+impl PoolBuf {
     /// A buffer with room for `len` bytes, empty, from the process's pool.
-    pub fn new(len: usize) -> ReadBuf {
+    pub fn new(len: usize) -> PoolBuf {
         POOL.take(len)
     }
 
-    /// Where the read writes: the start of the buffer, with room for `capacity()` bytes.
+    /// Where a read writes: the start of the buffer, with room for `capacity()` bytes.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.vec.as_mut_ptr()
     }
@@ -142,7 +143,14 @@ impl ReadBuf {
         self.vec.extend_from_slice(data);
     }
 
-    /// The bytes read, as the engine takes them.
+    /// Replace the contents with up to `len` bytes read from `r` (a request's payload off a
+    /// socket), without zeroing first; returns how many came before the end of `r`.
+    pub fn read_from<R: Read>(&mut self, r: &mut R, len: usize) -> std::io::Result<usize> {
+        self.vec.clear();
+        r.take(len as u64).read_to_end(&mut self.vec)
+    }
+
+    /// The bytes read, as the engine takes them (a pooled buffer goes back when they are dropped).
     pub fn into_bytes(mut self) -> Bytes {
         if self.class.is_none() {
             return Bytes::from(std::mem::take(&mut self.vec));
@@ -151,13 +159,21 @@ impl ReadBuf {
     }
 }
 
-impl AsRef<[u8]> for ReadBuf {
+/// `data` copied into a buffer from the pool, as `Bytes` (a front end that only lends the data,
+/// such as FUSE, hands it on this way).
+pub fn bytes_from_slice(data: &[u8]) -> Bytes {
+    let mut b = PoolBuf::new(data.len());
+    b.extend_from_slice(data);
+    b.into_bytes()
+}
+
+impl AsRef<[u8]> for PoolBuf {
     fn as_ref(&self) -> &[u8] {
         &self.vec
     }
 }
 
-impl Drop for ReadBuf {
+impl Drop for PoolBuf {
     fn drop(&mut self) {
         if let Some(class) = self.class {
             self.pool.give_back(class, std::mem::take(&mut self.vec));
@@ -169,8 +185,8 @@ impl Drop for ReadBuf {
 mod tests {
     use super::*;
 
-    fn pool(limit: usize) -> &'static ReadPool {
-        Box::leak(Box::new(ReadPool::new(limit)))
+    fn pool(limit: usize) -> &'static BufPool {
+        Box::leak(Box::new(BufPool::new(limit)))
     }
 
     #[test]
@@ -188,6 +204,23 @@ mod tests {
         assert_eq!(&bytes[..], &[7u8; 4096][..]);
         drop(bytes);
         assert_eq!(p.pooled_bytes(), 0);
+    }
+
+    #[test]
+    fn a_payload_is_read_into_a_pooled_buffer() {
+        let p = pool(POOL_LIMIT);
+        let payload: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let mut b = p.take(payload.len());
+        assert_eq!(b.read_from(&mut &payload[..], payload.len()).unwrap(), payload.len());
+        let bytes = b.into_bytes();
+        assert_eq!(&bytes[..], &payload[..]);
+        drop(bytes);
+        assert_eq!(p.pooled_bytes(), 128 << 10, "back in its class");
+        // A short stream says how much came.
+        let mut b = p.take(payload.len());
+        assert_eq!(b.read_from(&mut &payload[..10], payload.len()).unwrap(), 10);
+        assert_eq!(b.len(), 10);
+        assert_eq!(&bytes_from_slice(&payload[5..70_000])[..], &payload[5..70_000]);
     }
 
     #[test]
@@ -221,7 +254,7 @@ mod tests {
     #[test]
     fn the_pool_keeps_no_more_than_its_limit() {
         let p = pool(3 << 20);
-        let bufs: Vec<ReadBuf> = (0..5).map(|_| p.take(1 << 20)).collect();
+        let bufs: Vec<PoolBuf> = (0..5).map(|_| p.take(1 << 20)).collect();
         drop(bufs);
         assert_eq!(p.pooled_bytes(), 3 << 20, "three kept, two freed");
         let a = p.take(1 << 20);
