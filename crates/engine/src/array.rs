@@ -30,7 +30,7 @@
 //! - consistency checks (`Request::Sync`): compare mirrors or recompute parity, count mismatches
 //!   like md's `mismatch_cnt` (in 512-byte sectors, per 4 KiB row), and optionally repair.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 
 use bytes::Bytes;
@@ -38,6 +38,7 @@ use uraid_layout::StripeRoles;
 
 use crate::geometry::{Geometry, ParityRun, SECTOR_BYTES};
 use crate::read_balance::{Balancer, ReadPolicy};
+use crate::idmap::IdMap;
 use crate::{EngineError, IoBuf};
 
 mod logging;
@@ -259,8 +260,8 @@ pub struct Array {
     generation: Vec<u64>,
     next_request: RequestId,
     next_io: IoId,
-    ops: HashMap<RequestId, Op>,
-    io_owner: HashMap<IoId, Emitted>,
+    ops: IdMap<RequestId, Op>,
+    io_owner: IdMap<IoId, Emitted>,
     outbox: VecDeque<MemberIo>,
     finished: VecDeque<(RequestId, Result<Completion, EngineError>)>,
     events: Vec<EngineEvent>,
@@ -306,8 +307,8 @@ impl Array {
             generation: vec![0; n],
             next_request: 1,
             next_io: 1,
-            ops: HashMap::new(),
-            io_owner: HashMap::new(),
+            ops: IdMap::default(),
+            io_owner: IdMap::default(),
             outbox: VecDeque::new(),
             finished: VecDeque::new(),
             events: Vec::new(),

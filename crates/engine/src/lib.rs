@@ -4,6 +4,7 @@
 //! runs over real files, block devices and simulated disks alike (see the design note in docs/).
 //!
 //! - [`geometry`]: a level's layout as byte runs on member slots;
+//! - [`idmap`]: hash maps over the engine's integer ids, without SipHash's cost;
 //! - [`iobuf`]: request and member data passed through without copying;
 //! - [`bufpool`]: large data buffers (member reads, client writes) that stay mapped between uses;
 //! - [`assemble`]: which members form the array (freshness, slots, enough members to run);
@@ -17,6 +18,7 @@ pub mod assemble;
 pub mod blocking;
 pub mod bufpool;
 pub mod geometry;
+pub mod idmap;
 pub mod iobuf;
 pub mod ppl;
 pub mod read_balance;

@@ -23,7 +23,6 @@
 //! them (see [`sync`]). A resync starts by itself when an array found dirty is opened writable;
 //! once it has covered the whole array, the array may be marked clean again.
 
-use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +33,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uraid_engine::array::{Completion, IoId, IoResult, MemberIo, Request, RequestId};
+use uraid_engine::idmap::IdMap;
 use uraid_engine::{EngineError, IoBuf, ReadPolicy};
 use uraid_layout::Level;
 
@@ -398,8 +398,8 @@ impl ArrayService {
             info: Arc::clone(&info),
             queues,
             workers,
-            jobs: HashMap::new(),
-            owner: HashMap::new(),
+            jobs: IdMap::default(),
+            owner: IdMap::default(),
             next_job: 1,
             writing_jobs: 0,
             last_write: Instant::now(),
@@ -414,8 +414,8 @@ impl ArrayService {
             batch: 0,
             ring_done: Vec::new(),
             last_checkpoint: Instant::now(),
-            intent_users: HashMap::new(),
-            intent_idle: HashMap::new(),
+            intent_users: IdMap::default(),
+            intent_idle: IdMap::default(),
             sync_intent: None,
             resync_bits: None,
             recover_bits: None,
@@ -641,8 +641,8 @@ struct Runner {
     info: Arc<ServiceInfo>,
     queues: Vec<Option<MemberPath>>,
     workers: Vec<JoinHandle<()>>,
-    jobs: HashMap<u64, Job>,
-    owner: HashMap<RequestId, u64>,
+    jobs: IdMap<u64, Job>,
+    owner: IdMap<RequestId, u64>,
     next_job: u64,
     writing_jobs: usize,
     last_write: Instant,
@@ -665,9 +665,9 @@ struct Runner {
     /// When the rebuild progress was last written to the superblocks.
     last_checkpoint: Instant,
     /// Writes in flight per write-intent bitmap chunk.
-    intent_users: HashMap<u64, u32>,
+    intent_users: IdMap<u64, u32>,
     /// Chunks with no write in flight, and since when: cleared after `bitmap_clear_delay`.
-    intent_idle: HashMap<u64, Instant>,
+    intent_idle: IdMap<u64, Instant>,
     /// Bitmap chunks the pass's step in flight holds.
     sync_intent: Option<std::ops::Range<u64>>,
     /// The bitmap as it was when the running resync started, if it can be trusted.
