@@ -381,7 +381,7 @@ fn baker_bytes(readers: u64, on_array: bool) -> u64 {
 /// reader settles on: a reader that starts while a disk is idle takes it, and from then on
 /// the nearest head keeps every reader where it is. Four readers end up split 2 + 2 (they all
 /// finish together, about 70 MB/s in all) or 1 + 3 (one reader has a disk to itself and
-/// finishes in a third of the others' time, about 115 MB/s). The seed's own per-reader times
+/// finishes in about 0.4 of the others' time, about 115 MB/s). The seed's own per-reader times
 /// say which happened: the slowest took 1.06x the fastest with four readers, 1.41x with
 /// eight. So [`BAKER_START_TRIALS`] draws of the gaps are tried, and the one whose md-2006
 /// readers' spread comes nearest the seed's is kept; every policy, and the bare disk, then
@@ -418,6 +418,7 @@ pub fn baker_starts(opts: &Options, readers_index: usize) -> Vec<Nanos> {
     best.expect("at least one trial").1
 }
 
+/// Bytes between Baker's readers' starting offsets (`skip` 400000 blocks of 8 KiB).
 const BAKER_STRIDE: u64 = 400_000 * 8192;
 
 /// Baker's readers on the bare disk and on the mirror under each policy: MB/s per reader count,
