@@ -117,12 +117,27 @@ impl ListenAddr {
             ListenAddr::Tcp(addr) => TcpListener::bind(addr).map(Listener::Tcp),
             ListenAddr::Unix(path) => {
                 remove_stale_socket(path)?;
-                let listener = UnixListener::bind(path)?;
+                let listener = bind_owner_only(path)?;
+                // Again, for file systems that do not apply the umask to sockets.
                 fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
                 Ok(Listener::Unix(listener))
             }
         }
     }
+}
+
+/// Bind a Unix socket at `path` that is owner-only (0600) from the moment it exists. The socket
+/// file takes its mode from the umask, and it accepts connections as soon as `bind` returns; a
+/// `chmod` afterwards left a window in which anyone the umask let write it could connect and read
+/// or write the whole export. The umask is process-wide, so it is narrowed only around the one
+/// call (callers bind before they start anything that creates files, or while nothing does).
+pub fn bind_owner_only(path: &Path) -> io::Result<UnixListener> {
+    // SAFETY: umask only swaps the process's file-creation mask; it cannot fail.
+    let old = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(path);
+    // SAFETY: as above, restoring the mask found.
+    unsafe { libc::umask(old) };
+    bound
 }
 
 fn remove_stale_socket(path: &Path) -> io::Result<()> {
@@ -251,6 +266,43 @@ mod tests {
         {
             assert!(parse_listen(bad, true).is_err(), "{bad:?} was accepted");
         }
+    }
+
+    /// Run in a child process of the test binary (the umask is process-wide, and the other tests
+    /// of this binary create files in parallel): under a umask of 0, a socket file made by
+    /// `bind_owner_only` is 0600 already, before `bind`'s own `chmod`.
+    #[test]
+    fn a_socket_is_owner_only_from_the_moment_it_is_bound() {
+        let dir = std::env::temp_dir().join(format!("uraid-nbd-umask-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new(exe)
+            .args(["--exact", "addr::tests::child_binds_under_umask_zero", "--ignored", "--nocapture", "--test-threads=1"])
+            .env("URAID_UMASK_TEST_DIR", &dir)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("socket mode 600, plain file mode 666"), "the child did not check: {text}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    #[ignore = "run by a_socket_is_owner_only_from_the_moment_it_is_bound in a child process"]
+    fn child_binds_under_umask_zero() {
+        let Some(dir) = std::env::var_os("URAID_UMASK_TEST_DIR").map(PathBuf::from) else { return };
+        // SAFETY: this process runs this one test.
+        unsafe { libc::umask(0) };
+        let path = dir.join("s.sock");
+        let _listener = bind_owner_only(&path).unwrap();
+        let socket_mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        // The umask is back as found: a file made now gets everything.
+        let plain = dir.join("plain");
+        fs::write(&plain, b"x").unwrap();
+        let plain_mode = fs::metadata(&plain).unwrap().permissions().mode() & 0o777;
+        println!("socket mode {socket_mode:o}, plain file mode {plain_mode:o}");
+        assert_eq!(socket_mode, 0o600);
+        assert_eq!(plain_mode, 0o666);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::thread;
 
@@ -44,7 +44,8 @@ pub fn start(path: &Path, handle: ServiceHandle) -> CliResult<ControlSocket> {
         Ok(_) => return Err(CliError(format!("--control={}: exists and is not a socket; not touching it", path.display()))),
         Err(_) => {}
     }
-    let listener = UnixListener::bind(path).map_err(|e| CliError(format!("--control={}: {e}", path.display())))?;
+    // Owner-only from the moment it exists: whoever can connect can fail and remove members.
+    let listener = uraid_nbd::bind_owner_only(path).map_err(|e| CliError(format!("--control={}: {e}", path.display())))?;
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
     thread::Builder::new()
         .name("control".into())

@@ -159,6 +159,9 @@ fn ctl_status_check_repair_wait() {
     let members = filled_raid5(tmp.path());
     corrupt(&members, 2, 1_000_000);
     let serve = Serve::start(tmp.path(), &members, &[]);
+    // Whoever can connect can fail members: the control socket is its owner's only.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&serve.control).unwrap().permissions().mode() & 0o777, 0o600);
     let s = serve.status();
     for field in ["level", "state", "degraded", "sync_action", "sync_completed", "mismatch_cnt", "members"] {
         assert!(!s[field].is_null(), "status --json lacks {field}: {s:#}");
