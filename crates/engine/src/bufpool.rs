@@ -10,13 +10,17 @@
 //! `memcg1_commit_charge`, `zap_page_range` under `madvise`). So buffers of [`POOLED_FROM`] bytes
 //! and more come from this pool, by power-of-two size class, and go back to it when the last piece
 //! that holds them is dropped. What the pool keeps is bounded ([`POOL_LIMIT`]); beyond that a
-//! returned buffer is freed as before.
+//! returned buffer is freed as before. Pooled buffers start on a page boundary
+//! ([`POOL_ALIGN`]), so the io_uring driver's `O_DIRECT` reads go straight into them instead of
+//! through a bounce buffer and a copy.
 //!
 //! Written here rather than taken from a crate: it is one free list per size class behind a
 //! mutex (member reads this large come at most some thousands a second), and the return path
 //! has to be `bytes::Bytes::from_owner`, which general-purpose pools do not offer.
 
-use std::io::Read;
+use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
+use std::io::{ErrorKind, Read};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -32,13 +36,59 @@ pub const POOLED_UP_TO: usize = 16 << 20;
 /// The most bytes of free buffers the pool keeps, over all classes.
 pub const POOL_LIMIT: usize = 32 << 20;
 
+/// Where pooled buffers start: a page boundary, the most `O_DIRECT` asks of memory.
+pub const POOL_ALIGN: usize = 4096;
+
+/// A pooled buffer's memory: `cap` bytes from a page boundary, zeroed when first allocated, so
+/// every byte of it is initialised from then on, whatever was read into it since.
+struct Block {
+    ptr: NonNull<u8>,
+    cap: usize,
+}
+
+// SAFETY: a block owns its memory alone, as a `Box<[u8]>` does.
+unsafe impl Send for Block {}
+// SAFETY: shared access only reads, as through a `&[u8]`.
+unsafe impl Sync for Block {}
+
+impl Block {
+    fn layout(cap: usize) -> Layout {
+        Layout::from_size_align(cap, POOL_ALIGN).expect("a pooled size class is a valid layout")
+    }
+
+    fn new(cap: usize) -> Block {
+        let layout = Block::layout(cap);
+        // SAFETY: the layout has a non-zero size (at least POOLED_FROM).
+        let ptr = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr).unwrap_or_else(|| handle_alloc_error(layout));
+        Block { ptr, cap }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: `cap` initialised bytes (zeroed at allocation) owned by this block.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.cap) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.cap) }
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `Block::new` with this very layout.
+        unsafe { dealloc(self.ptr.as_ptr(), Block::layout(self.cap)) }
+    }
+}
+
 /// Size classes: `POOLED_FROM << k` for k in `0..CLASSES`.
 const CLASSES: usize = (POOLED_UP_TO / POOLED_FROM).trailing_zeros() as usize + 1;
 
 /// Free buffers by size class. The process has one ([`PoolBuf::new`] takes from it); tests make
 /// their own.
 pub struct BufPool {
-    free: [Mutex<Vec<Vec<u8>>>; CLASSES],
+    free: [Mutex<Vec<Block>>; CLASSES],
     /// Capacity of the buffers in `free`.
     held: AtomicUsize,
     limit: usize,
@@ -65,27 +115,26 @@ impl BufPool {
     /// buffer of its class is free.
     pub fn take(&'static self, len: usize) -> PoolBuf {
         let Some(class) = class_of(len) else {
-            return PoolBuf { vec: Vec::with_capacity(len), class: None, pool: self };
+            return PoolBuf { own: Vec::with_capacity(len), block: None, len: 0, pool: self };
         };
         let reused = self.free[class].lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let vec = match reused {
-            Some(v) => {
-                self.held.fetch_sub(v.capacity(), Ordering::Relaxed);
-                v
+        let block = match reused {
+            Some(b) => {
+                self.held.fetch_sub(b.cap, Ordering::Relaxed);
+                b
             }
-            None => Vec::with_capacity(POOLED_FROM << class),
+            None => Block::new(POOLED_FROM << class),
         };
-        PoolBuf { vec, class: Some(class), pool: self }
+        PoolBuf { own: Vec::new(), block: Some((block, class)), len: 0, pool: self }
     }
 
-    fn give_back(&self, class: usize, mut vec: Vec<u8>) {
-        let cap = vec.capacity();
+    fn give_back(&self, class: usize, block: Block) {
+        let cap = block.cap;
         if self.held.fetch_add(cap, Ordering::Relaxed) + cap > self.limit {
             self.held.fetch_sub(cap, Ordering::Relaxed);
             return;
         }
-        vec.clear();
-        self.free[class].lock().unwrap_or_else(|e| e.into_inner()).push(vec);
+        self.free[class].lock().unwrap_or_else(|e| e.into_inner()).push(block);
     }
 }
 
@@ -93,8 +142,12 @@ impl BufPool {
 /// through [`PoolBuf::zeroed`]), then handed on as `Bytes` with [`PoolBuf::into_bytes`]. A pooled
 /// buffer returns to the pool when the last `Bytes` that holds it is dropped.
 pub struct PoolBuf {
-    vec: Vec<u8>,
-    class: Option<usize>,
+    /// The memory of a buffer too small or too large for the pool.
+    own: Vec<u8>,
+    /// A pooled block and its class (then `own` is unused).
+    block: Option<(Block, usize)>,
+    /// Bytes filled in `block`.
+    len: usize,
     pool: &'static BufPool,
 }
 
@@ -106,19 +159,28 @@ impl PoolBuf {
 
     /// Where a read writes: the start of the buffer, with room for `capacity()` bytes.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.vec.as_mut_ptr()
+        match &mut self.block {
+            Some((b, _)) => b.ptr.as_ptr(),
+            None => self.own.as_mut_ptr(),
+        }
     }
 
     pub fn capacity(&self) -> usize {
-        self.vec.capacity()
+        match &self.block {
+            Some((b, _)) => b.cap,
+            None => self.own.capacity(),
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.vec.len()
+        match &self.block {
+            Some(_) => self.len,
+            None => self.own.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.vec.is_empty()
+        self.len() == 0
     }
 
     /// Take `len` bytes as read.
@@ -126,34 +188,67 @@ impl PoolBuf {
     /// # Safety
     /// The first `len` bytes of the buffer must have been written, and `len <= capacity()`.
     pub unsafe fn set_len(&mut self, len: usize) {
-        debug_assert!(len <= self.vec.capacity());
-        // SAFETY: the caller wrote the first `len` bytes, within the capacity.
-        unsafe { self.vec.set_len(len) }
+        debug_assert!(len <= self.capacity());
+        match &self.block {
+            Some(_) => self.len = len,
+            // SAFETY: the caller wrote the first `len` bytes, within the capacity.
+            None => unsafe { self.own.set_len(len) },
+        }
     }
 
     /// The first `len` bytes, zeroed, for a read that needs an initialised slice.
     pub fn zeroed(&mut self, len: usize) -> &mut [u8] {
-        self.vec.clear();
-        self.vec.resize(len, 0);
-        &mut self.vec
+        match &mut self.block {
+            Some((b, _)) => {
+                let s = &mut b.as_mut_slice()[..len];
+                s.fill(0);
+                self.len = len;
+                s
+            }
+            None => {
+                self.own.clear();
+                self.own.resize(len, 0);
+                &mut self.own
+            }
+        }
     }
 
-    /// Append `data` (a read that went through a bounce buffer).
+    /// Append `data` (a read that went through a bounce buffer), within the capacity asked for.
     pub fn extend_from_slice(&mut self, data: &[u8]) {
-        self.vec.extend_from_slice(data);
+        match &mut self.block {
+            Some((b, _)) => {
+                let end = self.len + data.len();
+                b.as_mut_slice()[self.len..end].copy_from_slice(data);
+                self.len = end;
+            }
+            None => self.own.extend_from_slice(data),
+        }
     }
 
     /// Replace the contents with up to `len` bytes read from `r` (a request's payload off a
     /// socket), without zeroing first; returns how many came before the end of `r`.
     pub fn read_from<R: Read>(&mut self, r: &mut R, len: usize) -> std::io::Result<usize> {
-        self.vec.clear();
-        r.take(len as u64).read_to_end(&mut self.vec)
+        let Some((b, _)) = &mut self.block else {
+            self.own.clear();
+            return r.take(len as u64).read_to_end(&mut self.own);
+        };
+        let dst = &mut b.as_mut_slice()[..len];
+        self.len = 0;
+        while self.len < len {
+            match r.read(&mut dst[self.len..]) {
+                Ok(0) => break,
+                Ok(n) => self.len += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(self.len)
     }
 
     /// The bytes read, as the engine takes them (a pooled buffer goes back when they are dropped).
     pub fn into_bytes(mut self) -> Bytes {
-        if self.class.is_none() {
-            return Bytes::from(std::mem::take(&mut self.vec));
+        if self.block.is_none() {
+            return Bytes::from(std::mem::take(&mut self.own));
         }
         Bytes::from_owner(self)
     }
@@ -169,14 +264,17 @@ pub fn bytes_from_slice(data: &[u8]) -> Bytes {
 
 impl AsRef<[u8]> for PoolBuf {
     fn as_ref(&self) -> &[u8] {
-        &self.vec
+        match &self.block {
+            Some((b, _)) => &b.as_slice()[..self.len],
+            None => &self.own,
+        }
     }
 }
 
 impl Drop for PoolBuf {
     fn drop(&mut self) {
-        if let Some(class) = self.class {
-            self.pool.give_back(class, std::mem::take(&mut self.vec));
+        if let Some((block, class)) = self.block.take() {
+            self.pool.give_back(class, block);
         }
     }
 }
@@ -230,6 +328,7 @@ mod tests {
         let mut b = p.take(len);
         assert!(b.capacity() >= len && b.capacity().is_power_of_two());
         let at = b.as_mut_ptr() as usize;
+        assert_eq!(at % POOL_ALIGN, 0, "pooled buffers start on a page boundary");
         b.zeroed(len)[..3].copy_from_slice(b"abc");
         let bytes = b.into_bytes();
         assert_eq!(bytes.len(), len);
