@@ -1004,6 +1004,10 @@ impl Array {
     /// Under the `split` policy only contiguous pieces merge: a gap there is what another copy
     /// reads.
     fn merge_read_parts(&self, r: &ReadOp) -> Vec<MergedRead> {
+        if r.parts.len() < 2 {
+            // Nothing to merge (most small reads): no lists to build.
+            return Vec::new();
+        }
         let gap = if self.split_reads() { 0 } else { self.geometry.chunk_bytes() };
         let mut located: Vec<(usize, u64, u64, usize)> = r
             .parts

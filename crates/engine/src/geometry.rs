@@ -172,26 +172,26 @@ impl Geometry {
         while pos < end {
             let sector = pos / SECTOR_BYTES;
             let within = pos % SECTOR_BYTES;
-            let extents: Vec<Extent> = match self {
-                Geometry::Linear(l) => vec![l.map(sector)],
-                Geometry::Raid0(l) => vec![l.map(sector)],
-                Geometry::Raid1(l) => l.map(sector),
-                Geometry::Raid10(l) => l.map(sector),
+            let copy = |e: &Extent| (e.member, e.sector * SECTOR_BYTES + within);
+            // One copy needs no list of extents first (every read and write of linear and raid0
+            // comes through here).
+            let one = |e: Extent| (e.sectors, vec![copy(&e)]);
+            let many = |v: Vec<Extent>| {
+                let first = v.first().expect("layout returned no extent");
+                (first.sectors, v.iter().map(copy).collect::<Vec<_>>())
+            };
+            let (first_sectors, copies) = match self {
+                Geometry::Linear(l) => one(l.map(sector)),
+                Geometry::Raid0(l) => one(l.map(sector)),
+                Geometry::Raid1(l) => many(l.map(sector)),
+                Geometry::Raid10(l) => many(l.map(sector)),
                 Geometry::Parity(_) => panic!("runs() called on a parity geometry"),
             };
-            let first = extents.first().expect("layout returned no extent");
             // Raid1 maps a whole member; cap runs so a single buffer stays bounded.
-            let avail = (first.sectors * SECTOR_BYTES - within).min(MAX_RUN_BYTES);
+            let avail = (first_sectors * SECTOR_BYTES - within).min(MAX_RUN_BYTES);
             let run = avail.min(end - pos);
             debug_assert!(run > 0);
-            out.push(MappedRun {
-                logical: pos,
-                len: run,
-                copies: extents
-                    .iter()
-                    .map(|e| (e.member, e.sector * SECTOR_BYTES + within))
-                    .collect(),
-            });
+            out.push(MappedRun { logical: pos, len: run, copies });
             pos += run;
         }
         out
