@@ -280,10 +280,38 @@ pub struct MemberIoArgs {
     /// read policy in its superblock, so arrays are the same on disk whatever was used.
     #[arg(long, default_value = "md", value_name = "NAME", value_parser = parse_read_policy)]
     pub read_policy: uraid_engine::ReadPolicy,
+    /// With --read-policy=split: a sequential stream is read in aligned windows of this size,
+    /// consecutive windows from different copies (longer windows make each disk's skip over
+    /// the others' windows cheaper against its transfer; span several tracks).
+    /// [default: 4M]
+    #[arg(long, value_name = "SIZE", value_parser = parse_split_size)]
+    pub split_window: Option<u64>,
+    /// With --read-policy=split: bound on the bytes read ahead for sequential streams and not
+    /// yet read by them (0 turns read-ahead off). [default: 64M]
+    #[arg(long, value_name = "SIZE", value_parser = parse_split_bytes)]
+    pub split_readahead: Option<u64>,
+    /// With --read-policy=split: a read this long or longer outside any stream is divided over
+    /// the idle copies (no piece shorter than an eighth of it). [default: 512K]
+    #[arg(long, value_name = "SIZE", value_parser = parse_split_size)]
+    pub split_divide: Option<u64>,
 }
 
 fn parse_read_policy(name: &str) -> Result<uraid_engine::ReadPolicy, String> {
     name.parse().map_err(|e: uraid_engine::UnknownReadPolicy| e.to_string())
+}
+
+/// A `split` size: at least 8 KiB (a window or division smaller than a couple of pages only
+/// adds I/Os).
+fn parse_split_size(text: &str) -> Result<u64, String> {
+    let n = crate::size::parse_size(text, 1)?;
+    if n < 8192 {
+        return Err(format!("{n} bytes is too small: at least 8K"));
+    }
+    Ok(n)
+}
+
+fn parse_split_bytes(text: &str) -> Result<u64, String> {
+    crate::size::parse_size(text, 1)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -293,13 +321,26 @@ pub enum IoChoice {
 }
 
 impl MemberIoArgs {
-    /// `config` with this member I/O choice.
-    pub fn apply(&self, config: uraid_device::ServiceConfig) -> uraid_device::ServiceConfig {
+    /// `config` with this member I/O choice; an error for split knobs given with another policy
+    /// (they would silently do nothing).
+    pub fn apply(&self, config: uraid_device::ServiceConfig) -> Result<uraid_device::ServiceConfig, commands::CliError> {
         let io = match self.io {
             IoChoice::Uring => uraid_device::IoBackend::Uring,
             IoChoice::Threads => uraid_device::IoBackend::Threads,
         };
-        uraid_device::ServiceConfig { io, queue_depth: self.queue_depth as usize, read_policy: self.read_policy, ..config }
+        let given = [("--split-window", self.split_window), ("--split-readahead", self.split_readahead), ("--split-divide", self.split_divide)];
+        if self.read_policy != uraid_engine::ReadPolicy::Split {
+            if let Some((flag, _)) = given.iter().find(|(_, v)| v.is_some()) {
+                return Err(commands::CliError(format!("{flag} applies to --read-policy=split only (the policy is {})", self.read_policy)));
+            }
+        }
+        let d = uraid_engine::SplitTuning::default();
+        let split_tuning = uraid_engine::SplitTuning {
+            window_bytes: self.split_window.unwrap_or(d.window_bytes),
+            readahead_bytes: self.split_readahead.unwrap_or(d.readahead_bytes),
+            divide_bytes: self.split_divide.unwrap_or(d.divide_bytes),
+        };
+        Ok(uraid_device::ServiceConfig { io, queue_depth: self.queue_depth as usize, read_policy: self.read_policy, split_tuning, ..config })
     }
 }
 

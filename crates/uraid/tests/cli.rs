@@ -614,3 +614,34 @@ fn every_read_policy_runs_bench_engine_on_a_mirror() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--streams=2"), "{}", stderr(&o));
 }
+
+/// `split`'s knobs: taken with `--read-policy=split` (the bench reports what ran), refused with
+/// another policy (they would do nothing) and below 8K, before any member is touched.
+#[test]
+fn split_tuning_flags_apply_to_split_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = members(dir.path(), 2, 8 << 20);
+    assert!(uraid(&args(&["create", "--level=1", "--raid-devices=2"], &m)).status.success());
+    let bench = ["bench", "engine", "--json", "--pattern", "read", "--bs", "64K", "--iodepth", "2", "--seconds", "0.2"];
+    let o = uraid(&args(&[&bench[..], &["--read-policy", "split", "--split-window", "256K", "--split-readahead", "0", "--split-divide", "1M"]].concat(), &m));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((r["split_window"].as_u64(), r["split_readahead"].as_u64(), r["split_divide"].as_u64()), (Some(256 << 10), Some(0), Some(1 << 20)), "{r}");
+    let o = uraid(&args(&[&bench[..], &["--read-policy", "split"]].concat(), &m));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((r["split_window"].as_u64(), r["split_readahead"].as_u64(), r["split_divide"].as_u64()), (Some(4 << 20), Some(64 << 20), Some(512 << 10)), "defaults: {r}");
+    let before = hashes(&m);
+    let sock = dir.path().join("s.sock");
+    let listen = format!("--listen=unix:{}", sock.display());
+    for (head, want) in [
+        (vec!["bench", "engine", "--split-window", "1M"], "--split-window applies to --read-policy=split only"),
+        (vec!["serve", listen.as_str(), "--read-policy", "md", "--split-divide", "1M"], "--split-divide applies to --read-policy=split only"),
+        (vec!["bench", "engine", "--read-policy", "split", "--split-window", "4K"], "at least 8K"),
+    ] {
+        let o = uraid(&args(&head, &m));
+        assert!(!o.status.success(), "{head:?} accepted");
+        assert!(stderr(&o).contains(want), "{head:?}: {}", stderr(&o));
+    }
+    assert!(!sock.exists(), "a refused serve bound its socket");
+    assert_eq!(hashes(&m), before, "a refused command wrote to a member");
+}

@@ -34,7 +34,7 @@ use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uraid_engine::array::{Completion, IoId, IoResult, MemberIo, Request, RequestId};
 use uraid_engine::idmap::IdMap;
-use uraid_engine::{EngineError, IoBuf, ReadPolicy};
+use uraid_engine::{EngineError, IoBuf, ReadPolicy, SplitTuning};
 use uraid_layout::Level;
 
 use crate::open_array::{MemberTarget, OpenArray, OpenError};
@@ -148,6 +148,8 @@ pub struct ServiceConfig {
     /// How reads of mirrored data (raid1, raid10) choose a copy; see the engine's
     /// `read_balance`. md keeps no such setting in its superblock: it is a run-time choice.
     pub read_policy: ReadPolicy,
+    /// The `split` policy's knobs (window, read-ahead bound, division threshold).
+    pub split_tuning: SplitTuning,
 }
 
 impl Default for ServiceConfig {
@@ -155,9 +157,9 @@ impl Default for ServiceConfig {
         // md's safe_mode_delay is 200 ms; a little longer here, since every clean/dirty round
         // trip costs a flush of every member plus two superblock writes.
         ServiceConfig {
-            // Measured faster on this project's machines so far (see BENCHMARKS.md): the ring
-            // thread per member adds the same hand-offs the I/O threads have, and O_DIRECT a copy
-            // through a bounce buffer, while buffered reads find the page cache.
+            // Measured faster on this project's machines so far (see BENCHMARKS.md): on tmpfs
+            // io_uring hands every I/O to the kernel's worker threads, a hand-off like an I/O
+            // thread's, and buffered reads through the threads find the page cache.
             io: IoBackend::Threads,
             queue_depth: 32,
             workers_per_member: 4,
@@ -167,6 +169,7 @@ impl Default for ServiceConfig {
             bitmap_clear_delay: Duration::from_secs(5),
             stripe_cache_bytes: uraid_engine::array::DEFAULT_STRIPE_MEMORY,
             read_policy: ReadPolicy::Md,
+            split_tuning: SplitTuning::default(),
         }
     }
 }
@@ -363,6 +366,7 @@ impl ArrayService {
     pub fn start(mut array: OpenArray, config: ServiceConfig) -> ArrayService {
         array.engine_mut().set_stripe_memory_limit(config.stripe_cache_bytes);
         array.engine_mut().set_read_policy(config.read_policy);
+        array.engine_mut().set_split_tuning(config.split_tuning);
         let geometry = array.engine().geometry().clone();
         let targets = array.member_targets();
         let discards = !array.engine().ppl_enabled();

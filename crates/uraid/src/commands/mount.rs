@@ -66,7 +66,7 @@ fn mount_and_serve(args: &MountArgs, file: &Path) -> CliResult {
     let paths = select_members(&args.members, args.scan.as_deref(), args.uuid.as_deref())?;
     let array = assemble_for_service(&paths, !args.read_only)?;
     let summary = format!("{} array {} ({} bytes)", array.plan.level.name(), array.plan.uuid_string(), array.size());
-    let service = ArrayService::start(array, args.member_io.apply(ServiceConfig::default()));
+    let service = ArrayService::start(array, args.member_io.apply(ServiceConfig::default())?);
     let handle = service.handle();
     let now = SystemTime::now();
     // SAFETY: getuid/getgid cannot fail.

@@ -43,14 +43,14 @@ pub fn run(args: &ServeArgs) -> CliResult {
         array.plan.slots.iter().filter(|s| s.is_some()).count(),
         array.plan.raid_disks,
     );
-    // Bind before the array is touched, so a busy address costs nothing.
-    let listener = addr.bind().map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
     let config = args.member_io.apply(ServiceConfig {
         workers_per_member: args.member_threads.max(1),
         speed,
         stripe_cache_bytes,
         ..ServiceConfig::default()
-    });
+    })?;
+    // Bind before the array is touched, so a busy address costs nothing.
+    let listener = addr.bind().map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
     let service = ArrayService::start(array, config);
     let _control = match &args.control {
         Some(path) => match crate::control::start(path, service.handle()) {

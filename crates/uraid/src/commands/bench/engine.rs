@@ -92,10 +92,11 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
     let writes = matches!(pattern, Pattern::Write | Pattern::RandWrite);
     let array = OpenArray::open_paths(&args.members, writes)?;
     let level = array.plan.geometry.level();
-    let mut config = args.member_io.apply(ServiceConfig::default());
+    let mut config = args.member_io.apply(ServiceConfig::default())?;
     if let Some(t) = args.member_threads {
         config.workers_per_member = t;
     }
+    let config_split = config.split_tuning;
     let service = ArrayService::start(array, config);
     let handle = service.handle();
     let size = handle.info().size;
@@ -176,6 +177,8 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
             serde_json::json!({
                 "level": level.to_string(), "pattern": args.pattern, "bs": bs, "iodepth": args.iodepth,
                 "streams": args.streams, "read_policy": args.member_io.read_policy.name(),
+                "split_window": config_split.window_bytes, "split_readahead": config_split.readahead_bytes,
+                "split_divide": config_split.divide_bytes,
                 "io": format!("{:?}", args.member_io.io).to_lowercase(),
                 "seconds": elapsed, "bytes": bytes, "mbps": mbps, "iops": iops,
                 "cpu_seconds": cpu, "cpu_seconds_per_gib": cpu / gib,
