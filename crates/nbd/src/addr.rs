@@ -107,23 +107,27 @@ pub(crate) enum Accepted {
 }
 
 impl ListenAddr {
-    /// Binds the address. For a Unix socket: an existing socket file nobody answers on is a
-    /// leftover and is replaced; one a server answers on is in use; anything that is not a socket
-    /// is never removed. The new socket file is made owner-only (0600), since whoever can
-    /// connect can read and write the whole export. [`crate::Server::run`] removes it when the
-    /// server stops.
+    /// Binds the address; a Unix socket as [`bind_unix_socket`] says (owner-only, since whoever
+    /// can connect can read and write the whole export). [`crate::Server::run`] removes the
+    /// socket file when the server stops.
     pub fn bind(&self) -> io::Result<Listener> {
         match self {
             ListenAddr::Tcp(addr) => TcpListener::bind(addr).map(Listener::Tcp),
-            ListenAddr::Unix(path) => {
-                remove_stale_socket(path)?;
-                let listener = bind_owner_only(path)?;
-                // Again, for file systems that do not apply the umask to sockets.
-                fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
-                Ok(Listener::Unix(listener))
-            }
+            ListenAddr::Unix(path) => bind_unix_socket(path).map(Listener::Unix),
         }
     }
+}
+
+/// Bind a Unix socket at `path` for a server (the NBD export, the control socket): an existing
+/// socket file nobody answers on is a leftover and is replaced; one a server answers on is in
+/// use; anything that is not a socket is never removed. The socket is owner-only (0600) from the
+/// moment it exists ([`bind_owner_only`]), and set so again afterwards for file systems that do
+/// not apply the umask to sockets.
+pub fn bind_unix_socket(path: &Path) -> io::Result<UnixListener> {
+    remove_stale_socket(path)?;
+    let listener = bind_owner_only(path)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
 }
 
 /// Bind a Unix socket at `path` that is owner-only (0600) from the moment it exists. The socket
@@ -131,7 +135,7 @@ impl ListenAddr {
 /// `chmod` afterwards left a window in which anyone the umask let write it could connect and read
 /// or write the whole export. The umask is process-wide, so it is narrowed only around the one
 /// call (callers bind before they start anything that creates files, or while nothing does).
-pub fn bind_owner_only(path: &Path) -> io::Result<UnixListener> {
+fn bind_owner_only(path: &Path) -> io::Result<UnixListener> {
     // SAFETY: umask only swaps the process's file-creation mask; it cannot fail.
     let old = unsafe { libc::umask(0o177) };
     let bound = UnixListener::bind(path);

@@ -21,7 +21,7 @@ mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use addr::{bind_owner_only, parse_listen, AddrError, ListenAddr, Listener};
+pub use addr::{bind_unix_socket, parse_listen, AddrError, ListenAddr, Listener};
 pub use export::{Completion, Errno, Export, ExportCommand, ExportError, ExportReply};
 pub use handshake::MAX_OPTION_DATA;
 pub use server::{ConnStats, EndReason, Server, ServerConfig};

@@ -9,8 +9,7 @@
 //! /proc/mdstat-like text.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::thread;
 
@@ -23,6 +22,8 @@ use crate::commands::{CliError, CliResult};
 /// A bound control socket; the file is removed when this is dropped.
 pub struct ControlSocket {
     path: PathBuf,
+    /// Until [`ControlSocket::serve`] hands it to the control thread.
+    listener: Option<UnixListener>,
 }
 
 impl Drop for ControlSocket {
@@ -31,32 +32,29 @@ impl Drop for ControlSocket {
     }
 }
 
-/// Bind `path` and answer requests on a thread until the process ends.
-pub fn start(path: &Path, handle: ServiceHandle) -> CliResult<ControlSocket> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => {
-            // A socket nobody answers on is left over from a crash; one that answers is in use.
-            if UnixStream::connect(path).is_ok() {
-                return Err(CliError(format!("--control={}: another process is listening there", path.display())));
-            }
-            std::fs::remove_file(path).map_err(|e| CliError(format!("--control={}: removing stale socket: {e}", path.display())))?;
-        }
-        Ok(_) => return Err(CliError(format!("--control={}: exists and is not a socket; not touching it", path.display()))),
-        Err(_) => {}
+/// Bind `path`, before the array is started: a path in use or that is not a socket is refused
+/// while nothing has been written. As the NBD socket: a stale socket is replaced, and the new one
+/// is owner-only from the moment it exists (whoever can connect can fail members).
+pub fn bind(path: &Path) -> CliResult<ControlSocket> {
+    let listener = uraid_nbd::bind_unix_socket(path).map_err(|e| CliError(format!("--control={}: {e}", path.display())))?;
+    Ok(ControlSocket { path: path.to_path_buf(), listener: Some(listener) })
+}
+
+impl ControlSocket {
+    /// Answer requests against `handle` on a thread until the process ends.
+    pub fn serve(&mut self, handle: ServiceHandle) -> CliResult {
+        let listener = self.listener.take().expect("a control socket is served once");
+        thread::Builder::new()
+            .name("control".into())
+            .spawn(move || {
+                for conn in listener.incoming().flatten() {
+                    let handle = handle.clone();
+                    let _ = thread::Builder::new().name("control-conn".into()).spawn(move || serve_conn(conn, handle));
+                }
+            })
+            .map_err(|e| CliError(format!("starting the control thread: {e}")))?;
+        Ok(())
     }
-    // Owner-only from the moment it exists: whoever can connect can fail and remove members.
-    let listener = uraid_nbd::bind_owner_only(path).map_err(|e| CliError(format!("--control={}: {e}", path.display())))?;
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-    thread::Builder::new()
-        .name("control".into())
-        .spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let handle = handle.clone();
-                let _ = thread::Builder::new().name("control-conn".into()).spawn(move || serve_conn(conn, handle));
-            }
-        })
-        .map_err(|e| CliError(format!("starting the control thread: {e}")))?;
-    Ok(ControlSocket { path: path.to_path_buf() })
 }
 
 fn serve_conn(conn: UnixStream, handle: ServiceHandle) {

@@ -213,12 +213,20 @@ fn ctl_refusals() {
 
     let not_socket = tmp.path().join("precious.txt");
     std::fs::write(&not_socket, "keep me").unwrap();
-    let o = uraid(&with(
-        &["serve", "--listen=unix:/nonexistent-dir/s", "--control", not_socket.to_str().unwrap()],
-        &members,
-    ));
+    let listen = format!("--listen=unix:{}", tmp.path().join("nbd2.sock").display());
+    let o = uraid(&with(&["serve", listen.as_str(), "--control", not_socket.to_str().unwrap()], &members));
     assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("precious.txt exists and is not a socket"), "{}", text(&o));
     assert_eq!(std::fs::read_to_string(&not_socket).unwrap(), "keep me");
+
+    // A control socket a running server answers on is in use: a second server is refused.
+    let serve = Serve::start(tmp.path(), &members, &[]);
+    let o = uraid(&with(&["serve", listen.as_str(), "--control", serve.control.to_str().unwrap()], &members));
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("in use by a running server"), "{}", text(&o));
+    assert!(serve.ctl(&["status"]).status.success(), "the first server's control socket still answers");
+    serve.stop(libc::SIGTERM);
+    assert_eq!(hashes(&members), before);
 }
 
 /// An array left dirty by a crash is resynced by `uraid resync` and marked clean; until then a

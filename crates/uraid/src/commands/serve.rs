@@ -49,19 +49,16 @@ pub fn run(args: &ServeArgs) -> CliResult {
         stripe_cache_bytes,
         ..ServiceConfig::default()
     })?;
-    // Bind before the array is touched, so a busy address costs nothing.
+    // Bind both sockets before the array is started, so a busy address costs nothing.
+    let mut control = args.control.as_deref().map(crate::control::bind).transpose()?;
     let listener = addr.bind().map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
     let service = ArrayService::start(array, config);
-    let _control = match &args.control {
-        Some(path) => match crate::control::start(path, service.handle()) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                let _ = service.stop();
-                return Err(e);
-            }
-        },
-        None => None,
-    };
+    if let Some(c) = control.as_mut() {
+        if let Err(e) = c.serve(service.handle()) {
+            let _ = service.stop();
+            return Err(e);
+        }
+    }
     let export = Arc::new(ArrayExport { handle: service.handle() });
     let server = Arc::new(Server::new(
         export,
