@@ -520,8 +520,20 @@ fn parkes(opts: &Options, out: &mut Out) {
     }
 }
 
-/// Every modelled figure, each under every policy.
-pub fn figures(opts: &Options) -> Vec<Figure> {
+/// Every modelled figure, each under every policy, and with `charts` the sweeps the plots draw.
+/// Baker's runs (eight start trials per reader count, then every policy) serve both, once.
+pub fn reproduce(opts: &Options, charts: bool) -> (Vec<Figure>, Vec<Chart>) {
+    let baker = baker_sweep(opts);
+    let figures = figures(opts, &baker);
+    let charts = if charts {
+        vec![chart_mirrors(opts), chart_readers(&baker), chart_stripes(opts), chart_processes(opts), chart_request_size(opts)]
+    } else {
+        Vec::new()
+    };
+    (figures, charts)
+}
+
+fn figures(opts: &Options, baker_runs: &BakerSweep) -> Vec<Figure> {
     let mut out = Out { figures: Vec::new(), era: ReadPolicy::Md };
     // Molnar ran Linux 2.1/2.2's raid1; Baker 2.6.15 or so; the 2008 table a 2.6.2x kernel,
     // whose raid1 read_balance was still 2.6.15's. Parkes measured RAIDframe without mirrors.
@@ -529,7 +541,7 @@ pub fn figures(opts: &Options) -> Vec<Figure> {
     molnar(opts, &mut out);
     out.era = ReadPolicy::Md2006;
     bonnie2008(opts, &mut out);
-    baker(&baker_sweep(opts), &mut out);
+    baker(baker_runs, &mut out);
     out.era = ReadPolicy::Md;
     parkes(opts, &mut out);
     // One block per policy, figures in a fixed order within it.
@@ -568,8 +580,7 @@ fn chart_mirrors(opts: &Options) -> Chart {
 }
 
 /// Baker's test swept: 1, 2, 4, 8 readers on the bare Cheetah and on the 2-disk mirror.
-fn chart_readers(opts: &Options) -> Chart {
-    let sweep = baker_sweep(opts);
+fn chart_readers(sweep: &BakerSweep) -> Chart {
     let points = |v: &[f64]| BAKER_READERS.iter().zip(v).map(|(&n, &y)| (n as f64, y)).collect();
     let mut out = vec![series("single disk", points(&sweep.disk), false)];
     for (policy, v) in &sweep.raid1 {
@@ -676,11 +687,6 @@ fn chart_request_size(opts: &Options) -> Chart {
             series("raid0 x4 256 KiB, 8 processes", line(Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), 8), false),
         ],
     }
-}
-
-/// The sweeps the plots draw.
-pub fn charts(opts: &Options) -> Vec<Chart> {
-    vec![chart_mirrors(opts), chart_readers(opts), chart_stripes(opts), chart_processes(opts), chart_request_size(opts)]
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ fn run_seeds(args: &SeedsArgs) -> CliResult {
     }
     keep_buffers_in_the_heap();
     let opts = Options { seed: args.seed, scale: args.scale };
-    let figures = seeds::figures(&opts);
+    let (figures, charts) = seeds::reproduce(&opts, args.plots.is_some());
     let mut text = String::new();
     if args.json {
         for f in &figures {
@@ -67,9 +67,9 @@ fn run_seeds(args: &SeedsArgs) -> CliResult {
     emit(&text)?;
     if let Some(dir) = &args.plots {
         std::fs::create_dir_all(dir).map_err(|e| super::CliError(format!("{}: {e}", dir.display())))?;
-        for chart in seeds::charts(&opts) {
+        for chart in &charts {
             let path = dir.join(chart.file);
-            std::fs::write(&path, uraid_perfsim::plot::svg(&chart)).map_err(|e| super::CliError(format!("{}: {e}", path.display())))?;
+            std::fs::write(&path, uraid_perfsim::plot::svg(chart)).map_err(|e| super::CliError(format!("{}: {e}", path.display())))?;
             if !args.json {
                 emit(&format!("wrote {}\n", path.display()))?;
             }
