@@ -7,6 +7,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -35,6 +36,15 @@ pub trait MemberDevice: Send + Sync {
         let mut buf = PoolBuf::new(len);
         self.read_at(offset, buf.zeroed(len))?;
         Ok(buf.into_bytes())
+    }
+    /// Fill `buf` from byte `offset` only if that needs no waiting for a device: the data is in
+    /// memory already (the page cache holds it, the file lives on a memory file system, the
+    /// device is memory). `Ok(false)` means the read would have had to wait, and `buf` holds
+    /// nothing useful. The service answers small reads on the client's own thread with this (see
+    /// `service::inline`). The default never reads.
+    fn read_now(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
+        let _ = (offset, buf);
+        Ok(false)
     }
     /// Write the pieces of `data` back to back from `offset` (a vectored write).
     fn write_pieces(&self, offset: u64, data: &IoBuf) -> io::Result<()> {
@@ -81,6 +91,10 @@ pub struct IoHandle {
     /// Whether a discard of a range reads as zeros after `fallocate(PUNCH_HOLE | KEEP_SIZE)`
     /// succeeds; [`MemberDevice::discard`] is used otherwise.
     pub punch_hole: bool,
+    /// A regular file on tmpfs or ramfs. Its pages are the file, so direct and buffered I/O
+    /// reach the same memory (tmpfs accepts `O_DIRECT` and serves it from those pages): no page
+    /// cache can hold a stale copy.
+    pub in_memory: bool,
 }
 
 /// An `O_DIRECT` descriptor and the alignment it needs.
@@ -109,6 +123,9 @@ impl<T: MemberDevice + ?Sized> MemberDevice for std::sync::Arc<T> {
     }
     fn read_buf(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         (**self).read_buf(offset, len)
+    }
+    fn read_now(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
+        (**self).read_now(offset, buf)
     }
     fn write_pieces(&self, offset: u64, data: &IoBuf) -> io::Result<()> {
         (**self).write_pieces(offset, data)
@@ -148,6 +165,9 @@ pub struct FileDevice {
     file: File,
     size: u64,
     is_block_device: bool,
+    /// A regular file on tmpfs or ramfs: its reads never wait for a device (swap aside), though
+    /// the kernel cannot be asked to promise it (`RWF_NOWAIT` is refused there).
+    in_memory: bool,
     writable: bool,
     /// Opened on first use by [`MemberDevice::io_handle`]: an `O_DIRECT` descriptor, or why not.
     direct: OnceLock<Result<(File, DirectIo), String>>,
@@ -173,12 +193,14 @@ impl FileDevice {
         } else {
             meta.len()
         };
+        let in_memory = ft.is_file() && on_memory_file_system(&file);
         Ok(FileDevice {
             name: path.display().to_string(),
             path: path.to_path_buf(),
             file,
             size,
             is_block_device: ft.is_block_device(),
+            in_memory,
             writable,
             direct: OnceLock::new(),
         })
@@ -239,6 +261,35 @@ impl MemberDevice for FileDevice {
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         check_bounds(self.size, offset, data.len())?;
         self.file.write_all_at(data, offset)
+    }
+
+    /// From the page cache only (`preadv2` with `RWF_NOWAIT`), or a plain `pread` of a file on a
+    /// memory file system.
+    fn read_now(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
+        check_bounds(self.size, offset, buf.len())?;
+        let flags = if self.in_memory { 0 } else { libc::RWF_NOWAIT };
+        let mut done = 0;
+        while done < buf.len() {
+            let rest = &mut buf[done..];
+            let iov = libc::iovec { iov_base: rest.as_mut_ptr().cast(), iov_len: rest.len() };
+            // SAFETY: one iovec over `rest`, which the kernel may fill entirely.
+            let rc = unsafe { libc::preadv2(self.file.as_raw_fd(), &iov, 1, (offset + done as u64) as libc::off_t, flags) };
+            if rc < 0 {
+                let err = io::Error::last_os_error();
+                return match err.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    // Not cached (a short read above stopped at the first page that is not), or a
+                    // file system that cannot tell.
+                    Some(libc::EAGAIN | libc::EOPNOTSUPP) => Ok(false),
+                    _ => Err(err),
+                };
+            }
+            if rc == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("short read at byte {}", offset + done as u64)));
+            }
+            done += rc as usize;
+        }
+        Ok(true)
     }
 
     /// `pread` straight into the buffer: no zeroing first.
@@ -339,8 +390,20 @@ impl MemberDevice for FileDevice {
         let direct = self.direct.get_or_init(|| self.open_direct()).as_ref().map(|(_, d)| *d).map_err(Clone::clone);
         // On a block device PUNCH_HOLE zeroes (or refuses); on a regular file the hole reads as
         // zeros. Either way a success keeps the promise; a refusal falls back to `discard`.
-        Some(IoHandle { fd: self.file.as_raw_fd(), size: self.size, direct, punch_hole: true })
+        Some(IoHandle { fd: self.file.as_raw_fd(), size: self.size, direct, punch_hole: true, in_memory: self.in_memory })
     }
+}
+
+/// Whether `file` lives on tmpfs or ramfs.
+fn on_memory_file_system(file: &File) -> bool {
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    // SAFETY: fstatfs fills a zeroed struct of the right type for an fd we own.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+        return false;
+    }
+    let kind = st.f_type as i64;
+    kind == libc::TMPFS_MAGIC as i64 || kind == RAMFS_MAGIC
 }
 
 /// The file system's direct I/O alignment (offsets, memory) from `statx(STATX_DIOALIGN)`, where
@@ -454,6 +517,16 @@ impl MemberDevice for MemoryDevice {
         check_bounds(data.len() as u64, offset, buf.len())?;
         buf.copy_from_slice(&data[offset as usize..offset as usize + buf.len()]);
         Ok(())
+    }
+
+    fn read_now(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
+        let data = self.data.lock().expect("memory device lock");
+        check_bounds(data.len() as u64, offset, buf.len())?;
+        let src = &data[offset as usize..offset as usize + buf.len()];
+        for (d, s) in buf.iter_mut().zip(src) {
+            d.write(*s);
+        }
+        Ok(true)
     }
 
     fn write_at(&self, offset: u64, src: &[u8]) -> io::Result<()> {

@@ -59,3 +59,54 @@ fn many_pieces_and_a_short_file() {
     assert!(err.to_string().contains("short read at byte 4096"), "{err}");
 }
 
+
+/// `read_now` reads what is in memory and says when it would have to wait: on tmpfs always in
+/// memory; on a disk file system, pages dropped from the page cache are refused (or read, if the
+/// kernel kept them), never read wrong, and pages just read are served.
+#[test]
+fn read_now_answers_only_from_memory() {
+    use std::mem::MaybeUninit;
+    use std::os::fd::AsRawFd;
+    let read_now = |dev: &FileDevice, offset: u64, len: usize| -> Option<Vec<u8>> {
+        let mut buf = vec![MaybeUninit::<u8>::uninit(); len];
+        match dev.read_now(offset, &mut buf).expect("read_now") {
+            // SAFETY: `Ok(true)` means every byte was filled.
+            true => Some(buf.into_iter().map(|b| unsafe { b.assume_init() }).collect()),
+            false => None,
+        }
+    };
+    let data = uraid_testkit::noise(7, 1 << 20);
+    let mut dirs = vec![uraid_testkit::scratch_dir("file-device-read-now")];
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        let d = shm.join(format!("uraid-read-now-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        dirs.push(d);
+    }
+    for dir in &dirs {
+        let path = dir.join("member.img");
+        std::fs::write(&path, &data).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: an advisory call on a descriptor we own.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let dev = FileDevice::open(&path, false).unwrap();
+        let in_memory = dev.io_handle().expect("a file has descriptors").in_memory;
+        assert_eq!(in_memory, dir.starts_with(shm), "{}: memory file system misjudged", dir.display());
+        let (at, len) = (123_456u64, 70_000usize);
+        let expect = &data[at as usize..at as usize + len];
+        match read_now(&dev, at, len) {
+            Some(got) => assert!(got == expect, "{}: read_now returned other bytes", dir.display()),
+            None => assert!(!in_memory, "{}: a tmpfs read was refused", dir.display()),
+        }
+        let mut warm = vec![0u8; len];
+        dev.read_at(at, &mut warm).unwrap();
+        let got = read_now(&dev, at, len).unwrap_or_else(|| panic!("{}: cached pages refused", dir.display()));
+        assert!(got == expect, "{}: read_now of cached pages returned other bytes", dir.display());
+        // Past the end: an error, as for every read.
+        assert!(dev.read_now((1 << 20) - 10, &mut [MaybeUninit::uninit(); 11]).is_err());
+    }
+    if let Some(d) = dirs.get(1) {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}

@@ -349,6 +349,79 @@ fn failing_member_is_recorded_and_service_continues() {
     assert!(with_stale.engine().degraded(), "the failed member was taken back in");
 }
 
+/// Small reads are answered on the client's thread while the array is whole (inline reads), and
+/// never from a member that missed a write: once a write has failed a member out of the array,
+/// every later read goes through the engine, which rebuilds the data from the others. The
+/// failing member here still answers `read_now` with what it held, as a disk that stops taking
+/// writes may go on reading: an inline read of it would return the old data.
+#[test]
+fn a_member_that_missed_a_write_is_never_read_inline() {
+    struct StaleAfterBreak {
+        inner: Arc<MemoryDevice>,
+        broken: Arc<AtomicBool>,
+    }
+    impl MemberDevice for StaleAfterBreak {
+        fn name(&self) -> &str {
+            self.inner.name()
+        }
+        fn size(&self) -> u64 {
+            self.inner.size()
+        }
+        fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
+            self.inner.read_at(o, b)
+        }
+        fn read_now(&self, o: u64, b: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<bool> {
+            self.inner.read_now(o, b)
+        }
+        fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
+            if self.broken.load(Ordering::SeqCst) {
+                return Err(std::io::Error::other("injected write error"));
+            }
+            self.inner.write_at(o, d)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    for level in [4, 5, 6] {
+        let mem = members(level, 4, 16);
+        let broken = Arc::new(AtomicBool::new(false));
+        let mut devs = as_dyn(&mem);
+        devs[1] = Arc::new(StaleAfterBreak { inner: Arc::clone(&mem[1]), broken: Arc::clone(&broken) });
+        let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
+        let h = service.handle();
+        let region = 256 << 10;
+        let old = pattern(20, region);
+        h.call(BlockOp::Write { offset: 0, data: old.clone().into(), fua: false }).unwrap();
+        for at in (0..region).step_by(4096) {
+            assert!(read(&h, at as u64, 4096) == old[at..at + 4096], "level {level}: inline read at {at} differs");
+        }
+        broken.store(true, Ordering::SeqCst);
+        let new = pattern(21, region);
+        h.call(BlockOp::Write { offset: 0, data: new.clone().into(), fua: false }).unwrap();
+        for at in (0..region).step_by(4096) {
+            assert!(read(&h, at as u64, 4096) == new[at..at + 4096], "level {level}: read at {at} after the failure returned old data");
+        }
+        let report = service.stop().unwrap();
+        assert_eq!(report.inline_reads, (region / 4096) as u64, "level {level}: reads answered inline, before the failure only");
+        assert_eq!(report.failed_members.len(), 1, "level {level}");
+    }
+}
+
+/// With `inline_read_max: 0` every read goes through the engine.
+#[test]
+fn inline_reads_can_be_turned_off() {
+    let mem = members(5, 4, 16);
+    let devs = as_dyn(&mem);
+    let service = ArrayService::start(open(&devs, true), ServiceConfig { inline_read_max: 0, ..ServiceConfig::default() });
+    let h = service.handle();
+    let data = pattern(30, 65536);
+    h.call(BlockOp::Write { offset: 4096, data: data.clone().into(), fua: false }).unwrap();
+    assert!(read(&h, 4096, 65536) == data);
+    let report = service.stop().unwrap();
+    assert_eq!((report.requests, report.inline_reads), (2, 0));
+}
+
 /// A read-only service refuses writes and leaves the superblocks untouched.
 #[test]
 fn read_only_refuses_writes() {

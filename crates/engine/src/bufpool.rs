@@ -20,6 +20,7 @@
 
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
 use std::io::{ErrorKind, Read};
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -193,6 +194,24 @@ impl PoolBuf {
             Some(_) => self.len = len,
             // SAFETY: the caller wrote the first `len` bytes, within the capacity.
             None => unsafe { self.own.set_len(len) },
+        }
+    }
+
+    /// The first `len` bytes of the buffer (at most `capacity()`), emptied, to read into without
+    /// zeroing first; [`PoolBuf::set_len`] then takes what was filled.
+    pub fn spare(&mut self, len: usize) -> &mut [MaybeUninit<u8>] {
+        assert!(len <= self.capacity(), "{len} bytes asked of a buffer of {}", self.capacity());
+        match &mut self.block {
+            Some((b, _)) => {
+                self.len = 0;
+                // SAFETY: `len` bytes inside the block, which `&mut self` holds exclusively;
+                // initialised bytes may be viewed as possibly uninitialised ones.
+                unsafe { std::slice::from_raw_parts_mut(b.ptr.as_ptr().cast::<MaybeUninit<u8>>(), len) }
+            }
+            None => {
+                self.own.clear();
+                &mut self.own.spare_capacity_mut()[..len]
+            }
         }
     }
 

@@ -197,6 +197,45 @@ impl Geometry {
         out
     }
 
+    /// For levels that keep every byte of data in exactly one place (linear, raid0, and the data
+    /// chunks of raid4/5/6 while no member is missing), call `each(slot, member_offset, len)` for
+    /// the pieces of `[offset, offset+len)` in order, a piece never crossing a chunk or member
+    /// boundary. Returns false, having called nothing, for mirrored levels (raid1, raid10), where
+    /// a read has a copy to choose. The caller checks the range against the array's size.
+    ///
+    /// This is the whole of a read on those levels when nothing is degraded, which is what lets
+    /// such reads bypass the engine (see `uraid_device::service`'s inline reads).
+    pub fn each_data_piece(&self, offset: u64, len: u64, mut each: impl FnMut(usize, u64, u64)) -> bool {
+        if matches!(self, Geometry::Raid1(_) | Geometry::Raid10(_)) {
+            return false;
+        }
+        let end = offset + len;
+        let mut pos = offset;
+        while pos < end {
+            let sector = pos / SECTOR_BYTES;
+            let within = pos % SECTOR_BYTES;
+            let (slot, member_sector, sectors) = match self {
+                Geometry::Linear(l) => {
+                    let e = l.map(sector);
+                    (e.member, e.sector, e.sectors)
+                }
+                Geometry::Raid0(l) => {
+                    let e = l.map(sector);
+                    (e.member, e.sector, e.sectors)
+                }
+                Geometry::Parity(l) => {
+                    let m = l.map(sector);
+                    (m.member, m.sector, m.sectors)
+                }
+                Geometry::Raid1(_) | Geometry::Raid10(_) => unreachable!("refused above"),
+            };
+            let run = (sectors * SECTOR_BYTES - within).min(end - pos);
+            each(slot, member_sector * SECTOR_BYTES + within, run);
+            pos += run;
+        }
+        true
+    }
+
     /// Split `[offset, offset+len)` of a parity array into runs, each inside one data chunk.
     pub fn parity_runs(&self, offset: u64, len: u64) -> Vec<ParityRun> {
         let Geometry::Parity(l) = self else {

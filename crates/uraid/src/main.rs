@@ -294,6 +294,13 @@ pub struct MemberIoArgs {
     /// the idle copies (no piece shorter than an eighth of it). [default: 512K]
     #[arg(long, value_name = "SIZE", value_parser = parse_split_size)]
     pub split_divide: Option<u64>,
+    /// Reads of at most this size are answered on the thread that received them, with no
+    /// hand-off to the engine or member I/O threads, when the array is whole, its level keeps
+    /// one copy of every byte (linear, raid0, raid4/5/6) and the members hold the data in
+    /// memory (page cache, tmpfs); otherwise, and for members written with O_DIRECT, they take
+    /// the usual path. 0 turns this off.
+    #[arg(long, default_value = "256K", value_name = "SIZE", value_parser = parse_split_bytes)]
+    pub inline_read_max: u64,
 }
 
 fn parse_read_policy(name: &str) -> Result<uraid_engine::ReadPolicy, String> {
@@ -340,7 +347,14 @@ impl MemberIoArgs {
             readahead_bytes: self.split_readahead.unwrap_or(d.readahead_bytes),
             divide_bytes: self.split_divide.unwrap_or(d.divide_bytes),
         };
-        Ok(uraid_device::ServiceConfig { io, queue_depth: self.queue_depth as usize, read_policy: self.read_policy, split_tuning, ..config })
+        Ok(uraid_device::ServiceConfig {
+            io,
+            queue_depth: self.queue_depth as usize,
+            read_policy: self.read_policy,
+            split_tuning,
+            inline_read_max: self.inline_read_max,
+            ..config
+        })
     }
 }
 

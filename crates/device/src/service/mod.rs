@@ -34,12 +34,14 @@ use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uraid_engine::array::{Completion, IoId, IoResult, MemberIo, Request, RequestId};
 use uraid_engine::idmap::IdMap;
+use uraid_engine::geometry::Geometry;
 use uraid_engine::{EngineError, IoBuf, ReadPolicy, SplitTuning};
 use uraid_layout::Level;
 
 use crate::open_array::{MemberTarget, OpenArray, OpenError};
 use uraid_engine::MemberVerdict;
 
+mod inline;
 pub mod sync;
 pub mod uring;
 pub use sync::{SpeedLimits, SyncAction, SyncRun};
@@ -150,6 +152,9 @@ pub struct ServiceConfig {
     pub read_policy: ReadPolicy,
     /// The `split` policy's knobs (window, read-ahead bound, division threshold).
     pub split_tuning: SplitTuning,
+    /// Reads of at most this many bytes are answered on the submitting thread when the members
+    /// hold the data in memory and the array is whole (see [`inline`]); 0 turns that off.
+    pub inline_read_max: u64,
 }
 
 impl Default for ServiceConfig {
@@ -170,9 +175,14 @@ impl Default for ServiceConfig {
             stripe_cache_bytes: uraid_engine::array::DEFAULT_STRIPE_MEMORY,
             read_policy: ReadPolicy::Md,
             split_tuning: SplitTuning::default(),
+            inline_read_max: DEFAULT_INLINE_READ_MAX,
         }
     }
 }
+
+/// Reads up to this size are tried inline by default: above it, member I/O threads copying in
+/// parallel gain more than the hand-offs cost (see BENCHMARKS.md, section 2).
+pub const DEFAULT_INLINE_READ_MAX: u64 = 256 << 10;
 
 /// Facts about the served array that front ends advertise.
 #[derive(Debug, Clone)]
@@ -213,6 +223,8 @@ impl ServiceInfo {
 #[derive(Debug, Clone, Default)]
 pub struct StopReport {
     pub requests: u64,
+    /// Of `requests`, the reads answered on the submitting thread (see [`inline`]).
+    pub inline_reads: u64,
     /// Whether the superblocks say clean at the end. False when the array was opened read-only
     /// over a dirty array, or still needs a resync (found dirty at assembly).
     pub clean: bool,
@@ -293,6 +305,7 @@ pub enum ManageOp {
 pub struct ServiceHandle {
     inbox: Inbox,
     info: Arc<ServiceInfo>,
+    inline: Arc<inline::InlineReads>,
 }
 
 impl ServiceHandle {
@@ -300,8 +313,14 @@ impl ServiceHandle {
         &self.info
     }
 
-    /// Submit `op`; `done` is called once with its outcome.
+    /// Submit `op`; `done` is called once with its outcome: on the engine thread, or, for a
+    /// read answered inline (see [`inline`]), on this thread before `submit` returns.
     pub fn submit(&self, op: BlockOp, done: Done) {
+        if let BlockOp::Read { offset, len } = op {
+            if let Some(data) = self.inline.try_read(offset, len) {
+                return done(Ok(BlockReply::Data(IoBuf::from(data))));
+            }
+        }
         if let Err(crossbeam_channel::SendError(Msg::Submit(_, done))) = self.inbox.send(Msg::Submit(op, done)) {
             done(Err(ServiceError::Stopping));
         }
@@ -381,6 +400,7 @@ impl ArrayService {
             stripe_data_bytes: geometry.stripe_data_bytes(),
         });
         let (tx, rx) = crossbeam_channel::unbounded();
+        let inline = Arc::new(inline::InlineReads::new(config.inline_read_max));
         let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
         let inbox = Inbox { tx, notifier };
         let mut config = config;
@@ -423,8 +443,11 @@ impl ArrayService {
             sync_intent: None,
             resync_bits: None,
             recover_bits: None,
+            inline: Arc::clone(&inline),
+            inline_on: false,
         };
         let mut runner = runner;
+        runner.update_inline_reads();
         if runner.config.auto_resync && runner.array.writable() && runner.array.needs_resync() {
             if let Err(e) = runner.start_sync(SyncAction::Resync) {
                 log(&format!("resync not started: {e}"));
@@ -434,7 +457,7 @@ impl ArrayService {
             .name("engine".into())
             .spawn(move || runner.run(rx))
             .expect("spawning the engine thread");
-        ArrayService { handle: ServiceHandle { inbox, info }, engine_thread: Some(engine_thread) }
+        ArrayService { handle: ServiceHandle { inbox, info, inline }, engine_thread: Some(engine_thread) }
     }
 
     pub fn handle(&self) -> ServiceHandle {
@@ -678,12 +701,18 @@ struct Runner {
     resync_bits: Option<crate::open_array::WriteIntentBits>,
     /// For a rebuild of re-added members only: the bitmap's marks when it started.
     recover_bits: Option<crate::open_array::WriteIntentBits>,
+    /// Reads the handles answer themselves (see [`inline`]), and whether they are on.
+    inline: Arc<inline::InlineReads>,
+    inline_on: bool,
 }
 
 impl Runner {
     fn run(mut self, rx: Receiver<Msg>) {
         let mut stopping: Option<Sender<Result<StopReport, String>>> = None;
         loop {
+            // Every turn, so a slot that leaves the array and comes back (failed, replaced,
+            // rebuilt) is seen out of it at least once, and the map is made anew.
+            self.update_inline_reads();
             if let Some(ack) = &stopping {
                 if self.jobs.is_empty() && self.sync_request.is_none() {
                     let result = self.finish();
@@ -761,6 +790,8 @@ impl Runner {
                 }
                 Msg::Manage(op, reply) => {
                     let result = if stopping.is_some() { Err("array is stopping".into()) } else { self.manage(op) };
+                    // A failed or removed member is not read inline once the caller is told.
+                    self.update_inline_reads();
                     let _ = reply.send(result);
                 }
                 Msg::WaitIdle(reply) => {
@@ -1232,7 +1263,7 @@ impl Runner {
             }),
             mismatch_sectors: self.mismatch_sectors,
             last_sync: self.last_sync.clone(),
-            requests: self.report.requests,
+            requests: self.report.requests + self.inline.served(),
         }
     }
 
@@ -1447,6 +1478,9 @@ impl Runner {
             (None, Some(d)) => Ok(BlockReply::Data(d)),
             (None, None) => Ok(BlockReply::Done),
         };
+        // Before the client hears of it: a write that completed on fewer members than before
+        // must not be followed by an inline read of the member that missed it.
+        self.update_inline_reads();
         (job.done.take().expect("job finished once"))(result);
     }
 
@@ -1556,8 +1590,41 @@ impl Runner {
         }
     }
 
+    /// Inline reads on while the array is whole, off otherwise (see [`inline`]); called before
+    /// any request is answered and on every turn of the engine loop. Turning them off waits
+    /// for the inline reads in flight.
+    fn update_inline_reads(&mut self) {
+        if !self.inline.enabled() {
+            return;
+        }
+        let geometry = self.array.engine().geometry();
+        let want = !matches!(geometry, Geometry::Raid1(_) | Geometry::Raid10(_)) && !self.array.engine().degraded();
+        if want == self.inline_on {
+            return;
+        }
+        self.inline_on = want;
+        let map = want.then(|| {
+            let members = self
+                .array
+                .member_targets()
+                .into_iter()
+                .enumerate()
+                .map(|(slot, target)| {
+                    let direct_writes = matches!(self.queues.get(slot), Some(Some(MemberPath::Ring(r))) if r.writes_direct());
+                    target.filter(|_| !direct_writes)
+                })
+                .collect();
+            inline::InlineMap::new(geometry.clone(), self.info.size, members)
+        });
+        self.inline.set(map);
+    }
+
     /// Everything accepted is done: stop the workers, flush, mark clean.
     fn finish(mut self) -> Result<StopReport, String> {
+        self.inline.set(None);
+        self.inline_on = false;
+        self.report.inline_reads = self.inline.served();
+        self.report.requests += self.report.inline_reads;
         self.finish_sync_if_done();
         let status = ArrayStatus { sync: None, ..self.status() };
         for w in self.idle_waiters.drain(..) {

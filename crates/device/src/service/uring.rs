@@ -222,6 +222,15 @@ pub(super) struct MemberRing {
     helper: Option<(Sender<MemberIo>, JoinHandle<()>)>,
 }
 
+impl MemberRing {
+    /// Whether writes of whole pages go to an `O_DIRECT` descriptor that bypasses a page cache
+    /// (then the member's pages must not be read through that cache behind the ring's back). A
+    /// file on tmpfs has no cache apart from itself.
+    pub(super) fn writes_direct(&self) -> bool {
+        self.handle.direct.is_ok() && !self.handle.in_memory
+    }
+}
+
 impl Drop for MemberRing {
     fn drop(&mut self) {
         // Only reached with I/O in flight if the engine thread panicked: the kernel may still

@@ -188,5 +188,9 @@ pub fn report_stop(report: &StopReport, read_only: bool, what: &str) {
     } else {
         "members flushed; the array could not be marked clean".to_string()
     };
-    eprintln!("uraid: {what} after {} requests; {state}", report.requests);
+    let inline = match report.inline_reads {
+        0 => String::new(),
+        n => format!(" ({n} reads answered inline)"),
+    };
+    eprintln!("uraid: {what} after {} requests{inline}; {state}", report.requests);
 }
