@@ -46,6 +46,14 @@ pub trait MemberDevice: Send + Sync {
         let _ = (offset, buf);
         Ok(false)
     }
+    /// Write `data` at `offset` only if that needs no waiting for a device (a file on a memory
+    /// file system, a device that is memory). `Ok(false)` means it would have had to wait; some
+    /// of `data` may have been written then, and the caller writes it all again another way.
+    /// The default never writes.
+    fn write_now(&self, offset: u64, data: &[u8]) -> io::Result<bool> {
+        let _ = (offset, data);
+        Ok(false)
+    }
     /// Write the pieces of `data` back to back from `offset` (a vectored write).
     fn write_pieces(&self, offset: u64, data: &IoBuf) -> io::Result<()> {
         let mut at = offset;
@@ -126,6 +134,9 @@ impl<T: MemberDevice + ?Sized> MemberDevice for std::sync::Arc<T> {
     }
     fn read_now(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
         (**self).read_now(offset, buf)
+    }
+    fn write_now(&self, offset: u64, data: &[u8]) -> io::Result<bool> {
+        (**self).write_now(offset, data)
     }
     fn write_pieces(&self, offset: u64, data: &IoBuf) -> io::Result<()> {
         (**self).write_pieces(offset, data)
@@ -286,6 +297,36 @@ impl MemberDevice for FileDevice {
             }
             if rc == 0 {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("short read at byte {}", offset + done as u64)));
+            }
+            done += rc as usize;
+        }
+        Ok(true)
+    }
+
+    /// A plain `pwrite` on tmpfs or ramfs. Elsewhere `pwritev2` with `RWF_NOWAIT`, which ext4
+    /// refuses for buffered writes (so they take the usual path) and other file systems honour.
+    fn write_now(&self, offset: u64, data: &[u8]) -> io::Result<bool> {
+        check_bounds(self.size, offset, data.len())?;
+        if !self.writable {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "opened read-only"));
+        }
+        let flags = if self.in_memory { 0 } else { libc::RWF_NOWAIT };
+        let mut done = 0;
+        while done < data.len() {
+            let rest = &data[done..];
+            let iov = libc::iovec { iov_base: rest.as_ptr() as *mut libc::c_void, iov_len: rest.len() };
+            // SAFETY: one iovec over `rest`, which the kernel only reads.
+            let rc = unsafe { libc::pwritev2(self.file.as_raw_fd(), &iov, 1, (offset + done as u64) as libc::off_t, flags) };
+            if rc < 0 {
+                let err = io::Error::last_os_error();
+                return match err.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN | libc::EOPNOTSUPP) => Ok(false),
+                    _ => Err(err),
+                };
+            }
+            if rc == 0 {
+                return Ok(false);
             }
             done += rc as usize;
         }
@@ -527,6 +568,10 @@ impl MemberDevice for MemoryDevice {
             d.write(*s);
         }
         Ok(true)
+    }
+
+    fn write_now(&self, offset: u64, src: &[u8]) -> io::Result<bool> {
+        self.write_at(offset, src).map(|()| true)
     }
 
     fn write_at(&self, offset: u64, src: &[u8]) -> io::Result<()> {

@@ -110,3 +110,36 @@ fn read_now_answers_only_from_memory() {
         std::fs::remove_dir_all(d).unwrap();
     }
 }
+
+/// `write_now` writes a file on tmpfs at once; elsewhere it either writes (the file system took
+/// an `RWF_NOWAIT` write) or says it would wait, and what it wrote is right. A read-only device
+/// refuses.
+#[test]
+fn write_now_writes_only_where_nothing_waits() {
+    let mut dirs = vec![uraid_testkit::scratch_dir("file-device-write-now")];
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        let d = shm.join(format!("uraid-write-now-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        dirs.push(d);
+    }
+    for dir in &dirs {
+        let path = dir.join("member.img");
+        std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
+        let dev = FileDevice::open(&path, true).unwrap();
+        let data = uraid_testkit::noise(9, 50_000);
+        let wrote = dev.write_now(4096 + 3, &data).expect("write_now");
+        assert!(wrote || !dir.starts_with(shm), "{}: a tmpfs write was refused", dir.display());
+        let mut back = vec![0u8; data.len()];
+        dev.read_at(4096 + 3, &mut back).unwrap();
+        if wrote {
+            assert!(back == data, "{}: write_now wrote other bytes", dir.display());
+        }
+        assert!(dev.write_now((1 << 20) - 10, &[1; 11]).is_err(), "past the end");
+        let ro = FileDevice::open(&path, false).unwrap();
+        assert!(ro.write_now(0, &[1]).is_err(), "{}: a read-only device wrote", dir.display());
+    }
+    if let Some(d) = dirs.get(1) {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}

@@ -408,6 +408,61 @@ fn a_member_that_missed_a_write_is_never_read_inline() {
     }
 }
 
+/// On linear and raid0, small writes without FUA are done on the client's thread too; the data
+/// lands where the engine would have put it (a fresh assembly reads it back), the superblocks
+/// are never marked dirty for them (md marks only levels with redundancy dirty), FUA writes and
+/// writes above the limit go through the engine, and a read-only array refuses them all.
+#[test]
+fn linear_and_raid0_writes_are_done_inline() {
+    for level in [-1, 0] {
+        let mem = members(level, 3, 16);
+        let devs = as_dyn(&mem);
+        let config = ServiceConfig { inline_read_max: 64 << 10, ..ServiceConfig::default() };
+        let service = ArrayService::start(open(&devs, true), config);
+        let h = service.handle();
+        let size = h.info().size;
+        let mut model = vec![0u8; size as usize];
+        let mut rng = 0x1234_5678u64;
+        let mut next = |bound: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % bound
+        };
+        let (mut small, mut fua, mut large) = (0u64, 0u64, 0u64);
+        for i in 0..300u64 {
+            let len = match i % 10 {
+                9 => 100_000 + next(50_000),
+                _ => 1 + next(20_000),
+            };
+            let offset = next(size - len);
+            let data = pattern(i, len as usize);
+            let with_fua = i % 7 == 3;
+            h.call(BlockOp::Write { offset, data: data.clone().into(), fua: with_fua }).unwrap();
+            model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
+            match (with_fua, len > 64 << 10) {
+                (true, _) => fua += 1,
+                (false, true) => large += 1,
+                (false, false) => small += 1,
+            }
+            if i == 0 {
+                assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())), "level {level}: marked dirty for a write");
+            }
+        }
+        assert!(read(&h, 0, size) == model, "level {level}: data differs while serving");
+        let report = service.stop().unwrap();
+        assert!(fua > 0 && large > 0);
+        assert_eq!(report.inline_writes, small, "level {level}: writes done inline (small, no FUA, only)");
+        let mut again = open(&devs, false);
+        assert!(again.read(0, size).unwrap() == model, "level {level}: data differs after a fresh assembly");
+        // Read-only: refused, inline or not.
+        let service = ArrayService::start(open(&devs, false), ServiceConfig::default());
+        let h = service.handle();
+        assert_eq!(h.call(BlockOp::Write { offset: 0, data: vec![1; 512].into(), fua: false }), Err(ServiceError::ReadOnly));
+        assert_eq!(service.stop().unwrap().inline_writes, 0);
+    }
+}
+
 /// With `inline_read_max: 0` every read goes through the engine.
 #[test]
 fn inline_reads_can_be_turned_off() {

@@ -1,5 +1,5 @@
-//! Inline reads: small reads answered on the thread that submits them, without the engine
-//! thread or a member I/O thread.
+//! Inline reads (and, on linear and raid0, writes): small requests answered on the thread that
+//! submits them, without the engine thread or a member I/O thread.
 //!
 //! Why: a 4 KiB read that crosses the client's thread, the engine thread and a member I/O
 //! thread and back spends most of its time in those hand-offs (about a quarter of the samples
@@ -31,7 +31,20 @@
 //!   inline read can reach a member that missed it (one whose write failed is failed out of
 //!   the array). It turns them on again when the array is whole.
 //!
+//!
+//! Writes on linear and raid0 are answered inline under the same conditions, with
+//! [`MemberDevice::write_now`] (a file on tmpfs; file systems that take buffered `RWF_NOWAIT`
+//! writes), unless they ask for FUA. Those levels have nothing to keep consistent between
+//! members: no parity, no copies, no write-intent bitmap, and md never marks them dirty
+//! (`md_write_start` and `md_allow_write` do nothing for a personality without
+//! `sync_request`), so neither does the service. A member that refuses or fails sends the whole
+//! write to the engine, which writes it again and handles the error. A flush covers inline
+//! writes as any others: they completed before it was submitted, and it syncs every member.
+//! The engine thread takes the lock for writing before its final flush at stop, so every
+//! inline write is on the members before they are flushed and marked clean.
+//!
 //! [`ServiceConfig::inline_read_max`]: super::ServiceConfig::inline_read_max
+//! [`MemberDevice::write_now`]: crate::member::MemberDevice::write_now
 //! [`MemberDevice::read_now`]: crate::member::MemberDevice::read_now
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,11 +63,13 @@ pub(super) struct InlineMap {
     size: u64,
     /// Per slot, the member if it may be read inline.
     members: Vec<Option<MemberTarget>>,
+    /// Whether writes may be done inline too (linear and raid0, writable).
+    writes: bool,
 }
 
 impl InlineMap {
-    pub(super) fn new(geometry: Geometry, size: u64, members: Vec<Option<MemberTarget>>) -> InlineMap {
-        InlineMap { geometry, size, members }
+    pub(super) fn new(geometry: Geometry, size: u64, members: Vec<Option<MemberTarget>>, writes: bool) -> InlineMap {
+        InlineMap { geometry, size, members, writes }
     }
 }
 
@@ -63,14 +78,15 @@ impl InlineMap {
 pub(super) struct InlineReads {
     map: RwLock<Option<InlineMap>>,
     max: u64,
-    /// Reads answered inline, for the stop report.
-    served: AtomicU64,
+    /// Reads and writes answered inline, for the stop report.
+    reads: AtomicU64,
+    writes: AtomicU64,
 }
 
 impl InlineReads {
     /// Off until the engine thread turns them on; reads of at most `max` bytes.
     pub(super) fn new(max: u64) -> InlineReads {
-        InlineReads { map: RwLock::new(None), max, served: AtomicU64::new(0) }
+        InlineReads { map: RwLock::new(None), max, reads: AtomicU64::new(0), writes: AtomicU64::new(0) }
     }
 
     /// Whether reads of this size are ever tried inline.
@@ -84,8 +100,9 @@ impl InlineReads {
         *self.map.write().unwrap_or_else(|e| e.into_inner()) = map;
     }
 
-    pub(super) fn served(&self) -> u64 {
-        self.served.load(Ordering::Relaxed)
+    /// Reads and writes answered inline so far.
+    pub(super) fn served(&self) -> (u64, u64) {
+        (self.reads.load(Ordering::Relaxed), self.writes.load(Ordering::Relaxed))
     }
 
     /// `[offset, offset+len)` read inline, or `None` to send the read to the engine.
@@ -123,7 +140,40 @@ impl InlineReads {
         // back to back (`filled == len`).
         unsafe { buf.set_len(len) };
         drop(guard);
-        self.served.fetch_add(1, Ordering::Relaxed);
+        self.reads.fetch_add(1, Ordering::Relaxed);
         Some(buf.into_bytes())
+    }
+
+    /// Write `data` at `offset` inline; false to send the write to the engine (which writes all
+    /// of it, whatever was written here).
+    pub(super) fn try_write(&self, offset: u64, data: &Bytes) -> bool {
+        let len = data.len() as u64;
+        if len == 0 || len > self.max {
+            return false;
+        }
+        let Ok(guard) = self.map.read() else { return false };
+        let Some(map) = guard.as_ref().filter(|m| m.writes) else { return false };
+        if offset.checked_add(len).is_none_or(|end| end > map.size) {
+            return false;
+        }
+        let mut done = 0usize;
+        let mut ok = true;
+        map.geometry.each_data_piece(offset, len, |slot, at, n| {
+            if !ok {
+                return;
+            }
+            let piece = &data[done..done + n as usize];
+            done += n as usize;
+            ok = match map.members.get(slot).and_then(Option::as_ref) {
+                Some(m) => at.checked_add(n).is_some_and(|end| end <= m.data_bytes)
+                    && matches!(m.dev.write_now(m.base + at, piece), Ok(true)),
+                None => false,
+            };
+        });
+        drop(guard);
+        if ok && done == data.len() {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        ok && done == data.len()
     }
 }

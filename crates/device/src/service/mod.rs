@@ -223,8 +223,9 @@ impl ServiceInfo {
 #[derive(Debug, Clone, Default)]
 pub struct StopReport {
     pub requests: u64,
-    /// Of `requests`, the reads answered on the submitting thread (see [`inline`]).
+    /// Of `requests`, the reads and writes answered on the submitting thread (see [`inline`]).
     pub inline_reads: u64,
+    pub inline_writes: u64,
     /// Whether the superblocks say clean at the end. False when the array was opened read-only
     /// over a dirty array, or still needs a resync (found dirty at assembly).
     pub clean: bool,
@@ -314,12 +315,20 @@ impl ServiceHandle {
     }
 
     /// Submit `op`; `done` is called once with its outcome: on the engine thread, or, for a
-    /// read answered inline (see [`inline`]), on this thread before `submit` returns.
+    /// request answered inline (see [`inline`]), on this thread before `submit` returns.
     pub fn submit(&self, op: BlockOp, done: Done) {
-        if let BlockOp::Read { offset, len } = op {
-            if let Some(data) = self.inline.try_read(offset, len) {
-                return done(Ok(BlockReply::Data(IoBuf::from(data))));
+        match &op {
+            BlockOp::Read { offset, len } => {
+                if let Some(data) = self.inline.try_read(*offset, *len) {
+                    return done(Ok(BlockReply::Data(IoBuf::from(data))));
+                }
             }
+            BlockOp::Write { offset, data, fua: false } => {
+                if self.inline.try_write(*offset, data) {
+                    return done(Ok(BlockReply::Done));
+                }
+            }
+            _ => {}
         }
         if let Err(crossbeam_channel::SendError(Msg::Submit(_, done))) = self.inbox.send(Msg::Submit(op, done)) {
             done(Err(ServiceError::Stopping));
@@ -1263,7 +1272,10 @@ impl Runner {
             }),
             mismatch_sectors: self.mismatch_sectors,
             last_sync: self.last_sync.clone(),
-            requests: self.report.requests + self.inline.served(),
+            requests: {
+                let (reads, writes) = self.inline.served();
+                self.report.requests + reads + writes
+            },
         }
     }
 
@@ -1272,7 +1284,10 @@ impl Runner {
             if self.info.read_only {
                 return done(Err(ServiceError::ReadOnly));
             }
-            if !self.array.is_dirty() {
+            // Like md, only levels with redundancy are marked dirty: linear and raid0 have
+            // nothing a crash could leave inconsistent (and writes to them may be done inline,
+            // without the engine thread; see [`inline`]).
+            if !self.array.is_dirty() && self.array.engine().geometry().max_degraded() > 0 {
                 if let Err(e) = self.array.mark_dirty() {
                     return done(Err(ServiceError::Metadata(e.to_string())));
                 }
@@ -1614,7 +1629,8 @@ impl Runner {
                     target.filter(|_| !direct_writes)
                 })
                 .collect();
-            inline::InlineMap::new(geometry.clone(), self.info.size, members)
+            let writes = !self.info.read_only && geometry.max_degraded() == 0;
+            inline::InlineMap::new(geometry.clone(), self.info.size, members, writes)
         });
         self.inline.set(map);
     }
@@ -1623,8 +1639,8 @@ impl Runner {
     fn finish(mut self) -> Result<StopReport, String> {
         self.inline.set(None);
         self.inline_on = false;
-        self.report.inline_reads = self.inline.served();
-        self.report.requests += self.report.inline_reads;
+        (self.report.inline_reads, self.report.inline_writes) = self.inline.served();
+        self.report.requests += self.report.inline_reads + self.report.inline_writes;
         self.finish_sync_if_done();
         let status = ArrayStatus { sync: None, ..self.status() };
         for w in self.idle_waiters.drain(..) {
