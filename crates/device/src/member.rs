@@ -437,6 +437,8 @@ impl MemberDevice for FileDevice {
 
 /// Whether `file` lives on tmpfs or ramfs.
 fn on_memory_file_system(file: &File) -> bool {
+    // linux/magic.h (libc's constants change type between targets).
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
     // SAFETY: fstatfs fills a zeroed struct of the right type for an fd we own.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -444,7 +446,7 @@ fn on_memory_file_system(file: &File) -> bool {
         return false;
     }
     let kind = st.f_type as i64;
-    kind == libc::TMPFS_MAGIC as i64 || kind == RAMFS_MAGIC
+    kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
 }
 
 /// The file system's direct I/O alignment (offsets, memory) from `statx(STATX_DIOALIGN)`, where

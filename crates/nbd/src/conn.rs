@@ -5,6 +5,12 @@
 //! completes the request: completions arrive on the export's threads, which must never block on
 //! a slow or stuck client. The single writer is also what keeps each reply's header and data
 //! together on the wire.
+//!
+//! An export may complete a request on the reader's own thread, inside `submit` (uraid answers
+//! reads, and writes on some levels, that way). Those replies are held by the reader and sent
+//! together, as one message, when it is about to wait (for the client's next bytes, or for
+//! in-flight room) or holds [`HELD_MAX`] of them: a client's burst of requests then wakes the
+//! writer once rather than once per reply, and the writer flushes them in one write.
 
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::net::Shutdown;
@@ -27,6 +33,35 @@ use crate::stream::Stream;
 /// client gets an error and the stream stays in step; larger ones end the connection. The spec
 /// says lengths below 2^25 should not be treated as a denial of service.
 const MIN_DISCARD_LIMIT: u64 = 1 << 25;
+
+/// Most replies the reader holds before sending them on (see the module comment).
+const HELD_MAX: usize = 64;
+
+/// Replies completed on a reader's own thread and not sent yet, with the connection they belong
+/// to. Only a reader thread sets it (for the life of its loop); on every other thread it stays
+/// `None` and replies go straight to their writer.
+struct Held {
+    conn: usize,
+    tx: Sender<Outgoing>,
+    replies: Vec<Reply>,
+}
+
+thread_local! {
+    static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Send the replies this thread holds, if any.
+fn send_held() {
+    HELD.with(|h| {
+        if let Some(held) = h.borrow_mut().as_mut() {
+            if !held.replies.is_empty() {
+                let batch = std::mem::replace(&mut held.replies, Vec::with_capacity(HELD_MAX));
+                // The writer outlives every counted request, so this only fails if it panicked.
+                let _ = held.tx.send(Outgoing::Replies(batch));
+            }
+        }
+    });
+}
 
 /// What the server may do to a connection from another thread.
 pub(crate) trait ConnControl: Send + Sync {
@@ -52,6 +87,9 @@ pub(crate) struct Conn<S: Stream> {
 struct Inflight {
     requests: usize,
     bytes: u64,
+    /// Threads waiting on `inflight_changed`: `release` wakes them only if there are any (a
+    /// wake is a system call per reply otherwise).
+    waiters: usize,
     /// Counts answered requests, so a waiter can tell a stall from slow progress.
     answered: u64,
 }
@@ -87,7 +125,9 @@ impl<S: Stream> Conn<S> {
     }
 
     /// Waits until a request costing `cost` bytes fits the in-flight limits, then counts it.
-    /// Returns false (counting nothing) if the connection is told to stop meanwhile.
+    /// Returns false (counting nothing) if the connection is told to stop meanwhile. Before
+    /// waiting, the replies the calling reader holds are sent: the room it waits for may be
+    /// theirs.
     fn acquire(&self, cost: u64, max_bytes: u64, max_requests: usize) -> bool {
         let mut inflight = self.inflight.lock().unwrap();
         loop {
@@ -102,7 +142,19 @@ impl<S: Stream> Conn<S> {
                 inflight.bytes += cost;
                 return true;
             }
-            inflight = self.inflight_changed.wait(inflight).unwrap();
+            drop(inflight);
+            send_held();
+            inflight = self.inflight.lock().unwrap();
+            if self.stopping() {
+                return false;
+            }
+            let fits = inflight.requests == 0
+                || (inflight.requests < max_requests && inflight.bytes.saturating_add(cost) <= max_bytes);
+            if !fits {
+                inflight.waiters += 1;
+                inflight = self.inflight_changed.wait(inflight).unwrap();
+                inflight.waiters -= 1;
+            }
         }
     }
 
@@ -111,7 +163,9 @@ impl<S: Stream> Conn<S> {
         inflight.requests -= 1;
         inflight.bytes -= cost;
         inflight.answered += 1;
-        self.inflight_changed.notify_all();
+        if inflight.waiters > 0 {
+            self.inflight_changed.notify_all();
+        }
     }
 
     /// Waits until every counted request has been answered. The export must complete what it was
@@ -124,7 +178,9 @@ impl<S: Stream> Conn<S> {
         let mut last_progress = Instant::now();
         let mut forced = false;
         while inflight.requests > 0 {
+            inflight.waiters += 1;
             inflight = self.inflight_changed.wait_timeout(inflight, Duration::from_millis(100)).unwrap().0;
+            inflight.waiters -= 1;
             if inflight.answered != last_answered {
                 last_answered = inflight.answered;
                 last_progress = Instant::now();
@@ -177,6 +233,8 @@ pub(crate) fn serve<S: Stream>(server: &Inner, conn: &Arc<Conn<S>>, stream: S, w
 
 enum Outgoing {
     Reply(Reply),
+    /// Replies the reader completed itself (see [`HELD`]).
+    Replies(Vec<Reply>),
     /// Every request has been answered: flush and exit.
     Finish,
 }
@@ -199,6 +257,8 @@ struct Reply {
 /// `Drop`, so that a buggy export cannot leave a request (and a waiting shutdown) hanging forever.
 struct ReplySender {
     tx: Option<Sender<Outgoing>>,
+    /// The connection (its `Conn`'s address), to tell its reader's held replies from others'.
+    conn: usize,
     handle: u64,
     /// Offset and length of a read.
     read: Option<(u64, u32)>,
@@ -234,8 +294,23 @@ impl ReplySender {
                 cost: self.cost,
                 write_len: self.write_len,
             };
-            // The writer outlives every counted request, so this only fails if it panicked.
-            let _ = tx.send(Outgoing::Reply(reply));
+            // On this connection's reader thread: held, and sent with the others.
+            let reply = HELD.with(|h| match h.borrow_mut().as_mut() {
+                Some(held) if held.conn == self.conn => {
+                    held.replies.push(reply);
+                    None
+                }
+                _ => Some(reply),
+            });
+            match reply {
+                // The writer outlives every counted request, so this only fails if it panicked.
+                Some(reply) => _ = tx.send(Outgoing::Reply(reply)),
+                None => {
+                    if HELD.with(|h| h.borrow().as_ref().is_some_and(|held| held.replies.len() >= HELD_MAX)) {
+                        send_held();
+                    }
+                }
+            }
         }
     }
 }
@@ -338,7 +413,11 @@ fn transmission<S: Stream>(
         Ok(t) => t,
         Err(e) => return EndReason::Io(format!("could not start the reply writer thread: {e}")),
     };
+    let id = Arc::as_ptr(conn) as usize;
+    HELD.with(|h| *h.borrow_mut() = Some(Held { conn: id, tx: tx.clone(), replies: Vec::with_capacity(HELD_MAX) }));
     let reason = read_requests(server, conn, reader, &tx, negotiated);
+    send_held();
+    HELD.with(|h| *h.borrow_mut() = None);
     conn.wait_answered(server.config.stalled_client_timeout);
     let _ = tx.send(Outgoing::Finish);
     drop(tx);
@@ -370,8 +449,10 @@ fn read_requests<S: Stream>(
     let discard_limit = u64::from(config.max_payload).max(MIN_DISCARD_LIMIT);
     let acquire = |cost: u64| conn.acquire(cost, config.max_inflight_bytes, config.max_inflight_requests);
     let read_end = |e: ReadEnd| e.reason(conn.stopping());
+    let id = conn as *const Conn<S> as usize;
     let sender = |handle: u64, read: Option<(u64, u32)>, cost: u64, write_len: u64| ReplySender {
         tx: Some(tx.clone()),
+        conn: id,
         handle,
         read,
         cost,
@@ -384,6 +465,10 @@ fn read_requests<S: Stream>(
             return EndReason::ServerStop;
         }
         let mut raw = [0u8; REQUEST_HEADER_LEN];
+        if reader.buffer().len() < REQUEST_HEADER_LEN {
+            // The next header is not all here yet: reading may wait for the client.
+            send_held();
+        }
         if let Err(e) = read_exact_or_eof(&mut reader, &mut raw, "a request header") {
             return read_end(e);
         }
@@ -411,6 +496,9 @@ fn read_requests<S: Stream>(
                 if !acquire(len) {
                     return EndReason::ServerStop;
                 }
+                if reader.buffer().len() < req.len as usize {
+                    send_held();
+                }
                 let data = match read_payload(&mut reader, req.len as usize, "write data") {
                     Ok(data) => data,
                     Err(e) => {
@@ -424,6 +512,7 @@ fn read_requests<S: Stream>(
                 server.export.submit(ExportCommand::Write { offset, data, fua }, Box::new(move |r| reply.complete(r)));
                 continue;
             }
+            send_held();
             if let Err(e) = discard(&mut reader, len, "write data") {
                 return read_end(e);
             }
@@ -468,8 +557,30 @@ fn write_replies<S: Stream>(stream: S, rx: Receiver<Outgoing>, conn: &Conn<S>, s
             *failure = Some(e);
         }
     }
-    let mut next = rx.recv().ok();
-    while let Some(Outgoing::Reply(reply)) = next {
+    let mut queue = std::collections::VecDeque::new();
+    loop {
+        let Some(reply) = queue.pop_front() else {
+            // Nothing left to write: take the next message, flushing first if none is waiting.
+            let msg = match rx.try_recv() {
+                Ok(m) => Some(m),
+                Err(TryRecvError::Empty) => {
+                    if failure.is_none() {
+                        if let Err(e) = w.flush() {
+                            fail(e, &mut failure, &w);
+                        }
+                    }
+                    conn.writer_busy.store(false, Ordering::SeqCst);
+                    rx.recv().ok()
+                }
+                Err(TryRecvError::Disconnected) => None,
+            };
+            match msg {
+                Some(Outgoing::Reply(reply)) => queue.push_back(reply),
+                Some(Outgoing::Replies(replies)) => queue.extend(replies),
+                Some(Outgoing::Finish) | None => break,
+            }
+            continue;
+        };
         if failure.is_none() {
             conn.writer_busy.store(true, Ordering::SeqCst);
             match write_reply(&mut w, &reply, structured) {
@@ -489,19 +600,6 @@ fn write_replies<S: Stream>(stream: S, rx: Receiver<Outgoing>, conn: &Conn<S>, s
             }
         }
         conn.release(reply.cost);
-        next = match rx.try_recv() {
-            Ok(m) => Some(m),
-            Err(TryRecvError::Empty) => {
-                if failure.is_none() {
-                    if let Err(e) = w.flush() {
-                        fail(e, &mut failure, &w);
-                    }
-                }
-                conn.writer_busy.store(false, Ordering::SeqCst);
-                rx.recv().ok()
-            }
-            Err(TryRecvError::Disconnected) => None,
-        };
     }
     if failure.is_none() {
         if let Err(e) = w.flush() {

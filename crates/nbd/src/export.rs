@@ -24,7 +24,10 @@ pub trait Export: Send + Sync + 'static {
     fn multi_conn_safe(&self) -> bool;
     /// Starts `cmd`. `done` must be called exactly once, from any thread, in any order relative to
     /// other requests; it only queues the reply, so it is cheap and never blocks on the network.
-    /// Dropping `done` without calling it is answered to the client as an `EIO` error.
+    /// Dropping `done` without calling it is answered to the client as an `EIO` error. `done` may
+    /// be called inside `submit` (the request answered at once); such replies are sent when the
+    /// connection's reader next waits, so `submit` must not wait for other replies to reach the
+    /// client.
     fn submit(&self, cmd: ExportCommand, done: Completion);
 }
 

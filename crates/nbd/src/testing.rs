@@ -23,9 +23,15 @@ pub struct MemExportBuilder {
     workers: usize,
     record_history: bool,
     seed: u64,
+    inline: bool,
 }
 
 impl MemExportBuilder {
+    /// Complete every request inside `submit`, on the submitting thread (no delay, no worker).
+    pub fn inline(mut self, inline: bool) -> Self {
+        self.inline = inline;
+        self
+    }
     pub fn data(mut self, data: Vec<u8>) -> Self {
         self.data = data;
         self
@@ -88,6 +94,7 @@ impl MemExportBuilder {
             preferred_block_size: self.preferred_block_size,
             multi_conn: self.multi_conn,
             max_delay: self.max_delay,
+            inline: self.inline,
         })
     }
 }
@@ -100,6 +107,7 @@ pub struct MemExport {
     preferred_block_size: u32,
     multi_conn: bool,
     max_delay: Duration,
+    inline: bool,
 }
 
 struct Shared {
@@ -233,6 +241,7 @@ impl MemExport {
             workers: 2,
             record_history: false,
             seed: 0x9e37_79b9_7f4a_7c15,
+            inline: false,
         }
     }
 
@@ -320,6 +329,14 @@ impl Export for MemExport {
             );
         }
         self.shared.submitted.fetch_add(1, Ordering::SeqCst);
+        if self.inline {
+            let result = self.shared.execute(&cmd);
+            if self.shared.record_history {
+                self.shared.history.lock().unwrap().push(cmd);
+            }
+            self.shared.completed.fetch_add(1, Ordering::SeqCst);
+            return done(Ok(result));
+        }
         let pending = self.shared.pending.fetch_add(1, Ordering::SeqCst) + 1;
         self.shared.max_pending.fetch_max(pending, Ordering::SeqCst);
         let mut q = self.shared.queue.lock().unwrap();

@@ -557,6 +557,35 @@ fn inflight_limits_hold_back_the_reader() {
     assert_eq!(export.contents()[11 * 4096..12 * 4096], [11; 4096]);
 }
 
+/// An export that answers inside `submit`: the reader holds those replies and sends them when it
+/// would wait. With room for only 4 requests in flight, it must send them before waiting for
+/// room (they are what frees it), or a client that pipelines more than 4 would hang; a lone
+/// request must be answered without the client sending anything more.
+#[test]
+fn replies_completed_inside_submit_are_sent_before_the_reader_waits() {
+    let export = MemExport::builder(SIZE).data(pattern(SIZE, 0)).inline(true).build();
+    let cfg = ServerConfig { max_inflight_bytes: 8 << 10, max_inflight_requests: 4, ..config() };
+    let srv = start(export.clone(), cfg);
+    let mut c = srv.go(false);
+    c.stream().set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // One request on its own.
+    assert_eq!(c.write(0, &[7; 4096], 0).unwrap().error, 0);
+    assert_eq!(c.read(0, 4096).unwrap().data, [7; 4096]);
+    // 300 writes pipelined, far past the in-flight limit, then all the replies (writes, so the
+    // replies fit the socket buffers while the client is not reading).
+    let n = 300u64;
+    for i in 0..n {
+        c.send_request(0, CMD_WRITE, (i % 200) * 4096, 4096, &[i as u8; 4096]).unwrap();
+    }
+    for _ in 0..n {
+        let r = c.recv().expect("a reply (the server held some back?)");
+        assert_eq!(r.error, 0);
+    }
+    assert_eq!(export.completed(), n + 2);
+    assert!(c.read(100 * 4096, 4096).unwrap().data == [100u8; 4096], "block 100 holds the write of request 100");
+    assert!(export.contents()[199 * 4096..200 * 4096] == [199u8; 4096]);
+}
+
 #[test]
 fn tcp_loopback() {
     let export = rw_export();

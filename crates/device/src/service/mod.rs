@@ -323,10 +323,8 @@ impl ServiceHandle {
                     return done(Ok(BlockReply::Data(IoBuf::from(data))));
                 }
             }
-            BlockOp::Write { offset, data, fua: false } => {
-                if self.inline.try_write(*offset, data) {
-                    return done(Ok(BlockReply::Done));
-                }
+            BlockOp::Write { offset, data, fua: false } if self.inline.try_write(*offset, data) => {
+                return done(Ok(BlockReply::Done));
             }
             _ => {}
         }
