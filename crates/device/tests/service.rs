@@ -417,7 +417,7 @@ fn linear_and_raid0_writes_are_done_inline() {
     for level in [-1, 0] {
         let mem = members(level, 3, 16);
         let devs = as_dyn(&mem);
-        let config = ServiceConfig { inline_read_max: 64 << 10, ..ServiceConfig::default() };
+        let config = ServiceConfig { inline_max: 64 << 10, ..ServiceConfig::default() };
         let service = ArrayService::start(open(&devs, true), config);
         let h = service.handle();
         let size = h.info().size;
@@ -463,12 +463,12 @@ fn linear_and_raid0_writes_are_done_inline() {
     }
 }
 
-/// With `inline_read_max: 0` every read goes through the engine.
+/// With `inline_max: 0` every read goes through the engine.
 #[test]
 fn inline_reads_can_be_turned_off() {
     let mem = members(5, 4, 16);
     let devs = as_dyn(&mem);
-    let service = ArrayService::start(open(&devs, true), ServiceConfig { inline_read_max: 0, ..ServiceConfig::default() });
+    let service = ArrayService::start(open(&devs, true), ServiceConfig { inline_max: 0, ..ServiceConfig::default() });
     let h = service.handle();
     let data = pattern(30, 65536);
     h.call(BlockOp::Write { offset: 4096, data: data.clone().into(), fua: false }).unwrap();

@@ -50,17 +50,17 @@ thread_local! {
     static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Send the replies this thread holds, if any.
-fn send_held() {
-    HELD.with(|h| {
-        if let Some(held) = h.borrow_mut().as_mut() {
-            if !held.replies.is_empty() {
-                let batch = std::mem::replace(&mut held.replies, Vec::with_capacity(HELD_MAX));
-                // The writer outlives every counted request, so this only fails if it panicked.
-                let _ = held.tx.send(Outgoing::Replies(batch));
-            }
+/// Send the replies this thread holds, if any; whether there were any.
+fn send_held() -> bool {
+    HELD.with(|h| match h.borrow_mut().as_mut() {
+        Some(held) if !held.replies.is_empty() => {
+            let batch = std::mem::replace(&mut held.replies, Vec::with_capacity(HELD_MAX));
+            // The writer outlives every counted request, so this only fails if it panicked.
+            let _ = held.tx.send(Outgoing::Replies(batch));
+            true
         }
-    });
+        _ => false,
+    })
 }
 
 /// What the server may do to a connection from another thread.
@@ -142,19 +142,14 @@ impl<S: Stream> Conn<S> {
                 inflight.bytes += cost;
                 return true;
             }
-            drop(inflight);
-            send_held();
-            inflight = self.inflight.lock().unwrap();
-            if self.stopping() {
-                return false;
+            // Sending never blocks (nor takes this lock): the writer frees their room as it
+            // sends them, and the loop looks again.
+            if send_held() {
+                continue;
             }
-            let fits = inflight.requests == 0
-                || (inflight.requests < max_requests && inflight.bytes.saturating_add(cost) <= max_bytes);
-            if !fits {
-                inflight.waiters += 1;
-                inflight = self.inflight_changed.wait(inflight).unwrap();
-                inflight.waiters -= 1;
-            }
+            inflight.waiters += 1;
+            inflight = self.inflight_changed.wait(inflight).unwrap();
+            inflight.waiters -= 1;
         }
     }
 

@@ -297,10 +297,11 @@ pub struct MemberIoArgs {
     /// Reads of at most this size are answered on the thread that received them, with no
     /// hand-off to the engine or member I/O threads, when the array is whole, its level keeps
     /// one copy of every byte (linear, raid0, raid4/5/6) and the members hold the data in
-    /// memory (page cache, tmpfs); otherwise, and for members written with O_DIRECT, they take
-    /// the usual path. 0 turns this off.
+    /// memory (page cache, tmpfs); so are writes of that size without FUA on linear and raid0
+    /// where the members take them without waiting (tmpfs). Everything else, and members
+    /// written with O_DIRECT, take the usual path. 0 turns this off.
     #[arg(long, default_value = "256K", value_name = "SIZE", value_parser = parse_split_bytes)]
-    pub inline_read_max: u64,
+    pub inline_max: u64,
 }
 
 fn parse_read_policy(name: &str) -> Result<uraid_engine::ReadPolicy, String> {
@@ -352,7 +353,7 @@ impl MemberIoArgs {
             queue_depth: self.queue_depth as usize,
             read_policy: self.read_policy,
             split_tuning,
-            inline_read_max: self.inline_read_max,
+            inline_max: self.inline_max,
             ..config
         })
     }

@@ -15,7 +15,7 @@
 //!   ([`Geometry::each_data_piece`]); mirrors have a copy to choose, which is the read
 //!   policy's job;
 //! - no slot is missing, faulty or recovering;
-//! - the read is at most [`ServiceConfig::inline_read_max`] bytes: larger reads gain
+//! - the read is at most [`ServiceConfig::inline_max`] bytes: larger reads gain
 //!   more from the member I/O threads copying in parallel than they lose in hand-offs;
 //! - every member it touches can answer without waiting for a device
 //!   ([`MemberDevice::read_now`]: a page-cache hit, a file on tmpfs). A miss, a short read
@@ -35,15 +35,15 @@
 //! Writes on linear and raid0 are answered inline under the same conditions, with
 //! [`MemberDevice::write_now`] (a file on tmpfs; file systems that take buffered `RWF_NOWAIT`
 //! writes), unless they ask for FUA. Those levels have nothing to keep consistent between
-//! members: no parity, no copies, no write-intent bitmap, and md never marks them dirty
-//! (`md_write_start` and `md_allow_write` do nothing for a personality without
-//! `sync_request`), so neither does the service. A member that refuses or fails sends the whole
+//! members: no parity, no copies, no write-intent bitmap, and md never marks them dirty (its
+//! raid0 and linear never call `md_write_start`, the call that does, and `md_allow_write`
+//! returns at once for a personality without `sync_request`), so neither does the service. A member that refuses or fails sends the whole
 //! write to the engine, which writes it again and handles the error. A flush covers inline
 //! writes as any others: they completed before it was submitted, and it syncs every member.
 //! The engine thread takes the lock for writing before its final flush at stop, so every
 //! inline write is on the members before they are flushed and marked clean.
 //!
-//! [`ServiceConfig::inline_read_max`]: super::ServiceConfig::inline_read_max
+//! [`ServiceConfig::inline_max`]: super::ServiceConfig::inline_max
 //! [`MemberDevice::write_now`]: crate::member::MemberDevice::write_now
 //! [`MemberDevice::read_now`]: crate::member::MemberDevice::read_now
 
@@ -61,7 +61,7 @@ use crate::open_array::MemberTarget;
 pub(super) struct InlineMap {
     geometry: Geometry,
     size: u64,
-    /// Per slot, the member if it may be read inline.
+    /// Per slot, the member if it may be used inline.
     members: Vec<Option<MemberTarget>>,
     /// Whether writes may be done inline too (linear and raid0, writable).
     writes: bool,
@@ -73,9 +73,9 @@ impl InlineMap {
     }
 }
 
-/// Shared by the service's handles (which read) and its engine thread (which turns reads on
-/// and off).
-pub(super) struct InlineReads {
+/// Shared by the service's handles (which read and write through it) and its engine thread
+/// (which turns it on and off).
+pub(super) struct InlineIo {
     map: RwLock<Option<InlineMap>>,
     max: u64,
     /// Reads and writes answered inline, for the stop report.
@@ -83,19 +83,19 @@ pub(super) struct InlineReads {
     writes: AtomicU64,
 }
 
-impl InlineReads {
-    /// Off until the engine thread turns them on; reads of at most `max` bytes.
-    pub(super) fn new(max: u64) -> InlineReads {
-        InlineReads { map: RwLock::new(None), max, reads: AtomicU64::new(0), writes: AtomicU64::new(0) }
+impl InlineIo {
+    /// Off until the engine thread turns it on; requests of at most `max` bytes.
+    pub(super) fn new(max: u64) -> InlineIo {
+        InlineIo { map: RwLock::new(None), max, reads: AtomicU64::new(0), writes: AtomicU64::new(0) }
     }
 
-    /// Whether reads of this size are ever tried inline.
+    /// Whether anything is ever tried inline.
     pub(super) fn enabled(&self) -> bool {
         self.max > 0
     }
 
-    /// Turn inline reads on with `map`, or off with `None`. Turning them off waits for the
-    /// inline reads in flight to finish.
+    /// Turn inline requests on with `map`, or off with `None`. Turning them off waits for the
+    /// inline requests in flight to finish.
     pub(super) fn set(&self, map: Option<InlineMap>) {
         *self.map.write().unwrap_or_else(|e| e.into_inner()) = map;
     }

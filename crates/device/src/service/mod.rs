@@ -152,9 +152,10 @@ pub struct ServiceConfig {
     pub read_policy: ReadPolicy,
     /// The `split` policy's knobs (window, read-ahead bound, division threshold).
     pub split_tuning: SplitTuning,
-    /// Reads of at most this many bytes are answered on the submitting thread when the members
-    /// hold the data in memory and the array is whole (see [`inline`]); 0 turns that off.
-    pub inline_read_max: u64,
+    /// Reads (and, on linear and raid0, writes without FUA) of at most this many bytes are
+    /// answered on the submitting thread when the array is whole and the members can do them
+    /// without waiting for a device (see [`inline`]); 0 turns that off.
+    pub inline_max: u64,
 }
 
 impl Default for ServiceConfig {
@@ -175,14 +176,14 @@ impl Default for ServiceConfig {
             stripe_cache_bytes: uraid_engine::array::DEFAULT_STRIPE_MEMORY,
             read_policy: ReadPolicy::Md,
             split_tuning: SplitTuning::default(),
-            inline_read_max: DEFAULT_INLINE_READ_MAX,
+            inline_max: DEFAULT_INLINE_MAX,
         }
     }
 }
 
-/// Reads up to this size are tried inline by default: above it, member I/O threads copying in
+/// Requests up to this size are tried inline by default: above it, member I/O threads copying in
 /// parallel gain more than the hand-offs cost (see BENCHMARKS.md, section 2).
-pub const DEFAULT_INLINE_READ_MAX: u64 = 256 << 10;
+pub const DEFAULT_INLINE_MAX: u64 = 256 << 10;
 
 /// Facts about the served array that front ends advertise.
 #[derive(Debug, Clone)]
@@ -306,7 +307,7 @@ pub enum ManageOp {
 pub struct ServiceHandle {
     inbox: Inbox,
     info: Arc<ServiceInfo>,
-    inline: Arc<inline::InlineReads>,
+    inline: Arc<inline::InlineIo>,
 }
 
 impl ServiceHandle {
@@ -407,7 +408,7 @@ impl ArrayService {
             stripe_data_bytes: geometry.stripe_data_bytes(),
         });
         let (tx, rx) = crossbeam_channel::unbounded();
-        let inline = Arc::new(inline::InlineReads::new(config.inline_read_max));
+        let inline = Arc::new(inline::InlineIo::new(config.inline_max));
         let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
         let inbox = Inbox { tx, notifier };
         let mut config = config;
@@ -454,7 +455,7 @@ impl ArrayService {
             inline_on: false,
         };
         let mut runner = runner;
-        runner.update_inline_reads();
+        runner.update_inline();
         if runner.config.auto_resync && runner.array.writable() && runner.array.needs_resync() {
             if let Err(e) = runner.start_sync(SyncAction::Resync) {
                 log(&format!("resync not started: {e}"));
@@ -708,8 +709,8 @@ struct Runner {
     resync_bits: Option<crate::open_array::WriteIntentBits>,
     /// For a rebuild of re-added members only: the bitmap's marks when it started.
     recover_bits: Option<crate::open_array::WriteIntentBits>,
-    /// Reads the handles answer themselves (see [`inline`]), and whether they are on.
-    inline: Arc<inline::InlineReads>,
+    /// Requests the handles answer themselves (see [`inline`]), and whether that is on.
+    inline: Arc<inline::InlineIo>,
     inline_on: bool,
 }
 
@@ -719,7 +720,7 @@ impl Runner {
         loop {
             // Every turn, so a slot that leaves the array and comes back (failed, replaced,
             // rebuilt) is seen out of it at least once, and the map is made anew.
-            self.update_inline_reads();
+            self.update_inline();
             if let Some(ack) = &stopping {
                 if self.jobs.is_empty() && self.sync_request.is_none() {
                     let result = self.finish();
@@ -798,7 +799,7 @@ impl Runner {
                 Msg::Manage(op, reply) => {
                     let result = if stopping.is_some() { Err("array is stopping".into()) } else { self.manage(op) };
                     // A failed or removed member is not read inline once the caller is told.
-                    self.update_inline_reads();
+                    self.update_inline();
                     let _ = reply.send(result);
                 }
                 Msg::WaitIdle(reply) => {
@@ -1493,7 +1494,7 @@ impl Runner {
         };
         // Before the client hears of it: a write that completed on fewer members than before
         // must not be followed by an inline read of the member that missed it.
-        self.update_inline_reads();
+        self.update_inline();
         (job.done.take().expect("job finished once"))(result);
     }
 
@@ -1603,10 +1604,10 @@ impl Runner {
         }
     }
 
-    /// Inline reads on while the array is whole, off otherwise (see [`inline`]); called before
-    /// any request is answered and on every turn of the engine loop. Turning them off waits
-    /// for the inline reads in flight.
-    fn update_inline_reads(&mut self) {
+    /// Inline requests on while the array is whole, off otherwise (see [`inline`]); called
+    /// before any request is answered and on every turn of the engine loop. Turning them off
+    /// waits for the inline requests in flight.
+    fn update_inline(&mut self) {
         if !self.inline.enabled() {
             return;
         }

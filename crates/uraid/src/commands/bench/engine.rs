@@ -178,7 +178,7 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
                 "level": level.to_string(), "pattern": args.pattern, "bs": bs, "iodepth": args.iodepth,
                 "streams": args.streams, "read_policy": args.member_io.read_policy.name(),
                 "split_window": config_split.window_bytes, "split_readahead": config_split.readahead_bytes,
-                "split_divide": config_split.divide_bytes, "inline_read_max": args.member_io.inline_read_max,
+                "split_divide": config_split.divide_bytes, "inline_max": args.member_io.inline_max,
                 "io": format!("{:?}", args.member_io.io).to_lowercase(),
                 "seconds": elapsed, "bytes": bytes, "mbps": mbps, "iops": iops,
                 "cpu_seconds": cpu, "cpu_seconds_per_gib": cpu / gib,
