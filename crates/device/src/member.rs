@@ -279,28 +279,18 @@ impl MemberDevice for FileDevice {
     fn read_now(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
         check_bounds(self.size, offset, buf.len())?;
         let flags = if self.in_memory { 0 } else { libc::RWF_NOWAIT };
-        let mut done = 0;
-        while done < buf.len() {
-            let rest = &mut buf[done..];
-            let iov = libc::iovec { iov_base: rest.as_mut_ptr().cast(), iov_len: rest.len() };
-            // SAFETY: one iovec over `rest`, which the kernel may fill entirely.
-            let rc = unsafe { libc::preadv2(self.file.as_raw_fd(), &iov, 1, (offset + done as u64) as libc::off_t, flags) };
-            if rc < 0 {
-                let err = io::Error::last_os_error();
-                return match err.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    // Not cached (a short read above stopped at the first page that is not), or a
-                    // file system that cannot tell.
-                    Some(libc::EAGAIN | libc::EOPNOTSUPP) => Ok(false),
-                    _ => Err(err),
-                };
-            }
-            if rc == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("short read at byte {}", offset + done as u64)));
-            }
-            done += rc as usize;
-        }
-        Ok(true)
+        let fd = self.file.as_raw_fd();
+        let len = buf.len();
+        nowait_loop(
+            len,
+            |done| {
+                let rest = &mut buf[done..];
+                let iov = libc::iovec { iov_base: rest.as_mut_ptr().cast(), iov_len: rest.len() };
+                // SAFETY: one iovec over `rest`, which the kernel may fill entirely.
+                unsafe { libc::preadv2(fd, &iov, 1, (offset + done as u64) as libc::off_t, flags) }
+            },
+            |done| Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("short read at byte {}", offset + done as u64))),
+        )
     }
 
     /// A plain `pwrite` on tmpfs or ramfs. Elsewhere `pwritev2` with `RWF_NOWAIT`, which ext4
@@ -311,26 +301,17 @@ impl MemberDevice for FileDevice {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, "opened read-only"));
         }
         let flags = if self.in_memory { 0 } else { libc::RWF_NOWAIT };
-        let mut done = 0;
-        while done < data.len() {
-            let rest = &data[done..];
-            let iov = libc::iovec { iov_base: rest.as_ptr() as *mut libc::c_void, iov_len: rest.len() };
-            // SAFETY: one iovec over `rest`, which the kernel only reads.
-            let rc = unsafe { libc::pwritev2(self.file.as_raw_fd(), &iov, 1, (offset + done as u64) as libc::off_t, flags) };
-            if rc < 0 {
-                let err = io::Error::last_os_error();
-                return match err.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(libc::EAGAIN | libc::EOPNOTSUPP) => Ok(false),
-                    _ => Err(err),
-                };
-            }
-            if rc == 0 {
-                return Ok(false);
-            }
-            done += rc as usize;
-        }
-        Ok(true)
+        let fd = self.file.as_raw_fd();
+        nowait_loop(
+            data.len(),
+            |done| {
+                let rest = &data[done..];
+                let iov = libc::iovec { iov_base: rest.as_ptr() as *mut libc::c_void, iov_len: rest.len() };
+                // SAFETY: one iovec over `rest`, which the kernel only reads.
+                unsafe { libc::pwritev2(fd, &iov, 1, (offset + done as u64) as libc::off_t, flags) }
+            },
+            |_| Ok(false),
+        )
     }
 
     /// `pread` straight into the buffer: no zeroing first.
@@ -433,6 +414,35 @@ impl MemberDevice for FileDevice {
         // zeros. Either way a success keeps the promise; a refusal falls back to `discard`.
         Some(IoHandle { fd: self.file.as_raw_fd(), size: self.size, direct, punch_hole: true, in_memory: self.in_memory })
     }
+}
+
+/// What `read_now` and `write_now` share: `step(done)` moves the bytes from `done` on (one
+/// `preadv2` or `pwritev2`, returning what the call returned) until `len` have moved. A call
+/// that says it would wait (`EAGAIN`; `EOPNOTSUPP` from a file system that cannot tell) ends it
+/// with `Ok(false)`; one that moves nothing ends it with `at_end(done)`.
+fn nowait_loop(
+    len: usize,
+    mut step: impl FnMut(usize) -> isize,
+    at_end: impl Fn(usize) -> io::Result<bool>,
+) -> io::Result<bool> {
+    let mut done = 0;
+    while done < len {
+        let rc = step(done);
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                // A short read or write stopped at the first page that would wait; this is it.
+                Some(libc::EAGAIN | libc::EOPNOTSUPP) => return Ok(false),
+                _ => return Err(err),
+            }
+        }
+        if rc == 0 {
+            return at_end(done);
+        }
+        done += rc as usize;
+    }
+    Ok(true)
 }
 
 /// Whether `file` lives on tmpfs or ramfs.

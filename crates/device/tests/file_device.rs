@@ -59,6 +59,25 @@ fn many_pieces_and_a_short_file() {
     assert!(err.to_string().contains("short read at byte 4096"), "{err}");
 }
 
+const SHM: &str = "/dev/shm";
+
+/// A scratch directory on the build's file system, and one on tmpfs where the machine has
+/// `/dev/shm` (removed by [`remove_memory_dir`]).
+fn disk_and_memory_dirs(name: &str) -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![uraid_testkit::scratch_dir(&format!("file-device-{name}"))];
+    if std::path::Path::new(SHM).is_dir() {
+        let d = std::path::Path::new(SHM).join(format!("uraid-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        dirs.push(d);
+    }
+    dirs
+}
+
+fn remove_memory_dir(dirs: &[std::path::PathBuf]) {
+    if let Some(d) = dirs.get(1) {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
 
 /// `read_now` reads what is in memory and says when it would have to wait: on tmpfs always in
 /// memory; on a disk file system, pages dropped from the page cache are refused (or read, if the
@@ -76,13 +95,8 @@ fn read_now_answers_only_from_memory() {
         }
     };
     let data = uraid_testkit::noise(7, 1 << 20);
-    let mut dirs = vec![uraid_testkit::scratch_dir("file-device-read-now")];
-    let shm = std::path::Path::new("/dev/shm");
-    if shm.is_dir() {
-        let d = shm.join(format!("uraid-read-now-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        dirs.push(d);
-    }
+    let dirs = disk_and_memory_dirs("read-now");
+    let shm = std::path::Path::new(SHM);
     for dir in &dirs {
         let path = dir.join("member.img");
         std::fs::write(&path, &data).unwrap();
@@ -106,9 +120,7 @@ fn read_now_answers_only_from_memory() {
         // Past the end: an error, as for every read.
         assert!(dev.read_now((1 << 20) - 10, &mut [MaybeUninit::uninit(); 11]).is_err());
     }
-    if let Some(d) = dirs.get(1) {
-        std::fs::remove_dir_all(d).unwrap();
-    }
+    remove_memory_dir(&dirs);
 }
 
 /// `write_now` writes a file on tmpfs at once; elsewhere it either writes (the file system took
@@ -116,13 +128,8 @@ fn read_now_answers_only_from_memory() {
 /// refuses.
 #[test]
 fn write_now_writes_only_where_nothing_waits() {
-    let mut dirs = vec![uraid_testkit::scratch_dir("file-device-write-now")];
-    let shm = std::path::Path::new("/dev/shm");
-    if shm.is_dir() {
-        let d = shm.join(format!("uraid-write-now-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        dirs.push(d);
-    }
+    let dirs = disk_and_memory_dirs("write-now");
+    let shm = std::path::Path::new(SHM);
     for dir in &dirs {
         let path = dir.join("member.img");
         std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
@@ -139,7 +146,5 @@ fn write_now_writes_only_where_nothing_waits() {
         let ro = FileDevice::open(&path, false).unwrap();
         assert!(ro.write_now(0, &[1]).is_err(), "{}: a read-only device wrote", dir.display());
     }
-    if let Some(d) = dirs.get(1) {
-        std::fs::remove_dir_all(d).unwrap();
-    }
+    remove_memory_dir(&dirs);
 }

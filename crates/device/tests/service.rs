@@ -289,41 +289,56 @@ fn zero_and_trim() {
     }
 }
 
+/// A member in memory whose writes fail once `broken` is set, and with `reads_fail` its reads
+/// too. Until then (or without `reads_fail`) it answers `read_now` from memory, as a disk that
+/// stops taking writes may go on reading what it holds.
+struct Breakable {
+    inner: Arc<MemoryDevice>,
+    broken: Arc<AtomicBool>,
+    reads_fail: bool,
+}
+
+impl Breakable {
+    fn check(&self, reads: bool, what: &str) -> std::io::Result<()> {
+        if self.broken.load(Ordering::SeqCst) && (!reads || self.reads_fail) {
+            return Err(std::io::Error::other(format!("injected {what} error")));
+        }
+        Ok(())
+    }
+}
+
+impl MemberDevice for Breakable {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
+        self.check(true, "read")?;
+        self.inner.read_at(o, b)
+    }
+    fn read_now(&self, o: u64, b: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<bool> {
+        self.check(true, "read")?;
+        self.inner.read_now(o, b)
+    }
+    fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
+        self.check(false, "write")?;
+        self.inner.write_at(o, d)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A member whose writes fail is dropped; the array goes on degraded, the data stays readable,
 /// and the survivors' superblocks record it so a later assembly leaves the member out.
 #[test]
 fn failing_member_is_recorded_and_service_continues() {
-    struct Flaky {
-        inner: Arc<MemoryDevice>,
-        broken: Arc<AtomicBool>,
-    }
-    impl MemberDevice for Flaky {
-        fn name(&self) -> &str {
-            self.inner.name()
-        }
-        fn size(&self) -> u64 {
-            self.inner.size()
-        }
-        fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
-            if self.broken.load(Ordering::SeqCst) {
-                return Err(std::io::Error::other("injected read error"));
-            }
-            self.inner.read_at(o, b)
-        }
-        fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
-            if self.broken.load(Ordering::SeqCst) {
-                return Err(std::io::Error::other("injected write error"));
-            }
-            self.inner.write_at(o, d)
-        }
-        fn flush(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     let mem = members(5, 4, 16);
     let broken = Arc::new(AtomicBool::new(false));
     let mut devs = as_dyn(&mem);
-    devs[2] = Arc::new(Flaky { inner: Arc::clone(&mem[2]), broken: Arc::clone(&broken) });
+    devs[2] = Arc::new(Breakable { inner: Arc::clone(&mem[2]), broken: Arc::clone(&broken), reads_fail: true });
     let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
     let h = service.handle();
     let size = h.info().size;
@@ -356,38 +371,11 @@ fn failing_member_is_recorded_and_service_continues() {
 /// writes may go on reading: an inline read of it would return the old data.
 #[test]
 fn a_member_that_missed_a_write_is_never_read_inline() {
-    struct StaleAfterBreak {
-        inner: Arc<MemoryDevice>,
-        broken: Arc<AtomicBool>,
-    }
-    impl MemberDevice for StaleAfterBreak {
-        fn name(&self) -> &str {
-            self.inner.name()
-        }
-        fn size(&self) -> u64 {
-            self.inner.size()
-        }
-        fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
-            self.inner.read_at(o, b)
-        }
-        fn read_now(&self, o: u64, b: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<bool> {
-            self.inner.read_now(o, b)
-        }
-        fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
-            if self.broken.load(Ordering::SeqCst) {
-                return Err(std::io::Error::other("injected write error"));
-            }
-            self.inner.write_at(o, d)
-        }
-        fn flush(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     for level in [4, 5, 6] {
         let mem = members(level, 4, 16);
         let broken = Arc::new(AtomicBool::new(false));
         let mut devs = as_dyn(&mem);
-        devs[1] = Arc::new(StaleAfterBreak { inner: Arc::clone(&mem[1]), broken: Arc::clone(&broken) });
+        devs[1] = Arc::new(Breakable { inner: Arc::clone(&mem[1]), broken: Arc::clone(&broken), reads_fail: false });
         let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
         let h = service.handle();
         let region = 256 << 10;

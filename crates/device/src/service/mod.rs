@@ -1628,7 +1628,9 @@ impl Runner {
                     target.filter(|_| !direct_writes)
                 })
                 .collect();
-            let writes = !self.info.read_only && geometry.max_degraded() == 0;
+            // A write-intent bitmap (which md refuses on these levels, but a superblock may
+            // still claim) would have to be marked first: such arrays write through the engine.
+            let writes = !self.info.read_only && geometry.max_degraded() == 0 && self.array.write_intent().is_none();
             inline::InlineMap::new(geometry.clone(), self.info.size, members, writes)
         });
         self.inline.set(map);
