@@ -368,14 +368,16 @@ fn failing_member_is_recorded_and_service_continues() {
 /// never from a member that missed a write: once a write has failed a member out of the array,
 /// every later read goes through the engine, which rebuilds the data from the others. The
 /// failing member here still answers `read_now` with what it held, as a disk that stops taking
-/// writes may go on reading: an inline read of it would return the old data.
+/// writes may go on reading: an inline read of it would return the old data. On the mirrors it
+/// is slot 0, the copy inline reads try first.
 #[test]
 fn a_member_that_missed_a_write_is_never_read_inline() {
-    for level in [4, 5, 6] {
-        let mem = members(level, 4, 16);
+    for level in [1, 4, 5, 6, 10] {
+        let mem = members(level, 4, if level == 1 { 0 } else { 16 });
         let broken = Arc::new(AtomicBool::new(false));
         let mut devs = as_dyn(&mem);
-        devs[1] = Arc::new(Breakable { inner: Arc::clone(&mem[1]), broken: Arc::clone(&broken), reads_fail: false });
+        let stale = if level == 1 || level == 10 { 0 } else { 1 };
+        devs[stale] = Arc::new(Breakable { inner: Arc::clone(&mem[stale]), broken: Arc::clone(&broken), reads_fail: false });
         let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
         let h = service.handle();
         let region = 256 << 10;
@@ -393,6 +395,29 @@ fn a_member_that_missed_a_write_is_never_read_inline() {
         let report = service.stop().unwrap();
         assert_eq!(report.inline_reads, (region / 4096) as u64, "level {level}: reads answered inline, before the failure only");
         assert_eq!(report.failed_members.len(), 1, "level {level}");
+    }
+}
+
+/// Mirrors whose copies may disagree (found dirty, no resync yet) read md's first copy through
+/// the engine: nothing is read inline until the resync has run.
+#[test]
+fn mirrors_owing_a_resync_are_not_read_inline() {
+    for level in [1, 10] {
+        let mem = members_marked(level, 4, if level == 1 { 0 } else { 16 }, false);
+        let devs = as_dyn(&mem);
+        let config = ServiceConfig { auto_resync: false, ..ServiceConfig::default() };
+        let service = ArrayService::start(open(&devs, true), config);
+        let h = service.handle();
+        for at in (0..64u64).map(|i| i * 4096) {
+            read(&h, at, 4096);
+        }
+        h.start_sync(SyncAction::Resync).unwrap();
+        h.wait_idle().unwrap();
+        for at in (0..64u64).map(|i| i * 4096) {
+            read(&h, at, 4096);
+        }
+        let report = service.stop().unwrap();
+        assert_eq!(report.inline_reads, 64, "level {level}: inline reads before / after the resync");
     }
 }
 

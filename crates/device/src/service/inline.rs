@@ -11,10 +11,13 @@
 //!
 //! A read is answered inline when all of this holds, and goes to the engine otherwise, exactly
 //! as before (trying inline first changes nothing that the engine then sees):
-//! - the level keeps one copy of every byte: linear, raid0, raid4/5/6
-//!   ([`Geometry::each_data_piece`]); mirrors have a copy to choose, which is the read
-//!   policy's job;
 //! - no slot is missing, faulty or recovering;
+//! - on mirrors (raid1, raid10), no resync is owed: until one has run, copies may disagree, and
+//!   md reads the first copy only (as the engine does then). Otherwise a read of cached data
+//!   moves no disk head, so it has no copy to choose: each piece comes from the first copy, in
+//!   md's order, whose pages hold it ([`Geometry::runs`]), and read balancing is left to the
+//!   reads that reach the disks. Linear, raid0 and raid4/5/6 keep one copy of every byte
+//!   ([`Geometry::each_data_piece`]);
 //! - the read is at most [`ServiceConfig::inline_max`] bytes: larger reads gain
 //!   more from the member I/O threads copying in parallel than they lose in hand-offs;
 //! - every member it touches can answer without waiting for a device
@@ -71,6 +74,18 @@ impl InlineMap {
     pub(super) fn new(geometry: Geometry, size: u64, members: Vec<Option<MemberTarget>>, writes: bool) -> InlineMap {
         InlineMap { geometry, size, members, writes }
     }
+
+    /// `piece` read from `at` of `slot`'s data, if that member may be used inline and has it in
+    /// memory.
+    fn read_now(&self, slot: usize, at: u64, piece: &mut [std::mem::MaybeUninit<u8>]) -> bool {
+        match self.members.get(slot).and_then(Option::as_ref) {
+            Some(m) => {
+                at.checked_add(piece.len() as u64).is_some_and(|end| end <= m.data_bytes)
+                    && matches!(m.dev.read_now(m.base + at, piece), Ok(true))
+            }
+            None => false,
+        }
+    }
 }
 
 /// Shared by the service's handles (which read and write through it) and its engine thread
@@ -121,18 +136,26 @@ impl InlineIo {
         let room = buf.spare(len);
         let mut filled = 0usize;
         let mut ok = true;
-        map.geometry.each_data_piece(offset, len as u64, |slot, at, n| {
+        let single_copy = map.geometry.each_data_piece(offset, len as u64, |slot, at, n| {
             if !ok {
                 return;
             }
             let piece = &mut room[filled..filled + n as usize];
             filled += n as usize;
-            ok = match map.members.get(slot).and_then(Option::as_ref) {
-                Some(m) => at.checked_add(n).is_some_and(|end| end <= m.data_bytes)
-                    && matches!(m.dev.read_now(m.base + at, piece), Ok(true)),
-                None => false,
-            };
+            ok = map.read_now(slot, at, piece);
         });
+        if !single_copy {
+            // Mirrors: each run from the first copy (in md's order) that has it in memory, so
+            // one copy's pages serve the reads that keep hitting the cache.
+            for run in map.geometry.runs(offset, len as u64) {
+                let piece = &mut room[filled..filled + run.len as usize];
+                filled += run.len as usize;
+                if !run.copies.iter().any(|&(slot, at)| map.read_now(slot, at, piece)) {
+                    ok = false;
+                    break;
+                }
+            }
+        }
         if !ok || filled != len {
             return None;
         }

@@ -1612,7 +1612,9 @@ impl Runner {
             return;
         }
         let geometry = self.array.engine().geometry();
-        let want = !matches!(geometry, Geometry::Raid1(_) | Geometry::Raid10(_)) && !self.array.engine().degraded();
+        let mirrored = matches!(geometry, Geometry::Raid1(_) | Geometry::Raid10(_));
+        // Mirrors owing a resync read md's first copy only, which the engine does.
+        let want = !self.array.engine().degraded() && !(mirrored && self.array.needs_resync());
         if want == self.inline_on {
             return;
         }
