@@ -1614,7 +1614,8 @@ impl Runner {
         let geometry = self.array.engine().geometry();
         let mirrored = matches!(geometry, Geometry::Raid1(_) | Geometry::Raid10(_));
         // Mirrors owing a resync read md's first copy only, which the engine does.
-        let want = !self.array.engine().degraded() && !(mirrored && self.array.needs_resync());
+        let copies_may_differ = mirrored && self.array.needs_resync();
+        let want = !self.array.engine().degraded() && !copies_may_differ;
         if want == self.inline_on {
             return;
         }
