@@ -476,6 +476,59 @@ fn linear_and_raid0_writes_are_done_inline() {
     }
 }
 
+/// A member that cannot answer inline (an error, or data not in memory) sends the read to the
+/// engine, which reads it the usual way: the client sees the data, never the inline error.
+#[test]
+fn reads_a_member_refuses_inline_go_through_the_engine() {
+    struct NoInline(Arc<MemoryDevice>, bool);
+    impl MemberDevice for NoInline {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
+            self.0.read_at(o, b)
+        }
+        fn read_now(&self, _: u64, _: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<bool> {
+            if self.1 {
+                Err(std::io::Error::other("injected inline read error"))
+            } else {
+                Ok(false)
+            }
+        }
+        fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
+            self.0.write_at(o, d)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    for fails in [true, false] {
+        let mem = members(5, 4, 16);
+        let mut devs = as_dyn(&mem);
+        devs[2] = Arc::new(NoInline(Arc::clone(&mem[2]), fails));
+        let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
+        let h = service.handle();
+        let data = pattern(40, 96 << 10);
+        h.call(BlockOp::Write { offset: 0, data: data.clone().into(), fua: false }).unwrap();
+        let mut inline = 0;
+        for i in 0..24usize {
+            assert!(read(&h, (i * 4096) as u64, 4096) == data[i * 4096..(i + 1) * 4096], "block {i} (read_now fails: {fails})");
+            // Chunks are 8 KiB over three data members: which member holds block i.
+            let chunk = i / 2;
+            let stripe = chunk / 3;
+            let parity = 3 - stripe % 4;
+            let member = (parity + 1 + chunk % 3) % 4;
+            inline += usize::from(member != 2);
+        }
+        let report = service.stop().unwrap();
+        assert_eq!(report.failed_members.len(), 0, "an inline refusal failed a member");
+        assert_eq!(report.inline_reads, inline as u64, "reads of the other members are inline (read_now fails: {fails})");
+    }
+}
+
 /// With `inline_max: 0` every read goes through the engine.
 #[test]
 fn inline_reads_can_be_turned_off() {
