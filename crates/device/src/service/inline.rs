@@ -75,16 +75,22 @@ impl InlineMap {
         InlineMap { geometry, size, members, writes }
     }
 
+    /// `slot`'s member, if it may be used inline for `len` bytes at `at` of its data.
+    fn member(&self, slot: usize, at: u64, len: usize) -> Option<&MemberTarget> {
+        let m = self.members.get(slot)?.as_ref()?;
+        at.checked_add(len as u64).is_some_and(|end| end <= m.data_bytes).then_some(m)
+    }
+
     /// `piece` read from `at` of `slot`'s data, if that member may be used inline and has it in
     /// memory.
     fn read_now(&self, slot: usize, at: u64, piece: &mut [std::mem::MaybeUninit<u8>]) -> bool {
-        match self.members.get(slot).and_then(Option::as_ref) {
-            Some(m) => {
-                at.checked_add(piece.len() as u64).is_some_and(|end| end <= m.data_bytes)
-                    && matches!(m.dev.read_now(m.base + at, piece), Ok(true))
-            }
-            None => false,
-        }
+        self.member(slot, at, piece.len()).is_some_and(|m| matches!(m.dev.read_now(m.base + at, piece), Ok(true)))
+    }
+
+    /// `piece` written at `at` of `slot`'s data, if that member may be used inline and takes it
+    /// without waiting.
+    fn write_now(&self, slot: usize, at: u64, piece: &[u8]) -> bool {
+        self.member(slot, at, piece.len()).is_some_and(|m| matches!(m.dev.write_now(m.base + at, piece), Ok(true)))
     }
 }
 
@@ -187,11 +193,7 @@ impl InlineIo {
             }
             let piece = &data[done..done + n as usize];
             done += n as usize;
-            ok = match map.members.get(slot).and_then(Option::as_ref) {
-                Some(m) => at.checked_add(n).is_some_and(|end| end <= m.data_bytes)
-                    && matches!(m.dev.write_now(m.base + at, piece), Ok(true)),
-                None => false,
-            };
+            ok = map.write_now(slot, at, piece);
         });
         drop(guard);
         if ok && done == data.len() {
