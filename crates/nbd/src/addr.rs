@@ -272,11 +272,18 @@ mod tests {
         }
     }
 
+    /// Held by the tests that fork and by those that check whether a dropped listener's socket is
+    /// stale: a child between fork and exec still holds every descriptor of this process,
+    /// listening sockets included, so a socket dropped meanwhile still accepts connections and
+    /// reads as in use.
+    static FORK_OR_STALE_CHECK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     /// Run in a child process of the test binary (the umask is process-wide, and the other tests
     /// of this binary create files in parallel): under a umask of 0, a socket file made by
     /// `bind_owner_only` is 0600 already, before `bind`'s own `chmod`.
     #[test]
     fn a_socket_is_owner_only_from_the_moment_it_is_bound() {
+        let _forking = FORK_OR_STALE_CHECK.lock().unwrap_or_else(|e| e.into_inner());
         let dir = std::env::temp_dir().join(format!("uraid-nbd-umask-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let exe = std::env::current_exe().unwrap();
@@ -311,6 +318,7 @@ mod tests {
 
     #[test]
     fn bind_replaces_stale_sockets_but_nothing_else() {
+        let _no_fork = FORK_OR_STALE_CHECK.lock().unwrap_or_else(|e| e.into_inner());
         let dir = std::env::temp_dir().join(format!("uraid-nbd-addr-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let path = dir.join("s.sock");
