@@ -298,7 +298,7 @@ impl MemberDevice for FileDevice {
     fn write_now(&self, offset: u64, data: &[u8]) -> io::Result<bool> {
         check_bounds(self.size, offset, data.len())?;
         if !self.writable {
-            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "opened read-only"));
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("{}: opened read-only", self.name)));
         }
         let flags = if self.in_memory { 0 } else { libc::RWF_NOWAIT };
         let fd = self.file.as_raw_fd();

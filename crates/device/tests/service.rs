@@ -289,6 +289,35 @@ fn zero_and_trim() {
     }
 }
 
+/// A member in memory seen only through the plain device calls: its discard is not cheap (as on
+/// a block device), and it never answers inline (`read_now` says it would wait, or with the
+/// flag set fails).
+struct Plain(Arc<MemoryDevice>, bool);
+
+impl MemberDevice for Plain {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
+        self.0.read_at(o, b)
+    }
+    fn read_now(&self, _: u64, _: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<bool> {
+        if self.1 {
+            return Err(std::io::Error::other("injected inline read error"));
+        }
+        Ok(false)
+    }
+    fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
+        self.0.write_at(o, d)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A member in memory whose writes fail once `broken` is set, and with `reads_fail` its reads
 /// too. Until then (or without `reads_fail`) it answers `read_now` from memory, as a disk that
 /// stops taking writes may go on reading what it holds.
@@ -480,35 +509,10 @@ fn linear_and_raid0_writes_are_done_inline() {
 /// engine, which reads it the usual way: the client sees the data, never the inline error.
 #[test]
 fn reads_a_member_refuses_inline_go_through_the_engine() {
-    struct NoInline(Arc<MemoryDevice>, bool);
-    impl MemberDevice for NoInline {
-        fn name(&self) -> &str {
-            self.0.name()
-        }
-        fn size(&self) -> u64 {
-            self.0.size()
-        }
-        fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
-            self.0.read_at(o, b)
-        }
-        fn read_now(&self, _: u64, _: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<bool> {
-            if self.1 {
-                Err(std::io::Error::other("injected inline read error"))
-            } else {
-                Ok(false)
-            }
-        }
-        fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
-            self.0.write_at(o, d)
-        }
-        fn flush(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     for fails in [true, false] {
         let mem = members(5, 4, 16);
         let mut devs = as_dyn(&mem);
-        devs[2] = Arc::new(NoInline(Arc::clone(&mem[2]), fails));
+        devs[2] = Arc::new(Plain(Arc::clone(&mem[2]), fails));
         let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
         let h = service.handle();
         let data = pattern(40, 96 << 10);
@@ -614,26 +618,8 @@ fn dirty_array_is_never_marked_clean_without_a_resync() {
 /// does nothing; zeroing still zeroes.
 #[test]
 fn trim_is_skipped_where_discard_is_expensive() {
-    struct Expensive(Arc<MemoryDevice>);
-    impl MemberDevice for Expensive {
-        fn name(&self) -> &str {
-            self.0.name()
-        }
-        fn size(&self) -> u64 {
-            self.0.size()
-        }
-        fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
-            self.0.read_at(o, b)
-        }
-        fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
-            self.0.write_at(o, d)
-        }
-        fn flush(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     let mem = members(1, 2, 0);
-    let devs: Vec<Arc<dyn MemberDevice>> = mem.iter().map(|m| Arc::new(Expensive(Arc::clone(m))) as Arc<dyn MemberDevice>).collect();
+    let devs: Vec<Arc<dyn MemberDevice>> = mem.iter().map(|m| Arc::new(Plain(Arc::clone(m), false)) as Arc<dyn MemberDevice>).collect();
     let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
     let h = service.handle();
     assert!(!h.info().cheap_discard);
