@@ -30,6 +30,95 @@ mod gfni;
 /// measured about twice as slow for 64 KiB blocks in cache, and faster from 1 MiB blocks.
 const STREAM_FROM: usize = 512 << 10;
 
+/// Blocks from this size up to [`STREAM_FROM`] are streamed when their sources are not in the
+/// core's caches (see [`sources_cold`]). Below it the probe's cost (tens of nanoseconds) is no
+/// longer small against the operation's.
+const PROBE_FROM: usize = 32 << 10;
+
+/// Whether to write an operation's outputs with non-temporal stores.
+#[inline(always)]
+unsafe fn stream_outputs(len: usize, sources: &[*const u8]) -> bool {
+    #[cfg(test)]
+    if tests::FORCE_STREAM.with(|force| force.get()) {
+        return true;
+    }
+    len >= STREAM_FROM || (len >= PROBE_FROM && sources_cold(sources))
+}
+
+/// Whether the first lines of (up to four of) `sources` had to come from beyond the core's own
+/// caches, judged by the time their loads take against the time of loads known to hit.
+///
+/// Blocks of 64 KiB are the hard case for the store choice: in cache (data just received, the
+/// engine's usual case) ordinary stores are twice as fast as streaming ones, because the I/O
+/// that follows reads the output back from cache; from memory (a rebuild or scrub of direct
+/// reads, where the output leaves by DMA) streaming stores save reading every output line in
+/// first, a quarter of the traffic of P+Q over four blocks. Where the sources are is what tells
+/// the two apart, and a few loads tell where they are. The loads are not wasted: the loop needs
+/// those lines first. A wrong guess costs speed only, never bytes.
+#[inline(always)]
+unsafe fn sources_cold(sources: &[*const u8]) -> bool {
+    let Some(hit) = hit_ticks() else {
+        return false;
+    };
+    let mut first = [ptr::null::<u8>(); 4];
+    let mut n = 0;
+    for &source in sources {
+        if !source.is_null() && n < first.len() {
+            first[n] = source;
+            n += 1;
+        }
+    }
+    probe_ticks(&first[..n]) > COLD_FACTOR * hit
+}
+
+/// A probe that takes this many times the time of loads that hit the core's caches went to
+/// memory (or a distant cache). Measured on a Xeon with AVX-512: about 110 ticks when the lines
+/// are in L1/L2, 550-1050 from memory, 280-620 from its large shared L3 (either choice is close
+/// there).
+const COLD_FACTOR: u64 = 3;
+
+/// Ticks of the time-stamp counter taken by loading one byte from each of `lines`, with the
+/// counter reads fenced so the loads fall between them.
+#[inline(always)]
+unsafe fn probe_ticks(lines: &[*const u8]) -> u64 {
+    use std::arch::x86_64::{_mm_lfence, _rdtsc};
+    _mm_lfence();
+    let start = _rdtsc();
+    _mm_lfence();
+    let mut sink = 0u8;
+    for &line in lines {
+        sink ^= ptr::read_volatile(line);
+    }
+    _mm_lfence();
+    let end = _rdtsc();
+    std::hint::black_box(sink);
+    end.wrapping_sub(start)
+}
+
+/// What a probe of four lines takes when they are all in L1, measured once (the fastest of a
+/// few tries); `None` where the counter is too slow to read for probing to pay (a hypervisor
+/// that traps it), so that nothing is streamed below [`STREAM_FROM`].
+fn hit_ticks() -> Option<u64> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    /// 0: not measured yet; u64::MAX: probing is off.
+    static HIT: AtomicU64 = AtomicU64::new(0);
+    /// A trapped counter read costs a microsecond or more, thousands of ticks.
+    const TOO_SLOW: u64 = 2000;
+    let hit = match HIT.load(Ordering::Relaxed) {
+        0 => {
+            let line = [0u8; 64];
+            let lines = [line.as_ptr(); 4];
+            // SAFETY: the pointers are to a live local array.
+            let fastest = (0..32).map(|_| unsafe { probe_ticks(&lines) }).min().unwrap_or(0);
+            let hit = if fastest == 0 || fastest > TOO_SLOW { u64::MAX } else { fastest };
+            HIT.store(hit, Ordering::Relaxed);
+            hit
+        }
+        hit => hit,
+    };
+    (hit != u64::MAX).then_some(hit)
+}
+
 /// Orders the non-temporal stores of an operation before anything the caller does next (they
 /// are weakly ordered, so without this another thread handed the buffer might not see them).
 #[inline(always)]
@@ -138,7 +227,7 @@ mod generic {
                 *dst.add(at) = byte;
             }
         };
-        let stream = len >= STREAM_FROM;
+        let stream = stream_outputs(len, srcs);
         let mut at = aligned_start::<V>(dst, len);
         xor_bytes(0..at);
         while at + UNROLL * V::BYTES <= len {
@@ -213,7 +302,7 @@ mod generic {
                 finish.byte(at, p, q);
             }
         };
-        let stream = len >= STREAM_FROM;
+        let stream = stream_outputs(len, slots);
         let mut at = aligned_start::<V>(finish.output(), len);
         bytes(0..at);
         while at + UNROLL * V::BYTES <= len {
@@ -762,6 +851,79 @@ pub(crate) fn raid6_recover(ops: &Ops, blocks: &mut [&mut [u8]], missing: &[usiz
 mod tests {
     use super::*;
     use crate::Kernel;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Makes every operation on this thread write with non-temporal stores, so that the
+        /// path cold sources take below [`STREAM_FROM`] can be checked without depending on
+        /// where the test's buffers happen to be.
+        pub(super) static FORCE_STREAM: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Random-ish bytes, different for every block.
+    fn block(seed: u64, len: usize) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// Blocks below [`STREAM_FROM`] whose sources are cold get non-temporal stores; those bytes
+    /// must be the scalar reference's, at every alignment of the outputs.
+    #[test]
+    fn streamed_small_blocks_match_scalar() {
+        FORCE_STREAM.with(|force| force.set(true));
+        let n = 5;
+        for (len, skew) in [(64 << 10, 0), ((64 << 10) + 77, 3), (PROBE_FROM + 1, 17)] {
+            let data: Vec<Vec<u8>> = (0..n).map(|i| block(i as u64 + 1, len + skew)).collect();
+            let data: Vec<&[u8]> = data.iter().map(|d| &d[skew..]).collect();
+            let mut want_p = vec![0u8; len];
+            let mut want_q = vec![0u8; len];
+            Kernel::Scalar.gen_pq(&mut want_p, &mut want_q, &data);
+            for kernel in Kernel::available_kernels() {
+                if kernel == Kernel::Scalar {
+                    continue;
+                }
+                let mut p = vec![0u8; len + skew];
+                let mut q = vec![0u8; len + skew];
+                kernel.gen_pq(&mut p[skew..], &mut q[skew..], &data);
+                assert!(p[skew..] == want_p && q[skew..] == want_q, "{kernel}: gen_pq, {len}");
+                p.fill(0);
+                kernel.gen_p(&mut p[skew..], &data);
+                assert!(p[skew..] == want_p, "{kernel}: gen_p, {len}");
+                let mut stripe: Vec<Vec<u8>> = data.iter().map(|d| d.to_vec()).collect();
+                stripe.push(want_p.clone());
+                stripe.push(want_q.clone());
+                for missing in [vec![1], vec![0, 3], vec![2, n], vec![4, n + 1]] {
+                    let mut work = stripe.clone();
+                    for &m in &missing {
+                        work[m].fill(0x5a);
+                    }
+                    let mut blocks: Vec<&mut [u8]> = work.iter_mut().map(|b| &mut b[..]).collect();
+                    kernel.raid6_recover(&mut blocks, &missing);
+                    assert!(work == stripe, "{kernel}: losing {missing:?}, {len}");
+                }
+            }
+        }
+        FORCE_STREAM.with(|force| force.set(false));
+    }
+
+    /// The store choice by size alone, where no probe is made.
+    #[test]
+    fn streaming_by_size() {
+        let line = [7u8; 64];
+        let sources = [line.as_ptr(); 2];
+        // SAFETY: the sources point at a live array.
+        unsafe {
+            assert!(stream_outputs(STREAM_FROM, &sources));
+            assert!(!stream_outputs(PROBE_FROM - 1, &sources));
+        }
+    }
 
     /// GF2P8AFFINEQB on one byte, as Intel documents it.
     fn affine_byte(matrix: u64, x: u8) -> u8 {
