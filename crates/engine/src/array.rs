@@ -34,9 +34,10 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 
 use bytes::Bytes;
+use smallvec::{smallvec, SmallVec};
 use uraid_layout::StripeRoles;
 
-use crate::geometry::{Geometry, ParityRun, SECTOR_BYTES};
+use crate::geometry::{Copies, Geometry, ParityRun, SECTOR_BYTES};
 use crate::read_balance::{Balancer, ReadPolicy};
 use crate::idmap::IdMap;
 use crate::{EngineError, IoBuf};
@@ -175,20 +176,30 @@ pub enum EngineEvent {
 
 /// A member write of one part of a request, before merging: `(part, slot, member offset, bytes)`.
 type PartWrite = (usize, usize, u64, Bytes);
+/// The member writes of a request, inline for a small one (one run, up to four copies).
+type PartWrites = SmallVec<[PartWrite; 4]>;
+/// The parts one merged member write covers.
+type GroupParts = SmallVec<[usize; 2]>;
 
 /// A stripe's member write: `(slot, member offset, bytes, is a correction)`.
 type StripeMemberWrite = (usize, u64, Bytes, bool);
 
 /// A logical byte range `[start, end)` an op holds, and whether it holds it exclusively (writes).
 type Lock = (u64, u64, bool);
+/// A request's locks: one range but for recovery, held inline so that submitting does not
+/// allocate.
+type Locks = SmallVec<[Lock; 1]>;
 
 #[derive(Debug)]
 struct Op {
     kind: OpKind,
     /// Logical byte ranges this op must not share with a conflicting op.
-    locks: Vec<Lock>,
+    locks: Locks,
 }
 
+// A read is the largest kind (its first part and pieces are inline); boxing it would put back
+// the allocation per request the inline lists save.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum OpKind {
     Read(ReadOp),
@@ -268,7 +279,7 @@ pub struct Array {
     /// Requests waiting for a conflicting earlier request, in arrival order.
     waiting: VecDeque<RequestId>,
     /// Requests started and not finished, with their locks.
-    running: Vec<(RequestId, Vec<Lock>)>,
+    running: Vec<(RequestId, Locks)>,
     /// Set while `start_ready` runs, so a request finishing during its own start asks for
     /// another pass instead of re-entering (which would lose track of what is blocked).
     starting: bool,
@@ -288,7 +299,7 @@ pub struct Array {
     memory_waiters: VecDeque<RequestId>,
     admitting: bool,
     /// While stripes are planned together, their member writes gather here to be merged.
-    write_batch: Option<Vec<PartWrite>>,
+    write_batch: Option<PartWrites>,
     /// Which copy of mirrored data each read goes to (see [`crate::read_balance`]).
     balance: Balancer,
     /// What the `split` read policy read ahead of sequential streams.
@@ -439,22 +450,22 @@ impl Array {
     /// not only after completing member I/O.
     pub fn submit(&mut self, request: Request) -> Result<RequestId, EngineError> {
         let size = self.size_bytes();
-        let locks: Vec<Lock> = match &request {
+        let locks: Locks = match &request {
             Request::Read { offset, len } => {
                 check_range(*offset, *len, size)?;
                 // A read error on a mirror is corrected in whole rows, which no write may change
                 // meanwhile.
                 let (start, wide) = self.mirror_rows(*offset, *len, size);
-                vec![(start, start + wide, false)]
+                smallvec![(start, start + wide, false)]
             }
             Request::Write { offset, data } => {
                 check_range(*offset, data.len() as u64, size)?;
-                vec![(*offset, offset + data.len() as u64, true)]
+                smallvec![(*offset, offset + data.len() as u64, true)]
             }
             Request::Sync { offset, len, .. } => {
                 check_range(*offset, *len, size)?;
                 let (start, wide) = self.mirror_rows(*offset, *len, size);
-                vec![(start, start + wide, true)]
+                smallvec![(start, start + wide, true)]
             }
             Request::Discard { offset, len } => {
                 check_range(*offset, *len, size)?;
@@ -466,7 +477,7 @@ impl Array {
                         return Err(EngineError::Unaligned { offset: *offset, len: *len, granularity: width });
                     }
                 }
-                vec![(*offset, offset + len, true)]
+                smallvec![(*offset, offset + len, true)]
             }
             Request::Recover { offset, len } => {
                 if self.geometry.max_degraded() == 0 {
@@ -477,9 +488,9 @@ impl Array {
                     return Err(EngineError::NothingToRecover);
                 }
                 let (start, wide) = self.mirror_rows(*offset, *len, self.geometry.member_data_bytes());
-                self.recover_locks(start, wide)
+                self.recover_locks(start, wide).into()
             }
-            Request::Flush => Vec::new(),
+            Request::Flush => Locks::new(),
         };
         // Parity is shared by a whole stripe: lock whole stripes.
         let locks = locks
@@ -505,7 +516,7 @@ impl Array {
                         groups: Vec::new(),
                     })
                 } else {
-                    OpKind::Write(CopyWriteOp { offset, data, parts: Vec::new(), pending: 0, error: None, groups: Vec::new() })
+                    OpKind::Write(CopyWriteOp { offset, data, parts: SmallVec::new(), pending: 0, error: None, groups: Vec::new() })
                 }
             }
             Request::Flush => OpKind::Flush { pending: 0, ok: 0 },
@@ -699,15 +710,17 @@ impl Array {
         self.starting = true;
         loop {
             self.rescan = false;
-            let mut still_waiting = VecDeque::new();
+            // Each request waiting now is looked at once; those that must wait on go to the
+            // back, in their order (the deque keeps its buffer: no allocation per request).
             let mut blocked: Vec<Lock> = Vec::new();
-            while let Some(rid) = self.waiting.pop_front() {
+            for _ in 0..self.waiting.len() {
+                let rid = self.waiting.pop_front().expect("counted");
                 let locks = self.ops[&rid].locks.clone();
                 let conflicts = |other: &Lock| locks.iter().any(|l| (l.2 || other.2) && l.0 < other.1 && other.0 < l.1);
                 let busy = self.running.iter().any(|(_, held)| held.iter().any(conflicts)) || blocked.iter().any(conflicts);
                 if busy {
                     blocked.extend(locks.iter().copied());
-                    still_waiting.push_back(rid);
+                    self.waiting.push_back(rid);
                     continue;
                 }
                 if !locks.is_empty() {
@@ -715,7 +728,6 @@ impl Array {
                 }
                 self.start(rid);
             }
-            self.waiting = still_waiting;
             if !self.rescan {
                 break;
             }
@@ -855,7 +867,21 @@ impl Array {
                 // After a read error `data` is wider than the unit: the unit's own bytes go to
                 // the reader and the targets, all of it to the copies whose read failed.
                 let (lead, _) = u.wide.unwrap_or((0, u.len));
-                let own = data.slice(lead as usize..(lead + u.len) as usize);
+                // The common case hands the member's bytes on as they are: slicing or cloning a
+                // `Bytes` made from a `Vec` allocates its shared header, so do neither when the
+                // read is exactly the unit and nobody else needs it.
+                let whole = lead == 0 && data.len() as u64 == u.len;
+                let own = if whole && u.targets.is_empty() && u.bad.is_empty() {
+                    if let Some((assembly, at)) = sink {
+                        assembly.put(at, data);
+                    }
+                    u.writing = true;
+                    return (u.pending == 0).then_some(Ok(()));
+                } else if whole {
+                    data.clone()
+                } else {
+                    data.slice(lead as usize..(lead + u.len) as usize)
+                };
                 if let Some((assembly, at)) = sink {
                     assembly.put(at, own.clone());
                 }
@@ -926,7 +952,7 @@ impl Array {
                 // sequential run to the next disk every 64 KiB).
                 let mut at = 0;
                 while at < run.len {
-                    let copies: Vec<(usize, u64)> = run.copies.iter().map(|&(s, o)| (s, o + at)).collect();
+                    let copies: Copies = run.copies.iter().map(|&(s, o)| (s, o + at)).collect();
                     let len = self.balance.piece_len(&copies, run.len - at).max(1);
                     let mut unit = CopyUnit::new(copies, len, Vec::new());
                     unit.first = self.choose_copy(&unit.copies, unit.len);
@@ -1198,10 +1224,13 @@ impl Array {
             ReadPart::Cached { .. } => unreachable!("read-ahead completions are filed under their own id"),
             ReadPart::Parity { run, phase } => {
                 let at = (run.logical - r.offset) as usize;
-                if let (ParityRead::Direct, Outcome::Data(data)) = (&*phase, &outcome) {
-                    r.assembly.put(at, data.clone());
-                    r.settle(Some(Ok(())));
-                    return r.remaining == 0;
+                if let ParityRead::Direct = phase {
+                    if let Outcome::Data(data) = outcome {
+                        // Moved, not cloned: cloning a `Bytes` made from a `Vec` allocates.
+                        r.assembly.put(at, data);
+                        r.settle(Some(Ok(())));
+                        return r.remaining == 0;
+                    }
                 }
                 let sink = r.assembly.sink(at, run.len as usize);
                 match phase {
@@ -1240,7 +1269,7 @@ impl Array {
     fn start_copy_write(&mut self, rid: RequestId, w: &mut CopyWriteOp) -> Option<Result<(), EngineError>> {
         self.readahead_write(w.offset, &w.data);
         let runs = self.geometry.runs(w.offset, w.data.len() as u64);
-        let mut writes: Vec<PartWrite> = Vec::new();
+        let mut writes = PartWrites::new();
         for (part, run) in runs.into_iter().enumerate() {
             let at = (run.logical - w.offset) as usize;
             let bytes = w.data.slice(at..at + run.len as usize);
@@ -1389,7 +1418,7 @@ impl Array {
     /// merged.
     fn admit_stripes(&mut self, rid: RequestId, w: &mut ParityWriteOp) {
         let merging = self.log.is_none();
-        let outer = if merging { self.write_batch.replace(Vec::new()) } else { None };
+        let outer = if merging { self.write_batch.replace(PartWrites::new()) } else { None };
         while let Some(&part) = w.unplanned.front() {
             let charge = self.stripe_charge(&w.stripes[part]);
             if self.stripe_memory > 0 && self.stripe_memory + charge > self.stripe_memory_limit {
@@ -1412,7 +1441,7 @@ impl Array {
     /// Emit `writes` (of the request's parts) merged per member (see [`merge_writes`]): a write
     /// covering one part is tagged with it, one covering several with `GROUP_PART` plus its
     /// index in `groups`, where the parts it covers are recorded.
-    fn emit_merged_writes(&mut self, rid: RequestId, groups: &mut Vec<Vec<usize>>, writes: Vec<PartWrite>) {
+    fn emit_merged_writes(&mut self, rid: RequestId, groups: &mut Vec<GroupParts>, writes: PartWrites) {
         for (slot, off, data, parts) in merge_writes(writes) {
             let part = match parts[..] {
                 [part] => part,
@@ -1830,7 +1859,7 @@ impl Array {
                 // ones read ahead.
                 self.readahead_forget(offset, len);
                 for run in self.geometry.runs(offset, len) {
-                    s.units.push(SyncUnit::new(None, run.copies, run.len, n));
+                    s.units.push(SyncUnit::new(None, run.copies.into_vec(), run.len, n));
                 }
             }
         }
@@ -2324,7 +2353,7 @@ pub fn reconstruct(roles: &StripeRoles, blocks: &mut [Option<Vec<u8>>], missing:
 struct CopyUnit {
     len: u64,
     /// Every copy as `(slot, member offset)`, in md's copy order.
-    copies: Vec<(usize, u64)>,
+    copies: Copies,
     /// The index in `copies` of the copy to read first: the one read balancing chose (0, md's
     /// first copy, where nothing was chosen: recovery).
     first: usize,
@@ -2346,7 +2375,7 @@ struct CopyUnit {
 }
 
 impl CopyUnit {
-    fn new(copies: Vec<(usize, u64)>, len: u64, targets: Vec<(usize, u64)>) -> CopyUnit {
+    fn new(copies: Copies, len: u64, targets: Vec<(usize, u64)>) -> CopyUnit {
         CopyUnit { len, copies, first: 0, tried: 0, bad: Vec::new(), targets, wide: None, writing: false, pending: 0 }
     }
 
@@ -2368,8 +2397,10 @@ impl CopyUnit {
     /// A fresh unit for the bytes `[delta, delta+len)` of this one, read first from the same
     /// copy.
     fn piece(&self, delta: u64, len: u64) -> CopyUnit {
-        let shift = |v: &Vec<(usize, u64)>| v.iter().map(|&(slot, off)| (slot, off + delta)).collect();
-        let mut piece = CopyUnit::new(shift(&self.copies), len, shift(&self.targets));
+        fn shift<C: FromIterator<(usize, u64)>>(v: &[(usize, u64)], delta: u64) -> C {
+            v.iter().map(|&(slot, off)| (slot, off + delta)).collect()
+        }
+        let mut piece = CopyUnit::new(shift(&self.copies, delta), len, shift(&self.targets, delta));
         piece.first = self.first;
         piece
     }
@@ -2406,10 +2437,10 @@ fn stripe_pieces(sw: &StripeWrite, bounds: &[(u64, u64)]) -> Vec<StripeWrite> {
 /// Merge member writes `(part, slot, member offset, bytes)` that continue one another on the
 /// same member into one write, up to [`MAX_MERGE_BYTES`]: `(slot, offset, bytes, parts)` with
 /// the parts each write covers, in the order of the first write of each merged run.
-fn merge_writes(mut writes: Vec<PartWrite>) -> Vec<(usize, u64, IoBuf, Vec<usize>)> {
-    let mut sorted: Vec<(usize, u64, usize)> = writes.iter().enumerate().map(|(i, w)| (w.1, w.2, i)).collect();
+fn merge_writes(mut writes: PartWrites) -> SmallVec<[(usize, u64, IoBuf, GroupParts); 4]> {
+    let mut sorted: SmallVec<[(usize, u64, usize); 4]> = writes.iter().enumerate().map(|(i, w)| (w.1, w.2, i)).collect();
     sorted.sort_unstable();
-    let mut out: Vec<(usize, u64, IoBuf, Vec<usize>)> = Vec::new();
+    let mut out: SmallVec<[(usize, u64, IoBuf, GroupParts); 4]> = SmallVec::new();
     for (slot, off, i) in sorted {
         let (part, _, _, data) = std::mem::take(&mut writes[i]);
         if let Some(last) = out.last_mut() {
@@ -2421,7 +2452,7 @@ fn merge_writes(mut writes: Vec<PartWrite>) -> Vec<(usize, u64, IoBuf, Vec<usize
                 continue;
             }
         }
-        out.push((slot, off, IoBuf::from(data), vec![part]));
+        out.push((slot, off, IoBuf::from(data), smallvec![part]));
     }
     out
 }
@@ -2499,14 +2530,15 @@ struct ReadOp {
     offset: u64,
     len: u64,
     assembly: ReadAssembly,
-    parts: Vec<ReadPart>,
+    /// Inline for one part: a small read on one member does not allocate.
+    parts: SmallVec<[ReadPart; 1]>,
     remaining: usize,
     error: Option<EngineError>,
 }
 
 impl ReadOp {
     fn new(offset: u64, len: u64) -> ReadOp {
-        ReadOp { offset, len, assembly: ReadAssembly::new(len as usize), parts: Vec::new(), remaining: 0, error: None }
+        ReadOp { offset, len, assembly: ReadAssembly::new(len as usize), parts: SmallVec::new(), remaining: 0, error: None }
     }
 
     /// Account for a part that finished (`Some`), with its error if any.
@@ -2527,14 +2559,14 @@ impl ReadOp {
 #[derive(Debug)]
 struct ReadAssembly {
     len: usize,
-    /// `(offset in the request, bytes)`, in arrival order.
-    pieces: Vec<(usize, Bytes)>,
+    /// `(offset in the request, bytes)`, in arrival order; inline for the usual one or two.
+    pieces: SmallVec<[(usize, Bytes); 2]>,
     buf: Option<Vec<u8>>,
 }
 
 impl ReadAssembly {
     fn new(len: usize) -> ReadAssembly {
-        ReadAssembly { len, pieces: Vec::new(), buf: None }
+        ReadAssembly { len, pieces: SmallVec::new(), buf: None }
     }
 
     fn put(&mut self, at: usize, bytes: Bytes) {
@@ -2612,12 +2644,13 @@ struct DiscardOp {
 struct CopyWriteOp {
     offset: u64,
     data: Bytes,
-    parts: Vec<CopyWritePart>,
+    /// Inline for a small write (one or two runs).
+    parts: SmallVec<[CopyWritePart; 2]>,
     /// Counted per part and copy, merged writes included.
     pending: usize,
     error: Option<EngineError>,
     /// The parts each merged member write covers (tag part `GROUP_PART + index`).
-    groups: Vec<Vec<usize>>,
+    groups: Vec<GroupParts>,
 }
 
 #[derive(Debug)]
@@ -2648,7 +2681,7 @@ struct ParityWriteOp {
     /// Stripes waiting for stripe memory before they are planned, in order.
     unplanned: VecDeque<usize>,
     /// The stripes each merged member write covers (tag part `GROUP_PART + index`).
-    groups: Vec<Vec<usize>>,
+    groups: Vec<GroupParts>,
 }
 
 #[derive(Debug)]

@@ -4,6 +4,7 @@
 //! question answered for every level: "this logical byte range, where is it?". This module turns a
 //! level's layout into that answer, and owns nothing else: no member state, no I/O.
 
+use smallvec::SmallVec;
 use uraid_layout::{
     Extent, Level, LinearLayout, ParityLayout, Raid0Layout, Raid10Layout, Raid1Layout, StripeRoles,
 };
@@ -31,8 +32,19 @@ pub struct MappedRun {
     /// Length of the run in bytes (never crosses a chunk or member boundary).
     pub len: u64,
     /// `(slot, member byte offset from the data start)` of each copy, in md's copy order.
-    pub copies: Vec<(usize, u64)>,
+    pub copies: Copies,
 }
+
+/// The copies of a run, `(slot, member byte offset)`: held inline up to four (every linear and
+/// raid0 run, and mirrors of up to four ways), so that mapping a request does not allocate.
+pub type Copies = SmallVec<[(usize, u64); 4]>;
+
+/// The runs of a parity-level request, inline up to two.
+pub type ParityRuns = SmallVec<[ParityRun; 2]>;
+
+/// The runs of a request, inline up to two (a small request crosses at most one chunk
+/// boundary).
+pub type MappedRuns = SmallVec<[MappedRun; 2]>;
 
 /// Where one logical run of a parity array lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +109,10 @@ impl Geometry {
     pub fn is_readable(&self, alive: &dyn Fn(usize) -> bool) -> bool {
         let disks = self.raid_disks();
         let dead = (0..disks).filter(|&s| !alive(s)).count();
+        if dead == 0 {
+            // The engine asks before every request; a whole array needs no mapping.
+            return true;
+        }
         match self {
             Geometry::Linear(_) | Geometry::Raid0(_) => dead == 0,
             Geometry::Raid1(_) => dead < disks,
@@ -165,28 +181,32 @@ impl Geometry {
 
     /// Split `[offset, offset+len)` into runs that each lie in one chunk of one member (for every
     /// copy). Not for parity arrays: use [`Geometry::parity_runs`].
-    pub fn runs(&self, offset: u64, len: u64) -> Vec<MappedRun> {
-        let mut out = Vec::new();
+    pub fn runs(&self, offset: u64, len: u64) -> MappedRuns {
+        let mut out = MappedRuns::new();
         let mut pos = offset;
         let end = offset + len;
         while pos < end {
             let sector = pos / SECTOR_BYTES;
             let within = pos % SECTOR_BYTES;
             let copy = |e: &Extent| (e.member, e.sector * SECTOR_BYTES + within);
-            // One copy needs no list of extents first (every read and write of linear and raid0
-            // comes through here).
-            let one = |e: Extent| (e.sectors, vec![copy(&e)]);
-            let many = |v: Vec<Extent>| {
-                let first = v.first().expect("layout returned no extent");
-                (first.sectors, v.iter().map(copy).collect::<Vec<_>>())
+            // The copies go straight into an inline list: mapping a request does not allocate
+            // (every read and write of the copy levels comes through here).
+            let mut copies = Copies::new();
+            let mut first_sectors = 0;
+            let mut each = |e: Extent| {
+                if copies.is_empty() {
+                    first_sectors = e.sectors;
+                }
+                copies.push(copy(&e));
             };
-            let (first_sectors, copies) = match self {
-                Geometry::Linear(l) => one(l.map(sector)),
-                Geometry::Raid0(l) => one(l.map(sector)),
-                Geometry::Raid1(l) => many(l.map(sector)),
-                Geometry::Raid10(l) => many(l.map(sector)),
+            match self {
+                Geometry::Linear(l) => each(l.map(sector)),
+                Geometry::Raid0(l) => each(l.map(sector)),
+                Geometry::Raid1(l) => l.map_each(sector, each),
+                Geometry::Raid10(l) => l.map_each(sector, each),
                 Geometry::Parity(_) => panic!("runs() called on a parity geometry"),
-            };
+            }
+            assert!(!copies.is_empty(), "layout returned no extent");
             // Raid1 maps a whole member; cap runs so a single buffer stays bounded.
             let avail = (first_sectors * SECTOR_BYTES - within).min(MAX_RUN_BYTES);
             let run = avail.min(end - pos);
@@ -237,12 +257,12 @@ impl Geometry {
     }
 
     /// Split `[offset, offset+len)` of a parity array into runs, each inside one data chunk.
-    pub fn parity_runs(&self, offset: u64, len: u64) -> Vec<ParityRun> {
+    pub fn parity_runs(&self, offset: u64, len: u64) -> ParityRuns {
         let Geometry::Parity(l) = self else {
             panic!("parity_runs() called on a non-parity geometry");
         };
         let chunk_bytes = u64::from(l.chunk_sectors()) * SECTOR_BYTES;
-        let mut out = Vec::new();
+        let mut out = ParityRuns::new();
         let mut pos = offset;
         let end = offset + len;
         while pos < end {

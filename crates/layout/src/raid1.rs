@@ -41,15 +41,22 @@ impl Raid1Layout {
 
     /// One extent per mirror, in slot order, each running to the end of the array.
     pub fn map(&self, logical: u64) -> Vec<Extent> {
+        let mut out = Vec::with_capacity(self.raid_disks);
+        self.map_each(logical, |e| out.push(e));
+        out
+    }
+
+    /// [`Raid1Layout::map`]'s extents handed to `each` in the same order, without a list.
+    pub fn map_each(&self, logical: u64, mut each: impl FnMut(Extent)) {
         check_in_array(logical, self.component_sectors);
         let sectors = self.component_sectors - logical;
-        (0..self.raid_disks)
-            .map(|member| Extent {
+        for member in 0..self.raid_disks {
+            each(Extent {
                 member,
                 sector: logical,
                 sectors,
-            })
-            .collect()
+            });
+        }
     }
 
     /// The array sector stored at `sector` of `member`: the same number, inside the component.

@@ -317,6 +317,14 @@ impl Raid10Layout {
     /// the order `__raid10_find_phys` lists them: for each near copy, that copy and then its far
     /// copies. All extents have the same length.
     pub fn map(&self, logical: u64) -> Vec<Extent> {
+        let mut out = Vec::with_capacity((self.near * self.far) as usize);
+        self.map_each(logical, |e| out.push(e));
+        out
+    }
+
+    /// [`Raid10Layout::map`]'s extents handed to `each` in the same order, without a list (for
+    /// callers that map on every request and keep the copies in a buffer of their own).
+    pub fn map_each(&self, logical: u64, mut each: impl FnMut(Extent)) {
         check_in_array(logical, self.array_sectors);
         let chunk = self.chunk();
         let in_chunk = logical & (chunk - 1);
@@ -331,10 +339,9 @@ impl Raid10Layout {
         }
         let mut sector = (row << self.chunk_shift) + in_chunk;
 
-        let mut out = Vec::with_capacity((self.near * self.far) as usize);
         for _ in 0..self.near {
             let (mut d, mut s) = (dev, sector);
-            out.push(Extent {
+            each(Extent {
                 member: d as usize,
                 sector: s,
                 sectors,
@@ -342,7 +349,7 @@ impl Raid10Layout {
             for _ in 1..self.far {
                 d = self.next_far_member(d);
                 s += self.stride;
-                out.push(Extent {
+                each(Extent {
                     member: d as usize,
                     sector: s,
                     sectors,
@@ -354,7 +361,6 @@ impl Raid10Layout {
                 sector += chunk;
             }
         }
-        out
     }
 
     /// The member holding the next far copy of a chunk on member `d`: `near` members on, wrapping

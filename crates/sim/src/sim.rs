@@ -1071,7 +1071,7 @@ impl Sim {
                 let run = &self.geometry.parity_runs(sector, 1)[0];
                 vec![(run.slot, run.stripe * self.geometry.chunk_bytes() + run.chunk_offset)]
             }
-            _ => self.geometry.runs(sector, 1)[0].copies.clone(),
+            _ => self.geometry.runs(sector, 1)[0].copies.to_vec(),
         };
         let shown: Vec<String> = places
             .iter()

@@ -29,7 +29,7 @@
 //!   is short).
 
 use super::{Array, CopyUnit, IoTag, MemberOp, OpKind, Outcome, ReadOp, ReadPart, RequestId};
-use crate::geometry::{Geometry, MAX_RUN_BYTES};
+use crate::geometry::{Copies, Geometry, MAX_RUN_BYTES};
 use crate::read_balance::{ReadPolicy, SplitTuning, Tracked};
 
 /// The request id read-ahead I/O is filed under (requests count from 1, the log's is 0); the
@@ -219,7 +219,7 @@ impl Array {
                     let logical = run.logical + at;
                     let window = logical / w;
                     let len = ((window + 1) * w - logical).min(run.len - at);
-                    let copies: Vec<(usize, u64)> = run.copies.iter().map(|&(s, o)| (s, o + at)).collect();
+                    let copies: Copies = run.copies.iter().map(|&(s, o)| (s, o + at)).collect();
                     let readable = copies.iter().filter(|c| self.in_sync(c.0)).count();
                     let lane = self.balance.stream_lane(stream, window, readable);
                     let slots = &self.slots;
