@@ -183,6 +183,12 @@ type GroupParts = SmallVec<[usize; 2]>;
 
 /// A stripe's member write: `(slot, member offset, bytes, is a correction)`.
 type StripeMemberWrite = (usize, u64, Bytes, bool);
+/// A stripe's member writes, inline for a small write (data, P and Q).
+type StripeMemberWrites = SmallVec<[StripeMemberWrite; 4]>;
+/// Per member slot, a stripe's old (then new) contents over its rows, where known.
+type StripeBlocks = SmallVec<[Option<Vec<u8>>; 8]>;
+/// Member slots, inline for arrays of up to 16 members.
+type Slots = SmallVec<[usize; 16]>;
 
 /// A logical byte range `[start, end)` an op holds, and whether it holds it exclusively (writes).
 type Lock = (u64, u64, bool);
@@ -509,10 +515,10 @@ impl Array {
                     OpKind::ParityWrite(ParityWriteOp {
                         offset,
                         data,
-                        stripes: Vec::new(),
+                        stripes: SmallVec::new(),
                         remaining: 0,
                         error: None,
-                        unplanned: VecDeque::new(),
+                        unplanned: 0..0,
                         groups: Vec::new(),
                     })
                 } else {
@@ -1359,7 +1365,7 @@ impl Array {
 
     fn start_parity_write(&mut self, rid: RequestId, w: &mut ParityWriteOp) -> Option<Result<(), EngineError>> {
         let runs = self.geometry.parity_runs(w.offset, w.data.len() as u64);
-        let mut by_stripe: Vec<StripeWrite> = Vec::new();
+        let mut by_stripe: SmallVec<[StripeWrite; 1]> = SmallVec::new();
         for run in runs {
             match by_stripe.last_mut() {
                 Some(sw) if sw.stripe == run.stripe => sw.runs.push(run),
@@ -1374,7 +1380,7 @@ impl Array {
                     let lo = sw.runs.iter().map(|r| r.chunk_offset).min().expect("runs") / max * max;
                     let hi = sw.runs.iter().map(|r| r.chunk_offset + r.len).max().expect("runs");
                     if hi - lo <= max {
-                        return vec![sw];
+                        return smallvec![sw];
                     }
                     let bounds: Vec<(u64, u64)> = (lo..hi).step_by(max as usize).map(|s| (s, (s + max).min(hi))).collect();
                     stripe_pieces(&sw, &bounds)
@@ -1383,7 +1389,7 @@ impl Array {
         }
         w.stripes = by_stripe;
         w.remaining = w.stripes.len();
-        w.unplanned = (0..w.stripes.len()).collect();
+        w.unplanned = 0..w.stripes.len();
         // Requests already waiting for stripe memory go first.
         if self.memory_waiters.is_empty() {
             self.admit_stripes(rid, w);
@@ -1419,12 +1425,12 @@ impl Array {
     fn admit_stripes(&mut self, rid: RequestId, w: &mut ParityWriteOp) {
         let merging = self.log.is_none();
         let outer = if merging { self.write_batch.replace(PartWrites::new()) } else { None };
-        while let Some(&part) = w.unplanned.front() {
+        while let Some(part) = w.unplanned.clone().next() {
             let charge = self.stripe_charge(&w.stripes[part]);
             if self.stripe_memory > 0 && self.stripe_memory + charge > self.stripe_memory_limit {
                 break;
             }
-            w.unplanned.pop_front();
+            w.unplanned.start += 1;
             w.stripes[part].charge = charge;
             self.stripe_memory += charge;
             self.stripe_memory_peak = self.stripe_memory_peak.max(self.stripe_memory);
@@ -1530,15 +1536,15 @@ impl Array {
         }
         sw.lo = lo;
         sw.hi = hi;
-        let parity_slots: Vec<usize> = std::iter::once(roles.p).chain(roles.q).collect();
-        let touched: Vec<usize> = sw.runs.iter().map(|r| r.slot).collect();
+        let parity_slots: Slots = std::iter::once(roles.p).chain(roles.q).collect();
+        let touched: Slots = sw.runs.iter().map(|r| r.slot).collect();
         let fully_covered = |slot: usize| sw.runs.iter().any(|r| r.slot == slot && r.chunk_offset == lo && r.len == hi - lo);
         let slots = &self.slots;
         let bad = &sw.bad;
         // Old contents come from in-sync members only, and not from one whose read just failed.
         let readable = |s: usize| slots[s] == SlotState::InSync && !bad.contains(&s);
         let writable = |s: usize| matches!(slots[s], SlotState::InSync | SlotState::Recovering);
-        let kept_parity: Vec<usize> = parity_slots.iter().copied().filter(|&s| writable(s)).collect();
+        let kept_parity: Slots = parity_slots.iter().copied().filter(|&s| writable(s)).collect();
 
         let strategy = if kept_parity.is_empty() {
             // No parity left to maintain: plain data writes.
@@ -1556,7 +1562,7 @@ impl Array {
                 && touched.iter().all(|&s| readable(s))
                 && kept_parity.iter().all(|&s| readable(s))
                 && (!logged || parity_slots.iter().all(|&s| readable(s)));
-            let rcw_needs: Vec<usize> = roles.data.iter().copied().filter(|&s| !fully_covered(s)).collect();
+            let rcw_needs: Slots = roles.data.iter().copied().filter(|&s| !fully_covered(s)).collect();
             let rcw_possible = rcw_needs.iter().all(|&s| readable(s));
             let rmw_reads = touched.len() + kept_parity.len();
             let rcw_reads = rcw_needs.len();
@@ -1567,8 +1573,8 @@ impl Array {
                 (false, false) => Strategy::Degraded,
             }
         };
-        let reads: Vec<usize> = match strategy {
-            Strategy::DataOnly => Vec::new(),
+        let reads: Slots = match strategy {
+            Strategy::DataOnly => Slots::new(),
             Strategy::ReadModifyWrite => touched.iter().copied().chain(kept_parity.iter().copied()).collect(),
             Strategy::ReconstructWrite => roles.data.iter().copied().filter(|&s| !fully_covered(s)).collect(),
             Strategy::Degraded => (0..n).filter(|&s| readable(s)).collect(),
@@ -1583,7 +1589,7 @@ impl Array {
             return true;
         }
         sw.strategy = strategy;
-        sw.blocks = vec![None; n];
+        sw.blocks = smallvec![None; n];
         sw.failed_read = false;
         sw.pending = reads.len();
         if reads.is_empty() {
@@ -1609,33 +1615,52 @@ impl Array {
                 block[at..at + r.len as usize].copy_from_slice(&w.data[src..src + r.len as usize]);
             }
         };
+        // The request's bytes for `slot`, when one run writes all of its rows [lo, hi).
+        let request_rows = |slot: usize| -> Option<&[u8]> {
+            let r = sw.runs.iter().find(|r| r.slot == slot && r.chunk_offset == lo && r.len == hi - lo)?;
+            let src = (r.logical - w.offset) as usize;
+            Some(&w.data[src..src + len])
+        };
         // Members written over the whole of [lo, hi): parity, and data members whose read failed
         // (their rows are rewritten in full, which is the correction).
-        let mut whole: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut whole: SmallVec<[(usize, Vec<u8>); 2]> = SmallVec::new();
         // New contents over [lo, hi) of the data members the write touches, by slot, kept for
         // the partial parity log.
         let logging = self.log.is_some() && sw.strategy != Strategy::DataOnly;
-        let mut new_blocks: Vec<Option<Vec<u8>>> = vec![None; self.slots.len()];
+        let mut new_blocks: StripeBlocks = if logging { smallvec![None; self.slots.len()] } else { StripeBlocks::new() };
         match sw.strategy {
             Strategy::DataOnly => {}
             Strategy::ReadModifyWrite => {
                 let mut p = sw.blocks[roles.p].take();
                 let mut q = roles.q.and_then(|q| sw.blocks[q].take());
-                for &slot in sw.runs.iter().map(|r| &r.slot).collect::<BTreeSet<_>>() {
+                let mut touched: Slots = sw.runs.iter().map(|r| r.slot).collect();
+                touched.sort_unstable();
+                touched.dedup();
+                for slot in touched {
                     let old = sw.blocks[slot].take().expect("RMW read the old data");
-                    let mut new = old.clone();
-                    overlay(&mut new, slot);
+                    // A member written over all of [lo, hi) takes its new contents straight
+                    // from the request; only a partly written one needs a merged copy.
+                    let merged;
+                    let new: &[u8] = match request_rows(slot) {
+                        Some(rows) => rows,
+                        None => {
+                            let mut block = old.clone();
+                            overlay(&mut block, slot);
+                            merged = block;
+                            &merged
+                        }
+                    };
                     let qslot = roles.syndrome_slot[slot].unwrap_or(0);
                     match (&mut p, &mut q) {
-                        (Some(p), q) => uraid_parity::update_pq(p, q.as_deref_mut(), qslot, &old, &new),
+                        (Some(p), q) => uraid_parity::update_pq(p, q.as_deref_mut(), qslot, &old, new),
                         (None, Some(q)) => {
                             let mut scratch = vec![0u8; len];
-                            uraid_parity::update_pq(&mut scratch, Some(q), qslot, &old, &new);
+                            uraid_parity::update_pq(&mut scratch, Some(q), qslot, &old, new);
                         }
                         (None, None) => unreachable!("RMW is chosen only with live parity"),
                     }
                     if logging {
-                        new_blocks[slot] = Some(new);
+                        new_blocks[slot] = Some(new.to_vec());
                     }
                 }
                 if let Some(p) = p {
@@ -1652,18 +1677,32 @@ impl Array {
                     let missing: Vec<usize> = (0..blocks.len()).filter(|&s| blocks[s].is_none()).collect();
                     reconstruct(roles, &mut blocks, &missing, len);
                 }
-                let mut data: Vec<Vec<u8>> = Vec::with_capacity(roles.data.len());
+                // New contents per data member: merged into its old rows where it has them,
+                // else straight from the request when it writes them all (no copy), else
+                // the request's pieces over zeros.
                 for &slot in &roles.data {
-                    let mut b = blocks[slot].take().unwrap_or_else(|| vec![0u8; len]);
-                    overlay(&mut b, slot);
+                    match blocks[slot].as_mut() {
+                        Some(b) => overlay(b, slot),
+                        None if request_rows(slot).is_some() => {}
+                        None => {
+                            let mut b = vec![0u8; len];
+                            overlay(&mut b, slot);
+                            blocks[slot] = Some(b);
+                        }
+                    }
+                }
+                let new_data = |slot: usize| -> &[u8] {
+                    blocks[slot].as_deref().or_else(|| request_rows(slot)).expect("every data member's new rows are known")
+                };
+                for &slot in &roles.data {
                     if sw.bad.contains(&slot) {
-                        whole.push((slot, b.clone()));
+                        whole.push((slot, new_data(slot).to_vec()));
                     }
                     if logging && sw.runs.iter().any(|r| r.slot == slot) {
-                        new_blocks[slot] = Some(b.clone());
+                        new_blocks[slot] = Some(new_data(slot).to_vec());
                     }
-                    data.push(b);
                 }
+                let data: SmallVec<[&[u8]; 16]> = roles.data.iter().map(|&slot| new_data(slot)).collect();
                 let (p, q) = compute_parity(roles, &data, len);
                 whole.push((roles.p, p));
                 if let (Some(qs), Some(q)) = (roles.q, q) {
@@ -1676,7 +1715,7 @@ impl Array {
         let new_q = logging.then(|| roles.q.and_then(|qs| whole.iter().find(|(s, _)| *s == qs)).map(|(_, b)| b.clone())).flatten();
         let chunk = self.geometry.chunk_bytes();
         let base = sw.stripe * chunk;
-        let mut writes: Vec<StripeMemberWrite> = Vec::new();
+        let mut writes = StripeMemberWrites::new();
         for r in &sw.runs {
             if self.writable(r.slot) && !whole.iter().any(|(s, _)| *s == r.slot) {
                 let src = (r.logical - w.offset) as usize;
@@ -1689,7 +1728,7 @@ impl Array {
                 writes.push((slot, base + lo, Bytes::from(block), correction));
             }
         }
-        sw.blocks = vec![None; self.slots.len()];
+        sw.blocks = smallvec![None; self.slots.len()];
         sw.writing = true;
         sw.pending = writes.len();
         if writes.is_empty() {
@@ -1731,7 +1770,7 @@ impl Array {
     }
 
     /// Send a stripe's member writes: `(slot, offset, bytes, is a correction)`.
-    fn emit_stripe_writes(&mut self, rid: RequestId, part: usize, writes: Vec<StripeMemberWrite>) {
+    fn emit_stripe_writes(&mut self, rid: RequestId, part: usize, writes: StripeMemberWrites) {
         for (slot, off, data, correction) in writes {
             let tag = IoTag { part, slot };
             if correction {
@@ -1961,7 +2000,7 @@ impl Array {
                 // Members not read (recovering, or whose read failed) are rebuilt first: for
                 // raid6 with one of them a data member, Q can still be checked.
                 reconstruct(&roles, &mut unit.blocks, &missing, len);
-                let data: Vec<Vec<u8>> = roles.data.iter().map(|&d| unit.blocks[d].clone().expect("rebuilt")).collect();
+                let data: Vec<&[u8]> = roles.data.iter().map(|&d| unit.blocks[d].as_deref().expect("rebuilt")).collect();
                 let (p, q) = compute_parity(&roles, &data, len);
                 let mut targets = vec![(roles.p, p)];
                 if let (Some(qs), Some(q)) = (roles.q, q) {
@@ -2277,20 +2316,20 @@ fn check_range(offset: u64, len: u64, size: u64) -> Result<(), EngineError> {
 }
 
 /// P (and Q) over the data blocks of a stripe, given in data-index order.
-pub fn compute_parity(roles: &StripeRoles, data: &[Vec<u8>], len: usize) -> (Vec<u8>, Option<Vec<u8>>) {
+pub fn compute_parity(roles: &StripeRoles, data: &[&[u8]], len: usize) -> (Vec<u8>, Option<Vec<u8>>) {
     let mut p = vec![0u8; len];
     match roles.q {
         None => {
-            let refs: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
-            uraid_parity::gen_p(&mut p, &refs);
+            uraid_parity::gen_p(&mut p, data);
             (p, None)
         }
         Some(_) => {
-            let zero = vec![0u8; len];
-            let mut by_slot: Vec<&[u8]> = vec![&zero; roles.syndrome_disks];
+            // Syndrome slots that hold no data (P and Q's own under DDF layouts) count as zeros.
+            let zero = if roles.syndrome_disks > data.len() { vec![0u8; len] } else { Vec::new() };
+            let mut by_slot: SmallVec<[&[u8]; 16]> = smallvec![&zero[..]; roles.syndrome_disks];
             for (i, &member) in roles.data.iter().enumerate() {
                 let slot = roles.syndrome_slot[member].expect("data member has a syndrome slot");
-                by_slot[slot] = &data[i];
+                by_slot[slot] = data[i];
             }
             let mut q = vec![0u8; len];
             uraid_parity::gen_pq(&mut p, &mut q, &by_slot);
@@ -2408,10 +2447,10 @@ impl CopyUnit {
 
 /// The parts of a stripe write inside each member row range of `bounds` (ranges holding none
 /// of it, between the runs of a write that wraps into the next chunk, give no piece).
-fn stripe_pieces(sw: &StripeWrite, bounds: &[(u64, u64)]) -> Vec<StripeWrite> {
-    let mut pieces = Vec::new();
+fn stripe_pieces(sw: &StripeWrite, bounds: &[(u64, u64)]) -> SmallVec<[StripeWrite; 1]> {
+    let mut pieces = SmallVec::new();
     for &(row_start, row_end) in bounds {
-        let runs: Vec<ParityRun> = sw
+        let runs: SmallVec<[ParityRun; 1]> = sw
             .runs
             .iter()
             .filter_map(|r| {
@@ -2675,11 +2714,12 @@ enum Strategy {
 struct ParityWriteOp {
     offset: u64,
     data: Bytes,
-    stripes: Vec<StripeWrite>,
+    /// Inline for the usual one stripe.
+    stripes: SmallVec<[StripeWrite; 1]>,
     remaining: usize,
     error: Option<EngineError>,
     /// Stripes waiting for stripe memory before they are planned, in order.
-    unplanned: VecDeque<usize>,
+    unplanned: std::ops::Range<usize>,
     /// The stripes each merged member write covers (tag part `GROUP_PART + index`).
     groups: Vec<GroupParts>,
 }
@@ -2687,11 +2727,12 @@ struct ParityWriteOp {
 #[derive(Debug)]
 struct StripeWrite {
     stripe: u64,
-    runs: Vec<ParityRun>,
+    /// Inline for the usual one run (a stripe's part of a small write).
+    runs: SmallVec<[ParityRun; 1]>,
     lo: u64,
     hi: u64,
     strategy: Strategy,
-    blocks: Vec<Option<Vec<u8>>>,
+    blocks: StripeBlocks,
     /// In-sync members whose read of `[lo, hi)` failed: rebuilt and rewritten in full.
     bad: Vec<usize>,
     pending: usize,
@@ -2699,7 +2740,7 @@ struct StripeWrite {
     writing: bool,
     /// Member writes held back until the log write covering the stripe is durable:
     /// `(slot, offset, bytes, is a correction)`.
-    deferred: Vec<StripeMemberWrite>,
+    deferred: StripeMemberWrites,
     /// The member whose log covers this stripe's writes in flight.
     log_slot: Option<usize>,
     /// Stripe memory held for it (see `Array::stripe_charge`); 0 once finished.
@@ -2710,16 +2751,16 @@ impl StripeWrite {
     fn new(run: ParityRun) -> StripeWrite {
         StripeWrite {
             stripe: run.stripe,
-            runs: vec![run],
+            runs: smallvec![run],
             lo: 0,
             hi: 0,
             strategy: Strategy::DataOnly,
-            blocks: Vec::new(),
+            blocks: StripeBlocks::new(),
             bad: Vec::new(),
             pending: 0,
             failed_read: false,
             writing: false,
-            deferred: Vec::new(),
+            deferred: StripeMemberWrites::new(),
             log_slot: None,
             charge: 0,
         }

@@ -6,9 +6,9 @@
 //! engine's own calls run: the in-memory members the test performs the I/O on allocate as a
 //! driver's buffers would, and that is not the engine's doing.
 //!
-//! Parity-level writes are left out on purpose: a read-modify-write computes its new parity into
-//! fresh stripe buffers and plans each stripe in lists of its own (see "Allocation on the hot
-//! path" in docs/design.md).
+//! Parity-level writes allocate the blocks their new parity is computed into, and nothing else:
+//! one for P, one for Q, and on DDF raid6 layouts a block of zeros for the syndrome slots of P
+//! and Q (see "Allocation on the hot path" in docs/design.md).
 
 mod common;
 
@@ -128,6 +128,22 @@ fn small_writes_allocate_nothing_in_the_engine_on_copy_levels() {
     assert!(checked >= 4, "linear, raid0, raid1 and raid10 geometries are all checked");
 }
 
+#[test]
+fn small_parity_writes_allocate_only_their_new_parity() {
+    let mut checked = 0;
+    for (name, g) in geometries() {
+        let Some(layout) = g.parity() else { continue };
+        let roles = layout.stripe(0);
+        let parity_blocks = 1 + usize::from(roles.q.is_some());
+        let zero_block = usize::from(roles.syndrome_disks > roles.data.len());
+        let allowed = (parity_blocks + zero_block) as f64;
+        let per_request = allocations_per_request(&g, true, 500);
+        assert!(per_request <= allowed, "{name}: {per_request} allocations per 4 KiB write, {allowed} expected");
+        checked += 1;
+    }
+    assert!(checked >= 3, "raid4, raid5 and raid6 geometries are all checked");
+}
+
 /// The counter sees the engine's allocations at all: a read of many chunks needs lists longer
 /// than the inline ones (without this, a counter that never counted would pass the tests above).
 #[test]
@@ -147,3 +163,4 @@ fn the_counter_counts_the_engines_allocations() {
     let _ = id;
     assert!(ALLOCATIONS.with(|a| a.get()) > before, "a whole-array read counted no allocation");
 }
+

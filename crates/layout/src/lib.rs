@@ -28,7 +28,7 @@ pub mod raid10;
 
 pub use level::Level;
 pub use linear::LinearLayout;
-pub use parity::{ParityAlgorithm, ParityLayout, ParityMap, StripeRoles};
+pub use parity::{MemberList, ParityAlgorithm, ParityLayout, ParityMap, StripeRoles};
 pub use raid0::{Raid0Layout, Raid0Zone, Raid0ZoneLayout};
 pub use raid1::Raid1Layout;
 pub use raid10::{Raid10Format, Raid10Layout};

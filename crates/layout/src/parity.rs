@@ -29,6 +29,8 @@
 
 use std::fmt;
 
+use smallvec::{smallvec, SmallVec};
+
 use crate::{check_in_array, LayoutError, Level, PAGE_SECTORS};
 
 /// md's RAID-5/6 parity placement algorithms (`ALGORITHM_*` in `raid5.h`).
@@ -201,6 +203,10 @@ pub struct ParityMap {
     pub sectors: u64,
 }
 
+/// One entry per member (or per data member), inline up to 16 members: an engine asks for a
+/// stripe's roles on every parity write, and arrays wider than that are rare.
+pub type MemberList<T> = SmallVec<[T; 16]>;
+
 /// The members' roles in one stripe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StripeRoles {
@@ -209,10 +215,10 @@ pub struct StripeRoles {
     /// Member holding Q (raid6 only).
     pub q: Option<usize>,
     /// `data[i]` is the member holding data chunk `i` of the stripe.
-    pub data: Vec<usize>,
+    pub data: MemberList<usize>,
     /// Per member, its slot (power of the generator) in the Q syndrome; `None` for P and Q and
     /// for every member of raid4/5. See the module documentation.
-    pub syndrome_slot: Vec<Option<usize>>,
+    pub syndrome_slot: MemberList<Option<usize>>,
     /// Number of slots Q is computed over: N-2 for md layouts, N for DDF layouts, 0 without Q.
     pub syndrome_disks: usize,
 }
@@ -346,11 +352,11 @@ impl ParityLayout {
     pub fn stripe(&self, stripe: u64) -> StripeRoles {
         let first = self.place(stripe, 0);
         let (p, q) = (first.p, first.q);
-        let data: Vec<usize> = (0..self.data_disks)
+        let data: MemberList<usize> = (0..self.data_disks)
             .map(|i| self.place(stripe, i).data)
             .collect();
         let n = self.raid_disks;
-        let mut syndrome_slot = vec![None; n];
+        let mut syndrome_slot: MemberList<Option<usize>> = smallvec![None; n];
         let syndrome_disks = match q {
             None => 0,
             Some(q) => {
@@ -529,7 +535,7 @@ mod tests {
         // md's left-symmetric with 4 members: P on 3, 2, 1, 0; data starts after P.
         let l = layout(Level::Raid5, A::LeftSymmetric, 4);
         let roles: Vec<(usize, Vec<usize>)> =
-            (0..4).map(|s| l.stripe(s)).map(|r| (r.p, r.data)).collect();
+            (0..4).map(|s| l.stripe(s)).map(|r| (r.p, r.data.to_vec())).collect();
         assert_eq!(
             roles,
             vec![
@@ -544,7 +550,7 @@ mod tests {
     #[test]
     fn raid5_left_asymmetric_keeps_data_in_member_order() {
         let l = layout(Level::Raid5, A::LeftAsymmetric, 4);
-        assert_eq!(l.stripe(1).data, vec![0, 1, 3]);
+        assert_eq!(l.stripe(1).data.to_vec(), vec![0, 1, 3]);
         assert_eq!(l.stripe(1).p, 2);
     }
 
@@ -553,7 +559,7 @@ mod tests {
         let l = layout(Level::Raid4, A::LeftAsymmetric, 3);
         for s in 0..5 {
             assert_eq!(l.stripe(s).p, 2);
-            assert_eq!(l.stripe(s).data, vec![0, 1]);
+            assert_eq!(l.stripe(s).data.to_vec(), vec![0, 1]);
         }
     }
 
@@ -573,15 +579,15 @@ mod tests {
         let roles = l.stripe(1);
         assert_eq!((roles.p, roles.q), (3, Some(4)));
         assert_eq!(
-            roles.syndrome_slot,
+            roles.syndrome_slot.to_vec(),
             vec![Some(0), Some(1), Some(2), None, None]
         );
         // Stripe 2: P on 2, Q on 3, data on 0 1 4; the walk starts at 4.
         let roles = l.stripe(2);
         assert_eq!((roles.p, roles.q), (2, Some(3)));
-        assert_eq!(roles.data, vec![0, 1, 4]);
+        assert_eq!(roles.data.to_vec(), vec![0, 1, 4]);
         assert_eq!(
-            roles.syndrome_slot,
+            roles.syndrome_slot.to_vec(),
             vec![Some(1), Some(2), None, None, Some(0)]
         );
         // DDF: the slot is the member index, over N slots.
@@ -598,7 +604,7 @@ mod tests {
     fn ddf_n_restart_starts_with_parity_last() {
         let l = layout(Level::Raid6, A::DdfNRestart, 5);
         let roles = l.stripe(0);
-        assert_eq!((roles.p, roles.q, roles.data), (3, Some(4), vec![0, 1, 2]));
+        assert_eq!((roles.p, roles.q, roles.data.to_vec()), (3, Some(4), vec![0, 1, 2]));
     }
 
     #[test]

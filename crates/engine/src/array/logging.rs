@@ -454,7 +454,7 @@ impl Array {
         let mut op = self.ops.remove(&rid).expect("a logged stripe's request is open");
         let OpKind::ParityWrite(w) = &mut op.kind else { unreachable!("only parity writes are logged") };
         let sw = &mut w.stripes[part];
-        let writes: Vec<_> = std::mem::take(&mut sw.deferred).into_iter().filter(|(slot, ..)| self.writable(*slot)).collect();
+        let writes: super::StripeMemberWrites = std::mem::take(&mut sw.deferred).into_iter().filter(|(slot, ..)| self.writable(*slot)).collect();
         let written: Vec<usize> = writes.iter().map(|(s, ..)| *s).collect();
         sw.pending = writes.len();
         self.emit_stripe_writes(rid, part, writes);
