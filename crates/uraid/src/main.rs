@@ -295,11 +295,11 @@ pub struct MemberIoArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_split_size)]
     pub split_divide: Option<u64>,
     /// Reads of at most this size are answered on the thread that received them, with no
-    /// hand-off to the engine or member I/O threads, when the array is whole, its level keeps
-    /// one copy of every byte (linear, raid0, raid4/5/6) and the members hold the data in
-    /// memory (page cache, tmpfs); so are writes of that size without FUA on linear and raid0
-    /// where the members take them without waiting (tmpfs). Everything else, and members
-    /// written with O_DIRECT, take the usual path. 0 turns this off.
+    /// hand-off to the engine or member I/O threads, when the array is whole (for mirrors: no
+    /// resync owed) and the members hold the data in memory (page cache, tmpfs); so are writes
+    /// of that size, and at most 256K, without FUA on linear and raid0 where the members take
+    /// them without waiting (tmpfs). Everything else, and members written with O_DIRECT, take
+    /// the usual path. 0 turns this off.
     #[arg(long, default_value = "256K", value_name = "SIZE", value_parser = parse_split_bytes)]
     pub inline_max: u64,
 }

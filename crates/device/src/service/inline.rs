@@ -177,7 +177,7 @@ impl InlineIo {
     /// of it, whatever was written here).
     pub(super) fn try_write(&self, offset: u64, data: &Bytes) -> bool {
         let len = data.len() as u64;
-        if len == 0 || len > self.max {
+        if len == 0 || len > self.max.min(super::INLINE_WRITE_MAX) {
             return false;
         }
         let Ok(guard) = self.map.read() else { return false };

@@ -152,9 +152,9 @@ pub struct ServiceConfig {
     pub read_policy: ReadPolicy,
     /// The `split` policy's knobs (window, read-ahead bound, division threshold).
     pub split_tuning: SplitTuning,
-    /// Reads (and, on linear and raid0, writes without FUA) of at most this many bytes are
-    /// answered on the submitting thread when the array is whole and the members can do them
-    /// without waiting for a device (see [`inline`]); 0 turns that off.
+    /// Reads (and, on linear and raid0, writes without FUA, up to [`INLINE_WRITE_MAX`]) of at
+    /// most this many bytes are answered on the submitting thread when the array is whole and
+    /// the members can do them without waiting for a device (see [`inline`]); 0 turns that off.
     pub inline_max: u64,
 }
 
@@ -184,6 +184,11 @@ impl Default for ServiceConfig {
 /// Requests up to this size are tried inline by default: above it, member I/O threads copying in
 /// parallel gain more than the hand-offs cost (see BENCHMARKS.md, section 2).
 pub const DEFAULT_INLINE_MAX: u64 = 256 << 10;
+
+/// Writes are never done inline above this size, whatever [`ServiceConfig::inline_max`] says:
+/// larger ones went slower on the submitting thread than through the member threads, over NBD
+/// too (fio's 1 MiB random writes, BENCHMARKS.md, section 3).
+pub const INLINE_WRITE_MAX: u64 = 256 << 10;
 
 /// Facts about the served array that front ends advertise.
 #[derive(Debug, Clone)]
@@ -1238,6 +1243,9 @@ impl Runner {
         };
         log(&summary);
         self.last_sync = Some(summary);
+        // A finished resync or rebuild may allow inline requests again: a caller that waited for
+        // the pass gets them from its next request on.
+        self.update_inline();
         let status = self.status();
         for w in self.idle_waiters.drain(..) {
             let _ = w.send(status.clone());
