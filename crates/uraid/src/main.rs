@@ -299,9 +299,10 @@ pub struct MemberIoArgs {
     /// resync owed) and the members hold the data in memory (page cache, tmpfs); so are writes
     /// of that size, and at most 256K, without FUA on linear and raid0 where the members take
     /// them without waiting (tmpfs). Everything else, and members written with O_DIRECT, take
-    /// the usual path. 0 turns this off.
-    #[arg(long, default_value = "256K", value_name = "SIZE", value_parser = parse_split_bytes)]
-    pub inline_max: u64,
+    /// the usual path. 0 turns this off. [default: 512K for serve, 256K for mount and bench
+    /// engine]
+    #[arg(long, value_name = "SIZE", value_parser = parse_split_bytes)]
+    pub inline_max: Option<u64>,
 }
 
 fn parse_read_policy(name: &str) -> Result<uraid_engine::ReadPolicy, String> {
@@ -353,7 +354,7 @@ impl MemberIoArgs {
             queue_depth: self.queue_depth as usize,
             read_policy: self.read_policy,
             split_tuning,
-            inline_max: self.inline_max,
+            inline_max: self.inline_max.unwrap_or(config.inline_max),
             ..config
         })
     }

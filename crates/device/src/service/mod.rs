@@ -185,6 +185,12 @@ impl Default for ServiceConfig {
 /// parallel gain more than the hand-offs cost (see BENCHMARKS.md, section 2).
 pub const DEFAULT_INLINE_MAX: u64 = 256 << 10;
 
+/// The inline limit `uraid serve` uses by default. Over NBD, reads of 512 KiB done on the
+/// connection's thread beat the hand-offs to the engine and member threads (`nbdcopy` and fio's
+/// random reads, BENCHMARKS.md section 3), where in process, one thread submitting everything,
+/// the member threads copying in parallel win; 1 MiB reads lost over NBD too.
+pub const SERVE_INLINE_MAX: u64 = 512 << 10;
+
 /// Writes are never done inline above this size, whatever [`ServiceConfig::inline_max`] says:
 /// larger ones went slower on the submitting thread than through the member threads, over NBD
 /// too (fio's 1 MiB random writes, BENCHMARKS.md, section 3).

@@ -47,6 +47,7 @@ pub fn run(args: &ServeArgs) -> CliResult {
         workers_per_member: args.member_threads.max(1),
         speed,
         stripe_cache_bytes,
+        inline_max: uraid_device::service::SERVE_INLINE_MAX,
         ..ServiceConfig::default()
     })?;
     // Bind both sockets before the array is started, so a busy address costs nothing.

@@ -97,6 +97,7 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
         config.workers_per_member = t;
     }
     let config_split = config.split_tuning;
+    let config_inline_max = config.inline_max;
     let service = ArrayService::start(array, config);
     let handle = service.handle();
     let size = handle.info().size;
@@ -178,7 +179,7 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
                 "level": level.to_string(), "pattern": args.pattern, "bs": bs, "iodepth": args.iodepth,
                 "streams": args.streams, "read_policy": args.member_io.read_policy.name(),
                 "split_window": config_split.window_bytes, "split_readahead": config_split.readahead_bytes,
-                "split_divide": config_split.divide_bytes, "inline_max": args.member_io.inline_max,
+                "split_divide": config_split.divide_bytes, "inline_max": config_inline_max,
                 "io": format!("{:?}", args.member_io.io).to_lowercase(),
                 "seconds": elapsed, "bytes": bytes, "mbps": mbps, "iops": iops,
                 "cpu_seconds": cpu, "cpu_seconds_per_gib": cpu / gib,
