@@ -421,3 +421,27 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Parser)]
+    struct Wrapped {
+        #[command(flatten)]
+        io: MemberIoArgs,
+    }
+
+    /// Without `--inline-max` each command keeps its own limit (serve's differs from mount's);
+    /// with it, the flag wins.
+    #[test]
+    fn inline_max_defaults_to_the_commands_own_limit() {
+        let base = || uraid_device::ServiceConfig { inline_max: 12345, ..uraid_device::ServiceConfig::default() };
+        let default = Wrapped::try_parse_from(["uraid"]).unwrap();
+        assert_eq!(default.io.apply(base()).unwrap().inline_max, 12345);
+        let given = Wrapped::try_parse_from(["uraid", "--inline-max=1M"]).unwrap();
+        assert_eq!(given.io.apply(base()).unwrap().inline_max, 1 << 20);
+        let off = Wrapped::try_parse_from(["uraid", "--inline-max=0"]).unwrap();
+        assert_eq!(off.io.apply(base()).unwrap().inline_max, 0);
+    }
+}
