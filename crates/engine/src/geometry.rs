@@ -114,7 +114,7 @@ impl Geometry {
             return true;
         }
         match self {
-            Geometry::Linear(_) | Geometry::Raid0(_) => dead == 0,
+            Geometry::Linear(_) | Geometry::Raid0(_) => false,
             Geometry::Raid1(_) => dead < disks,
             Geometry::Parity(l) => dead <= l.raid_disks() - l.data_disks(),
             Geometry::Raid10(l) => {

@@ -860,19 +860,6 @@ mod tests {
         pub(super) static FORCE_STREAM: Cell<bool> = const { Cell::new(false) };
     }
 
-    /// Random-ish bytes, different for every block.
-    fn block(seed: u64, len: usize) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
-
     /// Blocks below [`STREAM_FROM`] whose sources are cold get non-temporal stores; those bytes
     /// must be the scalar reference's, at every alignment of the outputs.
     #[test]
@@ -880,7 +867,7 @@ mod tests {
         FORCE_STREAM.with(|force| force.set(true));
         let n = 5;
         for (len, skew) in [(64 << 10, 0), ((64 << 10) + 77, 3), (PROBE_FROM + 1, 17)] {
-            let data: Vec<Vec<u8>> = (0..n).map(|i| block(i as u64 + 1, len + skew)).collect();
+            let data: Vec<Vec<u8>> = (0..n).map(|i| uraid_testkit::noise(i as u64 + 1, len + skew)).collect();
             let data: Vec<&[u8]> = data.iter().map(|d| &d[skew..]).collect();
             let mut want_p = vec![0u8; len];
             let mut want_q = vec![0u8; len];
