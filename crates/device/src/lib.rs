@@ -5,6 +5,8 @@
 //! - [`probe`]: finding and reading an md superblock on a device (trying every metadata version);
 //! - [`open_array`]: assembling an array from devices and running the engine over them one request
 //!   at a time, keeping superblocks (events, clean state, roles) and the bitmap as md would;
+//! - [`splice`]: reads handed over as pipes of page references, for front ends that send them
+//!   to a socket;
 //! - [`service`]: the same array served to many clients at once, the engine on one thread and
 //!   member I/O on an io_uring or a thread pool per member (the NBD server and the FUSE file run
 //!   on it).
@@ -14,6 +16,7 @@ pub mod open_array;
 pub mod ppl;
 pub mod probe;
 pub mod service;
+pub mod splice;
 
 pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};
 pub use open_array::{MemberTarget, OpenArray, OpenError, Placement};

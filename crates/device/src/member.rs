@@ -8,7 +8,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -44,6 +44,16 @@ pub trait MemberDevice: Send + Sync {
     /// `service::inline`). The default never reads.
     fn read_now(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
         let _ = (offset, buf);
+        Ok(false)
+    }
+    /// Put `len` bytes from `offset` into `pipe` with `splice(2)` (references to the pages, no
+    /// copy; see [`crate::splice`]), only if that needs no waiting for a device, as
+    /// [`MemberDevice::read_now`]. `Ok(false)` means it would have had to wait, and nothing was
+    /// put in the pipe. An error may leave some of the bytes in the pipe, which the caller then
+    /// drops. The pipe must have room for every page the range touches. The default never
+    /// splices.
+    fn splice_now(&self, offset: u64, len: usize, pipe: BorrowedFd<'_>) -> io::Result<bool> {
+        let _ = (offset, len, pipe);
         Ok(false)
     }
     /// Write `data` at `offset` only if that needs no waiting for a device (a file on a memory
@@ -134,6 +144,9 @@ impl<T: MemberDevice + ?Sized> MemberDevice for std::sync::Arc<T> {
     }
     fn read_now(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
         (**self).read_now(offset, buf)
+    }
+    fn splice_now(&self, offset: u64, len: usize, pipe: BorrowedFd<'_>) -> io::Result<bool> {
+        (**self).splice_now(offset, len, pipe)
     }
     fn write_now(&self, offset: u64, data: &[u8]) -> io::Result<bool> {
         (**self).write_now(offset, data)
@@ -293,6 +306,37 @@ impl MemberDevice for FileDevice {
         )
     }
 
+    /// Straight from a file on tmpfs or ramfs; elsewhere only when `cachestat(2)` finds every
+    /// page of the range in the page cache (a page evicted in between makes the splice wait for
+    /// it, which costs time, not correctness).
+    fn splice_now(&self, offset: u64, len: usize, pipe: BorrowedFd<'_>) -> io::Result<bool> {
+        check_bounds(self.size, offset, len)?;
+        if !self.in_memory && !all_cached(&self.file, offset, len as u64) {
+            return Ok(false);
+        }
+        let mut at = offset as libc::loff_t;
+        let mut done = 0;
+        while done < len {
+            // SAFETY: splice from our descriptor at `at` (which the kernel advances) into the
+            // caller's pipe. SPLICE_F_NONBLOCK: a full pipe fails rather than blocks.
+            let rc = unsafe {
+                libc::splice(self.file.as_raw_fd(), &mut at, pipe.as_raw_fd(), std::ptr::null_mut(), len - done, libc::SPLICE_F_NONBLOCK)
+            };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if rc == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("short read at byte {}", offset + done as u64)));
+            }
+            done += rc as usize;
+        }
+        Ok(true)
+    }
+
     /// A plain `pwrite` on tmpfs or ramfs. Elsewhere `pwritev2` with `RWF_NOWAIT`, which ext4
     /// refuses for buffered writes (so they take the usual path) and other file systems honour.
     fn write_now(&self, offset: u64, data: &[u8]) -> io::Result<bool> {
@@ -443,6 +487,36 @@ fn nowait_loop(
         done += rc as usize;
     }
     Ok(true)
+}
+
+/// Whether every page of `[offset, offset+len)` of `file` is in the page cache, by
+/// `cachestat(2)` (Linux 6.5). False where the kernel does not have it.
+fn all_cached(file: &File, offset: u64, len: u64) -> bool {
+    // The system call's number is the same on every architecture (the generic table), and the
+    // structures are include/uapi/linux/mman.h's.
+    const SYS_CACHESTAT: libc::c_long = 451;
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Stat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    if len == 0 {
+        return true;
+    }
+    let range = Range { off: offset, len };
+    let mut stat = Stat::default();
+    // SAFETY: cachestat reads `range` and fills `stat`, both of the kernel's layout.
+    let rc = unsafe { libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range as *const Range, &mut stat as *mut Stat, 0) };
+    rc == 0 && stat.nr_cache >= crate::splice::pages_spanned(offset, len)
 }
 
 /// Whether `file` lives on tmpfs or ramfs.

@@ -553,6 +553,43 @@ fn reads_a_member_refuses_inline_go_through_the_engine() {
     }
 }
 
+/// Reads handed over as pipes (`read_spliced`, here from member files whose pages are cached)
+/// hold exactly what a read returns, on every level, at any alignment, up to what a pipe holds.
+/// A read the pipe cannot hold, a degraded array and an inline limit of 0 give `None`, and the
+/// read then goes the usual way.
+#[test]
+fn spliced_reads_hold_what_reads_return() {
+    use uraid_device::service::{IoBackend, ManageOp};
+    for (level, n, chunk) in [(-1, 3, 0), (0, 4, 16), (1, 2, 0), (5, 4, 16), (6, 5, 16), (10, 4, 16)] {
+        let devs = file_members(&format!("service-splice-{level}"), level, n, chunk);
+        let config = ServiceConfig { io: IoBackend::Threads, ..ServiceConfig::default() };
+        let service = ArrayService::start(open(&devs, true), config);
+        let h = service.handle();
+        let data = pattern((50 + level) as u64, 3 << 20);
+        h.call(BlockOp::Write { offset: 0, data: data.clone().into(), fua: false }).unwrap();
+        for (at, len) in [(0usize, 65536usize), (513, 200_000), (12289, (1 << 20) - 8192), (1 << 20, 1 << 20), (8191, 4097)] {
+            let mut piped = h.read_spliced(at as u64, len as u64).unwrap_or_else(|| panic!("level {level}: {len} at {at} not spliced"));
+            assert_eq!(piped.len(), len);
+            assert!(piped.read_to_vec().unwrap() == data[at..at + len], "level {level}: {len} bytes spliced at {at} differ");
+        }
+        // 1 MiB from inside a page touches 257 pages at least: one more than a pipe has slots.
+        assert!(h.read_spliced(513, 1 << 20).is_none(), "level {level}: a read the pipe cannot hold");
+        assert!(read(&h, 513, 1 << 20) == data[513..513 + (1 << 20)]);
+        if level >= 1 {
+            h.manage(ManageOp::Fail { member: devs[n - 1].name().to_string(), force: false }).unwrap();
+            assert!(h.read_spliced(0, 65536).is_none(), "level {level}: spliced while degraded");
+            assert!(read(&h, 0, 65536) == data[..65536], "level {level}: degraded read");
+        }
+        let report = service.stop().unwrap();
+        assert_eq!(report.spliced_reads, 5, "level {level}");
+    }
+    let devs = file_members("service-splice-off", 0, 4, 16);
+    let config = ServiceConfig { io: IoBackend::Threads, inline_max: 0, ..ServiceConfig::default() };
+    let service = ArrayService::start(open(&devs, true), config);
+    assert!(service.handle().read_spliced(0, 65536).is_none(), "spliced with inline requests off");
+    service.stop().unwrap();
+}
+
 /// With `inline_max: 0` every read goes through the engine.
 #[test]
 fn inline_reads_can_be_turned_off() {

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use uraid_engine::{IoBuf, PoolBuf};
 
-use crate::export::{Errno, ExportCommand, ExportError, ExportReply};
+use crate::export::{Errno, ExportCommand, ExportError, ExportReply, SplicedData};
 use crate::handshake::{handshake, write_failed, Negotiated};
 use crate::proto::*;
 use crate::server::{log, ConnStats, EndReason, Inner};
@@ -240,11 +240,26 @@ struct Reply {
     /// Offset of a read, for the structured data chunk.
     read_offset: Option<u64>,
     /// Read data on success (`None` for commands without data).
-    result: Result<Option<IoBuf>, ExportError>,
+    result: Result<Option<Payload>, ExportError>,
     /// What this request counts against the in-flight byte limit.
     cost: u64,
     /// Write bytes to add to the statistics if the write succeeded.
     write_len: u64,
+}
+
+/// A read's data as the export answered it.
+enum Payload {
+    Bytes(IoBuf),
+    Spliced(Box<dyn SplicedData>),
+}
+
+impl Payload {
+    fn len(&self) -> usize {
+        match self {
+            Payload::Bytes(b) => b.len(),
+            Payload::Spliced(s) => s.len(),
+        }
+    }
 }
 
 /// Hands a request's completion to the writer exactly once: either through
@@ -265,13 +280,8 @@ impl ReplySender {
     fn complete(mut self, result: Result<ExportReply, ExportError>) {
         let result = match (self.read, result) {
             (_, Err(e)) => Err(e),
-            (Some((_, len)), Ok(ExportReply::Data(d))) if d.len() == len as usize => Ok(Some(d)),
-            // A short read sent as success would desynchronize a simple-reply client, so a
-            // mistake in the export becomes an error here.
-            (Some((_, len)), Ok(ExportReply::Data(d))) => Err(ExportError::new(
-                Errno::Io,
-                format!("internal error: the export returned {} bytes for a {len}-byte read", d.len()),
-            )),
+            (Some((_, len)), Ok(ExportReply::Data(d))) => whole(Payload::Bytes(d), len),
+            (Some((_, len)), Ok(ExportReply::Spliced(s))) => whole(Payload::Spliced(s), len),
             (Some(_), Ok(ExportReply::Done)) => {
                 Err(ExportError::new(Errno::Io, "internal error: the export returned no data for a read"))
             }
@@ -280,7 +290,7 @@ impl ReplySender {
         self.send(result);
     }
 
-    fn send(&mut self, result: Result<Option<IoBuf>, ExportError>) {
+    fn send(&mut self, result: Result<Option<Payload>, ExportError>) {
         if let Some(tx) = self.tx.take() {
             let reply = Reply {
                 handle: self.handle,
@@ -308,6 +318,15 @@ impl ReplySender {
             }
         }
     }
+}
+
+/// `data` if it is a read's whole `len` bytes. A short read sent as success would desynchronize
+/// a simple-reply client, so a mistake in the export becomes an error here.
+fn whole(data: Payload, len: u32) -> Result<Option<Payload>, ExportError> {
+    if data.len() == len as usize {
+        return Ok(Some(data));
+    }
+    Err(ExportError::new(Errno::Io, format!("internal error: the export returned {} bytes for a {len}-byte read", data.len())))
 }
 
 impl Drop for ReplySender {
@@ -554,7 +573,7 @@ fn write_replies<S: Stream>(stream: S, rx: Receiver<Outgoing>, conn: &Conn<S>, s
     }
     let mut queue = std::collections::VecDeque::new();
     loop {
-        let Some(reply) = queue.pop_front() else {
+        let Some(mut reply) = queue.pop_front() else {
             // Nothing left to write: take the next message, flushing first if none is waiting.
             let msg = match rx.try_recv() {
                 Ok(m) => Some(m),
@@ -578,17 +597,19 @@ fn write_replies<S: Stream>(stream: S, rx: Receiver<Outgoing>, conn: &Conn<S>, s
         };
         if failure.is_none() {
             conn.writer_busy.store(true, Ordering::SeqCst);
-            match write_reply(&mut w, &reply, structured) {
+            // Counted before: sending drains spliced data.
+            let read_len = reply.result.as_ref().ok().and_then(|d| d.as_ref()).map(|d| d.len() as u64);
+            match write_reply(&mut w, &mut reply, structured) {
                 Ok(()) => {
                     conn.requests.fetch_add(1, Ordering::Relaxed);
-                    match &reply.result {
-                        Ok(Some(data)) => {
-                            conn.bytes_read.fetch_add(data.len() as u64, Ordering::Relaxed);
+                    match read_len {
+                        Some(len) => {
+                            conn.bytes_read.fetch_add(len, Ordering::Relaxed);
                         }
-                        Ok(None) => {
+                        None if reply.result.is_ok() => {
                             conn.bytes_written.fetch_add(reply.write_len, Ordering::Relaxed);
                         }
-                        Err(_) => {}
+                        None => {}
                     }
                 }
                 Err(e) => fail(e, &mut failure, &w),
@@ -605,35 +626,44 @@ fn write_replies<S: Stream>(stream: S, rx: Receiver<Outgoing>, conn: &Conn<S>, s
     failure
 }
 
-/// The pieces one after the other. Through the connection's `BufWriter`, small pieces are
-/// gathered with other replies and large ones go straight to the socket, uncopied.
-fn write_pieces<W: Write>(w: &mut W, data: &IoBuf) -> io::Result<()> {
-    for piece in data.pieces() {
-        w.write_all(piece)?;
+/// A read's data after its header. Through the connection's `BufWriter`, small pieces are
+/// gathered with other replies and large ones go straight to the socket, uncopied. Spliced data
+/// goes to the socket's descriptor once what is buffered before it (its header) is written.
+fn write_payload<S: Stream>(w: &mut BufWriter<S>, data: &mut Payload) -> io::Result<()> {
+    match data {
+        Payload::Bytes(b) => {
+            for piece in b.pieces() {
+                w.write_all(piece)?;
+            }
+            Ok(())
+        }
+        Payload::Spliced(s) => {
+            w.flush()?;
+            s.splice_to(w.get_ref().as_fd())
+        }
     }
-    Ok(())
 }
 
-fn write_reply<W: Write>(w: &mut W, reply: &Reply, structured: bool) -> io::Result<()> {
+fn write_reply<S: Stream>(w: &mut BufWriter<S>, reply: &mut Reply, structured: bool) -> io::Result<()> {
     let handle = reply.handle;
     if !structured {
         let error = reply.result.as_ref().err().map_or(0, |e| e.errno.code());
         w.write_all(&SimpleReplyHeader { error, handle }.encode())?;
-        if let Ok(Some(data)) = &reply.result {
-            write_pieces(w, data)?;
+        if let Ok(Some(data)) = &mut reply.result {
+            write_payload(w, data)?;
         }
         return Ok(());
     }
     let chunk = |chunk_type: u16, len: usize| {
         ChunkHeader { flags: REPLY_FLAG_DONE, chunk_type, handle, len: len as u32 }.encode()
     };
-    match &reply.result {
-        Ok(Some(data)) if !data.is_empty() => {
-            // The whole read is in memory before this chunk starts, so no error can follow it
-            // and it can carry the DONE flag itself.
+    match &mut reply.result {
+        Ok(Some(data)) if data.len() > 0 => {
+            // The whole read is in memory (or in a pipe) before this chunk starts, so no error
+            // can follow it and it can carry the DONE flag itself.
             w.write_all(&chunk(REPLY_TYPE_OFFSET_DATA, 8 + data.len()))?;
             w.write_all(&reply.read_offset.unwrap_or(0).to_be_bytes())?;
-            write_pieces(w, data)
+            write_payload(w, data)
         }
         Ok(_) => w.write_all(&chunk(REPLY_TYPE_NONE, 0)),
         Err(e) => {

@@ -1,6 +1,8 @@
 //! What the server serves: the [`Export`] trait and the commands, replies and errors that cross it.
 
 use std::fmt;
+use std::io;
+use std::os::fd::BorrowedFd;
 
 use bytes::Bytes;
 use thiserror::Error;
@@ -86,12 +88,44 @@ impl fmt::Debug for ExportCommand {
 
 /// A successful completion: the data of a read (exactly the requested length), or `Done` for
 /// everything else.
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExportReply {
     /// The bytes, in pieces if that is how the export has them (they are sent one after the
     /// other, never joined).
     Data(IoBuf),
+    /// The bytes, already in a pipe the writer moves to the socket with `splice(2)`, so the
+    /// server never copies them (see [`SplicedData`]).
+    Spliced(Box<dyn SplicedData>),
     Done,
+}
+
+// Written by hand: a spliced reply is summarized by its length.
+impl fmt::Debug for ExportReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExportReply::Data(d) => f.debug_tuple("Data").field(d).finish(),
+            ExportReply::Spliced(s) => write!(f, "Spliced({} bytes)", s.len()),
+            ExportReply::Done => f.write_str("Done"),
+        }
+    }
+}
+
+/// A read's data held where the kernel can move it to the socket without it passing through
+/// this process: in practice a pipe that `splice(2)` filled with references to the member
+/// files' page-cache pages. A reply of page references is sent with no copy at all on the
+/// server's side, where `pread` and `send` would copy every byte twice.
+///
+/// The data must be complete before the export completes the request (the writer sends the
+/// reply header, which says the read succeeded, before it moves the data), so a failure to
+/// move it is a failure of the connection, as a failed socket write is.
+pub trait SplicedData: Send {
+    /// The number of bytes held; the writer checks it against the read's length.
+    fn len(&self) -> usize;
+    /// Whether nothing is held.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Move all the bytes to `out` (a blocking socket), returning once they are all written.
+    fn splice_to(&mut self, out: BorrowedFd<'_>) -> io::Result<()>;
 }
 
 /// A failed command. The message goes to the client in structured replies, so it should make sense

@@ -22,7 +22,7 @@ mod stream;
 pub mod testing;
 
 pub use addr::{bind_unix_socket, parse_listen, AddrError, ListenAddr, Listener};
-pub use export::{Completion, Errno, Export, ExportCommand, ExportError, ExportReply};
+pub use export::{Completion, Errno, Export, ExportCommand, ExportError, ExportReply, SplicedData};
 pub use handshake::MAX_OPTION_DATA;
 pub use server::{ConnStats, EndReason, Server, ServerConfig};
 pub use stream::Stream;

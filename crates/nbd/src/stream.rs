@@ -2,11 +2,13 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 
 /// A connected, blocking, full-duplex byte stream whose clones share one underlying socket, so
-/// one thread can read while another writes and a third shuts it down.
-pub trait Stream: Read + Write + Send + Sync + Sized + 'static {
+/// one thread can read while another writes and a third shuts it down. Its descriptor is what
+/// spliced replies are moved to (see [`crate::export::SplicedData`]).
+pub trait Stream: Read + Write + AsFd + Send + Sync + Sized + 'static {
     fn try_clone(&self) -> io::Result<Self>;
     fn shutdown(&self, how: Shutdown) -> io::Result<()>;
     /// Socket options applied once before the handshake.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::export::{Completion, Errno, Export, ExportCommand, ExportError, ExportReply};
+use crate::export::{Completion, Errno, Export, ExportCommand, ExportError, ExportReply, SplicedData};
 use crate::proto::*;
 
 /// Builds a [`MemExport`].
@@ -24,9 +24,16 @@ pub struct MemExportBuilder {
     record_history: bool,
     seed: u64,
     inline: bool,
+    spliced_reads: bool,
 }
 
 impl MemExportBuilder {
+    /// Answer reads with [`ExportReply::Spliced`]: the writer then sends the reply header and
+    /// hands the socket's descriptor to the export's data, as it does for uraid's spliced reads.
+    pub fn spliced_reads(mut self, spliced: bool) -> Self {
+        self.spliced_reads = spliced;
+        self
+    }
     /// Complete every request inside `submit`, on the submitting thread (no delay, no worker).
     pub fn inline(mut self, inline: bool) -> Self {
         self.inline = inline;
@@ -74,6 +81,7 @@ impl MemExportBuilder {
             queue_changed: Condvar::new(),
             history: Mutex::new(Vec::new()),
             record_history: self.record_history,
+            spliced_reads: self.spliced_reads,
             fail_range: Mutex::new(None),
             drop_range: Mutex::new(None),
             submitted: AtomicU64::new(0),
@@ -116,6 +124,7 @@ struct Shared {
     queue_changed: Condvar,
     history: Mutex<Vec<ExportCommand>>,
     record_history: bool,
+    spliced_reads: bool,
     fail_range: Mutex<Option<(u64, u64)>>,
     drop_range: Mutex<Option<(u64, u64)>>,
     submitted: AtomicU64,
@@ -212,7 +221,12 @@ impl Shared {
         match *cmd {
             ExportCommand::Read { offset, len } => {
                 let o = offset as usize;
-                ExportReply::Data(data[o..o + len as usize].to_vec().into())
+                let bytes = data[o..o + len as usize].to_vec();
+                if self.spliced_reads {
+                    ExportReply::Spliced(Box::new(DescriptorData(bytes)))
+                } else {
+                    ExportReply::Data(bytes.into())
+                }
             }
             ExportCommand::Write { offset, data: ref d, .. } => {
                 let o = offset as usize;
@@ -242,6 +256,7 @@ impl MemExport {
             record_history: false,
             seed: 0x9e37_79b9_7f4a_7c15,
             inline: false,
+            spliced_reads: false,
         }
     }
 
@@ -350,6 +365,23 @@ impl Export for MemExport {
         q.next_seq += 1;
         q.jobs.push(Job { due: Instant::now() + Duration::from_nanos(delay), seq, cmd, done });
         self.shared.queue_changed.notify_all();
+    }
+}
+
+/// A spliced reply's data as [`MemExport`] gives it: written with `write(2)` straight to the
+/// descriptor the server hands over, which is the contract a real pipe's `splice(2)` relies on.
+struct DescriptorData(Vec<u8>);
+
+impl SplicedData for DescriptorData {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn splice_to(&mut self, out: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+        std::fs::File::from(out.try_clone_to_owned()?).write_all(&self.0)?;
+        // Sent bytes leave a pipe: so do they here.
+        self.0.clear();
+        Ok(())
     }
 }
 

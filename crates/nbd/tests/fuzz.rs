@@ -570,6 +570,9 @@ impl Target {
         let export = MemExport::builder(SIZE as usize)
             .data(initial)
             .read_only(read_only)
+            // One of the two targets answers reads as spliced replies, so that both ways a
+            // read's data reaches the socket are fuzzed.
+            .spliced_reads(!read_only)
             .record_history(true)
             .max_delay(Duration::from_micros(300))
             .build();

@@ -151,7 +151,13 @@ fn export_name_enters_transmission_with_or_without_zeroes() {
 
 #[test]
 fn simple_and_structured_replies() {
-    let srv = start(rw_export(), config());
+    for spliced in [false, true] {
+        simple_and_structured_replies_with(MemExport::builder(SIZE).data(pattern(SIZE, 0)).spliced_reads(spliced).build());
+    }
+}
+
+fn simple_and_structured_replies_with(export: std::sync::Arc<MemExport>) {
+    let srv = start(export, config());
     let data = pattern(8192, 5);
     for structured in [false, true] {
         let mut c = srv.go(structured);
@@ -211,7 +217,13 @@ fn commands_reach_the_export_with_their_flags() {
 
 #[test]
 fn many_requests_in_flight_complete_out_of_order() {
-    let export = MemExport::builder(SIZE).max_delay(Duration::from_millis(5)).build();
+    for spliced in [false, true] {
+        let export = MemExport::builder(SIZE).max_delay(Duration::from_millis(5)).spliced_reads(spliced).build();
+        many_requests_in_flight_complete_out_of_order_with(export);
+    }
+}
+
+fn many_requests_in_flight_complete_out_of_order_with(export: std::sync::Arc<MemExport>) {
     let srv = start(export.clone(), config());
     for structured in [false, true] {
         let mut c = srv.go(structured);
@@ -451,23 +463,25 @@ fn block_size_and_multi_conn_follow_the_export() {
 
 #[test]
 fn serve_connection_reports_what_happened() {
-    let export = rw_export();
-    let server = Server::new(export, config());
-    let (client_end, server_end) = UnixStream::pair().unwrap();
-    let s = server.clone();
-    let t = thread::spawn(move || s.serve_connection(server_end, "pair".into()).unwrap());
-    let mut c = TestClient::start_default(client_end).unwrap();
-    c.negotiate_structured().unwrap();
-    c.go(EXPORT_NAME, &[]).unwrap();
-    c.write(0, &[1; 1000], 0).unwrap();
-    c.read(0, 300).unwrap();
-    c.read(SIZE as u64, 1).unwrap();
-    assert!(c.disconnect().unwrap().is_empty());
-    let stats = t.join().unwrap();
-    assert_eq!(stats.reason, EndReason::Disconnect);
-    assert_eq!((stats.requests, stats.bytes_read, stats.bytes_written), (3, 300, 1000));
-    assert_eq!(stats.export.as_deref(), Some(EXPORT_NAME));
-    assert!(stats.structured_replies);
+    for spliced in [false, true] {
+        let server = Server::new(MemExport::builder(SIZE).spliced_reads(spliced).build(), config());
+        let (client_end, server_end) = UnixStream::pair().unwrap();
+        let s = server.clone();
+        let t = thread::spawn(move || s.serve_connection(server_end, "pair".into()).unwrap());
+        let mut c = TestClient::start_default(client_end).unwrap();
+        c.negotiate_structured().unwrap();
+        c.go(EXPORT_NAME, &[]).unwrap();
+        c.write(0, &[1; 1000], 0).unwrap();
+        c.read(0, 300).unwrap();
+        c.read(SIZE as u64, 1).unwrap();
+        assert!(c.disconnect().unwrap().is_empty());
+        let stats = t.join().unwrap();
+        assert_eq!(stats.reason, EndReason::Disconnect);
+        assert_eq!((stats.requests, stats.bytes_read, stats.bytes_written), (3, 300, 1000), "spliced reads: {spliced}");
+        assert_eq!(stats.export.as_deref(), Some(EXPORT_NAME));
+        assert!(stats.structured_replies);
+    }
+    let server = Server::new(rw_export(), config());
 
     // A protocol error says what was wrong.
     let (client_end, server_end) = UnixStream::pair().unwrap();

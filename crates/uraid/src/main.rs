@@ -232,6 +232,12 @@ pub struct ServeArgs {
     /// With --io=threads: member I/O threads per member (member I/Os in flight on each).
     #[arg(long, default_value_t = 4)]
     pub member_threads: usize,
+    /// Copy read data through a buffer (pread, then send) even where it could be spliced.
+    /// By default reads of 64 KiB to 1 MiB that could be answered inline (see --inline-max; the
+    /// members hold the data in memory) are moved from the members' pages to the socket with
+    /// splice(2), never copied by the server.
+    #[arg(long)]
+    pub no_splice: bool,
     /// Most memory the stripe buffers of parity writes in progress may hold, suffixes K, M, G
     /// (md's stripe cache). Default 64M.
     #[arg(long, value_name = "SIZE")]
@@ -299,8 +305,8 @@ pub struct MemberIoArgs {
     /// resync owed) and the members hold the data in memory (page cache, tmpfs); so are writes
     /// of that size, and at most 256K, without FUA on linear and raid0 where the members take
     /// them without waiting (tmpfs). Everything else, and members written with O_DIRECT, take
-    /// the usual path. 0 turns this off. [default: 512K for serve, 256K for mount and bench
-    /// engine]
+    /// the usual path. 0 turns this off, and with it serve's spliced reads (see --no-splice).
+    /// [default: 512K for serve, 256K for mount and bench engine]
     #[arg(long, value_name = "SIZE", value_parser = parse_split_bytes)]
     pub inline_max: Option<u64>,
 }

@@ -539,6 +539,71 @@ fn clients_raid10_far() {
     clients_against("raid10-f2", &["-l", "10", "-n", "4", "-p", "f2", "-c", "64K"], 4, 64 * MIB, 15);
 }
 
+/// Reads of 64 KiB to 1 MiB from members held in memory are spliced from the members' pages to
+/// the socket: files on tmpfs, and files on a disk file system whose pages are cached (with
+/// `--io=threads`, whose buffered writes leave them there). Clients read the same bytes as with
+/// `--no-splice`, across chunk, page and pattern boundaries, on the single-copy levels and on
+/// mirrors; a read the pipe cannot hold (1 MiB over many unaligned pieces) is answered the usual
+/// way; and the stop line counts the spliced reads.
+#[test]
+fn large_reads_are_spliced_from_memory() {
+    /// Name, `create` options, members, whether they live on tmpfs, `serve` options.
+    type Case<'a> = (&'a str, &'a [&'a str], usize, bool, &'a [&'a str]);
+    let cases: [Case; 5] = [
+        ("raid0 on tmpfs", &["--level=0", "--chunk=64"], 4, true, &[]),
+        ("linear on tmpfs", &["--level=linear"], 3, true, &[]),
+        ("raid5 on tmpfs", &["--level=5", "--chunk=64"], 4, true, &[]),
+        ("raid10 f2 on tmpfs", &["--level=10", "--layout=f2", "--chunk=64", "--assume-clean"], 4, true, &[]),
+        ("raid1 cached, threads", &["--level=1", "--assume-clean"], 2, false, &["--io=threads"]),
+    ];
+    for (name, create_opts, n, on_tmpfs, serve_opts) in cases {
+        let tmp = if on_tmpfs {
+            tempfile::Builder::new().prefix("uraid-splice-").tempdir_in("/dev/shm").expect("a folder on /dev/shm (tmpfs)")
+        } else {
+            scratch()
+        };
+        let dir = tmp.path();
+        let members = member_files(dir, n, 24 * MIB);
+        create(&members, &[&["--raid-devices", &n.to_string()], create_opts].concat());
+        let src = dir.join("random");
+        let random = random_file(&src, 8 * MIB, 77);
+        for splice in [true, false] {
+            let extra = [serve_opts, if splice { &[][..] } else { &["--no-splice"][..] }].concat();
+            let server = Server::start(dir, &members, &extra);
+            let uri = server.uri();
+            // nbdcopy's 512 KiB reads: random bytes, page-aligned.
+            nbdcopy(src.to_str().unwrap(), &uri);
+            let out = copy_out(&uri, dir, "out");
+            assert_same(&format!("{name}, splice {splice}: nbdcopy round trip"), &out[..random.len()], &random);
+            // Unaligned reads that end or start exactly at a change of pattern.
+            let edge = 3 * MIB + 777;
+            let ops = [
+                IoOp::Write { pattern: 0x11, offset: 0, len: edge, fua: false },
+                IoOp::Write { pattern: 0x22, offset: edge, len: 6 * MIB - edge, fua: false },
+                IoOp::Read { offset: 513, len: 1_000_000 },
+                IoOp::Read { offset: edge - 700_000, len: 700_000 },
+                IoOp::Read { offset: edge, len: 999_999 },
+                IoOp::Read { offset: edge + 4096, len: 65536 },
+                IoOp::Read { offset: 2 * MIB + 1, len: MIB },
+            ];
+            let mut model = vec![0u8; (6 * MIB) as usize];
+            qemu_io_ok(&uri, &ops, &mut model);
+            let log = server.stop();
+            let spliced = log
+                .lines()
+                .find_map(|l| l.split(" of them spliced").next().filter(|_| l.contains(" of them spliced")))
+                .and_then(|head| head.rsplit(' ').next())
+                .and_then(|count| count.parse::<u64>().ok());
+            if splice {
+                // 16 of nbdcopy's reads of the 8 MiB written, at least, and the unaligned reads.
+                assert!(spliced.is_some_and(|c| c >= 16), "{name}: too few reads spliced\n{log}");
+            } else {
+                assert_eq!(spliced, None, "{name}: --no-splice spliced reads\n{log}");
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. ext4 on raid5 through uraid mount + a loop device, healthy and then degraded
 

@@ -50,14 +50,16 @@
 //! [`MemberDevice::write_now`]: crate::member::MemberDevice::write_now
 //! [`MemberDevice::read_now`]: crate::member::MemberDevice::read_now
 
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use uraid_engine::geometry::Geometry;
 use uraid_engine::PoolBuf;
 
 use crate::open_array::MemberTarget;
+use crate::splice::{pages_spanned, PipePool, PipedRead, PIPE_BYTES, PIPE_SLOTS};
 
 /// What inline reads use while they are on: the layout and the members, as the engine thread
 /// last saw them whole.
@@ -87,6 +89,21 @@ impl InlineMap {
         self.member(slot, at, piece.len()).is_some_and(|m| matches!(m.dev.read_now(m.base + at, piece), Ok(true)))
     }
 
+    /// The pipe slots `len` bytes at `at` of `slot`'s data take when spliced (they depend on
+    /// where the bytes sit in the member's pages).
+    fn slots(&self, slot: usize, at: u64, len: u64) -> u64 {
+        let base = self.members.get(slot).and_then(|m| m.as_ref()).map_or(0, |m| m.base);
+        pages_spanned(base + at, len)
+    }
+
+    /// `len` bytes from `at` of `slot`'s data spliced into `pipe`: `Some(true)` done,
+    /// `Some(false)` not possible without waiting (nothing was put in the pipe), `None` failed
+    /// part way (the pipe may hold some of the bytes).
+    fn splice_now(&self, slot: usize, at: u64, len: u64, pipe: BorrowedFd<'_>) -> Option<bool> {
+        let Some(m) = self.member(slot, at, len as usize) else { return Some(false) };
+        m.dev.splice_now(m.base + at, len as usize, pipe).ok()
+    }
+
     /// `piece` written at `at` of `slot`'s data, if that member may be used inline and takes it
     /// without waiting.
     fn write_now(&self, slot: usize, at: u64, piece: &[u8]) -> bool {
@@ -99,15 +116,24 @@ impl InlineMap {
 pub(super) struct InlineIo {
     map: RwLock<Option<InlineMap>>,
     max: u64,
-    /// Reads and writes answered inline, for the stop report.
+    /// Reads and writes answered inline, for the stop report; `spliced` of the reads as pipes.
     reads: AtomicU64,
     writes: AtomicU64,
+    spliced: AtomicU64,
+    pipes: Arc<PipePool>,
 }
 
 impl InlineIo {
     /// Off until the engine thread turns it on; requests of at most `max` bytes.
     pub(super) fn new(max: u64) -> InlineIo {
-        InlineIo { map: RwLock::new(None), max, reads: AtomicU64::new(0), writes: AtomicU64::new(0) }
+        InlineIo {
+            map: RwLock::new(None),
+            max,
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            spliced: AtomicU64::new(0),
+            pipes: Arc::new(PipePool::default()),
+        }
     }
 
     /// Whether anything is ever tried inline.
@@ -121,9 +147,9 @@ impl InlineIo {
         *self.map.write().unwrap_or_else(|e| e.into_inner()) = map;
     }
 
-    /// Reads and writes answered inline so far.
-    pub(super) fn served(&self) -> (u64, u64) {
-        (self.reads.load(Ordering::Relaxed), self.writes.load(Ordering::Relaxed))
+    /// Reads and writes answered inline so far, and of the reads those answered as pipes.
+    pub(super) fn served(&self) -> (u64, u64, u64) {
+        (self.reads.load(Ordering::Relaxed), self.writes.load(Ordering::Relaxed), self.spliced.load(Ordering::Relaxed))
     }
 
     /// `[offset, offset+len)` read inline, or `None` to send the read to the engine.
@@ -171,6 +197,68 @@ impl InlineIo {
         drop(guard);
         self.reads.fetch_add(1, Ordering::Relaxed);
         Some(buf.into_bytes())
+    }
+
+    /// `[offset, offset+len)` read inline into a pipe of page references (see
+    /// [`crate::splice`]), or `None` to read it another way. The same rules as [`Self::try_read`]
+    /// decide, except the size: as nothing is copied, a read of up to a pipe's
+    /// [`PIPE_BYTES`] is cheaper here than with the member I/O threads, and `max` only turns
+    /// this on or off.
+    pub(super) fn try_splice(&self, offset: u64, len: u64) -> Option<PipedRead> {
+        if len == 0 || len > PIPE_BYTES as u64 || !self.enabled() {
+            return None;
+        }
+        let guard = self.map.read().ok()?;
+        let map = guard.as_ref()?;
+        if offset.checked_add(len)? > map.size {
+            return None;
+        }
+        // A read the pipe cannot hold is found out before anything is spliced.
+        let mut slots = 0;
+        let single_copy = map.geometry.each_data_piece(offset, len, |slot, at, n| slots += map.slots(slot, at, n));
+        let runs = if single_copy { Default::default() } else { map.geometry.runs(offset, len) };
+        for run in &runs {
+            slots += run.copies.iter().map(|&(slot, at)| map.slots(slot, at, run.len)).max().unwrap_or(0);
+        }
+        if slots > PIPE_SLOTS {
+            return None;
+        }
+        let pipe = self.pipes.take().ok()?;
+        // Bytes put in the pipe, and whether a piece would have waited (`Some(false)`) or
+        // failed part way (`None`).
+        let mut filled = 0u64;
+        let mut stop = Some(true);
+        map.geometry.each_data_piece(offset, len, |slot, at, n| {
+            if stop == Some(true) {
+                stop = map.splice_now(slot, at, n, pipe.write_end());
+                filled += if stop == Some(true) { n } else { 0 };
+            }
+        });
+        for run in &runs {
+            // Each run from the first copy that has it in memory (see `try_read`).
+            stop = Some(false);
+            for &(slot, at) in &run.copies {
+                stop = map.splice_now(slot, at, run.len, pipe.write_end());
+                if stop != Some(false) {
+                    break;
+                }
+            }
+            if stop != Some(true) {
+                break;
+            }
+            filled += run.len;
+        }
+        drop(guard);
+        if stop != Some(true) || filled != len {
+            // A pipe that holds part of the read is closed rather than drained.
+            if filled == 0 && stop == Some(false) {
+                self.pipes.give_back(pipe);
+            }
+            return None;
+        }
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.spliced.fetch_add(1, Ordering::Relaxed);
+        Some(PipedRead::new(pipe, len as usize, Arc::clone(&self.pipes)))
     }
 
     /// Write `data` at `offset` inline; false to send the write to the engine (which writes all

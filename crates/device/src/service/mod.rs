@@ -39,6 +39,7 @@ use uraid_engine::{EngineError, IoBuf, ReadPolicy, SplitTuning};
 use uraid_layout::Level;
 
 use crate::open_array::{MemberTarget, OpenArray, OpenError};
+use crate::splice::PipedRead;
 use uraid_engine::MemberVerdict;
 
 mod inline;
@@ -238,6 +239,8 @@ pub struct StopReport {
     /// Of `requests`, the reads and writes answered on the submitting thread (see [`inline`]).
     pub inline_reads: u64,
     pub inline_writes: u64,
+    /// Of `inline_reads`, those handed over as pipes ([`ServiceHandle::read_spliced`]).
+    pub spliced_reads: u64,
     /// Whether the superblocks say clean at the end. False when the array was opened read-only
     /// over a dirty array, or still needs a resync (found dirty at assembly).
     pub clean: bool,
@@ -343,6 +346,15 @@ impl ServiceHandle {
         if let Err(crossbeam_channel::SendError(Msg::Submit(_, done))) = self.inbox.send(Msg::Submit(op, done)) {
             done(Err(ServiceError::Stopping));
         }
+    }
+
+    /// `[offset, offset+len)` read on this thread into a pipe of references to the members'
+    /// pages, for a caller that sends it on to a socket with `splice(2)` (see
+    /// [`crate::splice`]); `None` if that cannot be done now, and the read is then submitted
+    /// as usual. The conditions are those of inline reads (see [`inline`]), up to
+    /// [`crate::splice::PIPE_BYTES`] whatever the inline limit, as long as it is not 0.
+    pub fn read_spliced(&self, offset: u64, len: u64) -> Option<PipedRead> {
+        self.inline.try_splice(offset, len)
     }
 
     /// The array's state, members and any running pass.
@@ -1286,7 +1298,7 @@ impl Runner {
             mismatch_sectors: self.mismatch_sectors,
             last_sync: self.last_sync.clone(),
             requests: {
-                let (reads, writes) = self.inline.served();
+                let (reads, writes, _) = self.inline.served();
                 self.report.requests + reads + writes
             },
         }
@@ -1657,7 +1669,7 @@ impl Runner {
     fn finish(mut self) -> Result<StopReport, String> {
         self.inline.set(None);
         self.inline_on = false;
-        (self.report.inline_reads, self.report.inline_writes) = self.inline.served();
+        (self.report.inline_reads, self.report.inline_writes, self.report.spliced_reads) = self.inline.served();
         self.report.requests += self.report.inline_reads + self.report.inline_writes;
         self.finish_sync_if_done();
         let status = ArrayStatus { sync: None, ..self.status() };

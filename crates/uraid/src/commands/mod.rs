@@ -188,9 +188,10 @@ pub fn report_stop(report: &StopReport, read_only: bool, what: &str) {
     } else {
         "members flushed; the array could not be marked clean".to_string()
     };
-    let inline = match (report.inline_reads, report.inline_writes) {
-        (0, 0) => String::new(),
-        (r, w) => format!(" ({r} reads and {w} writes answered inline)"),
+    let inline = match (report.inline_reads, report.inline_writes, report.spliced_reads) {
+        (0, 0, _) => String::new(),
+        (r, w, 0) => format!(" ({r} reads and {w} writes answered inline)"),
+        (r, w, s) => format!(" ({r} reads, {s} of them spliced, and {w} writes answered inline)"),
     };
     eprintln!("uraid: {what} after {} requests{inline}; {state}", report.requests);
 }
