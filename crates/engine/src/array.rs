@@ -43,6 +43,7 @@ use crate::idmap::IdMap;
 use crate::{EngineError, IoBuf};
 
 mod logging;
+mod parity_blocks;
 mod readahead;
 
 /// Identifies a submitted request.
@@ -137,8 +138,24 @@ pub enum IoResult {
     /// the engine passes it on to the request's answer without copying).
     Read(Bytes),
     Done,
+    /// A write is done, and here are its bytes back: the engine keeps the blocks it computed
+    /// new parity into for the next parity write (see `array/parity_blocks.rs`). A driver that
+    /// drops them answers `Done`, which costs an allocation per parity write and nothing else.
+    /// [`IoResult::handing_back`] makes this of a `Done`.
+    Written(IoBuf),
     /// The I/O failed; the text says how (it ends up in the member-failed event).
     Failed(String),
+}
+
+impl IoResult {
+    /// `self`, with the bytes of a finished write handed back to the engine (a `Done` for a
+    /// `Write` becomes [`IoResult::Written`]). For drivers, once the kernel is done with them.
+    pub fn handing_back(self, op: MemberOp) -> IoResult {
+        match (self, op) {
+            (IoResult::Done, MemberOp::Write { data }) => IoResult::Written(data),
+            (result, _) => result,
+        }
+    }
 }
 
 /// The state of one member slot.
@@ -310,6 +327,8 @@ pub struct Array {
     balance: Balancer,
     /// What the `split` read policy read ahead of sequential streams.
     readahead: readahead::ReadAhead,
+    /// Blocks for new parity, back from the member writes that carried them.
+    parity_blocks: parity_blocks::ParityBlocks,
 }
 
 impl Array {
@@ -343,6 +362,7 @@ impl Array {
             write_batch: None,
             balance,
             readahead: readahead::ReadAhead::default(),
+            parity_blocks: parity_blocks::ParityBlocks::new(),
         };
         if !array.readable() {
             return Err(EngineError::ArrayFailed);
@@ -556,6 +576,15 @@ impl Array {
 
     /// Report the outcome of member I/O `id`.
     pub fn complete_io(&mut self, id: IoId, result: IoResult) {
+        let result = match result {
+            IoResult::Written(data) => {
+                for piece in data.into_pieces() {
+                    self.parity_blocks.give_back(piece);
+                }
+                IoResult::Done
+            }
+            other => other,
+        };
         let io = self.io_owner.remove(&id).expect("completion for an unknown member I/O");
         let slot = io.tag.slot;
         self.balance.completed(slot, io.offset, io.len, io.moves_head);
@@ -564,7 +593,7 @@ impl Array {
         } else {
             match result {
                 IoResult::Read(data) => Outcome::Data(data),
-                IoResult::Done => {
+                IoResult::Done | IoResult::Written(_) => {
                     if io.kind == IoKind::Correction {
                         self.events.push(EngineEvent::ReadErrorCorrected { slot, offset: io.offset, len: io.len });
                     }
@@ -1640,14 +1669,14 @@ impl Array {
                     let old = sw.blocks[slot].take().expect("RMW read the old data");
                     // A member written over all of [lo, hi) takes its new contents straight
                     // from the request; only a partly written one needs a merged copy.
-                    let merged;
+                    let mut merged = None;
                     let new: &[u8] = match request_rows(slot) {
                         Some(rows) => rows,
                         None => {
-                            let mut block = old.clone();
+                            let mut block = self.parity_blocks.take(len);
+                            block.copy_from_slice(&old);
                             overlay(&mut block, slot);
-                            merged = block;
-                            &merged
+                            &*merged.insert(block)
                         }
                     };
                     let qslot = roles.syndrome_slot[slot].unwrap_or(0);
@@ -1661,6 +1690,9 @@ impl Array {
                     }
                     if logging {
                         new_blocks[slot] = Some(new.to_vec());
+                    }
+                    if let Some(block) = merged {
+                        self.parity_blocks.put(block);
                     }
                 }
                 if let Some(p) = p {
@@ -1703,7 +1735,10 @@ impl Array {
                     }
                 }
                 let data: SmallVec<[&[u8]; 16]> = roles.data.iter().map(|&slot| new_data(slot)).collect();
-                let (p, q) = compute_parity(roles, &data, len);
+                let mut p = self.parity_blocks.take(len);
+                let mut q = roles.q.map(|_| self.parity_blocks.take(len));
+                let zeros = if roles.syndrome_disks > data.len() { self.parity_blocks.zeros(len) } else { &[] };
+                compute_parity_into(roles, &data, zeros, &mut p, q.as_deref_mut());
                 whole.push((roles.p, p));
                 if let (Some(qs), Some(q)) = (roles.q, q) {
                     whole.push((qs, q));
@@ -2315,26 +2350,31 @@ fn check_range(offset: u64, len: u64, size: u64) -> Result<(), EngineError> {
     }
 }
 
-/// P (and Q) over the data blocks of a stripe, given in data-index order.
+/// P (and Q) over the data blocks of a stripe, given in data-index order, in new blocks.
 pub fn compute_parity(roles: &StripeRoles, data: &[&[u8]], len: usize) -> (Vec<u8>, Option<Vec<u8>>) {
     let mut p = vec![0u8; len];
-    match roles.q {
-        None => {
-            uraid_parity::gen_p(&mut p, data);
-            (p, None)
-        }
-        Some(_) => {
-            // Syndrome slots that hold no data (P and Q's own under DDF layouts) count as zeros.
-            let zero = if roles.syndrome_disks > data.len() { vec![0u8; len] } else { Vec::new() };
-            let mut by_slot: SmallVec<[&[u8]; 16]> = smallvec![&zero[..]; roles.syndrome_disks];
+    let mut q = roles.q.map(|_| vec![0u8; len]);
+    let zeros = if roles.syndrome_disks > data.len() { vec![0u8; len] } else { Vec::new() };
+    compute_parity_into(roles, data, &zeros, &mut p, q.as_deref_mut());
+    (p, q)
+}
+
+/// P (and, on raid6, Q) over the data blocks of a stripe, given in data-index order, written
+/// over whatever `p` and `q` held. Syndrome slots that hold no data (P and Q's own under DDF
+/// layouts) count as zeros, which `zeros` provides: at least as long as `p` when there are any.
+pub fn compute_parity_into(roles: &StripeRoles, data: &[&[u8]], zeros: &[u8], p: &mut [u8], q: Option<&mut [u8]>) {
+    match (roles.q, q) {
+        (None, _) => uraid_parity::gen_p(p, data),
+        (Some(_), Some(q)) => {
+            let zero = if roles.syndrome_disks > data.len() { &zeros[..p.len()] } else { &[][..] };
+            let mut by_slot: SmallVec<[&[u8]; 16]> = smallvec![zero; roles.syndrome_disks];
             for (i, &member) in roles.data.iter().enumerate() {
                 let slot = roles.syndrome_slot[member].expect("data member has a syndrome slot");
                 by_slot[slot] = data[i];
             }
-            let mut q = vec![0u8; len];
-            uraid_parity::gen_pq(&mut p, &mut q, &by_slot);
-            (p, Some(q))
+            uraid_parity::gen_pq(p, q, &by_slot);
         }
+        (Some(_), None) => panic!("raid6 parity needs a block for Q"),
     }
 }
 

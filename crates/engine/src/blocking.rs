@@ -24,6 +24,6 @@ pub fn execute(
             .next_io()
             .unwrap_or_else(|| panic!("engine stalled: request {id} unfinished and no member I/O to do"));
         let result = exec(&io);
-        array.complete_io(io.id, result);
+        array.complete_io(io.id, result.handing_back(io.op));
     }
 }

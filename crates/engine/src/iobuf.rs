@@ -75,6 +75,11 @@ impl IoBuf {
         }
     }
 
+    /// The pieces, in order, none of them empty, by value.
+    pub fn into_pieces(self) -> impl Iterator<Item = Bytes> {
+        std::iter::once(self.first).filter(|b| !b.is_empty()).chain(self.rest)
+    }
+
     /// The bytes as one `Vec`; without a copy when they are one piece nothing else shares.
     pub fn into_vec(self) -> Vec<u8> {
         if self.rest.is_empty() {

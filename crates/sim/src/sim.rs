@@ -1003,7 +1003,7 @@ impl Sim {
             self.cleared_while[f.dev] = Some(self.last_rid);
         }
         let outcome = match &result {
-            IoResult::Read(_) | IoResult::Done => "ok".to_string(),
+            IoResult::Read(_) | IoResult::Done | IoResult::Written(_) => "ok".to_string(),
             IoResult::Failed(e) => format!("FAILED: {e}"),
         };
         trace!(

@@ -574,7 +574,7 @@ fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, back: Inbox) {
             Ok(Err(e)) => IoResult::Failed(e.to_string()),
             Err(_) => IoResult::Failed(format!("internal error on {} (see the panic message above)", target.dev.name())),
         };
-        if back.send(Msg::IoDone(io.id, result)).is_err() {
+        if back.send(Msg::IoDone(io.id, result.handing_back(io.op))).is_err() {
             break;
         }
     }
