@@ -508,20 +508,20 @@ fn linear_and_raid0_writes_are_done_inline() {
 /// A limit above 256 KiB lets reads that long be answered inline, but never writes: those go
 /// to the engine (larger inline writes measured slower).
 #[test]
-fn inline_writes_stop_at_256k_whatever_the_limit() {
+fn inline_writes_stop_at_512k_whatever_the_limit() {
     let mem = members(0, 3, 16);
     let devs = as_dyn(&mem);
     let config = ServiceConfig { inline_max: 1 << 20, ..ServiceConfig::default() };
     let service = ArrayService::start(open(&devs, true), config);
     let h = service.handle();
-    let long = pattern(7, 300 << 10);
-    let short = pattern(8, 200 << 10);
+    let long = pattern(7, 600 << 10);
+    let short = pattern(8, 500 << 10);
     h.call(BlockOp::Write { offset: 0, data: long.clone().into(), fua: false }).unwrap();
-    h.call(BlockOp::Write { offset: 512 << 10, data: short.clone().into(), fua: false }).unwrap();
+    h.call(BlockOp::Write { offset: 1 << 20, data: short.clone().into(), fua: false }).unwrap();
     assert!(read(&h, 0, long.len() as u64) == long);
-    assert!(read(&h, 512 << 10, short.len() as u64) == short);
+    assert!(read(&h, 1 << 20, short.len() as u64) == short);
     let report = service.stop().unwrap();
-    assert_eq!(report.inline_writes, 1, "only the write within 256 KiB is done inline");
+    assert_eq!(report.inline_writes, 1, "only the write within 512 KiB is done inline");
     assert_eq!(report.inline_reads, 2, "both reads are within the 1 MiB limit");
 }
 

@@ -303,7 +303,7 @@ pub struct MemberIoArgs {
     /// Reads of at most this size are answered on the thread that received them, with no
     /// hand-off to the engine or member I/O threads, when the array is whole (for mirrors: no
     /// resync owed) and the members hold the data in memory (page cache, tmpfs); so are writes
-    /// of that size, and at most 256K, without FUA on linear and raid0 where the members take
+    /// of that size, and at most 512K, without FUA on linear and raid0 where the members take
     /// them without waiting (tmpfs). Everything else, and members written with O_DIRECT, take
     /// the usual path. 0 turns this off, and with it serve's spliced reads (see --no-splice).
     /// [default: 512K for serve, 256K for mount and bench engine]

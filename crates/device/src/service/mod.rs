@@ -194,8 +194,9 @@ pub const SERVE_INLINE_MAX: u64 = 512 << 10;
 
 /// Writes are never done inline above this size, whatever [`ServiceConfig::inline_max`] says:
 /// larger ones went slower on the submitting thread than through the member threads, over NBD
-/// too (fio's 1 MiB random writes, BENCHMARKS.md, section 3).
-pub const INLINE_WRITE_MAX: u64 = 256 << 10;
+/// too (fio's 1 MiB random writes, BENCHMARKS.md, section 3). At 512 KiB inline still won
+/// over NBD (`nbdcopy` writes and fio's 512 KiB random writes, section 3).
+pub const INLINE_WRITE_MAX: u64 = 512 << 10;
 
 /// Facts about the served array that front ends advertise.
 #[derive(Debug, Clone)]
