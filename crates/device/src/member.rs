@@ -315,25 +315,14 @@ impl MemberDevice for FileDevice {
             return Ok(false);
         }
         let mut at = offset as libc::loff_t;
-        let mut done = 0;
-        while done < len {
+        let (fd, pipe) = (self.file.as_raw_fd(), pipe.as_raw_fd());
+        transfer_all(
+            len,
             // SAFETY: splice from our descriptor at `at` (which the kernel advances) into the
             // caller's pipe. SPLICE_F_NONBLOCK: a full pipe fails rather than blocks.
-            let rc = unsafe {
-                libc::splice(self.file.as_raw_fd(), &mut at, pipe.as_raw_fd(), std::ptr::null_mut(), len - done, libc::SPLICE_F_NONBLOCK)
-            };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if rc == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("short read at byte {}", offset + done as u64)));
-            }
-            done += rc as usize;
-        }
+            |done| unsafe { libc::splice(fd, &mut at, pipe, std::ptr::null_mut(), len - done, libc::SPLICE_F_NONBLOCK) },
+            |done| short_read(offset + done as u64),
+        )?;
         Ok(true)
     }
 
@@ -362,25 +351,15 @@ impl MemberDevice for FileDevice {
     fn read_buf(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         check_bounds(self.size, offset, len)?;
         let mut buf = PoolBuf::new(len);
-        let mut done = 0;
-        while done < len {
+        let fd = self.file.as_raw_fd();
+        let start = buf.as_mut_ptr();
+        transfer_all(
+            len,
             // SAFETY: the destination lies inside the buffer's capacity, past the bytes already
             // read; pread writes at most `len - done` bytes there.
-            let rc = unsafe {
-                libc::pread(self.file.as_raw_fd(), buf.as_mut_ptr().add(done).cast(), len - done, (offset + done as u64) as libc::off_t)
-            };
-            if rc < 0 {
-                let err = io::Error::last_os_error();
-                if err.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(err);
-            }
-            if rc == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("short read at byte {}", offset + done as u64)));
-            }
-            done += rc as usize;
-        }
+            |done| unsafe { libc::pread(fd, start.add(done).cast(), len - done, (offset + done as u64) as libc::off_t) },
+            |done| short_read(offset + done as u64),
+        )?;
         // SAFETY: every byte up to `len` was written by pread above.
         unsafe { buf.set_len(len) };
         Ok(buf.into_bytes())
@@ -487,6 +466,33 @@ fn nowait_loop(
         done += rc as usize;
     }
     Ok(true)
+}
+
+/// Repeat one system call until `len` bytes are moved: `step(done)` makes the call for what is
+/// left after `done` bytes and returns what it returned (a count, or -1 with `errno` set).
+/// Interrupted calls are retried, errors returned, and a call that moves nothing ends the loop
+/// with `at_zero(done)`.
+pub(crate) fn transfer_all(len: usize, mut step: impl FnMut(usize) -> isize, at_zero: impl Fn(usize) -> io::Error) -> io::Result<()> {
+    let mut done = 0;
+    while done < len {
+        let rc = step(done);
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if rc == 0 {
+            return Err(at_zero(done));
+        }
+        done += rc as usize;
+    }
+    Ok(())
+}
+
+fn short_read(at: u64) -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, format!("short read at byte {at}"))
 }
 
 /// Whether every page of `[offset, offset+len)` of `file` is in the page cache, by

@@ -20,6 +20,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
+use crate::member::transfer_all;
+
 /// The bytes one pipe can hold, and so the largest spliced read. `splice` puts every page (or
 /// part of one) in a slot of its own, so a read that starts or ends inside pages needs a slot
 /// more per piece; [`pages_spanned`] counts them. 1 MiB is Linux's default limit for a pipe an
@@ -130,55 +132,32 @@ impl PipedRead {
     /// it, as a `send` would).
     pub fn splice_to(&mut self, out: BorrowedFd<'_>) -> io::Result<()> {
         let Some(pipe) = &self.pipe else { return Ok(()) };
-        while self.len > 0 {
+        let (from, to, len) = (pipe.read.as_raw_fd(), out.as_raw_fd(), self.len);
+        transfer_all(
+            len,
             // SAFETY: splice between two descriptors we hold, with no offsets (a pipe and a
             // socket have none).
-            let rc = unsafe {
-                libc::splice(
-                    pipe.read.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    out.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    self.len,
-                    libc::SPLICE_F_MOVE,
-                )
-            };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if rc == 0 {
-                return Err(io::Error::new(io::ErrorKind::WriteZero, format!("{} bytes left in the pipe would not move", self.len)));
-            }
-            self.len -= rc as usize;
-        }
+            |done| unsafe { libc::splice(from, std::ptr::null_mut(), to, std::ptr::null_mut(), len - done, libc::SPLICE_F_MOVE) },
+            |done| io::Error::new(io::ErrorKind::WriteZero, format!("{} bytes left in the pipe would not move", len - done)),
+        )?;
+        // Only a drained pipe is reused (see `Drop`).
+        self.len = 0;
         Ok(())
     }
 
     /// The bytes, read out of the pipe (for callers that cannot splice, and for tests).
     pub fn read_to_vec(&mut self) -> io::Result<Vec<u8>> {
         let Some(pipe) = &self.pipe else { return Ok(Vec::new()) };
-        let mut out = vec![0u8; self.len];
-        let mut done = 0;
-        while done < out.len() {
+        let (from, len) = (pipe.read.as_raw_fd(), self.len);
+        let mut out = vec![0u8; len];
+        let start = out.as_mut_ptr();
+        transfer_all(
+            len,
             // SAFETY: read into the unfilled tail of `out`.
-            let rc = unsafe { libc::read(pipe.read.as_raw_fd(), out[done..].as_mut_ptr().cast(), out.len() - done) };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if rc == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the pipe ended early"));
-            }
-            done += rc as usize;
-            self.len -= rc as usize;
-        }
+            |done| unsafe { libc::read(from, start.add(done).cast(), len - done) },
+            |_| io::Error::new(io::ErrorKind::UnexpectedEof, "the pipe ended early"),
+        )?;
+        self.len = 0;
         Ok(out)
     }
 }
