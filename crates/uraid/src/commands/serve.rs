@@ -89,8 +89,10 @@ pub fn run(args: &ServeArgs) -> CliResult {
 }
 
 /// Reads from this size up are tried as spliced replies. Below it, copying the bytes costs
-/// less than what splicing adds: two more system calls per read, and a reply that cannot be
-/// gathered into one socket write with its neighbours.
+/// about what splicing adds (two more system calls per read, and a reply that cannot be
+/// gathered into one socket write with its neighbours). Measured with the limit at 4 KiB,
+/// fio's random reads at iodepth 32, spliced against copied (median of four alternating
+/// pairs): 4 KiB 0.71x, 16 KiB 1.26x, 32 KiB 0.88x, 64 KiB 1.72x, 128 KiB 1.99x.
 const SPLICE_MIN: u32 = 64 << 10;
 
 /// The served array as the NBD server sees it.
