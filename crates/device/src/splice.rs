@@ -18,6 +18,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::member::transfer_all;
@@ -35,6 +36,13 @@ const PAGE: u64 = 4096;
 /// closed after use.
 const MAX_IDLE: usize = 32;
 
+/// Most pipes of one pool open at once (two descriptors each); a read finding none is copied.
+/// Without a bound, a client keeping hundreds of large reads in flight would hold as many pipes,
+/// and a process allowed to exceed the user's pipe memory (`CAP_SYS_RESOURCE`) would run out of
+/// descriptors for anything else. 64 pipes of 1 MiB are also all the default
+/// `pipe-user-pages-soft` (64 MiB) lets an unprivileged user resize.
+pub const MAX_PIPES: usize = 64;
+
 /// The pipe slots `len` bytes from `offset` of a file take when spliced.
 pub fn pages_spanned(offset: u64, len: u64) -> u64 {
     if len == 0 {
@@ -50,17 +58,34 @@ pub const PIPE_SLOTS: u64 = PIPE_BYTES as u64 / PAGE;
 pub struct Pipe {
     read: OwnedFd,
     write: OwnedFd,
+    /// Its pool's count of open pipes, taken back when it closes.
+    open: Arc<AtomicUsize>,
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Pipe {
-    fn new() -> io::Result<Pipe> {
+    /// A new pipe, counted in `open` (which it must already include) until it closes.
+    fn new(open: Arc<AtomicUsize>) -> io::Result<Pipe> {
         let mut fds = [0; 2];
         // SAFETY: pipe2 fills the two descriptors of the array it is given.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            open.fetch_sub(1, Ordering::Relaxed);
             return Err(io::Error::last_os_error());
         }
         // SAFETY: both descriptors were just created and belong to nothing else.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let pipe = Pipe { read, write, open };
+        pipe.resize()?;
+        Ok(pipe)
+    }
+
+    fn resize(&self) -> io::Result<()> {
+        let write = &self.write;
         // Refused (EPERM) once the user's pipes hold more than `pipe-user-pages-soft` pages: the
         // caller then reads the usual way.
         // SAFETY: F_SETPIPE_SZ on a pipe we own.
@@ -71,7 +96,7 @@ impl Pipe {
         if (size as usize) < PIPE_BYTES {
             return Err(io::Error::other(format!("the pipe holds {size} bytes, not {PIPE_BYTES}")));
         }
-        Ok(Pipe { read, write })
+        Ok(())
     }
 
     /// The end members splice into.
@@ -84,15 +109,26 @@ impl Pipe {
 #[derive(Default)]
 pub struct PipePool {
     idle: Mutex<Vec<Pipe>>,
+    /// Pipes open: idle, or holding a read.
+    open: Arc<AtomicUsize>,
 }
 
 impl PipePool {
-    /// An empty pipe: an idle one, or a new one.
+    /// An empty pipe: an idle one, or a new one while fewer than [`MAX_PIPES`] are open.
     pub fn take(&self) -> io::Result<Pipe> {
-        match self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            Some(p) => Ok(p),
-            None => Pipe::new(),
+        if let Some(p) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            return Ok(p);
         }
+        if self.open.fetch_add(1, Ordering::Relaxed) >= MAX_PIPES {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            return Err(io::Error::other(format!("{MAX_PIPES} pipes are open already")));
+        }
+        Pipe::new(Arc::clone(&self.open))
+    }
+
+    /// Pipes open now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
     }
 
     /// Keep `pipe` for reuse; it must be empty.
@@ -186,6 +222,30 @@ mod tests {
         assert_eq!(pages_spanned(4095, 2), 2);
         assert_eq!(pages_spanned(8192, 1), 1);
         assert_eq!(pages_spanned(512, 1 << 20), 257);
+    }
+
+    /// No more than MAX_PIPES are open at once; closing one makes room.
+    #[test]
+    fn open_pipes_are_bounded() {
+        let pool = PipePool::default();
+        let mut held = Vec::new();
+        while let Ok(p) = pool.take() {
+            held.push(p);
+            assert!(held.len() <= MAX_PIPES, "more pipes than the bound");
+        }
+        // The user's pipe memory may run out first where other pipes exist (the error then
+        // comes from the kernel); the bound itself must hold either way.
+        assert_eq!(pool.open(), held.len());
+        if held.len() == MAX_PIPES {
+            let refused = pool.take().err().expect("refused at the bound");
+            assert!(refused.to_string().contains("pipes are open already"), "{refused}");
+        }
+        held.pop();
+        assert_eq!(pool.open(), held.len());
+        let again = pool.take().expect("a closed pipe makes room");
+        drop(again);
+        drop(held);
+        assert_eq!(pool.open(), 0);
     }
 
     /// Bytes written into a pipe come out on a socket, the pipe goes back to the pool once
