@@ -530,19 +530,23 @@ fn stop_answers_requests_in_flight_then_closes_and_cleans_up() {
 
 #[test]
 fn stop_gives_up_on_a_client_that_stops_reading() {
-    let export = MemExport::builder(SIZE).max_delay(Duration::ZERO).build();
-    let cfg = ServerConfig { stalled_client_timeout: Duration::from_millis(300), ..config() };
-    let mut srv = start(export, cfg);
-    let mut c = srv.go(false);
-    // Far more reply data than the socket buffers hold, never read.
-    for _ in 0..64 {
-        c.send_request(0, CMD_READ, 0, 1 << 20, &[]).unwrap();
+    // Spliced replies block in the export's own call on the socket's descriptor: the shutdown
+    // must end that too.
+    for spliced in [false, true] {
+        let export = MemExport::builder(SIZE).max_delay(Duration::ZERO).spliced_reads(spliced).build();
+        let cfg = ServerConfig { stalled_client_timeout: Duration::from_millis(300), ..config() };
+        let mut srv = start(export, cfg);
+        let mut c = srv.go(false);
+        // Far more reply data than the socket buffers hold, never read.
+        for _ in 0..64 {
+            c.send_request(0, CMD_READ, 0, 1 << 20, &[]).unwrap();
+        }
+        thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        srv.server.stop();
+        assert!(srv.wait_run(Duration::from_secs(10)), "run() did not return (spliced: {spliced})");
+        assert!(started.elapsed() < Duration::from_secs(5), "spliced: {spliced}");
     }
-    thread::sleep(Duration::from_millis(200));
-    let started = Instant::now();
-    srv.server.stop();
-    assert!(srv.wait_run(Duration::from_secs(10)), "run() did not return");
-    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 #[test]
