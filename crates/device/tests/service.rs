@@ -505,7 +505,7 @@ fn linear_and_raid0_writes_are_done_inline() {
     }
 }
 
-/// A limit above 256 KiB lets reads that long be answered inline, but never writes: those go
+/// A limit above 512 KiB lets reads that long be answered inline, but never writes: those go
 /// to the engine (larger inline writes measured slower).
 #[test]
 fn inline_writes_stop_at_512k_whatever_the_limit() {
