@@ -149,3 +149,43 @@ fn write_now_writes_only_where_nothing_waits() {
     }
     remove_memory_dir(&dirs);
 }
+
+/// `read_now` and `write_now` make their system calls by hand (`member::raw`): offsets past
+/// 4 GiB reach the bytes there, not bytes the low 32 bits of the offset name.
+#[test]
+fn read_now_and_write_now_reach_offsets_past_4_gib() {
+    use std::mem::MaybeUninit;
+    let dirs = disk_and_memory_dirs("past-4g");
+    for dir in &dirs {
+        let path = dir.join("member.img");
+        let size = (5u64 << 30) + 8192;
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(size).unwrap(); // sparse: nothing is written but what the test writes
+        let far = (4u64 << 30) + 12_345;
+        let data = uraid_testkit::noise(11, 6000);
+        let dev = FileDevice::open(&path, true).unwrap();
+        dev.write_at(far, &data).unwrap();
+        // Same low 32 bits, 4 GiB lower: zeros, which a truncated offset would read instead.
+        let mut low = vec![0u8; data.len()];
+        dev.read_at(far - (4 << 30), &mut low).unwrap();
+        assert!(low.iter().all(|&b| b == 0));
+        dev.read_at(far, &mut low).unwrap(); // warms the page cache for a disk file system
+        let mut buf = vec![MaybeUninit::<u8>::uninit(); data.len()];
+        assert!(dev.read_now(far, &mut buf).expect("read_now"), "{}: cached pages refused", dir.display());
+        // SAFETY: `Ok(true)` means every byte was filled.
+        let got: Vec<u8> = buf.into_iter().map(|b| unsafe { b.assume_init() }).collect();
+        assert!(got == data, "{}: read_now past 4 GiB returned other bytes", dir.display());
+        let other = uraid_testkit::noise(12, 3000);
+        let at = size - 5000;
+        if dev.write_now(at, &other).expect("write_now") {
+            let mut back = vec![0u8; other.len()];
+            dev.read_at(at, &mut back).unwrap();
+            assert!(back == other, "{}: write_now past 4 GiB wrote elsewhere", dir.display());
+            dev.read_at(at - (4 << 30), &mut back).unwrap();
+            assert!(back.iter().all(|&b| b == 0), "{}: write_now wrote 4 GiB too low", dir.display());
+        }
+        drop(dev);
+        std::fs::remove_file(&path).unwrap();
+    }
+    remove_memory_dir(&dirs);
+}
