@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, SpeedLimits, SyncAction};
 use uraid_device::{probe, MemberDevice, MemoryDevice, OpenArray};
@@ -643,6 +643,65 @@ fn stop_finishes_accepted_requests() {
     let mut again = open(&devs, false);
     for i in 0..64u64 {
         assert!(again.read(i * 65536, 65536).unwrap() == pattern(i, 65536));
+    }
+}
+
+/// Requests that race the stop are answered too: every callback is called, with data or with
+/// "stopping", including those of requests still waiting in the engine thread's inbox when it
+/// ends. A client keeping 64 requests in flight while another thread stops the service has some
+/// of them waiting there at that moment.
+#[test]
+fn requests_racing_the_stop_are_all_answered() {
+    use std::sync::atomic::AtomicU64;
+    for round in 0..5 {
+        let mem = members(5, 4, 16);
+        let devs = as_dyn(&mem);
+        // Nothing inline: every read goes through the inbox.
+        let config = ServiceConfig { inline_max: 0, ..ServiceConfig::default() };
+        let service = ArrayService::start(open(&devs, true), config);
+        let h = service.handle();
+        let answered = Arc::new(AtomicU64::new(0));
+        let stopping_seen = Arc::new(AtomicBool::new(false));
+        let client = {
+            let (answered, stopping_seen) = (Arc::clone(&answered), Arc::clone(&stopping_seen));
+            std::thread::spawn(move || {
+                let mut submitted = 0u64;
+                // Until well after the first "stopping": the engine thread is then finishing,
+                // or gone.
+                let mut after_stop = 0;
+                while after_stop < 20_000 {
+                    if stopping_seen.load(Ordering::Relaxed) {
+                        after_stop += 1;
+                    }
+                    // At most 64 unanswered, so the inbox holds a few at any moment.
+                    while submitted - answered.load(Ordering::Relaxed) >= 64 && after_stop == 0 {
+                        std::thread::yield_now();
+                    }
+                    let (answered, stopping_seen) = (Arc::clone(&answered), Arc::clone(&stopping_seen));
+                    h.submit(
+                        BlockOp::Read { offset: (submitted % 256) * 4096, len: 4096 },
+                        Box::new(move |r| {
+                            match r {
+                                Ok(_) => {}
+                                Err(ServiceError::Stopping) => stopping_seen.store(true, Ordering::Relaxed),
+                                Err(e) => panic!("read failed: {e}"),
+                            }
+                            answered.fetch_add(1, Ordering::Relaxed);
+                        }),
+                    );
+                    submitted += 1;
+                }
+                submitted
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        service.stop().unwrap();
+        let submitted = client.join().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while answered.load(Ordering::Relaxed) < submitted && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(answered.load(Ordering::Relaxed), submitted, "round {round}: requests never answered");
     }
 }
 

@@ -293,8 +293,27 @@ pub struct ArrayStatus {
     pub requests: u64,
 }
 
+/// A request's callback while the request waits in the engine thread's inbox. Dropped without
+/// being taken, as the requests still in the inbox are when the engine thread ends after a
+/// stop, it answers "stopping": no caller is left waiting for an answer that never comes.
+struct Pending(Option<Done>);
+
+impl Pending {
+    fn take(mut self) -> Done {
+        self.0.take().expect("a pending request's callback is taken once")
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(done) = self.0.take() {
+            done(Err(ServiceError::Stopping));
+        }
+    }
+}
+
 enum Msg {
-    Submit(BlockOp, Done),
+    Submit(BlockOp, Pending),
     IoDone(IoId, IoResult),
     Stop(Sender<Result<StopReport, String>>),
     Status(Sender<ArrayStatus>),
@@ -344,9 +363,8 @@ impl ServiceHandle {
             }
             _ => {}
         }
-        if let Err(crossbeam_channel::SendError(Msg::Submit(_, done))) = self.inbox.send(Msg::Submit(op, done)) {
-            done(Err(ServiceError::Stopping));
-        }
+        // Refused (the engine thread has ended), the request is dropped here, which answers it.
+        let _ = self.inbox.send(Msg::Submit(op, Pending(Some(done))));
     }
 
     /// `[offset, offset+len)` read on this thread into a pipe of references to the members'
@@ -788,7 +806,8 @@ impl Runner {
                 Next::Progress => continue,
             };
             match msg {
-                Msg::Submit(op, done) => {
+                Msg::Submit(op, pending) => {
+                    let done = pending.take();
                     if stopping.is_some() {
                         done(Err(ServiceError::Stopping));
                     } else {
