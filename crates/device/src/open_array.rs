@@ -75,6 +75,9 @@ pub struct OpenArray {
     can_decrease_events: bool,
     /// Set when member roles changed since the last superblock update.
     devs_changed: bool,
+    /// [`OpenArray::write`] wrote something: [`OpenArray::close`] flushes the members then, on
+    /// linear and raid0 too, which are never marked dirty.
+    written: bool,
     /// Member failures seen while running, for the caller to report.
     pub failures: Vec<(String, String)>,
     corrected_read_errors: Vec<(String, u64, u64)>,
@@ -228,6 +231,7 @@ impl OpenArray {
             events,
             can_decrease_events: false,
             devs_changed: false,
+            written: false,
             failures: Vec::new(),
             corrected_read_errors: Vec::new(),
             bitmap,
@@ -262,7 +266,10 @@ impl OpenArray {
         if !self.writable {
             return Err(OpenError::ReadOnly);
         }
-        if !self.dirty {
+        self.written = true;
+        // Like md (and the array service), only levels with redundancy are marked dirty:
+        // linear and raid0 have nothing a crash could leave inconsistent.
+        if !self.dirty && self.array.geometry().max_degraded() > 0 {
             // One request at a time, no lazy clearing here: cover everything, as before a crash
             // anywhere in this run would need.
             if let Some(b) = &mut self.bitmap {
@@ -294,8 +301,10 @@ impl OpenArray {
     /// resync: then it stays dirty, with any member changes recorded). Returns whether the
     /// superblocks now say clean.
     pub fn close(mut self) -> Result<bool, OpenError> {
-        if self.writable && (self.dirty || self.devs_changed) {
+        if self.writable && (self.dirty || self.devs_changed || self.written) {
             self.flush()?;
+        }
+        if self.writable && (self.dirty || self.devs_changed) {
             self.settle()?;
         }
         Ok(!self.dirty)

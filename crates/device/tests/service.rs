@@ -256,6 +256,25 @@ fn dirty_while_writing_clean_when_idle() {
     assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())));
 }
 
+/// Without the service (`OpenArray::write`, as `uraid write` uses it), the same rule: a level
+/// with redundancy is marked dirty before its first write and clean at close; linear and raid0
+/// are never marked dirty, as in md, and their data is on the members after close.
+#[test]
+fn direct_writes_mark_only_redundant_levels_dirty() {
+    for (level, chunk) in [(-1, 0), (0, 16), (1, 0), (5, 16)] {
+        let mem = members(level, 3, chunk);
+        let devs = as_dyn(&mem);
+        let mut array = open(&devs, true);
+        let data = pattern(level as u64 + 10, 70_000);
+        array.write(5000, data.clone()).unwrap();
+        let redundant = level > 0;
+        assert_eq!(!clean_on_disk(devs[0].as_ref()), redundant, "level {level}: dirty while written");
+        assert!(array.close().unwrap(), "level {level}: not clean at close");
+        assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())), "level {level}");
+        assert!(open(&devs, false).read(5000, 70_000).unwrap() == data, "level {level}: read back differs");
+    }
+}
+
 /// Zeroing reads back zeros exactly over its range, unaligned edges included; trimming leaves
 /// everything outside its range alone; both keep redundancy consistent.
 #[test]
