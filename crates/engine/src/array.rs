@@ -245,8 +245,12 @@ struct IoTag {
 enum IoKind {
     Read,
     Write,
-    /// Writes back bytes whose read failed; its outcome decides whether the member stays.
+    /// Writes back bytes whose read failed; once written they are read again ([`IoKind::Reread`]).
     Correction,
+    /// Reads back what a correction wrote, as md's `fix_read_error` does: a sector that still
+    /// cannot be read once rewritten (a drive that took the write but could not remap the
+    /// sector) fails its member. The request waits for it as it did for the correction.
+    Reread,
     Other,
 }
 
@@ -592,10 +596,19 @@ impl Array {
             Outcome::Lost
         } else {
             match result {
+                IoResult::Read(_) if io.kind == IoKind::Reread => {
+                    self.events.push(EngineEvent::ReadErrorCorrected { slot, offset: io.offset, len: io.len });
+                    Outcome::Done
+                }
                 IoResult::Read(data) => Outcome::Data(data),
                 IoResult::Done | IoResult::Written(_) => {
-                    if io.kind == IoKind::Correction {
-                        self.events.push(EngineEvent::ReadErrorCorrected { slot, offset: io.offset, len: io.len });
+                    // Corrections go to in-sync members only, and a member that leaves that
+                    // state takes a new generation (its I/Os are lost above), so this one can
+                    // be read back.
+                    if io.kind == IoKind::Correction && self.in_sync(slot) {
+                        // Not done until read back: the owner hears of it then.
+                        self.emit_io(io.rid, io.tag, io.offset, MemberOp::Read { len: io.len }, IoKind::Reread);
+                        return;
                     }
                     Outcome::Done
                 }
@@ -603,6 +616,10 @@ impl Array {
                     IoKind::Read => Outcome::ReadError,
                     IoKind::Correction => {
                         self.fail_slot(slot, &format!("rewriting after a read error failed: {reason}"));
+                        Outcome::Lost
+                    }
+                    IoKind::Reread => {
+                        self.fail_slot(slot, &format!("reading back a rewritten read error failed: {reason}"));
                         Outcome::Lost
                     }
                     IoKind::Write | IoKind::Other => {
@@ -1808,7 +1825,9 @@ impl Array {
     fn emit_stripe_writes(&mut self, rid: RequestId, part: usize, writes: StripeMemberWrites) {
         for (slot, off, data, correction) in writes {
             let tag = IoTag { part, slot };
-            if correction {
+            // Writes wait for the log: by now the slot may hold another device, which gets the
+            // block as a plain write.
+            if correction && self.in_sync(slot) {
                 self.emit_correction(rid, tag, off, data.into());
             } else if let Some(batch) = self.write_batch.as_mut() {
                 // Merged with the other stripes planned with it (see `admit_stripes`).

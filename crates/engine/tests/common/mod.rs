@@ -27,6 +27,9 @@ pub struct Members {
     pub unreadable: Vec<Vec<bool>>,
     /// Slots where a write touching an unreadable byte fails too.
     pub bad_writes_fail: Vec<bool>,
+    /// Slots where a write over unreadable bytes succeeds but leaves them unreadable (a drive
+    /// that takes the write and cannot remap the sector).
+    pub bad_stays_bad: Vec<bool>,
     /// Slots the engine must not read (recovering members): a read there panics.
     pub no_reads: Vec<bool>,
     /// Per slot, its partial parity log area (empty until the engine writes one).
@@ -40,6 +43,7 @@ impl Members {
             broken: vec![false; n],
             unreadable: vec![vec![false; bytes as usize]; n],
             bad_writes_fail: vec![false; n],
+            bad_stays_bad: vec![false; n],
             no_reads: vec![false; n],
             logs: vec![Vec::new(); n],
         }
@@ -77,7 +81,9 @@ impl Members {
                 if self.bad_writes_fail[io.slot] && bad.contains(&true) {
                     return IoResult::Failed("injected write error".into());
                 }
-                bad.fill(false);
+                if !self.bad_stays_bad[io.slot] {
+                    bad.fill(false);
+                }
                 disk[at..at + data.len()].copy_from_slice(&data.to_vec());
                 IoResult::Done
             }
