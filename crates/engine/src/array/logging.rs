@@ -20,7 +20,9 @@
 //!   right as long as no later write changed its stripe;
 //! - a member that becomes in sync again logs its stripes only once no other log holds an entry
 //!   for them (`log_member_joined`): an old entry left in a Q member's header could otherwise
-//!   outlive later writes to its stripe and be replayed with stale partial parity.
+//!   outlive later writes to its stripe and be replayed with stale partial parity. A header
+//!   that a new one is replacing counts until the new one is durable: a crash before then
+//!   replays the old one.
 //!
 //! Log writes belong to no request: they carry [`LOG_RID`], and the tag's part tells a header
 //! write (`HEADER_PART`) from a flush made for the log of slot `part - FLUSH_PART_BASE`.
@@ -73,6 +75,9 @@ struct SlotLog {
     active: Option<Unit>,
     /// What the header on disk (or going there) holds.
     header: Vec<Logged>,
+    /// While a new header is going out, the one it replaces, still on disk: a crash before the
+    /// new one is durable replays this one.
+    replaced: Vec<Logged>,
     /// Members written under the current header and not flushed since.
     unflushed: BTreeSet<usize>,
     /// Flushes in flight before the next header may go out.
@@ -100,11 +105,11 @@ pub(super) struct Logged {
 }
 
 impl SlotLog {
-    /// Whether this log's header (written or going out) or queue has entries for stripes whose
-    /// P is `slot`.
+    /// Whether this log's header (written or going out, or replaced by one not yet durable) or
+    /// queue has entries for stripes whose P is `slot`.
     fn holds_entries_of(&self, slot: usize) -> bool {
         let of = |l: &Logged| l.entries.iter().any(|e| e.parity_disk as usize == slot);
-        self.header.iter().any(of) || self.queued.iter().any(of)
+        self.header.iter().any(of) || self.replaced.iter().any(of) || self.queued.iter().any(of)
     }
 }
 
@@ -295,7 +300,7 @@ impl Array {
             })
             .collect();
         let sl = &mut log.slots[slot];
-        sl.header = items;
+        sl.replaced = std::mem::replace(&mut sl.header, items);
         sl.active = Some(Unit { open, durable: false, amending: false });
         self.send_header(slot);
     }
@@ -377,6 +382,9 @@ impl Array {
         let items = self.log.as_ref().expect("logging is enabled").slots[slot].header.clone();
         let ok = outcome.succeeded() && self.writable(slot);
         let log = self.log.as_mut().expect("logging is enabled");
+        // Written or not, the header this one replaced no longer counts: on disk it is
+        // superseded, or the member failed.
+        log.slots[slot].replaced.clear();
         let unit = log.slots[slot].active.as_mut().expect("a log write is out");
         let amended = std::mem::replace(&mut unit.amending, false);
         if ok {
