@@ -197,34 +197,6 @@ fn data_rows(g: &Geometry, slot: usize, offset: u64, len: u64) -> Vec<u64> {
         .collect()
 }
 
-/// A read error still there after its rewrite (the drive took the write but could not remap the
-/// sector) fails the member, as md's `fix_read_error` does when it reads the sector back; the
-/// read still returns the right data, from redundancy, and nothing says the error was corrected.
-#[test]
-fn a_read_error_that_survives_its_rewrite_fails_the_member() {
-    for (index, (name, g)) in redundant_geometries().into_iter().enumerate() {
-        let mut rng = StdRng::seed_from_u64(0x571c + index as u64);
-        let (mut members, mut array, model) = filled_array(&g);
-        let offset = range_in_one_chunk(&g, &mut rng, 2048);
-        let (slot, off) = first_read_location(&g, offset, 2048);
-        members.add_bad_range(slot, off, 1000);
-        members.bad_stays_bad[slot] = true;
-        let got = match execute(&mut array, Request::Read { offset, len: 2048 }, &mut |io| members.exec(io)).unwrap() {
-            Completion::Read(d) => d.into_vec(),
-            other => panic!("{name}: unexpected completion {other:?}"),
-        };
-        assert!(got == model[offset as usize..offset as usize + 2048], "{name}: read differs");
-        assert_eq!(array.slot_states()[slot], SlotState::Faulty, "{name}: slot {slot} stayed in the array");
-        let events = array.take_events();
-        assert!(
-            events.iter().any(|e| matches!(e, EngineEvent::MemberFailed { slot: s, reason } if *s == slot && reason.contains("reading back"))),
-            "{name}: {events:?}"
-        );
-        assert!(!events.iter().any(|e| matches!(e, EngineEvent::ReadErrorCorrected { .. })), "{name}: {events:?}");
-        assert!(read_all(&mut array, &mut members) == model, "{name}: degraded read differs");
-    }
-}
-
 /// Latent read errors on one or two members: reads return the right data, the unreadable bytes are
 /// rewritten from redundancy (the member image is right again), the member stays in sync, and
 /// the events say which bytes were corrected.
@@ -408,20 +380,34 @@ fn recovery_over_read_errors() {
 /// right data.
 #[test]
 fn failed_correction_fails_the_member_but_not_the_read() {
+    correction_that_does_not_take(0xdead, |m, slot| m.bad_writes_fail[slot] = true, "rewriting after a read error failed");
+}
+
+/// A read error still there after its rewrite (the drive took the write but could not remap the
+/// sector) fails the member too, as md's `fix_read_error` does when it reads the sector back.
+#[test]
+fn a_read_error_that_survives_its_rewrite_fails_the_member() {
+    correction_that_does_not_take(0x571c, |m, slot| m.bad_stays_bad[slot] = true, "reading back a rewritten read error failed");
+}
+
+/// On every redundant geometry, a read meets bad bytes whose correction `spoil` makes fail: the
+/// read returns the right data from redundancy, the member is failed (the only event, giving
+/// `reason`, so nothing says the error was corrected), and the array reads right without it.
+fn correction_that_does_not_take(seed: u64, spoil: fn(&mut Members, usize), reason: &str) {
     for (index, (name, g)) in redundant_geometries().into_iter().enumerate() {
-        let mut rng = StdRng::seed_from_u64(0xdead + index as u64);
+        let mut rng = StdRng::seed_from_u64(seed + index as u64);
         let (mut members, mut array, model) = filled_array(&g);
         let offset = range_in_one_chunk(&g, &mut rng, 4096);
         let (slot, member_off) = first_read_location(&g, offset, 4096);
         members.add_bad_range(slot, member_off + 100, 3000);
-        members.bad_writes_fail[slot] = true;
+        spoil(&mut members, slot);
         let got = execute(&mut array, Request::Read { offset, len: 4096 }, &mut |io| members.exec(io)).unwrap();
         assert!(got == Completion::Read(model[offset as usize..offset as usize + 4096].to_vec().into()), "{name}: wrong data");
         assert_eq!(array.slot_states()[slot], SlotState::Faulty, "{name}");
         let events = array.take_events();
         assert!(
-            matches!(events.as_slice(), [EngineEvent::MemberFailed { slot: s, .. }] if *s == slot),
-            "{name}: expected one member-failed event: {events:?}"
+            matches!(events.as_slice(), [EngineEvent::MemberFailed { slot: s, reason: r }] if *s == slot && r.contains(reason)),
+            "{name}: expected one member-failed event saying {reason:?}: {events:?}"
         );
         assert!(read_all(&mut array, &mut members) == model, "{name}: contents differ with the member failed");
     }
