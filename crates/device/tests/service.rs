@@ -265,7 +265,7 @@ fn direct_writes_mark_only_redundant_levels_dirty() {
         let mem = members(level, 3, chunk);
         let devs = as_dyn(&mem);
         let mut array = open(&devs, true);
-        let data = pattern(level as u64 + 10, 70_000);
+        let data = pattern((level + 11) as u64, 70_000);
         array.write(5000, data.clone()).unwrap();
         let redundant = level > 0;
         assert_eq!(!clean_on_disk(devs[0].as_ref()), redundant, "level {level}: dirty while written");
