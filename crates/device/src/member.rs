@@ -300,7 +300,7 @@ impl MemberDevice for FileDevice {
                 // SAFETY: the kernel writes at most `rest.len()` bytes into `rest`.
                 unsafe { raw::pread(fd, rest.as_mut_ptr().cast(), rest.len(), offset + done as u64, flags) }
             },
-            |done| Err(short_read(offset + done as u64)),
+            |done| short_read(offset + done as u64),
         )
     }
 
@@ -340,7 +340,9 @@ impl MemberDevice for FileDevice {
                 // SAFETY: the kernel only reads the `rest.len()` bytes of `rest`.
                 unsafe { raw::pwrite(fd, rest.as_ptr().cast(), rest.len(), offset + done as u64, flags) }
             },
-            |_| Ok(false),
+            // A write that moves nothing is taken as one that would wait: the usual path writes
+            // it and reports whatever is wrong.
+            |_| io::Error::from_raw_os_error(libc::EAGAIN),
         )
     }
 
@@ -354,7 +356,7 @@ impl MemberDevice for FileDevice {
             len,
             // SAFETY: the destination lies inside the buffer's capacity, past the bytes already
             // read; pread writes at most `len - done` bytes there.
-            |done| unsafe { libc::pread(fd, start.add(done).cast(), len - done, (offset + done as u64) as libc::off_t) },
+            |done| unsafe { raw::pread(fd, start.add(done).cast(), len - done, offset + done as u64, 0) },
             |done| short_read(offset + done as u64),
         )?;
         // SAFETY: every byte up to `len` was written by pread above.
@@ -437,7 +439,8 @@ impl MemberDevice for FileDevice {
 }
 
 /// `pread` and `pwrite` (with `RWF_*` flags, `preadv2` and `pwritev2` of one piece) made as bare
-/// system calls, for the inline path's small requests.
+/// system calls, for the reads and writes made per request: inline ones and the member I/O
+/// threads' reads.
 ///
 /// Why not libc's wrappers: they are cancellation points, so each call switches the thread's
 /// asynchronous cancellation on and off around the system call; Rust never cancels a thread,
@@ -473,33 +476,15 @@ mod raw {
     }
 }
 
-/// What `read_now` and `write_now` share: `step(done)` moves the bytes from `done` on (one
-/// `preadv2` or `pwritev2`, returning what the call returned) until `len` have moved. A call
-/// that says it would wait (`EAGAIN`; `EOPNOTSUPP` from a file system that cannot tell) ends it
-/// with `Ok(false)`; one that moves nothing ends it with `at_end(done)`.
-fn nowait_loop(
-    len: usize,
-    mut step: impl FnMut(usize) -> isize,
-    at_end: impl Fn(usize) -> io::Result<bool>,
-) -> io::Result<bool> {
-    let mut done = 0;
-    while done < len {
-        let rc = step(done);
-        if rc < 0 {
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                // A short read or write stopped at the first page that would wait; this is it.
-                Some(libc::EAGAIN | libc::EOPNOTSUPP) => return Ok(false),
-                _ => return Err(err),
-            }
-        }
-        if rc == 0 {
-            return at_end(done);
-        }
-        done += rc as usize;
+/// [`transfer_all`] for `read_now` and `write_now`: a call that says it would wait (`EAGAIN`;
+/// `EOPNOTSUPP` from a file system that cannot tell) ends it with `Ok(false)`. A short read or
+/// write stopped at the first page that would wait, and the next call says so.
+fn nowait_loop(len: usize, step: impl FnMut(usize) -> isize, at_zero: impl Fn(usize) -> io::Error) -> io::Result<bool> {
+    match transfer_all(len, step, at_zero) {
+        Ok(()) => Ok(true),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EOPNOTSUPP)) => Ok(false),
+        Err(e) => Err(e),
     }
-    Ok(true)
 }
 
 /// Repeat one system call until `len` bytes are moved: `step(done)` makes the call for what is

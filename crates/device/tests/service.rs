@@ -609,6 +609,35 @@ fn spliced_reads_hold_what_reads_return() {
     service.stop().unwrap();
 }
 
+/// Spliced reads held by a slow client use up the pipes (at most `MAX_PIPES`, fewer where the
+/// kernel's pipe-memory limit says so): the next spliced read is refused and the read is served
+/// the usual way; once one is handed back, spliced reads work again.
+#[test]
+fn spliced_reads_fall_back_when_every_pipe_is_taken() {
+    use uraid_device::service::IoBackend;
+    use uraid_device::splice::MAX_PIPES;
+    let devs = file_members("service-splice-pipes", 0, 4, 16);
+    let config = ServiceConfig { io: IoBackend::Threads, ..ServiceConfig::default() };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    let data = pattern(77, 1 << 20);
+    h.call(BlockOp::Write { offset: 0, data: data.clone().into(), fua: false }).unwrap();
+    let mut held = Vec::new();
+    while let Some(piped) = h.read_spliced(0, 65536) {
+        held.push(piped);
+        assert!(held.len() <= MAX_PIPES, "more than {MAX_PIPES} pipes open");
+    }
+    assert!(!held.is_empty(), "no spliced read at all");
+    assert!(read(&h, 4096, 65536) == data[4096..4096 + 65536], "the refused read, served the usual way");
+    let mut first = held.remove(0);
+    assert!(first.read_to_vec().unwrap() == data[..65536], "a held pipe's bytes");
+    drop(first);
+    let mut again = h.read_spliced(8192, 65536).expect("a pipe handed back is used again");
+    assert!(again.read_to_vec().unwrap() == data[8192..8192 + 65536]);
+    drop(held);
+    service.stop().unwrap();
+}
+
 /// With `inline_max: 0` every read goes through the engine.
 #[test]
 fn inline_reads_can_be_turned_off() {
@@ -799,8 +828,6 @@ fn dirty_array_is_resynced_then_marked_clean() {
     }
 }
 
-/// check counts mismatched sectors and changes nothing; repair fixes them; a second check finds
-/// none. Passes cannot run where md cannot run them.
 /// A check, a repair and a stop finish when member I/O goes through rings the engine thread
 /// drives (their completions, not messages, must move the pass on).
 #[test]
@@ -830,6 +857,8 @@ fn passes_and_stop_finish_over_io_uring() {
     assert!(report.clean);
 }
 
+/// check counts mismatched sectors and changes nothing; repair fixes them; a second check finds
+/// none. Passes cannot run where md cannot run them.
 #[test]
 fn check_and_repair_online() {
     let mem = members(5, 4, 16);
