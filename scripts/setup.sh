@@ -20,5 +20,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${missing[@]}"
 fi
 command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust with rustup first" >&2; exit 1; }
+# The test suite's house checks need rustfmt and clippy beside the compiler.
+for tool in rustfmt cargo-clippy; do
+  command -v "$tool" >/dev/null || { echo "setup: $tool not found; add it with 'rustup component add ${tool#cargo-}'" >&2; exit 1; }
+done
 cargo build --release --locked -p uraid
 exec scripts/demo.sh

@@ -2,7 +2,7 @@
 //!
 //! - [`member`]: the `MemberDevice` trait every backend implements, and its file/block-device
 //!   and in-memory backends;
-//! - [`probe`]: finding and reading an md superblock on a device (trying every metadata version);
+//! - [`mod@probe`]: finding and reading an md superblock on a device (trying every metadata version);
 //! - [`open_array`]: assembling an array from devices and running the engine over them one request
 //!   at a time, keeping superblocks (events, clean state, roles) and the bitmap as md would;
 //! - [`splice`]: reads handed over as pipes of page references, for front ends that send them
@@ -20,5 +20,7 @@ pub mod splice;
 
 pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};
 pub use open_array::{MemberTarget, OpenArray, OpenError, Placement};
-pub use service::{ArrayService, BlockOp, BlockReply, IoBackend, ServiceConfig, ServiceError, ServiceHandle, ServiceInfo};
-pub use probe::{probe, Probed, ProbeError};
+pub use probe::{probe, ProbeError, Probed};
+pub use service::{
+    ArrayService, BlockOp, BlockReply, IoBackend, ServiceConfig, ServiceError, ServiceHandle, ServiceInfo,
+};

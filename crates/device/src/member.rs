@@ -203,7 +203,10 @@ impl FileDevice {
         let meta = std::fs::metadata(path)?;
         let ft = meta.file_type();
         if ft.is_dir() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "is a directory, not a member image or block device"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "is a directory, not a member image or block device",
+            ));
         }
         if !(ft.is_file() || ft.is_block_device()) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file or block device"));
@@ -318,7 +321,9 @@ impl MemberDevice for FileDevice {
             len,
             // SAFETY: splice from our descriptor at `at` (which the kernel advances) into the
             // caller's pipe. SPLICE_F_NONBLOCK: a full pipe fails rather than blocks.
-            |done| unsafe { libc::splice(fd, &mut at, pipe, std::ptr::null_mut(), len - done, libc::SPLICE_F_NONBLOCK) },
+            |done| unsafe {
+                libc::splice(fd, &mut at, pipe, std::ptr::null_mut(), len - done, libc::SPLICE_F_NONBLOCK)
+            },
             |done| short_read(offset + done as u64),
         )?;
         Ok(true)
@@ -374,10 +379,14 @@ impl MemberDevice for FileDevice {
         let pieces: Vec<&bytes::Bytes> = data.pieces().collect();
         let mut at = offset;
         for batch in pieces.chunks(IOV_MAX) {
-            let iov: Vec<libc::iovec> =
-                batch.iter().map(|p| libc::iovec { iov_base: p.as_ptr() as *mut libc::c_void, iov_len: p.len() }).collect();
+            let iov: Vec<libc::iovec> = batch
+                .iter()
+                .map(|p| libc::iovec { iov_base: p.as_ptr() as *mut libc::c_void, iov_len: p.len() })
+                .collect();
             // SAFETY: every iovec points into a live piece of `data`, which pwritev only reads.
-            let rc = unsafe { libc::pwritev(self.file.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int, at as libc::off_t) };
+            let rc = unsafe {
+                libc::pwritev(self.file.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int, at as libc::off_t)
+            };
             let mut written = if rc < 0 {
                 let err = io::Error::last_os_error();
                 if err.kind() != io::ErrorKind::Interrupted {
@@ -434,7 +443,13 @@ impl MemberDevice for FileDevice {
         let direct = self.direct.get_or_init(|| self.open_direct()).as_ref().map(|(_, d)| *d).map_err(Clone::clone);
         // On a block device PUNCH_HOLE zeroes (or refuses); on a regular file the hole reads as
         // zeros. Either way a success keeps the promise; a refusal falls back to `discard`.
-        Some(IoHandle { fd: self.file.as_raw_fd(), size: self.size, direct, punch_hole: true, in_memory: self.in_memory })
+        Some(IoHandle {
+            fd: self.file.as_raw_fd(),
+            size: self.size,
+            direct,
+            punch_hole: true,
+            in_memory: self.in_memory,
+        })
     }
 }
 
@@ -453,7 +468,13 @@ mod raw {
 
     /// # Safety
     /// `buf` must be valid for writes of `len` bytes.
-    pub(super) unsafe fn pread(fd: RawFd, buf: *mut libc::c_void, len: usize, offset: u64, flags: libc::c_int) -> isize {
+    pub(super) unsafe fn pread(
+        fd: RawFd,
+        buf: *mut libc::c_void,
+        len: usize,
+        offset: u64,
+        flags: libc::c_int,
+    ) -> isize {
         let at = offset as libc::off_t;
         if flags == 0 {
             return libc::syscall(libc::SYS_pread64, fd, buf, len, at) as isize;
@@ -466,7 +487,13 @@ mod raw {
 
     /// # Safety
     /// `buf` must be valid for reads of `len` bytes.
-    pub(super) unsafe fn pwrite(fd: RawFd, buf: *const libc::c_void, len: usize, offset: u64, flags: libc::c_int) -> isize {
+    pub(super) unsafe fn pwrite(
+        fd: RawFd,
+        buf: *const libc::c_void,
+        len: usize,
+        offset: u64,
+        flags: libc::c_int,
+    ) -> isize {
         let at = offset as libc::off_t;
         if flags == 0 {
             return libc::syscall(libc::SYS_pwrite64, fd, buf, len, at) as isize;
@@ -491,7 +518,11 @@ fn nowait_loop(len: usize, step: impl FnMut(usize) -> isize, at_zero: impl Fn(us
 /// left after `done` bytes and returns what it returned (a count, or -1 with `errno` set).
 /// Interrupted calls are retried, errors returned, and a call that moves nothing ends the loop
 /// with `at_zero(done)`.
-pub(crate) fn transfer_all(len: usize, mut step: impl FnMut(usize) -> isize, at_zero: impl Fn(usize) -> io::Error) -> io::Result<()> {
+pub(crate) fn transfer_all(
+    len: usize,
+    mut step: impl FnMut(usize) -> isize,
+    at_zero: impl Fn(usize) -> io::Error,
+) -> io::Result<()> {
     let mut done = 0;
     while done < len {
         let rc = step(done);
@@ -540,7 +571,8 @@ fn all_cached(file: &File, offset: u64, len: u64) -> bool {
     let range = Range { off: offset, len };
     let mut stat = Stat::default();
     // SAFETY: cachestat reads `range` and fills `stat`, both of the kernel's layout.
-    let rc = unsafe { libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range as *const Range, &mut stat as *mut Stat, 0) };
+    let rc =
+        unsafe { libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range as *const Range, &mut stat as *mut Stat, 0) };
     rc == 0 && stat.nr_cache >= crate::splice::pages_spanned(offset, len)
 }
 
@@ -563,9 +595,8 @@ fn on_memory_file_system(file: &File) -> bool {
 fn dio_alignment(file: &File) -> Option<(u32, u32)> {
     // SAFETY: statx fills a zeroed struct of the right type for an fd we own.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let rc = unsafe {
-        libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx)
-    };
+    let rc =
+        unsafe { libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx) };
     if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
         return None;
     }

@@ -19,8 +19,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, SlotState};
 use uraid_engine::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_engine::blocking::execute;
-use uraid_engine::{EngineError, EngineEvent, SECTOR_BYTES};
 use uraid_engine::ppl::PplConfig;
+use uraid_engine::{EngineError, EngineEvent, SECTOR_BYTES};
 use uraid_format::bitmap::{self, BitmapSuper};
 
 use crate::ppl::LogReplay;
@@ -528,8 +528,11 @@ impl OpenArray {
                 what: "reading bitmap",
                 source,
             })?;
-            dev.write_at(to, &image)
-                .map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "writing bitmap", source })?;
+            dev.write_at(to, &image).map_err(|source| OpenError::Io {
+                device: dev.name().to_string(),
+                what: "writing bitmap",
+                source,
+            })?;
         }
         // Its partial parity log starts empty (md's `ppl_modify_log`), before it is a member.
         if let Some(config) = &self.ppl {
@@ -541,8 +544,11 @@ impl OpenArray {
                 source,
             })?;
         }
-        dev.write_at(offset, &sb.to_bytes())
-            .map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "writing superblock", source })?;
+        dev.write_at(offset, &sb.to_bytes()).map_err(|source| OpenError::Io {
+            device: dev.name().to_string(),
+            what: "writing superblock",
+            source,
+        })?;
         dev.flush().map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "flushing", source })?;
         let info = sb.info();
         let probed = Probed { superblock: sb, offset };
@@ -604,7 +610,8 @@ impl OpenArray {
         let bits = self.bitmap.as_ref().filter(|b| !b.all_dirty)?;
         let Role::Active(slot) = info.role else { return None };
         let slot = slot as usize;
-        let free = self.array.slot_states().get(slot).is_some_and(|s| matches!(s, SlotState::Missing | SlotState::Faulty));
+        let free =
+            self.array.slot_states().get(slot).is_some_and(|s| matches!(s, SlotState::Missing | SlotState::Faulty));
         let ok = free
             && info.events >= bits.events_cleared
             && info.recovery_offset.is_none()
@@ -613,18 +620,28 @@ impl OpenArray {
         ok.then_some(slot)
     }
 
-    fn readd(&mut self, dev: Box<dyn MemberDevice>, found: Probed, slot: usize, reuse: Option<usize>) -> Result<usize, OpenError> {
+    fn readd(
+        &mut self,
+        dev: Box<dyn MemberDevice>,
+        found: Probed,
+        slot: usize,
+        reuse: Option<usize>,
+    ) -> Result<usize, OpenError> {
         let mut sb = found.superblock;
         // Until the rebuild is done it is not in sync: if we stop first, it starts over in full.
         sb.set_recovery_offset(Some(0));
         let info = sb.info();
         sb.set_role(info.dev_number, Role::Active(slot as u32));
         let offset = found.offset;
-        dev.write_at(offset, &sb.to_bytes())
-            .map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "writing superblock", source })?;
+        dev.write_at(offset, &sb.to_bytes()).map_err(|source| OpenError::Io {
+            device: dev.name().to_string(),
+            what: "writing superblock",
+            source,
+        })?;
         dev.flush().map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "flushing", source })?;
         let info = sb.info();
-        let idx = self.place_member(OpenMember { dev: Arc::from(dev), probed: Probed { superblock: sb, offset }, info }, reuse);
+        let idx = self
+            .place_member(OpenMember { dev: Arc::from(dev), probed: Probed { superblock: sb, offset }, info }, reuse);
         self.take_slot(idx, slot, true)?;
         self.devs_changed = true;
         self.record_roles()?;
@@ -654,7 +671,6 @@ impl OpenArray {
         self.record_roles()?;
         Ok(Some(slot))
     }
-
 
     /// The write-intent bitmap, if the array has one.
     pub fn write_intent(&self) -> Option<&WriteIntentBits> {
@@ -703,9 +719,11 @@ impl OpenArray {
             if let Some(off) = m.info.bitmap_offset {
                 let at = (m.probed.offset as i64 + i64::from(off) * 512) as u64;
                 write_bitmap(m.dev.as_ref(), at, self.events, cleared, &b.bits)?;
-                m.dev
-                    .flush()
-                    .map_err(|source| OpenError::Io { device: m.dev.name().to_string(), what: "flushing bitmap", source })?;
+                m.dev.flush().map_err(|source| OpenError::Io {
+                    device: m.dev.name().to_string(),
+                    what: "flushing bitmap",
+                    source,
+                })?;
             }
         }
         Ok(())
@@ -827,7 +845,9 @@ impl OpenArray {
         let mut live: Vec<(u32, Role)> = Vec::new();
         for (idx, m) in self.members.iter().enumerate() {
             match self.plan.verdicts[idx] {
-                MemberVerdict::Active { slot } if holds_slot(idx) => live.push((m.info.dev_number, Role::Active(slot as u32))),
+                MemberVerdict::Active { slot } if holds_slot(idx) => {
+                    live.push((m.info.dev_number, Role::Active(slot as u32)))
+                }
                 MemberVerdict::Spare => live.push((m.info.dev_number, Role::Spare)),
                 _ => {}
             }
@@ -877,12 +897,16 @@ impl OpenArray {
                 write_bitmap(m.dev.as_ref(), at, self.events, clean && !degraded, &b.bits)?;
             }
             let bytes = sb.to_bytes();
-            m.dev
-                .write_at(m.probed.offset, &bytes)
-                .map_err(|source| OpenError::Io { device: m.dev.name().to_string(), what: "writing superblock", source })?;
-            m.dev
-                .flush()
-                .map_err(|source| OpenError::Io { device: m.dev.name().to_string(), what: "flushing superblock", source })?;
+            m.dev.write_at(m.probed.offset, &bytes).map_err(|source| OpenError::Io {
+                device: m.dev.name().to_string(),
+                what: "writing superblock",
+                source,
+            })?;
+            m.dev.flush().map_err(|source| OpenError::Io {
+                device: m.dev.name().to_string(),
+                what: "flushing superblock",
+                source,
+            })?;
             m.info = sb.info();
         }
         self.dirty = !clean;
@@ -912,9 +936,8 @@ fn write_bitmap(dev: &dyn MemberDevice, at: u64, events: u64, cleared: bool, bit
     let io_err = |what, source| OpenError::Io { device: dev.name().to_string(), what, source };
     let mut header = vec![0u8; bitmap::HEADER_BYTES];
     dev.read_at(at, &mut header).map_err(|e| io_err("reading bitmap", e))?;
-    let mut bms = BitmapSuper::parse(&header).map_err(|e| {
-        OpenError::BadMember(format!("{}: bitmap at byte {at}: {e}", dev.name()))
-    })?;
+    let mut bms = BitmapSuper::parse(&header)
+        .map_err(|e| OpenError::BadMember(format!("{}: bitmap at byte {at}: {e}", dev.name())))?;
     bms.events = events;
     if cleared {
         bms.events_cleared = events;
@@ -1070,16 +1093,19 @@ impl MemberTarget {
         let name = || self.dev.name().to_string();
         Ok(match &io.op {
             MemberOp::Read { len } => {
-                let buf = self
-                    .dev
-                    .read_buf(at, *len as usize)
-                    .map_err(|source| OpenError::Io { device: name(), what: "read", source })?;
+                let buf = self.dev.read_buf(at, *len as usize).map_err(|source| OpenError::Io {
+                    device: name(),
+                    what: "read",
+                    source,
+                })?;
                 IoResult::Read(buf)
             }
             MemberOp::Write { data } => {
-                self.dev
-                    .write_pieces(at, data)
-                    .map_err(|source| OpenError::Io { device: name(), what: "write", source })?;
+                self.dev.write_pieces(at, data).map_err(|source| OpenError::Io {
+                    device: name(),
+                    what: "write",
+                    source,
+                })?;
                 IoResult::Done
             }
             MemberOp::Flush => {
@@ -1087,9 +1113,11 @@ impl MemberTarget {
                 IoResult::Done
             }
             MemberOp::Discard { len } => {
-                self.dev
-                    .discard(at, *len)
-                    .map_err(|source| OpenError::Io { device: name(), what: "discard", source })?;
+                self.dev.discard(at, *len).map_err(|source| OpenError::Io {
+                    device: name(),
+                    what: "discard",
+                    source,
+                })?;
                 IoResult::Done
             }
             MemberOp::LogWrite { data } => {

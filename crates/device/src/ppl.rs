@@ -46,13 +46,17 @@ impl ReplayIo for TargetIo<'_> {
     fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, String> {
         let t = self.targets[slot].as_ref().ok_or_else(|| format!("slot {slot} is empty"))?;
         let mut buf = vec![0u8; len as usize];
-        t.dev.read_at(t.base + offset, &mut buf).map_err(|e| format!("{}: reading for log replay: {e}", t.dev.name()))?;
+        t.dev
+            .read_at(t.base + offset, &mut buf)
+            .map_err(|e| format!("{}: reading for log replay: {e}", t.dev.name()))?;
         Ok(buf)
     }
 
     fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), String> {
         let t = self.targets[slot].as_ref().ok_or_else(|| format!("slot {slot} is empty"))?;
-        t.dev.write_at(t.base + offset, data).map_err(|e| format!("{}: writing parity in log replay: {e}", t.dev.name()))
+        t.dev
+            .write_at(t.base + offset, data)
+            .map_err(|e| format!("{}: writing parity in log replay: {e}", t.dev.name()))
     }
 }
 
@@ -71,16 +75,17 @@ pub(crate) fn replay_logs(
         }
         let (at, len) = t.log_area.expect("every member of a logged array has a log area");
         let mut area = vec![0u8; len as usize];
-        t.dev
-            .read_at(at, &mut area)
-            .map_err(|source| OpenError::Io { device: t.dev.name().to_string(), what: "reading the partial parity log", source })?;
+        t.dev.read_at(at, &mut area).map_err(|source| OpenError::Io {
+            device: t.dev.name().to_string(),
+            what: "reading the partial parity log",
+            source,
+        })?;
         let Some((offset, header)) = latest_header(&area, config.signature) else {
             out.invalid_logs.push(t.dev.name().to_string());
             continue;
         };
         let pp = &area[offset + uraid_format::ppl::HEADER_BYTES..];
-        let r = replay(geometry, slots, slot, &header, pp, &mut TargetIo { targets })
-            .map_err(OpenError::BadMember)?;
+        let r = replay(geometry, slots, slot, &header, pp, &mut TargetIo { targets }).map_err(OpenError::BadMember)?;
         out.report.recovered += r.recovered;
         out.report.skipped += r.skipped;
         out.report.rebuilt += r.rebuilt;
@@ -102,9 +107,11 @@ pub(crate) fn reset_logs(targets: &[Option<MemberTarget>], config: &PplConfig) -
 /// Zeros over one member's log area and an empty header at its start.
 pub(crate) fn write_empty_log(t: &MemberTarget, config: &PplConfig) -> Result<(), OpenError> {
     let (at, len) = t.log_area.expect("every member of a logged array has a log area");
-    t.dev
-        .write_at(at, &empty_log(config, len))
-        .map_err(|source| OpenError::Io { device: t.dev.name().to_string(), what: "writing an empty partial parity log", source })
+    t.dev.write_at(at, &empty_log(config, len)).map_err(|source| OpenError::Io {
+        device: t.dev.name().to_string(),
+        what: "writing an empty partial parity log",
+        source,
+    })
 }
 
 /// What an empty log area holds: md's empty header, then zeros.

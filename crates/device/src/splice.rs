@@ -173,8 +173,15 @@ impl PipedRead {
             len,
             // SAFETY: splice between two descriptors we hold, with no offsets (a pipe and a
             // socket have none).
-            |done| unsafe { libc::splice(from, std::ptr::null_mut(), to, std::ptr::null_mut(), len - done, libc::SPLICE_F_MOVE) },
-            |done| io::Error::new(io::ErrorKind::WriteZero, format!("{} bytes left in the pipe would not move", len - done)),
+            |done| unsafe {
+                libc::splice(from, std::ptr::null_mut(), to, std::ptr::null_mut(), len - done, libc::SPLICE_F_MOVE)
+            },
+            |done| {
+                io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    format!("{} bytes left in the pipe would not move", len - done),
+                )
+            },
         )?;
         // Only a drained pipe is reused (see `Drop`).
         self.len = 0;

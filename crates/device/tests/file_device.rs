@@ -175,7 +175,11 @@ fn read_now_and_write_now_reach_offsets_past_4_gib() {
         // SAFETY: `Ok(true)` means every byte was filled.
         let got: Vec<u8> = buf.into_iter().map(|b| unsafe { b.assume_init() }).collect();
         assert!(got == data, "{}: read_now past 4 GiB returned other bytes", dir.display());
-        assert!(dev.read_buf(far, data.len()).unwrap() == data, "{}: read_buf past 4 GiB returned other bytes", dir.display());
+        assert!(
+            dev.read_buf(far, data.len()).unwrap() == data,
+            "{}: read_buf past 4 GiB returned other bytes",
+            dir.display()
+        );
         let other = uraid_testkit::noise(12, 3000);
         let at = size - 5000;
         if dev.write_now(at, &other).expect("write_now") {

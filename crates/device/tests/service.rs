@@ -56,7 +56,8 @@ fn members_with(level: i32, n: usize, chunk_sectors: u32, clean: bool, bitmap: b
 }
 
 fn open(devs: &[Arc<dyn MemberDevice>], writable: bool) -> OpenArray {
-    let boxed: Vec<Box<dyn MemberDevice>> = devs.iter().map(|d| Box::new(Arc::clone(d)) as Box<dyn MemberDevice>).collect();
+    let boxed: Vec<Box<dyn MemberDevice>> =
+        devs.iter().map(|d| Box::new(Arc::clone(d)) as Box<dyn MemberDevice>).collect();
     OpenArray::assemble(boxed, writable).expect("assemble")
 }
 
@@ -219,7 +220,10 @@ fn every_read_policy_serves_mirrors() {
                     h.submit(BlockOp::Read { offset, len }, Box::new(move |r| _ = tx.send(r)));
                     match rx.recv_timeout(Duration::from_secs(20)) {
                         Ok(Ok(BlockReply::Data(d))) => {
-                            assert!(d.to_vec()[..] == expect[offset as usize..(offset + len) as usize], "{what}: read after read-ahead differs")
+                            assert!(
+                                d.to_vec()[..] == expect[offset as usize..(offset + len) as usize],
+                                "{what}: read after read-ahead differs"
+                            )
                         }
                         other => panic!("{what}: read at {offset} after read-ahead answered {other:?}"),
                     }
@@ -288,7 +292,9 @@ fn zero_and_trim() {
         let mut model = pattern(level as u64 + 50, size as usize);
         h.call(BlockOp::Write { offset: 0, data: model.clone().into(), fua: false }).unwrap();
         // Unaligned zeroing, with and without deallocation, across stripe boundaries.
-        for (offset, len, may_deallocate) in [(1000u64, 200_000u64, true), (300_000, 5000, false), (8192 * 3 + 1, 3 * 65536, true)] {
+        for (offset, len, may_deallocate) in
+            [(1000u64, 200_000u64, true), (300_000, 5000, false), (8192 * 3 + 1, 3 * 65536, true)]
+        {
             h.call(BlockOp::Zero { offset, len, may_deallocate, fua: true }).unwrap();
             model[offset as usize..(offset + len) as usize].fill(0);
             assert!(read(&h, 0, size) == model, "level {level}: zero {offset}+{len} wrong");
@@ -297,13 +303,23 @@ fn zero_and_trim() {
         let (t0, t1) = (size / 2 + 123, size / 2 + 123 + 500_000);
         h.call(BlockOp::Trim { offset: t0, len: t1 - t0 }).unwrap();
         let after = read(&h, 0, size);
-        assert!(after[..t0 as usize] == model[..t0 as usize] && after[t1 as usize..] == model[t1 as usize..], "level {level}: trim touched data outside its range");
+        assert!(
+            after[..t0 as usize] == model[..t0 as usize] && after[t1 as usize..] == model[t1 as usize..],
+            "level {level}: trim touched data outside its range"
+        );
         // Out of range is refused.
-        assert!(matches!(h.call(BlockOp::Zero { offset: size - 1, len: 2, may_deallocate: true, fua: false }), Err(ServiceError::Engine(_))));
+        assert!(matches!(
+            h.call(BlockOp::Zero { offset: size - 1, len: 2, may_deallocate: true, fua: false }),
+            Err(ServiceError::Engine(_))
+        ));
         service.stop().unwrap();
         if level >= 1 {
             let mut again = open(&devs, false);
-            assert_eq!(again.sync(0, size, false).unwrap(), 0, "level {level}: redundancy inconsistent after zero/trim");
+            assert_eq!(
+                again.sync(0, size, false).unwrap(),
+                0,
+                "level {level}: redundancy inconsistent after zero/trim"
+            );
         }
     }
 }
@@ -425,7 +441,8 @@ fn a_member_that_missed_a_write_is_never_read_inline() {
         let broken = Arc::new(AtomicBool::new(false));
         let mut devs = as_dyn(&mem);
         let stale = if level == 1 || level == 10 { 0 } else { 1 };
-        devs[stale] = Arc::new(Breakable { inner: Arc::clone(&mem[stale]), broken: Arc::clone(&broken), reads_fail: false });
+        devs[stale] =
+            Arc::new(Breakable { inner: Arc::clone(&mem[stale]), broken: Arc::clone(&broken), reads_fail: false });
         let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
         let h = service.handle();
         let region = 256 << 10;
@@ -438,10 +455,17 @@ fn a_member_that_missed_a_write_is_never_read_inline() {
         let new = pattern(21, region);
         h.call(BlockOp::Write { offset: 0, data: new.clone().into(), fua: false }).unwrap();
         for at in (0..region).step_by(4096) {
-            assert!(read(&h, at as u64, 4096) == new[at..at + 4096], "level {level}: read at {at} after the failure returned old data");
+            assert!(
+                read(&h, at as u64, 4096) == new[at..at + 4096],
+                "level {level}: read at {at} after the failure returned old data"
+            );
         }
         let report = service.stop().unwrap();
-        assert_eq!(report.inline_reads, (region / 4096) as u64, "level {level}: reads answered inline, before the failure only");
+        assert_eq!(
+            report.inline_reads,
+            (region / 4096) as u64,
+            "level {level}: reads answered inline, before the failure only"
+        );
         assert_eq!(report.failed_members.len(), 1, "level {level}");
     }
 }
@@ -519,7 +543,10 @@ fn linear_and_raid0_writes_are_done_inline() {
         // Read-only: refused, inline or not.
         let service = ArrayService::start(open(&devs, false), ServiceConfig::default());
         let h = service.handle();
-        assert_eq!(h.call(BlockOp::Write { offset: 0, data: vec![1; 512].into(), fua: false }), Err(ServiceError::ReadOnly));
+        assert_eq!(
+            h.call(BlockOp::Write { offset: 0, data: vec![1; 512].into(), fua: false }),
+            Err(ServiceError::ReadOnly)
+        );
         assert_eq!(service.stop().unwrap().inline_writes, 0);
     }
 }
@@ -558,7 +585,10 @@ fn reads_a_member_refuses_inline_go_through_the_engine() {
         h.call(BlockOp::Write { offset: 0, data: data.clone().into(), fua: false }).unwrap();
         let mut inline = 0;
         for i in 0..24usize {
-            assert!(read(&h, (i * 4096) as u64, 4096) == data[i * 4096..(i + 1) * 4096], "block {i} (read_now fails: {fails})");
+            assert!(
+                read(&h, (i * 4096) as u64, 4096) == data[i * 4096..(i + 1) * 4096],
+                "block {i} (read_now fails: {fails})"
+            );
             // Chunks are 8 KiB over three data members: which member holds block i.
             let chunk = i / 2;
             let stripe = chunk / 3;
@@ -568,7 +598,10 @@ fn reads_a_member_refuses_inline_go_through_the_engine() {
         }
         let report = service.stop().unwrap();
         assert_eq!(report.failed_members.len(), 0, "an inline refusal failed a member");
-        assert_eq!(report.inline_reads, inline as u64, "reads of the other members are inline (read_now fails: {fails})");
+        assert_eq!(
+            report.inline_reads, inline as u64,
+            "reads of the other members are inline (read_now fails: {fails})"
+        );
     }
 }
 
@@ -586,10 +619,17 @@ fn spliced_reads_hold_what_reads_return() {
         let h = service.handle();
         let data = pattern((50 + level) as u64, 3 << 20);
         h.call(BlockOp::Write { offset: 0, data: data.clone().into(), fua: false }).unwrap();
-        for (at, len) in [(0usize, 65536usize), (513, 200_000), (12289, (1 << 20) - 8192), (1 << 20, 1 << 20), (8191, 4097)] {
-            let mut piped = h.read_spliced(at as u64, len as u64).unwrap_or_else(|| panic!("level {level}: {len} at {at} not spliced"));
+        for (at, len) in
+            [(0usize, 65536usize), (513, 200_000), (12289, (1 << 20) - 8192), (1 << 20, 1 << 20), (8191, 4097)]
+        {
+            let mut piped = h
+                .read_spliced(at as u64, len as u64)
+                .unwrap_or_else(|| panic!("level {level}: {len} at {at} not spliced"));
             assert_eq!(piped.len(), len);
-            assert!(piped.read_to_vec().unwrap() == data[at..at + len], "level {level}: {len} bytes spliced at {at} differ");
+            assert!(
+                piped.read_to_vec().unwrap() == data[at..at + len],
+                "level {level}: {len} bytes spliced at {at} differ"
+            );
         }
         // 1 MiB from inside a page touches 257 pages at least: one more than a pipe has slots.
         assert!(h.read_spliced(513, 1 << 20).is_none(), "level {level}: a read the pipe cannot hold");
@@ -759,7 +799,8 @@ fn requests_racing_the_stop_are_all_answered() {
 fn dirty_array_is_never_marked_clean_without_a_resync() {
     let mem = members_marked(5, 3, 16, false);
     let devs = as_dyn(&mem);
-    let config = ServiceConfig { clean_delay: Duration::from_millis(50), auto_resync: false, ..ServiceConfig::default() };
+    let config =
+        ServiceConfig { clean_delay: Duration::from_millis(50), auto_resync: false, ..ServiceConfig::default() };
     let service = ArrayService::start(open(&devs, true), config);
     let h = service.handle();
     h.call(BlockOp::Write { offset: 0, data: (vec![3; 100_000]).into(), fua: false }).unwrap();
@@ -783,7 +824,8 @@ fn dirty_array_is_never_marked_clean_without_a_resync() {
 #[test]
 fn trim_is_skipped_where_discard_is_expensive() {
     let mem = members(1, 2, 0);
-    let devs: Vec<Arc<dyn MemberDevice>> = mem.iter().map(|m| Arc::new(Plain(Arc::clone(m), false)) as Arc<dyn MemberDevice>).collect();
+    let devs: Vec<Arc<dyn MemberDevice>> =
+        mem.iter().map(|m| Arc::new(Plain(Arc::clone(m), false)) as Arc<dyn MemberDevice>).collect();
     let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
     let h = service.handle();
     assert!(!h.info().cheap_discard);
@@ -985,7 +1027,11 @@ fn bitmap_marks_regions_and_limits_the_resync() {
             assert_eq!(done, size, "{last}");
         }
         service.handle().start_sync(SyncAction::Check).unwrap();
-        assert_eq!(service.handle().wait_idle().unwrap().mismatch_sectors, 0, "bitmap {bitmap}: the resync missed the torn stripe");
+        assert_eq!(
+            service.handle().wait_idle().unwrap().mismatch_sectors,
+            0,
+            "bitmap {bitmap}: the resync missed the torn stripe"
+        );
         service.stop().unwrap();
     }
 }

@@ -38,8 +38,8 @@ use smallvec::{smallvec, SmallVec};
 use uraid_layout::StripeRoles;
 
 use crate::geometry::{Copies, Geometry, ParityRun, SECTOR_BYTES};
-use crate::read_balance::{Balancer, ReadPolicy};
 use crate::idmap::IdMap;
+use crate::read_balance::{Balancer, ReadPolicy};
 use crate::{EngineError, IoBuf};
 
 mod logging;
@@ -101,7 +101,9 @@ pub enum Completion {
     Written,
     Flushed,
     /// Mismatched sectors found (and repaired, if asked).
-    Synced { mismatch_sectors: u64 },
+    Synced {
+        mismatch_sectors: u64,
+    },
     /// The recovering slots hold the right bytes over the requested range (unless they failed
     /// meanwhile, which an [`EngineEvent::MemberFailed`] says).
     Recovered,
@@ -119,16 +121,24 @@ pub struct MemberIo {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberOp {
-    Read { len: u64 },
+    Read {
+        len: u64,
+    },
     /// Write the bytes, often slices of the request's own buffer, possibly several pieces
     /// (a vectored write).
-    Write { data: IoBuf },
+    Write {
+        data: IoBuf,
+    },
     Flush,
     /// Zero `len` bytes, deallocating if the member can; afterwards they must read as zeros.
-    Discard { len: u64 },
+    Discard {
+        len: u64,
+    },
     /// Write `data` at `offset` from the start of the member's partial parity log area (not
     /// its data), durably: complete it only once the bytes are on stable storage (FUA).
-    LogWrite { data: Vec<u8> },
+    LogWrite {
+        data: Vec<u8>,
+    },
 }
 
 /// The driver's answer for one member I/O.
@@ -185,10 +195,17 @@ impl fmt::Display for SlotState {
 /// Something the driver should know about (and usually record in the superblocks).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineEvent {
-    MemberFailed { slot: usize, reason: String },
+    MemberFailed {
+        slot: usize,
+        reason: String,
+    },
     /// A read of `len` bytes at member byte `offset` of `slot` failed; the bytes were rebuilt
     /// from redundancy and written back successfully, so the member stays in sync.
-    ReadErrorCorrected { slot: usize, offset: u64, len: u64 },
+    ReadErrorCorrected {
+        slot: usize,
+        offset: u64,
+        len: u64,
+    },
 }
 
 /// A member write of one part of a request, before merging: `(part, slot, member offset, bytes)`.
@@ -546,12 +563,21 @@ impl Array {
                         groups: Vec::new(),
                     })
                 } else {
-                    OpKind::Write(CopyWriteOp { offset, data, parts: SmallVec::new(), pending: 0, error: None, groups: Vec::new() })
+                    OpKind::Write(CopyWriteOp {
+                        offset,
+                        data,
+                        parts: SmallVec::new(),
+                        pending: 0,
+                        error: None,
+                        groups: Vec::new(),
+                    })
                 }
             }
             Request::Flush => OpKind::Flush { pending: 0, ok: 0 },
             Request::Sync { offset, len, repair } => OpKind::Sync(SyncOp::new(offset, len, repair)),
-            Request::Discard { offset, len } => OpKind::Discard(DiscardOp { offset, len, pending: 0, parts: Vec::new() }),
+            Request::Discard { offset, len } => {
+                OpKind::Discard(DiscardOp { offset, len, pending: 0, parts: Vec::new() })
+            }
             Request::Recover { offset, len } => {
                 OpKind::Recover(RecoverOp { offset, len, units: Vec::new(), remaining: 0, error: None })
             }
@@ -769,7 +795,8 @@ impl Array {
                 let rid = self.waiting.pop_front().expect("counted");
                 let locks = self.ops[&rid].locks.clone();
                 let conflicts = |other: &Lock| locks.iter().any(|l| (l.2 || other.2) && l.0 < other.1 && other.0 < l.1);
-                let busy = self.running.iter().any(|(_, held)| held.iter().any(conflicts)) || blocked.iter().any(conflicts);
+                let busy =
+                    self.running.iter().any(|(_, held)| held.iter().any(conflicts)) || blocked.iter().any(conflicts);
                 if busy {
                     blocked.extend(locks.iter().copied());
                     self.waiting.push_back(rid);
@@ -1188,7 +1215,12 @@ impl Array {
             ReadPart::Parity { run, .. } => row_pieces(run.chunk_offset, run.len)
                 .into_iter()
                 .map(|(delta, len)| ReadPart::Parity {
-                    run: ParityRun { logical: run.logical + delta, len, chunk_offset: run.chunk_offset + delta, ..run.clone() },
+                    run: ParityRun {
+                        logical: run.logical + delta,
+                        len,
+                        chunk_offset: run.chunk_offset + delta,
+                        ..run.clone()
+                    },
                     phase: ParityRead::Direct,
                 })
                 .collect(),
@@ -1289,7 +1321,9 @@ impl Array {
                     ParityRead::Direct => match outcome {
                         Outcome::Data(_) => unreachable!("handled above"),
                         Outcome::ReadError => self.start_parity_rebuild(rid, part, run, phase, vec![run.slot], sink),
-                        Outcome::Done | Outcome::Lost => self.start_parity_rebuild(rid, part, run, phase, Vec::new(), sink),
+                        Outcome::Done | Outcome::Lost => {
+                            self.start_parity_rebuild(rid, part, run, phase, Vec::new(), sink)
+                        }
                     },
                     ParityRead::Rebuild(rows) => {
                         rows.absorb(tag.slot, outcome);
@@ -1388,7 +1422,12 @@ impl Array {
                 for slot in 0..self.slots.len() {
                     if self.writable(slot) {
                         d.pending += 1;
-                        self.emit(rid, IoTag { part: 0, slot }, first * chunk, MemberOp::Discard { len: stripes * chunk });
+                        self.emit(
+                            rid,
+                            IoTag { part: 0, slot },
+                            first * chunk,
+                            MemberOp::Discard { len: stripes * chunk },
+                        );
                     }
                 }
             }
@@ -1428,7 +1467,8 @@ impl Array {
                     if hi - lo <= max {
                         return smallvec![sw];
                     }
-                    let bounds: Vec<(u64, u64)> = (lo..hi).step_by(max as usize).map(|s| (s, (s + max).min(hi))).collect();
+                    let bounds: Vec<(u64, u64)> =
+                        (lo..hi).step_by(max as usize).map(|s| (s, (s + max).min(hi))).collect();
                     stripe_pieces(&sw, &bounds)
                 })
                 .collect();
@@ -1584,7 +1624,8 @@ impl Array {
         sw.hi = hi;
         let parity_slots: Slots = std::iter::once(roles.p).chain(roles.q).collect();
         let touched: Slots = sw.runs.iter().map(|r| r.slot).collect();
-        let fully_covered = |slot: usize| sw.runs.iter().any(|r| r.slot == slot && r.chunk_offset == lo && r.len == hi - lo);
+        let fully_covered =
+            |slot: usize| sw.runs.iter().any(|r| r.slot == slot && r.chunk_offset == lo && r.len == hi - lo);
         let slots = &self.slots;
         let bad = &sw.bad;
         // Old contents come from in-sync members only, and not from one whose read just failed.
@@ -1673,7 +1714,8 @@ impl Array {
         // New contents over [lo, hi) of the data members the write touches, by slot, kept for
         // the partial parity log.
         let logging = self.log.is_some() && sw.strategy != Strategy::DataOnly;
-        let mut new_blocks: StripeBlocks = if logging { smallvec![None; self.slots.len()] } else { StripeBlocks::new() };
+        let mut new_blocks: StripeBlocks =
+            if logging { smallvec![None; self.slots.len()] } else { StripeBlocks::new() };
         match sw.strategy {
             Strategy::DataOnly => {}
             Strategy::ReadModifyWrite => {
@@ -1741,7 +1783,10 @@ impl Array {
                     }
                 }
                 let new_data = |slot: usize| -> &[u8] {
-                    blocks[slot].as_deref().or_else(|| request_rows(slot)).expect("every data member's new rows are known")
+                    blocks[slot]
+                        .as_deref()
+                        .or_else(|| request_rows(slot))
+                        .expect("every data member's new rows are known")
                 };
                 for &slot in &roles.data {
                     if sw.bad.contains(&slot) {
@@ -1764,7 +1809,9 @@ impl Array {
         }
         // New parity, kept for the partial parity log.
         let new_p = logging.then(|| whole.iter().find(|(s, _)| *s == roles.p).map(|(_, b)| b.clone())).flatten();
-        let new_q = logging.then(|| roles.q.and_then(|qs| whole.iter().find(|(s, _)| *s == qs)).map(|(_, b)| b.clone())).flatten();
+        let new_q = logging
+            .then(|| roles.q.and_then(|qs| whole.iter().find(|(s, _)| *s == qs)).map(|(_, b)| b.clone()))
+            .flatten();
         let chunk = self.geometry.chunk_bytes();
         let base = sw.stripe * chunk;
         let mut writes = StripeMemberWrites::new();
@@ -1798,21 +1845,35 @@ impl Array {
                     .map(|&slot| {
                         (0..rows as u64)
                             .map(|row| {
-                                let (start, end) = (lo + row * crate::ppl::ROW_BYTES, lo + (row + 1) * crate::ppl::ROW_BYTES);
-                                sw.runs.iter().any(|r| r.slot == slot && r.chunk_offset < end && start < r.chunk_offset + r.len)
+                                let (start, end) =
+                                    (lo + row * crate::ppl::ROW_BYTES, lo + (row + 1) * crate::ppl::ROW_BYTES);
+                                sw.runs
+                                    .iter()
+                                    .any(|r| r.slot == slot && r.chunk_offset < end && start < r.chunk_offset + r.len)
                             })
                             .collect()
                     })
                     .collect();
                 let new_data: Vec<Option<&[u8]>> = roles.data.iter().map(|&slot| new_blocks[slot].as_deref()).collect();
                 let p = p.expect("a logged write computes P");
-                let change = crate::ppl::StripeChange { stripe: sw.stripe, lo, hi, modified: &modified, new_data: &new_data, p, q };
+                let change = crate::ppl::StripeChange {
+                    stripe: sw.stripe,
+                    lo,
+                    hi,
+                    modified: &modified,
+                    new_data: &new_data,
+                    p,
+                    q,
+                };
                 let (entries, pp) = crate::ppl::stripe_entries(&self.geometry, &change);
                 if !entries.is_empty() {
                     sw.pending = 0;
                     sw.deferred = writes;
                     sw.log_slot = Some(log_slot);
-                    self.log_enqueue(log_slot, logging::Logged { item: logging::Item::Stripe { rid, part }, entries, pp });
+                    self.log_enqueue(
+                        log_slot,
+                        logging::Logged { item: logging::Item::Stripe { rid, part }, entries, pp },
+                    );
                     return false;
                 }
             }
@@ -1897,8 +1958,10 @@ impl Array {
     /// write per row (see `split_read_part`) and plan those afresh. The old one is finished.
     fn split_stripe_write(&mut self, rid: RequestId, w: &mut ParityWriteOp, part: usize) {
         let sw = &w.stripes[part];
-        let bounds: Vec<(u64, u64)> =
-            row_pieces(sw.lo, sw.hi - sw.lo).into_iter().map(|(delta, len)| (sw.lo + delta, sw.lo + delta + len)).collect();
+        let bounds: Vec<(u64, u64)> = row_pieces(sw.lo, sw.hi - sw.lo)
+            .into_iter()
+            .map(|(delta, len)| (sw.lo + delta, sw.lo + delta + len))
+            .collect();
         let mut pieces = stripe_pieces(sw, &bounds);
         // The pieces take over the stripe's memory: they span its rows, so no more.
         self.stripe_memory -= std::mem::take(&mut w.stripes[part].charge);
@@ -2021,7 +2084,11 @@ impl Array {
         if unit.pending > 0 {
             return false;
         }
-        if !unit.writing && s.error.is_none() && !unit.bad.is_empty() && row_pieces(unit.copies[0].1, unit.len).len() > 1 {
+        if !unit.writing
+            && s.error.is_none()
+            && !unit.bad.is_empty()
+            && row_pieces(unit.copies[0].1, unit.len).len() > 1
+        {
             self.split_sync_unit(rid, s, tag.part);
             return s.remaining == 0;
         }
@@ -2039,7 +2106,8 @@ impl Array {
         // Rows to write: (slot, member offset, bytes, whether it corrects a failed read).
         let mut writes: Vec<(usize, u64, Vec<u8>, bool)> = Vec::new();
         let was_read: Vec<bool> = unit.blocks.iter().map(Option::is_some).collect();
-        let recovering: Vec<usize> = unit.copies.iter().map(|c| c.0).filter(|&slot| self.slots[slot] == SlotState::Recovering).collect();
+        let recovering: Vec<usize> =
+            unit.copies.iter().map(|c| c.0).filter(|&slot| self.slots[slot] == SlotState::Recovering).collect();
         match unit.stripe {
             Some(stripe) => {
                 let roles = self.geometry.stripe_roles(stripe);
@@ -2054,7 +2122,8 @@ impl Array {
                 // Members not read (recovering, or whose read failed) are rebuilt first: for
                 // raid6 with one of them a data member, Q can still be checked.
                 reconstruct(&roles, &mut unit.blocks, &missing, len);
-                let data: Vec<&[u8]> = roles.data.iter().map(|&d| unit.blocks[d].as_deref().expect("rebuilt")).collect();
+                let data: Vec<&[u8]> =
+                    roles.data.iter().map(|&d| unit.blocks[d].as_deref().expect("rebuilt")).collect();
                 let (p, q) = compute_parity(&roles, &data, len);
                 let mut targets = vec![(roles.p, p)];
                 if let (Some(qs), Some(q)) = (roles.q, q) {
@@ -2066,9 +2135,9 @@ impl Array {
                 for row in (0..unit.len).step_by(CHECK_ROW_BYTES as usize) {
                     let r = row as usize..(row + CHECK_ROW_BYTES).min(unit.len) as usize;
                     let compared: Vec<&(usize, Vec<u8>)> = targets.iter().filter(|(slot, _)| was_read[*slot]).collect();
-                    let bad = compared.iter().any(|(slot, want)| {
-                        want[r.clone()] != unit.blocks[*slot].as_ref().expect("read")[r.clone()]
-                    });
+                    let bad = compared
+                        .iter()
+                        .any(|(slot, want)| want[r.clone()] != unit.blocks[*slot].as_ref().expect("read")[r.clone()]);
                     if bad {
                         s.mismatch_sectors += (r.end - r.start) as u64 / SECTOR_BYTES;
                         if s.repair {
@@ -2265,7 +2334,12 @@ impl Array {
     }
 
     /// Issue the reads of one recovery unit. `Some` when the unit is finished.
-    fn start_recover_unit(&mut self, rid: RequestId, r: &mut RecoverOp, part: usize) -> Option<Result<(), EngineError>> {
+    fn start_recover_unit(
+        &mut self,
+        rid: RequestId,
+        r: &mut RecoverOp,
+        part: usize,
+    ) -> Option<Result<(), EngineError>> {
         match &mut r.units[part] {
             RecoverUnit::Copies(unit) => self.issue_copy_read(rid, part, unit),
             RecoverUnit::Stripe { rows, .. } => {
@@ -2309,7 +2383,12 @@ impl Array {
 
     /// Every read of a stripe's rows is in: rebuild the recovering members' rows (and those
     /// whose read failed) and write them. `Some` when the unit is finished.
-    fn recover_stripe_read(&mut self, rid: RequestId, r: &mut RecoverOp, part: usize) -> Option<Result<(), EngineError>> {
+    fn recover_stripe_read(
+        &mut self,
+        rid: RequestId,
+        r: &mut RecoverOp,
+        part: usize,
+    ) -> Option<Result<(), EngineError>> {
         let RecoverUnit::Stripe { stripe, rows, targets, writing } = &mut r.units[part] else {
             unreachable!("a stripe unit")
         };
@@ -2536,7 +2615,8 @@ fn stripe_pieces(sw: &StripeWrite, bounds: &[(u64, u64)]) -> SmallVec<[StripeWri
 /// same member into one write, up to [`MAX_MERGE_BYTES`]: `(slot, offset, bytes, parts)` with
 /// the parts each write covers, in the order of the first write of each merged run.
 fn merge_writes(mut writes: PartWrites) -> SmallVec<[(usize, u64, IoBuf, GroupParts); 4]> {
-    let mut sorted: SmallVec<[(usize, u64, usize); 4]> = writes.iter().enumerate().map(|(i, w)| (w.1, w.2, i)).collect();
+    let mut sorted: SmallVec<[(usize, u64, usize); 4]> =
+        writes.iter().enumerate().map(|(i, w)| (w.1, w.2, i)).collect();
     sorted.sort_unstable();
     let mut out: SmallVec<[(usize, u64, IoBuf, GroupParts); 4]> = SmallVec::new();
     for (slot, off, i) in sorted {
@@ -2636,7 +2716,14 @@ struct ReadOp {
 
 impl ReadOp {
     fn new(offset: u64, len: u64) -> ReadOp {
-        ReadOp { offset, len, assembly: ReadAssembly::new(len as usize), parts: SmallVec::new(), remaining: 0, error: None }
+        ReadOp {
+            offset,
+            len,
+            assembly: ReadAssembly::new(len as usize),
+            parts: SmallVec::new(),
+            remaining: 0,
+            error: None,
+        }
     }
 
     /// Account for a part that finished (`Some`), with its error if any.
@@ -2700,14 +2787,24 @@ impl ReadAssembly {
 
 #[derive(Debug)]
 enum ReadPart {
-    Copies { logical: u64, unit: CopyUnit },
-    Parity { run: ParityRun, phase: ParityRead },
+    Copies {
+        logical: u64,
+        unit: CopyUnit,
+    },
+    Parity {
+        run: ParityRun,
+        phase: ParityRead,
+    },
     /// One member read standing for several parts on that member (see
     /// [`Array::merge_read_parts`]); those parts are started only if it fails.
     Merged(MergedRead),
     /// Bytes the `split` policy read ahead (entry `entry` of `array/readahead.rs`); read from
     /// the members instead if that read ahead goes stale or fails.
-    Cached { logical: u64, len: u64, entry: u64 },
+    Cached {
+        logical: u64,
+        len: u64,
+        entry: u64,
+    },
 }
 
 #[derive(Debug, Clone)]

@@ -9,8 +9,8 @@ use std::fmt;
 
 use uraid_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
 use uraid_layout::{
-    Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format,
-    Raid10Layout, Raid1Layout,
+    Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format, Raid10Layout,
+    Raid1Layout,
 };
 
 use crate::geometry::Geometry;
@@ -157,7 +157,11 @@ pub fn plan(candidates: &[Candidate]) -> Result<AssemblyPlan, EngineError> {
     let refi = &candidates[reference].info;
     for c in candidates {
         let i = &c.info;
-        if i.level != refi.level || i.raid_disks != refi.raid_disks || i.chunk_sectors != refi.chunk_sectors || i.layout != refi.layout {
+        if i.level != refi.level
+            || i.raid_disks != refi.raid_disks
+            || i.chunk_sectors != refi.chunk_sectors
+            || i.layout != refi.layout
+        {
             return Err(EngineError::Inconsistent {
                 member: c.name.clone(),
                 detail: format!(
@@ -168,10 +172,8 @@ pub fn plan(candidates: &[Candidate]) -> Result<AssemblyPlan, EngineError> {
             });
         }
     }
-    let level = Level::from_md(refi.level).map_err(|e| EngineError::Layout {
-        member: candidates[reference].name.clone(),
-        source: e,
-    })?;
+    let level = Level::from_md(refi.level)
+        .map_err(|e| EngineError::Layout { member: candidates[reference].name.clone(), source: e })?;
     let raid_disks = refi.raid_disks as usize;
     let array_events = refi.events;
 
@@ -211,10 +213,9 @@ pub fn plan(candidates: &[Candidate]) -> Result<AssemblyPlan, EngineError> {
     let taken: Vec<&MemberInfo> = slots.iter().flatten().map(|&i| &candidates[i].info).collect();
     let clean = taken.iter().all(|i| i.state_clean);
     let geometry = build_geometry(level, refi, &slots, candidates).map_err(|e| match e {
-        EngineError::Layout { source, .. } => EngineError::Layout {
-            member: candidates[reference].name.clone(),
-            source,
-        },
+        EngineError::Layout { source, .. } => {
+            EngineError::Layout { member: candidates[reference].name.clone(), source }
+        }
         other => other,
     })?;
     // A partly rebuilt member holds no data that can be trusted yet.
@@ -271,10 +272,8 @@ pub fn build_geometry(
         Level::Linear | Level::Raid0 => {
             // Every member is needed; a missing one is reported by the readability check, so
             // give it size 0 here rather than failing with a less helpful message.
-            let sizes: Vec<u64> = slots
-                .iter()
-                .map(|s| s.map(|i| candidates[i].info.usable_sectors).unwrap_or(0))
-                .collect();
+            let sizes: Vec<u64> =
+                slots.iter().map(|s| s.map(|i| candidates[i].info.usable_sectors).unwrap_or(0)).collect();
             if sizes.contains(&0) {
                 return Err(EngineError::TooFewMembers {
                     level: level.name().to_string(),
@@ -309,7 +308,8 @@ pub fn build_geometry(
         Level::Raid10 => {
             let format = Raid10Format::from_md(refi.layout as u32).map_err(layout_err)?;
             Geometry::Raid10(
-                Raid10Layout::new(raid_disks, refi.chunk_sectors, format, refi.component_sectors).map_err(layout_err)?,
+                Raid10Layout::new(raid_disks, refi.chunk_sectors, format, refi.component_sectors)
+                    .map_err(layout_err)?,
             )
         }
         Level::Raid4 | Level::Raid5 | Level::Raid6 => {

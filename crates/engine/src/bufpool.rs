@@ -98,7 +98,9 @@ pub struct BufPool {
 static POOL: BufPool = BufPool::new(POOL_LIMIT);
 
 fn class_of(len: usize) -> Option<usize> {
-    (POOLED_FROM..=POOLED_UP_TO).contains(&len).then(|| (len.next_power_of_two() / POOLED_FROM).trailing_zeros() as usize)
+    (POOLED_FROM..=POOLED_UP_TO)
+        .contains(&len)
+        .then(|| (len.next_power_of_two() / POOLED_FROM).trailing_zeros() as usize)
 }
 
 impl BufPool {

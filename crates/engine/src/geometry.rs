@@ -5,9 +5,7 @@
 //! level's layout into that answer, and owns nothing else: no member state, no I/O.
 
 use smallvec::SmallVec;
-use uraid_layout::{
-    Extent, Level, LinearLayout, ParityLayout, Raid0Layout, Raid10Layout, Raid1Layout, StripeRoles,
-};
+use uraid_layout::{Extent, Level, LinearLayout, ParityLayout, Raid0Layout, Raid10Layout, Raid1Layout, StripeRoles};
 
 /// Bytes per md sector.
 pub const SECTOR_BYTES: u64 = 512;

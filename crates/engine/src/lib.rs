@@ -8,7 +8,7 @@
 //! - [`iobuf`]: request and member data passed through without copying;
 //! - [`bufpool`]: large data buffers (member reads, client writes) that stay mapped between uses;
 //! - [`assemble`]: which members form the array (freshness, slots, enough members to run);
-//! - [`array`]: the request state machine (degraded I/O, rmw/rcw, check/repair);
+//! - [`mod@array`]: the request state machine (degraded I/O, rmw/rcw, check/repair);
 //! - [`ppl`]: md's partial parity log: entries for stripe writes, replay after a crash;
 //! - [`read_balance`]: which copy of mirrored data a read goes to ([`ReadPolicy`]);
 //! - [`blocking`]: a minimal synchronous loop that runs the engine against a closure doing I/O.
@@ -24,9 +24,9 @@ pub mod ppl;
 pub mod read_balance;
 
 pub use array::{Array, Completion, EngineEvent, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState};
-pub use assemble::{AssemblyPlan, ArrayState, Candidate, MemberVerdict};
-pub use geometry::{Geometry, SECTOR_BYTES};
+pub use assemble::{ArrayState, AssemblyPlan, Candidate, MemberVerdict};
 pub use bufpool::PoolBuf;
+pub use geometry::{Geometry, SECTOR_BYTES};
 pub use iobuf::IoBuf;
 pub use read_balance::{ReadPolicy, SplitTuning, UnknownReadPolicy};
 

@@ -426,7 +426,8 @@ mod tests {
         let d = vec![5u8; len];
         let p = vec![0u8; len];
         let new_data = [Some(&d[..]), Some(&d[..])];
-        let change = StripeChange { stripe: 0, lo: 0, hi: 16384, modified: &modified, new_data: &new_data, p: &p, q: None };
+        let change =
+            StripeChange { stripe: 0, lo: 0, hi: 16384, modified: &modified, new_data: &new_data, p: &p, q: None };
         let (entries, pp) = stripe_entries(&g, &change);
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0].data_sector, 16384 / 512, "chunk 1, row 0 comes first");
@@ -444,7 +445,8 @@ mod tests {
         let modified = vec![vec![true; (16384 / ROW_BYTES) as usize]; 2];
         let d = vec![9u8; 16384];
         let new_data = [Some(&d[..]), Some(&d[..])];
-        let change = StripeChange { stripe: 1, lo: 0, hi: 16384, modified: &modified, new_data: &new_data, p: &d, q: None };
+        let change =
+            StripeChange { stripe: 1, lo: 0, hi: 16384, modified: &modified, new_data: &new_data, p: &d, q: None };
         let (entries, pp) = stripe_entries(&g, &change);
         assert!(pp.is_empty());
         assert_eq!(entries[0].pp_size, 0);

@@ -57,7 +57,7 @@
 //!     read that continues the last read sent to a disk stays there unless another is less
 //!     busy;
 //!   - a stream whose reads are written back right behind it (a read-modify-write pass) is
-//!     read like random reads, without read-ahead on lanes of its own ([`Stream::rewritten`]),
+//!     read like random reads, without read-ahead on lanes of its own (`Stream::rewritten`),
 //!     but its reads are divided as large ones are from twice
 //!     [`SplitTuning::min_divided_piece`] up;
 //!   - a large read outside any stream ([`SplitTuning::divide_bytes`], raid1) is divided into
@@ -392,7 +392,12 @@ impl Balancer {
     /// Which of `copies` (`(slot, member offset)` in md's copy order) a read of `len` bytes
     /// goes to, as an index into `copies`, among the copies on slots for which `readable`
     /// holds; `None` if there is none. Records the read as md's `update_read_sectors` does.
-    pub(crate) fn choose(&mut self, copies: &[(usize, u64)], len: u64, readable: impl Fn(usize) -> bool) -> Option<usize> {
+    pub(crate) fn choose(
+        &mut self,
+        copies: &[(usize, u64)],
+        len: u64,
+        readable: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
         let chosen = match copies.len() {
             0 => None,
             1 => readable(copies[0].0).then_some(0),
@@ -518,9 +523,9 @@ impl Balancer {
         // The sequential disk keeps the read unless another is less busy: a reader with
         // several reads in flight then spreads them over idle copies instead of queueing
         // them all on one disk.
-        let sequential = copies
-            .iter()
-            .position(|&(slot, offset)| readable(slot) && self.slots[slot].next_seq == offset && self.slots[slot].load() <= fewest);
+        let sequential = copies.iter().position(|&(slot, offset)| {
+            readable(slot) && self.slots[slot].next_seq == offset && self.slots[slot].load() <= fewest
+        });
         Some(sequential.unwrap_or(least))
     }
 
@@ -546,7 +551,12 @@ impl Balancer {
     /// `split`: the copies a read of `len` bytes at `copies` may be divided over: the readable
     /// copies whose disk is idle, nearest head first, written to `out` (indices into `copies`);
     /// how many. Fewer than two means the read is not divided.
-    pub(crate) fn idle_copies(&self, copies: &[(usize, u64)], readable: impl Fn(usize) -> bool, out: &mut [usize]) -> usize {
+    pub(crate) fn idle_copies(
+        &self,
+        copies: &[(usize, u64)],
+        readable: impl Fn(usize) -> bool,
+        out: &mut [usize],
+    ) -> usize {
         let mut n = 0;
         for (i, &(slot, _)) in copies.iter().enumerate() {
             if n < out.len() && readable(slot) && self.slots[slot].load() == 0 {
@@ -574,9 +584,10 @@ impl Balancer {
         self.clock += 1;
         let clock = self.clock;
         let end = offset + len;
-        let found = self.streams.iter().position(|s| {
-            s.is_some_and(|s| s.next == offset || (s.hits > 0 && offset > s.next && offset < s.ahead))
-        });
+        let found = self
+            .streams
+            .iter()
+            .position(|s| s.is_some_and(|s| s.next == offset || (s.hits > 0 && offset > s.next && offset < s.ahead)));
         if let Some(i) = found {
             let newly = self.streams[i].is_some_and(|s| s.hits == 0);
             let ordinal = if newly { self.free_ordinal() } else { 0 };
@@ -595,13 +606,24 @@ impl Balancer {
             Some(i) => i,
             None => {
                 let key = |s: &Stream| (s.hits > 0 && clock - s.last_used <= ACTIVE_REQUESTS, s.last_used);
-                (0..self.streams.len()).min_by_key(|&i| key(self.streams[i].as_ref().expect("table full"))).expect("a table")
+                (0..self.streams.len())
+                    .min_by_key(|&i| key(self.streams[i].as_ref().expect("table full")))
+                    .expect("a table")
             }
         };
         let evicted = self.streams[victim].map(|s| s.id);
         let id = self.next_stream;
         self.next_stream += 1;
-        self.streams[victim] = Some(Stream { id, next: end, hits: 0, run: len, last_used: clock, ahead: end, ordinal: 0, rewritten: false });
+        self.streams[victim] = Some(Stream {
+            id,
+            next: end,
+            hits: 0,
+            run: len,
+            last_used: clock,
+            ahead: end,
+            ordinal: 0,
+            rewritten: false,
+        });
         Tracked { stream: None, evicted }
     }
 
@@ -723,9 +745,19 @@ impl Balancer {
     /// The copy of a run that lane `lane` means: the `lane`-th readable copy in md's order
     /// (counting round when copies are missing), or, where the layout keeps its copies far
     /// apart, the readable copy at the lowest address whatever the lane.
-    pub(crate) fn lane_copy(&self, copies: &[(usize, u64)], lane: usize, readable: impl Fn(usize) -> bool) -> Option<usize> {
+    pub(crate) fn lane_copy(
+        &self,
+        copies: &[(usize, u64)],
+        lane: usize,
+        readable: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
         if self.far_copies() {
-            return copies.iter().enumerate().filter(|(_, c)| readable(c.0)).min_by_key(|(i, c)| (c.1, *i)).map(|(i, _)| i);
+            return copies
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| readable(c.0))
+                .min_by_key(|(i, c)| (c.1, *i))
+                .map(|(i, _)| i);
         }
         let count = copies.iter().filter(|c| readable(c.0)).count();
         if count == 0 {
@@ -736,7 +768,12 @@ impl Balancer {
 
     /// The first readable copy in md's order (md's `choose_first_rdev`, used while a resync is
     /// owed). Records the read like [`Balancer::choose`].
-    pub(crate) fn choose_first(&mut self, copies: &[(usize, u64)], len: u64, readable: impl Fn(usize) -> bool) -> Option<usize> {
+    pub(crate) fn choose_first(
+        &mut self,
+        copies: &[(usize, u64)],
+        len: u64,
+        readable: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
         let chosen = copies.iter().position(|&(slot, _)| readable(slot))?;
         let (slot, offset) = copies[chosen];
         self.note_read(slot, offset, len);
@@ -803,7 +840,13 @@ impl Balancer {
     }
 
     /// raid10's `read_balance` for rotational disks (least busy for non-rotational ones).
-    fn md_raid10(&self, copies: &[(usize, u64)], near: u32, far: u32, readable: &impl Fn(usize) -> bool) -> Option<usize> {
+    fn md_raid10(
+        &self,
+        copies: &[(usize, u64)],
+        near: u32,
+        far: u32,
+        readable: &impl Fn(usize) -> bool,
+    ) -> Option<usize> {
         let mut min_pending: Option<(u32, usize)> = None;
         let mut best: Option<(u64, usize)> = None;
         for (i, &(slot, offset)) in copies.iter().enumerate() {

@@ -84,11 +84,8 @@ fn allocations_per_request(g: &Geometry, write: bool, rounds: u64, hand_back: bo
     for i in 0..warm_up + rounds {
         // Offsets that wander over the whole array, every member and chunk.
         let offset = (i * 37 % blocks) * BLOCK;
-        let request = if write {
-            Request::Write { offset, data: payload.clone() }
-        } else {
-            Request::Read { offset, len: BLOCK }
-        };
+        let request =
+            if write { Request::Write { offset, data: payload.clone() } } else { Request::Read { offset, len: BLOCK } };
         let before = ALLOCATIONS.with(|a| a.get());
         let id = counted(|| array.submit(request)).expect("request accepted");
         loop {
@@ -146,12 +143,18 @@ fn small_parity_writes_allocate_nothing_when_their_blocks_come_back() {
         let roles = layout.stripe(0);
         let parity_blocks = 1 + usize::from(roles.q.is_some());
         let dropped = allocations_per_request(&g, true, 500, false);
-        assert!(dropped <= parity_blocks as f64, "{name}: {dropped} allocations per 4 KiB write without the blocks back");
+        assert!(
+            dropped <= parity_blocks as f64,
+            "{name}: {dropped} allocations per 4 KiB write without the blocks back"
+        );
         allocating_without += usize::from(dropped > 0.0);
         checked += 1;
     }
     assert!(checked >= 3, "raid4, raid5 and raid6 geometries are all checked");
-    assert!(allocating_without > 0, "no geometry allocated parity blocks without them coming back: the test shows nothing");
+    assert!(
+        allocating_without > 0,
+        "no geometry allocated parity blocks without them coming back: the test shows nothing"
+    );
 }
 
 /// The counter sees the engine's allocations at all: a read of many chunks needs lists longer
@@ -172,4 +175,3 @@ fn the_counter_counts_the_engines_allocations() {
     }
     assert!(ALLOCATIONS.with(|a| a.get()) > before, "a whole-array read counted no allocation");
 }
-

@@ -61,10 +61,14 @@ fn run_sequence_with(name: &str, geometry: &Geometry, absent: &[usize], ops: &[W
     for op in ops {
         let len = (op.len as u64).min(size) as usize;
         let offset = ((op.at * (size - len as u64) as f64) as u64).min(size - len as u64);
-        let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(op.seed) ^ (i >> 8) as u8).collect();
+        let data: Vec<u8> =
+            (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(op.seed) ^ (i >> 8) as u8).collect();
         model[offset as usize..offset as usize + len].copy_from_slice(&data);
         execute(&mut array, Request::Write { offset, data: data.into() }, &mut |io| members.exec(io)).unwrap();
-        assert!(read_all(&mut array, &mut members) == model, "{name} absent {absent:?}: contents differ after write at {offset}+{len}");
+        assert!(
+            read_all(&mut array, &mut members) == model,
+            "{name} absent {absent:?}: contents differ after write at {offset}+{len}"
+        );
         if logged {
             let before = members.disks.clone();
             for slot in (0..n).filter(|&s| slots[s] == SlotState::InSync) {
@@ -77,7 +81,10 @@ fn run_sequence_with(name: &str, geometry: &Geometry, absent: &[usize], ops: &[W
                 let r = replay(geometry, &slots, slot, &header, pp, &mut members).unwrap();
                 assert_eq!(r.bad, 0, "{name}: slot {slot}: log entries that do not fit: {header:?}");
             }
-            assert!(members.disks == before, "{name} absent {absent:?}: replaying the logs after write at {offset}+{len} changed a member");
+            assert!(
+                members.disks == before,
+                "{name} absent {absent:?}: replaying the logs after write at {offset}+{len} changed a member"
+            );
         }
         if absent.is_empty() {
             check_consistent(&mut array, &mut members, name);
@@ -150,7 +157,8 @@ fn failing_member_is_dropped_and_data_survives() {
         let patch = vec![0xa5u8; 10_000];
         let at = (size / 3) as usize;
         model[at..at + patch.len()].copy_from_slice(&patch);
-        execute(&mut array, Request::Write { offset: at as u64, data: patch.into() }, &mut |io| members.exec(io)).unwrap();
+        execute(&mut array, Request::Write { offset: at as u64, data: patch.into() }, &mut |io| members.exec(io))
+            .unwrap();
         assert!(read_all(&mut array, &mut members) == model, "{name}: data lost after member failure");
         let events = array.take_events();
         assert!(!events.is_empty(), "{name}: no member-failed event");
@@ -183,11 +191,15 @@ fn check_counts_and_repair_fixes_mismatches() {
         let size = array.size_bytes();
         // Corrupt one byte on slot 0 in its first 4 KiB row.
         members.disks[0].as_mut().unwrap()[100] ^= 0xff;
-        let sync = |array: &mut Array, members: &mut Members, repair| {
-            match execute(array, Request::Sync { offset: 0, len: size, repair }, &mut |io| members.exec(io)).unwrap() {
-                Completion::Synced { mismatch_sectors } => mismatch_sectors,
-                other => panic!("{other:?}"),
-            }
+        let sync = |array: &mut Array, members: &mut Members, repair| match execute(
+            array,
+            Request::Sync { offset: 0, len: size, repair },
+            &mut |io| members.exec(io),
+        )
+        .unwrap()
+        {
+            Completion::Synced { mismatch_sectors } => mismatch_sectors,
+            other => panic!("{other:?}"),
         };
         assert_eq!(sync(&mut array, &mut members, false), 8, "{name}: one 4 KiB row should mismatch");
         assert_eq!(sync(&mut array, &mut members, true), 8, "{name}: repair reports what it fixed");
@@ -207,7 +219,10 @@ fn discard_zeroes_the_range_and_keeps_redundancy() {
             None => (1000, size / 2),
         };
         if let Some(w) = g.stripe_data_bytes() {
-            assert!(array.submit(Request::Discard { offset: w + 512, len: w }).is_err(), "{name}: unaligned discard accepted");
+            assert!(
+                array.submit(Request::Discard { offset: w + 512, len: w }).is_err(),
+                "{name}: unaligned discard accepted"
+            );
         }
         model[offset as usize..(offset + len) as usize].fill(0);
         let r = execute(&mut array, Request::Discard { offset, len }, &mut |io| members.exec(io)).unwrap();
@@ -223,7 +238,10 @@ fn discard_zeroes_the_range_and_keeps_redundancy() {
                 slots[s] = SlotState::Missing;
             }
             let mut degraded = Array::new(g.clone(), slots).unwrap();
-            assert!(read_all(&mut degraded, &mut members) == model, "{name}: reading without slots {set:?} after discard differs");
+            assert!(
+                read_all(&mut degraded, &mut members) == model,
+                "{name}: reading without slots {set:?} after discard differs"
+            );
         }
     }
 }

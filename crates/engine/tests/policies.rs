@@ -8,7 +8,10 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{check_consistent, filled_array, geometries, read_all, removable_sets, run_recorded as run, Members, MEMBER_BYTES, SMALL_SPLIT};
+use common::{
+    check_consistent, filled_array, geometries, read_all, removable_sets, run_recorded as run, Members, MEMBER_BYTES,
+    SMALL_SPLIT,
+};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -44,7 +47,6 @@ fn big_raid1(n: usize, bytes: u64) -> (Members, Array, Vec<u8>) {
     (members, array, data)
 }
 
-
 /// Perform whatever member I/O is left (read-ahead the last request did not wait for).
 fn settle(array: &mut Array, members: &mut Members) -> Vec<MemberIo> {
     let mut ios = Vec::new();
@@ -71,7 +73,10 @@ fn read_bytes_per_slot(ios: &[MemberIo], n: usize) -> Vec<u64> {
 }
 
 fn expect_read(done: Completion, model: &[u8], offset: u64, len: u64, what: &str) {
-    assert!(done == Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()), "{what}: read {offset}+{len} differs");
+    assert!(
+        done == Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()),
+        "{what}: read {offset}+{len} differs"
+    );
 }
 
 #[test]
@@ -178,7 +183,8 @@ fn split_divides_a_large_read_and_keeps_a_small_one_whole() {
     assert_eq!(reads.len(), 2, "{ios:?}");
     assert_ne!(reads[0].slot, reads[1].slot, "one piece per copy");
     assert_eq!(read_bytes_per_slot(&ios, 2), vec![32 * KIB, 32 * KIB]);
-    let mut pieces: Vec<(u64, u64)> = reads.iter().map(|io| (io.offset, if let MemberOp::Read { len } = io.op { len } else { 0 })).collect();
+    let mut pieces: Vec<(u64, u64)> =
+        reads.iter().map(|io| (io.offset, if let MemberOp::Read { len } = io.op { len } else { 0 })).collect();
     pieces.sort_unstable();
     assert_eq!(pieces, vec![(offset, 32 * KIB), (offset + 32 * KIB, 32 * KIB)], "contiguous halves");
 
@@ -245,7 +251,8 @@ fn split_divides_only_over_idle_copies() {
     assert!(read_slots(&ios).iter().all(|&s| s != busy.slot), "{ios:?}");
     let result = members.exec(&busy);
     array.complete_io(busy.id, result);
-    let done: HashMap<RequestId, Completion> = std::iter::from_fn(|| array.next_completion()).map(|(id, r)| (id, r.unwrap())).collect();
+    let done: HashMap<RequestId, Completion> =
+        std::iter::from_fn(|| array.next_completion()).map(|(id, r)| (id, r.unwrap())).collect();
     expect_read(done[&id].clone(), &model, 0, 64 * KIB, "while busy");
 }
 
@@ -417,7 +424,8 @@ enum Op {
 /// A workload of sequential streams (small and large requests), random reads, large reads,
 /// writes (often right ahead of a stream), an occasional discard and check.
 fn workload(rng: &mut StdRng, size: u64, ops: usize) -> Vec<Op> {
-    let mut streams: Vec<(u64, u64)> = (0..rng.gen_range(1..=3)).map(|_| (rng.gen_range(0..size / 2), rng.gen_range(1..12) * 1024)).collect();
+    let mut streams: Vec<(u64, u64)> =
+        (0..rng.gen_range(1..=3)).map(|_| (rng.gen_range(0..size / 2), rng.gen_range(1..12) * 1024)).collect();
     let mut out = Vec::new();
     for _ in 0..ops {
         let op = match rng.gen_range(0..100) {
@@ -465,7 +473,15 @@ fn payload(len: u64, seed: u8) -> Vec<u8> {
 /// Run `ops` against `array` with up to `depth` requests in flight and member I/O completing in
 /// random order, checking every read against the model as of its submission (the engine orders
 /// overlapping requests by arrival). Returns the most bytes read ahead at once.
-fn run_concurrent(array: &mut Array, members: &mut Members, model: &mut [u8], ops: &[Op], depth: usize, rng: &mut StdRng, what: &str) -> u64 {
+fn run_concurrent(
+    array: &mut Array,
+    members: &mut Members,
+    model: &mut [u8],
+    ops: &[Op],
+    depth: usize,
+    rng: &mut StdRng,
+    what: &str,
+) -> u64 {
     let mut expected: HashMap<RequestId, (u64, Option<Vec<u8>>)> = HashMap::new();
     let mut pool: Vec<MemberIo> = Vec::new();
     let mut next = 0;
@@ -489,9 +505,10 @@ fn run_concurrent(array: &mut Array, members: &mut Members, model: &mut [u8], op
         }
         if can_submit && (pool.is_empty() || rng.gen_bool(0.4)) {
             let (request, want) = match ops[next].clone() {
-                Op::Read { offset, len } => {
-                    (Request::Read { offset, len }, Some((offset, Some(model[offset as usize..(offset + len) as usize].to_vec()))))
-                }
+                Op::Read { offset, len } => (
+                    Request::Read { offset, len },
+                    Some((offset, Some(model[offset as usize..(offset + len) as usize].to_vec()))),
+                ),
                 Op::Write { offset, len, seed } => {
                     let data = payload(len, seed);
                     model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
@@ -623,7 +640,10 @@ fn split_streams_that_wrap_around_complete() {
                 pool.push(io);
             }
             if pool.is_empty() {
-                assert!(owner.is_empty(), "{bytes} bytes, {streams} streams: stalled with requests in flight: {owner:?}");
+                assert!(
+                    owner.is_empty(),
+                    "{bytes} bytes, {streams} streams: stalled with requests in flight: {owner:?}"
+                );
                 break;
             }
             let io = pool.swap_remove(rng.gen_range(0..pool.len()));

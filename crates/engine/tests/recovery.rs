@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    assert_every_loss_reads, check_consistent, drive, filled_array, geometries, read_all, removable_sets, sync, Members,
-    MEMBER_BYTES,
+    assert_every_loss_reads, check_consistent, drive, filled_array, geometries, read_all, removable_sets, sync,
+    Members, MEMBER_BYTES,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -232,7 +232,10 @@ fn read_errors_are_rebuilt_and_written_back() {
         assert!(read_all(&mut array, &mut members) == model, "{name}: read with read errors differs");
         check_consistent(&mut array, &mut members, &name);
         for (s, off, len) in &ranges {
-            assert!(!members.unreadable[*s][*off as usize..(off + len) as usize].contains(&true), "{name}: slot {s} {off}+{len} not rewritten");
+            assert!(
+                !members.unreadable[*s][*off as usize..(off + len) as usize].contains(&true),
+                "{name}: slot {s} {off}+{len} not rewritten"
+            );
         }
         assert!(members.disks == snapshot, "{name}: a member holds wrong bytes after correction");
         assert!(array.slot_states().iter().all(|s| *s == SlotState::InSync), "{name}: a member left the array");
@@ -240,7 +243,9 @@ fn read_errors_are_rebuilt_and_written_back() {
         for (s, off, len) in &ranges {
             for byte in *off..off + len {
                 let covered = events.iter().any(|e| match e {
-                    EngineEvent::ReadErrorCorrected { slot: es, offset, len } => es == s && *offset <= byte && byte < offset + len,
+                    EngineEvent::ReadErrorCorrected { slot: es, offset, len } => {
+                        es == s && *offset <= byte && byte < offset + len
+                    }
                     EngineEvent::MemberFailed { .. } => false,
                 });
                 assert!(covered, "{name}: no corrected-read event covers slot {s} byte {byte}: {events:?}");
@@ -346,7 +351,8 @@ fn recovery_over_read_errors() {
         };
         members.add_bad_range(source, off, 2000);
         let survivable = g.is_readable(&|s| s != spare && s != source);
-        let got = execute(&mut array, Request::Recover { offset: 0, len: g.member_data_bytes() }, &mut |io| members.exec(io));
+        let got =
+            execute(&mut array, Request::Recover { offset: 0, len: g.member_data_bytes() }, &mut |io| members.exec(io));
         if !survivable {
             // Only raid10 may not need the bad row for the spare (its copy lives elsewhere).
             if let Err(e) = &got {
@@ -380,14 +386,22 @@ fn recovery_over_read_errors() {
 /// right data.
 #[test]
 fn failed_correction_fails_the_member_but_not_the_read() {
-    correction_that_does_not_take(0xdead, |m, slot| m.bad_writes_fail[slot] = true, "rewriting after a read error failed");
+    correction_that_does_not_take(
+        0xdead,
+        |m, slot| m.bad_writes_fail[slot] = true,
+        "rewriting after a read error failed",
+    );
 }
 
 /// A read error still there after its rewrite (the drive took the write but could not remap the
 /// sector) fails the member too, as md's `fix_read_error` does when it reads the sector back.
 #[test]
 fn a_read_error_that_survives_its_rewrite_fails_the_member() {
-    correction_that_does_not_take(0x571c, |m, slot| m.bad_stays_bad[slot] = true, "reading back a rewritten read error failed");
+    correction_that_does_not_take(
+        0x571c,
+        |m, slot| m.bad_stays_bad[slot] = true,
+        "reading back a rewritten read error failed",
+    );
 }
 
 /// On every redundant geometry, a read meets bad bytes whose correction `spoil` makes fail: the
@@ -402,7 +416,10 @@ fn correction_that_does_not_take(seed: u64, spoil: fn(&mut Members, usize), reas
         members.add_bad_range(slot, member_off + 100, 3000);
         spoil(&mut members, slot);
         let got = execute(&mut array, Request::Read { offset, len: 4096 }, &mut |io| members.exec(io)).unwrap();
-        assert!(got == Completion::Read(model[offset as usize..offset as usize + 4096].to_vec().into()), "{name}: wrong data");
+        assert!(
+            got == Completion::Read(model[offset as usize..offset as usize + 4096].to_vec().into()),
+            "{name}: wrong data"
+        );
         assert_eq!(array.slot_states()[slot], SlotState::Faulty, "{name}");
         let events = array.take_events();
         assert!(
@@ -456,13 +473,18 @@ fn mirror_corrections_never_splice_copies_inside_a_sector() {
             }
             let mut checked = copies.clone();
             let got = match case {
-                "check" => execute(&mut array, Request::Sync { offset, len, repair: false }, &mut |io| members.exec(io)),
+                "check" => {
+                    execute(&mut array, Request::Sync { offset, len, repair: false }, &mut |io| members.exec(io))
+                }
                 "recover" => {
                     let (target, target_off) = copies[2];
                     replace_with_spares(&mut array, &mut members, &[target], &name);
                     checked.pop();
-                    let got = execute(&mut array, Request::Recover { offset: target_off + 700, len }, &mut |io| members.exec(io));
-                    let rebuilt = &members.disks[target].as_ref().unwrap()[target_off as usize + 700..target_off as usize + 1700];
+                    let got = execute(&mut array, Request::Recover { offset: target_off + 700, len }, &mut |io| {
+                        members.exec(io)
+                    });
+                    let rebuilt =
+                        &members.disks[target].as_ref().unwrap()[target_off as usize + 700..target_off as usize + 1700];
                     assert!(rebuilt == &versions[1][700..1700], "{name} {case}: the spare holds other bytes");
                     got
                 }
@@ -518,7 +540,8 @@ fn read_error_without_redundancy_fails_the_request_only() {
         assert!(array.take_events().is_empty(), "{name}: events");
         // Everything else still reads.
         if offset >= 1 {
-            let got = execute(&mut array, Request::Read { offset: 0, len: offset }, &mut |io| members.exec(io)).unwrap();
+            let got =
+                execute(&mut array, Request::Read { offset: 0, len: offset }, &mut |io| members.exec(io)).unwrap();
             assert!(got == Completion::Read(model[..offset as usize].to_vec().into()), "{name}");
         }
     }
@@ -564,7 +587,10 @@ fn slot_state_changes_are_checked() {
     for (name, g) in geometries() {
         let n = g.raid_disks();
         let mut array = Array::new(g.clone(), vec![SlotState::InSync; n]).unwrap();
-        assert_eq!(array.set_slot_state(n, SlotState::Faulty, false), Err(EngineError::NoSuchSlot { slot: n, raid_disks: n }));
+        assert_eq!(
+            array.set_slot_state(n, SlotState::Faulty, false),
+            Err(EngineError::NoSuchSlot { slot: n, raid_disks: n })
+        );
         assert_eq!(
             array.set_slot_state(0, SlotState::Recovering, false),
             Err(EngineError::InvalidSlotChange { slot: 0, from: SlotState::InSync, to: SlotState::Recovering }),
@@ -583,7 +609,10 @@ fn slot_state_changes_are_checked() {
             match array.set_slot_state(s, SlotState::Faulty, false) {
                 Ok(()) => {
                     assert!(survivable, "{name}: failing {s} after {failed:?} accepted");
-                    assert_eq!(array.take_events(), vec![EngineEvent::MemberFailed { slot: s, reason: "failed by request".into() }]);
+                    assert_eq!(
+                        array.take_events(),
+                        vec![EngineEvent::MemberFailed { slot: s, reason: "failed by request".into() }]
+                    );
                     failed.push(s);
                 }
                 Err(e) => {
@@ -599,7 +628,10 @@ fn slot_state_changes_are_checked() {
         // The operator insists.
         array.set_slot_state(refused[0], SlotState::Faulty, true).unwrap();
         assert_eq!(array.slot_states()[refused[0]], SlotState::Faulty);
-        assert!(matches!(array.submit(Request::Read { offset: 0, len: 512 }).map(|_| array.next_completion()), Ok(Some((_, Err(EngineError::ArrayFailed))))));
+        assert!(matches!(
+            array.submit(Request::Read { offset: 0, len: 512 }).map(|_| array.next_completion()),
+            Ok(Some((_, Err(EngineError::ArrayFailed))))
+        ));
         // Faulty may be emptied, and a spare may go in an empty slot; it cannot be trusted at once.
         array.set_slot_state(refused[0], SlotState::Missing, false).unwrap();
         assert_eq!(
@@ -626,8 +658,14 @@ fn recover_requests_are_checked() {
         array.set_slot_state(0, SlotState::Faulty, false).unwrap();
         array.set_slot_state(0, SlotState::Recovering, false).unwrap();
         let end = g.member_data_bytes();
-        assert!(matches!(array.submit(Request::Recover { offset: end - 10, len: 11 }), Err(EngineError::OutOfRange { .. })), "{name}");
-        assert!(matches!(array.submit(Request::Recover { offset: u64::MAX, len: 2 }), Err(EngineError::OutOfRange { .. })), "{name}");
+        assert!(
+            matches!(array.submit(Request::Recover { offset: end - 10, len: 11 }), Err(EngineError::OutOfRange { .. })),
+            "{name}"
+        );
+        assert!(
+            matches!(array.submit(Request::Recover { offset: u64::MAX, len: 2 }), Err(EngineError::OutOfRange { .. })),
+            "{name}"
+        );
         assert!(array.next_io().is_none(), "{name}: a refused request issued I/O");
     }
 }
@@ -643,7 +681,10 @@ fn failing_recovering_member_fails_no_request() {
         let got = execute(&mut array, Request::Recover { offset: 0, len: 20_000 }, &mut |io| members.exec(io));
         assert_eq!(got, Ok(Completion::Recovered), "{name}");
         assert_eq!(array.slot_states()[slot], SlotState::Faulty, "{name}");
-        assert!(matches!(array.take_events().as_slice(), [EngineEvent::MemberFailed { slot: s, .. }] if *s == slot), "{name}");
+        assert!(
+            matches!(array.take_events().as_slice(), [EngineEvent::MemberFailed { slot: s, .. }] if *s == slot),
+            "{name}"
+        );
         // Again as a spare, failing under a foreground write.
         array.set_slot_state(slot, SlotState::Recovering, false).unwrap();
         let data = pattern(50_000, 9);
@@ -677,10 +718,18 @@ fn completions_from_a_replaced_member_are_ignored() {
         members.no_reads[io.slot] = false;
         let (done, result) = array.next_completion().expect("read finished");
         assert_eq!(done, id);
-        assert_eq!(result, Ok(Completion::Read(model[offset as usize..offset as usize + 4096].to_vec().into())), "{name}");
+        assert_eq!(
+            result,
+            Ok(Completion::Read(model[offset as usize..offset as usize + 4096].to_vec().into())),
+            "{name}"
+        );
         assert_eq!(array.slot_states()[io.slot], SlotState::Recovering, "{name}");
         let events = array.take_events();
-        assert_eq!(events, vec![EngineEvent::MemberFailed { slot: io.slot, reason: "failed by request".into() }], "{name}");
+        assert_eq!(
+            events,
+            vec![EngineEvent::MemberFailed { slot: io.slot, reason: "failed by request".into() }],
+            "{name}"
+        );
 
         // A write in flight to a member failed meanwhile: its failure does not touch the spare.
         let (mut members, mut array, _) = filled_array(&g);

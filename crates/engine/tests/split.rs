@@ -132,7 +132,9 @@ fn read_errors_inside_a_merged_read() {
     assert!(members.disks == snapshot, "the bad data bytes were rewritten");
     let events = array.take_events();
     assert_eq!(events.len(), 1, "{events:?}");
-    assert!(matches!(events[0], uraid_engine::EngineEvent::ReadErrorCorrected { slot: 3, offset, .. } if offset == 8 * KIB));
+    assert!(
+        matches!(events[0], uraid_engine::EngineEvent::ReadErrorCorrected { slot: 3, offset, .. } if offset == 8 * KIB)
+    );
     assert!(array.slot_states().iter().all(|s| *s == SlotState::InSync));
 }
 
@@ -196,16 +198,27 @@ fn random_reads(seed: u64, reads: usize, errors: bool, absent: bool) {
         // One at a time, then all at once with member I/O completing in random order.
         for &(offset, len) in &requests {
             let got = execute(&mut array, Request::Read { offset, len }, &mut |io| members.exec(io)).unwrap();
-            assert!(got == Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()), "{name}: read {offset}+{len} differs");
+            assert!(
+                got == Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()),
+                "{name}: read {offset}+{len} differs"
+            );
         }
-        let results = drive(&mut array, &mut members, requests.iter().map(|&(offset, len)| Request::Read { offset, len }).collect(), &mut rng);
+        let results = drive(
+            &mut array,
+            &mut members,
+            requests.iter().map(|&(offset, len)| Request::Read { offset, len }).collect(),
+            &mut rng,
+        );
         for (&(offset, len), got) in requests.iter().zip(results) {
             assert!(
                 got.unwrap() == Completion::Read(model[offset as usize..(offset + len) as usize].to_vec().into()),
                 "{name}: concurrent read {offset}+{len} differs"
             );
         }
-        assert!(array.slot_states().iter().filter(|s| **s != SlotState::InSync).count() <= usize::from(absent), "{name}: a member left");
+        assert!(
+            array.slot_states().iter().filter(|s| **s != SlotState::InSync).count() <= usize::from(absent),
+            "{name}: a member left"
+        );
     }
 }
 

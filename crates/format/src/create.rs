@@ -268,7 +268,9 @@ fn plan_bitmap(spec: &CreateSpec, size_sectors: u64, bitmap_sectors: u64) -> Res
             return fail(format!("bitmap chunk {c} bytes is not a power of two of at least 4096"));
         }
         Some(c) if c < min_chunk => {
-            return fail(format!("bitmap chunk {c} bytes is too small: the bitmap would not fit; at least {min_chunk}"));
+            return fail(format!(
+                "bitmap chunk {c} bytes is too small: the bitmap would not fit; at least {min_chunk}"
+            ));
         }
         Some(c) => c,
         None => min_chunk.max(DEFAULT_BITMAP_CHUNK),

@@ -330,7 +330,12 @@ impl Superblock {
 
     /// The superblock for a device joining this array (see [`Superblock1::for_new_member`]).
     /// Adding devices to 0.90 arrays is not supported.
-    pub fn for_new_member(&self, dev_number: u32, device_uuid: [u8; 16], device_bytes: u64) -> Result<Superblock, FormatError> {
+    pub fn for_new_member(
+        &self,
+        dev_number: u32,
+        device_uuid: [u8; 16],
+        device_bytes: u64,
+    ) -> Result<Superblock, FormatError> {
         match self {
             Superblock::V1(sb) => Ok(Superblock::V1(sb.for_new_member(dev_number, device_uuid, device_bytes)?)),
             Superblock::V090(_) => Err(FormatError::Create("adding a device to a 0.90 array is not supported".into())),

@@ -437,7 +437,12 @@ impl Superblock1 {
     /// array's superblock with the new device's number, UUID and placement. The metadata areas
     /// keep their offsets relative to the superblock, as mdadm's `add_to_super1` arranges; the
     /// device must hold this array's data size (`size`) after them.
-    pub fn for_new_member(&self, dev_number: u32, device_uuid: [u8; 16], device_bytes: u64) -> Result<Superblock1, FormatError> {
+    pub fn for_new_member(
+        &self,
+        dev_number: u32,
+        device_uuid: [u8; 16],
+        device_bytes: u64,
+    ) -> Result<Superblock1, FormatError> {
         let sectors = device_bytes / 512;
         let mut sb = self.clone();
         sb.dev_number = dev_number;
@@ -446,10 +451,9 @@ impl Superblock1 {
         sb.recovery_offset = 0;
         sb.cnt_corrected_read = 0;
         sb.devflags = 0;
-        let super_offset = self
-            .version
-            .superblock_sector(sectors)
-            .ok_or_else(|| FormatError::Create(format!("device of {device_bytes} bytes is too small for md metadata")))?;
+        let super_offset = self.version.superblock_sector(sectors).ok_or_else(|| {
+            FormatError::Create(format!("device of {device_bytes} bytes is too small for md metadata"))
+        })?;
         let (data_offset, data_size) = match self.version {
             // Metadata sits between the data and the superblock at the end: keep the same gap.
             MetadataVersion::V1_0 => {

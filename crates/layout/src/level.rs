@@ -21,15 +21,8 @@ pub enum Level {
 
 impl Level {
     /// Every supported level, in md number order.
-    pub const ALL: [Level; 7] = [
-        Level::Linear,
-        Level::Raid0,
-        Level::Raid1,
-        Level::Raid4,
-        Level::Raid5,
-        Level::Raid6,
-        Level::Raid10,
-    ];
+    pub const ALL: [Level; 7] =
+        [Level::Linear, Level::Raid0, Level::Raid1, Level::Raid4, Level::Raid5, Level::Raid6, Level::Raid10];
 
     /// The level for md's level number (`LEVEL_LINEAR` is -1).
     pub fn from_md(level: i32) -> Result<Level, LayoutError> {
@@ -94,10 +87,7 @@ impl Level {
 
     /// Whether the level keeps a chunk size (linear may carry one only as a rounding unit).
     pub fn is_striped(self) -> bool {
-        matches!(
-            self,
-            Level::Raid0 | Level::Raid4 | Level::Raid5 | Level::Raid6 | Level::Raid10
-        )
+        matches!(self, Level::Raid0 | Level::Raid4 | Level::Raid5 | Level::Raid6 | Level::Raid10)
     }
 
     /// Whether the level is raid4, raid5 or raid6 (handled by [`crate::parity`]).
@@ -130,14 +120,8 @@ mod tests {
         assert_eq!(Level::parse("stripe"), Ok(Level::Raid0));
         assert_eq!(Level::parse("mirror"), Ok(Level::Raid1));
         assert_eq!(Level::parse("RAID5"), Ok(Level::Raid5));
-        assert_eq!(
-            Level::parse("multipath"),
-            Err(LayoutError::UnsupportedLevel(-4))
-        );
+        assert_eq!(Level::parse("multipath"), Err(LayoutError::UnsupportedLevel(-4)));
         assert_eq!(Level::from_md(-4), Err(LayoutError::UnsupportedLevel(-4)));
-        assert!(matches!(
-            Level::parse("raid7"),
-            Err(LayoutError::UnknownLevelName(_))
-        ));
+        assert!(matches!(Level::parse("raid7"), Err(LayoutError::UnknownLevelName(_))));
     }
 }

@@ -56,11 +56,7 @@ pub enum LayoutError {
     UnknownLevelName(String),
 
     #[error("{level} needs at least {min} member devices, but {got} were given")]
-    TooFewDevices {
-        level: Level,
-        min: usize,
-        got: usize,
-    },
+    TooFewDevices { level: Level, min: usize, got: usize },
 
     #[error("{level} needs a chunk size, but none (0) was given")]
     ChunkMissing { level: Level },
@@ -81,11 +77,7 @@ pub enum LayoutError {
     UnknownRaid10Layout(String),
 
     #[error("raid10 layout {format} keeps {copies} copies, which needs at least {copies} member devices, but the array has {raid_disks}")]
-    Raid10TooFewDevices {
-        format: Raid10Format,
-        copies: u32,
-        raid_disks: usize,
-    },
+    Raid10TooFewDevices { format: Raid10Format, copies: u32, raid_disks: usize },
 
     #[error("{level} has no parity layout (only raid4, raid5 and raid6 do)")]
     NotParityLevel { level: Level },
@@ -97,10 +89,7 @@ pub enum LayoutError {
     UnknownParityAlgorithmName { level: Level, name: String },
 
     #[error("layout {} is only valid for raid6, not {level}", .algorithm.name())]
-    AlgorithmNeedsRaid6 {
-        level: Level,
-        algorithm: ParityAlgorithm,
-    },
+    AlgorithmNeedsRaid6 { level: Level, algorithm: ParityAlgorithm },
 
     #[error("the array would be larger than 2^64 sectors")]
     TooLarge,
@@ -128,10 +117,7 @@ impl std::fmt::Display for SizeText {
 /// Panics with a uniform message when `logical` is outside an array of `array_sectors`.
 #[track_caller]
 pub(crate) fn check_in_array(logical: u64, array_sectors: u64) {
-    assert!(
-        logical < array_sectors,
-        "logical sector {logical} is outside the array ({array_sectors} sectors)"
-    );
+    assert!(logical < array_sectors, "logical sector {logical} is outside the array ({array_sectors} sectors)");
 }
 
 #[cfg(test)]
@@ -140,22 +126,10 @@ mod tests {
 
     #[test]
     fn errors_read_as_sentences() {
-        let e = LayoutError::ChunkNotPowerOfTwo {
-            level: Level::Raid5,
-            chunk_sectors: 24,
-        };
-        assert_eq!(
-            e.to_string(),
-            "chunk size 12 KiB is not a power of two (raid5 needs one)"
-        );
-        let e = LayoutError::ChunkTooSmall {
-            level: Level::Raid10,
-            chunk_sectors: 3,
-        };
-        assert_eq!(
-            e.to_string(),
-            "chunk size 3 sectors is smaller than 4 KiB, the smallest chunk raid10 accepts"
-        );
+        let e = LayoutError::ChunkNotPowerOfTwo { level: Level::Raid5, chunk_sectors: 24 };
+        assert_eq!(e.to_string(), "chunk size 12 KiB is not a power of two (raid5 needs one)");
+        let e = LayoutError::ChunkTooSmall { level: Level::Raid10, chunk_sectors: 3 };
+        assert_eq!(e.to_string(), "chunk size 3 sectors is smaller than 4 KiB, the smallest chunk raid10 accepts");
         assert_eq!(SizeText(1024).to_string(), "512 KiB");
         assert_eq!(SizeText(8192).to_string(), "4 MiB");
     }

@@ -23,31 +23,19 @@ impl LinearLayout {
     /// 64 KiB). `chunk_sectors` is 0 for no rounding.
     pub fn new(member_sectors: &[u64], chunk_sectors: u32) -> Result<Self, LayoutError> {
         if member_sectors.is_empty() {
-            return Err(LayoutError::TooFewDevices {
-                level: Level::Linear,
-                min: 1,
-                got: 0,
-            });
+            return Err(LayoutError::TooFewDevices { level: Level::Linear, min: 1, got: 0 });
         }
         let mut ends = Vec::with_capacity(member_sectors.len());
         let mut used = Vec::with_capacity(member_sectors.len());
         let mut end = 0u64;
         for &sectors in member_sectors {
             // linear_conf: rdev->sectors is rounded down to the chunk when a chunk is set.
-            let sectors = if chunk_sectors == 0 {
-                sectors
-            } else {
-                sectors - sectors % u64::from(chunk_sectors)
-            };
+            let sectors = if chunk_sectors == 0 { sectors } else { sectors - sectors % u64::from(chunk_sectors) };
             end = end.checked_add(sectors).ok_or(LayoutError::TooLarge)?;
             used.push(sectors);
             ends.push(end);
         }
-        Ok(LinearLayout {
-            ends,
-            used,
-            chunk_sectors,
-        })
+        Ok(LinearLayout { ends, used, chunk_sectors })
     }
 
     /// The array size: the sum of the (rounded) member sizes.
@@ -76,11 +64,7 @@ impl LinearLayout {
         // Members with zero sectors own no range; the first end past `logical` is the owner.
         let member = self.ends.partition_point(|&end| end <= logical);
         let start = self.ends[member] - self.used[member];
-        Extent {
-            member,
-            sector: logical - start,
-            sectors: self.ends[member] - logical,
-        }
+        Extent { member, sector: logical - start, sectors: self.ends[member] - logical }
     }
 
     /// The array sector stored at `sector` of `member`, or `None` past that member's part.
@@ -98,30 +82,9 @@ mod tests {
     fn members_are_concatenated_after_rounding() {
         let layout = LinearLayout::new(&[100, 0, 250], 64).unwrap();
         assert_eq!(layout.array_sectors(), 64 + 192);
-        assert_eq!(
-            layout.map(0),
-            Extent {
-                member: 0,
-                sector: 0,
-                sectors: 64
-            }
-        );
-        assert_eq!(
-            layout.map(63),
-            Extent {
-                member: 0,
-                sector: 63,
-                sectors: 1
-            }
-        );
-        assert_eq!(
-            layout.map(64),
-            Extent {
-                member: 2,
-                sector: 0,
-                sectors: 192
-            }
-        );
+        assert_eq!(layout.map(0), Extent { member: 0, sector: 0, sectors: 64 });
+        assert_eq!(layout.map(63), Extent { member: 0, sector: 63, sectors: 1 });
+        assert_eq!(layout.map(64), Extent { member: 2, sector: 0, sectors: 192 });
         assert_eq!(layout.logical(2, 191), Some(255));
         assert_eq!(layout.logical(2, 192), None);
         assert_eq!(layout.logical(1, 0), None);
@@ -131,13 +94,6 @@ mod tests {
     fn no_chunk_means_no_rounding() {
         let layout = LinearLayout::new(&[6144, 10240], 0).unwrap();
         assert_eq!(layout.array_sectors(), 16384);
-        assert_eq!(
-            layout.map(6144),
-            Extent {
-                member: 1,
-                sector: 0,
-                sectors: 10240
-            }
-        );
+        assert_eq!(layout.map(6144), Extent { member: 1, sector: 0, sectors: 10240 });
     }
 }

@@ -103,21 +103,13 @@ impl ParityAlgorithm {
 
     /// md's layout number.
     pub fn to_md(self) -> u32 {
-        ALGORITHMS
-            .iter()
-            .find(|(a, _, _)| *a == self)
-            .map(|(_, n, _)| *n)
-            .expect("listed")
+        ALGORITHMS.iter().find(|(a, _, _)| *a == self).map(|(_, n, _)| *n).expect("listed")
     }
 
     /// The name mdadm prints and accepts: "left-symmetric", "parity-first", "ddf-N-restart",
     /// "left-symmetric-6", ...
     pub fn name(self) -> &'static str {
-        ALGORITHMS
-            .iter()
-            .find(|(a, _, _)| *a == self)
-            .map(|(_, _, s)| *s)
-            .expect("listed")
+        ALGORITHMS.iter().find(|(a, _, _)| *a == self).map(|(_, _, s)| *s).expect("listed")
     }
 
     /// Whether the algorithm exists at `level` (the DDF and `-6` ones only for raid6).
@@ -160,23 +152,14 @@ impl ParityAlgorithm {
             "ddf-n-continue" => Some(A::LeftSymmetric),
             _ => None,
         };
-        let named = ALGORITHMS
-            .iter()
-            .find(|(_, _, name)| name.eq_ignore_ascii_case(&text))
-            .map(|(a, _, _)| *a);
+        let named = ALGORITHMS.iter().find(|(_, _, name)| name.eq_ignore_ascii_case(&text)).map(|(a, _, _)| *a);
         let found = match (short, raid5_ddf, level) {
             (Some(a), _, _) => a,
             (None, Some(a), Level::Raid4 | Level::Raid5) => a,
-            _ => named.ok_or_else(|| LayoutError::UnknownParityAlgorithmName {
-                level,
-                name: s.to_string(),
-            })?,
+            _ => named.ok_or_else(|| LayoutError::UnknownParityAlgorithmName { level, name: s.to_string() })?,
         };
         if !found.valid_for(level) {
-            return Err(LayoutError::AlgorithmNeedsRaid6 {
-                level,
-                algorithm: found,
-            });
+            return Err(LayoutError::AlgorithmNeedsRaid6 { level, algorithm: found });
         }
         Ok(found)
     }
@@ -254,11 +237,7 @@ impl ParityLayout {
             _ => return Err(LayoutError::NotParityLevel { level }),
         };
         if raid_disks < min {
-            return Err(LayoutError::TooFewDevices {
-                level,
-                min,
-                got: raid_disks,
-            });
+            return Err(LayoutError::TooFewDevices { level, min, got: raid_disks });
         }
         if !algorithm.valid_for(level) {
             return Err(LayoutError::AlgorithmNeedsRaid6 { level, algorithm });
@@ -267,31 +246,15 @@ impl ParityLayout {
             return Err(LayoutError::ChunkMissing { level });
         }
         if !chunk_sectors.is_power_of_two() {
-            return Err(LayoutError::ChunkNotPowerOfTwo {
-                level,
-                chunk_sectors,
-            });
+            return Err(LayoutError::ChunkNotPowerOfTwo { level, chunk_sectors });
         }
         if chunk_sectors < PAGE_SECTORS {
-            return Err(LayoutError::ChunkTooSmall {
-                level,
-                chunk_sectors,
-            });
+            return Err(LayoutError::ChunkTooSmall { level, chunk_sectors });
         }
         let data_disks = raid_disks - parity_disks;
         let dev_sectors = component_sectors & !(u64::from(chunk_sectors) - 1);
-        let array_sectors = dev_sectors
-            .checked_mul(data_disks as u64)
-            .ok_or(LayoutError::TooLarge)?;
-        Ok(ParityLayout {
-            level,
-            algorithm,
-            raid_disks,
-            data_disks,
-            chunk_sectors,
-            dev_sectors,
-            array_sectors,
-        })
+        let array_sectors = dev_sectors.checked_mul(data_disks as u64).ok_or(LayoutError::TooLarge)?;
+        Ok(ParityLayout { level, algorithm, raid_disks, data_disks, chunk_sectors, dev_sectors, array_sectors })
     }
 
     pub fn level(&self) -> Level {
@@ -352,9 +315,7 @@ impl ParityLayout {
     pub fn stripe(&self, stripe: u64) -> StripeRoles {
         let first = self.place(stripe, 0);
         let (p, q) = (first.p, first.q);
-        let data: MemberList<usize> = (0..self.data_disks)
-            .map(|i| self.place(stripe, i).data)
-            .collect();
+        let data: MemberList<usize> = (0..self.data_disks).map(|i| self.place(stripe, i).data).collect();
         let n = self.raid_disks;
         let mut syndrome_slot: MemberList<Option<usize>> = smallvec![None; n];
         let syndrome_disks = match q {
@@ -386,13 +347,7 @@ impl ParityLayout {
                 }
             }
         };
-        StripeRoles {
-            p,
-            q,
-            data,
-            syndrome_slot,
-            syndrome_disks,
-        }
+        StripeRoles { p, q, data, syndrome_slot, syndrome_disks }
     }
 
     /// The array sector stored at `sector` of `member`; `None` for P and Q chunks and past the
@@ -417,11 +372,7 @@ impl ParityLayout {
         // Rotation position of this stripe among `modulus` members.
         let rot = |stripe: u64, modulus: usize| (stripe % modulus as u64) as usize;
         match self.level {
-            Level::Raid4 => Placement {
-                data: dd,
-                p: data_disks,
-                q: None,
-            },
+            Level::Raid4 => Placement { data: dd, p: data_disks, q: None },
             Level::Raid5 => {
                 let (p, data) = match self.algorithm {
                     A::LeftAsymmetric => {
@@ -504,11 +455,7 @@ impl ParityLayout {
                     }
                     A::ParityFirst6 => (0, n - 1, dd + 1),
                 };
-                Placement {
-                    data,
-                    p,
-                    q: Some(q),
-                }
+                Placement { data, p, q: Some(q) }
             }
             other => unreachable!("{other} is not a parity level"),
         }
@@ -534,17 +481,8 @@ mod tests {
     fn raid5_left_symmetric_rotates_as_documented() {
         // md's left-symmetric with 4 members: P on 3, 2, 1, 0; data starts after P.
         let l = layout(Level::Raid5, A::LeftSymmetric, 4);
-        let roles: Vec<(usize, Vec<usize>)> =
-            (0..4).map(|s| l.stripe(s)).map(|r| (r.p, r.data.to_vec())).collect();
-        assert_eq!(
-            roles,
-            vec![
-                (3, vec![0, 1, 2]),
-                (2, vec![3, 0, 1]),
-                (1, vec![2, 3, 0]),
-                (0, vec![1, 2, 3])
-            ]
-        );
+        let roles: Vec<(usize, Vec<usize>)> = (0..4).map(|s| l.stripe(s)).map(|r| (r.p, r.data.to_vec())).collect();
+        assert_eq!(roles, vec![(3, vec![0, 1, 2]), (2, vec![3, 0, 1]), (1, vec![2, 3, 0]), (0, vec![1, 2, 3])]);
     }
 
     #[test]
@@ -578,18 +516,12 @@ mod tests {
         let l = layout(Level::Raid6, A::LeftAsymmetric, 5);
         let roles = l.stripe(1);
         assert_eq!((roles.p, roles.q), (3, Some(4)));
-        assert_eq!(
-            roles.syndrome_slot.to_vec(),
-            vec![Some(0), Some(1), Some(2), None, None]
-        );
+        assert_eq!(roles.syndrome_slot.to_vec(), vec![Some(0), Some(1), Some(2), None, None]);
         // Stripe 2: P on 2, Q on 3, data on 0 1 4; the walk starts at 4.
         let roles = l.stripe(2);
         assert_eq!((roles.p, roles.q), (2, Some(3)));
         assert_eq!(roles.data.to_vec(), vec![0, 1, 4]);
-        assert_eq!(
-            roles.syndrome_slot.to_vec(),
-            vec![Some(1), Some(2), None, None, Some(0)]
-        );
+        assert_eq!(roles.syndrome_slot.to_vec(), vec![Some(1), Some(2), None, None, Some(0)]);
         // DDF: the slot is the member index, over N slots.
         let l = layout(Level::Raid6, A::DdfNContinue, 5);
         let roles = l.stripe(1);
@@ -610,49 +542,28 @@ mod tests {
     #[test]
     fn names_and_numbers() {
         for (algorithm, number, name) in ALGORITHMS {
-            assert_eq!(
-                ParityAlgorithm::from_md(Level::Raid6, number),
-                Ok(algorithm)
-            );
+            assert_eq!(ParityAlgorithm::from_md(Level::Raid6, number), Ok(algorithm));
             assert_eq!(ParityAlgorithm::parse(Level::Raid6, name), Ok(algorithm));
             assert_eq!(algorithm.to_md(), number);
             assert_eq!(algorithm.to_string(), name);
         }
-        assert_eq!(
-            ParityAlgorithm::parse(Level::Raid5, "default"),
-            Ok(A::LeftSymmetric)
-        );
-        assert_eq!(
-            ParityAlgorithm::parse(Level::Raid5, "ra"),
-            Ok(A::RightAsymmetric)
-        );
-        assert_eq!(
-            ParityAlgorithm::parse(Level::Raid5, "ddf-N-restart"),
-            Ok(A::LeftAsymmetric)
-        );
-        assert_eq!(
-            ParityAlgorithm::parse(Level::Raid6, "ddf-N-restart"),
-            Ok(A::DdfNRestart)
-        );
+        assert_eq!(ParityAlgorithm::parse(Level::Raid5, "default"), Ok(A::LeftSymmetric));
+        assert_eq!(ParityAlgorithm::parse(Level::Raid5, "ra"), Ok(A::RightAsymmetric));
+        assert_eq!(ParityAlgorithm::parse(Level::Raid5, "ddf-N-restart"), Ok(A::LeftAsymmetric));
+        assert_eq!(ParityAlgorithm::parse(Level::Raid6, "ddf-N-restart"), Ok(A::DdfNRestart));
         assert!(matches!(
             ParityAlgorithm::parse(Level::Raid5, "left-symmetric-6"),
             Err(LayoutError::AlgorithmNeedsRaid6 { .. })
         ));
         assert!(ParityAlgorithm::from_md(Level::Raid5, 8).is_err());
-        assert_eq!(
-            ParityAlgorithm::from_md(Level::Raid4, 0),
-            Ok(A::LeftAsymmetric)
-        );
+        assert_eq!(ParityAlgorithm::from_md(Level::Raid4, 0), Ok(A::LeftAsymmetric));
         assert!(ParityAlgorithm::parse(Level::Raid5, "sideways").is_err());
     }
 
     #[test]
     fn refuses_what_md_refuses() {
         let e = ParityLayout::new(Level::Raid5, A::LeftSymmetric, 4, 24, 6144).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "chunk size 12 KiB is not a power of two (raid5 needs one)"
-        );
+        assert_eq!(e.to_string(), "chunk size 12 KiB is not a power of two (raid5 needs one)");
         assert!(ParityLayout::new(Level::Raid6, A::LeftSymmetric, 3, 128, 6144).is_err());
         assert!(ParityLayout::new(Level::Raid5, A::LeftSymmetric, 1, 128, 6144).is_err());
         assert!(ParityLayout::new(Level::Raid5, A::DdfNRestart, 4, 128, 6144).is_err());

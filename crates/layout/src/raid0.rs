@@ -97,22 +97,12 @@ impl Raid0Layout {
     /// A multi-zone array with [`Raid0ZoneLayout::Unset`] is refused as the kernel refuses it,
     /// except when zone 1 has one member (e.g. any two-member array), where both layouts give the
     /// same map and `create_strip_zones` accepts it.
-    pub fn new(
-        member_sectors: &[u64],
-        chunk_sectors: u32,
-        zone_layout: Raid0ZoneLayout,
-    ) -> Result<Self, LayoutError> {
+    pub fn new(member_sectors: &[u64], chunk_sectors: u32, zone_layout: Raid0ZoneLayout) -> Result<Self, LayoutError> {
         if member_sectors.is_empty() {
-            return Err(LayoutError::TooFewDevices {
-                level: Level::Raid0,
-                min: 1,
-                got: 0,
-            });
+            return Err(LayoutError::TooFewDevices { level: Level::Raid0, min: 1, got: 0 });
         }
         if chunk_sectors == 0 {
-            return Err(LayoutError::ChunkMissing {
-                level: Level::Raid0,
-            });
+            return Err(LayoutError::ChunkMissing { level: Level::Raid0 });
         }
         let chunk = u64::from(chunk_sectors);
         let used: Vec<u64> = member_sectors.iter().map(|&s| s - s % chunk).collect();
@@ -121,26 +111,13 @@ impl Raid0Layout {
         let mut dev_start = 0u64;
         let mut start = 0u64;
         loop {
-            let members: Vec<usize> = (0..used.len())
-                .filter(|&m| zones.is_empty() || used[m] > dev_start)
-                .collect();
+            let members: Vec<usize> = (0..used.len()).filter(|&m| zones.is_empty() || used[m] > dev_start).collect();
             if members.is_empty() {
                 break;
             }
-            let smallest = members
-                .iter()
-                .map(|&m| used[m])
-                .min()
-                .expect("non-empty zone");
-            let sectors = (smallest - dev_start)
-                .checked_mul(members.len() as u64)
-                .ok_or(LayoutError::TooLarge)?;
-            zones.push(Raid0Zone {
-                start,
-                sectors,
-                dev_start,
-                members,
-            });
+            let smallest = members.iter().map(|&m| used[m]).min().expect("non-empty zone");
+            let sectors = (smallest - dev_start).checked_mul(members.len() as u64).ok_or(LayoutError::TooLarge)?;
+            zones.push(Raid0Zone { start, sectors, dev_start, members });
             start = start.checked_add(sectors).ok_or(LayoutError::TooLarge)?;
             dev_start = smallest;
         }
@@ -158,17 +135,9 @@ impl Raid0Layout {
         // same mask is applied here.
         let mut array_sectors = 0u64;
         for &s in &used {
-            array_sectors = array_sectors
-                .checked_add(s & !(chunk - 1))
-                .ok_or(LayoutError::TooLarge)?;
+            array_sectors = array_sectors.checked_add(s & !(chunk - 1)).ok_or(LayoutError::TooLarge)?;
         }
-        Ok(Raid0Layout {
-            zones,
-            chunk_sectors: chunk,
-            array_sectors,
-            effective,
-            used,
-        })
+        Ok(Raid0Layout { zones, chunk_sectors: chunk, array_sectors, effective, used })
     }
 
     /// The array size as `raid0_size` computes it.
@@ -206,9 +175,7 @@ impl Raid0Layout {
         check_in_array(logical, self.array_sectors);
         let chunk = self.chunk_sectors;
         // find_zone: the first zone ending past `logical`.
-        let zone_index = self
-            .zones
-            .partition_point(|z| z.start + z.sectors <= logical);
+        let zone_index = self.zones.partition_point(|z| z.start + z.sectors <= logical);
         let zone = &self.zones[zone_index];
         let nb_dev = zone.members.len() as u64;
         let in_zone = logical - zone.start;
@@ -221,20 +188,14 @@ impl Raid0Layout {
         let member = zone.members[(selector % nb_dev) as usize];
         let row = in_zone / (chunk * nb_dev);
         let sectors = (chunk - in_chunk).min(self.array_sectors - logical);
-        Extent {
-            member,
-            sector: zone.dev_start + row * chunk + in_chunk,
-            sectors,
-        }
+        Extent { member, sector: zone.dev_start + row * chunk + in_chunk, sectors }
     }
 
     /// The array sector stored at `sector` of `member`, or `None` if that sector holds no data.
     pub fn logical(&self, member: usize, sector: u64) -> Option<u64> {
         let chunk = self.chunk_sectors;
         let zone = self.zones.iter().find(|z| {
-            z.members.contains(&member)
-                && sector >= z.dev_start
-                && sector < z.dev_start + z.member_sectors()
+            z.members.contains(&member) && sector >= z.dev_start && sector < z.dev_start + z.member_sectors()
         })?;
         let nb_dev = zone.members.len() as u64;
         let position = zone.members.iter().position(|&m| m == member)? as u64;
@@ -258,44 +219,20 @@ mod tests {
     #[test]
     fn three_unequal_members_make_three_zones() {
         // The shape of the kernel fixture raid0-3-64k-zones-orig: 3, 5 and 7 MiB of data.
-        let layout =
-            Raid0Layout::new(&[6144, 10240, 14336], 128, Raid0ZoneLayout::Original).unwrap();
+        let layout = Raid0Layout::new(&[6144, 10240, 14336], 128, Raid0ZoneLayout::Original).unwrap();
         let zones = layout.zones();
         assert_eq!(zones.len(), 3);
-        assert_eq!(
-            (zones[0].start, zones[0].sectors, zones[0].dev_start),
-            (0, 18432, 0)
-        );
+        assert_eq!((zones[0].start, zones[0].sectors, zones[0].dev_start), (0, 18432, 0));
         assert_eq!(zones[0].members, vec![0, 1, 2]);
-        assert_eq!(
-            (zones[1].start, zones[1].sectors, zones[1].dev_start),
-            (18432, 8192, 6144)
-        );
+        assert_eq!((zones[1].start, zones[1].sectors, zones[1].dev_start), (18432, 8192, 6144));
         assert_eq!(zones[1].members, vec![1, 2]);
-        assert_eq!(
-            (zones[2].start, zones[2].sectors, zones[2].dev_start),
-            (26624, 4096, 10240)
-        );
+        assert_eq!((zones[2].start, zones[2].sectors, zones[2].dev_start), (26624, 4096, 10240));
         assert_eq!(zones[2].members, vec![2]);
         assert_eq!(layout.array_sectors(), 30720);
         // Zone 1 starts at array chunk 144 (even): original layout puts it on the zone's first
         // member. Array chunk 145 goes to the second.
-        assert_eq!(
-            layout.map(18432),
-            Extent {
-                member: 1,
-                sector: 6144,
-                sectors: 128
-            }
-        );
-        assert_eq!(
-            layout.map(18432 + 128),
-            Extent {
-                member: 2,
-                sector: 6144,
-                sectors: 128
-            }
-        );
+        assert_eq!(layout.map(18432), Extent { member: 1, sector: 6144, sectors: 128 });
+        assert_eq!(layout.map(18432 + 128), Extent { member: 2, sector: 6144, sectors: 128 });
     }
 
     #[test]
@@ -308,10 +245,7 @@ mod tests {
         assert_eq!(alt.map(24).member, 1);
         assert_eq!(orig.logical(2, 8), Some(24));
         assert_eq!(alt.logical(1, 8), Some(24));
-        assert_eq!(
-            Raid0Layout::new(&sizes, 8, Raid0ZoneLayout::Unset),
-            Err(LayoutError::Raid0LayoutUnset)
-        );
+        assert_eq!(Raid0Layout::new(&sizes, 8, Raid0ZoneLayout::Unset), Err(LayoutError::Raid0LayoutUnset));
     }
 
     #[test]
@@ -320,14 +254,7 @@ mod tests {
         // Two members of different sizes: zone 1 has one member.
         let two = Raid0Layout::new(&[16, 40], 8, Raid0ZoneLayout::Unset).unwrap();
         assert_eq!(two.zones().len(), 2);
-        assert_eq!(
-            two.map(32),
-            Extent {
-                member: 1,
-                sector: 16,
-                sectors: 8
-            }
-        );
+        assert_eq!(two.map(32), Extent { member: 1, sector: 16, sectors: 8 });
     }
 
     #[test]
@@ -335,21 +262,7 @@ mod tests {
         // 12 KiB chunks, as mdadm allows for raid0.
         let layout = Raid0Layout::new(&[6144, 6144], 24, Raid0ZoneLayout::Unset).unwrap();
         assert_eq!(layout.array_sectors(), 12288);
-        assert_eq!(
-            layout.map(24 + 5),
-            Extent {
-                member: 1,
-                sector: 5,
-                sectors: 19
-            }
-        );
-        assert_eq!(
-            layout.map(48),
-            Extent {
-                member: 0,
-                sector: 24,
-                sectors: 24
-            }
-        );
+        assert_eq!(layout.map(24 + 5), Extent { member: 1, sector: 5, sectors: 19 });
+        assert_eq!(layout.map(48), Extent { member: 0, sector: 24, sectors: 24 });
     }
 }

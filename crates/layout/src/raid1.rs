@@ -17,16 +17,9 @@ impl Raid1Layout {
     /// single-member raid1.
     pub fn new(raid_disks: usize, component_sectors: u64) -> Result<Self, LayoutError> {
         if raid_disks == 0 {
-            return Err(LayoutError::TooFewDevices {
-                level: Level::Raid1,
-                min: 1,
-                got: 0,
-            });
+            return Err(LayoutError::TooFewDevices { level: Level::Raid1, min: 1, got: 0 });
         }
-        Ok(Raid1Layout {
-            raid_disks,
-            component_sectors,
-        })
+        Ok(Raid1Layout { raid_disks, component_sectors })
     }
 
     /// The array size: one component.
@@ -51,11 +44,7 @@ impl Raid1Layout {
         check_in_array(logical, self.component_sectors);
         let sectors = self.component_sectors - logical;
         for member in 0..self.raid_disks {
-            each(Extent {
-                member,
-                sector: logical,
-                sectors,
-            });
+            each(Extent { member, sector: logical, sectors });
         }
     }
 
@@ -74,10 +63,7 @@ mod tests {
         let layout = Raid1Layout::new(3, 1000).unwrap();
         let extents = layout.map(10);
         assert_eq!(extents.len(), 3);
-        assert!(extents
-            .iter()
-            .enumerate()
-            .all(|(i, e)| e.member == i && e.sector == 10));
+        assert!(extents.iter().enumerate().all(|(i, e)| e.member == i && e.sector == 10));
         assert_eq!(extents[0].sectors, 990);
         assert_eq!(layout.logical(2, 999), Some(999));
         assert_eq!(layout.logical(3, 0), None);

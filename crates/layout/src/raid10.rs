@@ -31,12 +31,7 @@ pub struct Raid10Format {
 
 impl Raid10Format {
     /// mdadm's default layout, `n2`.
-    pub const NEAR2: Raid10Format = Raid10Format {
-        near: 2,
-        far: 1,
-        offset: false,
-        far_set_mode: 0,
-    };
+    pub const NEAR2: Raid10Format = Raid10Format { near: 2, far: 1, offset: false, far_set_mode: 0 };
 
     /// Decodes md's layout number, refusing what `setup_geo`/`setup_conf` refuse: unknown high
     /// bits, an unknown far-set mode, zero copies, fewer than two copies in total.
@@ -65,10 +60,7 @@ impl Raid10Format {
 
     /// md's layout number.
     pub fn to_md(self) -> u32 {
-        (self.near & 0xff)
-            | ((self.far & 0xff) << 8)
-            | (u32::from(self.offset) << 16)
-            | ((self.far_set_mode & 3) << 17)
+        (self.near & 0xff) | ((self.far & 0xff) << 8) | (u32::from(self.offset) << 16) | ((self.far_set_mode & 3) << 17)
     }
 
     /// Total copies of every sector (`near * far`).
@@ -92,10 +84,7 @@ impl Raid10Format {
 
         let mut pairs: Vec<(String, u32)> = Vec::new();
         if text.contains('=') {
-            for part in text
-                .split(|c: char| c == ',' || c.is_whitespace())
-                .filter(|p| !p.is_empty())
-            {
+            for part in text.split(|c: char| c == ',' || c.is_whitespace()).filter(|p| !p.is_empty()) {
                 let (key, value) = part.split_once('=').ok_or_else(unknown)?;
                 pairs.push((key.to_string(), value.parse().map_err(|_| unknown())?));
             }
@@ -107,10 +96,7 @@ impl Raid10Format {
                 if digits == 0 {
                     return Err(unknown());
                 }
-                pairs.push((
-                    letter.to_string(),
-                    rest[1..1 + digits].parse().map_err(|_| unknown())?,
-                ));
+                pairs.push((letter.to_string(), rest[1..1 + digits].parse().map_err(|_| unknown())?));
                 rest = &rest[1 + digits..];
             }
         }
@@ -118,12 +104,7 @@ impl Raid10Format {
             return Err(unknown());
         }
 
-        let mut format = Raid10Format {
-            near: 1,
-            far: 1,
-            offset: false,
-            far_set_mode: 0,
-        };
+        let mut format = Raid10Format { near: 1, far: 1, offset: false, far_set_mode: 0 };
         let (mut saw_near, mut saw_far) = (false, false);
         for (key, value) in pairs {
             match key.as_str() {
@@ -161,11 +142,7 @@ impl fmt::Display for Raid10Format {
             parts.push(format!("near={}", self.near));
         }
         if self.far != 1 {
-            parts.push(format!(
-                "{}={}",
-                if self.offset { "offset" } else { "far" },
-                self.far
-            ));
+            parts.push(format!("{}={}", if self.offset { "offset" } else { "far" }, self.far));
         }
         if self.near * self.far == 1 {
             parts.push("NO REDUNDANCY".to_string());
@@ -205,36 +182,23 @@ impl Raid10Layout {
         component_sectors: u64,
     ) -> Result<Self, LayoutError> {
         // Re-check fields a caller may have filled in by hand.
-        let format = Raid10Format::from_md(format.to_md())
-            .ok()
-            .filter(|checked| *checked == format)
-            .ok_or(LayoutError::InvalidRaid10Layout {
+        let format = Raid10Format::from_md(format.to_md()).ok().filter(|checked| *checked == format).ok_or(
+            LayoutError::InvalidRaid10Layout {
                 layout: format.to_md(),
                 reason: "copy counts must be 1..=255 with at least 2 copies in total, far-set mode 0..=2",
-            })?;
+            },
+        )?;
         if chunk_sectors == 0 {
-            return Err(LayoutError::ChunkMissing {
-                level: Level::Raid10,
-            });
+            return Err(LayoutError::ChunkMissing { level: Level::Raid10 });
         }
         if !chunk_sectors.is_power_of_two() {
-            return Err(LayoutError::ChunkNotPowerOfTwo {
-                level: Level::Raid10,
-                chunk_sectors,
-            });
+            return Err(LayoutError::ChunkNotPowerOfTwo { level: Level::Raid10, chunk_sectors });
         }
         if chunk_sectors < PAGE_SECTORS {
-            return Err(LayoutError::ChunkTooSmall {
-                level: Level::Raid10,
-                chunk_sectors,
-            });
+            return Err(LayoutError::ChunkTooSmall { level: Level::Raid10, chunk_sectors });
         }
         if (format.copies() as usize) > raid_disks {
-            return Err(LayoutError::Raid10TooFewDevices {
-                format,
-                copies: format.copies(),
-                raid_disks,
-            });
+            return Err(LayoutError::Raid10TooFewDevices { format, copies: format.copies(), raid_disks });
         }
         let r = raid_disks as u64;
         let near = u64::from(format.near);
@@ -248,20 +212,11 @@ impl Raid10Layout {
         let chunk_shift = chunk_sectors.trailing_zeros();
 
         // calc_sectors: whole array chunks, then the chunks each member needs (rounded up).
-        let array_chunks = ((component_sectors >> chunk_shift) / far)
-            .checked_mul(r)
-            .ok_or(LayoutError::TooLarge)?
-            / near;
-        let dev_chunks = array_chunks
-            .checked_mul(copies)
-            .ok_or(LayoutError::TooLarge)?
-            .div_ceil(r);
+        let array_chunks =
+            ((component_sectors >> chunk_shift) / far).checked_mul(r).ok_or(LayoutError::TooLarge)? / near;
+        let dev_chunks = array_chunks.checked_mul(copies).ok_or(LayoutError::TooLarge)?.div_ceil(r);
         let dev_sectors = dev_chunks << chunk_shift;
-        let stride = if format.offset {
-            1 << chunk_shift
-        } else {
-            (dev_chunks / far) << chunk_shift
-        };
+        let stride = if format.offset { 1 << chunk_shift } else { (dev_chunks / far) << chunk_shift };
         // raid10_size, applied (as raid10_run does) to the trimmed member size.
         let array_sectors = ((dev_chunks / far) * r / near) << chunk_shift;
 
@@ -341,19 +296,11 @@ impl Raid10Layout {
 
         for _ in 0..self.near {
             let (mut d, mut s) = (dev, sector);
-            each(Extent {
-                member: d as usize,
-                sector: s,
-                sectors,
-            });
+            each(Extent { member: d as usize, sector: s, sectors });
             for _ in 1..self.far {
                 d = self.next_far_member(d);
                 s += self.stride;
-                each(Extent {
-                    member: d as usize,
-                    sector: s,
-                    sectors,
-                });
+                each(Extent { member: d as usize, sector: s, sectors });
             }
             dev += 1;
             if dev >= r {
@@ -395,10 +342,7 @@ impl Raid10Layout {
         }
         let holds = |candidate: u64| {
             candidate < self.array_sectors
-                && self
-                    .map(candidate)
-                    .iter()
-                    .any(|e| e.member == member && e.sector == sector)
+                && self.map(candidate).iter().any(|e| e.member == member && e.sector == sector)
         };
         if let Some(candidate) = self.find_virt(member as u64, sector) {
             if holds(candidate) {
@@ -461,11 +405,7 @@ impl Raid10Layout {
         let r = self.raid_disks;
         for copy in 0..self.far {
             // Row offset of far copy `copy`, plus 0 or 1 for a near copy that wrapped.
-            let far_rows = if self.format.offset {
-                copy
-            } else {
-                copy * stride_rows
-            };
+            let far_rows = if self.format.offset { copy } else { copy * stride_rows };
             for wrap in 0..=1u64 {
                 let Some(grid_row) = member_row.checked_sub(far_rows + wrap) else {
                     continue;
@@ -516,14 +456,8 @@ mod tests {
         assert!(Raid10Format::parse("f2o2").is_err());
         assert_eq!(Raid10Format::from_md(0x102).unwrap().to_string(), "near=2");
         assert_eq!(Raid10Format::from_md(0x201).unwrap().to_string(), "far=2");
-        assert_eq!(
-            Raid10Format::from_md(0x10201).unwrap().to_string(),
-            "offset=2"
-        );
-        assert_eq!(
-            Raid10Format::from_md(0x202).unwrap().to_string(),
-            "near=2, far=2"
-        );
+        assert_eq!(Raid10Format::from_md(0x10201).unwrap().to_string(), "offset=2");
+        assert_eq!(Raid10Format::from_md(0x202).unwrap().to_string(), "near=2, far=2");
         assert!(Raid10Format::from_md(0x101).is_err());
         assert!(Raid10Format::from_md(0x200).is_err());
         assert!(Raid10Format::from_md(3 << 17 | 0x102).is_err());
@@ -531,22 +465,9 @@ mod tests {
 
     #[test]
     fn display_parses_back() {
-        for word in [
-            0x102,
-            0x103,
-            0x201,
-            0x301,
-            0x10201,
-            0x202,
-            0x10202,
-            2 << 17 | 0x201,
-        ] {
+        for word in [0x102, 0x103, 0x201, 0x301, 0x10201, 0x202, 0x10202, 2 << 17 | 0x201] {
             let format = Raid10Format::from_md(word).unwrap();
-            assert_eq!(
-                Raid10Format::parse(&format.to_string()),
-                Ok(format),
-                "{format}"
-            );
+            assert_eq!(Raid10Format::parse(&format.to_string()), Ok(format), "{format}");
         }
     }
 
@@ -583,19 +504,12 @@ mod tests {
         let f3 = Raid10Format::parse("f3").unwrap();
         assert!(matches!(
             Raid10Layout::new(2, 128, f3, 6144),
-            Err(LayoutError::Raid10TooFewDevices {
-                copies: 3,
-                raid_disks: 2,
-                ..
-            })
+            Err(LayoutError::Raid10TooFewDevices { copies: 3, raid_disks: 2, .. })
         ));
         assert!(matches!(
             Raid10Layout::new(4, 24, Raid10Format::NEAR2, 6144),
             Err(LayoutError::ChunkNotPowerOfTwo { .. })
         ));
-        assert!(matches!(
-            Raid10Layout::new(4, 4, Raid10Format::NEAR2, 6144),
-            Err(LayoutError::ChunkTooSmall { .. })
-        ));
+        assert!(matches!(Raid10Layout::new(4, 4, Raid10Format::NEAR2, 6144), Err(LayoutError::ChunkTooSmall { .. })));
     }
 }

@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 
 use uraid_layout::{
-    Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format,
-    Raid10Layout, Raid1Layout,
+    Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format, Raid10Layout,
+    Raid1Layout,
 };
 use uraid_testkit::{cases, pattern_sector, FixtureCase};
 
@@ -65,9 +65,7 @@ impl Layout {
 }
 
 fn json_u64(case: &FixtureCase, key: &str) -> u64 {
-    case.json[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{}: case.json {key}", case.name))
+    case.json[key].as_u64().unwrap_or_else(|| panic!("{}: case.json {key}", case.name))
 }
 
 /// Builds the layout from `case.json`'s fields.
@@ -82,29 +80,15 @@ fn build_layout(case: &FixtureCase) -> Layout {
     let member_sectors = || -> Vec<u64> {
         (0..raid_disks)
             .map(|slot| {
-                let member = case
-                    .members
-                    .iter()
-                    .find(|m| m.index == slot)
-                    .expect("member");
-                member.json["kernel_used_size_kib"]
-                    .as_u64()
-                    .expect("kernel_used_size_kib")
-                    * 2
+                let member = case.members.iter().find(|m| m.index == slot).expect("member");
+                member.json["kernel_used_size_kib"].as_u64().expect("kernel_used_size_kib") * 2
             })
             .collect()
     };
     match level {
-        Level::Linear => {
-            Layout::Linear(LinearLayout::new(&member_sectors(), chunk_sectors).unwrap())
-        }
+        Level::Linear => Layout::Linear(LinearLayout::new(&member_sectors(), chunk_sectors).unwrap()),
         Level::Raid0 => Layout::Raid0(
-            Raid0Layout::new(
-                &member_sectors(),
-                chunk_sectors,
-                Raid0ZoneLayout::from_md(layout_num as i32),
-            )
-            .unwrap(),
+            Raid0Layout::new(&member_sectors(), chunk_sectors, Raid0ZoneLayout::from_md(layout_num as i32)).unwrap(),
         ),
         Level::Raid1 => Layout::Raid1(Raid1Layout::new(raid_disks, component_sectors).unwrap()),
         Level::Raid10 => Layout::Raid10(
@@ -152,9 +136,7 @@ fn current_members(case: &FixtureCase, raid_disks: usize) -> Vec<Option<Member>>
             }
             let path = case.member_image(slot)?;
             let image = std::fs::read(&path).expect("read member image");
-            let data_offset = member.json["data_offset_sectors"]
-                .as_u64()
-                .expect("data_offset");
+            let data_offset = member.json["data_offset_sectors"].as_u64().expect("data_offset");
             Some(Member { image, data_offset })
         })
         .collect()
@@ -167,12 +149,7 @@ fn times_two(byte: u8) -> u8 {
 
 /// Checks the P (and Q) blocks of the stripe row holding `logical` against parity computed from
 /// the pattern. Returns how many parity sectors were compared.
-fn check_parity(
-    case: &FixtureCase,
-    layout: &ParityLayout,
-    members: &[Option<Member>],
-    logical: u64,
-) -> usize {
+fn check_parity(case: &FixtureCase, layout: &ParityLayout, members: &[Option<Member>], logical: u64) -> usize {
     let map = layout.map(logical);
     let roles = layout.stripe(map.stripe);
     let chunk = u64::from(layout.chunk_sectors());
@@ -205,11 +182,7 @@ fn check_parity(
         let mut by_slot: Vec<Option<&[u8; SECTOR]>> = vec![None; roles.syndrome_disks];
         for (i, &m) in roles.data.iter().enumerate() {
             let slot = roles.syndrome_slot[m].expect("data member has a Q slot");
-            assert!(
-                by_slot[slot].is_none(),
-                "{}: two data members share Q slot {slot}",
-                case.name
-            );
+            assert!(by_slot[slot].is_none(), "{}: two data members share Q slot {slot}", case.name);
             by_slot[slot] = Some(&data[i]);
         }
         let mut q = [0u8; SECTOR];
@@ -284,11 +257,7 @@ fn layouts_match_every_kernel_made_fixture() {
                 parity_checked += check_parity(&case, parity, &members, s);
             }
         }
-        assert!(
-            data_checked > 0,
-            "{}: no sector could be checked",
-            case.name
-        );
+        assert!(data_checked > 0, "{}: no sector could be checked", case.name);
         println!(
             "ok   {}: {} samples, {data_checked} data sectors, {parity_checked} parity sectors",
             case.name,

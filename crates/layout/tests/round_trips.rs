@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use uraid_layout::{
-    Extent, Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout,
-    Raid10Format, Raid10Layout, Raid1Layout,
+    Extent, Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format,
+    Raid10Layout, Raid1Layout,
 };
 
 /// Walks the whole array run by run and checks the runs against each other and the inverse.
@@ -27,12 +27,7 @@ fn check_whole_array(
         let extents = locate(logical);
         prop_assert_eq!(extents.len(), copies, "copies of {}", logical);
         let run = extents[0].sectors;
-        prop_assert!(
-            run > 0 && logical + run <= array_sectors,
-            "run {} at {}",
-            run,
-            logical
-        );
+        prop_assert!(run > 0 && logical + run <= array_sectors, "run {} at {}", run, logical);
         for e in &extents {
             prop_assert_eq!(e.sectors, run, "copies of {} differ in length", logical);
             prop_assert!(
@@ -43,28 +38,16 @@ fn check_whole_array(
                 member_limit(e.member)
             );
             for k in [0, run / 2, run - 1] {
-                prop_assert_eq!(
-                    inverse(e.member, e.sector + k),
-                    Some(logical + k),
-                    "{:?}",
-                    e
-                );
+                prop_assert_eq!(inverse(e.member, e.sector + k), Some(logical + k), "{:?}", e);
             }
-            used.entry(e.member)
-                .or_default()
-                .push((e.sector, e.sector + e.sectors));
+            used.entry(e.member).or_default().push((e.sector, e.sector + e.sectors));
         }
         logical += run;
     }
     for (member, mut ranges) in used {
         ranges.sort_unstable();
         for pair in ranges.windows(2) {
-            prop_assert!(
-                pair[0].1 <= pair[1].0,
-                "member {} used twice: {:?}",
-                member,
-                pair
-            );
+            prop_assert!(pair[0].1 <= pair[1].0, "member {} used twice: {:?}", member, pair);
         }
     }
     Ok(())
@@ -298,11 +281,7 @@ fn check_syndrome_slots(
         return Ok(());
     }
     prop_assert_eq!(roles.syndrome_disks, disks - 2);
-    let mut slots: Vec<usize> = roles
-        .data
-        .iter()
-        .map(|&m| roles.syndrome_slot[m].unwrap())
-        .collect();
+    let mut slots: Vec<usize> = roles.data.iter().map(|&m| roles.syndrome_slot[m].unwrap()).collect();
     if matches!(algorithm, A::LeftSymmetric | A::RightSymmetric) {
         prop_assert_eq!(&slots, &(0..disks - 2).collect::<Vec<_>>());
     }
@@ -310,10 +289,7 @@ fn check_syndrome_slots(
     prop_assert_eq!(slots, (0..disks - 2).collect::<Vec<_>>());
     // Slots follow member order starting after Q.
     let start = if q == disks - 1 { 0 } else { q + 1 };
-    let walk: Vec<usize> = (0..disks)
-        .map(|i| (start + i) % disks)
-        .filter(|&m| m != roles.p && m != q)
-        .collect();
+    let walk: Vec<usize> = (0..disks).map(|i| (start + i) % disks).filter(|&m| m != roles.p && m != q).collect();
     for (slot, m) in walk.into_iter().enumerate() {
         prop_assert_eq!(roles.syndrome_slot[m], Some(slot));
     }
@@ -323,15 +299,7 @@ fn check_syndrome_slots(
 #[test]
 fn odd_raid10_geometries_md_allows() {
     // 3 members n2, 5 members f2 and o2, n3, f3, n2f2 on 5.
-    for (disks, word) in [
-        (3, 0x102),
-        (5, 0x201),
-        (5, 0x10201),
-        (5, 0x103),
-        (5, 0x301),
-        (5, 0x202),
-        (7, 0x103),
-    ] {
+    for (disks, word) in [(3, 0x102), (5, 0x201), (5, 0x10201), (5, 0x103), (5, 0x301), (5, 0x202), (7, 0x103)] {
         let format = Raid10Format::from_md(word).unwrap();
         let layout = Raid10Layout::new(disks, 16, format, 16 * 37 + 5).unwrap();
         check_whole_array(

@@ -76,10 +76,9 @@ pub fn parse_listen(s: &str, allow_remote: bool) -> Result<ListenAddr, AddrError
     }
     let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => (host, port)
-            .to_socket_addrs()
-            .map_err(|source| AddrError::Resolve { host: host.into(), source })?
-            .collect(),
+        Err(_) => {
+            (host, port).to_socket_addrs().map_err(|source| AddrError::Resolve { host: host.into(), source })?.collect()
+        }
     };
     let first = *addrs.first().ok_or_else(|| AddrError::Resolve {
         host: host.into(),
@@ -121,7 +120,7 @@ impl ListenAddr {
 /// Bind a Unix socket at `path` for a server (the NBD export, the control socket): an existing
 /// socket file nobody answers on is a leftover and is replaced; one a server answers on is in
 /// use; anything that is not a socket is never removed. The socket is owner-only (0600) from the
-/// moment it exists ([`bind_owner_only`]), and set so again afterwards for file systems that do
+/// moment it exists (`bind_owner_only`), and set so again afterwards for file systems that do
 /// not apply the umask to sockets.
 pub fn bind_unix_socket(path: &Path) -> io::Result<UnixListener> {
     remove_stale_socket(path)?;
@@ -157,10 +156,9 @@ fn remove_stale_socket(path: &Path) -> io::Result<()> {
         ));
     }
     match UnixStream::connect(path) {
-        Ok(_) => Err(io::Error::new(
-            io::ErrorKind::AddrInUse,
-            format!("{} is in use by a running server", path.display()),
-        )),
+        Ok(_) => {
+            Err(io::Error::new(io::ErrorKind::AddrInUse, format!("{} is in use by a running server", path.display())))
+        }
         Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => fs::remove_file(path),
         Err(e) => Err(io::Error::new(e.kind(), format!("checking whether {} is in use: {e}", path.display()))),
     }
@@ -246,7 +244,10 @@ mod tests {
     #[test]
     fn parses_unix_and_loopback_tcp() {
         assert_eq!(parse_listen("unix:/run/a.sock", false).unwrap(), ListenAddr::Unix("/run/a.sock".into()));
-        assert_eq!(parse_listen("tcp:127.0.0.1:10809", false).unwrap(), ListenAddr::Tcp("127.0.0.1:10809".parse().unwrap()));
+        assert_eq!(
+            parse_listen("tcp:127.0.0.1:10809", false).unwrap(),
+            ListenAddr::Tcp("127.0.0.1:10809".parse().unwrap())
+        );
         assert_eq!(parse_listen("tcp:[::1]:7", false).unwrap(), ListenAddr::Tcp("[::1]:7".parse().unwrap()));
         let local = parse_listen("tcp:localhost:10809", false).unwrap();
         assert!(matches!(local, ListenAddr::Tcp(a) if a.ip().is_loopback() && a.port() == 10809));
@@ -265,9 +266,20 @@ mod tests {
 
     #[test]
     fn rejects_malformed_addresses() {
-        for bad in ["", "/tmp/x", "udp:1.2.3.4:5", "unix:", "tcp:", "tcp:127.0.0.1", "tcp::10809", "tcp:127.0.0.1:x",
-            "tcp:127.0.0.1:70000", "tcp:::1:5", "tcp:[::1:5", "tcp:[::1]"]
-        {
+        for bad in [
+            "",
+            "/tmp/x",
+            "udp:1.2.3.4:5",
+            "unix:",
+            "tcp:",
+            "tcp:127.0.0.1",
+            "tcp::10809",
+            "tcp:127.0.0.1:x",
+            "tcp:127.0.0.1:70000",
+            "tcp:::1:5",
+            "tcp:[::1:5",
+            "tcp:[::1]",
+        ] {
             assert!(parse_listen(bad, true).is_err(), "{bad:?} was accepted");
         }
     }
@@ -288,7 +300,13 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         let exe = std::env::current_exe().unwrap();
         let out = std::process::Command::new(exe)
-            .args(["--exact", "addr::tests::child_binds_under_umask_zero", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "addr::tests::child_binds_under_umask_zero",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("URAID_UMASK_TEST_DIR", &dir)
             .output()
             .unwrap();

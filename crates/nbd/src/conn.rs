@@ -326,12 +326,18 @@ fn whole(data: Payload, len: u32) -> Result<Option<Payload>, ExportError> {
     if data.len() == len as usize {
         return Ok(Some(data));
     }
-    Err(ExportError::new(Errno::Io, format!("internal error: the export returned {} bytes for a {len}-byte read", data.len())))
+    Err(ExportError::new(
+        Errno::Io,
+        format!("internal error: the export returned {} bytes for a {len}-byte read", data.len()),
+    ))
 }
 
 impl Drop for ReplySender {
     fn drop(&mut self) {
-        self.send(Err(ExportError::new(Errno::Io, "internal error: the export dropped the request without completing it")));
+        self.send(Err(ExportError::new(
+            Errno::Io,
+            "internal error: the export dropped the request without completing it",
+        )));
     }
 }
 
@@ -362,13 +368,19 @@ pub(crate) fn validate(req: &RequestHeader, limits: &Limits) -> Result<Verdict, 
         CMD_READ | CMD_WRITE | CMD_FLUSH | CMD_TRIM | CMD_CACHE => CMD_FLAG_FUA,
         CMD_WRITE_ZEROES => CMD_FLAG_FUA | CMD_FLAG_NO_HOLE,
         CMD_BLOCK_STATUS => {
-            return Err(ExportError::new(Errno::Inval, "NBD_CMD_BLOCK_STATUS needs a metadata context; this server offers none"))
+            return Err(ExportError::new(
+                Errno::Inval,
+                "NBD_CMD_BLOCK_STATUS needs a metadata context; this server offers none",
+            ))
         }
         _ => return Err(ExportError::new(Errno::Inval, format!("{name} is not supported by this server"))),
     };
     let unknown_flags = req.flags & !allowed_flags;
     if unknown_flags != 0 {
-        return Err(ExportError::new(Errno::Inval, format!("command flags {unknown_flags:#x} are not valid for {name}")));
+        return Err(ExportError::new(
+            Errno::Inval,
+            format!("command flags {unknown_flags:#x} are not valid for {name}"),
+        ));
     }
     let fua = req.flags & CMD_FLAG_FUA != 0;
     let (offset, len) = (req.offset, req.len);

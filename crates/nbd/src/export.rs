@@ -39,19 +39,38 @@ pub type Completion = Box<dyn FnOnce(Result<ExportReply, ExportError>) + Send>;
 /// One validated request. Ranges lie inside the export and have a nonzero length.
 #[derive(Clone, PartialEq, Eq)]
 pub enum ExportCommand {
-    Read { offset: u64, len: u32 },
+    Read {
+        offset: u64,
+        len: u32,
+    },
     /// `fua`: the data must be durable before `done` is called.
-    Write { offset: u64, data: Bytes, fua: bool },
+    Write {
+        offset: u64,
+        data: Bytes,
+        fua: bool,
+    },
     /// Make every write completed so far durable.
     Flush,
     /// Advisory: the export may deallocate whole blocks inside the range; contents after are
     /// unspecified.
-    Trim { offset: u64, len: u32, fua: bool },
+    Trim {
+        offset: u64,
+        len: u32,
+        fua: bool,
+    },
     /// The range must read back as zeros afterwards; with `may_trim` (`NBD_CMD_FLAG_NO_HOLE` not
     /// set) the export may deallocate.
-    WriteZeroes { offset: u64, len: u32, may_trim: bool, fua: bool },
+    WriteZeroes {
+        offset: u64,
+        len: u32,
+        may_trim: bool,
+        fua: bool,
+    },
     /// Advisory prefetch.
-    Cache { offset: u64, len: u32 },
+    Cache {
+        offset: u64,
+        len: u32,
+    },
 }
 
 impl ExportCommand {
@@ -77,7 +96,9 @@ impl fmt::Debug for ExportCommand {
                 write!(f, "Write {{ offset: {offset}, len: {}, fua: {fua} }}", data.len())
             }
             ExportCommand::Flush => write!(f, "Flush"),
-            ExportCommand::Trim { offset, len, fua } => write!(f, "Trim {{ offset: {offset}, len: {len}, fua: {fua} }}"),
+            ExportCommand::Trim { offset, len, fua } => {
+                write!(f, "Trim {{ offset: {offset}, len: {len}, fua: {fua} }}")
+            }
             ExportCommand::WriteZeroes { offset, len, may_trim, fua } => {
                 write!(f, "WriteZeroes {{ offset: {offset}, len: {len}, may_trim: {may_trim}, fua: {fua} }}")
             }
@@ -157,8 +178,16 @@ pub enum Errno {
 }
 
 impl Errno {
-    pub const ALL: [Errno; 8] =
-        [Errno::Perm, Errno::Io, Errno::NoMem, Errno::Inval, Errno::NoSpc, Errno::Overflow, Errno::NotSup, Errno::Shutdown];
+    pub const ALL: [Errno; 8] = [
+        Errno::Perm,
+        Errno::Io,
+        Errno::NoMem,
+        Errno::Inval,
+        Errno::NoSpc,
+        Errno::Overflow,
+        Errno::NotSup,
+        Errno::Shutdown,
+    ];
 
     /// The value sent in a reply's error field (`NBD_EPERM` = 1 ... `NBD_ESHUTDOWN` = 108).
     pub fn code(self) -> u32 {

@@ -76,7 +76,11 @@ pub(crate) fn handshake<R: BufRead, W: Write>(
                     header.len
                 )));
             }
-            let msg = format!("{} data of {} bytes exceeds the {MAX_OPTION_DATA}-byte limit", option_name(option), header.len);
+            let msg = format!(
+                "{} data of {} bytes exceeds the {MAX_OPTION_DATA}-byte limit",
+                option_name(option),
+                header.len
+            );
             reply(REP_ERR_TOO_BIG, msg.as_bytes())?;
             continue;
         }
@@ -144,10 +148,7 @@ pub(crate) fn handshake<R: BufRead, W: Write>(
                 }
                 // Sent whether asked for or not: the spec lets a server volunteer information,
                 // and a client that ignores it loses nothing since the minimum is 1.
-                reply(
-                    REP_INFO,
-                    &info_block_size(1, server.preferred_block_size, server.config.max_payload),
-                )?;
+                reply(REP_INFO, &info_block_size(1, server.preferred_block_size, server.config.max_payload))?;
                 reply(REP_ACK, &[])?;
                 if option == OPT_GO {
                     w.flush().map_err(write_end)?;

@@ -564,7 +564,13 @@ mod tests {
 
     #[test]
     fn request_header_round_trip() {
-        let r = RequestHeader { flags: CMD_FLAG_FUA, kind: CMD_WRITE, handle: 0x1122_3344_5566_7788, offset: 4096, len: 512 };
+        let r = RequestHeader {
+            flags: CMD_FLAG_FUA,
+            kind: CMD_WRITE,
+            handle: 0x1122_3344_5566_7788,
+            offset: 4096,
+            len: 512,
+        };
         let b = r.encode();
         assert_eq!(&b[..8], &[0x25, 0x60, 0x95, 0x13, 0, 1, 0, 1]);
         assert_eq!(RequestHeader::decode(&b), Ok(r));
@@ -586,8 +592,10 @@ mod tests {
         let b = c.encode();
         assert_eq!(&b[..8], &[0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 1]);
         assert_eq!(ChunkHeader::decode(&b), Ok(c));
-        assert!(ChunkHeader::decode(&SimpleReplyHeader { error: 0, handle: 0 }.encode().repeat(2)[..20].try_into().unwrap())
-            .is_err());
+        assert!(ChunkHeader::decode(
+            &SimpleReplyHeader { error: 0, handle: 0 }.encode().repeat(2)[..20].try_into().unwrap()
+        )
+        .is_err());
     }
 
     #[test]

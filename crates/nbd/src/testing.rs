@@ -77,7 +77,13 @@ impl MemExportBuilder {
     pub fn build(self) -> Arc<MemExport> {
         let shared = Arc::new(Shared {
             data: Mutex::new(self.data),
-            queue: Mutex::new(Queue { jobs: BinaryHeap::new(), held: false, shutdown: false, next_seq: 0, rng: self.seed | 1 }),
+            queue: Mutex::new(Queue {
+                jobs: BinaryHeap::new(),
+                held: false,
+                shutdown: false,
+                next_seq: 0,
+                rng: self.seed | 1,
+            }),
             queue_changed: Condvar::new(),
             history: Mutex::new(Vec::new()),
             record_history: self.record_history,
@@ -339,7 +345,10 @@ impl Export for MemExport {
         }
         if self.read_only {
             assert!(
-                !matches!(cmd, ExportCommand::Write { .. } | ExportCommand::Trim { .. } | ExportCommand::WriteZeroes { .. }),
+                !matches!(
+                    cmd,
+                    ExportCommand::Write { .. } | ExportCommand::Trim { .. } | ExportCommand::WriteZeroes { .. }
+                ),
                 "server submitted {cmd:?} to a read-only export"
             );
         }
@@ -576,7 +585,8 @@ impl<S: Read + Write> TestClient<S> {
 
     pub fn send_with_handle(&mut self, header: RequestHeader, payload: &[u8]) -> io::Result<()> {
         if header.kind != CMD_DISC {
-            self.pending.insert(header.handle, PendingRequest { kind: header.kind, offset: header.offset, len: header.len });
+            self.pending
+                .insert(header.handle, PendingRequest { kind: header.kind, offset: header.offset, len: header.len });
         }
         let mut b = header.encode().to_vec();
         b.extend_from_slice(payload);
@@ -605,7 +615,8 @@ impl<S: Read + Write> TestClient<S> {
         h[..4].copy_from_slice(&magic);
         self.stream.read_exact(&mut h[4..])?;
         let h = SimpleReplyHeader::decode(&h).unwrap();
-        let req = self.pending.remove(&h.handle).ok_or_else(|| invalid(format!("reply to unknown handle {}", h.handle)))?;
+        let req =
+            self.pending.remove(&h.handle).ok_or_else(|| invalid(format!("reply to unknown handle {}", h.handle)))?;
         if self.structured && req.kind == CMD_READ {
             return Err(invalid("simple reply to a read after structured replies were negotiated"));
         }
@@ -622,7 +633,8 @@ impl<S: Read + Write> TestClient<S> {
         h[..4].copy_from_slice(&magic);
         self.stream.read_exact(&mut h[4..])?;
         let h = ChunkHeader::decode(&h).unwrap();
-        let req = self.pending.get(&h.handle).ok_or_else(|| invalid(format!("chunk for unknown handle {}", h.handle)))?;
+        let req =
+            self.pending.get(&h.handle).ok_or_else(|| invalid(format!("chunk for unknown handle {}", h.handle)))?;
         if h.len > (1 << 30) + 8 {
             return Err(invalid(format!("chunk of {} bytes", h.len)));
         }
@@ -672,7 +684,13 @@ impl<S: Read + Write> TestClient<S> {
             return Err(invalid(format!("read of {req_len} bytes answered with {} bytes", partial.covered)));
         }
         let data = if partial.error == 0 { partial.data } else { Vec::new() };
-        Ok(Some(Reply { handle: h.handle, error: partial.error, data, message: partial.message, chunks: partial.chunks }))
+        Ok(Some(Reply {
+            handle: h.handle,
+            error: partial.error,
+            data,
+            message: partial.message,
+            chunks: partial.chunks,
+        }))
     }
 
     /// Sends one request and waits for its reply (nothing else may be in flight).

@@ -333,7 +333,8 @@ fn predict(bytes: &[u8], read_only: bool) -> Prediction {
             return p;
         }
         let (Some(option), Some(len)) = (input.u32(), input.u32()) else { return p };
-        let mut reply = |reply_type: u32, data: Option<Vec<u8>>| p.options.push(ExpectedOptionReply { option, reply_type, data });
+        let mut reply =
+            |reply_type: u32, data: Option<Vec<u8>>| p.options.push(ExpectedOptionReply { option, reply_type, data });
         if len > MAX_OPTION {
             if input.take(len.into()).is_none() || option == OPT_EXPORT_NAME {
                 return p;
@@ -455,7 +456,12 @@ fn predict(bytes: &[u8], read_only: bool) -> Prediction {
                 _ => {}
             }
         }
-        p.replies.push(ExpectedReply { handle, error, offset, read_len: (kind == CMD_READ && error == 0).then_some(len) });
+        p.replies.push(ExpectedReply {
+            handle,
+            error,
+            offset,
+            read_len: (kind == CMD_READ && error == 0).then_some(len),
+        });
     }
 }
 
@@ -475,7 +481,12 @@ fn check_output(out: &[u8], p: &Prediction) -> Result<HashMap<u64, Vec<u8>>, Tes
     for expected in &p.options {
         let h = o.take(OPTION_REPLY_HEADER_LEN as u64).ok_or_else(|| short("an option reply"))?;
         let h = OptionReplyHeader::decode(h.try_into().unwrap()).map_err(|e| fail(e.to_string()))?;
-        prop_assert_eq!((h.option, h.reply_type), (expected.option, expected.reply_type), "option replies: {:?}", p.options);
+        prop_assert_eq!(
+            (h.option, h.reply_type),
+            (expected.option, expected.reply_type),
+            "option replies: {:?}",
+            p.options
+        );
         let data = o.take(h.len.into()).ok_or_else(|| short("option reply data"))?;
         if let Some(d) = &expected.data {
             prop_assert_eq!(data, &d[..]);
@@ -525,7 +536,8 @@ fn check_output(out: &[u8], p: &Prediction) -> Result<HashMap<u64, Vec<u8>>, Tes
                     error = 0;
                 }
                 REPLY_TYPE_ERROR => {
-                    let (err, _msg) = decode_error_chunk(payload).ok_or_else(|| fail("malformed error chunk".into()))?;
+                    let (err, _msg) =
+                        decode_error_chunk(payload).ok_or_else(|| fail("malformed error chunk".into()))?;
                     prop_assert!(6 + _msg.len() as u32 <= len);
                     error = err;
                 }
@@ -549,7 +561,9 @@ fn check_output(out: &[u8], p: &Prediction) -> Result<HashMap<u64, Vec<u8>>, Tes
 
 fn apply(data: &mut [u8], cmd: &ExportCommand) {
     match cmd {
-        ExportCommand::Write { offset, data: d, .. } => data[*offset as usize..*offset as usize + d.len()].copy_from_slice(d),
+        ExportCommand::Write { offset, data: d, .. } => {
+            data[*offset as usize..*offset as usize + d.len()].copy_from_slice(d)
+        }
         ExportCommand::Trim { offset, len, .. } | ExportCommand::WriteZeroes { offset, len, .. } => {
             data[*offset as usize..*offset as usize + *len as usize].fill(0)
         }
@@ -601,7 +615,10 @@ impl Target {
     fn read_all(&mut self) -> Result<Vec<u8>, TestCaseError> {
         let mut all = Vec::new();
         for chunk in 0..SIZE / u64::from(MAX_PAYLOAD) {
-            let r = self.healthy.read(chunk * u64::from(MAX_PAYLOAD), MAX_PAYLOAD).map_err(|e| fail(format!("healthy connection: {e}")))?;
+            let r = self
+                .healthy
+                .read(chunk * u64::from(MAX_PAYLOAD), MAX_PAYLOAD)
+                .map_err(|e| fail(format!("healthy connection: {e}")))?;
             prop_assert_eq!(r.error, 0);
             all.extend_from_slice(&r.data);
         }
@@ -639,8 +656,11 @@ impl Target {
 
         // The export saw exactly the mutations the reference accepted (in any order).
         let history = self.export.take_history();
-        let mut mutations: Vec<ExportCommand> =
-            history.iter().filter(|c| !matches!(c, ExportCommand::Read { .. } | ExportCommand::Flush | ExportCommand::Cache { .. })).cloned().collect();
+        let mut mutations: Vec<ExportCommand> = history
+            .iter()
+            .filter(|c| !matches!(c, ExportCommand::Read { .. } | ExportCommand::Flush | ExportCommand::Cache { .. }))
+            .cloned()
+            .collect();
         prop_assert_eq!(mutations.len(), prediction.mutations.len(), "{:?} vs {:?}", mutations, prediction.mutations);
         for m in &prediction.mutations {
             let i = mutations.iter().position(|x| x == m).ok_or_else(|| fail(format!("missing mutation {m:?}")))?;

@@ -152,7 +152,9 @@ fn export_name_enters_transmission_with_or_without_zeroes() {
 #[test]
 fn simple_and_structured_replies() {
     for spliced in [false, true] {
-        simple_and_structured_replies_with(MemExport::builder(SIZE).data(pattern(SIZE, 0)).spliced_reads(spliced).build());
+        simple_and_structured_replies_with(
+            MemExport::builder(SIZE).data(pattern(SIZE, 0)).spliced_reads(spliced).build(),
+        );
     }
 }
 
@@ -173,7 +175,9 @@ fn simple_and_structured_replies_with(export: std::sync::Arc<MemExport>) {
             let df = c.request(CMD_FLAG_DF, CMD_READ, 65536, 8192, &[]).unwrap();
             assert_eq!((df.error, df.chunks, &df.data), (0, 1, &data));
         }
-        for (kind, flags) in [(CMD_FLUSH, 0), (CMD_CACHE, 0), (CMD_TRIM, CMD_FLAG_FUA), (CMD_WRITE_ZEROES, CMD_FLAG_NO_HOLE)] {
+        for (kind, flags) in
+            [(CMD_FLUSH, 0), (CMD_CACHE, 0), (CMD_TRIM, CMD_FLAG_FUA), (CMD_WRITE_ZEROES, CMD_FLAG_NO_HOLE)]
+        {
             let r = c.request(flags, kind, 65536, 4096, &[]).unwrap();
             assert_eq!(r.error, 0, "{}", command_name(kind));
         }

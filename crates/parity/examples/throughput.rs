@@ -79,10 +79,7 @@ fn measure(data_bytes: usize, budget: Duration, mut run: impl FnMut()) -> f64 {
 fn main() {
     let wanted: Vec<String> = std::env::args().skip(1).collect();
     let misalign: usize = wanted.iter().find_map(|w| w.parse().ok()).unwrap_or(0);
-    let wanted: Vec<&String> = wanted
-        .iter()
-        .filter(|w| w.parse::<usize>().is_err())
-        .collect();
+    let wanted: Vec<&String> = wanted.iter().filter(|w| w.parse::<usize>().is_err()).collect();
     let kernels: Vec<Kernel> = Kernel::available_kernels()
         .into_iter()
         .filter(|k| wanted.is_empty() || wanted.iter().any(|w| *w == k.name()))
@@ -97,10 +94,7 @@ fn main() {
         *byte = (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3];
     }
 
-    println!(
-        "{:<8} {:<9} {:>6} {:>6} {:>9} {:>9}",
-        "kernel", "op", "layout", "chunk", "hot GB/s", "cold GB/s"
-    );
+    println!("{:<8} {:<9} {:>6} {:>6} {:>9} {:>9}", "kernel", "op", "layout", "chunk", "hot GB/s", "cold GB/s");
     for (op, data_count) in [
         (Op::GenP, 4),
         (Op::GenP, 8),

@@ -107,13 +107,7 @@ pub(crate) fn mul_row(c: u8) -> &'static [u8; 256] {
 
 /// `dst[i] ^= mul(c, src[i])` for every byte. Both slices must have the same length.
 pub fn mul_acc(dst: &mut [u8], src: &[u8], c: u8) {
-    assert_eq!(
-        dst.len(),
-        src.len(),
-        "mul_acc: destination is {} bytes but source is {}",
-        dst.len(),
-        src.len()
-    );
+    assert_eq!(dst.len(), src.len(), "mul_acc: destination is {} bytes but source is {}", dst.len(), src.len());
     match c {
         0 => {}
         1 => crate::xor_into(dst, src),

@@ -51,9 +51,7 @@ impl Kernel {
                 std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw")
             }
             #[cfg(target_arch = "x86_64")]
-            Kernel::Gfni => {
-                Kernel::Avx512.available() && std::arch::is_x86_feature_detected!("gfni")
-            }
+            Kernel::Gfni => Kernel::Avx512.available() && std::arch::is_x86_feature_detected!("gfni"),
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
@@ -80,7 +78,10 @@ impl Kernel {
                 Some(k) if k.available() => k,
                 _ => {
                     let names: Vec<&str> = Kernel::available_kernels().iter().map(|k| k.name()).collect();
-                    panic!("URAID_PARITY_KERNEL={name}: not a kernel this CPU runs (choose one of {})", names.join(", "))
+                    panic!(
+                        "URAID_PARITY_KERNEL={name}: not a kernel this CPU runs (choose one of {})",
+                        names.join(", ")
+                    )
                 }
             },
             Err(_) => Kernel::best(),
@@ -128,14 +129,7 @@ impl Kernel {
 
     /// Read-modify-write update of P (and Q if given) after data slot `slot` changed from `old`
     /// to `new`; see [`crate::update_pq`].
-    pub fn update_pq(
-        self,
-        p: &mut [u8],
-        q: Option<&mut [u8]>,
-        slot: usize,
-        old: &[u8],
-        new: &[u8],
-    ) {
+    pub fn update_pq(self, p: &mut [u8], q: Option<&mut [u8]>, slot: usize, old: &[u8], new: &[u8]) {
         #[cfg(target_arch = "x86_64")]
         if let Some(ops) = crate::simd::ops(self) {
             return crate::simd::update_pq(ops, p, q, slot, old, new);

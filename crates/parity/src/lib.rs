@@ -43,13 +43,7 @@ pub use raid6::{gen_pq, pq_matches, raid6_recover, update_pq};
 
 /// Panics unless `got == expected`, naming the block so a caller can find its mistake.
 #[track_caller]
-pub(crate) fn assert_block_len(
-    function: &str,
-    what: &str,
-    index: usize,
-    got: usize,
-    expected: usize,
-) {
+pub(crate) fn assert_block_len(function: &str, what: &str, index: usize, got: usize, expected: usize) {
     assert!(
         got == expected,
         "{function}: {what} {index} is {got} bytes but the first block is {expected}; \

@@ -22,13 +22,7 @@ pub(crate) fn xor_into_scalar(dst: &mut [u8], src: &[u8]) {
 
 /// Checks an `xor_into` call, for every kernel alike.
 pub(crate) fn check_xor_into(dst: &[u8], src: &[u8]) {
-    assert_eq!(
-        dst.len(),
-        src.len(),
-        "xor_into: destination is {} bytes but source is {}",
-        dst.len(),
-        src.len()
-    );
+    assert_eq!(dst.len(), src.len(), "xor_into: destination is {} bytes but source is {}", dst.len(), src.len());
 }
 
 /// `p` = XOR of all `data` blocks (all zeros when `data` is empty). Every block must have the
@@ -66,16 +60,8 @@ pub(crate) fn raid5_recover_scalar(blocks: &mut [&mut [u8]], missing: usize) {
 
 /// Checks a `raid5_recover` call, for every kernel alike.
 pub(crate) fn check_raid5_recover(blocks: &[&mut [u8]], missing: usize) {
-    assert!(
-        blocks.len() >= 2,
-        "raid5_recover: a stripe needs at least two blocks, got {}",
-        blocks.len()
-    );
-    assert!(
-        missing < blocks.len(),
-        "raid5_recover: missing index {missing} is outside the {} blocks",
-        blocks.len()
-    );
+    assert!(blocks.len() >= 2, "raid5_recover: a stripe needs at least two blocks, got {}", blocks.len());
+    assert!(missing < blocks.len(), "raid5_recover: missing index {missing} is outside the {} blocks", blocks.len());
     let len = blocks[0].len();
     for (i, block) in blocks.iter().enumerate() {
         assert_block_len("raid5_recover", "block", i, block.len(), len);

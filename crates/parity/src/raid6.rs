@@ -55,13 +55,7 @@ pub(crate) fn check_update_pq(p: &[u8], q: Option<&[u8]>, old: &[u8], new: &[u8]
     }
 }
 
-pub(crate) fn update_pq_scalar(
-    p: &mut [u8],
-    q: Option<&mut [u8]>,
-    slot: usize,
-    old: &[u8],
-    new: &[u8],
-) {
+pub(crate) fn update_pq_scalar(p: &mut [u8], q: Option<&mut [u8]>, slot: usize, old: &[u8], new: &[u8]) {
     check_update_pq(p, q.as_deref(), old, new);
     match q {
         None => {
@@ -134,9 +128,7 @@ pub(crate) fn raid6_recover_scalar(blocks: &mut [&mut [u8]], missing: &[usize]) 
                 data_from_p(first_lost, data, p);
                 let rebuilt: &[u8] = first_lost;
                 let with_rebuilt =
-                    data.iter()
-                        .enumerate()
-                        .map(|(slot, d)| if slot == first { Some(rebuilt) } else { *d });
+                    data.iter().enumerate().map(|(slot, d)| if slot == first { Some(rebuilt) } else { *d });
                 words::syndrome(second_lost, with_rebuilt);
             } else {
                 words::xor_all(first_lost, data.iter().flatten().copied());
@@ -164,26 +156,16 @@ pub(crate) fn recover_targets(blocks: &[&mut [u8]], missing: &[usize]) -> (usize
             assert_ne!(a, b, "raid6_recover: missing indices must be distinct");
             (a.min(b), Some(a.max(b)))
         }
-        _ => panic!(
-            "raid6_recover: RAID-6 recovers one or two blocks, {} were given",
-            missing.len()
-        ),
+        _ => panic!("raid6_recover: RAID-6 recovers one or two blocks, {} were given", missing.len()),
     };
     let last = second.unwrap_or(first);
-    assert!(
-        last < blocks.len(),
-        "raid6_recover: missing index {last} is outside the {} blocks",
-        blocks.len()
-    );
+    assert!(last < blocks.len(), "raid6_recover: missing index {last} is outside the {} blocks", blocks.len());
     (first, second)
 }
 
 /// The one lost data block is P XOR the surviving data (`data` has `None` only at the lost slot).
 fn data_from_p(lost: &mut [u8], data: &[Option<&[u8]>], p: &[u8]) {
-    words::xor_all(
-        lost,
-        data.iter().flatten().copied().chain(std::iter::once(p)),
-    );
+    words::xor_all(lost, data.iter().flatten().copied().chain(std::iter::once(p)));
 }
 
 /// Data slot `x` and P are lost. Q minus the syndrome of the surviving data leaves g^x * D_x,
@@ -197,13 +179,7 @@ fn data_and_p(lost_data: &mut [u8], x: usize, lost_p: &mut [u8], data: &[Option<
         *d = times_inverse_power[(q ^ partial) as usize];
     }
     let rebuilt: &[u8] = lost_data;
-    words::xor_all(
-        lost_p,
-        data.iter()
-            .flatten()
-            .copied()
-            .chain(std::iter::once(rebuilt)),
-    );
+    words::xor_all(lost_p, data.iter().flatten().copied().chain(std::iter::once(rebuilt)));
 }
 
 /// Data slots `x < y` are lost. With P_xy = P + P_x,y and Q_xy = Q + Q_x,y (the parities of the

@@ -36,11 +36,7 @@ pub(crate) fn xor(dst: &mut [u8], src: &[u8]) {
     for (d, s) in (&mut dst_words).zip(&mut src_words) {
         store(d, load(d) ^ load(s));
     }
-    for (d, s) in dst_words
-        .into_remainder()
-        .iter_mut()
-        .zip(src_words.remainder())
-    {
+    for (d, s) in dst_words.into_remainder().iter_mut().zip(src_words.remainder()) {
         *d ^= s;
     }
 }
@@ -54,11 +50,7 @@ pub(crate) fn mul2_then_xor(acc: &mut [u8], src: Option<&[u8]>) {
             for (a, s) in (&mut acc_words).zip(&mut src_words) {
                 store(a, mul2_word(load(a)) ^ load(s));
             }
-            for (a, s) in acc_words
-                .into_remainder()
-                .iter_mut()
-                .zip(src_words.remainder())
-            {
+            for (a, s) in acc_words.into_remainder().iter_mut().zip(src_words.remainder()) {
                 *a = gf::mul2(*a) ^ s;
             }
         }

@@ -40,15 +40,9 @@ fn stripe_map(layout: Layout, members: usize, k: usize) -> StripeMap {
         Layout::LeftAsymmetric => {
             let p = members - 1 - k % members;
             if p == members - 1 {
-                StripeMap {
-                    p,
-                    q: 0,
-                    data: (1..=data_count).collect(),
-                }
+                StripeMap { p, q: 0, data: (1..=data_count).collect() }
             } else {
-                let data = (0..data_count)
-                    .map(|j| if j >= p { j + 2 } else { j })
-                    .collect();
+                let data = (0..data_count).map(|j| if j >= p { j + 2 } else { j }).collect();
                 StripeMap { p, q: p + 1, data }
             }
         }
@@ -56,11 +50,7 @@ fn stripe_map(layout: Layout, members: usize, k: usize) -> StripeMap {
             let rotating = members - 1;
             let p = rotating - 1 - k % rotating;
             let data = (0..data_count).map(|j| (p + 1 + j) % rotating).collect();
-            StripeMap {
-                p,
-                q: members - 1,
-                data,
-            }
+            StripeMap { p, q: members - 1, data }
         }
     }
 }
@@ -69,17 +59,11 @@ fn stripe_map(layout: Layout, members: usize, k: usize) -> StripeMap {
 /// Q (from member 0 when Q is the last member), wrapping, and number the data members as met.
 fn syndrome_order(map: &StripeMap, members: usize) -> Vec<usize> {
     let start = if map.q == members - 1 { 0 } else { map.q + 1 };
-    (0..members)
-        .map(|i| (start + i) % members)
-        .filter(|&m| m != map.p && m != map.q)
-        .collect()
+    (0..members).map(|i| (start + i) % members).filter(|&m| m != map.p && m != map.q).collect()
 }
 
 fn case(name: &str) -> FixtureCase {
-    cases()
-        .into_iter()
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("fixture {name} not found"))
+    cases().into_iter().find(|c| c.name == name).unwrap_or_else(|| panic!("fixture {name} not found"))
 }
 
 /// Checks every stripe of a clean fixture; returns how many stripes had a syndrome order that
@@ -87,41 +71,23 @@ fn case(name: &str) -> FixtureCase {
 fn check_fixture(name: &str, layout: Layout) -> usize {
     let case = case(name);
     let members = case.members.len();
-    assert_eq!(
-        case.json["raid_devices"]
-            .as_u64()
-            .expect("case.json: raid_devices") as usize,
-        members
-    );
+    assert_eq!(case.json["raid_devices"].as_u64().expect("case.json: raid_devices") as usize, members);
     assert!(case.is_pattern(), "{name}: expected pattern content");
-    let chunk = case.json["chunk_bytes"]
-        .as_u64()
-        .expect("case.json: chunk_bytes") as usize;
-    let component = case.json["component_size_kib"]
-        .as_u64()
-        .expect("case.json: component_size_kib") as usize
-        * 1024;
+    let chunk = case.json["chunk_bytes"].as_u64().expect("case.json: chunk_bytes") as usize;
+    let component = case.json["component_size_kib"].as_u64().expect("case.json: component_size_kib") as usize * 1024;
     let stripes = component / chunk;
     assert!(stripes > 0);
 
     let images: Vec<Vec<u8>> = (0..members)
         .map(|i| {
-            assert_eq!(
-                case.members[i].status, "active",
-                "{name}: member {i} not active"
-            );
+            assert_eq!(case.members[i].status, "active", "{name}: member {i} not active");
             let path = case.member_image(i).expect("member image");
             fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
         })
         .collect();
     let data_offsets: Vec<usize> = case.members[..members]
         .iter()
-        .map(|m| {
-            m.json["data_offset_sectors"]
-                .as_u64()
-                .expect("case.json: data_offset_sectors") as usize
-                * SECTOR
-        })
+        .map(|m| m.json["data_offset_sectors"].as_u64().expect("case.json: data_offset_sectors") as usize * SECTOR)
         .collect();
     let chunk_of = |member: usize, k: usize| -> &[u8] {
         let start = data_offsets[member] + k * chunk;
@@ -138,8 +104,7 @@ fn check_fixture(name: &str, layout: Layout) -> usize {
         for (j, &member) in map.data.iter().enumerate() {
             let first_sector = (k * data_count + j) as u64 * chunk_sectors;
             assert!(
-                chunk_of(member, k)
-                    == pattern(case.case_number, first_sector, chunk_sectors).as_slice(),
+                chunk_of(member, k) == pattern(case.case_number, first_sector, chunk_sectors).as_slice(),
                 "{name} stripe {k}: member {member} does not hold logical chunk {j}"
             );
         }
@@ -177,23 +142,11 @@ fn check_stripe(
     let mut p = vec![0u8; chunk];
     let mut q = vec![0u8; chunk];
     kernel.gen_pq(&mut p, &mut q, data);
-    assert!(
-        p == original[members - 2],
-        "{name} stripe {k} ({kernel}): P differs from member {}",
-        map.p
-    );
-    assert!(
-        q == original[members - 1],
-        "{name} stripe {k} ({kernel}): Q differs from member {}",
-        map.q
-    );
+    assert!(p == original[members - 2], "{name} stripe {k} ({kernel}): P differs from member {}", map.p);
+    assert!(q == original[members - 1], "{name} stripe {k} ({kernel}): Q differs from member {}", map.q);
     p.fill(0);
     kernel.gen_p(&mut p, data);
-    assert!(
-        p == original[members - 2],
-        "{name} stripe {k} ({kernel}): gen_p differs from member {}",
-        map.p
-    );
+    assert!(p == original[members - 2], "{name} stripe {k} ({kernel}): gen_p differs from member {}", map.p);
     for a in 0..members {
         for b in a..members {
             let missing: Vec<usize> = if a == b { vec![a] } else { vec![a, b] };

@@ -31,36 +31,21 @@ struct Blocks {
 
 impl std::fmt::Debug for Blocks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} blocks of {} bytes at offsets {:?}",
-            self.storage.len(),
-            self.len,
-            self.offsets
-        )
+        write!(f, "{} blocks of {} bytes at offsets {:?}", self.storage.len(), self.len, self.offsets)
     }
 }
 
 impl Blocks {
     fn new(count: usize, len: usize, seed: u64) -> Self {
-        let offsets: Vec<usize> = (0..count)
-            .map(|i| fill(seed ^ 0x0ff5e7 ^ i as u64, 1)[0] as usize % 64)
-            .collect();
+        let offsets: Vec<usize> = (0..count).map(|i| fill(seed ^ 0x0ff5e7 ^ i as u64, 1)[0] as usize % 64).collect();
         let storage = offsets
             .iter()
             .enumerate()
             .map(|(i, &offset)| {
-                fill(
-                    seed.wrapping_add((i as u64).wrapping_mul(0x1234_5678_9abc_def1)),
-                    offset + len + 7,
-                )
+                fill(seed.wrapping_add((i as u64).wrapping_mul(0x1234_5678_9abc_def1)), offset + len + 7)
             })
             .collect();
-        Blocks {
-            storage,
-            offsets,
-            len,
-        }
+        Blocks { storage, offsets, len }
     }
 
     fn get(&self, i: usize) -> &[u8] {
@@ -73,20 +58,12 @@ impl Blocks {
 
     fn muts(&mut self) -> Vec<&mut [u8]> {
         let len = self.len;
-        self.storage
-            .iter_mut()
-            .zip(&self.offsets)
-            .map(|(s, &o)| &mut s[o..o + len])
-            .collect()
+        self.storage.iter_mut().zip(&self.offsets).map(|(s, &o)| &mut s[o..o + len]).collect()
     }
 
     /// The bytes around each block, which no kernel may touch.
     fn margins(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.storage
-            .iter()
-            .zip(&self.offsets)
-            .map(|(s, &o)| (s[..o].to_vec(), s[o + self.len..].to_vec()))
-            .collect()
+        self.storage.iter().zip(&self.offsets).map(|(s, &o)| (s[..o].to_vec(), s[o + self.len..].to_vec())).collect()
     }
 }
 
@@ -110,10 +87,7 @@ fn member_count() -> impl Strategy<Value = usize> {
 /// Lengths around multiples of the vector sizes are where the tails go wrong, so half of the
 /// lengths are within a few bytes of one.
 fn length() -> impl Strategy<Value = usize> {
-    prop_oneof![
-        0usize..=5000,
-        (0usize..=40, 0usize..=6).prop_map(|(k, d)| (k * 128 + d).saturating_sub(3)),
-    ]
+    prop_oneof![0usize..=5000, (0usize..=40, 0usize..=6).prop_map(|(k, d)| (k * 128 + d).saturating_sub(3)),]
 }
 
 /// The indices lost in one RAID-6 recovery of `n` data blocks, of the kind `kind` (0 one data,
@@ -309,28 +283,15 @@ fn large_blocks_take_the_streaming_path_exactly() {
         assert!(p == original.get(n), "{kernel}: gen_p");
         p.fill(0);
         kernel.gen_pq(&mut p, &mut q, &data);
-        assert!(
-            p == original.get(n) && q == original.get(n + 1),
-            "{kernel}: gen_pq"
-        );
-        for missing in [
-            vec![1],
-            vec![n],
-            vec![0, 3],
-            vec![2, n],
-            vec![4, n + 1],
-            vec![n, n + 1],
-        ] {
+        assert!(p == original.get(n) && q == original.get(n + 1), "{kernel}: gen_pq");
+        for missing in [vec![1], vec![n], vec![0, 3], vec![2, n], vec![4, n + 1], vec![n, n + 1]] {
             let mut work = original.clone();
             let mut blocks = work.muts();
             for &m in &missing {
                 blocks[m].fill(0x3c);
             }
             kernel.raid6_recover(&mut blocks, &missing);
-            assert!(
-                work.storage == original.storage,
-                "{kernel}: losing {missing:?}"
-            );
+            assert!(work.storage == original.storage, "{kernel}: losing {missing:?}");
         }
     }
 }
@@ -350,19 +311,13 @@ fn a_wrong_byte_is_detected() {
 fn a_kernel_the_cpu_lacks_is_refused() {
     for kernel in Kernel::ALL.into_iter().filter(|k| !k.available()) {
         let result = std::panic::catch_unwind(|| kernel.gen_p(&mut [0u8; 4], &[&[1u8; 4]]));
-        assert!(
-            result.is_err() || !cfg!(target_arch = "x86_64"),
-            "{kernel} ran without its CPU features"
-        );
+        assert!(result.is_err() || !cfg!(target_arch = "x86_64"), "{kernel} ran without its CPU features");
     }
 }
 
 #[test]
 fn reports_the_kernels_it_checked() {
     let names: Vec<&str> = kernels().iter().map(|k| k.name()).collect();
-    eprintln!(
-        "parity kernels checked against scalar: {}",
-        names.join(", ")
-    );
+    eprintln!("parity kernels checked against scalar: {}", names.join(", "));
     assert!(names.contains(&"scalar"));
 }

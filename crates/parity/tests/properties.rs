@@ -1,9 +1,7 @@
 //! Property tests of the public parity API against naive, table-free references.
 
 use proptest::prelude::*;
-use uraid_parity::{
-    gen_p, gen_pq, gf, p_matches, pq_matches, raid5_recover, raid6_recover, update_pq, xor_into,
-};
+use uraid_parity::{gen_p, gen_pq, gf, p_matches, pq_matches, raid5_recover, raid6_recover, update_pq, xor_into};
 
 /// Bit-by-bit multiply in GF(2^8) mod 0x11d, sharing nothing with the crate's tables.
 fn naive_mul(mut a: u8, mut b: u8) -> u8 {
@@ -92,11 +90,7 @@ fn check_raid6_recovery(full: &[Vec<u8>], missing: &[usize]) {
     let mut blocks: Vec<&mut [u8]> = work.iter_mut().map(Vec::as_mut_slice).collect();
     raid6_recover(&mut blocks, missing);
     for (i, (got, want)) in work.iter().zip(full).enumerate() {
-        assert!(
-            got == want,
-            "block {i} wrong after recovering {missing:?} (n = {})",
-            full.len() - 2
-        );
+        assert!(got == want, "block {i} wrong after recovering {missing:?} (n = {})", full.len() - 2);
     }
 }
 
@@ -256,10 +250,7 @@ fn empty_data_gives_zero_parity_and_empty_blocks_are_fine() {
     let mut p = vec![9u8; 10];
     let mut q = vec![9u8; 10];
     gen_pq(&mut p, &mut q, &[]);
-    assert_eq!(
-        (p.as_slice(), q.as_slice()),
-        (&[0u8; 10][..], &[0u8; 10][..])
-    );
+    assert_eq!((p.as_slice(), q.as_slice()), (&[0u8; 10][..], &[0u8; 10][..]));
 
     let empty: [&[u8]; 3] = [&[], &[], &[]];
     gen_pq(&mut [], &mut [], &empty);

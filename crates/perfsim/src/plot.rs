@@ -67,9 +67,17 @@ pub fn svg(chart: &Chart) -> String {
     };
     let py = |y: f64| TOP + (1.0 - y / y_top) * (H - TOP - BOTTOM);
     let mut s = String::new();
-    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
+    );
     let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-    let _ = writeln!(s, r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#, (W - RIGHT + LEFT) / 2.0, escape(&chart.title));
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
+        (W - RIGHT + LEFT) / 2.0,
+        escape(&chart.title)
+    );
     // Axes and grid.
     let (bx, by) = (LEFT, H - BOTTOM);
     let _ = writeln!(s, r#"<line x1="{bx}" y1="{by}" x2="{}" y2="{by}" stroke="black"/>"#, W - RIGHT);
@@ -89,7 +97,13 @@ pub fn svg(chart: &Chart) -> String {
         let _ = writeln!(s, r#"<line x1="{xx:.1}" y1="{by}" x2="{xx:.1}" y2="{}" stroke="black"/>"#, by + 5.0);
         let _ = writeln!(s, r#"<text x="{xx:.1}" y="{}" text-anchor="middle">{}</text>"#, by + 18.0, label(x));
     }
-    let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, (W - RIGHT + LEFT) / 2.0, H - 12.0, escape(chart.x_label));
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+        (W - RIGHT + LEFT) / 2.0,
+        H - 12.0,
+        escape(chart.x_label)
+    );
     let _ = writeln!(
         s,
         r#"<text x="16" y="{0}" text-anchor="middle" transform="rotate(-90 16 {0})">{1}</text>"#,
@@ -103,7 +117,12 @@ pub fn svg(chart: &Chart) -> String {
         let lx = W - RIGHT + 15.0;
         if series.published {
             for p in &series.points {
-                let _ = writeln!(s, r#"<rect x="{:.1}" y="{:.1}" width="9" height="9" fill="black"/>"#, px(p.x) - 4.5, py(p.y) - 4.5);
+                let _ = writeln!(
+                    s,
+                    r#"<rect x="{:.1}" y="{:.1}" width="9" height="9" fill="black"/>"#,
+                    px(p.x) - 4.5,
+                    py(p.y) - 4.5
+                );
             }
             let _ = writeln!(s, r#"<rect x="{:.1}" y="{:.1}" width="9" height="9" fill="black"/>"#, lx + 6.0, ly - 8.0);
         } else {
@@ -114,7 +133,13 @@ pub fn svg(chart: &Chart) -> String {
             for p in &series.points {
                 let _ = writeln!(s, r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{c}"/>"#, px(p.x), py(p.y));
             }
-            let _ = writeln!(s, r#"<line x1="{lx}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="{c}" stroke-width="2"/>"#, ly - 4.0, lx + 20.0, ly - 4.0);
+            let _ = writeln!(
+                s,
+                r#"<line x1="{lx}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="{c}" stroke-width="2"/>"#,
+                ly - 4.0,
+                lx + 20.0,
+                ly - 4.0
+            );
         }
         let _ = writeln!(s, r#"<text x="{}" y="{ly:.1}">{}</text>"#, lx + 26.0, escape(&series.label));
     }
@@ -136,7 +161,11 @@ mod tests {
             y_label: "y",
             log_x: true,
             series: vec![
-                Series { label: "line".into(), points: vec![Point { x: 1.0, y: 2.0 }, Point { x: 4.0, y: 3.0 }], published: false },
+                Series {
+                    label: "line".into(),
+                    points: vec![Point { x: 1.0, y: 2.0 }, Point { x: 4.0, y: 3.0 }],
+                    published: false,
+                },
                 Series { label: "seed".into(), points: vec![Point { x: 2.0, y: 1.0 }], published: true },
             ],
         };

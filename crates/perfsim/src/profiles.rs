@@ -170,7 +170,11 @@ pub fn sata_2008() -> Profile {
         }),
         // 133 MB/s is the PCI bus's peak; bursts, arbitration and the card's own overheads leave
         // about 110 MB/s of sustained DMA, the figure usually measured on such buses (assumed).
-        bus: BusParams { name: "32-bit/33 MHz PCI SATA card (110 MB/s sustained)", bytes_per_s: 110e6, command_overhead: us(20.0) },
+        bus: BusParams {
+            name: "32-bit/33 MHz PCI SATA card (110 MB/s sustained)",
+            bytes_per_s: 110e6,
+            command_overhead: us(20.0),
+        },
         shared_bus: true,
         // Linux 2.6.2x: 128 KiB read-ahead, 512 KiB write-back requests (max_sectors_kb).
         host: HostParams { readahead_bytes: 128 * KIB, writeback_bytes: 512 * KIB, writeback_depth: 8, elevator: true },
@@ -301,7 +305,15 @@ pub fn nvme() -> Profile {
 
 /// Every profile.
 pub fn all() -> Vec<Profile> {
-    vec![uw_scsi_1998(), cheetah_15k3_u160(), sata_2008(), st41200n_1542c(), vinum_prescsi(), generic_hdd_7200(), nvme()]
+    vec![
+        uw_scsi_1998(),
+        cheetah_15k3_u160(),
+        sata_2008(),
+        st41200n_1542c(),
+        vinum_prescsi(),
+        generic_hdd_7200(),
+        nvme(),
+    ]
 }
 
 /// The profile called `name`.

@@ -13,7 +13,10 @@
 use std::collections::HashMap;
 
 use uraid_engine::{Array, Geometry, IoResult, MemberIo, MemberOp, Request, SlotState, SECTOR_BYTES};
-use uraid_layout::{Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format, Raid10Layout, Raid1Layout};
+use uraid_layout::{
+    Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format, Raid10Layout,
+    Raid1Layout,
+};
 
 use crate::disk::{DiskOp, DiskRequest};
 use crate::profiles::Profile;
@@ -24,12 +27,26 @@ use crate::{Nanos, SimRng};
 /// An md array to build over the profile's disks. Chunks are in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArraySpec {
-    Linear { disks: usize },
-    Raid0 { disks: usize, chunk: u64 },
-    Raid1 { disks: usize },
+    Linear {
+        disks: usize,
+    },
+    Raid0 {
+        disks: usize,
+        chunk: u64,
+    },
+    Raid1 {
+        disks: usize,
+    },
     /// Left-symmetric (md's default).
-    Raid5 { disks: usize, chunk: u64 },
-    Raid10 { disks: usize, chunk: u64, far: bool },
+    Raid5 {
+        disks: usize,
+        chunk: u64,
+    },
+    Raid10 {
+        disks: usize,
+        chunk: u64,
+        far: bool,
+    },
 }
 
 impl ArraySpec {
@@ -69,7 +86,9 @@ impl ArraySpec {
             ArraySpec::Raid1 { disks } => Geometry::Raid1(Raid1Layout::new(disks, sectors).map_err(e)?),
             ArraySpec::Raid5 { disks, chunk } => {
                 let alg = ParityAlgorithm::from_md(Level::Raid5, 2).map_err(e)?;
-                Geometry::Parity(ParityLayout::new(Level::Raid5, alg, disks, chunk_sectors(chunk)?, sectors).map_err(e)?)
+                Geometry::Parity(
+                    ParityLayout::new(Level::Raid5, alg, disks, chunk_sectors(chunk)?, sectors).map_err(e)?,
+                )
             }
             ArraySpec::Raid10 { disks, chunk, far } => {
                 let format = Raid10Format::parse(if far { "f2" } else { "n2" }).map_err(e)?;
@@ -185,7 +204,13 @@ pub fn engine_request(req: &IoReq) -> Request {
 
 /// Run `streams` against `target` on disks of `profile`; one seed decides everything random
 /// (platter phases, the streams' choices).
-pub fn run(profile: &Profile, target: &Target, configure: Configure, mut streams: Vec<Box<dyn Stream>>, seed: u64) -> RunResult {
+pub fn run(
+    profile: &Profile,
+    target: &Target,
+    configure: Configure,
+    mut streams: Vec<Box<dyn Stream>>,
+    seed: u64,
+) -> RunResult {
     let mut rng = SimRng::new(seed);
     let mut storage = Storage::new(profile, target.disks(), &mut rng.fork());
     let mut array = match target {
@@ -285,7 +310,11 @@ pub fn run(profile: &Profile, target: &Target, configure: Configure, mut streams
         }
     }
     let elapsed = results.iter().map(|r| r.finished_at).max().unwrap_or(0);
-    RunResult { elapsed, streams: results, disk_busy: (0..storage.disk_count()).map(|d| storage.busy_time(d)).collect() }
+    RunResult {
+        elapsed,
+        streams: results,
+        disk_busy: (0..storage.disk_count()).map(|d| storage.busy_time(d)).collect(),
+    }
 }
 
 fn finish(
@@ -325,8 +354,14 @@ mod tests {
     fn raid0_over_two_disks_doubles_sequential_reads() {
         let p = profiles::generic_hdd_7200();
         let one = run(&p, &Target::Disk, &no_configure, seq(DiskOp::Read, 256 << 20), 1).throughput();
-        let two = run(&p, &Target::Array(ArraySpec::Raid0 { disks: 2, chunk: 64 << 10 }), &no_configure, seq(DiskOp::Read, 256 << 20), 1)
-            .throughput();
+        let two = run(
+            &p,
+            &Target::Array(ArraySpec::Raid0 { disks: 2, chunk: 64 << 10 }),
+            &no_configure,
+            seq(DiskOp::Read, 256 << 20),
+            1,
+        )
+        .throughput();
         let ratio = two / one;
         assert!((1.8..2.1).contains(&ratio), "raid0 x2 / single = {ratio:.2} ({two:.0} vs {one:.0})");
     }
@@ -335,7 +370,9 @@ mod tests {
     fn a_raid1_write_costs_about_one_disk_write() {
         let p = profiles::generic_hdd_7200();
         let one = run(&p, &Target::Disk, &no_configure, seq(DiskOp::Write, 128 << 20), 2).throughput();
-        let mirror = run(&p, &Target::Array(ArraySpec::Raid1 { disks: 2 }), &no_configure, seq(DiskOp::Write, 128 << 20), 2).throughput();
+        let mirror =
+            run(&p, &Target::Array(ArraySpec::Raid1 { disks: 2 }), &no_configure, seq(DiskOp::Write, 128 << 20), 2)
+                .throughput();
         let ratio = mirror / one;
         assert!((0.9..1.05).contains(&ratio), "raid1 write / single = {ratio:.2}");
     }
@@ -344,7 +381,13 @@ mod tests {
     fn a_one_member_linear_array_matches_the_bare_disk() {
         let p = profiles::uw_scsi_1998();
         let streams = || -> Vec<Box<dyn Stream>> {
-            vec![Box::new(Rawio { op: DiskOp::Read, start: 0, span: 1 << 30, sizes: Sizes::Fixed(8192), ops_left: 500 })]
+            vec![Box::new(Rawio {
+                op: DiskOp::Read,
+                start: 0,
+                span: 1 << 30,
+                sizes: Sizes::Fixed(8192),
+                ops_left: 500,
+            })]
         };
         let bare = run(&p, &Target::Disk, &no_configure, streams(), 3);
         let linear = run(&p, &Target::Array(ArraySpec::Linear { disks: 1 }), &no_configure, streams(), 3);
@@ -355,10 +398,18 @@ mod tests {
     fn raid5_small_writes_cost_four_member_ios() {
         let p = profiles::uw_scsi_1998();
         let streams = || -> Vec<Box<dyn Stream>> {
-            vec![Box::new(Rawio { op: DiskOp::Write, start: 0, span: 1 << 30, sizes: Sizes::Fixed(4096), ops_left: 300 })]
+            vec![Box::new(Rawio {
+                op: DiskOp::Write,
+                start: 0,
+                span: 1 << 30,
+                sizes: Sizes::Fixed(4096),
+                ops_left: 300,
+            })]
         };
         let single = run(&p, &Target::Disk, &no_configure, streams(), 4).ops_per_s();
-        let raid5 = run(&p, &Target::Array(ArraySpec::Raid5 { disks: 3, chunk: 64 << 10 }), &no_configure, streams(), 4).ops_per_s();
+        let raid5 =
+            run(&p, &Target::Array(ArraySpec::Raid5 { disks: 3, chunk: 64 << 10 }), &no_configure, streams(), 4)
+                .ops_per_s();
         // Read old data and parity, then write both: two dependent rounds on two disks.
         let ratio = raid5 / single;
         assert!((0.3..0.65).contains(&ratio), "raid5 small writes / single = {ratio:.2}");
@@ -383,7 +434,15 @@ mod tests {
         let p = profiles::nvme();
         let streams = || -> Vec<Box<dyn Stream>> {
             (0..32)
-                .map(|_| Box::new(Rawio { op: DiskOp::Read, start: 0, span: 1 << 30, sizes: Sizes::Fixed(128 << 10), ops_left: 100 }) as Box<dyn Stream>)
+                .map(|_| {
+                    Box::new(Rawio {
+                        op: DiskOp::Read,
+                        start: 0,
+                        span: 1 << 30,
+                        sizes: Sizes::Fixed(128 << 10),
+                        ops_left: 100,
+                    }) as Box<dyn Stream>
+                })
                 .collect()
         };
         let one = run(&p, &Target::Disk, &no_configure, streams(), 6).throughput();
@@ -397,7 +456,8 @@ mod tests {
         let p = profiles::generic_hdd_7200();
         let at_once = run(&p, &Target::Disk, &no_configure, seq(DiskOp::Read, 16 << 20), 7);
         let delay = crate::ms(250.0);
-        let later: Vec<Box<dyn Stream>> = vec![Box::new(Sequential::new(DiskOp::Read, 0, 16 << 20, 512 << 10, 4).starting_at(delay))];
+        let later: Vec<Box<dyn Stream>> =
+            vec![Box::new(Sequential::new(DiskOp::Read, 0, 16 << 20, 512 << 10, 4).starting_at(delay))];
         let later = run(&p, &Target::Disk, &no_configure, later, 7);
         // The same work, a quarter second later (give or take where the platter stands then).
         let took = later.elapsed - delay;
@@ -410,13 +470,21 @@ mod tests {
         let streams = || -> Vec<Box<dyn Stream>> {
             (0..4)
                 .map(|_| {
-                    Box::new(Rawio { op: DiskOp::Read, start: 0, span: 4 << 30, sizes: Sizes::Uniform { min: 512, max: 32768 }, ops_left: 200 })
-                        as Box<dyn Stream>
+                    Box::new(Rawio {
+                        op: DiskOp::Read,
+                        start: 0,
+                        span: 4 << 30,
+                        sizes: Sizes::Uniform { min: 512, max: 32768 },
+                        ops_left: 200,
+                    }) as Box<dyn Stream>
                 })
                 .collect()
         };
         let spec = Target::Array(ArraySpec::Raid1 { disks: 2 });
         assert_eq!(run(&p, &spec, &no_configure, streams(), 9), run(&p, &spec, &no_configure, streams(), 9));
-        assert_ne!(run(&p, &spec, &no_configure, streams(), 9).elapsed, run(&p, &spec, &no_configure, streams(), 10).elapsed);
+        assert_ne!(
+            run(&p, &spec, &no_configure, streams(), 9).elapsed,
+            run(&p, &spec, &no_configure, streams(), 10).elapsed
+        );
     }
 }

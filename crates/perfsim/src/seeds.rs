@@ -14,11 +14,11 @@
 use serde::Serialize;
 use uraid_engine::{Array, ReadPolicy};
 
-use crate::{Nanos, SimRng};
 use crate::disk::DiskOp;
 use crate::profiles::{self, Profile};
 use crate::runner::{run, ArraySpec, RunResult, Target};
 use crate::workload::{Rawio, Rewrite, Seeker, Sequential, Sizes, SmallFiles, Stream};
+use crate::{Nanos, SimRng};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * 1024;
@@ -140,7 +140,7 @@ const BONNIE_COLUMNS: [(&str, &str, &str); 4] = [
 ];
 
 impl Bonnie {
-    /// The `i`th of [`BONNIE_COLUMNS`].
+    /// The `i`th of `BONNIE_COLUMNS`.
     pub fn column(&self, i: usize) -> f64 {
         [self.write_kib_s, self.rewrite_kib_s, self.read_kib_s, self.seeks_per_s][i]
     }
@@ -149,14 +149,34 @@ impl Bonnie {
 /// The bonnie benchmark: `seq_bytes` written, rewritten and read sequentially, then
 /// `seeks` random 8 KiB reads by 3 seekers over a file of `file_bytes` (bonnie's
 /// `SeekProcCount` 3, `Chunk` 8192, `UpdateSeek` 10: one seek in ten rewrites its chunk).
-pub fn bonnie(profile: &Profile, target: &Target, policy: ReadPolicy, seq_bytes: u64, file_bytes: u64, seeks: u64, seed: u64) -> Bonnie {
+pub fn bonnie(
+    profile: &Profile,
+    target: &Target,
+    policy: ReadPolicy,
+    seq_bytes: u64,
+    file_bytes: u64,
+    seeks: u64,
+    seed: u64,
+) -> Bonnie {
     let h = profile.host;
     let ra = readahead(profile, target);
     let kib = |r: RunResult| r.throughput() / KIB as f64;
-    let write = go(profile, target, policy, vec![Box::new(Sequential::new(DiskOp::Write, 0, seq_bytes, h.writeback_bytes, h.writeback_depth))], seed);
+    let write = go(
+        profile,
+        target,
+        policy,
+        vec![Box::new(Sequential::new(DiskOp::Write, 0, seq_bytes, h.writeback_bytes, h.writeback_depth))],
+        seed,
+    );
     let batch = h.writeback_bytes * h.writeback_depth as u64;
     // Rewrite moves every byte twice; bonnie counts it once.
-    let rewrite = go(profile, target, policy, vec![Box::new(Rewrite::new(0, seq_bytes, ra, h.writeback_bytes, batch, h.writeback_depth))], seed);
+    let rewrite = go(
+        profile,
+        target,
+        policy,
+        vec![Box::new(Rewrite::new(0, seq_bytes, ra, h.writeback_bytes, batch, h.writeback_depth))],
+        seed,
+    );
     let rewrite_kib = seq_bytes as f64 / rewrite.seconds() / KIB as f64;
     let read = go(profile, target, policy, vec![Box::new(Sequential::new(DiskOp::Read, 0, seq_bytes, ra, 2))], seed);
     let seeks_per_s = bonnie_seeks(profile, target, policy, 3, file_bytes, seeks, seed);
@@ -164,7 +184,15 @@ pub fn bonnie(profile: &Profile, target: &Target, policy: ReadPolicy, seq_bytes:
 }
 
 /// Bonnie's seek phase alone with `procs` seekers (bonnie has 3): seeks per second.
-pub fn bonnie_seeks(profile: &Profile, target: &Target, policy: ReadPolicy, procs: u64, file_bytes: u64, seeks: u64, seed: u64) -> f64 {
+pub fn bonnie_seeks(
+    profile: &Profile,
+    target: &Target,
+    policy: ReadPolicy,
+    procs: u64,
+    file_bytes: u64,
+    seeks: u64,
+    seed: u64,
+) -> f64 {
     seeks_rewriting(profile, target, policy, procs, file_bytes, seeks, 10, seed)
 }
 
@@ -182,8 +210,9 @@ pub fn seeks_rewriting(
     seed: u64,
 ) -> f64 {
     let per = seeks / procs;
-    let seekers: Vec<Box<dyn Stream>> =
-        (0..procs).map(|_| Box::new(Seeker::new(0, file_bytes, 8 * KIB, per, update_every)) as Box<dyn Stream>).collect();
+    let seekers: Vec<Box<dyn Stream>> = (0..procs)
+        .map(|_| Box::new(Seeker::new(0, file_bytes, 8 * KIB, per, update_every)) as Box<dyn Stream>)
+        .collect();
     go(profile, target, policy, seekers, seed).ops_per_s()
 }
 
@@ -198,12 +227,22 @@ pub struct DdRun {
 
 /// Parallel `dd`s through the page cache, reader `i` from byte `i * stride` and started at
 /// `starts[i]`, `bytes` each.
-pub fn dd_readers(profile: &Profile, target: &Target, policy: ReadPolicy, stride: u64, bytes: u64, starts: &[Nanos], seed: u64) -> DdRun {
+pub fn dd_readers(
+    profile: &Profile,
+    target: &Target,
+    policy: ReadPolicy,
+    stride: u64,
+    bytes: u64,
+    starts: &[Nanos],
+    seed: u64,
+) -> DdRun {
     let ra = readahead(profile, target);
     let streams: Vec<Box<dyn Stream>> = starts
         .iter()
         .enumerate()
-        .map(|(i, &at)| Box::new(Sequential::new(DiskOp::Read, i as u64 * stride, bytes, ra, 2).starting_at(at)) as Box<dyn Stream>)
+        .map(|(i, &at)| {
+            Box::new(Sequential::new(DiskOp::Read, i as u64 * stride, bytes, ra, 2).starting_at(at)) as Box<dyn Stream>
+        })
         .collect();
     let r = go(profile, target, policy, streams, seed);
     let took: Vec<f64> = r.streams.iter().zip(starts).map(|(s, &at)| (s.finished_at - at) as f64 / 1e9).collect();
@@ -277,10 +316,32 @@ fn molnar(opts: &Options, out: &mut Out) {
         for (i, (key, metric, unit)) in BONNIE_COLUMNS.iter().enumerate() {
             let metric = format!("bonnie {metric}");
             let s = single.column(i);
-            out.push(&format!("molnar1998-single-{key}"), MOLNAR, &metric, unit, Some(seed_single[i]), policy, &p, s, None, false);
+            out.push(
+                &format!("molnar1998-single-{key}"),
+                MOLNAR,
+                &metric,
+                unit,
+                Some(seed_single[i]),
+                policy,
+                &p,
+                s,
+                None,
+                false,
+            );
             let seed_ratio = Some(seed_raid1[i] / seed_single[i]);
             let id = format!("molnar1998-raid1-4way-{key}");
-            out.push(&id, MOLNAR, &metric, unit, Some(seed_raid1[i]), policy, &p, r.column(i), Some((s, seed_ratio)), true);
+            out.push(
+                &id,
+                MOLNAR,
+                &metric,
+                unit,
+                Some(seed_raid1[i]),
+                policy,
+                &p,
+                r.column(i),
+                Some((s, seed_ratio)),
+                true,
+            );
         }
     }
     // Not in the seed: bonnie's seek test with 8 seekers instead of 3, so that four mirrors can
@@ -293,7 +354,18 @@ fn molnar(opts: &Options, out: &mut Out) {
     for policy in ReadPolicy::ALL {
         let v = bonnie_seeks(&p, &raid1, policy, many, file, seeks, opts.seed);
         let metric = format!("bonnie random seeks with {many} seekers (not a seed figure)");
-        out.push("molnar1998-raid1-4way-seeks-8seekers", MOLNAR, &metric, "seeks/s", None, policy, &p, v, Some((single_many, None)), true);
+        out.push(
+            "molnar1998-raid1-4way-seeks-8seekers",
+            MOLNAR,
+            &metric,
+            "seeks/s",
+            None,
+            policy,
+            &p,
+            v,
+            Some((single_many, None)),
+            true,
+        );
     }
     // Not in the seed either: the seek test without its rewrites (read-only random 8 KiB reads),
     // 3 and 8 seekers: what the mirrors give random reads when no write brings every head to
@@ -321,7 +393,11 @@ fn bonnie2008(opts: &Options, out: &mut Out) {
     let configs: [(&str, Target, [f64; 4]); 4] = [
         ("base", Target::Disk, [64334.0, 34373.0, 79255.0, 235.4]),
         ("linear", Target::Array(ArraySpec::Linear { disks: 2 }), [63289.0, 33291.0, 78033.0, 236.4]),
-        ("striped", Target::Array(ArraySpec::Raid0 { disks: 2, chunk: 64 * KIB }), [109092.0, 48674.0, 116921.0, 339.5]),
+        (
+            "striped",
+            Target::Array(ArraySpec::Raid0 { disks: 2, chunk: 64 * KIB }),
+            [109092.0, 48674.0, 116921.0, 339.5],
+        ),
         ("mirrored", Target::Array(ArraySpec::Raid1 { disks: 2 }), [50917.0, 29154.0, 76402.0, 331.5]),
     ];
     let base = bonnie(&p, &Target::Disk, ReadPolicy::Md, seq, file, seeks, opts.seed);
@@ -341,7 +417,18 @@ fn bonnie2008(opts: &Options, out: &mut Out) {
                 let single = (*name != "base").then(|| (base.column(i), Some(seed_vals[i] / configs[0].2[i])));
                 let metric = format!("bonnie++ {metric}");
                 let id = format!("bonnie2008-{name}-{key}");
-                out.push(&id, BONNIE2008, &metric, unit, Some(seed_vals[i]), policy, &p, b.column(i), single, sensitive);
+                out.push(
+                    &id,
+                    BONNIE2008,
+                    &metric,
+                    unit,
+                    Some(seed_vals[i]),
+                    policy,
+                    &p,
+                    b.column(i),
+                    single,
+                    sensitive,
+                );
             }
         }
     }
@@ -383,7 +470,7 @@ fn baker_bytes(readers: u64, on_array: bool) -> u64 {
 /// finish together, about 70 MB/s in all) or 1 + 3 (one reader has a disk to itself and
 /// finishes in about 0.4 of the others' time, about 115 MB/s). The seed's own per-reader times
 /// say which happened: the slowest took 1.06x the fastest with four readers, 1.41x with
-/// eight. So [`BAKER_START_TRIALS`] draws of the gaps are tried, and the one whose md-2006
+/// eight. So `BAKER_START_TRIALS` draws of the gaps are tried, and the one whose md-2006
 /// readers' spread comes nearest the seed's is kept; every policy, and the bare disk, then
 /// runs with those starts. (md-2006 is the seed's policy; the other policies are judged on
 /// the same starts.)
@@ -396,7 +483,8 @@ pub fn baker_starts(opts: &Options, readers_index: usize) -> Vec<Nanos> {
     let p = profiles::cheetah_15k3_u160();
     let raid1 = Target::Array(ArraySpec::Raid1 { disks: 2 });
     let bytes = opts.bytes(baker_bytes(n, true));
-    let seed_spread = seed_times.iter().copied().fold(0.0, f64::max) / seed_times.iter().copied().fold(f64::INFINITY, f64::min);
+    let seed_spread =
+        seed_times.iter().copied().fold(0.0, f64::max) / seed_times.iter().copied().fold(f64::INFINITY, f64::min);
     let mut rng = SimRng::new(opts.seed ^ (n << 32));
     let mut best: Option<(f64, Vec<Nanos>)> = None;
     for _ in 0..BAKER_START_TRIALS {
@@ -434,7 +522,18 @@ fn baker_sweep(opts: &Options) -> BakerSweep {
     let disk = BAKER_READERS
         .iter()
         .zip(&starts)
-        .map(|(&n, at)| dd_readers(&p, &Target::Disk, ReadPolicy::Md, BAKER_STRIDE, opts.bytes(baker_bytes(n, false)), at, opts.seed).mb_s)
+        .map(|(&n, at)| {
+            dd_readers(
+                &p,
+                &Target::Disk,
+                ReadPolicy::Md,
+                BAKER_STRIDE,
+                opts.bytes(baker_bytes(n, false)),
+                at,
+                opts.seed,
+            )
+            .mb_s
+        })
         .collect();
     let raid1 = Target::Array(ArraySpec::Raid1 { disks: 2 });
     let raid1 = ReadPolicy::ALL
@@ -443,7 +542,9 @@ fn baker_sweep(opts: &Options) -> BakerSweep {
             let v = BAKER_READERS
                 .iter()
                 .zip(&starts)
-                .map(|(&n, at)| dd_readers(&p, &raid1, policy, BAKER_STRIDE, opts.bytes(baker_bytes(n, true)), at, opts.seed).mb_s)
+                .map(|(&n, at)| {
+                    dd_readers(&p, &raid1, policy, BAKER_STRIDE, opts.bytes(baker_bytes(n, true)), at, opts.seed).mb_s
+                })
                 .collect();
             (policy, v)
         })
@@ -460,13 +561,35 @@ fn baker(sweep: &BakerSweep, out: &mut Out) {
         for (k, &n) in BAKER_READERS.iter().enumerate() {
             let metric = format!("{n} parallel dd readers, total");
             let disk = sweep.disk[k];
-            out.push(&format!("baker2006-disk-{n}readers"), BAKER, &metric, "MB/s", seed_disk[k], *policy, &p, disk, None, false);
+            out.push(
+                &format!("baker2006-disk-{n}readers"),
+                BAKER,
+                &metric,
+                "MB/s",
+                seed_disk[k],
+                *policy,
+                &p,
+                disk,
+                None,
+                false,
+            );
             // The seed states the single-thread speedup only in words: "0%".
             let seed_ratio = match (seed_md[k], seed_disk[k]) {
                 (Some(a), Some(b)) => Some(a / b),
                 _ => Some(1.0),
             };
-            out.push(&format!("baker2006-raid1-{n}readers"), BAKER, &metric, "MB/s", seed_md[k], *policy, &p, raid1[k], Some((disk, seed_ratio)), true);
+            out.push(
+                &format!("baker2006-raid1-{n}readers"),
+                BAKER,
+                &metric,
+                "MB/s",
+                seed_md[k],
+                *policy,
+                &p,
+                raid1[k],
+                Some((disk, seed_ratio)),
+                true,
+            );
         }
     }
 }
@@ -526,7 +649,13 @@ pub fn reproduce(opts: &Options, charts: bool) -> (Vec<Figure>, Vec<Chart>) {
     let baker = baker_sweep(opts);
     let figures = figures(opts, &baker);
     let charts = if charts {
-        vec![chart_mirrors(opts), chart_readers(&baker), chart_stripes(opts), chart_processes(opts), chart_request_size(opts)]
+        vec![
+            chart_mirrors(opts),
+            chart_readers(&baker),
+            chart_stripes(opts),
+            chart_processes(opts),
+            chart_request_size(opts),
+        ]
     } else {
         Vec::new()
     };
@@ -564,7 +693,10 @@ fn chart_mirrors(opts: &Options) -> Chart {
     for policy in ReadPolicy::ALL {
         let mut pts = vec![(1.0, single)];
         for n in 2..=4 {
-            pts.push((n as f64, bonnie_seeks(&p, &Target::Array(ArraySpec::Raid1 { disks: n }), policy, 3, file, seeks, opts.seed)));
+            pts.push((
+                n as f64,
+                bonnie_seeks(&p, &Target::Array(ArraySpec::Raid1 { disks: n }), policy, 3, file, seeks, opts.seed),
+            ));
         }
         out.push(series(format!("raid1, {}", policy.name()), pts, false));
     }
@@ -586,8 +718,16 @@ fn chart_readers(sweep: &BakerSweep) -> Chart {
     for (policy, v) in &sweep.raid1 {
         out.push(series(format!("raid1 x2, {}", policy.name()), points(v), false));
     }
-    out.push(series("seed: raid1 (Baker 2006)", vec![(2.0, 6553.6 / 48.375897), (4.0, 13107.2 / 184.209018), (8.0, 3276.8 / 49.679275)], true));
-    out.push(series("seed: single disk", vec![(2.0, 6553.6 / 192.096232), (4.0, 3276.8 / 90.238705), (8.0, 3276.8 / 100.144752)], true));
+    out.push(series(
+        "seed: raid1 (Baker 2006)",
+        vec![(2.0, 6553.6 / 48.375897), (4.0, 13107.2 / 184.209018), (8.0, 3276.8 / 49.679275)],
+        true,
+    ));
+    out.push(series(
+        "seed: single disk",
+        vec![(2.0, 6553.6 / 192.096232), (4.0, 3276.8 / 90.238705), (8.0, 3276.8 / 100.144752)],
+        true,
+    ));
     Chart {
         file: "readers-vs-mbps.svg",
         title: "parallel dd readers, Cheetah 15K.3 x2 on Ultra160".into(),
@@ -617,8 +757,22 @@ fn chart_stripes(opts: &Options) -> Chart {
             let pts = stripes
                 .iter()
                 .map(|&chunk| {
-                    let spec = if make == 0 { ArraySpec::Raid0 { disks: 4, chunk } } else { ArraySpec::Raid5 { disks: 4, chunk } };
-                    ((chunk / KIB) as f64, rawio(&p, &Target::Array(spec), ReadPolicy::Md, 8, &random(op, UFS_SIZES, span, ops), opts.seed))
+                    let spec = if make == 0 {
+                        ArraySpec::Raid0 { disks: 4, chunk }
+                    } else {
+                        ArraySpec::Raid5 { disks: 4, chunk }
+                    };
+                    (
+                        (chunk / KIB) as f64,
+                        rawio(
+                            &p,
+                            &Target::Array(spec),
+                            ReadPolicy::Md,
+                            8,
+                            &random(op, UFS_SIZES, span, ops),
+                            opts.seed,
+                        ),
+                    )
                 })
                 .collect();
             out.push(series(format!("{level}, {name}"), pts, false));
@@ -629,7 +783,10 @@ fn chart_stripes(opts: &Options) -> Chart {
             .iter()
             .map(|&chunk| {
                 let target = Target::Array(ArraySpec::Raid10 { disks: 4, chunk, far: false });
-                ((chunk / KIB) as f64, rawio(&p, &target, policy, 8, &random(DiskOp::Read, UFS_SIZES, span, ops), opts.seed))
+                (
+                    (chunk / KIB) as f64,
+                    rawio(&p, &target, policy, 8, &random(DiskOp::Read, UFS_SIZES, span, ops), opts.seed),
+                )
             })
             .collect();
         out.push(series(format!("raid10 x4, read, {}", policy.name()), pts, false));
@@ -651,10 +808,30 @@ fn chart_processes(opts: &Options) -> Chart {
     let span = 120 * MIB;
     let procs: [u64; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
     let ops = |n: u64| opts.count(2400).div_ceil(n).max(20);
-    let single = procs.iter().map(|&n| (n as f64, rawio(&p, &Target::Disk, ReadPolicy::Md, n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed))).collect();
+    let single = procs
+        .iter()
+        .map(|&n| {
+            (
+                n as f64,
+                rawio(&p, &Target::Disk, ReadPolicy::Md, n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed),
+            )
+        })
+        .collect();
     let striped = procs
         .iter()
-        .map(|&n| (n as f64, rawio(&p, &Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), ReadPolicy::Md, n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed)))
+        .map(|&n| {
+            (
+                n as f64,
+                rawio(
+                    &p,
+                    &Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }),
+                    ReadPolicy::Md,
+                    n,
+                    &random(DiskOp::Read, UFS_SIZES, span, ops(n)),
+                    opts.seed,
+                ),
+            )
+        })
         .collect();
     Chart {
         file: "processes.svg",
@@ -673,7 +850,22 @@ fn chart_request_size(opts: &Options) -> Chart {
     let sizes: Vec<u64> = (9..=17).map(|k| 1u64 << k).collect();
     let ops = opts.count(400);
     let line = |target: Target, procs: u64| -> Vec<(f64, f64)> {
-        sizes.iter().map(|&s| (s as f64, rawio(&p, &target, ReadPolicy::Md, procs, &random(DiskOp::Read, Sizes::Fixed(s), span, ops), opts.seed))).collect()
+        sizes
+            .iter()
+            .map(|&s| {
+                (
+                    s as f64,
+                    rawio(
+                        &p,
+                        &target,
+                        ReadPolicy::Md,
+                        procs,
+                        &random(DiskOp::Read, Sizes::Fixed(s), span, ops),
+                        opts.seed,
+                    ),
+                )
+            })
+            .collect()
     };
     Chart {
         file: "request-size.svg",
@@ -683,8 +875,16 @@ fn chart_request_size(opts: &Options) -> Chart {
         log_x: true,
         series: vec![
             series("single disk, 1 process", line(Target::Disk, 1), false),
-            series("raid0 x4 256 KiB, 1 process", line(Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), 1), false),
-            series("raid0 x4 256 KiB, 8 processes", line(Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), 8), false),
+            series(
+                "raid0 x4 256 KiB, 1 process",
+                line(Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), 1),
+                false,
+            ),
+            series(
+                "raid0 x4 256 KiB, 8 processes",
+                line(Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), 8),
+                false,
+            ),
         ],
     }
 }
@@ -711,7 +911,11 @@ mod tests {
         let bytes = opts.bytes(baker_bytes(4, true));
         let seed = BAKER_MD_SECONDS[k];
         let seed_spread = seed.iter().copied().fold(0.0, f64::max) / seed.iter().copied().fold(f64::INFINITY, f64::min);
-        let miss = |at: &[Nanos]| (dd_readers(&p, &raid1, ReadPolicy::Md2006, BAKER_STRIDE, bytes, at, opts.seed).spread / seed_spread).ln().abs();
+        let miss = |at: &[Nanos]| {
+            (dd_readers(&p, &raid1, ReadPolicy::Md2006, BAKER_STRIDE, bytes, at, opts.seed).spread / seed_spread)
+                .ln()
+                .abs()
+        };
         assert!(miss(&starts) <= miss(&[0; 4]), "kept {starts:?}");
         assert_eq!(baker_starts(&opts, k), starts, "deterministic");
     }

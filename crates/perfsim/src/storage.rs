@@ -127,10 +127,21 @@ impl Storage {
                 break;
             }
             let pick = if unit.elevator {
-                let ahead = unit.host_queue.iter().enumerate().filter(|(_, r)| r.offset >= unit.scan_at).min_by_key(|(i, r)| (r.offset, *i));
+                let ahead = unit
+                    .host_queue
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.offset >= unit.scan_at)
+                    .min_by_key(|(i, r)| (r.offset, *i));
                 match ahead {
                     Some((i, _)) => i,
-                    None => unit.host_queue.iter().enumerate().min_by_key(|(i, r)| (r.offset, *i)).map(|(i, _)| i).expect("non-empty"),
+                    None => unit
+                        .host_queue
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(i, r)| (r.offset, *i))
+                        .map(|(i, _)| i)
+                        .expect("non-empty"),
                 }
             } else {
                 0

@@ -105,7 +105,16 @@ pub struct Rewrite {
 
 impl Rewrite {
     pub fn new(start: u64, bytes: u64, read_len: u64, write_len: u64, batch: u64, write_depth: usize) -> Rewrite {
-        Rewrite { pos: start, end: start + bytes, read_len, write_len, batch, write_depth, dirty_from: start, writing: None }
+        Rewrite {
+            pos: start,
+            end: start + bytes,
+            read_len,
+            write_len,
+            batch,
+            write_depth,
+            dirty_from: start,
+            writing: None,
+        }
     }
 }
 
@@ -195,7 +204,10 @@ impl Stream for Seeker {
 pub enum Sizes {
     Fixed(u64),
     /// Uniform over multiples of 512 bytes in `[min, max]`.
-    Uniform { min: u64, max: u64 },
+    Uniform {
+        min: u64,
+        max: u64,
+    },
 }
 
 /// A rawio process: random transfers over `[start, start+span)` aligned to 512 bytes, one at a
@@ -413,7 +425,9 @@ mod tests {
         assert_eq!(reads.len(), 5000);
         assert!((400..600).contains(&writes.len()), "{} rewrites", writes.len());
         assert!(writes.iter().all(|w| !w.wait));
-        assert!(reads.iter().all(|r| r.offset >= 1 << 20 && r.offset + 8192 <= (1 << 20) + (64 << 20) && r.offset % 8192 == 0));
+        assert!(reads
+            .iter()
+            .all(|r| r.offset >= 1 << 20 && r.offset + 8192 <= (1 << 20) + (64 << 20) && r.offset % 8192 == 0));
     }
 
     #[test]
@@ -427,7 +441,13 @@ mod tests {
 
     #[test]
     fn rawio_transfers_are_sector_aligned_and_within_the_span() {
-        let mut s = Rawio { op: DiskOp::Read, start: 4096, span: 1 << 20, sizes: Sizes::Uniform { min: 512, max: 32768 }, ops_left: 2000 };
+        let mut s = Rawio {
+            op: DiskOp::Read,
+            start: 4096,
+            span: 1 << 20,
+            sizes: Sizes::Uniform { min: 512, max: 32768 },
+            ops_left: 2000,
+        };
         let reqs = drain(&mut s, &mut SimRng::new(3), 10_000);
         assert_eq!(reqs.len(), 2000);
         for r in &reqs {

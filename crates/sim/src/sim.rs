@@ -1669,7 +1669,12 @@ impl Sim {
                 for &(a, b) in &exposed {
                     let mut pos = a / SECTOR * SECTOR;
                     while pos < b {
-                        if self.geometry.parity_runs(pos, 1).first().is_some_and(|r| states[r.slot] != SlotState::InSync) {
+                        if self
+                            .geometry
+                            .parity_runs(pos, 1)
+                            .first()
+                            .is_some_and(|r| states[r.slot] != SlotState::InSync)
+                        {
                             self.model.forget_sectors(pos, SECTOR);
                         }
                         pos += SECTOR;
@@ -1742,7 +1747,9 @@ impl Sim {
                     total.rebuilt += r.rebuilt;
                     total.bad += r.bad;
                 }
-                Err(e) => return Err(self.fail(Invariant::RequestFailed, format!("replaying the log of slot {slot}: {e}"))),
+                Err(e) => {
+                    return Err(self.fail(Invariant::RequestFailed, format!("replaying the log of slot {slot}: {e}")))
+                }
             }
         }
         // Replay writes go straight to the media (the driver flushes after replay).
@@ -1875,7 +1882,8 @@ impl Sim {
         // run), and then only raid6 short of one member owes a resync.
         let mirror = matches!(self.geometry, Geometry::Raid1(_) | Geometry::Raid10(_));
         // raid6 short of one member resyncs too (P and Q made to agree around it).
-        let lost = self.array.slot_states().iter().filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty)).count();
+        let lost =
+            self.array.slot_states().iter().filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty)).count();
         let short_raid6 = self.parity && self.geometry.max_degraded() > 1 && lost == 1;
         if self.needs_resync
             && self.resync.is_none()

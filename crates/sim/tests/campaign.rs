@@ -140,8 +140,11 @@ fn long_campaign() {
 /// missing member may read back wrong. `URAID_SIM_CI_WRITE_HOLE_SEEDS` (default 600).
 #[test]
 fn ci_write_hole() {
-    let parity: Vec<&'static str> =
-        geometries::ALL.iter().copied().filter(|g| matches!(geometries::level_of(g), "raid4" | "raid5" | "raid6")).collect();
+    let parity: Vec<&'static str> = geometries::ALL
+        .iter()
+        .copied()
+        .filter(|g| matches!(geometries::level_of(g), "raid4" | "raid5" | "raid6"))
+        .collect();
     let seeds = env_u64("URAID_SIM_CI_WRITE_HOLE_SEEDS").unwrap_or(600);
     let mut plan = Plan::new(&parity, 0, seeds);
     plan.scenario = Scenario::WriteHole;

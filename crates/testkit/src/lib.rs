@@ -32,9 +32,8 @@ pub fn workspace_root() -> PathBuf {
 
 /// A scratch folder under the workspace's target directory, created if needed.
 pub fn scratch_dir(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"));
     let dir = target.join("uraid-test-scratch").join(name);
     fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
     dir
@@ -71,10 +70,7 @@ pub struct FixtureCase {
 pub fn cases() -> Vec<FixtureCase> {
     let dir = fixtures_dir();
     let entries = fs::read_dir(&dir).unwrap_or_else(|e| {
-        panic!(
-            "md fixtures not found at {} ({e}); set URAID_FIXTURES to the fixtures/md folder",
-            dir.display()
-        )
+        panic!("md fixtures not found at {} ({e}); set URAID_FIXTURES to the fixtures/md folder", dir.display())
     });
     let mut out = Vec::new();
     for entry in entries {
@@ -93,8 +89,7 @@ pub fn cases() -> Vec<FixtureCase> {
 pub fn load_case(dir: &Path) -> FixtureCase {
     let text = fs::read_to_string(dir.join("case.json"))
         .unwrap_or_else(|e| panic!("{}: cannot read case.json: {e}", dir.display()));
-    let json: Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{}: bad case.json: {e}", dir.display()));
+    let json: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: bad case.json: {e}", dir.display()));
     let name = json["name"].as_str().expect("case.json: name").to_string();
     let case_number = json["case_number"].as_u64().expect("case.json: case_number");
     let members = json["members"]
@@ -257,4 +252,3 @@ mod tests {
         assert_eq!(fs::metadata(img).unwrap().len(), 4 << 20);
     }
 }
-

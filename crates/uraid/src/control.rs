@@ -36,7 +36,8 @@ impl Drop for ControlSocket {
 /// while nothing has been written. As the NBD socket: a stale socket is replaced, and the new one
 /// is owner-only from the moment it exists (whoever can connect can fail members).
 pub fn bind(path: &Path) -> CliResult<ControlSocket> {
-    let listener = uraid_nbd::bind_unix_socket(path).map_err(|e| CliError(format!("--control={}: {e}", path.display())))?;
+    let listener =
+        uraid_nbd::bind_unix_socket(path).map_err(|e| CliError(format!("--control={}: {e}", path.display())))?;
     Ok(ControlSocket { path: path.to_path_buf(), listener: Some(listener) })
 }
 
@@ -237,7 +238,10 @@ pub fn status_text(v: &Value) -> String {
             let width = 20;
             let filled = ((frac * width as f64) as usize).min(width);
             let bar: String = "=".repeat(filled) + ">" + &".".repeat(width - filled);
-            let finish = v["sync_eta_seconds"].as_u64().map(|e| format!("{:.1}min", e as f64 / 60.0)).unwrap_or_else(|| "?".into());
+            let finish = v["sync_eta_seconds"]
+                .as_u64()
+                .map(|e| format!("{:.1}min", e as f64 / 60.0))
+                .unwrap_or_else(|| "?".into());
             let speed = v["sync_speed_bytes_per_sec"].as_u64().unwrap_or(0);
             out.push_str(&format!(
                 "      [{bar}]  {action} = {:4.1}% ({}/{}) finish={finish} speed={}K/sec\n",

@@ -338,15 +338,25 @@ pub enum IoChoice {
 impl MemberIoArgs {
     /// `config` with this member I/O choice; an error for split knobs given with another policy
     /// (they would silently do nothing).
-    pub fn apply(&self, config: uraid_device::ServiceConfig) -> Result<uraid_device::ServiceConfig, commands::CliError> {
+    pub fn apply(
+        &self,
+        config: uraid_device::ServiceConfig,
+    ) -> Result<uraid_device::ServiceConfig, commands::CliError> {
         let io = match self.io {
             IoChoice::Uring => uraid_device::IoBackend::Uring,
             IoChoice::Threads => uraid_device::IoBackend::Threads,
         };
-        let given = [("--split-window", self.split_window), ("--split-readahead", self.split_readahead), ("--split-divide", self.split_divide)];
+        let given = [
+            ("--split-window", self.split_window),
+            ("--split-readahead", self.split_readahead),
+            ("--split-divide", self.split_divide),
+        ];
         if self.read_policy != uraid_engine::ReadPolicy::Split {
             if let Some((flag, _)) = given.iter().find(|(_, v)| v.is_some()) {
-                return Err(commands::CliError(format!("{flag} applies to --read-policy=split only (the policy is {})", self.read_policy)));
+                return Err(commands::CliError(format!(
+                    "{flag} applies to --read-policy=split only (the policy is {})",
+                    self.read_policy
+                )));
             }
         }
         let d = uraid_engine::SplitTuning::default();

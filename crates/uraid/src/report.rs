@@ -17,10 +17,16 @@ pub fn layout_name(level: i32, layout: i32, feature_map: u32) -> Option<String> 
     match Level::from_md(level).ok()? {
         Level::Raid5 | Level::Raid6 => {
             let lvl = Level::from_md(level).ok()?;
-            Some(ParityAlgorithm::from_md(lvl, layout as u32).map(|a| a.name().to_string()).unwrap_or_else(|_| format!("-unknown- ({layout})")))
+            Some(
+                ParityAlgorithm::from_md(lvl, layout as u32)
+                    .map(|a| a.name().to_string())
+                    .unwrap_or_else(|_| format!("-unknown- ({layout})")),
+            )
         }
         Level::Raid10 => Some(
-            Raid10Format::from_md(layout as u32).map(|f| f.to_string()).unwrap_or_else(|_| format!("-unknown- ({layout})")),
+            Raid10Format::from_md(layout as u32)
+                .map(|f| f.to_string())
+                .unwrap_or_else(|_| format!("-unknown- ({layout})")),
         ),
         Level::Raid0 => Some(if feature_map & 4096 == 0 {
             "-unknown-".to_string()
@@ -57,7 +63,11 @@ pub fn array_state(info: &MemberInfo) -> String {
     (0..info.raid_disks)
         .map(|slot| {
             let filled = info.roles.iter().any(|r| matches!(r, Role::Active(s) if *s == slot));
-            if filled { 'A' } else { '.' }
+            if filled {
+                'A'
+            } else {
+                '.'
+            }
         })
         .collect()
 }

@@ -17,7 +17,12 @@ pub fn parse_size(text: &str, bare_unit: u64) -> Result<u64, String> {
                 "G" => 1 << 30,
                 "T" => 1 << 40,
                 "S" => 512,
-                _ => return Err(format!("'{text}': unknown size suffix '{}' (use K, M, G, T, s for sectors or B for bytes)", &t[i..])),
+                _ => {
+                    return Err(format!(
+                        "'{text}': unknown size suffix '{}' (use K, M, G, T, s for sectors or B for bytes)",
+                        &t[i..]
+                    ))
+                }
             };
             (&t[..i], mult)
         }

@@ -14,20 +14,41 @@ fn uraid(args: &[&str]) -> Output {
 fn json_lines(o: &Output) -> Vec<Value> {
     assert!(o.status.success(), "uraid failed: {}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8(o.stdout.clone()).expect("UTF-8 output");
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
-        .collect()
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"))).collect()
 }
 
 #[test]
 fn parity_json_lines_cover_every_kernel_op_and_layout() {
-    let o = uraid(&["bench", "parity", "--json", "--runs", "1", "--seconds", "0.01", "--working-set", "hot", "--chunk", "64K"]);
+    let o = uraid(&[
+        "bench",
+        "parity",
+        "--json",
+        "--runs",
+        "1",
+        "--seconds",
+        "0.01",
+        "--working-set",
+        "hot",
+        "--chunk",
+        "64K",
+    ]);
     let rows = json_lines(&o);
     let kernels: BTreeSet<String> = Kernel::available_kernels().iter().map(|k| k.name().to_string()).collect();
     let mut seen = BTreeSet::new();
     let mut read = 0;
     for r in &rows {
-        for field in ["op", "data_members", "parity_members", "chunk_bytes", "kernel", "working_set_bytes", "gbps", "gbps_min", "gbps_max", "runs"] {
+        for field in [
+            "op",
+            "data_members",
+            "parity_members",
+            "chunk_bytes",
+            "kernel",
+            "working_set_bytes",
+            "gbps",
+            "gbps_min",
+            "gbps_max",
+            "runs",
+        ] {
             assert!(r.get(field).is_some(), "{field} missing from {r}");
         }
         let gbps = r["gbps"].as_f64().unwrap();
@@ -53,7 +74,10 @@ fn parity_json_lines_cover_every_kernel_op_and_layout() {
     for op in ["xor", "pq", "recover1", "recover2"] {
         for k in [4, 8] {
             for kernel in &kernels {
-                assert!(seen.contains(&(op.to_string(), k, kernel.clone())), "no row for {op} {k} data members with {kernel}");
+                assert!(
+                    seen.contains(&(op.to_string(), k, kernel.clone())),
+                    "no row for {op} {k} data members with {kernel}"
+                );
             }
         }
     }
@@ -63,8 +87,24 @@ fn parity_json_lines_cover_every_kernel_op_and_layout() {
 #[test]
 fn parity_streaming_pool_and_chosen_kernel() {
     let o = uraid(&[
-        "bench", "parity", "--json", "--runs", "3", "--seconds", "0.01", "--op", "pq", "--layout", "4+2",
-        "--chunk", "4K", "--working-set", "1M", "--kernel", "scalar", "--no-membw",
+        "bench",
+        "parity",
+        "--json",
+        "--runs",
+        "3",
+        "--seconds",
+        "0.01",
+        "--op",
+        "pq",
+        "--layout",
+        "4+2",
+        "--chunk",
+        "4K",
+        "--working-set",
+        "1M",
+        "--kernel",
+        "scalar",
+        "--no-membw",
     ]);
     let rows = json_lines(&o);
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -87,7 +127,25 @@ fn membw_reports_a_read_bandwidth() {
 
 #[test]
 fn table_output_has_a_header_and_rows() {
-    let o = uraid(&["bench", "parity", "--runs", "1", "--seconds", "0.01", "--op", "xor", "--layout", "4+1", "--chunk", "4K", "--working-set", "hot", "--kernel", "scalar", "--no-membw"]);
+    let o = uraid(&[
+        "bench",
+        "parity",
+        "--runs",
+        "1",
+        "--seconds",
+        "0.01",
+        "--op",
+        "xor",
+        "--layout",
+        "4+1",
+        "--chunk",
+        "4K",
+        "--working-set",
+        "hot",
+        "--kernel",
+        "scalar",
+        "--no-membw",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8_lossy(&o.stdout);
     let lines: Vec<&str> = text.lines().collect();
@@ -132,12 +190,25 @@ fn engine_bench_drives_an_array_and_refuses_bad_options() {
             p.to_str().unwrap().to_string()
         })
         .collect();
-    let with = |head: &[&str]| -> Vec<String> { head.iter().map(|s| s.to_string()).chain(members.iter().cloned()).collect() };
+    let with =
+        |head: &[&str]| -> Vec<String> { head.iter().map(|s| s.to_string()).chain(members.iter().cloned()).collect() };
     let run = |a: Vec<String>| uraid(&a.iter().map(String::as_str).collect::<Vec<_>>());
     let o = run(with(&["create", "--level=5", "--raid-devices=4", "--chunk=64K"]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for (pattern, bs) in [("randwrite", "4K"), ("write", "1M"), ("read", "1M"), ("randread", "4K")] {
-        let o = run(with(&["bench", "engine", "--json", "--pattern", pattern, "--bs", bs, "--iodepth", "8", "--seconds", "0.2"]));
+        let o = run(with(&[
+            "bench",
+            "engine",
+            "--json",
+            "--pattern",
+            pattern,
+            "--bs",
+            bs,
+            "--iodepth",
+            "8",
+            "--seconds",
+            "0.2",
+        ]));
         let rows = json_lines(&o);
         assert_eq!(rows.len(), 1, "{rows:?}");
         let r = &rows[0];

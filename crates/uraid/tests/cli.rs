@@ -140,7 +140,14 @@ fn create_output_and_examine_text() {
     assert!(out.contains("left-symmetric"), "{out}");
     let o = uraid(&args(&["examine"], &m[..1]));
     let text = String::from_utf8_lossy(&o.stdout);
-    for want in ["Version : 1.2", "Raid Level : raid5", "Chunk Size : 64K", "Device Role : Active device 0", "Array State : AAAA", "State : clean"] {
+    for want in [
+        "Version : 1.2",
+        "Raid Level : raid5",
+        "Chunk Size : 64K",
+        "Device Role : Active device 0",
+        "Array State : AAAA",
+        "State : clean",
+    ] {
         assert!(text.contains(want), "examine lacks {want:?}:\n{text}");
     }
     // Fresh truncate -s files stay sparse: the initial sync writes only what disagrees.
@@ -161,7 +168,8 @@ fn initial_sync_makes_garbage_members_consistent() {
     let full = uraid(&args(&["cat"], &m)).stdout;
     // Any two members lost: the same contents, so parity was made consistent.
     for (a, b) in [(0, 1), (2, 4), (1, 3)] {
-        let rest: Vec<String> = m.iter().enumerate().filter(|(i, _)| *i != a && *i != b).map(|(_, p)| p.clone()).collect();
+        let rest: Vec<String> =
+            m.iter().enumerate().filter(|(i, _)| *i != a && *i != b).map(|(_, p)| p.clone()).collect();
         assert!(uraid(&args(&["cat"], &rest)).stdout == full, "raid6 without {a},{b} differs after initial sync");
     }
 }
@@ -601,7 +609,23 @@ fn every_read_policy_runs_bench_engine_on_a_mirror() {
     assert!(uraid(&args(&["create", "--level=1", "--raid-devices=2"], &m)).status.success());
     for policy in ["md", "round-robin", "shortest-queue", "split", "md-1998", "md-2006"] {
         let o = uraid(&args(
-            &["bench", "engine", "--json", "--pattern", "read", "--bs", "128K", "--iodepth", "4", "--streams", "2", "--seconds", "0.2", "--read-policy", policy],
+            &[
+                "bench",
+                "engine",
+                "--json",
+                "--pattern",
+                "read",
+                "--bs",
+                "128K",
+                "--iodepth",
+                "4",
+                "--streams",
+                "2",
+                "--seconds",
+                "0.2",
+                "--read-policy",
+                policy,
+            ],
             &m,
         ));
         assert!(o.status.success(), "{policy}: {}", stderr(&o));
@@ -623,19 +647,37 @@ fn split_tuning_flags_apply_to_split_only() {
     let m = members(dir.path(), 2, 8 << 20);
     assert!(uraid(&args(&["create", "--level=1", "--raid-devices=2"], &m)).status.success());
     let bench = ["bench", "engine", "--json", "--pattern", "read", "--bs", "64K", "--iodepth", "2", "--seconds", "0.2"];
-    let o = uraid(&args(&[&bench[..], &["--read-policy", "split", "--split-window", "256K", "--split-readahead", "0", "--split-divide", "1M"]].concat(), &m));
+    let o = uraid(&args(
+        &[
+            &bench[..],
+            &["--read-policy", "split", "--split-window", "256K", "--split-readahead", "0", "--split-divide", "1M"],
+        ]
+        .concat(),
+        &m,
+    ));
     assert!(o.status.success(), "{}", stderr(&o));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((r["split_window"].as_u64(), r["split_readahead"].as_u64(), r["split_divide"].as_u64()), (Some(256 << 10), Some(0), Some(1 << 20)), "{r}");
+    assert_eq!(
+        (r["split_window"].as_u64(), r["split_readahead"].as_u64(), r["split_divide"].as_u64()),
+        (Some(256 << 10), Some(0), Some(1 << 20)),
+        "{r}"
+    );
     let o = uraid(&args(&[&bench[..], &["--read-policy", "split"]].concat(), &m));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((r["split_window"].as_u64(), r["split_readahead"].as_u64(), r["split_divide"].as_u64()), (Some(4 << 20), Some(64 << 20), Some(512 << 10)), "defaults: {r}");
+    assert_eq!(
+        (r["split_window"].as_u64(), r["split_readahead"].as_u64(), r["split_divide"].as_u64()),
+        (Some(4 << 20), Some(64 << 20), Some(512 << 10)),
+        "defaults: {r}"
+    );
     let before = hashes(&m);
     let sock = dir.path().join("s.sock");
     let listen = format!("--listen=unix:{}", sock.display());
     for (head, want) in [
         (vec!["bench", "engine", "--split-window", "1M"], "--split-window applies to --read-policy=split only"),
-        (vec!["serve", listen.as_str(), "--read-policy", "md", "--split-divide", "1M"], "--split-divide applies to --read-policy=split only"),
+        (
+            vec!["serve", listen.as_str(), "--read-policy", "md", "--split-divide", "1M"],
+            "--split-divide applies to --read-policy=split only",
+        ),
         (vec!["bench", "engine", "--read-policy", "split", "--split-window", "4K"], "at least 8K"),
     ] {
         let o = uraid(&args(&head, &m));

@@ -243,7 +243,9 @@ fn cat(members: &[PathBuf]) -> Vec<u8> {
 }
 
 fn write_array(members: &[PathBuf], offset: u64, data_file: &Path) {
-    run_ok(uraid().args(["write", "--offset", &offset.to_string()]).args(members).stdin(File::open(data_file).unwrap()));
+    run_ok(
+        uraid().args(["write", "--offset", &offset.to_string()]).args(members).stdin(File::open(data_file).unwrap()),
+    );
 }
 
 fn file_hashes(paths: &[PathBuf]) -> Vec<String> {
@@ -318,7 +320,8 @@ impl Server {
 /// array can promise.
 fn check_nbdinfo(uri: &str, size: u64, read_only: bool) {
     let r = run_ok(tool("nbdinfo", "libnbd-bin").arg("--json").arg(uri));
-    let v: Value = serde_json::from_slice(&r.stdout).unwrap_or_else(|e| panic!("nbdinfo --json: {e}\n{}", r.describe()));
+    let v: Value =
+        serde_json::from_slice(&r.stdout).unwrap_or_else(|e| panic!("nbdinfo --json: {e}\n{}", r.describe()));
     let e = &v["exports"][0];
     assert_eq!(e["export-size"].as_u64(), Some(size), "export-size\n{e:#}");
     assert_eq!(e["is_read_only"].as_bool(), Some(read_only), "is_read_only\n{e:#}");
@@ -348,11 +351,25 @@ fn copy_out(uri: &str, dir: &Path, name: &str) -> Vec<u8> {
 // qemu-io scripts checked against a model of the export
 
 enum IoOp {
-    Write { pattern: u8, offset: u64, len: u64, fua: bool },
-    Zero { offset: u64, len: u64 },
+    Write {
+        pattern: u8,
+        offset: u64,
+        len: u64,
+        fua: bool,
+    },
+    Zero {
+        offset: u64,
+        len: u64,
+    },
     /// Reads back what the model says the range holds (it must be one byte value).
-    Read { offset: u64, len: u64 },
-    Discard { offset: u64, len: u64 },
+    Read {
+        offset: u64,
+        len: u64,
+    },
+    Discard {
+        offset: u64,
+        len: u64,
+    },
     Flush,
 }
 
@@ -372,7 +389,10 @@ fn qemu_io_script(ops: &[IoOp], model: &mut [u8]) -> Vec<String> {
             }
             IoOp::Read { offset, len } => {
                 let range = &model[offset as usize..(offset + len) as usize];
-                assert!(range.iter().all(|b| *b == range[0]), "test script bug: read {offset}+{len} is not one pattern");
+                assert!(
+                    range.iter().all(|b| *b == range[0]),
+                    "test script bug: read {offset}+{len} is not one pattern"
+                );
                 format!("read -P {:#04x} {offset} {len}", range[0])
             }
             IoOp::Discard { offset, len } => format!("discard {offset} {len}"),
@@ -394,7 +414,8 @@ fn qemu_io_ok(uri: &str, ops: &[IoOp], model: &mut [u8]) {
         assert!(!text.contains(bad), "qemu-io printed {bad:?}\n{}", r.describe());
     }
     // One result line per command but flush: a command qemu-io skipped would otherwise go unseen.
-    let results = text.lines().filter(|l| l.starts_with("wrote ") || l.starts_with("read ") || l.starts_with("discard ")).count();
+    let results =
+        text.lines().filter(|l| l.starts_with("wrote ") || l.starts_with("read ") || l.starts_with("discard ")).count();
     let expected = ops.iter().filter(|o| !matches!(o, IoOp::Flush)).count();
     assert_eq!(results, expected, "qemu-io result lines\n{}", r.describe());
 }
@@ -465,7 +486,11 @@ fn clients_against(name: &str, create_opts: &[&str], n: usize, member_size: u64,
     qemu_io_ok(&uri, &ops, &mut model);
     // The checks above only mean something if a wrong pattern is caught.
     let wrong = run(tool("qemu-io", "qemu-utils").args(["-f", "raw", &uri, "-c", "read -P 0x11 1000 100"]));
-    assert!(wrong.text().contains("Pattern verification failed"), "qemu-io did not catch a wrong pattern\n{}", wrong.describe());
+    assert!(
+        wrong.text().contains("Pattern verification failed"),
+        "qemu-io did not catch a wrong pattern\n{}",
+        wrong.describe()
+    );
 
     // fio: four jobs on disjoint 16 MiB regions, 4 KiB random writes 16 deep, every block read
     // back and checked.
@@ -496,10 +521,18 @@ fn clients_against(name: &str, create_opts: &[&str], n: usize, member_size: u64,
         fio.describe()
     );
     // 64 MiB in 4 KiB blocks written, and all read back by the verify phase.
-    assert!(text.contains("total=16384,16384,"), "{name}: fio did not write and verify every block\n{}", fio.describe());
+    assert!(
+        text.contains("total=16384,16384,"),
+        "{name}: fio did not write and verify every block\n{}",
+        fio.describe()
+    );
 
     let last = copy_out(&uri, dir, "out-last");
-    assert_same(&format!("{name}: after fio, outside fio's region"), &last[FILLED as usize..], &model[FILLED as usize..]);
+    assert_same(
+        &format!("{name}: after fio, outside fio's region"),
+        &last[FILLED as usize..],
+        &model[FILLED as usize..],
+    );
     server.assert_running();
 
     let log = server.stop();
@@ -558,7 +591,10 @@ fn large_reads_are_spliced_from_memory() {
     ];
     for (name, create_opts, n, on_tmpfs, serve_opts) in cases {
         let tmp = if on_tmpfs {
-            tempfile::Builder::new().prefix("uraid-splice-").tempdir_in("/dev/shm").expect("a folder on /dev/shm (tmpfs)")
+            tempfile::Builder::new()
+                .prefix("uraid-splice-")
+                .tempdir_in("/dev/shm")
+                .expect("a folder on /dev/shm (tmpfs)")
         } else {
             scratch()
         };
@@ -690,7 +726,10 @@ fn tree_hashes(root: &Path) -> BTreeMap<PathBuf, String> {
             if t.is_dir() {
                 walk(root, &e.path(), out);
             } else if t.is_file() {
-                out.insert(e.path().strip_prefix(root).unwrap().to_path_buf(), sha256_hex(&fs::read(e.path()).unwrap()));
+                out.insert(
+                    e.path().strip_prefix(root).unwrap().to_path_buf(),
+                    sha256_hex(&fs::read(e.path()).unwrap()),
+                );
             }
         }
     }
@@ -932,7 +971,13 @@ fn no_clean_mark_over_unresynced_parity() {
     let server = Server::start(dir, &c.members, &["--speed-limit-max=64K"]);
     let uri = server.uri();
     // One small write far from the torn stripe, then enough idle time for a clean mark.
-    let r = run(tool("qemu-io", "qemu-utils").args(["-f", "raw", &uri, "-c", &format!("write -P 0x42 {} 4096", c.size - 4096)]));
+    let r = run(tool("qemu-io", "qemu-utils").args([
+        "-f",
+        "raw",
+        &uri,
+        "-c",
+        &format!("write -P 0x42 {} 4096", c.size - 4096),
+    ]));
     assert!(r.status.success(), "{}", r.describe());
     sleep(Duration::from_secs(2));
     let log = server.stop();
@@ -955,7 +1000,8 @@ fn no_clean_mark_over_unresynced_parity() {
 fn assert_parity_consistent(members: &[PathBuf]) {
     let whole = cat(members);
     for skip in 0..members.len() {
-        let rest: Vec<PathBuf> = members.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, p)| p.clone()).collect();
+        let rest: Vec<PathBuf> =
+            members.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, p)| p.clone()).collect();
         assert_same(&format!("clean array read without member {skip}"), &cat(&rest), &whole);
     }
 }
@@ -1300,7 +1346,11 @@ fn serve_by_scan_and_uuid() {
     let scan = disks.display().to_string();
 
     let r = run(uraid().args(["serve", "--listen=unix:/nonexistent/never", "--scan", &scan]));
-    assert!(!r.status.success() && r.stderr.contains("choose one with --uuid") && r.stderr.contains(&uuid), "{}", r.describe());
+    assert!(
+        !r.status.success() && r.stderr.contains("choose one with --uuid") && r.stderr.contains(&uuid),
+        "{}",
+        r.describe()
+    );
 
     let server = Server::start(dir, &[], &["--scan", &scan, "--uuid", &uuid]);
     let size = run_ok(tool("nbdinfo", "libnbd-bin").arg("--size").arg(server.uri())).stdout;

@@ -48,10 +48,10 @@ use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
-use uraid_layout::{Level, ParityAlgorithm, ParityLayout};
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use uraid_layout::{Level, ParityAlgorithm, ParityLayout};
 
 const MIB: u64 = 1 << 20;
 /// Member file size: 4 MiB leaves 3 MiB of data per member after the 1 MiB data offset.
@@ -108,7 +108,8 @@ impl Guard {
 
     /// The test's own random stream: the seed mixed with the test's name.
     fn rng(&self) -> StdRng {
-        let name = self.test.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let name =
+            self.test.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
         StdRng::seed_from_u64(splitmix(self.seed ^ name))
     }
 }
@@ -229,7 +230,11 @@ impl Serve {
         let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).unwrap();
         writeln!(log, "---- uraid serve {extra:?} {members:?}").unwrap();
         let start = log.metadata().unwrap().len();
-        let mut args = vec!["serve".to_string(), format!("--listen=unix:{}", nbd.display()), format!("--control={}", control.display())];
+        let mut args = vec![
+            "serve".to_string(),
+            format!("--listen=unix:{}", nbd.display()),
+            format!("--control={}", control.display()),
+        ];
         args.extend(extra.iter().map(|s| s.to_string()));
         args.extend(members.iter().cloned());
         let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
@@ -558,7 +563,8 @@ impl Model {
             return Ok(stats);
         }
         let total: u64 = bad.iter().map(|(a, b)| b - a).sum();
-        let mut msg = format!("{} range(s) spanning {total} byte(s) hold values the model does not allow:\n", bad.len());
+        let mut msg =
+            format!("{} range(s) spanning {total} byte(s) hold values the model does not allow:\n", bad.len());
         for &(a, b) in bad.iter().take(6) {
             msg += &self.diagnose(actual, a, b, &durable);
         }
@@ -583,8 +589,13 @@ impl Model {
                 if durable[i] { " DURABLE" } else { "" },
             )
         };
-        let mut s = format!("  bytes [{a}, {b}) ({} bytes): found {:02x?}\n", b - a, &actual[a as usize..(b.min(a + 16)) as usize]);
-        let covering: Vec<usize> = (0..self.writes.len()).filter(|&i| self.writes[i].offset <= a && a < self.writes[i].end()).collect();
+        let mut s = format!(
+            "  bytes [{a}, {b}) ({} bytes): found {:02x?}\n",
+            b - a,
+            &actual[a as usize..(b.min(a + 16)) as usize]
+        );
+        let covering: Vec<usize> =
+            (0..self.writes.len()).filter(|&i| self.writes[i].offset <= a && a < self.writes[i].end()).collect();
         let t = covering.iter().filter(|&&i| durable[i]).map(|&i| self.writes[i].sent).max();
         s += &format!(
             "    at byte {a}: latest durable write sent@{}; base {:02x}{}\n",
@@ -598,7 +609,12 @@ impl Model {
         for &i in covering.iter().rev().take(10).rev() {
             let w = &self.writes[i];
             let allowed = t.is_none_or(|t| w.done.unwrap() >= t);
-            s += &format!("    {} {} expects {:02x}\n", if allowed { "allowed:" } else { "superseded:" }, describe(w, i), w.byte(a));
+            s += &format!(
+                "    {} {} expects {:02x}\n",
+                if allowed { "allowed:" } else { "superseded:" },
+                describe(w, i),
+                w.byte(a)
+            );
         }
         // What does the bad range hold? Match whole runs, so a chance byte does not count.
         let probe_end = b.min(a + 4096);
@@ -711,7 +727,8 @@ fn worker(sock: PathBuf, shared: Arc<Shared>, seed: u64, epoch: u32) {
                     w.done = Some(now);
                     w.acked = error == 0;
                     if error != 0 {
-                        let e = format!("write gen {} [{}, {}) failed with NBD error {error}", w.gen, w.offset, w.end());
+                        let e =
+                            format!("write gen {} [{}, {}) failed with NBD error {error}", w.gen, w.offset, w.end());
                         m.errors.push(e);
                     }
                     m.last_ack = Some(Instant::now());
@@ -754,7 +771,14 @@ struct KillReport {
 
 /// Runs the load on `serve`, kills it with SIGKILL after a seeded delay (or, `idle`, after the
 /// load stopped and the server marked the array clean), and settles the model.
-fn load_and_kill(serve: Serve, members: &[String], shared: &Arc<Shared>, epoch: u32, rng: &mut StdRng, idle: bool) -> KillReport {
+fn load_and_kill(
+    serve: Serve,
+    members: &[String],
+    shared: &Arc<Shared>,
+    epoch: u32,
+    rng: &mut StdRng,
+    idle: bool,
+) -> KillReport {
     shared.stop.store(false, Ordering::SeqCst);
     let (before, flushes_before) = {
         let mut m = shared.model.lock().unwrap();
@@ -768,7 +792,8 @@ fn load_and_kill(serve: Serve, members: &[String], shared: &Arc<Shared>, epoch: 
         })
         .collect();
     // Now and then very early: while the first write waits for the superblocks to say dirty.
-    let delay = Duration::from_millis(if rng.gen_range(0..10) == 0 { rng.gen_range(1..40) } else { rng.gen_range(40..=600) });
+    let delay =
+        Duration::from_millis(if rng.gen_range(0..10) == 0 { rng.gen_range(1..40) } else { rng.gen_range(40..=600) });
     let started = Instant::now();
     sleep(delay);
     if idle {
@@ -856,7 +881,8 @@ fn run(spec: Spec) {
     }
     ok(&head, &members);
     let missing = spec.degraded.then(|| rng.gen_range(0..spec.devices));
-    let present: Vec<String> = members.iter().enumerate().filter(|(i, _)| Some(*i) != missing).map(|(_, m)| m.clone()).collect();
+    let present: Vec<String> =
+        members.iter().enumerate().filter(|(i, _)| Some(*i) != missing).map(|(_, m)| m.clone()).collect();
     if let Some(slot) = missing {
         eprintln!("[{}] serving degraded, without member {slot}", spec.test);
     }
@@ -895,7 +921,11 @@ fn run(spec: Spec) {
         if idle {
             assert!(!dirty, "round {round}: killed while idle and marked clean, yet detail says dirty\n{d:#}");
         } else if k.recent_write {
-            assert!(dirty, "round {round}: killed {} ms into a write load, yet the array is marked clean\n{d:#}", k.kill_ms);
+            assert!(
+                dirty,
+                "round {round}: killed {} ms into a write load, yet the array is marked clean\n{d:#}",
+                k.kill_ms
+            );
         }
         eprintln!(
             "[{}] round {round}/{rounds}: SIGKILL {what} at {} ms: {} writes, {} flushes acked, {} in flight, {} unanswered; array {}",
@@ -911,12 +941,16 @@ fn run(spec: Spec) {
         if spec.refuse_dirty_degraded && dirty && !refused {
             refused = true;
             let slot = rng.gen_range(0..spec.devices);
-            let fewer: Vec<String> = present.iter().enumerate().filter(|(i, _)| *i != slot).map(|(_, m)| m.clone()).collect();
+            let fewer: Vec<String> =
+                present.iter().enumerate().filter(|(i, _)| *i != slot).map(|(_, m)| m.clone()).collect();
             let before = hashes(&members);
             match Serve::try_start(&dir, &fewer, &[]) {
                 Ok(s) => {
                     s.kill9();
-                    panic!("round {round}: a dirty {} array was served without member {slot}; md refuses that", spec.level);
+                    panic!(
+                        "round {round}: a dirty {} array was served without member {slot}; md refuses that",
+                        spec.level
+                    );
                 }
                 Err((status, log)) => {
                     assert!(!status.success(), "{log}");
@@ -945,7 +979,10 @@ fn run(spec: Spec) {
             let m = shared.model.lock().unwrap();
             m.verify(&actual).unwrap_or_else(|e| {
                 let epochs = m.writes.iter().map(|w| w.epoch).collect::<std::collections::BTreeSet<_>>().len();
-                panic!("round {round} of {} ({epochs} server run(s) of writes since the last verified read): {e}", spec.test)
+                panic!(
+                    "round {round} of {} ({epochs} server run(s) of writes since the last verified read): {e}",
+                    spec.test
+                )
             })
         };
         eprintln!(
@@ -969,19 +1006,31 @@ fn run(spec: Spec) {
             // resyncs too), or a degraded raid6 lost the logs of its missing member.
             let notes = server_notes(&dir);
             let replay = notes.split(" | ").filter(|l| l.contains("partial parity log was replayed")).last();
-            let replay = replay.unwrap_or_else(|| panic!("round {round}: the server did not say it replayed the log: {notes}"));
+            let replay =
+                replay.unwrap_or_else(|| panic!("round {round}: the server did not say it replayed the log: {notes}"));
             let incomplete = !replay.contains(", 0 unusable") || replay.contains("no valid log");
             if incomplete && spec.level != "6" && missing.is_some() {
                 // A raid4/5 short of a member has no redundancy left to disagree: parity is what
                 // defines the missing member. No resync is owed for an entry the replay could not
                 // use (a log write the kill cut short, so its stripes were never written), and
                 // the server says why.
-                assert!(!last.starts_with("resync"), "round {round}: a degraded raid{} was resynced: {waited:#}", spec.level);
-                assert!(notes_say(&dir, "no resync is owed"), "round {round}: the server did not say why no resync ran: {}", server_notes(&dir));
+                assert!(
+                    !last.starts_with("resync"),
+                    "round {round}: a degraded raid{} was resynced: {waited:#}",
+                    spec.level
+                );
+                assert!(
+                    notes_say(&dir, "no resync is owed"),
+                    "round {round}: the server did not say why no resync ran: {}",
+                    server_notes(&dir)
+                );
             } else if incomplete || (spec.level == "6" && missing.is_some()) {
                 assert!(last.starts_with("resync completed"), "round {round}: no resync after '{replay}': {waited:#}");
             } else {
-                assert!(!last.starts_with("resync"), "round {round}: resynced after a complete log replay ('{replay}'): {waited:#}");
+                assert!(
+                    !last.starts_with("resync"),
+                    "round {round}: resynced after a complete log replay ('{replay}'): {waited:#}"
+                );
             }
         } else if dirty {
             assert!(
@@ -1005,19 +1054,31 @@ fn run(spec: Spec) {
             // member below compare the copies instead.
         } else {
             assert!(o.status.success(), "uraid check failed\n{}", text(&o));
-            let n = String::from_utf8_lossy(&o.stdout).lines().find_map(|l| l.strip_prefix("mismatch_cnt ").map(|n| n.trim().to_string()));
+            let n = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("mismatch_cnt ").map(|n| n.trim().to_string()));
             assert_eq!(n.as_deref(), Some("0"), "round {round}: uraid check after the resync\n{}", text(&o));
         }
         assert!(ok(&["cat"], &present).stdout == actual, "round {round}: uraid cat differs from what NBD read");
         // Every member that redundancy covers is consistent with the rest: read without it, the
         // array is the same (parity rebuilds it, or another copy serves it).
         for skip in 0..present.len() {
-            let rest: Vec<String> = present.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, m)| m.clone()).collect();
+            let rest: Vec<String> =
+                present.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, m)| m.clone()).collect();
             let o = uraid(&["cat"], &rest);
             if o.status.success() {
-                assert!(o.stdout == actual, "round {round}: the array read without {} differs from the array read whole", present[skip]);
+                assert!(
+                    o.stdout == actual,
+                    "round {round}: the array read without {} differs from the array read whole",
+                    present[skip]
+                );
             } else {
-                assert!(missing.is_some() || spec.level == "0", "round {round}: cannot read the array without {}\n{}", present[skip], text(&o));
+                assert!(
+                    missing.is_some() || spec.level == "0",
+                    "round {round}: cannot read the array without {}\n{}",
+                    present[skip],
+                    text(&o)
+                );
             }
         }
         {
@@ -1034,7 +1095,10 @@ fn run(spec: Spec) {
         }
     }
     drop(serve);
-    assert!(refused || !spec.refuse_dirty_degraded, "no round left the array dirty, so the degraded start was never tried");
+    assert!(
+        refused || !spec.refuse_dirty_degraded,
+        "no round left the array dirty, so the degraded start was never tried"
+    );
     if missing.is_some() {
         // The member left out the whole time is stale: given back, it must not be read.
         let want = shared.model.lock().unwrap().base.clone();
@@ -1044,22 +1108,62 @@ fn run(spec: Spec) {
 
 #[test]
 fn crash_raid1() {
-    run(Spec { test: "crash_raid1", level: "1", devices: 2, create: &[], degraded: false, refuse_dirty_degraded: false, ppl: false, rounds: 9, io: "uring" });
+    run(Spec {
+        test: "crash_raid1",
+        level: "1",
+        devices: 2,
+        create: &[],
+        degraded: false,
+        refuse_dirty_degraded: false,
+        ppl: false,
+        rounds: 9,
+        io: "uring",
+    });
 }
 
 #[test]
 fn crash_raid5() {
-    run(Spec { test: "crash_raid5", level: "5", devices: 4, create: &[], degraded: false, refuse_dirty_degraded: true, ppl: false, rounds: 9, io: "threads" });
+    run(Spec {
+        test: "crash_raid5",
+        level: "5",
+        devices: 4,
+        create: &[],
+        degraded: false,
+        refuse_dirty_degraded: true,
+        ppl: false,
+        rounds: 9,
+        io: "threads",
+    });
 }
 
 #[test]
 fn crash_raid6() {
-    run(Spec { test: "crash_raid6", level: "6", devices: 5, create: &[], degraded: false, refuse_dirty_degraded: true, ppl: false, rounds: 9, io: "uring" });
+    run(Spec {
+        test: "crash_raid6",
+        level: "6",
+        devices: 5,
+        create: &[],
+        degraded: false,
+        refuse_dirty_degraded: true,
+        ppl: false,
+        rounds: 9,
+        io: "uring",
+    });
 }
 
 #[test]
 fn crash_raid10() {
-    run(Spec { test: "crash_raid10", level: "10", devices: 4, create: &[], degraded: false, refuse_dirty_degraded: false, ppl: false, rounds: 9, io: "threads" });
+    run(Spec {
+        test: "crash_raid10",
+        level: "10",
+        devices: 4,
+        create: &[],
+        degraded: false,
+        refuse_dirty_degraded: false,
+        ppl: false,
+        rounds: 9,
+        io: "threads",
+    });
 }
 
 /// With a write-intent bitmap the resync after a crash covers only the regions the bitmap marks:
@@ -1082,7 +1186,17 @@ fn crash_raid5_bitmap() {
 /// With md's partial parity log a dirty restart replays the log instead of resyncing.
 #[test]
 fn crash_raid5_ppl() {
-    run(Spec { test: "crash_raid5_ppl", level: "5", devices: 4, create: &[], degraded: false, refuse_dirty_degraded: false, ppl: true, rounds: 7, io: "uring" });
+    run(Spec {
+        test: "crash_raid5_ppl",
+        level: "5",
+        devices: 4,
+        create: &[],
+        degraded: false,
+        refuse_dirty_degraded: false,
+        ppl: true,
+        rounds: 7,
+        io: "uring",
+    });
 }
 
 /// The write hole, closed: a degraded raid5 with a log is killed under load again and again and
@@ -1090,29 +1204,79 @@ fn crash_raid5_ppl() {
 /// missing member may come back wrong.
 #[test]
 fn crash_raid5_ppl_degraded() {
-    run(Spec { test: "crash_raid5_ppl_degraded", level: "5", devices: 4, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: true, rounds: 6, io: "threads" });
+    run(Spec {
+        test: "crash_raid5_ppl_degraded",
+        level: "5",
+        devices: 4,
+        create: &[],
+        degraded: true,
+        refuse_dirty_degraded: false,
+        ppl: true,
+        rounds: 6,
+        io: "threads",
+    });
 }
 
 /// raid6 with uraid's log (md has none for raid6), degraded by one member.
 #[test]
 fn crash_raid6_ppl_degraded() {
-    run(Spec { test: "crash_raid6_ppl_degraded", level: "6", devices: 5, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: true, rounds: 5, io: "threads" });
+    run(Spec {
+        test: "crash_raid6_ppl_degraded",
+        level: "6",
+        devices: 5,
+        create: &[],
+        degraded: true,
+        refuse_dirty_degraded: false,
+        ppl: true,
+        rounds: 5,
+        io: "threads",
+    });
 }
 
 #[test]
 fn crash_raid1_degraded() {
-    run(Spec { test: "crash_raid1_degraded", level: "1", devices: 3, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: false, rounds: 4, io: "threads" });
+    run(Spec {
+        test: "crash_raid1_degraded",
+        level: "1",
+        devices: 3,
+        create: &[],
+        degraded: true,
+        refuse_dirty_degraded: false,
+        ppl: false,
+        rounds: 4,
+        io: "threads",
+    });
 }
 
 #[test]
 fn crash_raid10_degraded() {
-    run(Spec { test: "crash_raid10_degraded", level: "10", devices: 4, create: &[], degraded: true, refuse_dirty_degraded: false, ppl: false, rounds: 4, io: "threads" });
+    run(Spec {
+        test: "crash_raid10_degraded",
+        level: "10",
+        devices: 4,
+        create: &[],
+        degraded: true,
+        refuse_dirty_degraded: false,
+        ppl: false,
+        rounds: 4,
+        io: "threads",
+    });
 }
 
 /// The oracle itself, on hand-made histories: what it must accept and what it must refuse.
 #[test]
 fn model_oracle() {
-    let w = |gen, offset, len, epoch, sent, done, acked| WriteRec { offset, len, gen, zero: false, fua: false, epoch, sent, done: Some(done), acked };
+    let w = |gen, offset, len, epoch, sent, done, acked| WriteRec {
+        offset,
+        len,
+        gen,
+        zero: false,
+        fua: false,
+        epoch,
+        sent,
+        done: Some(done),
+        acked,
+    };
     let fill = |buf: &mut Vec<u8>, r: &WriteRec| (r.offset..r.end()).for_each(|p| buf[p as usize] = r.byte(p));
     let model = |writes: Vec<WriteRec>, flush: &[(u32, u64)]| Model {
         base: vec![7; 4096],

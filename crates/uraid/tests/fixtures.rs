@@ -47,7 +47,12 @@ fn fixtures_read_back_with_one_more_member_missing() {
         for drop in 0..active {
             let rest: Vec<&PathBuf> = imgs.iter().enumerate().filter(|(i, _)| *i != drop).map(|(_, p)| p).collect();
             let out = uraid().arg("cat").args(&rest).output().expect("run uraid");
-            assert!(out.status.success(), "{} without member {drop}: {}", case.name, String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{} without member {drop}: {}",
+                case.name,
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert_eq!(sha256_hex(&out.stdout), case.array_sha256(), "{} without member {drop}", case.name);
             checked += 1;
         }
@@ -94,7 +99,11 @@ fn examine_json_matches_what_mdadm_recorded() {
             if chunk > 0 {
                 assert_eq!(g["chunk_bytes"].as_u64().unwrap(), chunk, "{ctx}: chunk");
             }
-            assert_eq!(g["metadata"].as_str().unwrap(), case.json["kernel_metadata_version"].as_str().unwrap().trim_end_matches(".00"), "{ctx}: metadata");
+            assert_eq!(
+                g["metadata"].as_str().unwrap(),
+                case.json["kernel_metadata_version"].as_str().unwrap().trim_end_matches(".00"),
+                "{ctx}: metadata"
+            );
             checked += 1;
         }
     }
@@ -111,7 +120,8 @@ fn detail_reports_degraded_and_stale_members() {
         let d: Value = serde_json::from_slice(&out.stdout).unwrap();
         let stale = case.members.iter().filter(|m| m.status == "failed-stale").count();
         let missing = case.members.iter().filter(|m| m.status == "missing").count();
-        let left_out = d["members"].as_array().unwrap().iter().filter(|m| m["state"] == "stale" || m["state"] == "faulty").count();
+        let left_out =
+            d["members"].as_array().unwrap().iter().filter(|m| m["state"] == "stale" || m["state"] == "faulty").count();
         assert_eq!(left_out, stale, "{}: stale members left out", case.name);
         assert_eq!(d["degraded"].as_bool().unwrap(), stale + missing > 0, "{}: degraded", case.name);
         assert_eq!(d["array_size_bytes"].as_u64().unwrap(), case.array_size_bytes(), "{}", case.name);
@@ -128,7 +138,8 @@ fn detail_scan_groups_members_by_array() {
     let dir = scratch_dir("detail-scan");
     let _ = std::fs::remove_dir_all(&dir);
     let all = cases();
-    let picked: Vec<&FixtureCase> = all.iter().filter(|c| ["raid1-2", "raid5-4-ls-64k", "raid6-5-ls-64k"].contains(&c.name.as_str())).collect();
+    let picked: Vec<&FixtureCase> =
+        all.iter().filter(|c| ["raid1-2", "raid5-4-ls-64k", "raid6-5-ls-64k"].contains(&c.name.as_str())).collect();
     assert_eq!(picked.len(), 3);
     for c in &picked {
         c.copy_members_to(&dir.join(&c.name));

@@ -17,7 +17,12 @@ fn uraid(args: &[&str]) -> Output {
 }
 
 fn text(o: &Output) -> String {
-    format!("status {}\nstdout:\n{}\nstderr:\n{}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn ok(args: &[&str]) -> Output {
@@ -106,7 +111,11 @@ impl Serve {
         // A killed server leaves its sockets behind; wait for the new ones, not those.
         let _ = std::fs::remove_file(&control);
         let _ = std::fs::remove_file(&nbd);
-        let mut args = vec!["serve".to_string(), format!("--listen=unix:{}", nbd.display()), format!("--control={}", control.display())];
+        let mut args = vec![
+            "serve".to_string(),
+            format!("--listen=unix:{}", nbd.display()),
+            format!("--control={}", control.display()),
+        ];
         args.extend(extra.iter().map(|s| s.to_string()));
         args.extend(members.iter().cloned());
         let child = Command::new(env!("CARGO_BIN_EXE_uraid")).args(&args).stderr(Stdio::null()).spawn().unwrap();
@@ -170,7 +179,10 @@ fn ctl_status_check_repair_wait() {
     assert_eq!(s["sync_action"], "idle");
     assert_eq!(s["degraded"], 0);
     let m = &s["members"][1];
-    assert_eq!((m["path"].as_str(), m["role"].as_str(), m["state"].as_str()), (Some(members[1].as_str()), Some("active 1"), Some("in_sync")));
+    assert_eq!(
+        (m["path"].as_str(), m["role"].as_str(), m["state"].as_str()),
+        (Some(members[1].as_str()), Some("active 1"), Some("in_sync"))
+    );
     let text_status = String::from_utf8_lossy(&serve.ctl(&["status"]).stdout).into_owned();
     assert!(text_status.contains("raid5") && text_status.contains("[4/4] [UUUU]"), "{text_status}");
 
@@ -268,7 +280,7 @@ fn nbd_write(sock: &Path, offset: u64, data: &[u8]) {
     let mut greet = [0u8; 18];
     std::io::Read::read_exact(&mut s, &mut greet).unwrap();
     s.write_all(&3u32.to_be_bytes()).unwrap(); // fixed newstyle + no zeroes
-    // NBD_OPT_EXPORT_NAME with the default export.
+                                               // NBD_OPT_EXPORT_NAME with the default export.
     s.write_all(&0x4948_4156_454f_5054u64.to_be_bytes()).unwrap();
     s.write_all(&1u32.to_be_bytes()).unwrap();
     s.write_all(&0u32.to_be_bytes()).unwrap();
@@ -394,7 +406,8 @@ fn rebuild_checkpoints_and_resumes() {
     sleep(Duration::from_millis(3200));
     serve.stop(libc::SIGTERM);
     let e = examine(&new);
-    let done = e["recovery_offset"].as_u64().unwrap_or_else(|| panic!("no recovery_offset on a half-rebuilt member: {e:#}"));
+    let done =
+        e["recovery_offset"].as_u64().unwrap_or_else(|| panic!("no recovery_offset on a half-rebuilt member: {e:#}"));
     assert!(done > 0, "no progress recorded: {e:#}");
     let now = vec![members[0].clone(), new.clone(), members[2].clone(), members[3].clone()];
     let d = detail(&now);
@@ -424,7 +437,10 @@ fn offline_add_rebuilds_a_degraded_array() {
     let now = vec![members[0].clone(), members[1].clone(), new.clone(), members[3].clone()];
     let d = detail(&now);
     assert_eq!(d["clean"], Value::Bool(true), "{d:#}");
-    assert!(d["state"].as_str().unwrap_or("").starts_with("clean") && !d["state"].as_str().unwrap().contains("degraded"), "{d:#}");
+    assert!(
+        d["state"].as_str().unwrap_or("").starts_with("clean") && !d["state"].as_str().unwrap().contains("degraded"),
+        "{d:#}"
+    );
     assert!(cat(&now) == want);
     assert_eq!(mismatch_cnt(&ok(&with(&["check"], &now))), 0);
     // Too small a device is refused before anything is written.
@@ -512,7 +528,8 @@ fn readd_rebuilds_only_what_the_bitmap_marks() {
         let whole = cat(&members);
         assert_eq!(mismatch_cnt(&ok(&with(&["check"], &members))), 0);
         for skip in 0..4 {
-            let rest: Vec<String> = members.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, m)| m.clone()).collect();
+            let rest: Vec<String> =
+                members.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, m)| m.clone()).collect();
             assert!(cat(&rest) == whole, "bitmap={bitmap}: reading without member {skip} differs");
         }
         assert_eq!(&whole[4096..8192], &[0x33; 4096][..]);

@@ -35,7 +35,8 @@ fn seeds_json_has_every_field_stable_unique_ids_and_is_deterministic() {
     .into();
     let mut ids_by_policy: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for r in &rows {
-        for field in ["id", "seed_file", "metric", "unit", "seed_value", "policy", "sim_value", "ratio_to_single_disk"] {
+        for field in ["id", "seed_file", "metric", "unit", "seed_value", "policy", "sim_value", "ratio_to_single_disk"]
+        {
             assert!(r.get(field).is_some(), "{field} missing from {r}");
         }
         let id = r["id"].as_str().unwrap();
@@ -64,7 +65,12 @@ fn seeds_json_has_every_field_stable_unique_ids_and_is_deterministic() {
         assert_eq!(ids, md);
     }
     // Ids the project documents, and ratios where the seed states a single disk.
-    for id in ["molnar1998-raid1-4way-seeks", "baker2006-raid1-2readers", "bonnie2008-striped-block-read", "parkes2000-raid5-tar-seconds"] {
+    for id in [
+        "molnar1998-raid1-4way-seeks",
+        "baker2006-raid1-2readers",
+        "bonnie2008-striped-block-read",
+        "parkes2000-raid5-tar-seconds",
+    ] {
         assert!(md.contains(id), "{id} missing");
     }
     let molnar = rows.iter().find(|r| r["id"] == "molnar1998-raid1-4way-seeks" && r["policy"] == "md").unwrap();

@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uraid_engine::array::{Completion, IoId, IoResult, MemberIo, Request, RequestId};
-use uraid_engine::idmap::IdMap;
 use uraid_engine::geometry::Geometry;
+use uraid_engine::idmap::IdMap;
 use uraid_engine::{EngineError, IoBuf, ReadPolicy, SplitTuning};
 use uraid_layout::Level;
 
@@ -51,18 +51,33 @@ use uraid_engine::SlotState;
 /// A block request from a client.
 #[derive(Debug, Clone)]
 pub enum BlockOp {
-    Read { offset: u64, len: u64 },
+    Read {
+        offset: u64,
+        len: u64,
+    },
     /// With `fua`, the write is durable on the members when it completes. The data is
     /// passed to the engine as it is (see `Request::Write`).
-    Write { offset: u64, data: Bytes, fua: bool },
+    Write {
+        offset: u64,
+        data: Bytes,
+        fua: bool,
+    },
     /// Every write completed before the flush was submitted is durable when it completes.
     Flush,
     /// Advisory: release space inside the range where that is safe (whole stripes on parity
     /// levels; anything on the others). What the range reads afterwards is unspecified.
-    Trim { offset: u64, len: u64 },
+    Trim {
+        offset: u64,
+        len: u64,
+    },
     /// The range reads back as zeros afterwards; with `may_deallocate`, by releasing space where
     /// possible (NBD's WRITE_ZEROES without NO_HOLE, fallocate's PUNCH_HOLE).
-    Zero { offset: u64, len: u64, may_deallocate: bool, fua: bool },
+    Zero {
+        offset: u64,
+        len: u64,
+        may_deallocate: bool,
+        fua: bool,
+    },
 }
 
 impl BlockOp {
@@ -155,7 +170,7 @@ pub struct ServiceConfig {
     pub split_tuning: SplitTuning,
     /// Reads (and, on linear and raid0, writes without FUA, up to [`INLINE_WRITE_MAX`]) of at
     /// most this many bytes are answered on the submitting thread when the array is whole and
-    /// the members can do them without waiting for a device (see [`inline`]); 0 turns that off.
+    /// the members can do them without waiting for a device (see the `inline` module); 0 turns that off.
     pub inline_max: u64,
 }
 
@@ -237,7 +252,7 @@ impl ServiceInfo {
 #[derive(Debug, Clone, Default)]
 pub struct StopReport {
     pub requests: u64,
-    /// Of `requests`, the reads and writes answered on the submitting thread (see [`inline`]).
+    /// Of `requests`, the reads and writes answered on the submitting thread (see the `inline` module).
     pub inline_reads: u64,
     pub inline_writes: u64,
     /// Of `inline_reads`, those handed over as pipes ([`ServiceHandle::read_spliced`]).
@@ -350,7 +365,7 @@ impl ServiceHandle {
     }
 
     /// Submit `op`; `done` is called once with its outcome: on the engine thread, or, for a
-    /// request answered inline (see [`inline`]), on this thread before `submit` returns.
+    /// request answered inline (see the `inline` module), on this thread before `submit` returns.
     pub fn submit(&self, op: BlockOp, done: Done) {
         match &op {
             BlockOp::Read { offset, len } => {
@@ -370,7 +385,7 @@ impl ServiceHandle {
     /// `[offset, offset+len)` read on this thread into a pipe of references to the members'
     /// pages, for a caller that sends it on to a socket with `splice(2)` (see
     /// [`crate::splice`]); `None` if that cannot be done now, and the read is then submitted
-    /// as usual. The conditions are those of inline reads (see [`inline`]), up to
+    /// as usual. The conditions are those of inline reads (see the `inline` module), up to
     /// [`crate::splice::PIPE_BYTES`] whatever the inline limit, as long as it is not 0.
     pub fn read_spliced(&self, offset: u64, len: u64) -> Option<PipedRead> {
         self.inline.try_splice(offset, len)
@@ -554,7 +569,15 @@ fn spawn_member_io(
         if let Err(why) = &handle.direct {
             log(&format!("{name}: O_DIRECT not supported by its file system ({why}); using buffered I/O"));
         }
-        match uring::member_ring(slot, target.clone(), handle, config.queue_depth, members, &back.notifier, back.clone()) {
+        match uring::member_ring(
+            slot,
+            target.clone(),
+            handle,
+            config.queue_depth,
+            members,
+            &back.notifier,
+            back.clone(),
+        ) {
             Ok(ring) => return MemberPath::Ring(Box::new(ring)),
             Err(e) => log(&format!("{name}: setting up io_uring failed ({e}); using I/O threads")),
         }
@@ -591,7 +614,9 @@ fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, back: Inbox) {
         let result = match outcome {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => IoResult::Failed(e.to_string()),
-            Err(_) => IoResult::Failed(format!("internal error on {} (see the panic message above)", target.dev.name())),
+            Err(_) => {
+                IoResult::Failed(format!("internal error on {} (see the panic message above)", target.dev.name()))
+            }
         };
         if back.send(Msg::IoDone(io.id, result.handing_back(io.op))).is_err() {
             break;
@@ -751,7 +776,7 @@ struct Runner {
     resync_bits: Option<crate::open_array::WriteIntentBits>,
     /// For a rebuild of re-added members only: the bitmap's marks when it started.
     recover_bits: Option<crate::open_array::WriteIntentBits>,
-    /// Requests the handles answer themselves (see [`inline`]), and whether that is on.
+    /// Requests the handles answer themselves (see the `inline` module), and whether that is on.
     inline: Arc<inline::InlineIo>,
     inline_on: bool,
 }
@@ -783,7 +808,8 @@ impl Runner {
                 && stopping.is_none();
             let clean_at = idle_clean_due.then(|| self.last_write + self.config.clean_delay);
             let step_at = self.sync.as_ref().filter(|r| !r.in_flight && !r.finished()).map(|r| r.next_at);
-            let intent_at = if self.array.engine().degraded() || self.array.needs_resync() { None } else { self.intent_clear_at() };
+            let intent_at =
+                if self.array.engine().degraded() || self.array.needs_resync() { None } else { self.intent_clear_at() };
             let deadline = [clean_at, step_at, intent_at].into_iter().flatten().min();
             let msg = match self.next_msg(&rx, deadline) {
                 Next::Msg(m) => m,
@@ -831,7 +857,11 @@ impl Runner {
                     let _ = reply.send(self.status());
                 }
                 Msg::StartSync(action, reply) => {
-                    let _ = reply.send(if stopping.is_some() { Err("array is stopping".into()) } else { self.start_sync(action) });
+                    let _ = reply.send(if stopping.is_some() {
+                        Err("array is stopping".into())
+                    } else {
+                        self.start_sync(action)
+                    });
                 }
                 Msg::Idle(reply) => {
                     if let Some(run) = &mut self.sync {
@@ -877,7 +907,13 @@ impl Runner {
         if action == SyncAction::Recover {
             return self.start_recovery();
         }
-        let lost = self.array.engine().slot_states().iter().filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty)).count();
+        let lost = self
+            .array
+            .engine()
+            .slot_states()
+            .iter()
+            .filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty))
+            .count();
         if lost > 0 && self.info.stripe_data_bytes.is_some() && lost + 1 > geometry.max_degraded() {
             return Err(format!("array is degraded: cannot {action} parity without every member (md cannot either; uraid can for raid6 short of one member)"));
         }
@@ -892,8 +928,11 @@ impl Runner {
         }
         log(&format!("{action} started"));
         self.sync_failure = None;
-        self.resync_bits =
-            if action == SyncAction::Resync { self.array.write_intent().filter(|b| !b.all_dirty).cloned() } else { None };
+        self.resync_bits = if action == SyncAction::Resync {
+            self.array.write_intent().filter(|b| !b.all_dirty).cloned()
+        } else {
+            None
+        };
         self.sync = Some(SyncRun::new(action, 0, self.info.size, step, Instant::now()));
         Ok(())
     }
@@ -980,7 +1019,13 @@ impl Runner {
     }
 
     fn recovering_slots(&self) -> impl Iterator<Item = usize> + '_ {
-        self.array.engine().slot_states().iter().enumerate().filter(|(_, s)| **s == SlotState::Recovering).map(|(i, _)| i)
+        self.array
+            .engine()
+            .slot_states()
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s == SlotState::Recovering)
+            .map(|(i, _)| i)
     }
 
     /// Rebuild every recovering slot, from the lowest checkpoint among them.
@@ -993,7 +1038,8 @@ impl Runner {
         let from = slots.iter().filter_map(|&s| self.array.recovery_checkpoint(s)).min().unwrap_or(0) * 512;
         let chunk = self.info.chunk_bytes.max(4096);
         let step = chunk * (1u64 << 20).div_ceil(chunk);
-        let names: Vec<String> = slots.iter().map(|&s| self.array.slot_device_name(s).unwrap_or("?").to_string()).collect();
+        let names: Vec<String> =
+            slots.iter().map(|&s| self.array.slot_device_name(s).unwrap_or("?").to_string()).collect();
         log(&format!("recover started: rebuilding {} from byte {from} of {end}", names.join(", ")));
         // Re-added members missed only what the bitmap marks (bits stay set while degraded).
         self.recover_bits = if slots.iter().all(|&s| self.array.is_readded(s)) {
@@ -1041,7 +1087,10 @@ impl Runner {
     fn use_spare(&mut self) {
         match self.array.activate_spare() {
             Ok(Some(slot)) => {
-                log(&format!("spare {} takes slot {slot}; rebuilding", self.array.slot_device_name(slot).unwrap_or("?")));
+                log(&format!(
+                    "spare {} takes slot {slot}; rebuilding",
+                    self.array.slot_device_name(slot).unwrap_or("?")
+                ));
                 self.attach_slot(slot);
                 self.restart_recovery_for_new_slot();
             }
@@ -1064,7 +1113,8 @@ impl Runner {
         }
         match op {
             ManageOp::Add(path) => {
-                let dev = crate::member::FileDevice::open(&path, true).map_err(|e| format!("{}: {e}", path.display()))?;
+                let dev =
+                    crate::member::FileDevice::open(&path, true).map_err(|e| format!("{}: {e}", path.display()))?;
                 match self.array.add_member(Box::new(dev)).map_err(|e| e.to_string())? {
                     Some(slot) => {
                         self.attach_slot(slot);
@@ -1277,7 +1327,9 @@ impl Runner {
                 run.mismatch_sectors
             )
         } else {
-            self.sync_failure.take().unwrap_or_else(|| format!("{} interrupted at byte {} of {}", run.action, run.pos, run.end))
+            self.sync_failure
+                .take()
+                .unwrap_or_else(|| format!("{} interrupted at byte {} of {}", run.action, run.pos, run.end))
         };
         log(&summary);
         self.last_sync = Some(summary);
@@ -1296,7 +1348,11 @@ impl Runner {
         let slots = states
             .iter()
             .enumerate()
-            .map(|(slot, &state)| SlotReport { slot, device: self.array.slot_device_name(slot).map(str::to_string), state })
+            .map(|(slot, &state)| SlotReport {
+                slot,
+                device: self.array.slot_device_name(slot).map(str::to_string),
+                state,
+            })
             .collect();
         ArrayStatus {
             uuid: self.array.plan.uuid_string(),
@@ -1554,7 +1610,9 @@ impl Runner {
                     if let Err(crossbeam_channel::SendError(io)) = queue.send(io) {
                         // The workers are gone (only at the very end); fail the I/O so nothing
                         // waits.
-                        self.array.engine_mut().complete_io(io.id, IoResult::Failed("member I/O threads stopped".into()));
+                        self.array
+                            .engine_mut()
+                            .complete_io(io.id, IoResult::Failed("member I/O threads stopped".into()));
                         self.after_completions();
                     }
                 }
@@ -1650,7 +1708,7 @@ impl Runner {
         }
     }
 
-    /// Inline requests on while the array is whole, off otherwise (see [`inline`]); called
+    /// Inline requests on while the array is whole, off otherwise (see the `inline` module); called
     /// before any request is answered and on every turn of the engine loop. Turning them off
     /// waits for the inline requests in flight.
     fn update_inline(&mut self) {
@@ -1673,7 +1731,8 @@ impl Runner {
                 .into_iter()
                 .enumerate()
                 .map(|(slot, target)| {
-                    let direct_writes = matches!(self.queues.get(slot), Some(Some(MemberPath::Ring(r))) if r.writes_direct());
+                    let direct_writes =
+                        matches!(self.queues.get(slot), Some(Some(MemberPath::Ring(r))) if r.writes_direct());
                     target.filter(|_| !direct_writes)
                 })
                 .collect();

@@ -118,7 +118,14 @@ impl SyncRun {
     }
 
     /// Record a finished step and decide when the next may start.
-    pub fn step_done(&mut self, len: u64, mismatch_sectors: u64, now: Instant, foreground_busy: bool, limits: SpeedLimits) {
+    pub fn step_done(
+        &mut self,
+        len: u64,
+        mismatch_sectors: u64,
+        now: Instant,
+        foreground_busy: bool,
+        limits: SpeedLimits,
+    ) {
         self.in_flight = false;
         self.pos += len;
         self.mismatch_sectors += mismatch_sectors;

@@ -1,6 +1,6 @@
 //! Member I/O through io_uring, driven by the engine thread itself.
 //!
-//! Each member has a ring of its own ([`MemberRing`]); the engine thread puts the engine's member
+//! Each member has a ring of its own (`MemberRing`); the engine thread puts the engine's member
 //! I/O in it, submits, and reaps the completions, with no thread in between. Reads of pages the
 //! page cache holds complete while they are submitted, so a request can go from client to member
 //! and back without waking any other thread. Every completion also signals the service's
@@ -23,7 +23,7 @@
 //! error that the next `fsync` reports, and logs "Page cache invalidation failure on direct
 //! I/O"). A buffered read racing a direct write can likewise cache the old data. So an I/O never
 //! runs while one of the other kind is in flight on any of the same pages: it waits, in order,
-//! until they are done (see [`MemberRing::blocked`]). Only I/Os that share a page wait, and
+//! until they are done (see `MemberRing::blocked`). Only I/Os that share a page wait, and
 //! since direct I/O covers whole pages, only I/Os that overlap in bytes can (the engine issues
 //! few). Where the engine's buffer (a read's new `Vec`, a write's single piece) satisfies the
 //! file system's memory alignment it is used as it is; otherwise the data goes through an
@@ -35,9 +35,9 @@ use std::io;
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
+use bytes::Bytes;
 use crossbeam_channel::Sender;
 use io_uring::{opcode, types, IoUring};
-use bytes::Bytes;
 use uraid_engine::array::{IoId, IoResult, MemberIo, MemberOp};
 use uraid_engine::{IoBuf, PoolBuf};
 
@@ -92,7 +92,10 @@ pub(super) fn member_ring(
         waiting: std::collections::VecDeque::new(),
         next_seq: 0,
         // SAFETY: sysconf has no preconditions.
-        page: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096),
+        page: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .ok()
+            .filter(|p| p.is_power_of_two())
+            .unwrap_or(4096),
         pool: Vec::new(),
         slot,
         target,
@@ -109,7 +112,6 @@ pub(super) fn member_ring(
 const MAX_PIECE: usize = 1 << 30;
 /// Bounce buffers are page aligned and at least this big, so most sizes share buffers.
 const MIN_BOUNCE: usize = 4096;
-
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -385,7 +387,9 @@ impl MemberRing {
             (Kind::Read, _) => {
                 let mut v = PoolBuf::new(len);
                 match direct {
-                    Some(d) if !aligned(v.as_mut_ptr() as u64, d.mem_align) => Mem::Bounce(self.bounce(len, d), Some(v)),
+                    Some(d) if !aligned(v.as_mut_ptr() as u64, d.mem_align) => {
+                        Mem::Bounce(self.bounce(len, d), Some(v))
+                    }
                     _ => Mem::Read(v),
                 }
             }
@@ -398,18 +402,36 @@ impl MemberRing {
                         Mem::Bounce(b, None)
                     }
                     // Beyond IOV_MAX pieces the kernel refuses a vectored write: joined then.
-                    (None, None) if data.piece_count() <= crate::member::IOV_MAX => Mem::Pieces(data, IoVecs(Vec::new())),
+                    (None, None) if data.piece_count() <= crate::member::IOV_MAX => {
+                        Mem::Pieces(data, IoVecs(Vec::new()))
+                    }
                     _ => Mem::Shared(data.into_bytes()),
                 }
             }
             _ => Mem::None,
         };
         let index = self.free.pop().expect("room was checked");
-        let pages = if kind == Kind::Flush { (0, 0) } else { (place.at / self.page, (place.at + len as u64).div_ceil(self.page)) };
+        let pages = if kind == Kind::Flush {
+            (0, 0)
+        } else {
+            (place.at / self.page, (place.at + len as u64).div_ceil(self.page))
+        };
         let direct = direct.is_some();
         let seq = self.next_seq;
         self.next_seq += 1;
-        let op = Op { id: io.id, kind, seq, submitted: false, direct, pages, offset: io.offset, at: place.at, len, done: 0, mem };
+        let op = Op {
+            id: io.id,
+            kind,
+            seq,
+            submitted: false,
+            direct,
+            pages,
+            offset: io.offset,
+            at: place.at,
+            len,
+            done: 0,
+            mem,
+        };
         self.slots[index] = Some(op);
         self.in_flight += 1;
         if self.blocked(index) {
@@ -432,7 +454,7 @@ impl MemberRing {
                 && o.pages.0 < op.pages.1
                 && op.pages.0 < o.pages.1
                 && if o.submitted { o.direct != op.direct } else { o.seq < op.seq }
-            })
+        })
     }
 
     /// Submit the waiting I/Os no longer blocked, in order.
@@ -458,7 +480,8 @@ impl MemberRing {
 
     fn bounce(&mut self, len: usize, d: DirectIo) -> AlignedBuf {
         // The smallest free buffer that fits, else a new one rounded up to a power of two.
-        let best = (0..self.pool.len()).filter(|&i| self.pool[i].capacity() >= len).min_by_key(|&i| self.pool[i].capacity());
+        let best =
+            (0..self.pool.len()).filter(|&i| self.pool[i].capacity() >= len).min_by_key(|&i| self.pool[i].capacity());
         match best {
             Some(i) => self.pool.swap_remove(i),
             None => AlignedBuf::new(len.next_power_of_two().max(MIN_BOUNCE), (d.mem_align as usize).max(4096)),
@@ -501,10 +524,11 @@ impl MemberRing {
                 // The rest of a short direct I/O stays direct where it can; a remainder that is
                 // not aligned (a read reaching the end of the file) goes through the page cache.
                 let fd = match self.handle.direct.as_ref() {
-                    Ok(d) if op.direct
-                        && aligned(at, d.offset_align)
-                        && aligned(piece as u64, d.offset_align)
-                        && aligned(ptr as u64, d.mem_align) =>
+                    Ok(d)
+                        if op.direct
+                            && aligned(at, d.offset_align)
+                            && aligned(piece as u64, d.offset_align)
+                            && aligned(ptr as u64, d.mem_align) =>
                     {
                         d.fd
                     }
@@ -633,10 +657,10 @@ mod tests {
     use uraid_engine::array::{IoResult, MemberIo, MemberOp};
 
     use super::super::{Inbox, Msg, Notifier};
-    use bytes::Bytes;
     use super::MemberRing;
     use crate::member::{FileDevice, MemberDevice};
     use crate::open_array::MemberTarget;
+    use bytes::Bytes;
 
     const BASE: u64 = 64 << 10;
     const DATA: u64 = 1 << 20;
@@ -822,7 +846,10 @@ mod tests {
     fn flush_and_log_write() {
         let path = member_file(&scratch("log"), "member");
         let mut rig = Rig::new(&path, true, 4);
-        assert!(matches!(rig.one(0, MemberOp::Write { data: vec![1; 4096].into() }), IoResult::Done | IoResult::Written(_)));
+        assert!(matches!(
+            rig.one(0, MemberOp::Write { data: vec![1; 4096].into() }),
+            IoResult::Done | IoResult::Written(_)
+        ));
         assert_eq!(rig.one(0, MemberOp::Flush), IoResult::Done);
         let entry = uraid_testkit::noise(9, 4096 + 512);
         assert_eq!(rig.one(8192, MemberOp::LogWrite { data: entry.clone() }), IoResult::Done);
@@ -921,7 +948,9 @@ mod tests {
                 IoResult::Written(back) => assert_eq!(back.to_vec(), expect, "the bytes handed back"),
                 other => assert_eq!(other, IoResult::Done),
             }
-            let IoResult::Read(got) = rig.one(at, MemberOp::Read { len: expect.len() as u64 }) else { panic!("read failed") };
+            let IoResult::Read(got) = rig.one(at, MemberOp::Read { len: expect.len() as u64 }) else {
+                panic!("read failed")
+            };
             assert_eq!(got, expect, "{count} pieces at {at}");
         }
         rig.stop();

@@ -215,7 +215,8 @@ impl Array {
             if log.usable[k] {
                 continue;
             }
-            let holders: Vec<usize> = (0..n).filter(|&y| y != k && in_sync[y] && log.slots[y].holds_entries_of(k)).collect();
+            let holders: Vec<usize> =
+                (0..n).filter(|&y| y != k && in_sync[y] && log.slots[y].holds_entries_of(k)).collect();
             if holders.is_empty() {
                 log.usable[k] = true;
                 kick.push(k);
@@ -261,7 +262,13 @@ impl Array {
             let targets: Vec<usize> = std::mem::take(&mut sl.unflushed).into_iter().filter(|&s| writable[s]).collect();
             sl.flushing = targets.len();
             for t in &targets {
-                self.emit_io(LOG_RID, IoTag { part: FLUSH_PART_BASE + slot, slot: *t }, 0, MemberOp::Flush, IoKind::Other);
+                self.emit_io(
+                    LOG_RID,
+                    IoTag { part: FLUSH_PART_BASE + slot, slot: *t },
+                    0,
+                    MemberOp::Flush,
+                    IoKind::Other,
+                );
             }
             if !targets.is_empty() {
                 return;
@@ -462,7 +469,8 @@ impl Array {
         let mut op = self.ops.remove(&rid).expect("a logged stripe's request is open");
         let OpKind::ParityWrite(w) = &mut op.kind else { unreachable!("only parity writes are logged") };
         let sw = &mut w.stripes[part];
-        let writes: super::StripeMemberWrites = std::mem::take(&mut sw.deferred).into_iter().filter(|(slot, ..)| self.writable(*slot)).collect();
+        let writes: super::StripeMemberWrites =
+            std::mem::take(&mut sw.deferred).into_iter().filter(|(slot, ..)| self.writable(*slot)).collect();
         let written: Vec<usize> = writes.iter().map(|(s, ..)| *s).collect();
         sw.pending = writes.len();
         self.emit_stripe_writes(rid, part, writes);

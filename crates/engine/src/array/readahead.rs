@@ -322,7 +322,8 @@ impl Array {
                 let readable = run.copies.iter().filter(|c| self.in_sync(c.0)).count();
                 let lane = self.balance.stream_lane(index, window, readable);
                 let slots = &self.slots;
-                let Some(copy) = self.balance.lane_copy(&run.copies, lane, |s| slots[s] == super::SlotState::InSync) else {
+                let Some(copy) = self.balance.lane_copy(&run.copies, lane, |s| slots[s] == super::SlotState::InSync)
+                else {
                     return;
                 };
                 self.balance.chose(&run.copies, copy, run.len);
@@ -420,7 +421,12 @@ impl Array {
     }
 
     /// Start a cached part: `Some` when finished (served).
-    pub(super) fn start_cached_part(&mut self, rid: RequestId, r: &mut ReadOp, part: usize) -> Option<Result<(), super::EngineError>> {
+    pub(super) fn start_cached_part(
+        &mut self,
+        rid: RequestId,
+        r: &mut ReadOp,
+        part: usize,
+    ) -> Option<Result<(), super::EngineError>> {
         match self.take_cached(rid, r, part, true) {
             Cached::Served => {
                 let ReadPart::Cached { entry, .. } = r.parts[part] else { unreachable!("a cached read part") };

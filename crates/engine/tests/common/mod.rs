@@ -68,7 +68,11 @@ impl Members {
         let at = io.offset as usize;
         match &io.op {
             MemberOp::Read { len } => {
-                assert!(!self.no_reads[io.slot], "engine read slot {} at {}+{len}, which it must not read", io.slot, io.offset);
+                assert!(
+                    !self.no_reads[io.slot],
+                    "engine read slot {} at {}+{len}, which it must not read",
+                    io.slot, io.offset
+                );
                 assert!(at + *len as usize <= disk.len(), "read past member end");
                 if self.unreadable[io.slot][at..at + *len as usize].contains(&true) {
                     return IoResult::Failed("injected read error".into());
@@ -123,7 +127,8 @@ pub const MEMBER_BYTES: u64 = 192 * 1024;
 
 /// The `split` policy's knobs scaled to the test members: windows of a few rows, read-ahead of
 /// a few windows, reads divided from 16 KiB on.
-pub const SMALL_SPLIT: SplitTuning = SplitTuning { window_bytes: 16 * 1024, readahead_bytes: 96 * 1024, divide_bytes: 16 * 1024 };
+pub const SMALL_SPLIT: SplitTuning =
+    SplitTuning { window_bytes: 16 * 1024, readahead_bytes: 96 * 1024, divide_bytes: 16 * 1024 };
 
 /// Give `array` read policy number `pick` (modulo their number), with [`SMALL_SPLIT`]; the
 /// policy set.
@@ -149,7 +154,10 @@ pub fn geometries() -> Vec<(String, Geometry)> {
         "raid0-3-zones-alt".into(),
         Geometry::Raid0(Raid0Layout::new(&[comp - 96, comp, comp - 32], 16, Raid0ZoneLayout::Alternate).unwrap()),
     ));
-    out.push(("raid0-2-12k".into(), Geometry::Raid0(Raid0Layout::new(&[comp; 2], 24, Raid0ZoneLayout::Unset).unwrap())));
+    out.push((
+        "raid0-2-12k".into(),
+        Geometry::Raid0(Raid0Layout::new(&[comp; 2], 24, Raid0ZoneLayout::Unset).unwrap()),
+    ));
     for n in [2, 3] {
         out.push((format!("raid1-{n}"), Geometry::Raid1(Raid1Layout::new(n, comp).unwrap())));
     }
@@ -161,28 +169,43 @@ pub fn geometries() -> Vec<(String, Geometry)> {
     out.push(("raid4-4".into(), Geometry::Parity(ParityLayout::new(Level::Raid4, raid4, 4, 8, comp).unwrap())));
     for alg in 0..=5u32 {
         let a = ParityAlgorithm::from_md(Level::Raid5, alg).unwrap();
-        out.push((format!("raid5-4-{}", a.name()), Geometry::Parity(ParityLayout::new(Level::Raid5, a, 4, 8, comp).unwrap())));
+        out.push((
+            format!("raid5-4-{}", a.name()),
+            Geometry::Parity(ParityLayout::new(Level::Raid5, a, 4, 8, comp).unwrap()),
+        ));
     }
     out.push((
         "raid5-2".into(),
-        Geometry::Parity(ParityLayout::new(Level::Raid5, ParityAlgorithm::from_md(Level::Raid5, 2).unwrap(), 2, 8, comp).unwrap()),
+        Geometry::Parity(
+            ParityLayout::new(Level::Raid5, ParityAlgorithm::from_md(Level::Raid5, 2).unwrap(), 2, 8, comp).unwrap(),
+        ),
     ));
     for alg in [0u32, 1, 2, 3, 4, 5, 8, 9, 10, 16, 17, 18, 19, 20] {
         let a = ParityAlgorithm::from_md(Level::Raid6, alg).unwrap();
-        out.push((format!("raid6-5-{}", a.name()), Geometry::Parity(ParityLayout::new(Level::Raid6, a, 5, 8, comp).unwrap())));
+        out.push((
+            format!("raid6-5-{}", a.name()),
+            Geometry::Parity(ParityLayout::new(Level::Raid6, a, 5, 8, comp).unwrap()),
+        ));
     }
     // Wider stripes, where read-modify-write wins for small writes (and slot order matters).
     for alg in [0u32, 2, 16] {
         let a = ParityAlgorithm::from_md(Level::Raid6, alg).unwrap();
-        out.push((format!("raid6-7-{}", a.name()), Geometry::Parity(ParityLayout::new(Level::Raid6, a, 7, 8, comp).unwrap())));
+        out.push((
+            format!("raid6-7-{}", a.name()),
+            Geometry::Parity(ParityLayout::new(Level::Raid6, a, 7, 8, comp).unwrap()),
+        ));
     }
     out.push((
         "raid5-6-la".into(),
-        Geometry::Parity(ParityLayout::new(Level::Raid5, ParityAlgorithm::from_md(Level::Raid5, 0).unwrap(), 6, 8, comp).unwrap()),
+        Geometry::Parity(
+            ParityLayout::new(Level::Raid5, ParityAlgorithm::from_md(Level::Raid5, 0).unwrap(), 6, 8, comp).unwrap(),
+        ),
     ));
     out.push((
         "raid6-4".into(),
-        Geometry::Parity(ParityLayout::new(Level::Raid6, ParityAlgorithm::from_md(Level::Raid6, 2).unwrap(), 4, 8, comp).unwrap()),
+        Geometry::Parity(
+            ParityLayout::new(Level::Raid6, ParityAlgorithm::from_md(Level::Raid6, 2).unwrap(), 4, 8, comp).unwrap(),
+        ),
     ));
     out
 }

@@ -36,11 +36,7 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 }
 
 pub fn config() -> ServerConfig {
-    ServerConfig {
-        export_name: EXPORT_NAME.into(),
-        description: Some("test array".into()),
-        ..ServerConfig::default()
-    }
+    ServerConfig { export_name: EXPORT_NAME.into(), description: Some("test array".into()), ..ServerConfig::default() }
 }
 
 /// A pattern that differs at every offset, so misplaced data is caught.

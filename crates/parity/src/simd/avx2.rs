@@ -68,9 +68,6 @@ impl Vector for Avx2 {
         // No byte shift exists; shifting 16-bit lanes moves bits across bytes, which the mask
         // then discards.
         let high = _mm256_and_si256(_mm256_srli_epi16(self.0, 4), nibble);
-        Avx2(_mm256_xor_si256(
-            _mm256_shuffle_epi8(m.0, low),
-            _mm256_shuffle_epi8(m.1, high),
-        ))
+        Avx2(_mm256_xor_si256(_mm256_shuffle_epi8(m.0, low), _mm256_shuffle_epi8(m.1, high)))
     }
 }

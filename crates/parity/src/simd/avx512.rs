@@ -70,10 +70,7 @@ impl Vector for Avx512 {
         let nibble = _mm512_set1_epi8(0x0f);
         let low = _mm512_and_si512(self.0, nibble);
         let high = _mm512_and_si512(_mm512_srli_epi16::<4>(self.0), nibble);
-        Avx512(_mm512_xor_si512(
-            _mm512_shuffle_epi8(m.0, low),
-            _mm512_shuffle_epi8(m.1, high),
-        ))
+        Avx512(_mm512_xor_si512(_mm512_shuffle_epi8(m.0, low), _mm512_shuffle_epi8(m.1, high)))
     }
 }
 
@@ -84,8 +81,7 @@ impl Avx512 {
     unsafe fn doubled_and_reduction(self) -> (__m512i, __m512i) {
         let overflow = _mm512_movepi8_mask(self.0);
         let doubled = _mm512_add_epi8(self.0, self.0);
-        let reduction =
-            _mm512_maskz_mov_epi8(overflow, _mm512_set1_epi8(crate::gf::REDUCTION as i8));
+        let reduction = _mm512_maskz_mov_epi8(overflow, _mm512_set1_epi8(crate::gf::REDUCTION as i8));
         (doubled, reduction)
     }
 }

@@ -279,11 +279,7 @@ mod generic {
     /// P and Q of `slots` (syndrome order, null for a hole; at least one slot) at every
     /// position, handed to `finish`.
     #[inline(always)]
-    pub(super) unsafe fn syndrome<V: Vector, F: Finish<V>>(
-        slots: &[*const u8],
-        len: usize,
-        finish: &F,
-    ) {
+    pub(super) unsafe fn syndrome<V: Vector, F: Finish<V>>(slots: &[*const u8], len: usize, finish: &F) {
         // Horner's rule from the highest slot down, as md does: each step doubles what has been
         // accumulated, so slot i ends up multiplied by {02} i times.
         let (&top, lower) = slots.split_last().expect("syndrome needs a slot");
@@ -354,12 +350,7 @@ mod generic {
 
     /// `p ^= old ^ new`, `q ^= c * (old ^ new)`.
     #[inline(always)]
-    pub(super) unsafe fn update_pq<V: Vector>(
-        [p, q]: [*mut u8; 2],
-        [old, new]: [*const u8; 2],
-        len: usize,
-        c: u8,
-    ) {
+    pub(super) unsafe fn update_pq<V: Vector>([p, q]: [*mut u8; 2], [old, new]: [*const u8; 2], len: usize, c: u8) {
         let times_c = V::multiplier(c);
         let row = gf::mul_row(c);
         let bytes = |range: std::ops::Range<usize>| {
@@ -563,38 +554,14 @@ macro_rules! kernel_ops {
             }
 
             #[target_feature(enable = $features)]
-            unsafe fn data_and_p(
-                slots: &[*const u8],
-                len: usize,
-                q: *const u8,
-                [dx, p_out]: [*mut u8; 2],
-                c: u8,
-            ) {
-                let finish = DataAndP {
-                    q,
-                    dx,
-                    p_out,
-                    c: V::multiplier(c),
-                    c_row: gf::mul_row(c),
-                };
+            unsafe fn data_and_p(slots: &[*const u8], len: usize, q: *const u8, [dx, p_out]: [*mut u8; 2], c: u8) {
+                let finish = DataAndP { q, dx, p_out, c: V::multiplier(c), c_row: gf::mul_row(c) };
                 generic::syndrome::<V, _>(slots, len, &finish)
             }
 
             #[target_feature(enable = $features)]
-            unsafe fn data_and_q(
-                slots: &[*const u8],
-                len: usize,
-                p: *const u8,
-                [dx, q_out]: [*mut u8; 2],
-                c: u8,
-            ) {
-                let finish = DataAndQ {
-                    p,
-                    dx,
-                    q_out,
-                    c: V::multiplier(c),
-                    c_row: gf::mul_row(c),
-                };
+            unsafe fn data_and_q(slots: &[*const u8], len: usize, p: *const u8, [dx, q_out]: [*mut u8; 2], c: u8) {
+                let finish = DataAndQ { p, dx, q_out, c: V::multiplier(c), c_row: gf::mul_row(c) };
                 generic::syndrome::<V, _>(slots, len, &finish)
             }
 
@@ -603,14 +570,7 @@ macro_rules! kernel_ops {
                 generic::update_pq::<V>(pq, old_new, len, c)
             }
 
-            pub(crate) static OPS: Ops = Ops {
-                xor_gen,
-                gen_pq,
-                two_data,
-                data_and_p,
-                data_and_q,
-                update_pq,
-            };
+            pub(crate) static OPS: Ops = Ops { xor_gen, gen_pq, two_data, data_and_p, data_and_q, update_pq };
 
             /// `dst[i] = c * src[i]`, for testing the multiplier alone.
             #[cfg(test)]
@@ -618,9 +578,7 @@ macro_rules! kernel_ops {
             pub(crate) unsafe fn mul_vector(dst: &mut [u8], src: &[u8], c: u8) {
                 let m = V::multiplier(c);
                 V::load(src.as_ptr()).mul(&m).store(dst.as_mut_ptr());
-                V::load(src.as_ptr())
-                    .mul2()
-                    .store(dst[<V as Vector>::BYTES..].as_mut_ptr());
+                V::load(src.as_ptr()).mul2().store(dst[<V as Vector>::BYTES..].as_mut_ptr());
             }
         }
     };
@@ -643,11 +601,7 @@ impl Pointers {
     const INLINE: usize = 64;
 
     fn new() -> Self {
-        Pointers {
-            inline: [ptr::null(); Pointers::INLINE],
-            len: 0,
-            spilled: Vec::new(),
-        }
+        Pointers { inline: [ptr::null(); Pointers::INLINE], len: 0, spilled: Vec::new() }
     }
 
     fn push(&mut self, pointer: *const u8) {
@@ -689,10 +643,7 @@ pub(crate) fn ops(kernel: crate::Kernel) -> Option<&'static Ops> {
     if kernel == Kernel::Scalar {
         return None;
     }
-    assert!(
-        kernel.available(),
-        "parity kernel {kernel} needs CPU features this machine lacks"
-    );
+    assert!(kernel.available(), "parity kernel {kernel} needs CPU features this machine lacks");
     Some(match kernel {
         Kernel::Scalar => unreachable!(),
         Kernel::Avx2 => &avx2_ops::OPS,
@@ -738,14 +689,7 @@ pub(crate) fn gen_pq(ops: &Ops, p: &mut [u8], q: &mut [u8], data: &[&[u8]]) {
     unsafe { (ops.gen_pq)(slots.as_slice(), len, [p.as_mut_ptr(), q.as_mut_ptr()]) }
 }
 
-pub(crate) fn update_pq(
-    ops: &Ops,
-    p: &mut [u8],
-    q: Option<&mut [u8]>,
-    slot: usize,
-    old: &[u8],
-    new: &[u8],
-) {
+pub(crate) fn update_pq(ops: &Ops, p: &mut [u8], q: Option<&mut [u8]>, slot: usize, old: &[u8], new: &[u8]) {
     crate::raid6::check_update_pq(p, q.as_deref(), old, new);
     let len = p.len();
     match q {
@@ -755,12 +699,7 @@ pub(crate) fn update_pq(
             unsafe { (ops.xor_gen)(p_ptr, &srcs, len) }
         }
         Some(q) => unsafe {
-            (ops.update_pq)(
-                [p.as_mut_ptr(), q.as_mut_ptr()],
-                [old.as_ptr(), new.as_ptr()],
-                len,
-                gf::exp(slot),
-            )
+            (ops.update_pq)([p.as_mut_ptr(), q.as_mut_ptr()], [old.as_ptr(), new.as_ptr()], len, gf::exp(slot))
         },
     }
 }
@@ -768,12 +707,7 @@ pub(crate) fn update_pq(
 pub(crate) fn raid5_recover(ops: &Ops, blocks: &mut [&mut [u8]], missing: usize) {
     crate::raid5::check_raid5_recover(blocks, missing);
     let len = blocks[0].len();
-    let srcs: Pointers = blocks
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != missing)
-        .map(|(_, b)| b.as_ptr())
-        .collect();
+    let srcs: Pointers = blocks.iter().enumerate().filter(|&(i, _)| i != missing).map(|(_, b)| b.as_ptr()).collect();
     unsafe { (ops.xor_gen)(blocks[missing].as_mut_ptr(), srcs.as_slice(), len) }
 }
 
@@ -789,18 +723,13 @@ pub(crate) fn raid6_recover(ops: &Ops, blocks: &mut [&mut [u8]], missing: &[usiz
     let all: Vec<*mut u8> = blocks.iter_mut().map(|b| b.as_mut_ptr()).collect();
     let survivor = |i: usize| all[i] as *const u8;
     // Data in syndrome order with the lost slots as holes.
-    let slots: Pointers = (0..data_count)
-        .map(|i| if lost(i) { ptr::null() } else { survivor(i) })
-        .collect();
+    let slots: Pointers = (0..data_count).map(|i| if lost(i) { ptr::null() } else { survivor(i) }).collect();
     let slots = slots.as_slice();
 
     unsafe {
         match second {
             None if first < data_count => {
-                let srcs: Pointers = (0..=p_index)
-                    .filter(|&i| i != first)
-                    .map(survivor)
-                    .collect();
+                let srcs: Pointers = (0..=p_index).filter(|&i| i != first).map(survivor).collect();
                 (ops.xor_gen)(all[first], srcs.as_slice(), len)
             }
             None if first == p_index => {
@@ -820,28 +749,14 @@ pub(crate) fn raid6_recover(ops: &Ops, blocks: &mut [&mut [u8]], missing: &[usiz
                 let denominator_inverse = gf::inv(gap_power ^ 1);
                 let a = gf::mul(gap_power, denominator_inverse);
                 let b = gf::mul(gf::inv(gf::exp(x)), denominator_inverse);
-                (ops.two_data)(
-                    slots,
-                    len,
-                    [survivor(p_index), survivor(q_index)],
-                    [all[x], all[y]],
-                    [a, b],
-                )
+                (ops.two_data)(slots, len, [survivor(p_index), survivor(q_index)], [all[x], all[y]], [a, b])
             }
-            Some(second) if first < data_count && second == p_index => (ops.data_and_p)(
-                slots,
-                len,
-                survivor(q_index),
-                [all[first], all[p_index]],
-                gf::inv(gf::exp(first)),
-            ),
-            Some(_) if first < data_count => (ops.data_and_q)(
-                slots,
-                len,
-                survivor(p_index),
-                [all[first], all[q_index]],
-                gf::exp(first),
-            ),
+            Some(second) if first < data_count && second == p_index => {
+                (ops.data_and_p)(slots, len, survivor(q_index), [all[first], all[p_index]], gf::inv(gf::exp(first)))
+            }
+            Some(_) if first < data_count => {
+                (ops.data_and_q)(slots, len, survivor(p_index), [all[first], all[q_index]], gf::exp(first))
+            }
             Some(_) => (ops.gen_pq)(slots, len, [all[p_index], all[q_index]]),
         }
     }
@@ -942,10 +857,7 @@ mod tests {
         for c in 0..=255u8 {
             let (low, high) = nibble_tables(c);
             for x in 0..=255u8 {
-                assert_eq!(
-                    low[(x & 15) as usize] ^ high[(x >> 4) as usize],
-                    gf::mul(c, x)
-                );
+                assert_eq!(low[(x & 15) as usize] ^ high[(x >> 4) as usize], gf::mul(c, x));
             }
         }
     }

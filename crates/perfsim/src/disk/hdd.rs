@@ -325,7 +325,8 @@ impl HardDisk {
             if let Some(seg) = self.segments.last() {
                 if seg.end == self.stream_lba && seg.start <= start && start <= seg.end {
                     let streaming = self.reading_ahead && self.readahead_left > 0;
-                    let positioning = if streaming { overhead } else { overhead + self.reach(now + overhead, seg.end, request.op) };
+                    let positioning =
+                        if streaming { overhead } else { overhead + self.reach(now + overhead, seg.end, request.op) };
                     return Service { positioning, transfer: self.media_time(seg.end, end), buffer_hit: false };
                 }
             }
@@ -464,7 +465,8 @@ impl HardDisk {
             self.stream_at = media_end;
         } else if self.reading_ahead && self.segments.last().is_some_and(|s| s.end == self.stream_lba) {
             // A hit in the streaming segment: read-ahead goes on past it.
-            self.readahead_left = self.readahead_left.max((end + self.params.readahead_bytes / SECTOR).saturating_sub(self.stream_lba));
+            self.readahead_left =
+                self.readahead_left.max((end + self.params.readahead_bytes / SECTOR).saturating_sub(self.stream_lba));
         }
         self.busy = true;
         Some(Started { request: r, media_start, media_end, acked: q.acked })
@@ -504,8 +506,9 @@ mod tests {
             // Mean over uniformly random pairs of cylinders (the vendor definition).
             let mut rng = SimRng::new(11);
             let samples = 200_000;
-            let total: u64 =
-                (0..samples).map(|_| c.time((rng.below(u64::from(n) + 1) as u32).abs_diff(rng.below(u64::from(n) + 1) as u32))).sum();
+            let total: u64 = (0..samples)
+                .map(|_| c.time((rng.below(u64::from(n) + 1) as u32).abs_diff(rng.below(u64::from(n) + 1) as u32)))
+                .sum();
             let mean_ms = total as f64 / samples as f64 / 1e6;
             let rel = (mean_ms - p.seek_avg_ms).abs() / p.seek_avg_ms;
             assert!(rel < 0.03, "{}: mean random seek {mean_ms:.3} ms vs average {} ms", profile.name, p.seek_avg_ms);
@@ -557,7 +560,9 @@ mod tests {
 
     fn random_reads(seed: u64, n: u64, span: u64) -> Vec<DiskRequest> {
         let mut rng = SimRng::new(seed);
-        (0..n).map(|i| DiskRequest { id: i, op: DiskOp::Read, offset: rng.below(span / 4096) * 4096, len: 4096 }).collect()
+        (0..n)
+            .map(|i| DiskRequest { id: i, op: DiskOp::Read, offset: rng.below(span / 4096) * 4096, len: 4096 })
+            .collect()
     }
 
     /// Keep `depth` requests queued at the disk until `reqs` are done; the elapsed time.

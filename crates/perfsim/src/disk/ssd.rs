@@ -51,7 +51,8 @@ impl SolidStateDisk {
         let mut out = Vec::new();
         while let Some(r) = self.queue.pop_front() {
             let ready = if r.op == DiskOp::Write { bus.transfer(now, r.len) } else { now };
-            let (ch, free) = self.channel_free.iter().copied().enumerate().min_by_key(|&(i, t)| (t, i)).expect("a channel");
+            let (ch, free) =
+                self.channel_free.iter().copied().enumerate().min_by_key(|&(i, t)| (t, i)).expect("a channel");
             let start = ready.max(free);
             let latency = if r.op == DiskOp::Read { self.params.read_latency } else { self.params.write_latency };
             let end = start + latency + transfer_ns(r.len, self.params.channel_bytes_per_s);

@@ -37,8 +37,13 @@ pub fn run(args: &AddArgs) -> CliResult {
         eprintln!("uraid: {outcome}");
     }
     report_stop(&report, false, "done");
-    let rebuilding: Vec<&str> =
-        last["members"].as_array().into_iter().flatten().filter(|m| m["state"] == "recovering").filter_map(|m| m["path"].as_str()).collect();
+    let rebuilding: Vec<&str> = last["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["state"] == "recovering")
+        .filter_map(|m| m["path"].as_str())
+        .collect();
     if !rebuilding.is_empty() {
         return err(format!("rebuild did not finish for {}; run again to resume", rebuilding.join(", ")));
     }

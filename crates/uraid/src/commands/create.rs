@@ -326,7 +326,9 @@ fn layout_number(level: Level, layout: Option<&str>, sizes: &[u64]) -> CliResult
         },
         Level::Raid4 => match layout {
             None | Some("parity-last") | Some("default") => 0,
-            Some(l) => return err(format!("--layout={l}: raid4 keeps parity on the last member; only parity-last is valid")),
+            Some(l) => {
+                return err(format!("--layout={l}: raid4 keeps parity on the last member; only parity-last is valid"))
+            }
         },
         Level::Raid10 => Raid10Format::parse(layout.unwrap_or("n2"))?.to_md() as i32,
         Level::Raid0 => {

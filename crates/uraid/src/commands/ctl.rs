@@ -11,8 +11,9 @@ use crate::{CtlArgs, CtlOp};
 
 /// Send one request and read its answer.
 fn request(socket: &Path, body: Value) -> CliResult<Value> {
-    let mut conn = UnixStream::connect(socket)
-        .map_err(|e| CliError(format!("{}: {e} (is `uraid serve --control={}` running?)", socket.display(), socket.display())))?;
+    let mut conn = UnixStream::connect(socket).map_err(|e| {
+        CliError(format!("{}: {e} (is `uraid serve --control={}` running?)", socket.display(), socket.display()))
+    })?;
     writeln!(conn, "{body}").map_err(|e| CliError(format!("{}: {e}", socket.display())))?;
     let mut line = String::new();
     BufReader::new(&conn).read_line(&mut line).map_err(|e| CliError(format!("{}: {e}", socket.display())))?;

@@ -13,9 +13,9 @@ use std::thread;
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, KernelConfig, LockOwner, MountOption,
-    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, Session,
-    SessionACL, WriteFlags,
+    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, KernelConfig, LockOwner,
+    MountOption, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request,
+    Session, SessionACL, WriteFlags,
 };
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -49,7 +49,9 @@ pub fn run(args: &MountArgs) -> CliResult {
 fn prepare_mountpoint(file: &Path) -> CliResult<bool> {
     match std::fs::symlink_metadata(file) {
         Ok(m) if m.file_type().is_file() => Ok(false),
-        Ok(_) => err(format!("{}: not a regular file; the array is mounted as a file, give a file path", file.display())),
+        Ok(_) => {
+            err(format!("{}: not a regular file; the array is mounted as a file, give a file path", file.display()))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             OpenOptions::new()
                 .write(true)
@@ -88,7 +90,10 @@ fn mount_and_serve(args: &MountArgs, file: &Path) -> CliResult {
         blksize: handle.info().preferred_block_size() as u32,
         flags: 0,
     };
-    let mut options = vec![MountOption::FSName(format!("uraid:{}", handle.info().level.name())), MountOption::Subtype("uraid".into())];
+    let mut options = vec![
+        MountOption::FSName(format!("uraid:{}", handle.info().level.name())),
+        MountOption::Subtype("uraid".into()),
+    ];
     if args.read_only {
         options.push(MountOption::RO);
     }
@@ -101,11 +106,15 @@ fn mount_and_serve(args: &MountArgs, file: &Path) -> CliResult {
         Ok(s) => s,
         Err(e) => {
             let _ = service.stop();
-            return err(format!("{}: mounting with FUSE: {e} (is /dev/fuse there, and fusermount3 installed?)", file.display()));
+            return err(format!(
+                "{}: mounting with FUSE: {e} (is /dev/fuse there, and fusermount3 installed?)",
+                file.display()
+            ));
         }
     };
     let mut unmounter = session.unmount_callable();
-    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError(format!("installing signal handlers: {e}")))?;
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError(format!("installing signal handlers: {e}")))?;
     let signal_handle = signals.handle();
     let shown = file.display().to_string();
     let watcher = thread::spawn(move || {
@@ -117,7 +126,11 @@ fn mount_and_serve(args: &MountArgs, file: &Path) -> CliResult {
             }
         }
     });
-    eprintln!("uraid: {summary} mounted as the file {}; attach it with: losetup -f --show {}", file.display(), file.display());
+    eprintln!(
+        "uraid: {summary} mounted as the file {}; attach it with: losetup -f --show {}",
+        file.display(),
+        file.display()
+    );
     let served = session.run();
     signal_handle.close();
     let _ = watcher.join();

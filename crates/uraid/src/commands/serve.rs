@@ -10,10 +10,14 @@ use std::thread;
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, ServiceHandle, SpeedLimits};
-use uraid_engine::EngineError;
+use uraid_device::service::{
+    ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, ServiceHandle, SpeedLimits,
+};
 use uraid_device::splice::PipedRead;
-use uraid_nbd::{parse_listen, Errno, Export, ExportCommand, ExportError, ExportReply, Server, ServerConfig, SplicedData};
+use uraid_engine::EngineError;
+use uraid_nbd::{
+    parse_listen, Errno, Export, ExportCommand, ExportError, ExportReply, Server, ServerConfig, SplicedData,
+};
 
 use super::{assemble_for_service, report_stop, select_members, CliError, CliResult};
 use crate::size::parse_size;
@@ -31,7 +35,8 @@ pub fn run(args: &ServeArgs) -> CliResult {
     if let Some(size) = &args.stripe_cache {
         stripe_cache_bytes = parse_size(size, 1).map_err(|e| CliError(format!("--stripe-cache: {e}")))?;
     }
-    let addr = parse_listen(&args.listen, args.allow_remote).map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
+    let addr = parse_listen(&args.listen, args.allow_remote)
+        .map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
     let paths = select_members(&args.members, args.scan.as_deref(), args.uuid.as_deref())?;
     let array = assemble_for_service(&paths, !args.read_only)?;
     let description = format!("{} array {} from uraid", array.plan.level.name(), array.plan.uuid_string());
@@ -64,10 +69,15 @@ pub fn run(args: &ServeArgs) -> CliResult {
     let export = Arc::new(ArrayExport { handle: service.handle(), splice: !args.no_splice });
     let server = Arc::new(Server::new(
         export,
-        ServerConfig { export_name: args.export_name.clone(), description: Some(description), ..ServerConfig::default() },
+        ServerConfig {
+            export_name: args.export_name.clone(),
+            description: Some(description),
+            ..ServerConfig::default()
+        },
     ));
 
-    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError(format!("installing signal handlers: {e}")))?;
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError(format!("installing signal handlers: {e}")))?;
     let signal_handle = signals.handle();
     let stopper = Arc::clone(&server);
     let watcher = thread::spawn(move || {

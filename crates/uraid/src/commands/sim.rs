@@ -69,7 +69,8 @@ fn run_seeds(args: &SeedsArgs) -> CliResult {
         std::fs::create_dir_all(dir).map_err(|e| super::CliError(format!("{}: {e}", dir.display())))?;
         for chart in &charts {
             let path = dir.join(chart.file);
-            std::fs::write(&path, uraid_perfsim::plot::svg(chart)).map_err(|e| super::CliError(format!("{}: {e}", path.display())))?;
+            std::fs::write(&path, uraid_perfsim::plot::svg(chart))
+                .map_err(|e| super::CliError(format!("{}: {e}", path.display())))?;
             if !args.json {
                 emit(&format!("wrote {}\n", path.display()))?;
             }
@@ -123,7 +124,11 @@ fn table(figures: &[Figure]) -> String {
     for p in &all {
         let _ = write!(out, " {:>14}", p.name());
     }
-    let _ = writeln!(out, "   x single disk: seed / era md / {}", all.iter().map(|p| p.name()).collect::<Vec<_>>().join(" / "));
+    let _ = writeln!(
+        out,
+        "   x single disk: seed / era md / {}",
+        all.iter().map(|p| p.name()).collect::<Vec<_>>().join(" / ")
+    );
     for f in rows {
         let same = |name: &str| figures.iter().find(|g| g.id == f.id && g.policy == name).expect("every policy");
         let era = same(f.seed_md_policy);
@@ -142,7 +147,13 @@ fn table(figures: &[Figure]) -> String {
         }
         if f.ratio_to_single_disk.is_some() {
             let ours: Vec<String> = all.iter().map(|p| fmt(same(p.name()).ratio_to_single_disk)).collect();
-            let _ = write!(out, "   {} / {} / {}", fmt(f.seed_ratio_to_single_disk), fmt(era.ratio_to_single_disk), ours.join(" / "));
+            let _ = write!(
+                out,
+                "   {} / {} / {}",
+                fmt(f.seed_ratio_to_single_disk),
+                fmt(era.ratio_to_single_disk),
+                ours.join(" / ")
+            );
         }
         out.push('\n');
     }

@@ -8,7 +8,7 @@ use std::io::{self, Read};
 
 use uraid_device::OpenArray;
 
-use super::{report_log_replay, RESYNC_NEEDED, err, CliError, CliResult};
+use super::{err, report_log_replay, CliError, CliResult, RESYNC_NEEDED};
 use crate::size::parse_size;
 use crate::WriteArgs;
 

@@ -7,8 +7,8 @@
 //! CPU time is the whole process's (`getrusage`), the load generator included, as fio's figures
 //! include fio's own.
 
-use std::path::PathBuf;
 use std::cell::{Cell, RefCell};
+use std::path::PathBuf;
 use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 

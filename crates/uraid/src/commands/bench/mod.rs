@@ -193,11 +193,8 @@ impl Printer {
                 );
                 self.header_done = true;
             }
-            let layout = if row.op == "read" {
-                "-".to_string()
-            } else {
-                format!("{}+{}", row.data_members, row.parity_members)
-            };
+            let layout =
+                if row.op == "read" { "-".to_string() } else { format!("{}+{}", row.data_members, row.parity_members) };
             let chunk = if row.op == "read" { "-".to_string() } else { short_size(row.chunk_bytes) };
             let set = if row.hot {
                 format!("hot {}", short_size(row.working_set_bytes))

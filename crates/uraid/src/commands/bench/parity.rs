@@ -19,7 +19,7 @@
 
 use uraid_parity::Kernel;
 
-use super::{check_runs, list_arg, membw, size_arg, short_size, time_calls, AlignedBuf, ParityArgs, Printer, Row};
+use super::{check_runs, list_arg, membw, short_size, size_arg, time_calls, AlignedBuf, ParityArgs, Printer, Row};
 use crate::commands::{err, CliError, CliResult};
 use crate::size::parse_size;
 
@@ -152,9 +152,7 @@ fn parse_layout(item: &str) -> CliResult<(usize, Option<usize>)> {
     }
     if let Some(p) = parity {
         if !(1..=2).contains(&p) {
-            return err(format!(
-                "--layout: '{item}': {p} parity members; give 1 (xor, recover1) or 2 (pq, recover2)"
-            ));
+            return err(format!("--layout: '{item}': {p} parity members; give 1 (xor, recover1) or 2 (pq, recover2)"));
         }
     }
     Ok((data, parity))
@@ -207,8 +205,8 @@ fn parse_sets(text: &str) -> CliResult<Vec<WorkingSet>> {
         let set = if item.eq_ignore_ascii_case("hot") {
             WorkingSet::Hot
         } else {
-            let bytes = parse_size(item, 1)
-                .map_err(|e| CliError(format!("--working-set: give hot or a size, not {e}")))?;
+            let bytes =
+                parse_size(item, 1).map_err(|e| CliError(format!("--working-set: give hot or a size, not {e}")))?;
             if bytes == 0 || bytes > 1 << 40 {
                 return err(format!("--working-set: '{item}': give hot or a size from 1 byte to 1T"));
             }
@@ -418,7 +416,10 @@ mod tests {
     fn layouts_follow_the_parity_of_each_op() {
         let ops = [Op::Xor, Op::Pq];
         assert_eq!(parse_layouts(None, &ops).unwrap(), vec![(Op::Xor, 4), (Op::Xor, 8), (Op::Pq, 4), (Op::Pq, 8)]);
-        assert_eq!(parse_layouts(Some("4+1,6+2,3"), &ops).unwrap(), vec![(Op::Xor, 4), (Op::Xor, 3), (Op::Pq, 6), (Op::Pq, 3)]);
+        assert_eq!(
+            parse_layouts(Some("4+1,6+2,3"), &ops).unwrap(),
+            vec![(Op::Xor, 4), (Op::Xor, 3), (Op::Pq, 6), (Op::Pq, 3)]
+        );
         assert!(parse_layouts(Some("4+1"), &ops).unwrap_err().0.contains("no DATA+2 layout for pq"));
         assert!(parse_layouts(Some("4+9"), &ops).unwrap_err().0.contains("parity members"));
         assert!(parse_layouts(Some("1+1"), &ops).is_err());
@@ -448,12 +449,15 @@ mod tests {
     #[test]
     fn kernels_by_name() {
         assert_eq!(parse_kernels("all").unwrap(), Kernel::available_kernels());
-        assert_eq!(parse_kernels("best,scalar").unwrap(), vec![Kernel::best(), Kernel::Scalar].into_iter().fold(Vec::new(), |mut v, k| {
-            if !v.contains(&k) {
-                v.push(k)
-            }
-            v
-        }));
+        assert_eq!(
+            parse_kernels("best,scalar").unwrap(),
+            vec![Kernel::best(), Kernel::Scalar].into_iter().fold(Vec::new(), |mut v, k| {
+                if !v.contains(&k) {
+                    v.push(k)
+                }
+                v
+            })
+        );
         assert!(parse_kernels("sse9").unwrap_err().0.contains("unknown kernel"));
     }
 
