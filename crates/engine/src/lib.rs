@@ -6,6 +6,7 @@
 //! - [`geometry`]: a level's layout as byte runs on member slots;
 //! - [`idmap`]: hash maps over the engine's integer ids, without SipHash's cost;
 //! - [`iobuf`]: request and member data passed through without copying;
+//! - [`metadata`]: a running array's on-disk metadata behind one format-neutral interface;
 //! - [`bufpool`]: large data buffers (member reads, client writes) that stay mapped between uses;
 //! - [`assemble`]: which members form the array (freshness, slots, enough members to run);
 //! - [`mod@array`]: the request state machine (degraded I/O, rmw/rcw, check/repair);
@@ -20,6 +21,7 @@ pub mod bufpool;
 pub mod geometry;
 pub mod idmap;
 pub mod iobuf;
+pub mod metadata;
 pub mod ppl;
 pub mod read_balance;
 

@@ -328,6 +328,17 @@ impl Superblock {
         }
     }
 
+    /// Record an array that still owes a resync, which has made everything below `sectors`
+    /// consistent: 1.x `resync_offset`, 0.90 `recovery_cp` (with the clean bit off), as
+    /// `super_*_sync` write md's `recovery_cp` for an interrupted resync.
+    pub fn set_resync_offset(&mut self, sectors: u64) {
+        self.set_clean(false);
+        match self {
+            Superblock::V090(sb) => sb.recovery_cp = sectors.min(u64::from(u32::MAX - 1)) as u32,
+            Superblock::V1(sb) => sb.resync_offset = sectors.min(MAX_SECTOR - 1),
+        }
+    }
+
     /// The superblock for a device joining this array (see [`Superblock1::for_new_member`]).
     /// Adding devices to 0.90 arrays is not supported.
     pub fn for_new_member(

@@ -1,0 +1,166 @@
+//! A running array's on-disk metadata, as a format-neutral sans-I/O state machine.
+//!
+//! Every format uraid runs (md today; Vinum and RAIDframe next) records the same few things
+//! while an array runs: whether it may be inconsistent (clean or dirty), which device holds
+//! which slot and in what state, how far a rebuild or a resync has come, and, where the format
+//! has one, which regions a crash could have left inconsistent (a write-intent bitmap). Each
+//! format keeps them in its own bytes with its own rules (md's event counts, Vinum's
+//! configuration text, RAIDframe's component labels and modification counter).
+//!
+//! [`ArrayMetadata`] is the interface between the engine's drivers and a format. The driver
+//! tells it what changed ([`MetaChange`], with the membership as the engine sees it); the format
+//! answers with a [`Ticket`] and queues the member writes and flushes that make the change
+//! durable, in the order the format needs, as [`MetaStep`]s: the ops of one step may run in any
+//! order or at once, and a step starts only after the step before it has completed. The driver
+//! performs them through its member I/O path and reports back; a ticket is durable once every
+//! step up to and including its own has completed. Nothing here reads a clock or touches a
+//! device: time comes in as [`UnixSeconds`], bytes go out as [`MetaOp`]s. That is what lets the
+//! fault simulator crash an array between and inside these writes and assemble it again from
+//! the bytes, with the same code that serves it.
+
+use std::fmt;
+use std::ops::Range;
+
+use bytes::Bytes;
+
+use crate::array::SlotState;
+
+/// Wall-clock time in whole seconds since the Unix epoch, handed in by the driver.
+pub type UnixSeconds = u64;
+
+/// A metadata update, in the order recorded: durable once [`ArrayMetadata::durable`] reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket(pub u64);
+
+/// One metadata I/O on a member device. Offsets are absolute byte offsets on the device (the
+/// metadata lives outside the data area the engine's member I/O addresses).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaOp {
+    /// Write `data` at byte `offset` of device `device` (an index into the driver's devices).
+    Write { device: usize, offset: u64, data: Bytes, what: MetaWhat },
+    /// Make every completed write of `device` durable.
+    Flush { device: usize },
+}
+
+impl MetaOp {
+    /// The device the op goes to.
+    pub fn device(&self) -> usize {
+        match self {
+            MetaOp::Write { device, .. } | MetaOp::Flush { device } => *device,
+        }
+    }
+}
+
+/// What a metadata write holds, for messages and for the fault simulator's accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetaWhat {
+    /// The format's per-device label (md's superblock, RAIDframe's component label, Vinum's
+    /// drive header and configuration).
+    Label,
+    /// The write-intent bitmap (header and bits).
+    Bitmap,
+    /// A partial parity log's header.
+    Log,
+}
+
+impl fmt::Display for MetaWhat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MetaWhat::Label => "writing superblock",
+            MetaWhat::Bitmap => "writing bitmap",
+            MetaWhat::Log => "writing log header",
+        })
+    }
+}
+
+/// Ops that may run in any order or at once; the next step waits for all of them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MetaStep {
+    pub ops: Vec<MetaOp>,
+    /// The last ticket this step completes.
+    pub completes: Option<Ticket>,
+}
+
+/// What one device is to the array, as the driver and the engine see it now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceRole {
+    /// Holds `slot`, in the state the engine has for it; `rebuilt` is how far a recovering slot
+    /// has been rebuilt (bytes of member data, from the data start).
+    Slot { slot: usize, state: SlotState, rebuilt: u64 },
+    /// Part of the array, holding no slot: used when a slot needs a device.
+    Spare,
+    /// Failed, removed or left out: the format records it as no longer part of the array.
+    Out,
+}
+
+/// A state change the array records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaChange {
+    /// A write is about to be let through an array recorded clean: record it dirty first.
+    Dirty,
+    /// No write is in flight and the members are flushed: record the array clean (unless a
+    /// resync is still owed, when only membership changes are recorded).
+    Clean,
+    /// Membership changed (a device failed, was added, removed, became a spare, or finished
+    /// rebuilding): record the roles without changing clean/dirty.
+    Roles,
+    /// Regions (in the format's intent units) that writes are about to touch: record them
+    /// before the writes go out. Nothing is queued when they are recorded already.
+    IntentSet(Range<u64>),
+    /// Regions no write has touched for a while and whose writes are all durable: forget them.
+    IntentClear(Range<u64>),
+    /// A resync has made everything below `array_bytes` consistent (recorded with the next
+    /// update, as md records `recovery_cp`).
+    ResyncCheckpoint { array_bytes: u64 },
+    /// A resync or repair has made all redundancy consistent.
+    ResyncDone,
+}
+
+/// Why a metadata change could not be recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetaError {
+    #[error("the array is open read-only")]
+    ReadOnly,
+    #[error("device {device}: {what} failed: {reason}")]
+    Io { device: usize, what: String, reason: String },
+    #[error("{0}")]
+    Format(String),
+}
+
+/// A running array's metadata in one on-disk format.
+pub trait ArrayMetadata: Send {
+    /// Record `change`, with the devices' roles as they are now (one per device the driver
+    /// holds, in the driver's order). Returns the ticket that is durable once the change is on
+    /// disk, or `None` when nothing needed writing.
+    fn record(
+        &mut self,
+        change: MetaChange,
+        devices: &[DeviceRole],
+        now: UnixSeconds,
+    ) -> Result<Option<Ticket>, MetaError>;
+
+    /// The next step to perform, if one is ready (none while a step is out).
+    fn next_step(&mut self) -> Option<MetaStep>;
+
+    /// The step handed out last has completed (every op done), or one of its ops failed.
+    fn step_done(&mut self, result: Result<(), MetaError>);
+
+    /// Whether `ticket` is durable.
+    fn durable(&self, ticket: Ticket) -> bool;
+
+    /// Whether the array is recorded dirty (or about to be, once queued writes land).
+    fn is_dirty(&self) -> bool;
+
+    /// Whether a resync is owed before the array may be recorded clean.
+    fn needs_resync(&self) -> bool;
+
+    /// Where a resync may resume, in array bytes (0: from the start).
+    fn resync_checkpoint(&self) -> u64;
+
+    /// Whether intent region `region` may hold writes a crash left inconsistent.
+    fn intent_dirty(&self, region: u64) -> bool;
+
+    /// Bytes per intent region (of each member, or of the array for layouts that say so), or
+    /// `None` when the format keeps no intent log for this array.
+    fn intent_region_bytes(&self) -> Option<u64>;
+}
