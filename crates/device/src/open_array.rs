@@ -19,9 +19,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, SlotState};
 use uraid_engine::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_engine::blocking::execute;
+use uraid_engine::metadata::{ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, UnixSeconds};
 use uraid_engine::ppl::PplConfig;
 use uraid_engine::{EngineError, EngineEvent, SECTOR_BYTES};
 use uraid_format::bitmap::{self, BitmapSuper};
+use uraid_md::metadata::{bitmap_byte_offset, MdDevice, MdMetadata, MdStart};
+pub use uraid_md::WriteIntentBits;
 
 use crate::ppl::LogReplay;
 use uraid_format::{MemberInfo, Role};
@@ -43,6 +46,8 @@ pub enum OpenError {
     Engine(#[from] EngineError),
     #[error("{device}: {what}: {source}")]
     Io { device: String, what: &'static str, source: std::io::Error },
+    #[error("{device}: {what}: {reason}")]
+    Metadata { device: String, what: String, reason: String },
     #[error("array is degraded ({missing} member(s) missing) and was not shut down cleanly: parity may not match the data, so rebuilt data could be wrong; refusing to assemble (md refuses too)")]
     DirtyDegraded { missing: usize },
     #[error("array is open read-only")]
@@ -64,15 +69,12 @@ pub struct OpenArray {
     pub members: Vec<OpenMember>,
     array: Array,
     writable: bool,
-    /// The superblocks say dirty (written since the last clean mark, or found so at assembly).
-    dirty: bool,
-    /// Found dirty at assembly on a level with redundancy: parity or copies may disagree until a
-    /// resync, so the array must not be marked clean before one (md keeps `resync_offset` short
-    /// of the end until its resync finishes).
-    needs_resync: bool,
-    events: u64,
-    /// md's `can_decrease_events`: the last update was a clean->dirty step that may be undone.
-    can_decrease_events: bool,
+    /// The superblocks and bitmap as md keeps them: every change to them is recorded there and
+    /// written by [`OpenArray::write_metadata`]. Found dirty at assembly on a level with
+    /// redundancy, it owes a resync: parity or copies may disagree until then, so the array is
+    /// not recorded clean before one (md keeps `resync_offset` short of the end until its
+    /// resync finishes).
+    meta: MdMetadata,
     /// Set when member roles changed since the last superblock update.
     devs_changed: bool,
     /// [`OpenArray::write`] wrote something: [`OpenArray::close`] flushes the members then, on
@@ -81,8 +83,6 @@ pub struct OpenArray {
     /// Member failures seen while running, for the caller to report.
     pub failures: Vec<(String, String)>,
     corrected_read_errors: Vec<(String, u64, u64)>,
-    /// The write-intent bitmap as it is (or is about to be) on every member.
-    bitmap: Option<WriteIntentBits>,
     /// Per slot: its rebuilding member was re-added, so only bitmap-marked regions need it.
     readded: Vec<bool>,
     /// The partial parity log, when the array has one (md's consistency policy `ppl`).
@@ -92,38 +92,6 @@ pub struct OpenArray {
     /// A dirty degraded array with a log, opened read-only: the log is not replayed, so data
     /// rebuilt from parity could be wrong and is not read.
     unreplayed: bool,
-}
-
-/// The bits of md's write-intent bitmap, held in memory and written to every member.
-///
-/// A set bit says "writes may have been in flight in this region": an unclean stop resyncs
-/// only those regions. Bits are set before a write is let through and cleared lazily.
-#[derive(Debug, Clone)]
-pub struct WriteIntentBits {
-    /// Bytes per bit: of each member for raid1/4/5/6, of the array for raid10.
-    pub chunk_bytes: u64,
-    pub chunks: u64,
-    pub bits: Vec<u8>,
-    /// The bitmap on disk could not be trusted at assembly (stale or marked so): every region
-    /// counts as dirty until a full resync.
-    pub all_dirty: bool,
-    /// The event count when bits were last cleared: a member whose events are not behind it
-    /// missed nothing the bitmap does not show.
-    pub events_cleared: u64,
-}
-
-impl WriteIntentBits {
-    pub fn is_dirty(&self, chunk: u64) -> bool {
-        self.all_dirty || bitmap::is_dirty(&self.bits, chunk)
-    }
-
-    pub fn dirty_chunks(&self) -> u64 {
-        if self.all_dirty {
-            self.chunks
-        } else {
-            bitmap::count_dirty(&self.bits, self.chunks)
-        }
-    }
 }
 
 impl OpenArray {
@@ -187,11 +155,14 @@ impl OpenArray {
             return Err(OpenError::DirtyDegraded { missing: plan.missing_slots().len() });
         }
         let bitmap = load_bitmap(&members[plan.reference], plan.events)?;
+        let reference_bitmap = read_bitmap_header(&members[plan.reference])?;
+        let mut devices = Vec::with_capacity(members.len());
+        for m in &members {
+            devices.push(md_device(m, reference_bitmap.as_deref())?);
+        }
         let raid_disks = plan.raid_disks;
         let mut array = Array::new(plan.geometry.clone(), slots)?;
         let mut needs_resync = !plan.clean && plan.geometry.max_degraded() > 0;
-        let events = plan.events;
-        let dirty = !plan.clean;
         let mut log_replay = None;
         let unreplayed = ppl.is_some() && !writable && !plan.clean && plan.degraded();
         if let (Some(config), true) = (&ppl, writable) {
@@ -221,20 +192,27 @@ impl OpenArray {
             array.enable_ppl(config.clone());
         }
         array.set_resync_pending(needs_resync);
+        let meta = MdMetadata::new(MdStart {
+            devices,
+            reference: plan.reference,
+            raid_disks,
+            events: plan.events,
+            clean: plan.clean,
+            needs_resync,
+            resync_from: 0,
+            bitmap,
+            writable,
+        });
         Ok(OpenArray {
             plan,
             members,
             array,
             writable,
-            dirty,
-            needs_resync,
-            events,
-            can_decrease_events: false,
+            meta,
             devs_changed: false,
             written: false,
             failures: Vec::new(),
             corrected_read_errors: Vec::new(),
-            bitmap,
             readded: vec![false; raid_disks],
             ppl,
             log_replay,
@@ -269,13 +247,11 @@ impl OpenArray {
         self.written = true;
         // Like md (and the array service), only levels with redundancy are marked dirty:
         // linear and raid0 have nothing a crash could leave inconsistent.
-        if !self.dirty && self.array.geometry().max_degraded() > 0 {
+        if !self.meta.is_dirty() && self.array.geometry().max_degraded() > 0 {
             // One request at a time, no lazy clearing here: cover everything, as before a crash
             // anywhere in this run would need.
-            if let Some(b) = &mut self.bitmap {
-                b.bits.iter_mut().for_each(|x| *x = 0xff);
-            }
-            self.mark(false)?;
+            self.meta.set_all_intent();
+            self.record(MetaChange::Dirty)?;
         }
         self.run(Request::Write { offset, data: data.into() }).map(|_| ())
     }
@@ -301,31 +277,30 @@ impl OpenArray {
     /// resync: then it stays dirty, with any member changes recorded). Returns whether the
     /// superblocks now say clean.
     pub fn close(mut self) -> Result<bool, OpenError> {
-        if self.writable && (self.dirty || self.devs_changed || self.written) {
+        let dirty = self.meta.is_dirty();
+        if self.writable && (dirty || self.devs_changed || self.written) {
             self.flush()?;
         }
-        if self.writable && (self.dirty || self.devs_changed) {
+        if self.writable && (dirty || self.devs_changed) {
             self.settle()?;
         }
-        Ok(!self.dirty)
+        Ok(!self.meta.is_dirty())
     }
 
     /// Mark the whole array clean after the caller has made it consistent (create's initial
     /// sync, a full resync), whatever the superblocks said before.
     pub fn mark_clean_now(&mut self) -> Result<(), OpenError> {
-        self.needs_resync = false;
-        self.array.set_resync_pending(false);
-        self.bitmap_trusted();
+        self.resync_done();
         self.flush()?;
-        self.mark(true)
+        self.settle()
     }
 
     /// A full resync (or repair) has made redundancy consistent: the array may be marked clean
     /// again once idle, and writes may use read-modify-write again.
     pub fn resync_done(&mut self) {
-        self.needs_resync = false;
         self.array.set_resync_pending(false);
-        self.bitmap_trusted();
+        // Recording that a resync is done writes nothing by itself.
+        let _ = self.record(MetaChange::ResyncDone);
     }
 
     /// The name of the device in `slot`, if one fills it.
@@ -335,18 +310,12 @@ impl OpenArray {
 
     /// Whether the array was found dirty and has not been resynced since.
     pub fn needs_resync(&self) -> bool {
-        self.needs_resync
+        self.meta.needs_resync()
     }
 
     /// After a flush: mark clean if that is true, else record member changes keeping it dirty.
     fn settle(&mut self) -> Result<(), OpenError> {
-        if !self.needs_resync {
-            self.mark(true)
-        } else if self.devs_changed {
-            self.mark(false)
-        } else {
-            Ok(())
-        }
+        self.record(MetaChange::Clean)
     }
 
     fn run(&mut self, request: Request) -> Result<Completion, OpenError> {
@@ -404,7 +373,7 @@ impl OpenArray {
                     let name = self.slot_device_name(slot).unwrap_or_default().to_string();
                     self.failures.push((name.clone(), reason.clone()));
                     out.push((name, reason));
-                    self.devs_changed = true;
+                    self.roles_moved();
                 }
                 EngineEvent::ReadErrorCorrected { slot, offset, len } => {
                     let name = self.slot_device_name(slot).unwrap_or_default().to_string();
@@ -427,7 +396,7 @@ impl OpenArray {
 
     /// Whether the superblocks say "dirty" (written since the last clean mark).
     pub fn is_dirty(&self) -> bool {
-        self.dirty
+        self.meta.is_dirty()
     }
 
     /// Whether member roles changed (a failure) since the superblocks were last written.
@@ -440,7 +409,7 @@ impl OpenArray {
         if !self.writable {
             return Err(OpenError::ReadOnly);
         }
-        self.mark(false)
+        self.record(MetaChange::Dirty)
     }
 
     /// Flush every live member directly and mark the superblocks clean, unless the array still
@@ -449,13 +418,12 @@ impl OpenArray {
     pub fn flush_and_mark_clean(&mut self) -> Result<bool, OpenError> {
         self.flush_members()?;
         self.settle()?;
-        Ok(!self.dirty)
+        Ok(!self.meta.is_dirty())
     }
 
     /// Record member role changes in the superblocks without changing the clean state.
     pub fn record_roles(&mut self) -> Result<(), OpenError> {
-        let clean = !self.dirty;
-        self.mark(clean)
+        self.record(MetaChange::Roles)
     }
 
     /// Add `dev` to the array (md's `--add`): it takes the first missing or failed slot and is
@@ -509,55 +477,25 @@ impl OpenArray {
         sb.set_role(dev_number, slot.map_or(Role::Spare, |s| Role::Active(s as u32)));
         sb.set_recovery_offset(slot.map(|_| 0));
         let offset = sb.byte_offset();
-        // The write-intent bitmap is copied from the reference member, so the new member's
-        // bitmap header matches the array's.
-        if let Some(bm) = reference.info.bitmap_offset {
-            let from = (reference.probed.offset as i64 + i64::from(bm) * 512) as u64;
-            let to = (offset as i64 + i64::from(bm) * 512) as u64;
-            let mut header = vec![0u8; bitmap::HEADER_BYTES];
-            reference.dev.read_at(from, &mut header).map_err(|source| OpenError::Io {
-                device: reference.dev.name().to_string(),
-                what: "reading bitmap",
-                source,
-            })?;
-            let bms = BitmapSuper::parse(&header)
-                .map_err(|e| OpenError::BadMember(format!("{}: bitmap: {e}", reference.dev.name())))?;
-            let mut image = vec![0u8; bitmap::HEADER_BYTES + bms.bits_bytes()];
-            reference.dev.read_at(from, &mut image).map_err(|source| OpenError::Io {
-                device: reference.dev.name().to_string(),
-                what: "reading bitmap",
-                source,
-            })?;
-            dev.write_at(to, &image).map_err(|source| OpenError::Io {
-                device: dev.name().to_string(),
-                what: "writing bitmap",
-                source,
-            })?;
-        }
         // Its partial parity log starts empty (md's `ppl_modify_log`), before it is a member.
+        let mut areas = Vec::new();
         if let Some(config) = &self.ppl {
             let (at, len) = crate::ppl::log_area_of(&sb)
                 .ok_or_else(|| OpenError::BadMember(format!("{}: no room for the partial parity log", dev.name())))?;
-            dev.write_at(at, &crate::ppl::empty_log(config, len)).map_err(|source| OpenError::Io {
-                device: dev.name().to_string(),
-                what: "writing an empty partial parity log",
-                source,
-            })?;
+            areas.push((at, crate::ppl::empty_log(config, len).into()));
         }
-        dev.write_at(offset, &sb.to_bytes()).map_err(|source| OpenError::Io {
-            device: dev.name().to_string(),
-            what: "writing superblock",
-            source,
-        })?;
-        dev.flush().map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "flushing", source })?;
         let info = sb.info();
         let probed = Probed { superblock: sb, offset };
         let idx = self.place_member(OpenMember { dev: Arc::from(dev), probed, info }, reuse);
+        // The write-intent bitmap is copied from the reference member's, so the new member's
+        // bitmap header matches the array's.
+        let device = MdDevice { superblock: self.members[idx].probed.superblock.clone(), offset, bitmap: None };
+        self.join(idx, device, areas)?;
         match slot {
             Some(s) => self.take_slot(idx, s, false)?,
             None => self.plan.verdicts[idx] = MemberVerdict::Spare,
         }
-        self.devs_changed = true;
+        self.roles_moved();
         self.record_roles()?;
         Ok(slot)
     }
@@ -607,7 +545,7 @@ impl OpenArray {
     /// past its events), and it was not itself half rebuilt. raid10's bitmap covers the array,
     /// not members, so raid10 members are rebuilt in full.
     fn readd_slot(&self, info: &MemberInfo) -> Option<usize> {
-        let bits = self.bitmap.as_ref().filter(|b| !b.all_dirty)?;
+        let bits = self.meta.write_intent().filter(|b| !b.all_dirty)?;
         let Role::Active(slot) = info.role else { return None };
         let slot = slot as usize;
         let free =
@@ -633,17 +571,14 @@ impl OpenArray {
         let info = sb.info();
         sb.set_role(info.dev_number, Role::Active(slot as u32));
         let offset = found.offset;
-        dev.write_at(offset, &sb.to_bytes()).map_err(|source| OpenError::Io {
-            device: dev.name().to_string(),
-            what: "writing superblock",
-            source,
-        })?;
-        dev.flush().map_err(|source| OpenError::Io { device: dev.name().to_string(), what: "flushing", source })?;
         let info = sb.info();
         let idx = self
             .place_member(OpenMember { dev: Arc::from(dev), probed: Probed { superblock: sb, offset }, info }, reuse);
+        let reference_bitmap = read_bitmap_header(&self.members[self.plan.reference])?;
+        let device = md_device(&self.members[idx], reference_bitmap.as_deref())?;
+        self.join(idx, device, Vec::new())?;
         self.take_slot(idx, slot, true)?;
-        self.devs_changed = true;
+        self.roles_moved();
         self.record_roles()?;
         Ok(slot)
     }
@@ -667,66 +602,23 @@ impl OpenArray {
             return Ok(None);
         };
         self.take_slot(spare, slot, false)?;
-        self.devs_changed = true;
+        self.roles_moved();
         self.record_roles()?;
         Ok(Some(slot))
     }
 
     /// The write-intent bitmap, if the array has one.
     pub fn write_intent(&self) -> Option<&WriteIntentBits> {
-        self.bitmap.as_ref()
+        self.meta.write_intent()
     }
 
     /// Set (`dirty`) or clear the bits of `chunks` and write the bitmap to every live member if
     /// that changed anything. Setting must complete before the covered writes are let through.
     pub fn set_write_intent(&mut self, chunks: std::ops::Range<u64>, dirty: bool) -> Result<bool, OpenError> {
-        let Some(b) = &mut self.bitmap else { return Ok(false) };
-        let mut changed = false;
-        for c in chunks.start..chunks.end.min(b.chunks) {
-            if bitmap::is_dirty(&b.bits, c) != dirty {
-                bitmap::set_dirty(&mut b.bits, c, dirty);
-                changed = true;
-            }
-        }
-        if changed {
-            // Clearing forgets writes: a member that left before now is behind events_cleared
-            // and can no longer be re-added by the bitmap alone.
-            if !dirty {
-                b.events_cleared = self.events;
-            }
-            self.write_bitmaps(!dirty)?;
-        }
-        Ok(changed)
-    }
-
-    /// A full resync covered the bitmap's stale state: its bits can be believed again.
-    fn bitmap_trusted(&mut self) {
-        if let Some(b) = &mut self.bitmap {
-            b.all_dirty = false;
-        }
-    }
-
-    /// Write the in-memory bits (with the current event count) to every live member.
-    fn write_bitmaps(&mut self, cleared: bool) -> Result<(), OpenError> {
-        let Some(b) = &self.bitmap else { return Ok(()) };
-        let states = self.array.slot_states().to_vec();
-        for (slot, idx) in self.plan.slots.iter().enumerate() {
-            let Some(i) = idx else { continue };
-            if !matches!(states[slot], SlotState::InSync | SlotState::Recovering) {
-                continue;
-            }
-            let m = &self.members[*i];
-            if let Some(off) = m.info.bitmap_offset {
-                let at = (m.probed.offset as i64 + i64::from(off) * 512) as u64;
-                write_bitmap(m.dev.as_ref(), at, self.events, cleared, &b.bits)?;
-                m.dev.flush().map_err(|source| OpenError::Io {
-                    device: m.dev.name().to_string(),
-                    what: "flushing bitmap",
-                    source,
-                })?;
-            }
-        }
-        Ok(())
+        let change = if dirty { MetaChange::IntentSet(chunks) } else { MetaChange::IntentClear(chunks) };
+        let ticket = self.meta.record(change, &self.device_roles(), unix_now()).map_err(|e| self.meta_error(e))?;
+        self.write_metadata()?;
+        Ok(ticket.is_some())
     }
 
     /// Record that the member rebuilding in `slot` is good up to member sector `sectors`
@@ -734,7 +626,7 @@ impl OpenArray {
     pub fn set_recovery_checkpoint(&mut self, slot: usize, sectors: u64) {
         if self.plan.recovering[slot].is_some() {
             self.plan.recovering[slot] = Some(sectors);
-            self.devs_changed = true;
+            self.roles_moved();
         }
     }
 
@@ -748,7 +640,7 @@ impl OpenArray {
         self.array.set_slot_state(slot, SlotState::InSync, false)?;
         self.plan.recovering[slot] = None;
         self.readded[slot] = false;
-        self.devs_changed = true;
+        self.roles_moved();
         self.record_roles()
     }
 
@@ -774,7 +666,7 @@ impl OpenArray {
                 }
                 self.array.set_slot_state(slot, SlotState::Faulty, force)?;
                 self.plan.recovering[slot] = None;
-                self.devs_changed = true;
+                self.roles_moved();
                 self.record_roles()?;
                 Ok(slot)
             }
@@ -802,7 +694,7 @@ impl OpenArray {
             other => return Err(OpenError::BadMember(format!("{name}: not in the array ({other})"))),
         }
         self.plan.verdicts[idx] = MemberVerdict::Faulty;
-        self.devs_changed = true;
+        self.roles_moved();
         self.record_roles()
     }
 
@@ -819,100 +711,130 @@ impl OpenArray {
         Ok(())
     }
 
-    /// Write every live member's superblock with the array marked clean or dirty, following
-    /// md_update_sb's event rules.
-    fn mark(&mut self, clean: bool) -> Result<(), OpenError> {
-        let nospares = !self.devs_changed && !self.array.degraded();
-        if nospares && clean && self.can_decrease_events && self.events != 1 {
-            self.events -= 1;
-            self.can_decrease_events = false;
-        } else {
-            self.events += 1;
-            self.can_decrease_events = nospares;
+    /// Membership changed: the next superblock update records it as such.
+    fn roles_moved(&mut self) {
+        self.devs_changed = true;
+        self.meta.membership_changed();
+    }
+
+    /// What each device is to the array now, in `members` order, for the metadata.
+    fn device_roles(&self) -> Vec<DeviceRole> {
+        let states = self.array.slot_states();
+        (0..self.members.len())
+            .map(|idx| match self.plan.verdicts[idx] {
+                MemberVerdict::Active { slot } if self.plan.slots[slot] == Some(idx) => DeviceRole::Slot {
+                    slot,
+                    state: states[slot],
+                    rebuilt: self.plan.recovering[slot].unwrap_or(0) * SECTOR_BYTES,
+                },
+                MemberVerdict::Spare => DeviceRole::Spare,
+                _ => DeviceRole::Out,
+            })
+            .collect()
+    }
+
+    /// Record `change` in the metadata and write what it queued.
+    fn record(&mut self, change: MetaChange) -> Result<(), OpenError> {
+        if !self.writable {
+            return Err(OpenError::ReadOnly);
         }
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let states = self.array.slot_states().to_vec();
-        // Which dev_numbers still hold a live role, and what it is.
-        // A member holds its slot while it is in sync or being rebuilt (md writes a rebuilding
-        // member's slot as its role, with its progress in its own recovery_offset).
-        let plan = &self.plan;
-        let holds_slot = |idx: usize| match plan.verdicts[idx] {
-            MemberVerdict::Active { slot } => {
-                plan.slots[slot] == Some(idx) && matches!(states[slot], SlotState::InSync | SlotState::Recovering)
-            }
-            _ => false,
-        };
-        let mut live: Vec<(u32, Role)> = Vec::new();
-        for (idx, m) in self.members.iter().enumerate() {
-            match self.plan.verdicts[idx] {
-                MemberVerdict::Active { slot } if holds_slot(idx) => {
-                    live.push((m.info.dev_number, Role::Active(slot as u32)))
-                }
-                MemberVerdict::Spare => live.push((m.info.dev_number, Role::Spare)),
-                _ => {}
-            }
+        let roles = matches!(change, MetaChange::Dirty | MetaChange::Clean | MetaChange::Roles);
+        self.meta.record(change, &self.device_roles(), unix_now()).map_err(|e| self.meta_error(e))?;
+        self.write_metadata()?;
+        if roles {
+            self.devs_changed = false;
         }
-        let takes_part: Vec<bool> = (0..self.members.len())
-            .map(|idx| holds_slot(idx) || matches!(self.plan.verdicts[idx], MemberVerdict::Spare))
-            .collect();
-        let table_len = self.members[self.plan.reference]
-            .info
-            .roles
-            .len()
-            .max(self.members.iter().map(|m| m.info.dev_number as usize + 1).max().unwrap_or(0));
-        let degraded = self.array.degraded();
-        // Clean on a whole array: nothing is in flight and everything is consistent, so every
-        // bit is cleared. While degraded they stay, for the member that will come back.
-        if clean && !degraded && !self.needs_resync {
-            if let Some(b) = &mut self.bitmap {
-                b.bits.iter_mut().for_each(|x| *x = 0);
-                b.all_dirty = false;
-                b.events_cleared = self.events;
-            }
-        }
-        for (idx, m) in self.members.iter_mut().enumerate() {
-            if !takes_part[idx] {
-                continue;
-            }
-            let progress = match self.plan.verdicts[idx] {
-                MemberVerdict::Active { slot } if states[slot] == SlotState::Recovering => {
-                    Some(self.plan.recovering[slot].unwrap_or(0))
-                }
-                _ => None,
-            };
-            let sb = &mut m.probed.superblock;
-            sb.set_recovery_offset(progress);
-            // As super_1_sync does: every entry not held by a live member is faulty.
-            for dev_number in 0..table_len as u32 {
-                let role = live.iter().find(|(d, _)| *d == dev_number).map(|(_, r)| *r).unwrap_or(Role::Faulty);
-                sb.set_role(dev_number, role);
-            }
-            sb.set_events(self.events);
-            sb.set_utime(now);
-            sb.set_clean(clean);
-            // md writes the bitmap before the superblock, so the bitmap's events are never
-            // behind the superblock's.
-            if let (Some(off), Some(b)) = (m.info.bitmap_offset, &self.bitmap) {
-                let at = (m.probed.offset as i64 + i64::from(off) * 512) as u64;
-                write_bitmap(m.dev.as_ref(), at, self.events, clean && !degraded, &b.bits)?;
-            }
-            let bytes = sb.to_bytes();
-            m.dev.write_at(m.probed.offset, &bytes).map_err(|source| OpenError::Io {
-                device: m.dev.name().to_string(),
-                what: "writing superblock",
-                source,
-            })?;
-            m.dev.flush().map_err(|source| OpenError::Io {
-                device: m.dev.name().to_string(),
-                what: "flushing superblock",
-                source,
-            })?;
-            m.info = sb.info();
-        }
-        self.dirty = !clean;
-        self.devs_changed = false;
         Ok(())
     }
+
+    /// Device `idx` joins the array with the superblock in its entry (see [`MdMetadata::join`]).
+    fn join(&mut self, idx: usize, device: MdDevice, areas: Vec<(u64, bytes::Bytes)>) -> Result<(), OpenError> {
+        let index = (idx < self.meta.devices().len()).then_some(idx);
+        let (at, _) = self.meta.join(index, device, areas);
+        debug_assert_eq!(at, idx, "metadata devices follow the members' order");
+        self.write_metadata()
+    }
+
+    /// Perform the metadata's queued writes and flushes, step by step, on this thread; then
+    /// refresh each member's view of its superblock.
+    fn write_metadata(&mut self) -> Result<(), OpenError> {
+        while let Some(step) = self.meta.next_step() {
+            let mut result = Ok(());
+            for op in &step.ops {
+                let dev = &self.members[op.device()].dev;
+                let done = match op {
+                    MetaOp::Write { offset, data, what, .. } => {
+                        dev.write_at(*offset, data).map_err(|e| (what.to_string(), e))
+                    }
+                    MetaOp::Flush { .. } => dev.flush().map_err(|e| ("flushing metadata".to_string(), e)),
+                };
+                if let Err((what, e)) = done {
+                    result = Err(MetaError::Io { device: op.device(), what, reason: e.to_string() });
+                    break;
+                }
+            }
+            let failed = result.clone().err();
+            self.meta.step_done(result);
+            if let Some(e) = failed {
+                return Err(self.meta_error(e));
+            }
+        }
+        for (m, d) in self.members.iter_mut().zip(self.meta.devices()) {
+            if m.probed.superblock != d.superblock {
+                m.probed.superblock = d.superblock.clone();
+                m.info = d.superblock.info();
+            }
+        }
+        Ok(())
+    }
+
+    /// A metadata error in the terms of this driver: an I/O error names the device.
+    fn meta_error(&self, e: MetaError) -> OpenError {
+        match e {
+            MetaError::ReadOnly => OpenError::ReadOnly,
+            MetaError::Io { device, what, reason } => OpenError::Metadata {
+                device: self
+                    .members
+                    .get(device)
+                    .map_or_else(|| format!("device {device}"), |m| m.dev.name().to_string()),
+                what,
+                reason,
+            },
+            MetaError::Format(text) => OpenError::BadMember(text),
+        }
+    }
+}
+
+/// Seconds since the Unix epoch, for the superblocks' update time.
+fn unix_now() -> UnixSeconds {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// The bitmap header bytes of member `m`, when its superblock names a bitmap.
+fn read_bitmap_header(m: &OpenMember) -> Result<Option<Vec<u8>>, OpenError> {
+    let Some(sectors) = m.info.bitmap_offset else { return Ok(None) };
+    let at = bitmap_byte_offset(m.probed.offset, sectors);
+    let mut header = vec![0u8; bitmap::HEADER_BYTES];
+    m.dev.read_at(at, &mut header).map_err(|source| OpenError::Io {
+        device: m.dev.name().to_string(),
+        what: "reading bitmap",
+        source,
+    })?;
+    Ok(Some(header))
+}
+
+/// A member's md metadata as assembly found it: its superblock and, when the array keeps a
+/// bitmap, the bitmap header read from the device. A member whose own header does not parse
+/// (torn, overwritten) gets the reference member's: the next update writes it whole, as md
+/// rewrites every member's bitmap from the one it loaded.
+fn md_device(m: &OpenMember, reference_bitmap: Option<&[u8]>) -> Result<MdDevice, OpenError> {
+    let own = read_bitmap_header(m)?;
+    let header = match (own.as_deref(), reference_bitmap) {
+        (Some(h), Some(r)) if BitmapSuper::parse(h).is_err() => Some(r),
+        (h, _) => h,
+    };
+    MdDevice::new(m.probed.superblock.clone(), m.probed.offset, header)
+        .map_err(|e| OpenError::BadMember(format!("{}: {e}", m.dev.name())))
 }
 
 /// Random bytes for a new device UUID (from the kernel's generator).
@@ -930,24 +852,6 @@ fn fill_random(buf: &mut [u8]) {
     }
 }
 
-/// Write the bitmap at byte `at` of `dev`: its header with the superblock's event count (and,
-/// when the bits are all clear on a whole array, `events_cleared`), then `bits`.
-fn write_bitmap(dev: &dyn MemberDevice, at: u64, events: u64, cleared: bool, bits: &[u8]) -> Result<(), OpenError> {
-    let io_err = |what, source| OpenError::Io { device: dev.name().to_string(), what, source };
-    let mut header = vec![0u8; bitmap::HEADER_BYTES];
-    dev.read_at(at, &mut header).map_err(|e| io_err("reading bitmap", e))?;
-    let mut bms = BitmapSuper::parse(&header)
-        .map_err(|e| OpenError::BadMember(format!("{}: bitmap at byte {at}: {e}", dev.name())))?;
-    bms.events = events;
-    if cleared {
-        bms.events_cleared = events;
-    }
-    bms.state &= !bitmap::state::STALE;
-    let mut image = bms.to_bytes().to_vec();
-    image.extend_from_slice(&bits[..bms.bits_bytes().min(bits.len())]);
-    dev.write_at(at, &image).map_err(|e| io_err("writing bitmap", e))
-}
-
 /// Read the reference member's bitmap. One that is older than the superblock (md's
 /// `events < sb events` check) or marked stale cannot say which regions are clean.
 fn load_bitmap(m: &OpenMember, sb_events: u64) -> Result<Option<WriteIntentBits>, OpenError> {
@@ -960,14 +864,7 @@ fn load_bitmap(m: &OpenMember, sb_events: u64) -> Result<Option<WriteIntentBits>
         .map_err(|e| OpenError::BadMember(format!("{}: bitmap at byte {at}: {e}", m.dev.name())))?;
     let mut bits = vec![0u8; bms.bits_bytes()];
     m.dev.read_at(at + bitmap::HEADER_BYTES as u64, &mut bits).map_err(io_err)?;
-    let all_dirty = bms.events < sb_events.saturating_sub(1) || bms.state & bitmap::state::STALE != 0;
-    Ok(Some(WriteIntentBits {
-        chunk_bytes: u64::from(bms.chunksize),
-        chunks: bms.chunks(),
-        bits,
-        all_dirty,
-        events_cleared: bms.events_cleared,
-    }))
+    Ok(Some(WriteIntentBits::load(&bms, bits, sb_events)))
 }
 
 /// Sectors of data the array keeps on a member: the common component size for redundant levels,

@@ -145,6 +145,11 @@ pub trait ArrayMetadata: Send {
     /// The step handed out last has completed (every op done), or one of its ops failed.
     fn step_done(&mut self, result: Result<(), MetaError>);
 
+    /// Membership changed (a device failed, or a rebuild moved on) and the driver will record
+    /// it with a later update: that update counts as a membership change (md's
+    /// `MD_SB_CHANGE_DEVS`, which never takes an event back).
+    fn membership_changed(&mut self);
+
     /// Whether `ticket` is durable.
     fn durable(&self, ticket: Ticket) -> bool;
 

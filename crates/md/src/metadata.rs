@@ -212,6 +212,65 @@ impl MdMetadata {
         self.devices[index] = device;
     }
 
+    /// Device `index` (or a new one, `None`) joins the array with the superblock the driver
+    /// made for it (a new member or spare, or a former member coming back): its write-intent
+    /// bitmap is copied from the reference member's, as it is in memory, and `areas` (for
+    /// example an empty partial parity log) are written before its superblock, all durably.
+    /// Returns its index and the ticket of those writes.
+    pub fn join(
+        &mut self,
+        index: Option<usize>,
+        mut device: MdDevice,
+        areas: Vec<(u64, Bytes)>,
+    ) -> (usize, Option<Ticket>) {
+        let mut before = MetaStep::default();
+        for (offset, data) in areas {
+            before.ops.push(MetaOp::Write { device: usize::MAX, offset, data, what: MetaWhat::Log });
+        }
+        if let (Some(sectors), Some((_, header)), Some(b)) =
+            (device.superblock.info().bitmap_offset, &self.devices[self.reference].bitmap, &self.bitmap)
+        {
+            let at = bitmap_byte_offset(device.offset, sectors);
+            let mut image = header.to_bytes().to_vec();
+            image.extend_from_slice(&b.bits[..header.bits_bytes().min(b.bits.len())]);
+            before.ops.push(MetaOp::Write {
+                device: usize::MAX,
+                offset: at,
+                data: Bytes::from(image),
+                what: MetaWhat::Bitmap,
+            });
+            device.bitmap = Some((at, header.clone()));
+        }
+        let label = MetaOp::Write {
+            device: usize::MAX,
+            offset: device.offset,
+            data: Bytes::from(device.superblock.to_bytes()),
+            what: MetaWhat::Label,
+        };
+        let index = match index {
+            Some(i) => {
+                self.devices[i] = device;
+                i
+            }
+            None => self.add_device(device),
+        };
+        let mut steps = vec![before, MetaStep { ops: vec![MetaOp::Flush { device: index }], completes: None }];
+        if steps[0].ops.is_empty() {
+            steps.clear();
+        }
+        steps.push(MetaStep { ops: vec![label], completes: None });
+        steps.push(MetaStep { ops: vec![MetaOp::Flush { device: index }], completes: None });
+        for step in &mut steps {
+            for op in &mut step.ops {
+                if let MetaOp::Write { device, .. } = op {
+                    *device = index;
+                }
+            }
+        }
+        self.devs_changed = true;
+        (index, self.queue_steps(steps))
+    }
+
     /// Every region counts as written (a driver that does not track regions one by one sets
     /// them all before its first write).
     pub fn set_all_intent(&mut self) {
@@ -490,6 +549,10 @@ impl ArrayMetadata for MdMetadata {
                 self.failed = Some(e);
             }
         }
+    }
+
+    fn membership_changed(&mut self) {
+        self.devs_changed = true;
     }
 
     fn durable(&self, ticket: Ticket) -> bool {
