@@ -41,7 +41,7 @@ use io_uring::{opcode, types, IoUring};
 use uraid_engine::array::{IoId, IoResult, MemberIo, MemberOp};
 use uraid_engine::{IoBuf, PoolBuf};
 
-use super::{Inbox, Notifier};
+use super::notifier::{Inbox, Notifier};
 use crate::member::{check_bounds, AlignedBuf, DirectIo, IoHandle};
 use crate::open_array::{MemberTarget, OpenError};
 
@@ -634,7 +634,7 @@ impl MemberRing {
             let (target, back) = (self.target.clone(), self.inbox.clone());
             let thread = std::thread::Builder::new()
                 .name(format!("member{}-zero", self.slot))
-                .spawn(move || super::member_worker(rx, target, back))
+                .spawn(move || super::workers::member_worker(rx, target, back))
                 .expect("spawning a member I/O thread");
             self.helper = Some((tx, thread));
         }
@@ -656,7 +656,8 @@ mod tests {
 
     use uraid_engine::array::{IoResult, MemberIo, MemberOp};
 
-    use super::super::{Inbox, Msg, Notifier};
+    use super::super::messages::Msg;
+    use super::super::notifier::{Inbox, Notifier};
     use super::MemberRing;
     use crate::member::{FileDevice, MemberDevice};
     use crate::open_array::MemberTarget;

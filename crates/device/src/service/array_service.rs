@@ -1,0 +1,84 @@
+//! `ArrayService`: starting the service over an assembled array (the member I/O paths and the
+//! engine thread) and stopping it.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use super::inline;
+use super::messages::Msg;
+use super::notifier::{Inbox, Notifier};
+use super::runner::Runner;
+use super::workers::spawn_member_io;
+use super::{log, uring, IoBackend, ServiceConfig, ServiceHandle, ServiceInfo, StopReport};
+use crate::open_array::OpenArray;
+
+/// The running service: the engine thread and its member workers.
+pub struct ArrayService {
+    handle: ServiceHandle,
+    engine_thread: Option<JoinHandle<()>>,
+}
+
+impl ArrayService {
+    /// Start serving `array`.
+    pub fn start(mut array: OpenArray, config: ServiceConfig) -> ArrayService {
+        array.engine_mut().set_stripe_memory_limit(config.stripe_cache_bytes);
+        array.engine_mut().set_read_policy(config.read_policy);
+        array.engine_mut().set_split_tuning(config.split_tuning);
+        let geometry = array.engine().geometry().clone();
+        let targets = array.member_targets();
+        let discards = !array.engine().ppl_enabled();
+        let cheap_discard = discards && targets.iter().flatten().all(|t| t.dev.discard_is_cheap());
+        let info = Arc::new(ServiceInfo {
+            cheap_discard,
+            discards,
+            size: array.size(),
+            read_only: !array.writable(),
+            level: geometry.level(),
+            chunk_bytes: geometry.chunk_bytes(),
+            stripe_data_bytes: geometry.stripe_data_bytes(),
+        });
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let inline = Arc::new(inline::InlineIo::new(config.inline_max));
+        let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
+        let inbox = Inbox { tx, notifier };
+        let mut config = config;
+        if config.io == IoBackend::Uring {
+            if let Err(e) = uring::available() {
+                log(&format!("io_uring is not available ({e}); member I/O uses threads"));
+                config.io = IoBackend::Threads;
+            }
+        }
+        let mut queues = Vec::new();
+        let members = targets.len();
+        let mut workers = Vec::new();
+        for (slot, target) in targets.into_iter().enumerate() {
+            queues.push(target.map(|t| spawn_member_io(slot, members, t, &config, &inbox, &mut workers)));
+        }
+        let runner = Runner::new(array, config, Arc::clone(&info), queues, workers, inbox.clone(), Arc::clone(&inline));
+        let engine_thread = std::thread::Builder::new()
+            .name("engine".into())
+            .spawn(move || runner.run(rx))
+            .expect("spawning the engine thread");
+        ArrayService { handle: ServiceHandle { inbox, info, inline }, engine_thread: Some(engine_thread) }
+    }
+
+    pub fn handle(&self) -> ServiceHandle {
+        self.handle.clone()
+    }
+
+    /// Refuse new requests, finish every accepted one, flush the members and mark the array
+    /// clean. Returns what happened while serving, or why the final update failed.
+    pub fn stop(mut self) -> Result<StopReport, String> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let result = match self.handle.inbox.send(Msg::Stop(tx)) {
+            Ok(()) => rx.recv().unwrap_or_else(|_| Err("engine thread ended without a report".into())),
+            Err(_) => Err("engine thread already ended".into()),
+        };
+        if let Some(t) = self.engine_thread.take() {
+            if t.join().is_err() {
+                return Err("engine thread panicked".into());
+            }
+        }
+        result
+    }
+}

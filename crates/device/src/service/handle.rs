@@ -1,0 +1,100 @@
+//! `ServiceHandle`: what clients hold to submit requests and ask for the array's state from any
+//! thread; reads and writes the members can do at once are answered on the caller's thread.
+
+use std::sync::Arc;
+
+use uraid_engine::IoBuf;
+
+use super::inline;
+use super::messages::{Msg, Pending};
+use super::notifier::Inbox;
+use super::{ArrayStatus, BlockOp, BlockReply, Done, ManageOp, ServiceError, ServiceInfo, SyncAction};
+use crate::splice::PipedRead;
+
+/// A handle for submitting requests; cheap to clone and send to other threads.
+#[derive(Clone)]
+pub struct ServiceHandle {
+    pub(super) inbox: Inbox,
+    pub(super) info: Arc<ServiceInfo>,
+    pub(super) inline: Arc<inline::InlineIo>,
+}
+
+impl ServiceHandle {
+    pub fn info(&self) -> &ServiceInfo {
+        &self.info
+    }
+
+    /// Submit `op`; `done` is called once with its outcome: on the engine thread, or, for a
+    /// request answered inline (see the `inline` module), on this thread before `submit` returns.
+    pub fn submit(&self, op: BlockOp, done: Done) {
+        match &op {
+            BlockOp::Read { offset, len } => {
+                if let Some(data) = self.inline.try_read(*offset, *len) {
+                    return done(Ok(BlockReply::Data(IoBuf::from(data))));
+                }
+            }
+            BlockOp::Write { offset, data, fua: false } if self.inline.try_write(*offset, data) => {
+                return done(Ok(BlockReply::Done));
+            }
+            _ => {}
+        }
+        // Refused (the engine thread has ended), the request is dropped here, which answers it.
+        let _ = self.inbox.send(Msg::Submit(op, Pending(Some(done))));
+    }
+
+    /// `[offset, offset+len)` read on this thread into a pipe of references to the members'
+    /// pages, for a caller that sends it on to a socket with `splice(2)` (see
+    /// [`crate::splice`]); `None` if that cannot be done now, and the read is then submitted
+    /// as usual. The conditions are those of inline reads (see the `inline` module), up to
+    /// [`crate::splice::PIPE_BYTES`] whatever the inline limit, as long as it is not 0.
+    pub fn read_spliced(&self, offset: u64, len: u64) -> Option<PipedRead> {
+        self.inline.try_splice(offset, len)
+    }
+
+    /// The array's state, members and any running pass.
+    pub fn status(&self) -> Result<ArrayStatus, ServiceError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.inbox.send(Msg::Status(tx)).map_err(|_| ServiceError::Stopping)?;
+        rx.recv().map_err(|_| ServiceError::Stopping)
+    }
+
+    /// Start a check, repair or resync over the whole array.
+    pub fn start_sync(&self, action: SyncAction) -> Result<(), String> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.inbox.send(Msg::StartSync(action, tx)).map_err(|_| "array is stopping".to_string())?;
+        rx.recv().map_err(|_| "array is stopping".to_string())?
+    }
+
+    /// Interrupt the running pass, if any (a resync interrupted is still needed).
+    pub fn idle(&self) -> Result<(), ServiceError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.inbox.send(Msg::Idle(tx)).map_err(|_| ServiceError::Stopping)?;
+        rx.recv().map_err(|_| ServiceError::Stopping)
+    }
+
+    /// Block until no pass is running (like `mdadm --wait`); returns the state then.
+    pub fn wait_idle(&self) -> Result<ArrayStatus, ServiceError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.inbox.send(Msg::WaitIdle(tx)).map_err(|_| ServiceError::Stopping)?;
+        rx.recv().map_err(|_| ServiceError::Stopping)
+    }
+
+    /// Change membership; returns what was done, in words.
+    pub fn manage(&self, op: ManageOp) -> Result<String, String> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.inbox.send(Msg::Manage(op, tx)).map_err(|_| "array is stopping".to_string())?;
+        rx.recv().map_err(|_| "array is stopping".to_string())?
+    }
+
+    /// Submit `op` and wait for its outcome.
+    pub fn call(&self, op: BlockOp) -> Result<BlockReply, ServiceError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.submit(
+            op,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv().unwrap_or(Err(ServiceError::Stopping))
+    }
+}

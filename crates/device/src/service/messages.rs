@@ -1,0 +1,39 @@
+//! What travels to the engine thread: the messages of its inbox, and the guard that answers a
+//! request still waiting there when the engine thread is gone.
+
+use crossbeam_channel::Sender;
+use uraid_engine::array::{IoId, IoResult};
+
+use super::{ArrayStatus, BlockOp, Done, ManageOp, ServiceError, StopReport, SyncAction};
+
+/// A request's callback while the request waits in the engine thread's inbox. Dropped without
+/// being taken, as the requests still in the inbox are when the engine thread ends after a
+/// stop, it answers "stopping": no caller is left waiting for an answer that never comes.
+pub(super) struct Pending(pub(super) Option<Done>);
+
+impl Pending {
+    pub(super) fn take(mut self) -> Done {
+        self.0.take().expect("a pending request's callback is taken once")
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(done) = self.0.take() {
+            done(Err(ServiceError::Stopping));
+        }
+    }
+}
+
+pub(super) enum Msg {
+    Submit(BlockOp, Pending),
+    IoDone(IoId, IoResult),
+    Stop(Sender<Result<StopReport, String>>),
+    Status(Sender<ArrayStatus>),
+    StartSync(SyncAction, Sender<Result<(), String>>),
+    /// Stop the running pass (md's `idle`).
+    Idle(Sender<()>),
+    /// Answer once no pass is running.
+    WaitIdle(Sender<ArrayStatus>),
+    Manage(ManageOp, Sender<Result<String, String>>),
+}

@@ -1,0 +1,89 @@
+//! The write-intent bitmap while serving: which chunks a write touches, holding them marked (on
+//! disk before the write goes out) while writes are in flight, and clearing them once idle for
+//! long enough, as md's bitmap daemon does.
+
+use std::time::Instant;
+
+use super::{log, Runner};
+use crate::open_array::OpenError;
+
+impl Runner {
+    /// The bitmap chunks a logical range touches: per member for raid1/4/5/6 (a parity write
+    /// touches whole stripes), of the array for raid10. `None` without a bitmap.
+    pub(super) fn intent_chunks(&self, offset: u64, len: u64) -> Option<std::ops::Range<u64>> {
+        let bits = self.array.write_intent()?;
+        if len == 0 || bits.chunk_bytes == 0 {
+            return None;
+        }
+        let (start, end) = match self.info.stripe_data_bytes {
+            Some(width) => {
+                let chunk = self.info.chunk_bytes;
+                (offset / width * chunk, (offset + len).div_ceil(width) * chunk)
+            }
+            None => (offset, offset + len),
+        };
+        Some(start / bits.chunk_bytes..end.div_ceil(bits.chunk_bytes))
+    }
+
+    /// The logical offset where bitmap chunk `c` begins.
+    pub(super) fn intent_chunk_start(&self, c: u64) -> u64 {
+        let bytes = self.array.write_intent().map_or(0, |b| b.chunk_bytes) * c;
+        match self.info.stripe_data_bytes {
+            Some(width) => bytes / self.info.chunk_bytes * width,
+            None => bytes,
+        }
+    }
+
+    /// Mark `chunks` in the bitmap (on disk before returning, if they were clear) and count
+    /// this user.
+    pub(super) fn hold_intent(&mut self, chunks: std::ops::Range<u64>) -> Result<(), OpenError> {
+        for c in chunks.clone() {
+            *self.intent_users.entry(c).or_insert(0) += 1;
+            self.intent_idle.remove(&c);
+        }
+        self.array.set_write_intent(chunks, true).map(|_| ())
+    }
+
+    pub(super) fn release_intent(&mut self, chunks: std::ops::Range<u64>) {
+        let now = Instant::now();
+        for c in chunks {
+            let users = self.intent_users.get_mut(&c).expect("released chunk was held");
+            *users -= 1;
+            if *users == 0 {
+                self.intent_users.remove(&c);
+                self.intent_idle.insert(c, now);
+            }
+        }
+    }
+
+    /// When the next bitmap chunk may be cleared.
+    pub(super) fn intent_clear_at(&self) -> Option<Instant> {
+        self.intent_idle.values().min().map(|t| *t + self.config.bitmap_clear_delay)
+    }
+
+    /// Clear the bits of chunks idle for long enough, as md's bitmap daemon does. Not while
+    /// degraded (a member coming back needs them) or while a resync is owed.
+    pub(super) fn clear_idle_intent(&mut self) {
+        if self.array.engine().degraded() || self.array.needs_resync() {
+            return;
+        }
+        let now = Instant::now();
+        let delay = self.config.bitmap_clear_delay;
+        let due: Vec<u64> = self.intent_idle.iter().filter(|(_, t)| now >= **t + delay).map(|(c, _)| *c).collect();
+        if due.is_empty() {
+            return;
+        }
+        // The data of those regions must be on the members before their bits go.
+        if let Err(e) = self.array.flush_members() {
+            log(&format!("flushing before clearing bitmap bits failed: {e}"));
+            return;
+        }
+        for c in &due {
+            self.intent_idle.remove(c);
+            if let Err(e) = self.array.set_write_intent(*c..*c + 1, false) {
+                log(&format!("clearing bitmap bits failed: {e}"));
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Membership changes while serving (md's `--add`, `--fail`, `--remove`), bringing in spares, and
+//! starting the member I/O of a slot whose device changed.
+
+use uraid_engine::{EngineError, MemberVerdict};
+
+use super::{log, Runner, SyncAction};
+use crate::open_array::OpenError;
+use crate::service::workers::spawn_member_io;
+use crate::service::ManageOp;
+
+impl Runner {
+    /// Start I/O threads for a slot whose device changed.
+    pub(super) fn attach_slot(&mut self, slot: usize) {
+        if let Some(target) = self.array.member_targets()[slot].clone() {
+            let members = self.queues.len();
+            let queue = spawn_member_io(slot, members, target, &self.config, &self.back, &mut self.workers);
+            self.queues[slot] = Some(queue);
+        }
+    }
+
+    /// A member failed or was failed: bring in a spare if there is one.
+    pub(super) fn use_spare(&mut self) {
+        match self.array.activate_spare() {
+            Ok(Some(slot)) => {
+                log(&format!(
+                    "spare {} takes slot {slot}; rebuilding",
+                    self.array.slot_device_name(slot).unwrap_or("?")
+                ));
+                self.attach_slot(slot);
+                self.restart_recovery_for_new_slot();
+            }
+            Ok(None) => {}
+            Err(e) => log(&format!("bringing in a spare failed: {e}")),
+        }
+    }
+
+    /// A rebuild already running does not cover a slot that joined after it started: cut it
+    /// short (its checkpoint is kept) so a new pass covering every slot starts at once.
+    pub(super) fn restart_recovery_for_new_slot(&mut self) {
+        if let Some(run) = &mut self.sync {
+            run.interrupted = true;
+        }
+    }
+
+    pub(super) fn manage(&mut self, op: ManageOp) -> Result<String, String> {
+        if self.info.read_only {
+            return Err("array is read-only: membership cannot change".into());
+        }
+        match op {
+            ManageOp::Add(path) => {
+                let dev =
+                    crate::member::FileDevice::open(&path, true).map_err(|e| format!("{}: {e}", path.display()))?;
+                match self.array.add_member(Box::new(dev)).map_err(|e| e.to_string())? {
+                    Some(slot) => {
+                        self.attach_slot(slot);
+                        self.restart_recovery_for_new_slot();
+                        log(&format!("added {} to slot {slot}; rebuilding", path.display()));
+                        Ok(format!("added {} to slot {slot}; rebuilding", path.display()))
+                    }
+                    None => {
+                        log(&format!("added {} as a spare", path.display()));
+                        Ok(format!("added {} as a spare", path.display()))
+                    }
+                }
+            }
+            ManageOp::Fail { member, force } => {
+                let name = self.resolve_member(&member)?;
+                let slot = self.array.fail_member(&name, force).map_err(|e| match e {
+                    OpenError::Engine(EngineError::WouldFailArray { .. }) => format!(
+                        "{member}: failing it would lose data (no redundancy left for its slot); use --force to fail it anyway"
+                    ),
+                    other => other.to_string(),
+                })?;
+                self.after_completions();
+                if self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Recover) {
+                    // A check or resync cannot go on degraded.
+                    if let Some(run) = &mut self.sync {
+                        run.interrupted = true;
+                    }
+                }
+                self.use_spare();
+                Ok(format!("{member} (slot {slot}) marked faulty"))
+            }
+            ManageOp::Remove(member) => {
+                let name = self.resolve_member(&member)?;
+                if let Some((_, MemberVerdict::Active { slot })) = self.array.find_member(&name) {
+                    self.array.remove_member(&name).map_err(|e| e.to_string())?;
+                    self.drain_ring(slot);
+                    self.queues[slot] = None;
+                } else {
+                    self.array.remove_member(&name).map_err(|e| e.to_string())?;
+                }
+                log(&format!("removed {member}"));
+                Ok(format!("{member} removed"))
+            }
+        }
+    }
+
+    /// The member name as the array knows it, for a path as the user gave it.
+    pub(super) fn resolve_member(&self, given: &str) -> Result<String, String> {
+        let canon = |p: &str| std::fs::canonicalize(p).ok();
+        let want = canon(given);
+        self.array
+            .members
+            .iter()
+            .map(|m| m.dev.name().to_string())
+            .find(|name| name == given || (want.is_some() && canon(name) == want))
+            .ok_or_else(|| format!("{given}: not a member of this array"))
+    }
+}

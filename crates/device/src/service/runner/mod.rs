@@ -1,0 +1,392 @@
+//! The engine thread: `Runner` owns the array and its engine, takes the inbox's messages (client
+//! requests, member I/O answers, management), and sleeps when there is nothing to do. What it does
+//! with them lives in the submodules: client requests (`requests`), the write-intent bitmap
+//! (`intent`), background passes and rebuilds (`passes`), membership changes (`manage`) and the
+//! hand-off of member I/O (`member_io`).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use uraid_engine::array::{IoId, IoResult, RequestId};
+use uraid_engine::geometry::Geometry;
+use uraid_engine::idmap::IdMap;
+use uraid_engine::SlotState;
+
+use super::messages::Msg;
+use super::notifier::Inbox;
+use super::workers::MemberPath;
+use super::{inline, log, ArrayStatus, ServiceConfig, ServiceError, ServiceInfo, SlotReport, StopReport, SyncProgress};
+use super::{SyncAction, SyncRun};
+use crate::open_array::OpenArray;
+
+mod intent;
+mod manage;
+mod member_io;
+mod passes;
+mod requests;
+
+use requests::Job;
+
+/// Messages the engine thread takes before it submits the member I/O they made.
+const MESSAGE_BATCH: usize = 32;
+
+/// What [`Runner::next_msg`] found.
+enum Next {
+    Msg(Msg),
+    /// The deadline passed with nothing to do.
+    Timeout,
+    /// Ring completions were handed to the engine (nothing else came).
+    Progress,
+    /// Every sender is gone.
+    Closed,
+}
+
+pub(in crate::service) struct Runner {
+    array: OpenArray,
+    config: ServiceConfig,
+    info: Arc<ServiceInfo>,
+    queues: Vec<Option<MemberPath>>,
+    workers: Vec<JoinHandle<()>>,
+    jobs: IdMap<u64, Job>,
+    owner: IdMap<RequestId, u64>,
+    next_job: u64,
+    writing_jobs: usize,
+    last_write: Instant,
+    report: StopReport,
+    sync: Option<SyncRun>,
+    /// The engine request of the pass's step in flight.
+    sync_request: Option<RequestId>,
+    mismatch_sectors: u64,
+    last_sync: Option<String>,
+    /// Why the running pass stopped early, if it failed.
+    sync_failure: Option<String>,
+    idle_waiters: Vec<Sender<ArrayStatus>>,
+    /// For workers started later (a member added while serving); its notifier is what the
+    /// engine thread sleeps on: messages and ring completions wake it.
+    back: Inbox,
+    /// Messages taken since the rings were last driven.
+    batch: usize,
+    /// Ring answers being handed to the engine (kept for its allocation).
+    ring_done: Vec<(IoId, IoResult)>,
+    /// When the rebuild progress was last written to the superblocks.
+    last_checkpoint: Instant,
+    /// Writes in flight per write-intent bitmap chunk.
+    intent_users: IdMap<u64, u32>,
+    /// Chunks with no write in flight, and since when: cleared after `bitmap_clear_delay`.
+    intent_idle: IdMap<u64, Instant>,
+    /// Bitmap chunks the pass's step in flight holds.
+    sync_intent: Option<std::ops::Range<u64>>,
+    /// The bitmap as it was when the running resync started, if it can be trusted.
+    resync_bits: Option<crate::open_array::WriteIntentBits>,
+    /// For a rebuild of re-added members only: the bitmap's marks when it started.
+    recover_bits: Option<crate::open_array::WriteIntentBits>,
+    /// Requests the handles answer themselves (see the `inline` module), and whether that is on.
+    inline: Arc<inline::InlineIo>,
+    inline_on: bool,
+}
+
+impl Runner {
+    /// The engine thread's state over `array`, with its member I/O paths set up; a resync is
+    /// started if the array was found dirty and the config asks for it.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::service) fn new(
+        array: OpenArray,
+        config: ServiceConfig,
+        info: Arc<ServiceInfo>,
+        queues: Vec<Option<MemberPath>>,
+        workers: Vec<JoinHandle<()>>,
+        back: Inbox,
+        inline: Arc<inline::InlineIo>,
+    ) -> Runner {
+        let runner = Runner {
+            array,
+            config,
+            info,
+            queues,
+            workers,
+            jobs: IdMap::default(),
+            owner: IdMap::default(),
+            next_job: 1,
+            writing_jobs: 0,
+            last_write: Instant::now(),
+            report: StopReport::default(),
+            sync: None,
+            sync_request: None,
+            mismatch_sectors: 0,
+            last_sync: None,
+            sync_failure: None,
+            idle_waiters: Vec::new(),
+            back,
+            batch: 0,
+            ring_done: Vec::new(),
+            last_checkpoint: Instant::now(),
+            intent_users: IdMap::default(),
+            intent_idle: IdMap::default(),
+            sync_intent: None,
+            resync_bits: None,
+            recover_bits: None,
+            inline,
+            inline_on: false,
+        };
+        let mut runner = runner;
+        runner.update_inline();
+        if runner.config.auto_resync && runner.array.writable() && runner.array.needs_resync() {
+            if let Err(e) = runner.start_sync(SyncAction::Resync) {
+                log(&format!("resync not started: {e}"));
+            }
+        }
+        runner
+    }
+
+    pub(in crate::service) fn run(mut self, rx: Receiver<Msg>) {
+        let mut stopping: Option<Sender<Result<StopReport, String>>> = None;
+        loop {
+            // Every turn, so a slot that leaves the array and comes back (failed, replaced,
+            // rebuilt) is seen out of it at least once, and the map is made anew.
+            self.update_inline();
+            if let Some(ack) = &stopping {
+                if self.jobs.is_empty() && self.sync_request.is_none() {
+                    let result = self.finish();
+                    let _ = ack.send(result);
+                    return;
+                }
+            }
+            self.drive_sync(stopping.is_none());
+            // Skipping clean bitmap regions can take a pass to its end without any step.
+            self.finish_sync_if_done();
+            self.after_completions();
+            self.pump();
+            let pass_writes = self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Check);
+            let idle_clean_due = self.array.is_dirty()
+                && !self.array.needs_resync()
+                && self.writing_jobs == 0
+                && !pass_writes
+                && stopping.is_none();
+            let clean_at = idle_clean_due.then(|| self.last_write + self.config.clean_delay);
+            let step_at = self.sync.as_ref().filter(|r| !r.in_flight && !r.finished()).map(|r| r.next_at);
+            let intent_at =
+                if self.array.engine().degraded() || self.array.needs_resync() { None } else { self.intent_clear_at() };
+            let deadline = [clean_at, step_at, intent_at].into_iter().flatten().min();
+            let msg = match self.next_msg(&rx, deadline) {
+                Next::Msg(m) => m,
+                Next::Timeout => {
+                    if intent_at.is_some_and(|at| Instant::now() >= at) {
+                        self.clear_idle_intent();
+                    }
+                    if clean_at.is_some_and(|at| Instant::now() >= at) {
+                        if let Err(e) = self.array.flush_and_mark_clean() {
+                            log(&format!("marking the array clean failed: {e}"));
+                            // Try again after another delay rather than spinning.
+                            self.last_write = Instant::now();
+                        }
+                    }
+                    continue;
+                }
+                Next::Closed => return,
+                // Member I/O completed: a pass may take its next step, a stop may finish, and
+                // the deadlines change.
+                Next::Progress => continue,
+            };
+            match msg {
+                Msg::Submit(op, pending) => {
+                    let done = pending.take();
+                    if stopping.is_some() {
+                        done(Err(ServiceError::Stopping));
+                    } else {
+                        self.report.requests += 1;
+                        self.accept(op, done);
+                    }
+                }
+                Msg::IoDone(id, result) => {
+                    self.array.engine_mut().complete_io(id, result);
+                    self.after_completions();
+                }
+                Msg::Stop(ack) => {
+                    // A pass is cut short at its current step; a resync cut short is still
+                    // needed, and the array stays dirty.
+                    if let Some(run) = &mut self.sync {
+                        run.interrupted = true;
+                    }
+                    stopping = Some(ack);
+                }
+                Msg::Status(reply) => {
+                    let _ = reply.send(self.status());
+                }
+                Msg::StartSync(action, reply) => {
+                    let _ = reply.send(if stopping.is_some() {
+                        Err("array is stopping".into())
+                    } else {
+                        self.start_sync(action)
+                    });
+                }
+                Msg::Idle(reply) => {
+                    if let Some(run) = &mut self.sync {
+                        run.interrupted = true;
+                    }
+                    let _ = reply.send(());
+                }
+                Msg::Manage(op, reply) => {
+                    let result = if stopping.is_some() { Err("array is stopping".into()) } else { self.manage(op) };
+                    // A failed or removed member is not read inline once the caller is told.
+                    self.update_inline();
+                    let _ = reply.send(result);
+                }
+                Msg::WaitIdle(reply) => {
+                    if self.sync.is_none() {
+                        let _ = reply.send(self.status());
+                    } else {
+                        self.idle_waiters.push(reply);
+                    }
+                }
+            }
+            // A request can finish as it is submitted, without member I/O (a read served from
+            // what the engine read ahead): nothing else would hand it to its job.
+            self.after_completions();
+            self.finish_sync_if_done();
+            self.pump();
+        }
+    }
+
+    fn status(&self) -> ArrayStatus {
+        let now = Instant::now();
+        let states = self.array.engine().slot_states();
+        let slots = states
+            .iter()
+            .enumerate()
+            .map(|(slot, &state)| SlotReport {
+                slot,
+                device: self.array.slot_device_name(slot).map(str::to_string),
+                state,
+            })
+            .collect();
+        ArrayStatus {
+            uuid: self.array.plan.uuid_string(),
+            level: self.info.level,
+            size: self.info.size,
+            chunk_bytes: self.info.chunk_bytes,
+            slots,
+            read_only: self.info.read_only,
+            dirty: self.array.is_dirty(),
+            needs_resync: self.array.needs_resync(),
+            degraded: states.iter().filter(|s| **s != SlotState::InSync).count(),
+            sync: self.sync.as_ref().map(|r| SyncProgress {
+                action: r.action,
+                done_bytes: r.done_bytes(),
+                total_bytes: r.end - r.start,
+                bytes_per_sec: r.bytes_per_sec(now),
+                eta_secs: r.eta_secs(now),
+            }),
+            mismatch_sectors: self.mismatch_sectors,
+            last_sync: self.last_sync.clone(),
+            requests: {
+                let (reads, writes, _) = self.inline.served();
+                self.report.requests + reads + writes
+            },
+        }
+    }
+
+    /// The next message, driving the rings meanwhile; `Timeout` once `deadline` passes with
+    /// nothing to do. Queued messages are taken in batches of [`MESSAGE_BATCH`] between
+    /// submissions, so the I/O of many requests goes to the kernel together.
+    fn next_msg(&mut self, rx: &Receiver<Msg>, deadline: Option<Instant>) -> Next {
+        loop {
+            match rx.try_recv() {
+                Ok(m) => {
+                    self.batch += 1;
+                    if self.batch >= MESSAGE_BATCH {
+                        self.batch = 0;
+                        self.drive_rings();
+                    }
+                    return Next::Msg(m);
+                }
+                Err(TryRecvError::Disconnected) => return Next::Closed,
+                Err(TryRecvError::Empty) => {}
+            }
+            self.batch = 0;
+            if self.drive_rings() {
+                // Back to the run loop, which alone starts a pass's next step and finishes a
+                // stop: looping here on completions alone left both waiting for a message
+                // that might never come.
+                return Next::Progress;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Next::Timeout;
+            }
+            // Say we are going to sleep, then look once more: a message sent before the flag
+            // was seen is found here; one sent after it writes the eventfd. Ring completions
+            // from now on signal the eventfd themselves.
+            self.back.notifier.sleeping.store(true, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if rx.is_empty() && !self.rings_have_completions() {
+                self.back.notifier.wait(deadline);
+            }
+            self.back.notifier.sleeping.store(false, Ordering::SeqCst);
+            self.back.notifier.drain();
+        }
+    }
+
+    /// Inline requests on while the array is whole, off otherwise (see the `inline` module); called
+    /// before any request is answered and on every turn of the engine loop. Turning them off
+    /// waits for the inline requests in flight.
+    fn update_inline(&mut self) {
+        if !self.inline.enabled() {
+            return;
+        }
+        let geometry = self.array.engine().geometry();
+        let mirrored = matches!(geometry, Geometry::Raid1(_) | Geometry::Raid10(_));
+        // Mirrors owing a resync read md's first copy only, which the engine does.
+        let copies_may_differ = mirrored && self.array.needs_resync();
+        let want = !self.array.engine().degraded() && !copies_may_differ;
+        if want == self.inline_on {
+            return;
+        }
+        self.inline_on = want;
+        let map = want.then(|| {
+            let members = self
+                .array
+                .member_targets()
+                .into_iter()
+                .enumerate()
+                .map(|(slot, target)| {
+                    let direct_writes =
+                        matches!(self.queues.get(slot), Some(Some(MemberPath::Ring(r))) if r.writes_direct());
+                    target.filter(|_| !direct_writes)
+                })
+                .collect();
+            // A write-intent bitmap (which md refuses on these levels, but a superblock may
+            // still claim) would have to be marked first: such arrays write through the engine.
+            let writes = !self.info.read_only && geometry.max_degraded() == 0 && self.array.write_intent().is_none();
+            inline::InlineMap::new(geometry.clone(), self.info.size, members, writes)
+        });
+        self.inline.set(map);
+    }
+
+    /// Everything accepted is done: stop the workers, flush, mark clean.
+    fn finish(mut self) -> Result<StopReport, String> {
+        self.inline.set(None);
+        self.inline_on = false;
+        (self.report.inline_reads, self.report.inline_writes, self.report.spliced_reads) = self.inline.served();
+        self.report.requests += self.report.inline_reads + self.report.inline_writes;
+        self.finish_sync_if_done();
+        let status = ArrayStatus { sync: None, ..self.status() };
+        for w in self.idle_waiters.drain(..) {
+            let _ = w.send(status.clone());
+        }
+        for slot in 0..self.queues.len() {
+            self.drain_ring(slot);
+        }
+        self.queues.clear();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        if self.array.writable() && (self.array.is_dirty() || self.array.roles_changed()) {
+            self.array.flush_and_mark_clean().map_err(|e| e.to_string())?;
+        }
+        self.report.clean = !self.array.is_dirty();
+        self.report.resync_needed = self.array.needs_resync();
+        Ok(self.report)
+    }
+}

@@ -1,0 +1,284 @@
+//! Background passes (check, repair, resync) and rebuilds on the engine thread: starting them,
+//! submitting their steps (skipping what the write-intent bitmap says is clean), taking the steps'
+//! answers, checkpointing a rebuild's progress, and closing a pass when it ends.
+
+use std::time::{Duration, Instant};
+
+use uraid_engine::array::{Completion, Request};
+use uraid_engine::{EngineError, SlotState};
+
+use super::{log, Runner, SyncAction, SyncRun};
+
+/// How often a running rebuild writes its position to the superblocks.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
+
+impl Runner {
+    pub(super) fn start_sync(&mut self, action: SyncAction) -> Result<(), String> {
+        if let Some(run) = &self.sync {
+            return Err(format!("a {} is already running; stop it first (idle)", run.action));
+        }
+        let geometry = self.array.engine().geometry();
+        if geometry.max_degraded() == 0 {
+            return Err(format!("{} has no redundancy to {action}", self.info.level.name()));
+        }
+        if action != SyncAction::Check && self.info.read_only {
+            return Err(format!("array is read-only: cannot {action}"));
+        }
+        if action == SyncAction::Recover {
+            return self.start_recovery();
+        }
+        let lost = self
+            .array
+            .engine()
+            .slot_states()
+            .iter()
+            .filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty))
+            .count();
+        if lost > 0 && self.info.stripe_data_bytes.is_some() && lost + 1 > geometry.max_degraded() {
+            return Err(format!("array is degraded: cannot {action} parity without every member (md cannot either; uraid can for raid6 short of one member)"));
+        }
+        // Steps of whole stripes, about a megabyte each.
+        let step = match self.info.stripe_data_bytes {
+            Some(w) => w * (1u64 << 20).div_ceil(w).max(1),
+            None => 1 << 20,
+        };
+        if action != SyncAction::Check && !self.array.is_dirty() {
+            // Repair and resync write; the array must say dirty while they do.
+            self.array.mark_dirty().map_err(|e| e.to_string())?;
+        }
+        log(&format!("{action} started"));
+        self.sync_failure = None;
+        self.resync_bits = if action == SyncAction::Resync {
+            self.array.write_intent().filter(|b| !b.all_dirty).cloned()
+        } else {
+            None
+        };
+        self.sync = Some(SyncRun::new(action, 0, self.info.size, step, Instant::now()));
+        Ok(())
+    }
+
+    pub(super) fn recovering_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.array
+            .engine()
+            .slot_states()
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s == SlotState::Recovering)
+            .map(|(i, _)| i)
+    }
+
+    /// Rebuild every recovering slot, from the lowest checkpoint among them.
+    pub(super) fn start_recovery(&mut self) -> Result<(), String> {
+        let slots: Vec<usize> = self.recovering_slots().collect();
+        if slots.is_empty() {
+            return Err("no member is waiting to be rebuilt".into());
+        }
+        let end = self.array.engine().geometry().member_data_bytes();
+        let from = slots.iter().filter_map(|&s| self.array.recovery_checkpoint(s)).min().unwrap_or(0) * 512;
+        let chunk = self.info.chunk_bytes.max(4096);
+        let step = chunk * (1u64 << 20).div_ceil(chunk);
+        let names: Vec<String> =
+            slots.iter().map(|&s| self.array.slot_device_name(s).unwrap_or("?").to_string()).collect();
+        log(&format!("recover started: rebuilding {} from byte {from} of {end}", names.join(", ")));
+        // Re-added members missed only what the bitmap marks (bits stay set while degraded).
+        self.recover_bits = if slots.iter().all(|&s| self.array.is_readded(s)) {
+            self.array.write_intent().filter(|b| !b.all_dirty).cloned()
+        } else {
+            None
+        };
+        if self.recover_bits.is_some() {
+            log("rebuild guided by the write-intent bitmap: only regions written while the members were away");
+        }
+        let mut run = SyncRun::new(SyncAction::Recover, from.min(end), end, step, Instant::now());
+        run.slots = slots;
+        self.sync_failure = None;
+        self.last_checkpoint = Instant::now();
+        self.sync = Some(run);
+        Ok(())
+    }
+
+    /// Write how far the running rebuild has got into the superblocks.
+    pub(super) fn checkpoint_recovery(&mut self) {
+        let Some(run) = &self.sync else { return };
+        if run.action != SyncAction::Recover {
+            return;
+        }
+        let sectors = run.pos / 512;
+        for slot in run.slots.clone() {
+            self.array.set_recovery_checkpoint(slot, sectors);
+        }
+        self.last_checkpoint = Instant::now();
+        if let Err(e) = self.array.record_roles() {
+            log(&format!("recording rebuild progress failed: {e}"));
+        }
+    }
+
+    /// Submit the pass's next step if one is due.
+    pub(super) fn drive_sync(&mut self, may_start: bool) {
+        if may_start && self.sync.is_none() && !self.info.read_only && self.recovering_slots().next().is_some() {
+            // md starts recovery by itself whenever a slot has a member to rebuild.
+            if let Err(e) = self.start_recovery() {
+                log(&format!("recovery not started: {e}"));
+            }
+        }
+        // A rebuild of re-added members visits only the bitmap's marked regions; positions are
+        // member bytes, and so are the bitmap's chunks (raid10 is never re-added this way).
+        if let (Some(run), Some(bits)) = (&self.sync, &self.recover_bits) {
+            if run.action == SyncAction::Recover && !run.in_flight && run.pos < run.end {
+                let cb = bits.chunk_bytes.max(1);
+                let mut pos = run.pos;
+                while pos < run.end && !bits.is_dirty(pos / cb) {
+                    pos = (pos / cb + 1) * cb;
+                }
+                let run = self.sync.as_mut().expect("checked");
+                let pos = pos.min(run.end);
+                run.skipped += pos - run.pos;
+                run.pos = pos;
+            }
+        }
+        // A resync with a trusted bitmap visits only the regions marked when it started (the
+        // live bits also carry the marks of the resync's own writes).
+        if let Some(run) = &self.sync {
+            if run.action == SyncAction::Resync && !run.in_flight && run.pos < run.end {
+                if let Some(bits) = self.resync_bits.clone() {
+                    let mut pos = run.pos;
+                    while pos < run.end {
+                        let c = self.intent_chunks(pos, 1).map_or(0, |r| r.start);
+                        if bits.is_dirty(c) {
+                            break;
+                        }
+                        pos = self.intent_chunk_start(c + 1).max(pos + 1);
+                    }
+                    let run = self.sync.as_mut().expect("checked");
+                    let pos = pos.min(run.end);
+                    run.skipped += pos - run.pos;
+                    run.pos = pos;
+                }
+            }
+        }
+        let Some(run) = &mut self.sync else { return };
+        let Some((offset, len)) = run.next_step(Instant::now()) else { return };
+        let writes = !matches!(run.action, SyncAction::Check | SyncAction::Recover);
+        let request = match run.action {
+            SyncAction::Recover => Request::Recover { offset, len },
+            SyncAction::Check => Request::Sync { offset, len, repair: false },
+            SyncAction::Resync | SyncAction::Repair => Request::Sync { offset, len, repair: true },
+        };
+        let intent = if writes { self.intent_chunks(offset, len) } else { None };
+        if let Some(chunks) = &intent {
+            if let Err(e) = self.hold_intent(chunks.clone()) {
+                let run = self.sync.as_mut().expect("running");
+                run.in_flight = false;
+                run.interrupted = true;
+                self.sync_failure = Some(format!("{} failed at byte {offset}: bitmap: {e}", run.action));
+                return;
+            }
+        }
+        self.sync_intent = intent;
+        let run = self.sync.as_mut().expect("running");
+        match self.array.engine_mut().submit(request) {
+            Ok(rid) => self.sync_request = Some(rid),
+            Err(e) => {
+                run.in_flight = false;
+                run.interrupted = true;
+                self.sync_failure = Some(format!("{} failed at byte {offset}: {e}", run.action));
+            }
+        }
+    }
+
+    pub(super) fn sync_step_done(&mut self, result: Result<Completion, EngineError>) {
+        self.sync_request = None;
+        if let Some(chunks) = self.sync_intent.take() {
+            self.release_intent(chunks);
+        }
+        let foreground_busy = !self.jobs.is_empty();
+        let limits = self.config.speed;
+        let Some(run) = &mut self.sync else { return };
+        let len = run.step.min(run.end - run.pos);
+        match result {
+            Ok(Completion::Synced { mismatch_sectors }) => {
+                run.step_done(len, mismatch_sectors, Instant::now(), foreground_busy, limits)
+            }
+            Ok(Completion::Recovered) => {
+                run.step_done(len, 0, Instant::now(), foreground_busy, limits);
+                // md writes the rebuild position to the superblocks now and then, so a restart
+                // resumes there instead of starting over.
+                if self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+                    self.checkpoint_recovery();
+                }
+            }
+            Ok(other) => unreachable!("sync step completed as {other:?}"),
+            Err(e) => {
+                run.in_flight = false;
+                run.interrupted = true;
+                self.sync_failure = Some(format!("{} failed at byte {}: {e}", run.action, run.pos));
+            }
+        }
+    }
+
+    /// Close a pass that has covered the array or was interrupted, and tell the waiters.
+    pub(super) fn finish_sync_if_done(&mut self) {
+        if !self.sync.as_ref().is_some_and(|r| r.finished()) {
+            return;
+        }
+        let run = self.sync.take().expect("checked");
+        if run.action != SyncAction::Check {
+            self.last_write = Instant::now();
+        }
+        let secs = run.started.elapsed().as_secs_f64();
+        let complete = run.pos >= run.end;
+        if run.action.counts_mismatches() {
+            self.mismatch_sectors = run.mismatch_sectors;
+        }
+        if run.action == SyncAction::Recover {
+            // The rebuilt data must be on the new members before their superblocks say so.
+            if complete && self.array.flush_members().is_err() {
+                log("flushing after the rebuild failed; the members stay marked as rebuilding");
+            } else if complete {
+                for slot in run.slots.clone() {
+                    if let Err(e) = self.array.recovery_done(slot) {
+                        log(&format!("marking slot {slot} rebuilt failed: {e}"));
+                    }
+                }
+            } else {
+                // Cut short (stop, idle, a new spare): record how far it got.
+                for &slot in &run.slots {
+                    self.array.set_recovery_checkpoint(slot, run.pos / 512);
+                }
+                if let Err(e) = self.array.record_roles() {
+                    log(&format!("recording rebuild progress failed: {e}"));
+                }
+            }
+        }
+        let summary = if complete {
+            if matches!(run.action, SyncAction::Resync | SyncAction::Repair) {
+                // Every stripe/copy has been made consistent: what a resync promises.
+                self.array.resync_done();
+            }
+            let skipped = if run.skipped > 0 {
+                format!(" ({} bytes skipped as clean in the write-intent bitmap)", run.skipped)
+            } else {
+                String::new()
+            };
+            format!(
+                "{} completed: {} bytes in {secs:.1} s{skipped}, {} mismatched sectors",
+                run.action,
+                run.done_bytes() - run.skipped,
+                run.mismatch_sectors
+            )
+        } else {
+            self.sync_failure
+                .take()
+                .unwrap_or_else(|| format!("{} interrupted at byte {} of {}", run.action, run.pos, run.end))
+        };
+        log(&summary);
+        self.last_sync = Some(summary);
+        // A finished resync or rebuild may allow inline requests again: a caller that waited for
+        // the pass gets them from its next request on.
+        self.update_inline();
+        let status = self.status();
+        for w in self.idle_waiters.drain(..) {
+            let _ = w.send(status.clone());
+        }
+    }
+}

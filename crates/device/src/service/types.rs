@@ -1,0 +1,176 @@
+//! The service's public vocabulary: the block requests clients submit and their answers, the
+//! errors, the membership changes, and what the service reports about the array (its facts,
+//! its status, and what it did by the time it stopped).
+
+use bytes::Bytes;
+use uraid_engine::{EngineError, IoBuf, SlotState};
+use uraid_layout::Level;
+
+use super::SyncAction;
+
+/// A block request from a client.
+#[derive(Debug, Clone)]
+pub enum BlockOp {
+    Read {
+        offset: u64,
+        len: u64,
+    },
+    /// With `fua`, the write is durable on the members when it completes. The data is
+    /// passed to the engine as it is (see `Request::Write`).
+    Write {
+        offset: u64,
+        data: Bytes,
+        fua: bool,
+    },
+    /// Every write completed before the flush was submitted is durable when it completes.
+    Flush,
+    /// Advisory: release space inside the range where that is safe (whole stripes on parity
+    /// levels; anything on the others). What the range reads afterwards is unspecified.
+    Trim {
+        offset: u64,
+        len: u64,
+    },
+    /// The range reads back as zeros afterwards; with `may_deallocate`, by releasing space where
+    /// possible (NBD's WRITE_ZEROES without NO_HOLE, fallocate's PUNCH_HOLE).
+    Zero {
+        offset: u64,
+        len: u64,
+        may_deallocate: bool,
+        fua: bool,
+    },
+}
+
+impl BlockOp {
+    pub(super) fn writes(&self) -> bool {
+        matches!(self, BlockOp::Write { .. } | BlockOp::Trim { .. } | BlockOp::Zero { .. })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockReply {
+    /// The bytes read, possibly in several pieces (see [`IoBuf`]): write them out vectored.
+    Data(IoBuf),
+    Done,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("array is read-only")]
+    ReadOnly,
+    #[error("array is stopping")]
+    Stopping,
+    /// Writing the superblocks failed; the write was not let through.
+    #[error("updating the superblocks failed: {0}")]
+    Metadata(String),
+}
+
+/// Called once with a request's outcome.
+pub type Done = Box<dyn FnOnce(Result<BlockReply, ServiceError>) + Send>;
+
+/// Facts about the served array that front ends advertise.
+#[derive(Debug, Clone)]
+pub struct ServiceInfo {
+    pub size: u64,
+    pub read_only: bool,
+    pub level: Level,
+    /// Chunk size in bytes (0 where the level has none).
+    pub chunk_bytes: u64,
+    /// Data bytes in a full stripe, for parity levels: writes of whole stripes need no reads.
+    pub stripe_data_bytes: Option<u64>,
+    /// Every member releases discarded space cheaply (files): advisory trims are passed on.
+    /// Otherwise a trim does nothing, since zeroing a block device can mean writing every byte.
+    pub cheap_discard: bool,
+    /// The engine takes discards at all: not with a partial parity log, where zeroes are
+    /// written instead and trims do nothing (md's raid5 likewise ignores discards unless told
+    /// the members zero them safely).
+    pub discards: bool,
+}
+
+impl ServiceInfo {
+    /// The I/O size (a power of two) that avoids read-modify-write and splitting: the full
+    /// stripe when that is a power of two, else the chunk; 4 KiB where there are no chunks.
+    pub fn preferred_block_size(&self) -> u64 {
+        let candidate = match self.stripe_data_bytes {
+            Some(w) if w.is_power_of_two() => w,
+            _ => self.chunk_bytes,
+        };
+        if candidate.is_power_of_two() && candidate >= 4096 {
+            candidate
+        } else {
+            4096
+        }
+    }
+}
+
+/// What the service did over its life, reported when it stops.
+#[derive(Debug, Clone, Default)]
+pub struct StopReport {
+    pub requests: u64,
+    /// Of `requests`, the reads and writes answered on the submitting thread (see the `inline` module).
+    pub inline_reads: u64,
+    pub inline_writes: u64,
+    /// Of `inline_reads`, those handed over as pipes ([`ServiceHandle::read_spliced`](super::ServiceHandle::read_spliced)).
+    pub spliced_reads: u64,
+    /// Whether the superblocks say clean at the end. False when the array was opened read-only
+    /// over a dirty array, or still needs a resync (found dirty at assembly).
+    pub clean: bool,
+    /// The array was found dirty at assembly and has not been resynced.
+    pub resync_needed: bool,
+    /// Members that failed while serving, with the reason.
+    pub failed_members: Vec<(String, String)>,
+}
+
+/// One slot as reported by [`ServiceHandle::status`](super::ServiceHandle::status).
+#[derive(Debug, Clone)]
+pub struct SlotReport {
+    pub slot: usize,
+    /// The device filling the slot, if any.
+    pub device: Option<String>,
+    pub state: SlotState,
+}
+
+/// A running pass, as /proc/mdstat shows it.
+#[derive(Debug, Clone)]
+pub struct SyncProgress {
+    pub action: SyncAction,
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+    pub bytes_per_sec: u64,
+    pub eta_secs: Option<u64>,
+}
+
+/// What `uraid ctl status` shows.
+#[derive(Debug, Clone)]
+pub struct ArrayStatus {
+    pub uuid: String,
+    pub level: Level,
+    pub size: u64,
+    pub chunk_bytes: u64,
+    pub slots: Vec<SlotReport>,
+    pub read_only: bool,
+    /// The superblocks say dirty.
+    pub dirty: bool,
+    /// Found dirty at assembly and not resynced yet.
+    pub needs_resync: bool,
+    /// Slots not in sync.
+    pub degraded: usize,
+    pub sync: Option<SyncProgress>,
+    /// Sectors found inconsistent by the last check or repair (md's `mismatch_cnt`).
+    pub mismatch_sectors: u64,
+    /// How the last pass ended, in words (e.g. "check completed: 0 mismatched sectors").
+    pub last_sync: Option<String>,
+    pub requests: u64,
+}
+
+/// Membership changes, as md's `--add`, `--fail` and `--remove`.
+#[derive(Debug, Clone)]
+pub enum ManageOp {
+    /// Add a device: it is rebuilt into a missing or failed slot, or kept as a spare.
+    Add(std::path::PathBuf),
+    /// Fail a member; refused when that would lose data, unless `force`.
+    Fail { member: String, force: bool },
+    /// Remove a failed member or a spare.
+    Remove(String),
+}
