@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, SlotState};
 use uraid_engine::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_engine::blocking::execute;
-use uraid_engine::metadata::{ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, UnixSeconds};
+use uraid_engine::metadata::{ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, Ticket, UnixSeconds};
 use uraid_engine::ppl::PplConfig;
 use uraid_engine::{EngineError, EngineEvent, SECTOR_BYTES};
 use uraid_format::bitmap::{self, BitmapSuper};
@@ -27,7 +27,7 @@ use uraid_md::metadata::{bitmap_byte_offset, MdDevice, MdMetadata, MdStart};
 pub use uraid_md::WriteIntentBits;
 
 use crate::ppl::LogReplay;
-use uraid_format::{MemberInfo, Role};
+use uraid_format::{MemberInfo, Role, MAX_SECTOR};
 
 use crate::member::{FileDevice, MemberDevice};
 use crate::probe::{no_superblock, probe, ProbeError, Probed};
@@ -77,6 +77,8 @@ pub struct OpenArray {
     meta: MdMetadata,
     /// Set when member roles changed since the last superblock update.
     devs_changed: bool,
+    /// The driver performs the queued metadata writes itself (see [`OpenArray::defer_metadata`]).
+    deferred: bool,
     /// [`OpenArray::write`] wrote something: [`OpenArray::close`] flushes the members then, on
     /// linear and raid0 too, which are never marked dirty.
     written: bool,
@@ -192,6 +194,13 @@ impl OpenArray {
             array.enable_ppl(config.clone());
         }
         array.set_resync_pending(needs_resync);
+        // A resync cut short resumes where the freshest superblock says it got to, as md takes
+        // `recovery_cp` from it (`super_1_validate`); a crash with writes in flight left 0.
+        let resync_from = if needs_resync {
+            Some(members[plan.reference].info.resync_offset).filter(|s| *s < MAX_SECTOR).unwrap_or(0)
+        } else {
+            0
+        };
         let meta = MdMetadata::new(MdStart {
             devices,
             reference: plan.reference,
@@ -199,7 +208,7 @@ impl OpenArray {
             events: plan.events,
             clean: plan.clean,
             needs_resync,
-            resync_from: 0,
+            resync_from,
             bitmap,
             writable,
         });
@@ -210,6 +219,7 @@ impl OpenArray {
             writable,
             meta,
             devs_changed: false,
+            deferred: false,
             written: false,
             failures: Vec::new(),
             corrected_read_errors: Vec::new(),
@@ -301,6 +311,11 @@ impl OpenArray {
         self.array.set_resync_pending(false);
         // Recording that a resync is done writes nothing by itself.
         let _ = self.record(MetaChange::ResyncDone);
+    }
+
+    /// Where a resync owed may resume, in array bytes (0: from the start).
+    pub fn resync_checkpoint(&self) -> u64 {
+        self.meta.resync_checkpoint()
     }
 
     /// The name of the device in `slot`, if one fills it.
@@ -747,6 +762,66 @@ impl OpenArray {
         Ok(())
     }
 
+    /// From now on (`on`), recording a change only queues its writes: the driver takes them
+    /// with [`OpenArray::next_metadata_step`], performs them where it likes (the service, on a
+    /// thread of its own) and reports with [`OpenArray::metadata_step_done`]; until then the
+    /// change is recorded but not durable ([`OpenArray::metadata_pending`]). Off again, the
+    /// next change writes everything still queued, on the calling thread.
+    pub fn defer_metadata(&mut self, on: bool) {
+        self.deferred = on;
+    }
+
+    /// Record `change` (see [`OpenArray::defer_metadata`] for when it is written).
+    pub fn record_change(&mut self, change: MetaChange) -> Result<(), OpenError> {
+        self.record(change)
+    }
+
+    /// The next metadata step to perform, with each op's device; `None` while one is out or
+    /// none is queued.
+    pub fn next_metadata_step(&mut self) -> Option<Vec<(Arc<dyn MemberDevice>, MetaOp)>> {
+        let step = self.meta.next_step()?;
+        Some(step.ops.into_iter().map(|op| (Arc::clone(&self.members[op.device()].dev), op)).collect())
+    }
+
+    /// The step handed out last is done (or failed: then no later metadata is written, and
+    /// the error names the device).
+    pub fn metadata_step_done(&mut self, result: Result<(), MetaError>) -> Result<(), OpenError> {
+        let failed = result.clone().err();
+        self.meta.step_done(result);
+        if let Some(e) = failed {
+            return Err(self.meta_error(e));
+        }
+        self.refresh_member_views();
+        Ok(())
+    }
+
+    /// Whether the metadata update `ticket` is on the members.
+    pub fn metadata_durable(&self, ticket: Ticket) -> bool {
+        self.meta.durable(ticket)
+    }
+
+    /// The newest metadata update recorded, if it is not yet durable and still may be (no
+    /// metadata write has failed).
+    pub fn metadata_pending(&self) -> Option<Ticket> {
+        if self.meta.failed().is_some() {
+            return None;
+        }
+        self.meta.newest().filter(|t| !self.meta.durable(*t))
+    }
+
+    /// The live members' devices (in a slot, in sync or rebuilding), to flush before the array
+    /// is recorded clean, bitmap bits are cleared or a rebuild checkpoint is recorded.
+    pub fn live_devices(&self) -> Vec<Arc<dyn MemberDevice>> {
+        let states = self.array.slot_states();
+        self.plan
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(slot, idx)| idx.is_some() && matches!(states[*slot], SlotState::InSync | SlotState::Recovering))
+            .map(|(_, idx)| Arc::clone(&self.members[idx.expect("filtered")].dev))
+            .collect()
+    }
+
     /// Device `idx` joins the array with the superblock in its entry (see [`MdMetadata::join`]).
     fn join(&mut self, idx: usize, device: MdDevice, areas: Vec<(u64, bytes::Bytes)>) -> Result<(), OpenError> {
         let index = (idx < self.meta.devices().len()).then_some(idx);
@@ -756,8 +831,11 @@ impl OpenArray {
     }
 
     /// Perform the metadata's queued writes and flushes, step by step, on this thread; then
-    /// refresh each member's view of its superblock.
+    /// refresh each member's view of its superblock. Deferred, the driver performs them.
     fn write_metadata(&mut self) -> Result<(), OpenError> {
+        if self.deferred {
+            return Ok(());
+        }
         while let Some(step) = self.meta.next_step() {
             let mut result = Ok(());
             for op in &step.ops {
@@ -773,19 +851,19 @@ impl OpenArray {
                     break;
                 }
             }
-            let failed = result.clone().err();
-            self.meta.step_done(result);
-            if let Some(e) = failed {
-                return Err(self.meta_error(e));
-            }
+            self.metadata_step_done(result)?;
         }
+        Ok(())
+    }
+
+    /// Each member's superblock and its summary as the metadata last wrote them.
+    fn refresh_member_views(&mut self) {
         for (m, d) in self.members.iter_mut().zip(self.meta.devices()) {
             if m.probed.superblock != d.superblock {
                 m.probed.superblock = d.superblock.clone();
                 m.info = d.superblock.info();
             }
         }
-        Ok(())
     }
 
     /// A metadata error in the terms of this driver: an I/O error names the device.

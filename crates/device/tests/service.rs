@@ -1035,3 +1035,154 @@ fn bitmap_marks_regions_and_limits_the_resync() {
         service.stop().unwrap();
     }
 }
+
+/// A member whose flushes wait while its gate is shut: a disk slow to make anything durable.
+struct SlowFlush {
+    inner: Arc<MemoryDevice>,
+    shut: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+    flushes_waiting: std::sync::atomic::AtomicUsize,
+}
+
+impl SlowFlush {
+    fn new(inner: Arc<MemoryDevice>) -> Arc<SlowFlush> {
+        Arc::new(SlowFlush {
+            inner,
+            shut: std::sync::Mutex::new(false),
+            opened: std::sync::Condvar::new(),
+            flushes_waiting: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    fn set_shut(&self, shut: bool) {
+        *self.shut.lock().unwrap() = shut;
+        self.opened.notify_all();
+    }
+}
+
+impl MemberDevice for SlowFlush {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.inner.write_at(offset, data)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.flushes_waiting.fetch_add(1, Ordering::SeqCst);
+        let mut shut = self.shut.lock().unwrap();
+        while *shut {
+            shut = self.opened.wait(shut).unwrap();
+        }
+        self.flushes_waiting.fetch_sub(1, Ordering::SeqCst);
+        self.inner.flush()
+    }
+}
+
+/// The engine thread never waits on a metadata write or flush: while the members' flushes hang,
+/// the first write (which needs the dirty mark and its bitmap bit durable) waits, unanswered,
+/// yet status requests and reads are answered; once the flushes go through, the write completes
+/// with the array marked dirty and the bit set on disk.
+#[test]
+fn metadata_writes_never_stall_the_engine_thread() {
+    let mem = members_with(1, 2, 0, true, true);
+    let slow: Vec<Arc<SlowFlush>> = mem.iter().map(|m| SlowFlush::new(Arc::clone(m))).collect();
+    let devs: Vec<Arc<dyn MemberDevice>> = slow.iter().map(|s| Arc::clone(s) as Arc<dyn MemberDevice>).collect();
+    let config = ServiceConfig { inline_max: 0, clean_delay: Duration::from_secs(30), ..ServiceConfig::default() };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    for s in &slow {
+        s.set_shut(true);
+    }
+    let answered = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let flag = Arc::clone(&answered);
+    h.submit(
+        BlockOp::Write { offset: 1 << 20, data: (pattern(40, 8192)).into(), fua: false },
+        Box::new(move |r| {
+            flag.store(true, Ordering::SeqCst);
+            let _ = tx.send(r.is_ok());
+        }),
+    );
+    // The metadata thread is now stuck in a flush.
+    let stuck = Instant::now();
+    while slow.iter().all(|s| s.flushes_waiting.load(Ordering::SeqCst) == 0) {
+        assert!(stuck.elapsed() < Duration::from_secs(10), "no metadata flush was attempted");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for _ in 0..20 {
+        h.status().expect("status while a metadata flush hangs");
+        assert_eq!(read(&h, 0, 4096), vec![0; 4096]);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!answered.load(Ordering::SeqCst), "the write was answered before its metadata was durable");
+    for s in &slow {
+        s.set_shut(false);
+    }
+    assert!(rx.recv_timeout(Duration::from_secs(10)).expect("write answered"), "write failed");
+    assert!(!clean_on_disk(devs[0].as_ref()), "the dirty mark is not on disk");
+    assert!(bitmap_bits_on_disk(devs[1].as_ref()).iter().any(|b| *b != 0), "the write's bit is not on disk");
+    assert_eq!(read(&h, 1 << 20, 8192), pattern(40, 8192));
+    drop(h);
+    service.stop().unwrap();
+    assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())));
+}
+
+fn resync_offset_on_disk(dev: &dyn MemberDevice) -> u64 {
+    probe(dev).unwrap().expect("superblock").superblock.info().resync_offset
+}
+
+/// How many bytes a finished resync says it went over.
+fn resynced_bytes(status: &uraid_device::service::ArrayStatus) -> u64 {
+    let last = status.last_sync.clone().unwrap_or_default();
+    assert!(last.starts_with("resync completed"), "{last}");
+    last.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+/// A resync cut short by a stop, or by a crash after its last checkpoint, leaves its position
+/// in the superblocks (md's `resync_offset`), and the next start resumes there: it goes over
+/// less than the whole array, yet repairs a torn stripe past the checkpoint. raid5 keeps the
+/// position in member sectors, raid10 in array sectors, as md does.
+#[test]
+fn a_resync_cut_short_resumes_from_its_checkpoint() {
+    for (level, n) in [(5, 4), (10, 4)] {
+        let mem = members_marked(level, n, 16, false);
+        let devs = as_dyn(&mem);
+        // A torn stripe near the end of every member, past any checkpoint the slow resync reaches.
+        corrupt(&devs, 1, 6 << 20);
+        let slow = ServiceConfig {
+            speed: SpeedLimits { min_bytes_per_sec: 1, max_bytes_per_sec: 3 << 20 },
+            ..ServiceConfig::default()
+        };
+        let service = ArrayService::start(open(&devs, true), slow);
+        let size = service.handle().info().size;
+        std::thread::sleep(Duration::from_millis(2700));
+        // A crash now, after the checkpoint taken at two seconds.
+        let crashed = crash_copy(&mem);
+        service.stop().unwrap();
+        for (what, members) in [("stopped", mem.clone()), ("crashed", crashed)] {
+            let devs = as_dyn(&members);
+            let at = resync_offset_on_disk(devs[0].as_ref());
+            assert!(at > 0 && at < u64::MAX, "level {level}, {what}: resync_offset {at} on disk");
+            let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
+            let h = service.handle();
+            let status = h.wait_idle().unwrap();
+            let done = resynced_bytes(&status);
+            assert!(done > 0 && done < size, "level {level}, {what}: resumed resync went over {done} of {size} bytes");
+            h.start_sync(SyncAction::Check).unwrap();
+            assert_eq!(
+                h.wait_idle().unwrap().mismatch_sectors,
+                0,
+                "level {level}, {what}: resync missed the torn stripe"
+            );
+            drop(h);
+            service.stop().unwrap();
+            assert_eq!(resync_offset_on_disk(devs[0].as_ref()), u64::MAX, "level {level}, {what}: not clean");
+        }
+    }
+}

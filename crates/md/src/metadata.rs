@@ -126,7 +126,8 @@ pub struct MdStart {
     pub clean: bool,
     /// A resync is owed before the array may be recorded clean.
     pub needs_resync: bool,
-    /// Where a resync may resume (array sectors; 0: from the start).
+    /// Where a resync may resume, as the superblocks hold it (md's `resync_offset`, in the
+    /// level's own units, see [`MdMetadata::resync_checkpoint`]; 0: from the start).
     pub resync_from: u64,
     pub bitmap: Option<WriteIntentBits>,
     pub writable: bool,
@@ -142,7 +143,8 @@ pub struct MdMetadata {
     /// The superblocks say dirty (or will once the queued update lands).
     dirty: bool,
     needs_resync: bool,
-    /// Array sectors below which a resync owed has already made redundancy consistent.
+    /// Where a resync owed has made redundancy consistent up to, in md's units (member sectors
+    /// for raid1/4/5/6, array sectors for raid10).
     resync_from: u64,
     /// The resync point the superblocks hold (0 when they say plain dirty).
     resync_recorded: u64,
@@ -197,6 +199,48 @@ impl MdMetadata {
     /// The write-intent bitmap, if the array keeps one.
     pub fn write_intent(&self) -> Option<&WriteIntentBits> {
         self.bitmap.as_ref()
+    }
+
+    /// Why the metadata can no longer be written, once a step failed.
+    pub fn failed(&self) -> Option<&MetaError> {
+        self.failed.as_ref()
+    }
+
+    /// md's resync position for "consistent below `array_bytes`": raid1/4/5/6 resync walks the
+    /// members (`resync_max_sectors` is `dev_sectors`), so the position is a member sector, of
+    /// the last whole stripe below; raid10's walks the array (`resync_max_sectors` is the array
+    /// size).
+    fn resync_sectors(&self, array_bytes: u64) -> u64 {
+        match self.parity_stripe() {
+            Some((chunk, data_disks)) => array_bytes / (chunk * data_disks) * chunk / SECTOR_BYTES,
+            None => array_bytes / SECTOR_BYTES,
+        }
+    }
+
+    /// The array offset md's resync position `sectors` stands for (see `resync_sectors`),
+    /// rounded down to a whole stripe.
+    fn resync_array_bytes(&self, sectors: u64) -> u64 {
+        match self.parity_stripe() {
+            Some((chunk, data_disks)) => sectors * SECTOR_BYTES / chunk * chunk * data_disks,
+            None => sectors * SECTOR_BYTES,
+        }
+    }
+
+    /// For raid4/5/6: the chunk bytes and the data chunks of a stripe.
+    fn parity_stripe(&self) -> Option<(u64, u64)> {
+        let info = self.devices[self.reference].superblock.info();
+        let chunk = u64::from(info.chunk_sectors) * SECTOR_BYTES;
+        let data_disks = match info.level {
+            4 | 5 => u64::from(info.raid_disks).saturating_sub(1),
+            6 => u64::from(info.raid_disks).saturating_sub(2),
+            _ => 0,
+        };
+        (data_disks > 0 && chunk > 0).then_some((chunk, data_disks))
+    }
+
+    /// The newest update recorded, if any.
+    pub fn newest(&self) -> Option<Ticket> {
+        (self.issued > 0).then_some(Ticket(self.issued))
     }
 
     /// A device joins the driver's list (a new member or spare, whose own superblock the driver
@@ -513,7 +557,7 @@ impl ArrayMetadata for MdMetadata {
             MetaChange::IntentSet(chunks) => self.set_intent(chunks, true, devices),
             MetaChange::IntentClear(chunks) => self.set_intent(chunks, false, devices),
             MetaChange::ResyncCheckpoint { array_bytes } => {
-                self.resync_from = self.resync_from.max(array_bytes / SECTOR_BYTES);
+                self.resync_from = self.resync_from.max(self.resync_sectors(array_bytes));
                 None
             }
             MetaChange::ResyncDone => {
@@ -568,7 +612,7 @@ impl ArrayMetadata for MdMetadata {
     }
 
     fn resync_checkpoint(&self) -> u64 {
-        self.resync_from * SECTOR_BYTES
+        self.resync_array_bytes(self.resync_from)
     }
 
     fn intent_dirty(&self, region: u64) -> bool {
@@ -786,7 +830,10 @@ mod tests {
         meta.record(MetaChange::ResyncCheckpoint { array_bytes: 8 << 20 }, &whole(), 1).unwrap();
         meta.record(MetaChange::Clean, &whole(), 2).unwrap().expect("the checkpoint is recorded");
         run(&mut meta, &mut images);
-        assert_eq!(superblock(&images[0]).info().resync_offset, (8 << 20) / 512);
+        // raid5 keeps the position in member sectors, of the last whole stripe below: 42
+        // stripes of 3 x 64 KiB lie below 8 MiB of the array.
+        assert_eq!(superblock(&images[0]).info().resync_offset, 42 * 128);
+        assert_eq!(meta.resync_checkpoint(), 42 * 3 * (64 << 10));
         assert!(meta.record(MetaChange::Clean, &whole(), 3).unwrap().is_none(), "nothing new to record");
         meta.record(MetaChange::Dirty, &whole(), 4).unwrap();
         run(&mut meta, &mut images);

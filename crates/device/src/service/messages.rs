@@ -3,6 +3,7 @@
 
 use crossbeam_channel::Sender;
 use uraid_engine::array::{IoId, IoResult};
+use uraid_engine::metadata::MetaError;
 
 use super::{ArrayStatus, BlockOp, Done, ManageOp, ServiceError, StopReport, SyncAction};
 
@@ -36,4 +37,6 @@ pub(super) enum Msg {
     /// Answer once no pass is running.
     WaitIdle(Sender<ArrayStatus>),
     Manage(ManageOp, Sender<Result<String, String>>),
+    /// The metadata I/O thread finished its job.
+    MetaDone(Result<(), MetaError>),
 }

@@ -16,7 +16,11 @@
 //!   at once, so a later assembly leaves the stale member out;
 //! - [`ArrayService::stop`] lets every accepted request finish, flushes, and marks clean.
 //!
-//! Only the engine thread touches the engine and the superblocks; workers only do member I/O.
+//! Only the engine thread touches the engine and the array's metadata; workers only do member
+//! I/O. The metadata's writes and the flushes that must come before them (a clean mark, cleared
+//! bitmap bits, a rebuild checkpoint) are done on a metadata I/O thread (`metadata_io`), one step
+//! at a time, so the engine thread never waits on them: what depends on them waits in the
+//! runner instead (see `runner::metadata`).
 //!
 //! Background passes (md's `sync_action`: resync, check, repair) run on the same engine thread
 //! in steps of about a megabyte, interleaved with client requests and throttled as md throttles
@@ -26,14 +30,15 @@
 //! Where things live: the public requests, answers and reports in `types`, the settings in
 //! `config`, the client side in `handle` (`ServiceHandle`) and `array_service` (start and stop),
 //! the engine thread's messages in `messages` and its wake-ups in `notifier`, member I/O threads
-//! and rings in `workers` and [`uring`], the engine thread itself in `runner`, inline requests in
-//! `inline`, and a pass's pacing in [`sync`].
+//! and rings in `workers` and [`uring`], the metadata I/O thread in `metadata_io`, the engine
+//! thread itself in `runner`, inline requests in `inline`, and a pass's pacing in [`sync`].
 
 mod array_service;
 mod config;
 mod handle;
 mod inline;
 mod messages;
+mod metadata_io;
 mod notifier;
 mod runner;
 pub mod sync;

@@ -4,8 +4,10 @@
 
 use std::time::Instant;
 
-use super::{log, Runner};
+use super::metadata::AfterFlush;
+use super::Runner;
 use crate::open_array::OpenError;
+use uraid_engine::metadata::MetaChange;
 
 impl Runner {
     /// The bitmap chunks a logical range touches: per member for raid1/4/5/6 (a parity write
@@ -34,8 +36,8 @@ impl Runner {
         }
     }
 
-    /// Mark `chunks` in the bitmap (on disk before returning, if they were clear) and count
-    /// this user.
+    /// Mark `chunks` in the bitmap and count this user. While serving, the bits are only
+    /// recorded: the writes they cover wait until they are durable (see `metadata`).
     pub(super) fn hold_intent(&mut self, chunks: std::ops::Range<u64>) -> Result<(), OpenError> {
         for c in chunks.clone() {
             *self.intent_users.entry(c).or_insert(0) += 1;
@@ -58,32 +60,41 @@ impl Runner {
 
     /// When the next bitmap chunk may be cleared.
     pub(super) fn intent_clear_at(&self) -> Option<Instant> {
+        if self.meta.clearing_intent() {
+            return None;
+        }
         self.intent_idle.values().min().map(|t| *t + self.config.bitmap_clear_delay)
     }
 
-    /// Clear the bits of chunks idle for long enough, as md's bitmap daemon does. Not while
-    /// degraded (a member coming back needs them) or while a resync is owed.
+    /// Clear the bits of chunks idle for long enough, as md's bitmap daemon does: the members
+    /// are flushed first (on the metadata thread), so the data of those regions is on them
+    /// before their bits go. Not while degraded (a member coming back needs them) or while a
+    /// resync is owed.
     pub(super) fn clear_idle_intent(&mut self) {
-        if self.array.engine().degraded() || self.array.needs_resync() {
+        if self.array.engine().degraded() || self.array.needs_resync() || self.meta.clearing_intent() {
             return;
         }
         let now = Instant::now();
         let delay = self.config.bitmap_clear_delay;
         let due: Vec<u64> = self.intent_idle.iter().filter(|(_, t)| now >= **t + delay).map(|(c, _)| *c).collect();
-        if due.is_empty() {
-            return;
+        if !due.is_empty() {
+            self.flush_then(AfterFlush::IntentClear { started: now, chunks: due });
         }
-        // The data of those regions must be on the members before their bits go.
-        if let Err(e) = self.array.flush_members() {
-            log(&format!("flushing before clearing bitmap bits failed: {e}"));
-            return;
+    }
+
+    /// The members were flushed from `started` on: clear the bits of `chunks` that no write
+    /// has touched since before then.
+    pub(super) fn clear_flushed_intent(&mut self, started: Instant, chunks: Vec<u64>) -> Result<(), String> {
+        if self.array.engine().degraded() || self.array.needs_resync() {
+            return Ok(());
         }
-        for c in &due {
-            self.intent_idle.remove(c);
-            if let Err(e) = self.array.set_write_intent(*c..*c + 1, false) {
-                log(&format!("clearing bitmap bits failed: {e}"));
-                return;
+        for c in chunks {
+            if self.intent_idle.get(&c).is_some_and(|since| *since <= started) {
+                self.intent_idle.remove(&c);
+                self.record_metadata(MetaChange::IntentClear(c..c + 1))
+                    .map_err(|e| format!("clearing bitmap bits failed: {e}"))?;
             }
         }
+        Ok(())
     }
 }

@@ -1,8 +1,8 @@
 //! The engine thread: `Runner` owns the array and its engine, takes the inbox's messages (client
 //! requests, member I/O answers, management), and sleeps when there is nothing to do. What it does
 //! with them lives in the submodules: client requests (`requests`), the write-intent bitmap
-//! (`intent`), background passes and rebuilds (`passes`), membership changes (`manage`) and the
-//! hand-off of member I/O (`member_io`).
+//! (`intent`), background passes and rebuilds (`passes`), membership changes (`manage`), the
+//! hand-off of member I/O (`member_io`) and of metadata writes (`metadata`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use uraid_engine::idmap::IdMap;
 use uraid_engine::SlotState;
 
 use super::messages::Msg;
+use super::metadata_io::{spawn_metadata_io, MetaJob};
 use super::notifier::Inbox;
 use super::workers::MemberPath;
 use super::{inline, log, ArrayStatus, ServiceConfig, ServiceError, ServiceInfo, SlotReport, StopReport, SyncProgress};
@@ -25,8 +26,11 @@ use crate::open_array::OpenArray;
 mod intent;
 mod manage;
 mod member_io;
+mod metadata;
 mod passes;
 mod requests;
+
+use metadata::{AfterFlush, MetaState};
 
 use requests::Job;
 
@@ -86,6 +90,11 @@ pub(in crate::service) struct Runner {
     /// Requests the handles answer themselves (see the `inline` module), and whether that is on.
     inline: Arc<inline::InlineIo>,
     inline_on: bool,
+    /// Metadata writes in flight and what waits on them (see `metadata`).
+    meta: MetaState,
+    /// The metadata I/O thread's queue, and the thread.
+    meta_io: Option<Sender<MetaJob>>,
+    meta_thread: Option<JoinHandle<()>>,
 }
 
 impl Runner {
@@ -101,6 +110,9 @@ impl Runner {
         back: Inbox,
         inline: Arc<inline::InlineIo>,
     ) -> Runner {
+        let mut array = array;
+        array.defer_metadata(true);
+        let (meta_io, meta_thread) = spawn_metadata_io(back.clone());
         let runner = Runner {
             array,
             config,
@@ -130,6 +142,9 @@ impl Runner {
             recover_bits: None,
             inline,
             inline_on: false,
+            meta: MetaState::default(),
+            meta_io: Some(meta_io),
+            meta_thread: Some(meta_thread),
         };
         let mut runner = runner;
         runner.update_inline();
@@ -148,7 +163,7 @@ impl Runner {
             // rebuilt) is seen out of it at least once, and the map is made anew.
             self.update_inline();
             if let Some(ack) = &stopping {
-                if self.jobs.is_empty() && self.sync_request.is_none() {
+                if self.jobs.is_empty() && self.sync_request.is_none() && !self.metadata_busy() {
                     let result = self.finish();
                     let _ = ack.send(result);
                     return;
@@ -164,6 +179,7 @@ impl Runner {
                 && !self.array.needs_resync()
                 && self.writing_jobs == 0
                 && !pass_writes
+                && !self.meta.cleaning()
                 && stopping.is_none();
             let clean_at = idle_clean_due.then(|| self.last_write + self.config.clean_delay);
             let step_at = self.sync.as_ref().filter(|r| !r.in_flight && !r.finished()).map(|r| r.next_at);
@@ -177,11 +193,8 @@ impl Runner {
                         self.clear_idle_intent();
                     }
                     if clean_at.is_some_and(|at| Instant::now() >= at) {
-                        if let Err(e) = self.array.flush_and_mark_clean() {
-                            log(&format!("marking the array clean failed: {e}"));
-                            // Try again after another delay rather than spinning.
-                            self.last_write = Instant::now();
-                        }
+                        // The members are flushed first; see `metadata`.
+                        self.flush_then(AfterFlush::Clean { last_write: self.last_write });
                     }
                     continue;
                 }
@@ -204,6 +217,7 @@ impl Runner {
                     self.array.engine_mut().complete_io(id, result);
                     self.after_completions();
                 }
+                Msg::MetaDone(result) => self.metadata_done(result),
                 Msg::Stop(ack) => {
                     // A pass is cut short at its current step; a resync cut short is still
                     // needed, and the array stays dirty.
@@ -230,12 +244,15 @@ impl Runner {
                 }
                 Msg::Manage(op, reply) => {
                     let result = if stopping.is_some() { Err("array is stopping".into()) } else { self.manage(op) };
-                    // A failed or removed member is not read inline once the caller is told.
+                    // A failed or removed member is not read inline once the caller is told,
+                    // and writes are answered once its record is durable.
                     self.update_inline();
+                    self.meta.roles = self.array.metadata_pending().or(self.meta.roles);
+                    self.dispatch_metadata();
                     let _ = reply.send(result);
                 }
                 Msg::WaitIdle(reply) => {
-                    if self.sync.is_none() {
+                    if self.pass_idle() {
                         let _ = reply.send(self.status());
                     } else {
                         self.idle_waiters.push(reply);
@@ -292,6 +309,10 @@ impl Runner {
     /// nothing to do. Queued messages are taken in batches of [`MESSAGE_BATCH`] between
     /// submissions, so the I/O of many requests goes to the kernel together.
     fn next_msg(&mut self, rx: &Receiver<Msg>, deadline: Option<Instant>) -> Next {
+        // Metadata recorded on this turn (bitmap bits for a pass's step, a membership change)
+        // goes out before the thread may sleep: what waits on it would otherwise wait for an
+        // unrelated message.
+        self.dispatch_metadata();
         loop {
             match rx.try_recv() {
                 Ok(m) => {
@@ -382,6 +403,14 @@ impl Runner {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+        // Nothing is out with the metadata thread (the stop waited for it): from here on the
+        // metadata is written on this thread, as the engine is done.
+        self.meta_io = None;
+        if let Some(t) = self.meta_thread.take() {
+            let _ = t.join();
+        }
+        self.array.defer_metadata(false);
+        self.finish_metadata();
         if self.array.writable() && (self.array.is_dirty() || self.array.roles_changed()) {
             self.array.flush_and_mark_clean().map_err(|e| e.to_string())?;
         }

@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 use uraid_engine::array::{Completion, Request};
 use uraid_engine::{EngineError, SlotState};
 
+use super::metadata::AfterFlush;
 use super::{log, Runner, SyncAction, SyncRun};
+use uraid_engine::metadata::MetaChange;
 
-/// How often a running rebuild writes its position to the superblocks.
+/// How often a running rebuild or resync writes its position to the superblocks.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
 
 impl Runner {
@@ -44,16 +46,25 @@ impl Runner {
         };
         if action != SyncAction::Check && !self.array.is_dirty() {
             // Repair and resync write; the array must say dirty while they do.
-            self.array.mark_dirty().map_err(|e| e.to_string())?;
+            // Its writing steps wait until that is durable (see `metadata`).
+            self.record_metadata(MetaChange::Dirty).map_err(|e| e.to_string())?;
         }
-        log(&format!("{action} started"));
+        // A resync cut short (stopped, or a crash after an idle checkpoint) resumes where it got
+        // to, as md's does from `resync_offset`.
+        let from = if action == SyncAction::Resync { self.array.resync_checkpoint().min(self.info.size) } else { 0 };
+        if from > 0 {
+            log(&format!("{action} started, resuming from byte {from} of {}", self.info.size));
+        } else {
+            log(&format!("{action} started"));
+        }
         self.sync_failure = None;
+        self.last_checkpoint = Instant::now();
         self.resync_bits = if action == SyncAction::Resync {
             self.array.write_intent().filter(|b| !b.all_dirty).cloned()
         } else {
             None
         };
-        self.sync = Some(SyncRun::new(action, 0, self.info.size, step, Instant::now()));
+        self.sync = Some(SyncRun::new(action, from, self.info.size, step, Instant::now()));
         Ok(())
     }
 
@@ -97,25 +108,27 @@ impl Runner {
         Ok(())
     }
 
-    /// Write how far the running rebuild has got into the superblocks.
-    pub(super) fn checkpoint_recovery(&mut self) {
+    /// Record how far the running rebuild or resync has got, once what it wrote so far is
+    /// flushed: a checkpoint never runs ahead of the data on the members.
+    pub(super) fn checkpoint_pass(&mut self) {
         let Some(run) = &self.sync else { return };
-        if run.action != SyncAction::Recover {
-            return;
-        }
-        let sectors = run.pos / 512;
-        for slot in run.slots.clone() {
-            self.array.set_recovery_checkpoint(slot, sectors);
-        }
+        let after = match run.action {
+            SyncAction::Recover => AfterFlush::Checkpoint { slots: run.slots.clone(), sectors: run.pos / 512 },
+            SyncAction::Resync => AfterFlush::ResyncCheckpoint { array_bytes: run.pos },
+            SyncAction::Check | SyncAction::Repair => return,
+        };
         self.last_checkpoint = Instant::now();
-        if let Err(e) = self.array.record_roles() {
-            log(&format!("recording rebuild progress failed: {e}"));
-        }
+        self.flush_then(after);
     }
 
     /// Submit the pass's next step if one is due.
     pub(super) fn drive_sync(&mut self, may_start: bool) {
-        if may_start && self.sync.is_none() && !self.info.read_only && self.recovering_slots().next().is_some() {
+        if may_start
+            && self.sync.is_none()
+            && !self.info.read_only
+            && !self.meta.recording_rebuilt()
+            && self.recovering_slots().next().is_some()
+        {
             // md starts recovery by itself whenever a slot has a member to rebuild.
             if let Err(e) = self.start_recovery() {
                 log(&format!("recovery not started: {e}"));
@@ -175,15 +188,31 @@ impl Runner {
             }
         }
         self.sync_intent = intent;
-        let run = self.sync.as_mut().expect("running");
+        // A writing step waits until its bitmap bits (and the dirty mark) are durable.
+        if let Some(until) = self.array.metadata_pending().filter(|_| writes) {
+            self.meta.sync_parked = Some((request, until));
+            return;
+        }
+        self.submit_sync_step(request);
+    }
+
+    /// Hand a pass's step to the engine.
+    pub(super) fn submit_sync_step(&mut self, request: Request) {
         match self.array.engine_mut().submit(request) {
             Ok(rid) => self.sync_request = Some(rid),
-            Err(e) => {
-                run.in_flight = false;
-                run.interrupted = true;
-                self.sync_failure = Some(format!("{} failed at byte {offset}: {e}", run.action));
-            }
+            Err(e) => self.sync_step_failed(&e.to_string()),
         }
+    }
+
+    /// The pass's step could not be done: the pass stops there, saying why.
+    pub(super) fn sync_step_failed(&mut self, why: &str) {
+        if let Some(chunks) = self.sync_intent.take() {
+            self.release_intent(chunks);
+        }
+        let Some(run) = self.sync.as_mut() else { return };
+        run.in_flight = false;
+        run.interrupted = true;
+        self.sync_failure = Some(format!("{} failed at byte {}: {why}", run.action, run.pos));
     }
 
     pub(super) fn sync_step_done(&mut self, result: Result<Completion, EngineError>) {
@@ -197,14 +226,17 @@ impl Runner {
         let len = run.step.min(run.end - run.pos);
         match result {
             Ok(Completion::Synced { mismatch_sectors }) => {
-                run.step_done(len, mismatch_sectors, Instant::now(), foreground_busy, limits)
+                run.step_done(len, mismatch_sectors, Instant::now(), foreground_busy, limits);
+                if self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+                    self.checkpoint_pass();
+                }
             }
             Ok(Completion::Recovered) => {
                 run.step_done(len, 0, Instant::now(), foreground_busy, limits);
                 // md writes the rebuild position to the superblocks now and then, so a restart
                 // resumes there instead of starting over.
                 if self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
-                    self.checkpoint_recovery();
+                    self.checkpoint_pass();
                 }
             }
             Ok(other) => unreachable!("sync step completed as {other:?}"),
@@ -231,24 +263,23 @@ impl Runner {
             self.mismatch_sectors = run.mismatch_sectors;
         }
         if run.action == SyncAction::Recover {
-            // The rebuilt data must be on the new members before their superblocks say so.
-            if complete && self.array.flush_members().is_err() {
-                log("flushing after the rebuild failed; the members stay marked as rebuilding");
-            } else if complete {
-                for slot in run.slots.clone() {
-                    if let Err(e) = self.array.recovery_done(slot) {
-                        log(&format!("marking slot {slot} rebuilt failed: {e}"));
-                    }
-                }
+            // The rebuilt data must be on the new members before their superblocks say so
+            // (see `metadata`).
+            if complete {
+                let slots = run
+                    .slots
+                    .iter()
+                    .filter_map(|&s| self.array.slot_device_name(s).map(|name| (s, name.to_string())))
+                    .collect();
+                self.flush_then(AfterFlush::Rebuilt { slots });
             } else {
                 // Cut short (stop, idle, a new spare): record how far it got.
-                for &slot in &run.slots {
-                    self.array.set_recovery_checkpoint(slot, run.pos / 512);
-                }
-                if let Err(e) = self.array.record_roles() {
-                    log(&format!("recording rebuild progress failed: {e}"));
-                }
+                self.flush_then(AfterFlush::Checkpoint { slots: run.slots.clone(), sectors: run.pos / 512 });
             }
+        }
+        if run.action == SyncAction::Resync && !complete {
+            // Likewise a resync, which resumes there.
+            self.flush_then(AfterFlush::ResyncCheckpoint { array_bytes: run.pos });
         }
         let summary = if complete {
             if matches!(run.action, SyncAction::Resync | SyncAction::Repair) {
@@ -276,6 +307,19 @@ impl Runner {
         // A finished resync or rebuild may allow inline requests again: a caller that waited for
         // the pass gets them from its next request on.
         self.update_inline();
+        self.notify_idle_waiters();
+    }
+
+    /// Whether no pass runs and no rebuild's end is still being recorded.
+    pub(super) fn pass_idle(&self) -> bool {
+        self.sync.is_none() && !self.meta.recording_rebuilt()
+    }
+
+    /// Tell those waiting for the end of the pass, once it has ended (a rebuild's end recorded).
+    pub(super) fn notify_idle_waiters(&mut self) {
+        if !self.pass_idle() {
+            return;
+        }
         let status = self.status();
         for w in self.idle_waiters.drain(..) {
             let _ = w.send(status.clone());

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use uraid_engine::array::{Completion, Request};
+use uraid_engine::metadata::MetaChange;
 use uraid_engine::{EngineError, IoBuf};
 
 use super::{log, Runner, SyncAction};
@@ -31,6 +32,13 @@ pub(super) struct Job {
     intent: Option<std::ops::Range<u64>>,
 }
 
+impl Job {
+    /// The job fails with `error` (its first error is the one answered).
+    pub(super) fn fail(&mut self, error: ServiceError) {
+        self.error.get_or_insert(error);
+    }
+}
+
 impl Runner {
     pub(super) fn accept(&mut self, op: BlockOp, done: Done) {
         if op.writes() {
@@ -40,9 +48,10 @@ impl Runner {
             // Like md, only levels with redundancy are marked dirty: linear and raid0 have
             // nothing a crash could leave inconsistent (and writes to them may be done inline,
             // without the engine thread; see [`inline`]).
+            // The write waits (parked, below) until the dirty mark is durable.
             if !self.array.is_dirty() && self.array.engine().geometry().max_degraded() > 0 {
-                if let Err(e) = self.array.mark_dirty() {
-                    return done(Err(ServiceError::Metadata(e.to_string())));
+                if let Err(e) = self.record_metadata(MetaChange::Dirty) {
+                    return done(Err(e));
                 }
             }
         }
@@ -126,6 +135,11 @@ impl Runner {
             }
         }
         self.jobs.insert(id, job);
+        // A write goes out once its dirty mark and bitmap bits (and anything recorded before
+        // them) are durable.
+        if writes && self.park_until_durable(id, &mut requests) {
+            return;
+        }
         for request in requests {
             self.submit_engine(id, request);
         }
@@ -179,8 +193,10 @@ impl Runner {
         }
     }
 
-    /// Route finished engine requests to their jobs and record member failures.
+    /// Record member failures, then route finished engine requests to their jobs (a write
+    /// that finished with a member failing is answered once the failure is durable).
     pub(super) fn after_completions(&mut self) {
+        self.note_failures();
         while let Some((rid, result)) = self.array.engine_mut().next_completion() {
             if self.sync_request == Some(rid) {
                 self.sync_step_done(result);
@@ -199,6 +215,10 @@ impl Runner {
             self.refill_zeros(job_id);
             self.maybe_finish(job_id);
         }
+    }
+
+    /// Members the engine found failing leave the array; the survivors' metadata records it.
+    fn note_failures(&mut self) {
         let failed = self.array.note_events();
         for (name, offset, len) in self.array.take_corrected_read_errors() {
             log(&format!("member {name}: read error at byte {offset}+{len} of its data area, rebuilt from redundancy and rewritten"));
@@ -208,8 +228,9 @@ impl Runner {
                 log(&format!("member {name} failed and is out of the array: {reason}"));
             }
             self.report.failed_members.extend(failed);
-            if let Err(e) = self.array.record_roles() {
-                log(&format!("recording the failed member in the superblocks failed: {e}"));
+            match self.record_metadata(MetaChange::Roles) {
+                Ok(()) => self.meta.roles = self.array.metadata_pending().or(self.meta.roles),
+                Err(e) => log(&format!("recording the failed member in the superblocks failed: {e}")),
             }
             if self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Recover) {
                 if let Some(run) = &mut self.sync {
@@ -248,6 +269,11 @@ impl Runner {
         // Before the client hears of it: a write that completed on fewer members than before
         // must not be followed by an inline read of the member that missed it.
         self.update_inline();
-        (job.done.take().expect("job finished once"))(result);
+        let done = job.done.take().expect("job finished once");
+        if job.writes {
+            self.answer_write(done, result);
+        } else {
+            done(result);
+        }
     }
 }
