@@ -31,7 +31,6 @@
 //!   like md's `mismatch_cnt` (in 512-byte sectors, per 4 KiB row), and optionally repair.
 
 use std::collections::{BTreeSet, VecDeque};
-use std::fmt;
 
 use bytes::Bytes;
 use smallvec::{smallvec, SmallVec};
@@ -42,14 +41,15 @@ use crate::idmap::IdMap;
 use crate::read_balance::{Balancer, ReadPolicy};
 use crate::{EngineError, IoBuf};
 
+pub use crate::member_io::{IoId, IoResult, MemberIo, MemberOp};
+pub use crate::slot::SlotState;
+
 mod logging;
 mod parity_blocks;
 mod readahead;
 
 /// Identifies a submitted request.
 pub type RequestId = u64;
-/// Identifies an emitted member I/O.
-pub type IoId = u64;
 
 /// The granularity of mismatch counting and repair, as md's stripe pages (4 KiB).
 pub const CHECK_ROW_BYTES: u64 = 4096;
@@ -107,89 +107,6 @@ pub enum Completion {
     /// The recovering slots hold the right bytes over the requested range (unless they failed
     /// meanwhile, which an [`EngineEvent::MemberFailed`] says).
     Recovered,
-}
-
-/// A member I/O for the driver to perform.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberIo {
-    pub id: IoId,
-    pub slot: usize,
-    /// Byte offset from the member's data start (the driver adds the data offset).
-    pub offset: u64,
-    pub op: MemberOp,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MemberOp {
-    Read {
-        len: u64,
-    },
-    /// Write the bytes, often slices of the request's own buffer, possibly several pieces
-    /// (a vectored write).
-    Write {
-        data: IoBuf,
-    },
-    Flush,
-    /// Zero `len` bytes, deallocating if the member can; afterwards they must read as zeros.
-    Discard {
-        len: u64,
-    },
-    /// Write `data` at `offset` from the start of the member's partial parity log area (not
-    /// its data), durably: complete it only once the bytes are on stable storage (FUA).
-    LogWrite {
-        data: Vec<u8>,
-    },
-}
-
-/// The driver's answer for one member I/O.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IoResult {
-    /// The bytes read (a driver may hand over a buffer of its own, see `Bytes::from_owner`;
-    /// the engine passes it on to the request's answer without copying).
-    Read(Bytes),
-    Done,
-    /// A write is done, and here are its bytes back: the engine keeps the blocks it computed
-    /// new parity into for the next parity write (see `array/parity_blocks.rs`). A driver that
-    /// drops them answers `Done`, which costs an allocation per parity write and nothing else.
-    /// [`IoResult::handing_back`] makes this of a `Done`.
-    Written(IoBuf),
-    /// The I/O failed; the text says how (it ends up in the member-failed event).
-    Failed(String),
-}
-
-impl IoResult {
-    /// `self`, with the bytes of a finished write handed back to the engine (a `Done` for a
-    /// `Write` becomes [`IoResult::Written`]). For drivers, once the kernel is done with them.
-    pub fn handing_back(self, op: MemberOp) -> IoResult {
-        match (self, op) {
-            (IoResult::Done, MemberOp::Write { data }) => IoResult::Written(data),
-            (result, _) => result,
-        }
-    }
-}
-
-/// The state of one member slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlotState {
-    InSync,
-    /// No device fills the slot.
-    Missing,
-    /// The device failed during service; it is no longer used.
-    Faulty,
-    /// A device fills the slot but its contents are not trusted yet (a spare being rebuilt):
-    /// every write lands on it too, no read ever uses it.
-    Recovering,
-}
-
-impl fmt::Display for SlotState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SlotState::InSync => "in sync",
-            SlotState::Missing => "missing",
-            SlotState::Faulty => "faulty",
-            SlotState::Recovering => "recovering",
-        })
-    }
 }
 
 /// Something the driver should know about (and usually record in the superblocks).

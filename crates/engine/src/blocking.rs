@@ -4,7 +4,8 @@
 //! Real drivers keep many requests and member I/Os in flight; this loop exists for tools that do
 //! one thing at a time (create's initial sync, `cat`) and for tests.
 
-use crate::array::{Array, Completion, IoResult, MemberIo, Request};
+use crate::array::{Array, Completion, Request};
+use crate::member_io::{IoResult, MemberIo};
 use crate::EngineError;
 
 /// Submit `request` and drive the engine until it completes, executing member I/Os with `exec`.

@@ -21,16 +21,20 @@ pub mod bufpool;
 pub mod geometry;
 pub mod idmap;
 pub mod iobuf;
+mod member_io;
 pub mod metadata;
 pub mod ppl;
 pub mod read_balance;
+mod slot;
 
-pub use array::{Array, Completion, EngineEvent, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState};
+pub use array::{Array, Completion, EngineEvent, Request, RequestId};
 pub use assemble::{ArrayState, AssemblyPlan, Candidate, MemberVerdict};
 pub use bufpool::PoolBuf;
 pub use geometry::{Geometry, SECTOR_BYTES};
 pub use iobuf::IoBuf;
+pub use member_io::{IoResult, MemberIo, MemberOp};
 pub use read_balance::{ReadPolicy, SplitTuning, UnknownReadPolicy};
+pub use slot::SlotState;
 
 /// What went wrong, in words for the person running uraid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
