@@ -36,10 +36,11 @@ use bytes::Bytes;
 use smallvec::{smallvec, SmallVec};
 use uraid_layout::StripeRoles;
 
+use crate::error::EngineError;
 use crate::geometry::{Copies, Geometry, ParityRun, SECTOR_BYTES};
 use crate::idmap::IdMap;
+use crate::iobuf::IoBuf;
 use crate::read_balance::{Balancer, ReadPolicy};
-use crate::{EngineError, IoBuf};
 
 pub use crate::member_io::{IoId, IoResult, MemberIo, MemberOp};
 pub use crate::slot::SlotState;

@@ -5,8 +5,8 @@
 //! one thing at a time (create's initial sync, `cat`) and for tests.
 
 use crate::array::{Array, Completion, Request};
+use crate::error::EngineError;
 use crate::member_io::{IoResult, MemberIo};
-use crate::EngineError;
 
 /// Submit `request` and drive the engine until it completes, executing member I/Os with `exec`.
 pub fn execute(
