@@ -13,8 +13,8 @@ use uraid_layout::{
     Raid1Layout,
 };
 
+use crate::error::EngineError;
 use crate::geometry::Geometry;
-use crate::EngineError;
 
 /// md's feature bit saying the raid0 layout field is meaningful (`MD_FEATURE_RAID0_LAYOUT`).
 const FEATURE_RAID0_LAYOUT: u32 = 4096;

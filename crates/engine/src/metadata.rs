@@ -23,7 +23,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use crate::array::SlotState;
+use crate::slot::SlotState;
 
 /// Wall-clock time in whole seconds since the Unix epoch, handed in by the driver.
 pub type UnixSeconds = u64;

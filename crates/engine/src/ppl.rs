@@ -22,8 +22,8 @@
 use uraid_format::ppl::{pp_checksum, PplEntry, PplHeader, HEADER_BYTES, MAX_ENTRIES};
 use uraid_layout::StripeRoles;
 
-use crate::array::SlotState;
 use crate::geometry::{Geometry, SECTOR_BYTES};
+use crate::slot::SlotState;
 
 /// The row granularity of partial parity: one sector. md logs whole 4 KiB stripe pages, and its
 /// recovery reads entries sector by sector when they are not page aligned, so finer entries

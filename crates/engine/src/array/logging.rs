@@ -31,8 +31,12 @@ use std::collections::{BTreeSet, HashSet, VecDeque};
 
 use uraid_format::ppl::{PplEntry, PplHeader, MAX_ENTRIES};
 
-use super::{Array, IoKind, IoTag, MemberOp, OpKind, Outcome, RequestId};
+use super::emit::{IoKind, IoTag, Outcome};
+use super::parity_write::StripeMemberWrites;
+use super::requests::OpKind;
+use super::{Array, RequestId};
 use crate::geometry::SECTOR_BYTES;
+use crate::member_io::MemberOp;
 use crate::ppl::PplConfig;
 
 /// The request id log I/O is filed under (requests count from 1).
@@ -469,7 +473,7 @@ impl Array {
         let mut op = self.ops.remove(&rid).expect("a logged stripe's request is open");
         let OpKind::ParityWrite(w) = &mut op.kind else { unreachable!("only parity writes are logged") };
         let sw = &mut w.stripes[part];
-        let writes: super::StripeMemberWrites =
+        let writes: StripeMemberWrites =
             std::mem::take(&mut sw.deferred).into_iter().filter(|(slot, ..)| self.writable(*slot)).collect();
         let written: Vec<usize> = writes.iter().map(|(s, ..)| *s).collect();
         sw.pending = writes.len();

@@ -28,9 +28,16 @@
 //!   last byte, or once its stream is gone (evicted from the stream table, or idle when memory
 //!   is short).
 
-use super::{Array, CopyUnit, IoTag, MemberOp, OpKind, Outcome, ReadOp, ReadPart, RequestId};
+use super::copy_unit::CopyUnit;
+use super::emit::{IoTag, Outcome};
+use super::read::{ReadOp, ReadPart};
+use super::requests::OpKind;
+use super::{Array, RequestId};
+use crate::error::EngineError;
 use crate::geometry::{Copies, Geometry, MAX_RUN_BYTES};
+use crate::member_io::MemberOp;
 use crate::read_balance::{ReadPolicy, SplitTuning, Tracked};
+use crate::slot::SlotState;
 
 /// The request id read-ahead I/O is filed under (requests count from 1, the log's is 0); the
 /// tag's part is the entry's id.
@@ -223,7 +230,7 @@ impl Array {
                     let readable = copies.iter().filter(|c| self.in_sync(c.0)).count();
                     let lane = self.balance.stream_lane(stream, window, readable);
                     let slots = &self.slots;
-                    let first = self.balance.lane_copy(&copies, lane, |s| slots[s] == super::SlotState::InSync);
+                    let first = self.balance.lane_copy(&copies, lane, |s| slots[s] == SlotState::InSync);
                     let mut unit = CopyUnit::new(copies, len, Vec::new());
                     if let Some(first) = first {
                         self.balance.chose(&unit.copies, first, len);
@@ -240,7 +247,7 @@ impl Array {
         if to - from >= divide_at && matches!(self.geometry, Geometry::Raid1(_)) {
             let mut idle = [0usize; MAX_DIVIDE];
             let slots = &self.slots;
-            let n = self.balance.idle_copies(&runs[0].copies, |s| slots[s] == super::SlotState::InSync, &mut idle);
+            let n = self.balance.idle_copies(&runs[0].copies, |s| slots[s] == SlotState::InSync, &mut idle);
             let n = n.min(((to - from) / self.balance.tuning().min_divided_piece()).max(1) as usize);
             if n >= 2 {
                 // raid1 copies of every run sit on the same slots in the same order, so a copy
@@ -322,8 +329,7 @@ impl Array {
                 let readable = run.copies.iter().filter(|c| self.in_sync(c.0)).count();
                 let lane = self.balance.stream_lane(index, window, readable);
                 let slots = &self.slots;
-                let Some(copy) = self.balance.lane_copy(&run.copies, lane, |s| slots[s] == super::SlotState::InSync)
-                else {
+                let Some(copy) = self.balance.lane_copy(&run.copies, lane, |s| slots[s] == SlotState::InSync) else {
                     return;
                 };
                 self.balance.chose(&run.copies, copy, run.len);
@@ -426,7 +432,7 @@ impl Array {
         rid: RequestId,
         r: &mut ReadOp,
         part: usize,
-    ) -> Option<Result<(), super::EngineError>> {
+    ) -> Option<Result<(), EngineError>> {
         match self.take_cached(rid, r, part, true) {
             Cached::Served => {
                 let ReadPart::Cached { entry, .. } = r.parts[part] else { unreachable!("a cached read part") };

@@ -1,0 +1,68 @@
+//! The member I/O the engine asks a driver to perform, and the driver's answers: the plain types
+//! between the engine and whatever performs I/O (real files, block devices, simulated disks).
+
+use bytes::Bytes;
+
+use crate::iobuf::IoBuf;
+
+/// Identifies an emitted member I/O.
+pub type IoId = u64;
+
+/// A member I/O for the driver to perform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberIo {
+    pub id: IoId,
+    pub slot: usize,
+    /// Byte offset from the member's data start (the driver adds the data offset).
+    pub offset: u64,
+    pub op: MemberOp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberOp {
+    Read {
+        len: u64,
+    },
+    /// Write the bytes, often slices of the request's own buffer, possibly several pieces
+    /// (a vectored write).
+    Write {
+        data: IoBuf,
+    },
+    Flush,
+    /// Zero `len` bytes, deallocating if the member can; afterwards they must read as zeros.
+    Discard {
+        len: u64,
+    },
+    /// Write `data` at `offset` from the start of the member's partial parity log area (not
+    /// its data), durably: complete it only once the bytes are on stable storage (FUA).
+    LogWrite {
+        data: Vec<u8>,
+    },
+}
+
+/// The driver's answer for one member I/O.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IoResult {
+    /// The bytes read (a driver may hand over a buffer of its own, see `Bytes::from_owner`;
+    /// the engine passes it on to the request's answer without copying).
+    Read(Bytes),
+    Done,
+    /// A write is done, and here are its bytes back: the engine keeps the blocks it computed
+    /// new parity into for the next parity write (see `array/parity_blocks.rs`). A driver that
+    /// drops them answers `Done`, which costs an allocation per parity write and nothing else.
+    /// [`IoResult::handing_back`] makes this of a `Done`.
+    Written(IoBuf),
+    /// The I/O failed; the text says how (it ends up in the member-failed event).
+    Failed(String),
+}
+
+impl IoResult {
+    /// `self`, with the bytes of a finished write handed back to the engine (a `Done` for a
+    /// `Write` becomes [`IoResult::Written`]). For drivers, once the kernel is done with them.
+    pub fn handing_back(self, op: MemberOp) -> IoResult {
+        match (self, op) {
+            (IoResult::Done, MemberOp::Write { data }) => IoResult::Written(data),
+            (result, _) => result,
+        }
+    }
+}
