@@ -123,7 +123,7 @@ impl Config {
         if let Some(policy) = self.read_policy {
             env.push_str(&format!(" URAID_SIM_READ_POLICY={policy}"));
         }
-        format!("{env} cargo test -p uraid-sim --test campaign replay -- --nocapture")
+        format!("{env} cargo test -p uraid-fault-sim --test campaign replay -- --nocapture")
     }
 }
 
