@@ -12,7 +12,7 @@
 //! in-flight room) or holds [`HELD_MAX`] of them: a client's burst of requests then wakes the
 //! writer once rather than once per reply, and the writer flushes them in one write.
 
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, Write};
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
@@ -20,13 +20,15 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use uraid_engine::{IoBuf, PoolBuf};
+use uraid_engine::IoBuf;
 
+use crate::client_io::{discard, read_exact_or_eof, read_payload, write_failed, ReadEnd};
+use crate::config::Settings;
 use crate::export::{Errno, ExportCommand, ExportError, ExportReply, SplicedData};
-use crate::handshake::{handshake, write_failed, Negotiated};
+use crate::handshake::{handshake, Negotiated};
+use crate::log::log;
+use crate::outcome::{ConnStats, EndReason};
 use crate::proto::*;
-use crate::server::{log, ConnStats, EndReason, Inner};
 use crate::stream::Stream;
 
 /// Write payloads up to this size are read and thrown away when the write is refused, so the
@@ -188,7 +190,7 @@ impl<S: Stream> Conn<S> {
 }
 
 /// Runs a whole connection and reports how it went. The socket is shut down on return.
-pub(crate) fn serve<S: Stream>(server: &Inner, conn: &Arc<Conn<S>>, stream: S, writer: S, peer: &str) -> ConnStats {
+pub(crate) fn serve<S: Stream>(server: &Settings, conn: &Arc<Conn<S>>, stream: S, writer: S, peer: &str) -> ConnStats {
     let mut reader = BufReader::with_capacity(64 << 10, stream);
     let mut handshake_writer = BufWriter::with_capacity(4 << 10, writer);
     let stopping = || conn.stopping();
@@ -423,7 +425,7 @@ pub(crate) fn validate(req: &RequestHeader, limits: &Limits) -> Result<Verdict, 
 }
 
 fn transmission<S: Stream>(
-    server: &Inner,
+    server: &Settings,
     conn: &Arc<Conn<S>>,
     reader: BufReader<S>,
     writer: S,
@@ -459,7 +461,7 @@ fn transmission<S: Stream>(
 /// The reader: parses requests and submits them until the client disconnects, breaks the
 /// protocol, or the connection is told to stop.
 fn read_requests<S: Stream>(
-    server: &Inner,
+    server: &Settings,
     conn: &Conn<S>,
     mut reader: BufReader<S>,
     tx: &Sender<Outgoing>,
@@ -686,78 +688,6 @@ fn write_reply<S: Stream>(w: &mut BufWriter<S>, reply: &mut Reply, structured: b
     }
 }
 
-/// How a read from the client ended early.
-pub(crate) enum ReadEnd {
-    /// EOF exactly at a message boundary.
-    Closed,
-    /// EOF inside a message.
-    Truncated(&'static str),
-    Failed(io::Error),
-}
-
-impl ReadEnd {
-    pub(crate) fn reason(self, stopping: bool) -> EndReason {
-        if stopping {
-            // A stop shuts the read side down, which looks like EOF from here.
-            return EndReason::ServerStop;
-        }
-        match self {
-            ReadEnd::Closed => EndReason::ClientDisconnected,
-            ReadEnd::Truncated(what) => EndReason::ProtocolError(format!("connection closed in the middle of {what}")),
-            ReadEnd::Failed(e) if matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) => {
-                EndReason::ClientDisconnected
-            }
-            ReadEnd::Failed(e) => EndReason::Io(format!("reading from the client: {e}")),
-        }
-    }
-}
-
-/// Fills `buf`, telling EOF before the first byte (a clean close) from EOF inside the message.
-pub(crate) fn read_exact_or_eof<R: Read>(r: &mut R, buf: &mut [u8], what: &'static str) -> Result<(), ReadEnd> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match r.read(&mut buf[filled..]) {
-            Ok(0) if filled == 0 => return Err(ReadEnd::Closed),
-            Ok(0) => return Err(ReadEnd::Truncated(what)),
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(ReadEnd::Failed(e)),
-        }
-    }
-    Ok(())
-}
-
-/// Reads exactly `len` bytes without zero-filling a buffer first.
-pub(crate) fn read_vec<R: Read>(r: &mut R, len: usize, what: &'static str) -> Result<Vec<u8>, ReadEnd> {
-    let mut data = Vec::with_capacity(len);
-    match r.take(len as u64).read_to_end(&mut data) {
-        Ok(n) if n == len => Ok(data),
-        Ok(_) => Err(ReadEnd::Truncated(what)),
-        Err(e) => Err(ReadEnd::Failed(e)),
-    }
-}
-
-/// Reads exactly `len` bytes into a buffer from the pool (`uraid_engine::bufpool`): a large
-/// write's buffer is freed on a member I/O thread once written, and taken back from the pool
-/// for the next one instead of being faulted in afresh.
-fn read_payload<R: Read>(r: &mut R, len: usize, what: &'static str) -> Result<Bytes, ReadEnd> {
-    let mut buf = PoolBuf::new(len);
-    match buf.read_from(r, len) {
-        Ok(n) if n == len => Ok(buf.into_bytes()),
-        Ok(_) => Err(ReadEnd::Truncated(what)),
-        Err(e) => Err(ReadEnd::Failed(e)),
-    }
-}
-
-/// Reads and drops `len` bytes.
-pub(crate) fn discard<R: BufRead>(r: &mut R, len: u64, what: &'static str) -> Result<(), ReadEnd> {
-    match io::copy(&mut r.take(len), &mut io::sink()) {
-        Ok(n) if n == len => Ok(()),
-        Ok(_) => Err(ReadEnd::Truncated(what)),
-        Err(e) => Err(ReadEnd::Failed(e)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -845,18 +775,5 @@ mod tests {
         assert_eq!(cmd(0), (true, false));
         assert_eq!(cmd(CMD_FLAG_NO_HOLE), (false, false));
         assert_eq!(cmd(CMD_FLAG_NO_HOLE | CMD_FLAG_FUA), (false, true));
-    }
-
-    #[test]
-    fn reads_tell_clean_eof_from_truncation() {
-        let mut buf = [0u8; 4];
-        assert!(matches!(read_exact_or_eof(&mut &[][..], &mut buf, "x"), Err(ReadEnd::Closed)));
-        assert!(matches!(read_exact_or_eof(&mut &[1, 2][..], &mut buf, "x"), Err(ReadEnd::Truncated("x"))));
-        assert!(read_exact_or_eof(&mut &[1, 2, 3, 4, 5][..], &mut buf, "x").is_ok());
-        assert_eq!(buf, [1, 2, 3, 4]);
-        assert!(matches!(read_vec(&mut &[1, 2][..], 3, "y"), Err(ReadEnd::Truncated("y"))));
-        assert_eq!(read_vec(&mut &[1, 2, 3][..], 2, "y").ok(), Some(vec![1, 2]));
-        assert!(discard(&mut &[0u8; 10][..], 10, "z").is_ok());
-        assert!(matches!(discard(&mut &[0u8; 10][..], 11, "z"), Err(ReadEnd::Truncated("z"))));
     }
 }

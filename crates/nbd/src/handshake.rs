@@ -3,9 +3,10 @@
 
 use std::io::{self, BufRead, Write};
 
-use crate::conn::{discard, read_exact_or_eof, read_vec, ReadEnd};
+use crate::client_io::{discard, read_exact_or_eof, read_vec, write_failed, ReadEnd};
+use crate::config::Settings;
+use crate::outcome::EndReason;
 use crate::proto::*;
-use crate::server::{EndReason, Inner};
 
 /// Largest option payload read into memory. The longest option this server understands is
 /// `NBD_OPT_INFO`/`GO`: a name of at most 4096 bytes plus a list of information requests, so
@@ -26,7 +27,7 @@ pub(crate) struct Negotiated {
 
 /// Runs the handshake. `Err` carries why the connection must end instead of entering transmission.
 pub(crate) fn handshake<R: BufRead, W: Write>(
-    server: &Inner,
+    server: &Settings,
     stopping: &dyn Fn() -> bool,
     r: &mut R,
     w: &mut W,
@@ -173,11 +174,11 @@ pub(crate) fn handshake<R: BufRead, W: Write>(
 }
 
 /// The configured name, or "" which the spec reserves for the default export.
-fn names_this_export(server: &Inner, name: &[u8]) -> bool {
+fn names_this_export(server: &Settings, name: &[u8]) -> bool {
     name.is_empty() || name == server.config.export_name.as_bytes()
 }
 
-fn negotiate(server: &Inner, structured: bool) -> Negotiated {
+fn negotiate(server: &Settings, structured: bool) -> Negotiated {
     let export = &server.export;
     let read_only = export.read_only();
     let mut flags = FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_SEND_CACHE;
@@ -201,15 +202,5 @@ fn negotiate(server: &Inner, structured: bool) -> Negotiated {
         size: export.size(),
         read_only,
         transmission_flags: flags,
-    }
-}
-
-pub(crate) fn write_failed(e: io::Error, stopping: bool) -> EndReason {
-    if stopping {
-        EndReason::ServerStop
-    } else if matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) {
-        EndReason::ClientDisconnected
-    } else {
-        EndReason::Io(format!("writing to the client: {e}"))
     }
 }

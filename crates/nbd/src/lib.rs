@@ -12,9 +12,13 @@
 //! arrive out of order on other threads, and a small client.
 
 pub mod addr;
+mod client_io;
+mod config;
 mod conn;
 pub mod export;
 mod handshake;
+mod log;
+mod outcome;
 pub mod proto;
 pub mod server;
 mod stream;

@@ -1,7 +1,8 @@
-//! The server: configuration, the accept loop, stopping, and the per-connection log lines.
+//! The server: the accept loop, stopping, and a thread per connection with its closing log line.
+//! Its configuration ([`ServerConfig`]) and what a connection reports ([`ConnStats`],
+//! [`EndReason`]) are defined beside it and re-exported here.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -10,96 +11,14 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use crate::addr::{Accepted, Listener, SocketFileGuard};
+use crate::config::Settings;
 use crate::conn::{self, ConnControl};
 use crate::export::Export;
+use crate::log::log;
 use crate::stream::Stream;
 
-/// Default largest READ/WRITE payload: 2^25, the size the spec says clients may always use.
-pub const DEFAULT_MAX_PAYLOAD: u32 = 32 << 20;
-
-/// Largest `max_payload` accepted; bigger values are lowered to it so that a read reply always fits
-/// one structured chunk (whose length field must also hold the 8-byte offset).
-pub const MAX_PAYLOAD_CEILING: u32 = 1 << 30;
-
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// The export's name. Clients may also ask for "" (the default export) and get this one.
-    pub export_name: String,
-    /// Shown by `NBD_OPT_LIST` and `NBD_INFO_DESCRIPTION`.
-    pub description: Option<String>,
-    /// Largest READ/WRITE length, advertised as the maximum block size.
-    pub max_payload: u32,
-    /// Per connection, the reader stops taking requests while the reads and writes it has
-    /// submitted but not yet answered add up to more than this (one request is always allowed).
-    pub max_inflight_bytes: u64,
-    /// Per connection, the most requests submitted but not yet answered.
-    pub max_inflight_requests: usize,
-    /// When a connection is closing and its replies have not moved for this long because the
-    /// client stopped reading them, the socket is shut down instead of waiting forever.
-    pub stalled_client_timeout: Duration,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            export_name: String::new(),
-            description: None,
-            max_payload: DEFAULT_MAX_PAYLOAD,
-            max_inflight_bytes: 64 << 20,
-            max_inflight_requests: 512,
-            stalled_client_timeout: Duration::from_secs(30),
-        }
-    }
-}
-
-/// Why a connection ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EndReason {
-    /// EOF or a reset from the client without `NBD_CMD_DISC`.
-    ClientDisconnected,
-    /// The client sent `NBD_CMD_DISC`.
-    Disconnect,
-    /// The client sent `NBD_OPT_ABORT` during the handshake.
-    Aborted,
-    /// The client broke the protocol; the text says how.
-    ProtocolError(String),
-    /// The server refused what the client asked for in a way the protocol can only answer by
-    /// closing (an unknown name in `NBD_OPT_EXPORT_NAME`).
-    Refused(String),
-    /// [`Server::stop`] was called.
-    ServerStop,
-    /// A socket error other than the client going away.
-    Io(String),
-}
-
-impl fmt::Display for EndReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EndReason::ClientDisconnected => f.write_str("client disconnected"),
-            EndReason::Disconnect => f.write_str("client sent NBD_CMD_DISC"),
-            EndReason::Aborted => f.write_str("client sent NBD_OPT_ABORT"),
-            EndReason::ProtocolError(m) => write!(f, "protocol error: {m}"),
-            EndReason::Refused(m) => write!(f, "refused: {m}"),
-            EndReason::ServerStop => f.write_str("server stopping"),
-            EndReason::Io(m) => write!(f, "I/O error: {m}"),
-        }
-    }
-}
-
-/// What one connection did, returned when it ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConnStats {
-    /// The export name the client asked for, if it got as far as choosing one.
-    pub export: Option<String>,
-    pub structured_replies: bool,
-    /// Requests answered (every reply written, errors included).
-    pub requests: u64,
-    /// Bytes of read data sent to the client.
-    pub bytes_read: u64,
-    /// Bytes of write data the export accepted.
-    pub bytes_written: u64,
-    pub reason: EndReason,
-}
+pub use crate::config::{ServerConfig, DEFAULT_MAX_PAYLOAD, MAX_PAYLOAD_CEILING};
+pub use crate::outcome::{ConnStats, EndReason};
 
 /// An NBD server for one export. Clones share everything, so one clone can run the accept loop
 /// while another calls [`Server::stop`].
@@ -108,11 +27,8 @@ pub struct Server {
     inner: Arc<Inner>,
 }
 
-pub(crate) struct Inner {
-    pub export: Arc<dyn Export>,
-    pub config: ServerConfig,
-    /// The export's preferred block size made valid for `NBD_INFO_BLOCK_SIZE`.
-    pub preferred_block_size: u32,
+struct Inner {
+    settings: Settings,
     stopping: AtomicBool,
     connections: Mutex<HashMap<u64, Arc<dyn ConnControl>>>,
     next_id: AtomicU64,
@@ -131,9 +47,7 @@ impl Server {
         config.max_inflight_requests = config.max_inflight_requests.max(1);
         Server {
             inner: Arc::new(Inner {
-                export,
-                config,
-                preferred_block_size: preferred,
+                settings: Settings { export, config, preferred_block_size: preferred },
                 stopping: AtomicBool::new(false),
                 connections: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
@@ -144,7 +58,7 @@ impl Server {
 
     /// The configuration in effect, after the adjustments [`Server::new`] makes.
     pub fn config(&self) -> &ServerConfig {
-        &self.inner.config
+        &self.inner.settings.config
     }
 
     /// Serves one already-accepted connection until the client disconnects or the server stops.
@@ -155,7 +69,7 @@ impl Server {
         let writer = stream.try_clone()?;
         let conn = Arc::new(conn::Conn::new(control));
         let _registration = self.register(conn.clone());
-        let stats = conn::serve(&self.inner, &conn, stream, writer, &peer);
+        let stats = conn::serve(&self.inner.settings, &conn, stream, writer, &peer);
         log(format_args!(
             "{peer}: closed ({}): {} requests, {} bytes read, {} bytes written",
             stats.reason, stats.requests, stats.bytes_read, stats.bytes_written
@@ -284,10 +198,4 @@ fn wait_readable(listener: &Listener, timeout: Duration) -> io::Result<bool> {
         return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
     }
     Ok(n > 0)
-}
-
-/// Every line the server prints goes through here, so that sending them elsewhere (syslog, a
-/// file, a test's capture) is a change in one place.
-pub(crate) fn log(line: fmt::Arguments<'_>) {
-    eprintln!("uraid-nbd: {line}");
 }

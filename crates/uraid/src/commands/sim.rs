@@ -1,4 +1,4 @@
-//! `uraid sim`: the performance simulator (crate `uraid-perfsim`) from the command line.
+//! `uraid sim`: the performance model (crate `uraid-perf-model`) from the command line.
 //!
 //! `uraid sim seeds` replays every seed benchmark the simulator models, on the seed's hardware
 //! profile, through the real engine, under each read policy, and prints the seed's value, the
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use uraid_engine::ReadPolicy;
-use uraid_perfsim::seeds::{self, Figure, Options};
+use uraid_perf_model::seeds::{self, Figure, Options};
 
 use super::{err, CliResult};
 
@@ -69,7 +69,7 @@ fn run_seeds(args: &SeedsArgs) -> CliResult {
         std::fs::create_dir_all(dir).map_err(|e| super::CliError(format!("{}: {e}", dir.display())))?;
         for chart in &charts {
             let path = dir.join(chart.file);
-            std::fs::write(&path, uraid_perfsim::plot::svg(chart))
+            std::fs::write(&path, uraid_perf_model::plot::svg(chart))
                 .map_err(|e| super::CliError(format!("{}: {e}", path.display())))?;
             if !args.json {
                 emit(&format!("wrote {}\n", path.display()))?;

@@ -12,8 +12,8 @@
 
 use std::process::ExitCode;
 
-use uraid_sim::campaign::{run_plan, Plan};
-use uraid_sim::{geometries, run_one, Config, Mutation, Scenario};
+use uraid_fault_sim::campaign::{run_plan, Plan};
+use uraid_fault_sim::{geometries, run_one, Config, Mutation, Scenario};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

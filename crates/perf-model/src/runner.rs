@@ -179,7 +179,7 @@ pub fn member_io_to_disk(io: &MemberIo, id: u64) -> Option<DiskRequest> {
         MemberOp::Read { len } => (DiskOp::Read, *len),
         MemberOp::Write { data } => (DiskOp::Write, data.len() as u64),
         MemberOp::Flush | MemberOp::Discard { .. } => return None,
-        MemberOp::LogWrite { .. } => panic!("perfsim arrays run without a partial parity log"),
+        MemberOp::LogWrite { .. } => panic!("perf-model arrays run without a partial parity log"),
     };
     Some(DiskRequest { id, op, offset: io.offset, len })
 }

@@ -2,18 +2,18 @@
 //!
 //! - `ci_<level>`: `URAID_SIM_CI_SEEDS` seeds (default 2000) per level, spread over the level's
 //!   geometries; the first failure panics with a message ending in its replay command.
-//! - `replay`: `URAID_SIM_SEED=.. URAID_SIM_GEOMETRY=.. cargo test -p uraid-sim --test campaign
+//! - `replay`: `URAID_SIM_SEED=.. URAID_SIM_GEOMETRY=.. cargo test -p uraid-fault-sim --test campaign
 //!   replay -- --nocapture` runs one seed with a step-by-step trace (does nothing without them).
-//! - `long_campaign` (ignored): `URAID_SIM_SEEDS=1000000 cargo test -p uraid-sim --release --test
+//! - `long_campaign` (ignored): `URAID_SIM_SEEDS=1000000 cargo test -p uraid-fault-sim --release --test
 //!   campaign -- --ignored long_campaign`; `URAID_SIM_FIRST_SEED`, `URAID_SIM_GEOMETRY` (one
 //!   geometry) or `URAID_SIM_LEVEL`, `URAID_SIM_THREADS`, `URAID_SIM_EXPOSE_KNOWN_BUGS=1`.
 //! - `ci_write_hole`: the RAID-4/5/6 write-hole scenario with md's partial parity log, 600 seeds;
 //!   `write_hole` (ignored) runs it as a long campaign.
 //! - `known_bugs` (ignored): the standard campaign with the known-bug guards off; fails while the
-//!   bugs in `uraid_sim::KNOWN_BUGS` are there (none today).
+//!   bugs in `uraid_fault_sim::KNOWN_BUGS` are there (none today).
 
-use uraid_sim::campaign::{env_u64, replay_config_from_env, run_plan, Plan};
-use uraid_sim::{geometries, run_one, Scenario};
+use uraid_fault_sim::campaign::{env_u64, replay_config_from_env, run_plan, Plan};
+use uraid_fault_sim::{geometries, run_one, Scenario};
 
 fn ci_level(level: &str) {
     let seeds = env_u64("URAID_SIM_CI_SEEDS").unwrap_or(2000);
@@ -82,7 +82,7 @@ fn replay() {
 #[test]
 fn seeds_of_fixed_bugs_pass() {
     for (geometry, seed) in [("raid6-5-rs", 1_013_616)] {
-        if let Err(f) = run_one(&uraid_sim::Config::new(seed, geometry)) {
+        if let Err(f) = run_one(&uraid_fault_sim::Config::new(seed, geometry)) {
             panic!("{f}");
         }
     }
@@ -168,7 +168,7 @@ fn write_hole() {
 }
 
 /// The standard campaign without the guards that keep it away from known engine bugs: fails
-/// while those bugs are there (see `uraid_sim::KNOWN_BUGS`).
+/// while those bugs are there (see `uraid_fault_sim::KNOWN_BUGS`).
 #[test]
 #[ignore]
 fn known_bugs() {

@@ -1,4 +1,4 @@
-//! uraid's performance simulator.
+//! uraid's performance model.
 //!
 //! The real engine ([`uraid_engine::Array`], sans-I/O) runs over modelled disks and buses in
 //! virtual time, so the seed documents' benchmarks (bonnie, parallel `dd`, rawio, a tar
@@ -26,7 +26,7 @@ pub mod seeds;
 pub mod storage;
 pub mod workload;
 
-pub use uraid_sim::rng::SimRng;
+pub use uraid_fault_sim::rng::SimRng;
 
 /// Virtual time in nanoseconds.
 pub type Nanos = u64;

@@ -9,13 +9,13 @@
 //! # Commands
 //!
 //! ```text
-//! cargo test -p uraid-sim                                   # CI: 2000 seeds per level (URAID_SIM_CI_SEEDS)
+//! cargo test -p uraid-fault-sim                             # CI: 2000 seeds per level (URAID_SIM_CI_SEEDS)
 //! URAID_SIM_SEED=123456 URAID_SIM_GEOMETRY=raid5-4-ls \
-//!     cargo test -p uraid-sim --test campaign replay -- --nocapture     # replay one seed, traced
-//! URAID_SIM_SEEDS=1000000 cargo test -p uraid-sim --release --test campaign -- --ignored long_campaign
-//! cargo test -p uraid-sim --release --test campaign -- --ignored write_hole   # long write-hole campaign
-//! cargo test -p uraid-sim --release --test campaign -- --ignored known_bugs   # guards off (none today)
-//! cargo run -p uraid-sim --release -- --help                # the same from the command line
+//!     cargo test -p uraid-fault-sim --test campaign replay -- --nocapture     # replay one seed, traced
+//! URAID_SIM_SEEDS=1000000 cargo test -p uraid-fault-sim --release --test campaign -- --ignored long_campaign
+//! cargo test -p uraid-fault-sim --release --test campaign -- --ignored write_hole   # long write-hole campaign
+//! cargo test -p uraid-fault-sim --release --test campaign -- --ignored known_bugs   # guards off (none today)
+//! cargo run -p uraid-fault-sim --release -- --help          # the same from the command line
 //! ```
 //!
 //! The long campaign also takes `URAID_SIM_FIRST_SEED` (default 1000000, past CI's seeds),

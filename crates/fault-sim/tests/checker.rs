@@ -2,7 +2,7 @@
 //! promises behind its back, must be reported, with the right invariant. And a run is a pure
 //! function of its seed.
 
-use uraid_sim::{geometries, run_one, Config, Invariant, Mutation, Scenario};
+use uraid_fault_sim::{geometries, run_one, Config, Invariant, Mutation, Scenario};
 
 fn mutated(seed: u64, mutation: Mutation) -> Config {
     let g = geometries::ALL[(seed % geometries::ALL.len() as u64) as usize];
@@ -131,7 +131,7 @@ fn failures_end_with_the_replay_command() {
     assert_eq!(
         last,
         format!(
-            "replay: URAID_SIM_SEED=1 URAID_SIM_GEOMETRY={} URAID_SIM_MUTATION=extra-death cargo test -p uraid-sim --test campaign replay -- --nocapture",
+            "replay: URAID_SIM_SEED=1 URAID_SIM_GEOMETRY={} URAID_SIM_MUTATION=extra-death cargo test -p uraid-fault-sim --test campaign replay -- --nocapture",
             cfg.geometry
         )
     );

@@ -1,0 +1,336 @@
+//! The engine's outputs: member I/Os scheduled on the simulated devices and completed at their
+//! latencies, engine events, and finished requests judged against the model.
+
+use uraid_engine::array::{Completion, EngineEvent, IoId, IoResult, MemberIo, MemberOp, RequestId, SlotState};
+use uraid_engine::{EngineError, Geometry};
+
+use crate::disk::SECTOR;
+use crate::model::Mismatch;
+
+use super::{op_len, op_name, result_name, Failure, Flight, Invariant, JobKind, Mode, Pending, Sim};
+
+impl Sim {
+    /// Hand every member I/O the engine has to the scheduler and every finished request to the
+    /// checker, until the engine has nothing more to say.
+    pub(super) fn pump(&mut self) -> Result<(), Failure> {
+        loop {
+            let mut progressed = false;
+            while let Some(io) = self.array.next_io() {
+                self.schedule(io)?;
+                progressed = true;
+            }
+            for ev in self.array.take_events() {
+                self.on_event(ev)?;
+            }
+            while let Some((rid, result)) = self.array.next_completion() {
+                self.on_completion(rid, result)?;
+                progressed = true;
+                if self.ended.is_some() {
+                    return Ok(());
+                }
+            }
+            if !progressed {
+                return Ok(());
+            }
+        }
+    }
+
+    fn schedule(&mut self, io: MemberIo) -> Result<(), Failure> {
+        let len = op_len(&io.op);
+        let Some(dev) = self.slot_dev.get(io.slot).copied().flatten() else {
+            return Err(self.fail(
+                Invariant::Protocol,
+                format!(
+                    "member {} of slot {} at {}+{len}, but the slot holds no device",
+                    op_name(&io.op),
+                    io.slot,
+                    io.offset
+                ),
+            ));
+        };
+        let in_range = match io.op {
+            MemberOp::LogWrite { .. } => {
+                io.offset.checked_add(len).is_some_and(|end| end <= self.devices[dev].ppl_area.len() as u64)
+            }
+            _ => self.devices[dev].in_range(io.offset, len),
+        };
+        if !in_range {
+            return Err(self.fail(
+                Invariant::Protocol,
+                format!(
+                    "member {} of slot {} at {}+{len} goes past the member's end ({} bytes)",
+                    op_name(&io.op),
+                    io.slot,
+                    io.offset,
+                    self.devices[dev].len()
+                ),
+            ));
+        }
+        if matches!(io.op, MemberOp::Read { .. }) && self.array.slot_states()[io.slot] == SlotState::Recovering {
+            return Err(self.fail(
+                Invariant::Protocol,
+                format!(
+                    "member read of slot {} at {}+{len}, which is recovering and must not be read",
+                    io.slot, io.offset
+                ),
+            ));
+        }
+        let base = self.latency[dev];
+        let mut latency = match io.op {
+            MemberOp::Flush => base * 2 + self.rng.between(0, base * 3),
+            _ => base / 2 + self.rng.between(0, base) + len * 2,
+        };
+        if self.rng.chance(1, 50) {
+            latency *= 10;
+        }
+        let done_at = self.now + latency;
+        self.queue.insert((done_at, self.seq), io.id);
+        self.seq += 1;
+        let mark = matches!(io.op, MemberOp::Flush).then(|| self.devices[dev].flush_mark());
+        trace!(
+            self,
+            "  io {} issue {} slot {} (d{dev}) {}+{len}, done at {:.3} ms",
+            io.id,
+            op_name(&io.op),
+            io.slot,
+            io.offset,
+            done_at as f64 / 1e6
+        );
+        self.fingerprint(io.id ^ (io.slot as u64) << 56 ^ io.offset << 8 ^ len << 32 ^ done_at);
+        self.ios.insert(io.id, Flight { io, dev, mark });
+        Ok(())
+    }
+
+    pub(super) fn complete_member_io(&mut self, id: IoId) -> Result<(), Failure> {
+        let f = self.ios.remove(&id).expect("a scheduled I/O");
+        let destage = self.destage && self.frng.chance(1, 16);
+        let destage_count = self.frng.between(1, 4) as usize;
+        let had_bad = self.devices[f.dev].has_bad_sectors();
+        let d = &mut self.devices[f.dev];
+        let off = f.io.offset;
+        let result = if d.dead {
+            IoResult::Failed("member is dead".into())
+        } else {
+            match &f.io.op {
+                MemberOp::Read { len } => match d.read(off, *len) {
+                    Ok(data) => IoResult::Read(data.into()),
+                    Err(e) => IoResult::Failed(e),
+                },
+                MemberOp::Write { data } => match d.write(off, &data.to_vec()) {
+                    Ok(()) => IoResult::Done,
+                    Err(e) => IoResult::Failed(e),
+                },
+                MemberOp::Flush => {
+                    d.flush_done(f.mark.expect("flushes carry a mark"));
+                    IoResult::Done
+                }
+                MemberOp::Discard { len } => match d.discard(off, *len) {
+                    Ok(()) => IoResult::Done,
+                    Err(e) => IoResult::Failed(e),
+                },
+                MemberOp::LogWrite { data } => match d.write_log(off, data) {
+                    Ok(()) => IoResult::Done,
+                    Err(e) => IoResult::Failed(e),
+                },
+            }
+        };
+        if destage && !d.dead {
+            d.destage(destage_count);
+        }
+        if had_bad && !d.has_bad_sectors() {
+            self.cleared_while[f.dev] = Some(self.last_rid);
+        }
+        let outcome = match &result {
+            IoResult::Read(_) | IoResult::Done | IoResult::Written(_) => "ok".to_string(),
+            IoResult::Failed(e) => format!("FAILED: {e}"),
+        };
+        trace!(
+            self,
+            "  io {id} done {} slot {} (d{}) {}+{}: {outcome}",
+            op_name(&f.io.op),
+            f.io.slot,
+            f.dev,
+            off,
+            op_len(&f.io.op)
+        );
+        self.fingerprint(id.wrapping_mul(31) ^ u64::from(matches!(result, IoResult::Failed(_))));
+        self.report.member_ios += 1;
+        self.array.complete_io(id, result);
+        Ok(())
+    }
+
+    fn on_event(&mut self, ev: EngineEvent) -> Result<(), Failure> {
+        match ev {
+            EngineEvent::MemberFailed { slot, reason } => {
+                trace!(self, "event: slot {slot} failed: {reason}");
+                self.trusted[slot] = false;
+                self.report.members_failed += 1;
+                if reason.contains("covers only part of unreadable sector") {
+                    self.report.partial_sector_kicks += 1;
+                }
+                let explained = self.slot_dev[slot].is_some_and(|d| self.devices[d].faulted);
+                if !explained {
+                    return Err(self.fail(
+                        Invariant::Protocol,
+                        format!("the engine failed slot {slot}, whose device had no fault injected: {reason}"),
+                    ));
+                }
+            }
+            EngineEvent::ReadErrorCorrected { slot, offset, len } => {
+                trace!(self, "event: slot {slot} read error at {offset}+{len} corrected");
+                self.report.read_errors_corrected += 1;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn request_error(&mut self, what: String, e: EngineError) -> Result<(), Failure> {
+        self.report.requests_failed += 1;
+        trace!(self, "{what} failed: {e}");
+        if self.mode == Mode::Normal {
+            return Err(self.fail(
+                Invariant::RequestFailed,
+                format!("{what} failed ({e}) although the injected failures stay within the level's redundancy"),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn mismatch_failure(&self, m: Mismatch, what: &str) -> Failure {
+        let invariant = if m.lost_durable.is_some() { Invariant::LostDurableWrite } else { Invariant::WrongData };
+        self.fail(invariant, format!("{what}: {}\n  {}", m.describe(), self.locate(m.offset)))
+    }
+
+    /// Where logical byte `logical` lives, and the first bytes of its sector on each copy.
+    fn locate(&self, logical: u64) -> String {
+        let sector = logical / SECTOR * SECTOR;
+        let places: Vec<(usize, u64)> = match &self.geometry {
+            Geometry::Parity(_) => {
+                let run = &self.geometry.parity_runs(sector, 1)[0];
+                vec![(run.slot, run.stripe * self.geometry.chunk_bytes() + run.chunk_offset)]
+            }
+            _ => self.geometry.runs(sector, 1)[0].copies.to_vec(),
+        };
+        let shown: Vec<String> = places
+            .iter()
+            .map(|&(slot, off)| match self.slot_dev[slot] {
+                None => format!("slot {slot} at {off}: no device"),
+                Some(d) => {
+                    let bytes = self.devices[d].peek(off, 8);
+                    format!("slot {slot} (d{d}) at member byte {off}: {bytes:02x?}")
+                }
+            })
+            .collect();
+        format!("the sector's copies: {}", shown.join("; "))
+    }
+
+    fn on_completion(&mut self, rid: RequestId, result: Result<Completion, EngineError>) -> Result<(), Failure> {
+        let Some(p) = self.reqs.remove(&rid) else {
+            return Err(self.fail(Invariant::Protocol, format!("completion of request #{rid}, which is not in flight")));
+        };
+        trace!(self, "request #{rid} done: {}", result_name(&result));
+        self.fingerprint(rid.rotate_left(17) ^ u64::from(result.is_err()));
+        if p.is_client() {
+            self.client_inflight -= 1;
+        }
+        match p {
+            Pending::Read { expect, prior } => match result {
+                Ok(Completion::Read(data)) => {
+                    let data = data.into_vec();
+                    let what = format!("read #{rid} of {}+{}", expect.offset, expect.len);
+                    if data.len() as u64 != expect.len {
+                        return Err(self.fail(Invariant::WrongData, format!("{what} returned {} bytes", data.len())));
+                    }
+                    let masked: Vec<(u64, u64)> =
+                        prior.iter().filter(|&&w| self.model.failed(w)).map(|&w| self.model.range(w)).collect();
+                    if let Err(m) = self.model.check(&expect, &data, &masked) {
+                        return Err(self.mismatch_failure(m, &what));
+                    }
+                }
+                Ok(other) => return Err(self.fail(Invariant::Protocol, format!("read #{rid} completed as {other:?}"))),
+                Err(e) => self.request_error(format!("read #{rid} of {}+{}", expect.offset, expect.len), e)?,
+            },
+            Pending::Write { wid } => {
+                self.inflight_writes.remove(&wid);
+                match result {
+                    Ok(Completion::Written) => self.model.write_acked(wid),
+                    Ok(other) => {
+                        return Err(self.fail(Invariant::Protocol, format!("write #{rid} completed as {other:?}")))
+                    }
+                    Err(e) => {
+                        self.model.write_failed(wid);
+                        let (a, b) = self.model.range(wid);
+                        self.request_error(format!("write #{rid} of {a}+{}", b - a), e)?;
+                    }
+                }
+            }
+            Pending::Flush { token, job } => match result {
+                Ok(Completion::Flushed) => {
+                    self.model.flush_done(token);
+                    if self.last_flush.is_none_or(|t| t.0 < token.0) {
+                        self.last_flush = Some(token);
+                    }
+                    match job {
+                        Some(JobKind::Recovery) => self.recovery_done()?,
+                        Some(JobKind::Resync) => self.resync_done(),
+                        None => {}
+                    }
+                }
+                Ok(other) => return Err(self.fail(Invariant::Protocol, format!("flush #{rid} completed as {other:?}"))),
+                Err(e) => {
+                    self.request_error(format!("flush #{rid}"), e)?;
+                    match job {
+                        Some(JobKind::Recovery) => self.recovery = None,
+                        Some(JobKind::Resync) => self.resync = None,
+                        None => {}
+                    }
+                }
+            },
+            Pending::Scrub => match result {
+                Ok(Completion::Synced { mismatch_sectors: 0 }) => {}
+                Ok(Completion::Synced { mismatch_sectors }) => {
+                    if self.mode == Mode::Normal && !self.needs_resync {
+                        return Err(self.fail(
+                            Invariant::Inconsistent,
+                            format!("check #{rid} found {mismatch_sectors} mismatched sectors on an array that needs no resync"),
+                        ));
+                    }
+                }
+                Ok(other) => return Err(self.fail(Invariant::Protocol, format!("check #{rid} completed as {other:?}"))),
+                // A member failed while the check ran.
+                Err(EngineError::DegradedCheck) if self.array.degraded() => {}
+                Err(e) => self.request_error(format!("check #{rid}"), e)?,
+            },
+            Pending::Step { job, offset, len } => match result {
+                Ok(Completion::Recovered) | Ok(Completion::Synced { .. }) => {
+                    if let Some(j) = self.job_mut(job) {
+                        j.pos = offset + len;
+                        j.inflight = None;
+                    }
+                }
+                Ok(other) => {
+                    return Err(self.fail(Invariant::Protocol, format!("{job:?} step #{rid} completed as {other:?}")))
+                }
+                Err(EngineError::DegradedCheck) if job == JobKind::Resync && self.array.degraded() => {
+                    // A member failed under the resync (or the engine does not resync a
+                    // degraded array): it starts over once the array is whole.
+                    trace!(self, "resync interrupted: the array is degraded");
+                    self.resync = None;
+                    self.resync_refused = true;
+                    if self.parity && self.mode == Mode::Normal {
+                        return Err(self.fail(
+                            Invariant::RequestFailed,
+                            "a parity array became degraded during its resync, which the fault plan never does".into(),
+                        ));
+                    }
+                }
+                Err(e) => {
+                    *self.job_slot(job) = None;
+                    self.request_error(format!("{job:?} step #{rid} over {offset}+{len}"), e)?;
+                }
+            },
+            Pending::Internal => self.internal = Some(result),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,136 @@
+//! The discrete-event loop: member I/O completions and client arrivals in virtual-time order,
+//! with faults, background jobs and checks at quiet points woven in, until the run ends.
+
+use super::{Failure, Invariant, Report, Sim};
+
+/// Give up on a run this long (a livelock guard; runs take a few thousand events).
+const MAX_EVENTS: u64 = 3_000_000;
+
+impl Sim {
+    /// Play the run to its end.
+    pub fn run(mut self) -> Result<Report, Failure> {
+        trace!(self, "seed {} {}", self.cfg.seed, self.report.description);
+        trace!(
+            self,
+            "mode {:?}; workload {} ops, up to {} in flight, mean gap {} us, {}% reads {}% writes {}% flushes {}% discards; spares {}",
+            self.mode,
+            self.w.target,
+            self.w.max_inflight,
+            self.w.mean_gap / 1000,
+            self.w.read,
+            self.w.write,
+            self.w.flush,
+            self.w.discard,
+            self.spares
+        );
+        for f in self.plan.clone() {
+            trace!(self, "planned fault {:?} after request {} + {} events", f.kind, f.at_op, f.delay);
+        }
+        for d in 0..self.devices.len() {
+            trace!(self, "device d{d}: base latency {} us", self.latency[d] / 1000);
+        }
+        let mut idle_passes = 0u64;
+        loop {
+            self.pump()?;
+            if self.ended.is_some() {
+                break;
+            }
+            if let Some(v) = self.verify.pop() {
+                self.quiesce()?;
+                self.do_verify(v)?;
+                continue;
+            }
+            self.fire_faults()?;
+            if self.ended.is_some() {
+                break;
+            }
+            self.drive_jobs()?;
+            self.pump()?;
+            if self.ended.is_some() {
+                break;
+            }
+            if !self.verify.is_empty() {
+                continue;
+            }
+            let t_io = self.queue.first_key_value().map(|(k, _)| k.0);
+            let ops_left = self.w.submitted < self.w.target;
+            let t_arr = (ops_left && self.client_inflight < self.w.max_inflight).then_some(self.w.next_arrival);
+            let arrival = match (t_io, t_arr) {
+                (None, None) => {
+                    if !self.reqs.is_empty() {
+                        return Err(self.stalled());
+                    }
+                    if self.spare_countdown.is_some() {
+                        self.spare_countdown = Some(0);
+                        continue;
+                    }
+                    if !self.plan.is_empty() {
+                        self.fire_leftover_faults()?;
+                        continue;
+                    }
+                    if self.recovery.is_some() || self.resync.is_some() {
+                        // A job between two steps: the next pass submits its next step.
+                        idle_passes += 1;
+                        if idle_passes > 10_000 {
+                            return Err(self.fail(Invariant::Stalled, "a background job makes no progress".into()));
+                        }
+                        continue;
+                    }
+                    break;
+                }
+                (Some(t), Some(a)) => a <= t,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+            };
+            idle_passes = 0;
+            self.events += 1;
+            if self.events > MAX_EVENTS {
+                return Err(self.fail(Invariant::Stalled, format!("still running after {MAX_EVENTS} events")));
+            }
+            if let Some(c) = &mut self.spare_countdown {
+                *c = c.saturating_sub(1);
+            }
+            if arrival {
+                self.now = self.now.max(self.w.next_arrival);
+                self.w.next_arrival = self.now + self.gap();
+                self.submit_client_op()?;
+            } else {
+                let ((t, _), id) = self.queue.pop_first().expect("checked above");
+                self.now = t;
+                self.complete_member_io(id)?;
+            }
+        }
+        if self.ended.is_none() {
+            self.final_checks()?;
+            self.report.end = "workload done, final checks passed".into();
+        } else {
+            self.report.end = self.ended.clone().unwrap_or_default();
+        }
+        self.report.ops = self.w.submitted;
+        self.report.virtual_ns = self.now;
+        self.report.standing_corruptions =
+            self.slot_dev.iter().flatten().map(|&d| self.devices[d].standing_corruptions() as u32).sum();
+        trace!(self, "end: {}", self.report.end);
+        Ok(self.report)
+    }
+
+    pub(super) fn gap(&mut self) -> u64 {
+        self.rng.between(0, 2 * self.w.mean_gap)
+    }
+
+    pub(super) fn stalled(&self) -> Failure {
+        let waiting: Vec<String> = self.reqs.keys().map(|r| format!("#{r}")).collect();
+        self.fail(
+            Invariant::Stalled,
+            format!(
+                "requests {} are unfinished and the engine has no member I/O outstanding or to issue",
+                waiting.join(" ")
+            ),
+        )
+    }
+
+    pub(super) fn end(&mut self, why: String) {
+        trace!(self, "scenario ends: {why}");
+        self.ended = Some(why);
+    }
+}

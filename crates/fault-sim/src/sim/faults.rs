@@ -1,0 +1,223 @@
+//! The fault injector: the redundancy budget, the known-bug guards, and the planned faults
+//! (deaths, latent errors, write errors, operator fails, corruption, crashes) fired on time.
+
+use uraid_engine::array::SlotState;
+
+use crate::disk::SECTOR;
+
+use super::{Failure, FaultKind, Invariant, Mode, Mutation, Scenario, Sim};
+
+impl Sim {
+    /// Slots that are not fully trustworthy right now: not in sync, without a live device, with
+    /// latent errors, or with a write error waiting.
+    fn compromised(&self) -> Vec<bool> {
+        let states = self.array.slot_states();
+        (0..states.len())
+            .map(|s| {
+                states[s] != SlotState::InSync
+                    || match self.slot_dev[s] {
+                        None => true,
+                        Some(d) => {
+                            let oldest = self.reqs.keys().next();
+                            let recently_bad = self.cleared_while[d].is_some_and(|r| oldest.is_some_and(|o| *o <= r));
+                            let d = &self.devices[d];
+                            d.dead || d.has_bad_sectors() || d.fail_next_write || recently_bad
+                        }
+                    }
+            })
+            .collect()
+    }
+
+    /// Known-bug guard P1: a raid6 with two members out (not in sync, or dead and not seen so
+    /// yet), or with log entries moved off a failed member and not yet durable.
+    fn raid6_short_two(&self) -> bool {
+        if self.geometry.max_degraded() < 2 {
+            return false;
+        }
+        let states = self.array.slot_states();
+        let out = (0..states.len())
+            .filter(|&s| states[s] != SlotState::InSync || self.slot_dev[s].is_none_or(|d| self.devices[d].dead))
+            .count();
+        out >= 2 || self.array.ppl_moves_pending()
+    }
+
+    /// Whether every live member of the array reads and writes without error (no latent
+    /// errors, no write error pending, none cleared under requests still running).
+    fn live_members_sound(&self) -> bool {
+        let oldest = self.reqs.keys().next();
+        self.slot_dev.iter().flatten().all(|&d| {
+            let dev = &self.devices[d];
+            let recently_bad = self.cleared_while[d].is_some_and(|r| oldest.is_some_and(|o| *o <= r));
+            dev.dead || !(dev.has_bad_sectors() || dev.fail_next_write || recently_bad)
+        })
+    }
+
+    /// Whether compromising `slot` as well leaves every byte readable.
+    fn within_budget_with(&self, slot: usize) -> bool {
+        let mut c = self.compromised();
+        c[slot] = true;
+        self.geometry.is_readable(&|s| !c[s])
+    }
+
+    /// Whether the array as assembled after a crash now would miss a slot.
+    fn degraded_for_assembly(&self) -> bool {
+        (0..self.slot_dev.len()).any(|s| {
+            self.array.slot_states()[s] != SlotState::InSync || self.slot_dev[s].is_none_or(|d| self.devices[d].dead)
+        })
+    }
+
+    pub(super) fn fire_faults(&mut self) -> Result<(), Failure> {
+        for f in &mut self.plan {
+            if f.at.is_none() && self.w.submitted >= f.at_op {
+                f.at = Some(self.events + f.delay);
+            }
+        }
+        while let Some(i) = self.plan.iter().position(|f| f.at.is_some_and(|at| at <= self.events)) {
+            let mut f = self.plan.remove(i);
+            let fired = self.fire(f.kind)?;
+            // Hear what the engine says about it before anything else changes the slots.
+            self.pump()?;
+            if !fired {
+                f.tries += 1;
+                if f.tries < 30 {
+                    f.at = Some(self.events + self.frng.between(5, 60));
+                    self.plan.push(f);
+                } else {
+                    trace!(self, "fault {:?} dropped: its conditions never held", f.kind);
+                }
+            }
+            if self.ended.is_some() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// The workload is over and the array idle: fire what is left of the plan now, once each.
+    pub(super) fn fire_leftover_faults(&mut self) -> Result<(), Failure> {
+        for f in std::mem::take(&mut self.plan) {
+            trace!(self, "leftover fault {:?} fires at the end", f.kind);
+            if !self.fire(f.kind)? {
+                trace!(self, "fault {:?} dropped: its conditions do not hold", f.kind);
+            }
+            self.pump()?;
+            if self.ended.is_some() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Inject one fault; false to try again later.
+    fn fire(&mut self, kind: FaultKind) -> Result<bool, Failure> {
+        let n = self.slot_dev.len();
+        let ignore_budget = self.mode == Mode::Overload || self.cfg.mutation == Some(Mutation::ExtraDeath);
+        // A parity array whose parity may be stale (crash, resync not finished) must not lose a
+        // member: that is the write hole, which md avoids by refusing such arrays.
+        if self.parity && self.needs_resync && kind != FaultKind::Crash && self.cfg.scenario == Scenario::Standard {
+            return Ok(false);
+        }
+        let live = |s: usize| self.slot_dev[s].is_some_and(|d| !self.devices[d].dead);
+        let in_sync = |s: usize| self.array.slot_states()[s] == SlotState::InSync;
+        match kind {
+            FaultKind::Death => {
+                let cands: Vec<usize> =
+                    (0..n).filter(|&s| live(s) && (ignore_budget || self.within_budget_with(s))).collect();
+                if cands.is_empty() {
+                    return Ok(false);
+                }
+                let s = self.frng.pick(&cands);
+                let d = self.slot_dev[s].expect("live");
+                trace!(self, "FAULT: device d{d} in slot {s} dies");
+                self.devices[d].dead = true;
+                self.devices[d].faulted = true;
+                self.report.deaths += 1;
+            }
+            FaultKind::Latent | FaultKind::WriteError | FaultKind::OperatorFail => {
+                let cands: Vec<usize> = (0..n)
+                    .filter(|&s| live(s) && in_sync(s) && (ignore_budget || self.within_budget_with(s)))
+                    .collect();
+                if cands.is_empty() {
+                    return Ok(false);
+                }
+                let s = self.frng.pick(&cands);
+                let d = self.slot_dev[s].expect("live");
+                match kind {
+                    FaultKind::Latent => {
+                        let total = self.geometry.member_data_bytes() / SECTOR;
+                        let count = self.frng.between(1, 8).min(total);
+                        let first = self.frng.below(total - count + 1);
+                        let bad = self.devices[d].add_latent(first, count, &mut self.frng);
+                        if bad.is_empty() {
+                            return Ok(false);
+                        }
+                        trace!(self, "FAULT: latent sector errors on d{d} (slot {s}) sectors {bad:?}");
+                        self.devices[d].faulted = true;
+                        self.report.latent_errors += 1;
+                    }
+                    FaultKind::WriteError => {
+                        trace!(self, "FAULT: the next write to d{d} (slot {s}) fails");
+                        self.devices[d].fail_next_write = true;
+                        self.devices[d].faulted = true;
+                        self.report.write_errors += 1;
+                    }
+                    _ => {
+                        trace!(self, "FAULT: the operator fails slot {s} (d{d})");
+                        self.devices[d].faulted = true;
+                        self.report.operator_fails += 1;
+                        if let Err(e) = self.array.set_slot_state(s, SlotState::Faulty, false) {
+                            return Err(self.fail(
+                                Invariant::Protocol,
+                                format!("failing slot {s} within redundancy was refused: {e}"),
+                            ));
+                        }
+                    }
+                }
+            }
+            FaultKind::Corrupt => {
+                let cands: Vec<usize> = (0..n).filter(|&s| live(s) && in_sync(s)).collect();
+                if cands.is_empty() {
+                    return Ok(false);
+                }
+                let s = self.frng.pick(&cands);
+                let d = self.slot_dev[s].expect("live");
+                // A byte that holds something: data, or parity (inside the member's data area).
+                let mut offset = self.frng.below(self.geometry.member_data_bytes());
+                for _ in 0..50 {
+                    if self.parity || self.geometry.logical(s, offset).is_some_and(|l| l < self.model.size()) {
+                        break;
+                    }
+                    offset = self.frng.below(self.geometry.member_data_bytes());
+                }
+                let xor = self.frng.next_u64() as u8;
+                trace!(self, "FAULT: byte {offset} of d{d} (slot {s}) silently corrupted");
+                self.devices[d].corrupt(offset, xor);
+                self.report.corruptions += 1;
+            }
+            FaultKind::Crash => {
+                if self.cfg.scenario == Scenario::WriteHole {
+                    if !self.degraded_for_assembly() {
+                        return Ok(false);
+                    }
+                } else if !self.cfg.expose_known_bugs && self.ppl.is_some() && self.raid6_short_two() {
+                    // Known-bug guard P1: see `crate::KNOWN_BUGS`.
+                    return Ok(false);
+                } else if self.parity && self.ppl.is_some() && self.live_members_sound() {
+                    // The log makes parity match data again whatever was in flight: a crash
+                    // while degraded is survivable, and nothing waits for a resync.
+                } else if self.parity && self.compromised().contains(&true) {
+                    // Latent errors or a pending write error would meet stale parity in the
+                    // resync (the write hole again); wait until they are gone. A crash while
+                    // degraded is sometimes let through: md refuses to assemble, the run ends.
+                    // With the log the array is assembled, and a log replay that cannot read a
+                    // member it needs leaves that stripe as it was: not simulated (docs/).
+                    if self.ppl.is_some() || !(self.degraded_for_assembly() && self.frng.chance(1, 5)) {
+                        return Ok(false);
+                    }
+                }
+                self.crash()?;
+            }
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,287 @@
+//! `Sim`: one seeded run of the real engine over simulated members, in virtual time.
+//!
+//! What it owns: the discrete-event loop (member I/O completions at per-member latencies, client
+//! arrivals), the workload, the fault injector, the crash and reassembly cycle, the background
+//! jobs (resync after a crash, recovery onto spares) and the checks against the [`Model`].
+//! Everything random comes from the seed; nothing depends on the wall clock or on hash order.
+//!
+//! This module holds the run's state ([`Sim`]) and the helpers every part shares; each part of
+//! the run is a submodule: `setup`, `event_loop`, `engine_outputs`, `workload`, `faults`, `crash`,
+//! `jobs` and `checks`. What a run is asked to do is in `config`, what it reports in `report`.
+
+use std::collections::BTreeMap;
+
+use uraid_engine::array::{Array, Completion, IoId, MemberIo, MemberOp, RequestId};
+use uraid_engine::ppl::PplConfig;
+use uraid_engine::read_balance::SplitTuning;
+use uraid_engine::{EngineError, Geometry, ReadPolicy};
+use uraid_format::ppl::PplHeader;
+
+use crate::disk::SimDisk;
+use crate::model::{Expect, FlushToken, Model, WriteId};
+use crate::rng::SimRng;
+
+/// Print a step of the run when it is traced. Defined before the submodules, which use it.
+macro_rules! trace {
+    ($sim:expr, $($arg:tt)*) => {
+        if $sim.cfg.trace {
+            $sim.emit_trace(format!($($arg)*));
+        }
+    };
+}
+
+mod checks;
+mod config;
+mod crash;
+mod engine_outputs;
+mod event_loop;
+mod faults;
+mod jobs;
+mod report;
+mod setup;
+mod workload;
+
+pub use config::{Config, Mode, Mutation, Scenario};
+pub use report::{Failure, Invariant, Report};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FaultKind {
+    Death,
+    Latent,
+    WriteError,
+    OperatorFail,
+    Crash,
+    Corrupt,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Fault {
+    /// Armed once this many client requests were submitted...
+    at_op: u64,
+    /// ...to fire this many events later.
+    delay: u64,
+    /// The event count it fires at, once armed.
+    at: Option<u64>,
+    kind: FaultKind,
+    tries: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobKind {
+    Resync,
+    Recovery,
+}
+
+#[derive(Debug)]
+struct Job {
+    kind: JobKind,
+    pos: u64,
+    end: u64,
+    inflight: Option<RequestId>,
+    flushing: bool,
+    /// Recovery: the slots being rebuilt.
+    targets: Vec<usize>,
+}
+
+enum Pending {
+    Read { expect: Expect, prior: Vec<WriteId> },
+    Write { wid: WriteId },
+    Flush { token: FlushToken, job: Option<JobKind> },
+    Scrub,
+    Step { job: JobKind, offset: u64, len: u64 },
+    Internal,
+}
+
+impl Pending {
+    fn is_client(&self) -> bool {
+        matches!(self, Pending::Read { .. } | Pending::Write { .. } | Pending::Scrub | Pending::Flush { job: None, .. })
+    }
+}
+
+struct Flight {
+    io: MemberIo,
+    dev: usize,
+    /// Flushes: the device's mark when issued.
+    mark: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Verify {
+    AfterResync,
+    AfterRebuild,
+}
+
+struct Workload {
+    target: u64,
+    submitted: u64,
+    max_inflight: usize,
+    mean_gap: u64,
+    next_arrival: u64,
+    read: u64,
+    write: u64,
+    flush: u64,
+    discard: u64,
+}
+
+/// The `split` read policy's knobs scaled to the simulated members (64-256 KiB): windows of a
+/// few rows and read-ahead of a few windows, so streams are followed and read ahead while
+/// writes, faults and crashes go on.
+const SIM_SPLIT: SplitTuning = SplitTuning { window_bytes: 8192, readahead_bytes: 48 * 1024, divide_bytes: 16 * 1024 };
+
+fn configure_reads(array: &mut Array, policy: ReadPolicy) {
+    array.set_read_policy(policy);
+    array.set_split_tuning(SIM_SPLIT);
+}
+
+pub struct Sim {
+    cfg: Config,
+    geometry: Geometry,
+    parity: bool,
+    redundant: bool,
+    mode: Mode,
+    rng: SimRng,
+    frng: SimRng,
+    crng: SimRng,
+    device_bytes: u64,
+    devices: Vec<SimDisk>,
+    /// md's partial parity log, when this parity array keeps one.
+    ppl: Option<PplConfig>,
+    latency: Vec<u64>,
+    /// Per device: its latent errors were all rewritten while requests up to this id were in
+    /// flight. Those requests may still hold it as a copy that failed them (the engine does not
+    /// read such a copy again), so it counts as compromised until they are done.
+    cleared_while: Vec<Option<RequestId>>,
+    last_rid: RequestId,
+    slow_chance: u64,
+    /// Half the reads continue the previous one (mirrors under a policy other than md's, whose
+    /// streams and read-ahead need sequential readers to show up at all).
+    sequential_reads: bool,
+    /// Where the next sequential read starts.
+    read_cursor: u64,
+    destage: bool,
+    slot_dev: Vec<Option<usize>>,
+    /// What the superblocks say: the slot's device is a trusted in-sync member.
+    trusted: Vec<bool>,
+    array: Array,
+    model: Model,
+    now: u64,
+    seq: u64,
+    queue: BTreeMap<(u64, u64), IoId>,
+    ios: BTreeMap<IoId, Flight>,
+    reqs: BTreeMap<RequestId, Pending>,
+    inflight_writes: BTreeMap<WriteId, (u64, u64)>,
+    client_inflight: usize,
+    w: Workload,
+    plan: Vec<Fault>,
+    events: u64,
+    recovery: Option<Job>,
+    resync: Option<Job>,
+    needs_resync: bool,
+    /// The engine refused to resync this degraded mirror; wait until it is whole.
+    resync_refused: bool,
+    spares: bool,
+    spare_countdown: Option<u64>,
+    verify: Vec<Verify>,
+    internal: Option<Result<Completion, EngineError>>,
+    last_flush: Option<FlushToken>,
+    ended: Option<String>,
+    report: Report,
+}
+
+fn op_len(op: &MemberOp) -> u64 {
+    match op {
+        MemberOp::Read { len } | MemberOp::Discard { len } => *len,
+        MemberOp::Write { data } => data.len() as u64,
+        MemberOp::LogWrite { data } => data.len() as u64,
+        MemberOp::Flush => 0,
+    }
+}
+
+fn op_name(op: &MemberOp) -> &'static str {
+    match op {
+        MemberOp::Read { .. } => "read",
+        MemberOp::Write { .. } => "write",
+        MemberOp::Flush => "flush",
+        MemberOp::Discard { .. } => "discard",
+        MemberOp::LogWrite { .. } => "log write",
+    }
+}
+
+/// A log area as md leaves it when it starts an array: an empty header, then zeros.
+fn empty_log(config: &PplConfig) -> Vec<u8> {
+    let mut area = vec![0u8; config.area_bytes as usize];
+    let header = PplHeader::empty(config.signature).to_bytes();
+    area[..header.len()].copy_from_slice(&header);
+    area
+}
+
+fn result_name(r: &Result<Completion, EngineError>) -> String {
+    match r {
+        Ok(Completion::Read(d)) => format!("read {} bytes", d.len()),
+        Ok(Completion::Synced { mismatch_sectors }) => format!("synced ({mismatch_sectors} mismatched sectors)"),
+        Ok(other) => format!("{other:?}").to_lowercase(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+impl Sim {
+    fn emit_trace(&self, line: String) {
+        eprintln!("[{:>10.3} ms #{:<6}] {line}", self.now as f64 / 1e6, self.events);
+    }
+
+    fn fingerprint(&mut self, v: u64) {
+        self.report.fingerprint = (self.report.fingerprint ^ v).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(5);
+    }
+
+    fn fail(&self, invariant: Invariant, detail: String) -> Failure {
+        Failure {
+            config: self.cfg.clone(),
+            invariant,
+            detail: format!("{detail}\n  state: {}", self.state_summary()),
+            time: self.now,
+            event: self.events,
+            explained_by_write_hole: false,
+        }
+    }
+
+    fn state_summary(&self) -> String {
+        let slots: Vec<String> = (0..self.slot_dev.len())
+            .map(|s| {
+                let state = self.array.slot_states()[s];
+                let dev = match self.slot_dev[s] {
+                    None => "no device".to_string(),
+                    Some(d) => {
+                        let dev = &self.devices[d];
+                        let mut notes = Vec::new();
+                        if dev.dead {
+                            notes.push("dead");
+                        }
+                        if dev.has_bad_sectors() {
+                            notes.push("latent errors");
+                        }
+                        if dev.unsynced_spare {
+                            notes.push("spare");
+                        }
+                        format!(
+                            "d{d}{}",
+                            if notes.is_empty() { String::new() } else { format!(" {}", notes.join(",")) }
+                        )
+                    }
+                };
+                format!("{s}: {state} ({dev})")
+            })
+            .collect();
+        format!(
+            "mode {:?}, {} crash(es), resync {}, slots [{}]",
+            self.mode,
+            self.report.crashes,
+            if self.needs_resync { "pending" } else { "done" },
+            slots.join("; ")
+        )
+    }
+}
+
+/// Run one configuration to its end.
+pub fn run(cfg: &Config) -> Result<Report, Failure> {
+    Sim::new(cfg.clone())?.run()
+}

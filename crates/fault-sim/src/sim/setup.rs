@@ -1,0 +1,247 @@
+//! Building a run: the first array from the seed and the geometry, its member devices, and the
+//! plans of the workload and of the faults.
+
+use std::collections::BTreeMap;
+
+use uraid_engine::array::{Array, SlotState};
+use uraid_engine::ppl::PplConfig;
+use uraid_engine::{Geometry, ReadPolicy};
+
+use crate::disk::SimDisk;
+use crate::geometries;
+use crate::model::Model;
+use crate::rng::SimRng;
+
+use super::{
+    configure_reads, empty_log, Config, Failure, Fault, FaultKind, Invariant, Mode, Mutation, Report, Scenario, Sim,
+    Workload,
+};
+
+impl Sim {
+    pub fn new(cfg: Config) -> Result<Sim, Failure> {
+        let setup = |cfg: &Config, detail: String| Failure {
+            config: cfg.clone(),
+            invariant: Invariant::Setup,
+            detail,
+            time: 0,
+            event: 0,
+            explained_by_write_hole: false,
+        };
+        let mut rng = SimRng::new(cfg.seed);
+        let built = geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?;
+        let geometry = built.geometry;
+        let n = geometry.raid_disks();
+        let parity = geometry.parity().is_some();
+        let redundant = geometry.max_degraded() > 0;
+        if cfg.scenario == Scenario::WriteHole && !parity {
+            return Err(setup(
+                &cfg,
+                format!("the write-hole scenario needs a raid4/5/6 geometry, not {}", cfg.geometry),
+            ));
+        }
+        let frng = rng.fork();
+        let crng = rng.fork();
+        let mut array =
+            Array::new(geometry.clone(), vec![SlotState::InSync; n]).map_err(|e| setup(&cfg, e.to_string()))?;
+        configure_reads(&mut array, cfg.read_policy());
+        // The log's own generator, so runs without it keep their sequence of events.
+        let mut lrng = rng.fork();
+        let want_ppl = match cfg.ppl {
+            Some(v) => v,
+            None => cfg.scenario == Scenario::WriteHole || lrng.chance(1, 2),
+        };
+        let ppl = (parity && want_ppl && geometry.chunk_bytes() % uraid_engine::ppl::ROW_BYTES == 0).then(|| {
+            // Small areas too, so stripe writes get split and log writes queue.
+            let rows = lrng.pick(&[2u64, 4, 8, 32, 256]);
+            PplConfig { signature: lrng.next_u64() as u32, area_bytes: 4096 + rows * 8192 }
+        });
+        if let Some(config) = &ppl {
+            array.enable_ppl(config.clone());
+        }
+        let size = array.size_bytes();
+        let mode = if cfg.scenario == Scenario::Standard && cfg.mutation.is_none() && rng.chance(1, 8) {
+            Mode::Overload
+        } else {
+            Mode::Normal
+        };
+        let slow_chance = rng.pick(&[0u64, 0, 1, 2]);
+        let cfg_sequential_reads =
+            cfg.read_policy() != ReadPolicy::Md && matches!(geometry, Geometry::Raid1(_) | Geometry::Raid10(_));
+        let mut sim = Sim {
+            report: Report {
+                seed: cfg.seed,
+                geometry: cfg.geometry.clone(),
+                description: format!("{}, read policy {}", built.description, cfg.read_policy()),
+                overload: mode == Mode::Overload,
+                ppl: ppl.is_some(),
+                ..Report::default()
+            },
+            destage: cfg.mutation != Some(Mutation::LyingFlush),
+            cfg,
+            geometry,
+            parity,
+            redundant,
+            mode,
+            rng,
+            frng,
+            crng,
+            device_bytes: built.device_bytes,
+            devices: Vec::new(),
+            ppl,
+            latency: Vec::new(),
+            cleared_while: Vec::new(),
+            last_rid: 0,
+            slow_chance,
+            sequential_reads: cfg_sequential_reads,
+            read_cursor: 0,
+            slot_dev: (0..n).map(Some).collect(),
+            trusted: vec![true; n],
+            array,
+            model: Model::new(size),
+            now: 0,
+            seq: 0,
+            queue: BTreeMap::new(),
+            ios: BTreeMap::new(),
+            reqs: BTreeMap::new(),
+            inflight_writes: BTreeMap::new(),
+            client_inflight: 0,
+            w: Workload {
+                target: 0,
+                submitted: 0,
+                max_inflight: 1,
+                mean_gap: 1,
+                next_arrival: 0,
+                read: 0,
+                write: 0,
+                flush: 0,
+                discard: 0,
+            },
+            plan: Vec::new(),
+            events: 0,
+            recovery: None,
+            resync: None,
+            needs_resync: false,
+            resync_refused: false,
+            spares: false,
+            spare_countdown: None,
+            verify: Vec::new(),
+            internal: None,
+            last_flush: None,
+            ended: None,
+        };
+        for _ in 0..n {
+            sim.new_device();
+        }
+        sim.plan_workload();
+        sim.plan_faults();
+        Ok(sim)
+    }
+
+    pub(super) fn new_device(&mut self) -> usize {
+        let id = self.devices.len();
+        self.devices.push(SimDisk::new(id, self.device_bytes));
+        if let Some(config) = &self.ppl {
+            self.devices[id].ppl_area = empty_log(config);
+        }
+        let mut base = self.rng.between(20_000, 200_000);
+        if self.slow_chance > 0 && self.rng.chance(self.slow_chance, 6) {
+            base *= self.rng.between(10, 60);
+        }
+        if self.cfg.mutation == Some(Mutation::LyingFlush) {
+            self.devices[id].lying_flush = true;
+        }
+        self.latency.push(base);
+        self.cleared_while.push(None);
+        id
+    }
+
+    fn plan_workload(&mut self) {
+        let r = &mut self.rng;
+        let write_hole = self.cfg.scenario == Scenario::WriteHole;
+        self.w.target = r.between(30, 160);
+        self.w.max_inflight = if write_hole { r.pick(&[8, 16, 24]) } else { r.pick(&[1, 2, 4, 8, 16, 24]) };
+        self.w.mean_gap = r.between(5_000, 400_000);
+        let (read, flush, discard) = if write_hole {
+            (10, 3, 0)
+        } else if self.cfg.mutation == Some(Mutation::LyingFlush) {
+            (r.between(10, 30), r.between(10, 20), r.between(0, 4))
+        } else {
+            (r.between(15, 50), r.between(2, 12), r.between(0, 6))
+        };
+        let scrub = if self.redundant { 2 } else { 0 };
+        // A logged array takes no discards (the service writes zeroes instead).
+        let discard = if self.ppl.is_some() { 0 } else { discard };
+        self.w.read = read;
+        self.w.write = 100 - read - flush - discard - scrub;
+        self.w.flush = flush;
+        self.w.discard = discard;
+    }
+
+    fn plan_faults(&mut self) {
+        let ops = self.w.target;
+        let max_deg = self.geometry.max_degraded() as u64;
+        let mut faults: Vec<(u64, FaultKind)> = Vec::new();
+        let r = &mut self.frng;
+        // When, in percent of the workload's requests.
+        let at = |r: &mut SimRng, lo: u64, hi: u64| r.between(ops * lo / 100, ops * hi / 100);
+        match (self.cfg.scenario, self.cfg.mutation, self.mode) {
+            (Scenario::WriteHole, _, _) => {
+                faults.push((at(r, 2, 15), FaultKind::Death));
+                faults.push((at(r, 20, 90), FaultKind::Crash));
+            }
+            (_, Some(Mutation::SilentCorruption), _) => {
+                // Late, so that the workload rarely overwrites it before a check can see it.
+                for _ in 0..r.between(1, 3) {
+                    faults.push((at(r, 85, 100), FaultKind::Corrupt));
+                }
+            }
+            (_, Some(Mutation::ExtraDeath), _) => {
+                for _ in 0..=max_deg {
+                    faults.push((at(r, 5, 60), FaultKind::Death));
+                }
+            }
+            (_, Some(Mutation::LyingFlush), _) => faults.push((at(r, 60, 95), FaultKind::Crash)),
+            (_, None, Mode::Overload) => {
+                for _ in 0..r.below(max_deg + 2) {
+                    faults.push((at(r, 5, 90), FaultKind::Death));
+                }
+                for _ in 0..r.between(1, 6) {
+                    faults.push((at(r, 0, 90), FaultKind::Latent));
+                }
+                for _ in 0..r.below(3) {
+                    faults.push((at(r, 5, 90), FaultKind::WriteError));
+                }
+            }
+            (_, None, Mode::Normal) => {
+                if self.redundant {
+                    for _ in 0..r.below(max_deg.min(2) + 1) {
+                        faults.push((at(r, 5, 90), FaultKind::Death));
+                    }
+                    for _ in 0..r.below(4) {
+                        faults.push((at(r, 0, 90), FaultKind::Latent));
+                    }
+                    if r.chance(1, 3) {
+                        faults.push((at(r, 5, 90), FaultKind::WriteError));
+                    }
+                    if r.chance(1, 6) {
+                        faults.push((at(r, 5, 90), FaultKind::OperatorFail));
+                    }
+                    self.spares = r.chance(2, 3);
+                }
+                let crashes = match r.below(6) {
+                    0..=2 => 0,
+                    3 | 4 => 1,
+                    _ => 2,
+                };
+                for _ in 0..crashes {
+                    faults.push((at(r, 10, 95), FaultKind::Crash));
+                }
+            }
+        }
+        faults.sort_by_key(|f| f.0);
+        self.plan = faults
+            .into_iter()
+            .map(|(at_op, kind)| Fault { at_op, delay: self.frng.between(0, 40), at: None, kind, tries: 0 })
+            .collect();
+    }
+}
