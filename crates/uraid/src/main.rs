@@ -52,7 +52,8 @@ enum Command {
     Add(AddArgs),
     /// Measure parity kernels and memory bandwidth (reports speeds; asserts none).
     Bench(commands::bench::BenchArgs),
-    /// Simulate arrays over modelled disks in virtual time (seed benchmarks, read policies).
+    /// Simulate in virtual time: the seed benchmarks over modelled disks (`seeds`), or the real
+    /// engine under injected faults and crashes, judged against a model (`faults`).
     Sim(commands::sim::SimArgs),
 }
 

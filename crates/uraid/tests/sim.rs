@@ -1,3 +1,7 @@
+//! `uraid sim faults` on the real binary: a clean campaign exits 0 with its totals as one JSON
+//! line, a planted mutation is caught (exit non-zero, with the replay command), bad arguments are
+//! refused.
+//!
 //! `uraid sim seeds` on the real binary: every JSON line has the fields the project promises,
 //! ids are stable and unique per policy, every figure is there under every policy, the run is
 //! deterministic, and `--plots` writes the charts. It checks structure and determinism, never a
@@ -96,4 +100,40 @@ fn plots_are_written_and_bad_scales_refused() {
     let bad = uraid(&["sim", "seeds", "--scale", "0"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--scale"));
+}
+
+/// The last line of stdout as JSON, whatever the exit status.
+fn last_json_line(o: &Output) -> Value {
+    let text = String::from_utf8(o.stdout.clone()).expect("UTF-8 output");
+    let last =
+        text.lines().last().unwrap_or_else(|| panic!("no output; stderr: {}", String::from_utf8_lossy(&o.stderr)));
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("not a JSON line ({e}): {last}"))
+}
+
+#[test]
+fn faults_campaign_reports_totals_and_catches_a_planted_mutation() {
+    let clean = uraid(&["sim", "faults", "--seeds", "60", "--first", "5", "--json", "--threads", "2"]);
+    assert!(clean.status.success(), "clean campaign failed: {}", String::from_utf8_lossy(&clean.stderr));
+    let totals = last_json_line(&clean);
+    for field in ["runs", "failures", "crashes", "crashes_in_metadata_writes", "mutation"] {
+        assert!(totals.get(field).is_some(), "{field} missing from {totals}");
+    }
+    assert_eq!(totals["runs"], 60, "{totals}");
+    assert_eq!(totals["failures"], 0, "{totals}");
+    assert!(totals["crashes"].as_u64().unwrap() > 0, "60 seeds over every geometry crash some arrays: {totals}");
+    assert!(totals["mutation"].is_null());
+
+    let caught = uraid(&["sim", "faults", "--seeds", "200", "--mutation", "lying-flush", "--json", "--threads", "2"]);
+    assert!(!caught.status.success(), "a lying flush went unnoticed over 200 seeds");
+    let totals = last_json_line(&caught);
+    assert!(totals["failures"].as_u64().unwrap() >= 1, "{totals}");
+    assert_eq!(totals["mutation"], "lying-flush");
+    let stderr = String::from_utf8_lossy(&caught.stderr);
+    assert!(stderr.contains("URAID_SIM_SEED="), "no replay command in: {stderr}");
+
+    for bad in [&["sim", "faults", "--geometry", "raid7-3"][..], &["sim", "faults", "--mutation", "nonsense"]] {
+        let o = uraid(bad);
+        assert!(!o.status.success(), "{bad:?} accepted");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(bad[3]), "{bad:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
 }
