@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Rebuilds cut short under uraid, finished by the real kernel from uraid's checkpoint.
+# Rebuilds and resyncs cut short under uraid, finished by the real kernel from uraid's checkpoint.
 #
-# For each level: create the array, fill it with random data, leave member 1 out and add a fresh
-# image in its place, and stop the rebuild part-way, two ways:
+# Rebuilds, for each level: create the array, fill it with random data, leave member 1 out and
+# add a fresh image in its place, and stop the rebuild part-way, two ways:
 #   stop  `uraid serve --speed-limit-max=4M`, `uraid ctl ... add`, then SIGTERM (a clean stop);
 #   kill  `uraid add --speed-limit-max=4M`, then SIGKILL (a crash; the last periodic checkpoint).
-# The new member's superblock must then hold a recovery_offset past 0. The md-oracle VM (Linux
-# 6.1, mdadm 4.2) assembles the members read-write with the kernel's rebuild slowed down, reads
-# where its rebuild stands a second later (sync_completed), lets it finish, runs a check, and
-# hashes the array. Each case must show: the kernel rebuilding ("recover") from at least uraid's
-# checkpoint, never from 0; no member missing afterwards; mismatch_cnt 0; and the data uraid read
-# before the rebuild.
+# The new member's superblock must then hold a recovery_offset past 0.
+# Resyncs, for each level: the array is left dirty (served and killed with SIGKILL after a write),
+# then `uraid resync --speed-limit-max=4M` runs and is killed with SIGKILL; the superblocks must
+# then hold a resync_offset past 0.
+# The md-oracle VM (Linux 6.1, mdadm 4.2) assembles the members read-write with the kernel's pass
+# slowed down, reads where it stands a second later (sync_completed), lets it finish, runs a
+# check, and hashes the array. Each case must show: the kernel's pass ("recover" or "resync") at
+# or past uraid's checkpoint, never from 0; no member missing afterwards; mismatch_cnt 0; and the
+# data uraid read before.
+# Needs nbdcopy (libnbd-bin).
 #
 # usage: scripts/kernel-check-resume.sh [NAME-REGEX]   env: URAID, MD_ORACLE (as kernel-check.sh)
 set -euo pipefail
@@ -34,13 +38,13 @@ work=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 head -c 40M /dev/urandom >"$work/data"
 
-# The recovery_offset (sectors) in the superblock of image $1, or "none".
-recovery_offset() {
-  "$uraid" examine --json "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)[0]["recovery_offset"]; print("none" if r is None else r)'
+# Field $2 (recovery_offset or resync_offset, sectors) of the superblock of image $1, or "none".
+sb_field() {
+  "$uraid" examine --json "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)[0][sys.argv[1]]; print("none" if r is None else r)' "$2"
 }
 
 fail=0
-for how in stop kill; do
+for how in stop kill resync; do
   disks=(); : >"$work/groups-$how"
   for spec in "${levels[@]}"; do
     IFS='|' read -r level flags n <<<"$spec"
@@ -52,6 +56,28 @@ for how in stop kill; do
     # shellcheck disable=SC2086
     "$uraid" create $flags --raid-devices="$n" "${members[@]}" >/dev/null 2>&1
     "$uraid" write --offset=0 "${members[@]}" <"$work/data" 2>/dev/null
+    if [ "$how" = resync ]; then
+      # Dirty, as a crash under writes leaves it.
+      "$uraid" serve --listen="unix:$dir/nbd.sock" "${members[@]}" 2>"$dir/log" &
+      pid=$!
+      for _ in $(seq 100); do [ -S "$dir/nbd.sock" ] && break; sleep 0.1; done
+      head -c 1M "$work/data" | nbdcopy - "nbd+unix:///?socket=$dir/nbd.sock"
+      kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+      "$uraid" cat "${members[@]}" 2>/dev/null | sha256sum | cut -d' ' -f1 >"$dir/sha"
+      "$uraid" resync --speed-limit-max=4M "${members[@]}" >"$dir/log" 2>&1 &
+      pid=$!
+      sleep 5
+      kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+      at=$(sb_field "$dir/disk0.img" resync_offset)
+      if [ "$at" = none ] || [ "$at" -eq 0 ]; then
+        echo "FAIL $name: uraid left no resync checkpoint (resync_offset $at)"; sed 's/^/    /' "$dir/log"
+        fail=1; continue
+      fi
+      echo "$at" >"$dir/at"
+      echo "$name $n resync" >>"$work/groups-$how"
+      disks+=("${members[@]}")
+      continue
+    fi
     # Member 1 is lost; a fresh image takes its place.
     rm "$dir/disk1.img"; truncate -s 48M "$dir/disk1.img"
     survivors=("${members[@]:0:1}" "${members[@]:2}")
@@ -70,20 +96,20 @@ for how in stop kill; do
       sleep 5
       kill -9 "$pid"; wait "$pid" 2>/dev/null || true
     fi
-    at=$(recovery_offset "$dir/disk1.img")
+    at=$(sb_field "$dir/disk1.img" recovery_offset)
     if [ "$at" = none ] || [ "$at" -eq 0 ]; then
       echo "FAIL $name: uraid left no rebuild checkpoint (recovery_offset $at)"; sed 's/^/    /' "$dir/log"
       fail=1; continue
     fi
     echo "$at" >"$dir/at"
-    echo "$name $n" >>"$work/groups-$how"
+    echo "$name $n recover" >>"$work/groups-$how"
     disks+=("${members[@]}")
   done
   [ ${#disks[@]} -gt 0 ] || continue
   cat >"$work/guest.sh" <<'GUEST'
 md=/sys/block/md0/md
 set -- $DISKS
-while read -r name n; do
+while read -r name n _; do
   devs=""
   for _ in $(seq "$n"); do devs="$devs $1"; shift; done
   # Slow, so where the kernel's rebuild starts can be read a second after it starts.
@@ -109,16 +135,16 @@ done </in/groups
 GUEST
   mkdir -p "$work/in-$how"; cp "$work/groups-$how" "$work/in-$how/groups"
   out=$("$oracle/run-vm.sh" -t 900 -i "$work/in-$how" "$work/guest.sh" "${disks[@]}" 2>/dev/null || true)
-  while read -r name _; do
+  while read -r name _ pass; do
     dir=$work/${name}
     line=$(echo "$out" | grep "^$name " || echo "$name (no result)")
     at=$(cat "$dir/at")
     want_tail="degraded=0 mismatch_cnt=0 sha=$(cat "$dir/sha")"
     start=$(echo "$line" | sed -n 's/.* start=\([0-9]*\) .*/\1/p')
-    if [[ "$line" == "$name action=recover start="*" $want_tail" ]] && [ -n "$start" ] && [ "$start" -ge "$at" ]; then
-      echo "PASS $name: uraid's checkpoint at sector $at, the kernel's rebuild at $start a second after it began, then whole, clean and the same data"
+    if [[ "$line" == "$name action=$pass start="*" $want_tail" ]] && [ -n "$start" ] && [ "$start" -ge "$at" ]; then
+      echo "PASS $name: uraid's checkpoint at sector $at, the kernel's $pass at $start a second after it began, then whole, clean and the same data"
     else
-      echo "FAIL $name: uraid's checkpoint at sector $at; kernel said '$line', wanted action=recover, start >= $at, '$want_tail'"
+      echo "FAIL $name: uraid's checkpoint at sector $at; kernel said '$line', wanted action=$pass, start >= $at, '$want_tail'"
       fail=1
     fi
   done <"$work/groups-$how"
