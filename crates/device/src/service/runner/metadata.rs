@@ -119,7 +119,8 @@ impl Runner {
     /// Hand the metadata thread its next job if it is free: the next queued metadata step, or
     /// else the next flush.
     pub(super) fn dispatch_metadata(&mut self) {
-        if self.meta.out.is_some() {
+        // Without the thread (at the end) the flushes wait for `finish_metadata`.
+        if self.meta.out.is_some() || self.meta_io.is_none() {
             return;
         }
         if let Some(ops) = self.array.next_metadata_step() {
@@ -246,9 +247,11 @@ impl Runner {
     /// the flushes still waiting, and what they were for.
     pub(super) fn finish_metadata(&mut self) {
         while let Some(after) = self.meta.flushes.pop_front() {
-            match self.array.flush_members() {
+            // The same members the thread would flush, rebuilding ones included.
+            let job = MetaJob { ops: self.flush_ops() };
+            match crate::service::metadata_io::perform(&job) {
                 Ok(()) => self.after_flush(after),
-                Err(e) => self.flush_failed(after, &MetaError::Format(e.to_string())),
+                Err(e) => self.flush_failed(after, &e),
             }
         }
     }

@@ -391,6 +391,13 @@ impl Runner {
         self.inline_on = false;
         (self.report.inline_reads, self.report.inline_writes, self.report.spliced_reads) = self.inline.served();
         self.report.requests += self.report.inline_reads + self.report.inline_writes;
+        // Nothing is out with the metadata thread (the stop waited for it): from here on the
+        // metadata is written on this thread, as the engine is done.
+        self.meta_io = None;
+        if let Some(t) = self.meta_thread.take() {
+            let _ = t.join();
+        }
+        self.array.defer_metadata(false);
         self.finish_sync_if_done();
         let status = ArrayStatus { sync: None, ..self.status() };
         for w in self.idle_waiters.drain(..) {
@@ -403,13 +410,6 @@ impl Runner {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
-        // Nothing is out with the metadata thread (the stop waited for it): from here on the
-        // metadata is written on this thread, as the engine is done.
-        self.meta_io = None;
-        if let Some(t) = self.meta_thread.take() {
-            let _ = t.join();
-        }
-        self.array.defer_metadata(false);
         self.finish_metadata();
         if self.array.writable() && (self.array.is_dirty() || self.array.roles_changed()) {
             self.array.flush_and_mark_clean().map_err(|e| e.to_string())?;
