@@ -1190,12 +1190,13 @@ fn a_resync_cut_short_resumes_from_its_checkpoint() {
 /// What a member was asked to do, in order, across all members.
 #[derive(Debug, Clone)]
 enum Op {
-    Write { offset: u64, data: Vec<u8> },
-    Flush,
+    Write { dev: usize, offset: u64, data: Vec<u8> },
+    Flush { dev: usize },
 }
 
 /// A member that records every write and flush it is asked for, in one log shared by all.
 struct Recording {
+    dev: usize,
     inner: Arc<MemoryDevice>,
     log: Arc<std::sync::Mutex<Vec<Op>>>,
 }
@@ -1213,13 +1214,13 @@ impl MemberDevice for Recording {
     fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         let mut log = self.log.lock().unwrap();
         self.inner.write_at(offset, data)?;
-        log.push(Op::Write { offset, data: data.to_vec() });
+        log.push(Op::Write { dev: self.dev, offset, data: data.to_vec() });
         Ok(())
     }
     fn flush(&self) -> std::io::Result<()> {
         let mut log = self.log.lock().unwrap();
         self.inner.flush()?;
-        log.push(Op::Flush);
+        log.push(Op::Flush { dev: self.dev });
         Ok(())
     }
 }
@@ -1237,7 +1238,7 @@ fn rebuild_checkpoints_follow_the_data_they_cover() {
     let fresh = Arc::new(MemoryDevice::new("fresh", MEMBER_BYTES));
     let survivor: Arc<dyn MemberDevice> = Arc::clone(&mem[0]) as Arc<dyn MemberDevice>;
     let mut array = open(&[survivor], true);
-    let recording = Recording { inner: Arc::clone(&fresh), log: Arc::clone(&log) };
+    let recording = Recording { dev: 1, inner: Arc::clone(&fresh), log: Arc::clone(&log) };
     assert_eq!(array.add_member(Box::new(recording)).unwrap(), Some(1));
     let config = ServiceConfig {
         speed: SpeedLimits { min_bytes_per_sec: 1, max_bytes_per_sec: 2 << 20 },
@@ -1249,7 +1250,7 @@ fn rebuild_checkpoints_follow_the_data_they_cover() {
     let log = log.lock().unwrap().clone();
     let mut checkpoints = 0;
     for (i, op) in log.iter().enumerate() {
-        let Op::Write { offset, data } = op else { continue };
+        let Op::Write { dev: 1, offset, data } = op else { continue };
         if *offset != super_at {
             continue;
         }
@@ -1257,9 +1258,10 @@ fn rebuild_checkpoints_follow_the_data_they_cover() {
         let Some(rebuilt) = sb.info().recovery_offset.filter(|r| *r > 0) else { continue };
         checkpoints += 1;
         let covered_end = data_start + rebuilt * 512;
-        let last_flush = log[..i].iter().rposition(|o| matches!(o, Op::Flush)).expect("a flush before the checkpoint");
+        let last_flush =
+            log[..i].iter().rposition(|o| matches!(o, Op::Flush { dev: 1 })).expect("a flush before the checkpoint");
         for (j, earlier) in log[..i].iter().enumerate() {
-            if let Op::Write { offset, data } = earlier {
+            if let Op::Write { dev: 1, offset, data } = earlier {
                 let covered = *offset >= data_start && *offset + data.len() as u64 <= covered_end;
                 assert!(
                     !covered || j < last_flush,
@@ -1269,4 +1271,77 @@ fn rebuild_checkpoints_follow_the_data_they_cover() {
         }
     }
     assert!(checkpoints >= 2, "expected a running and a stopping checkpoint, saw {checkpoints}");
+}
+
+/// No data write reaches a member before the bitmap bit covering it is on that member: for every
+/// data write, the last bitmap that member was given before it has the write's bit set, and a
+/// flush of the member lies between the two. Over writes in bursts, with bits cleared between
+/// bursts so they must be set again.
+#[test]
+fn bitmap_bits_are_durable_before_the_writes_they_cover() {
+    let mem = members_with(1, 2, 0, true, true);
+    let info = probe(mem[0].as_ref()).unwrap().unwrap().superblock.info();
+    let data_start = info.data_offset * 512;
+    let bitmap_at = (info.super_offset as i64 * 512 + i64::from(info.bitmap_offset.expect("bitmap")) * 512) as u64;
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let devs: Vec<Arc<dyn MemberDevice>> = mem
+        .iter()
+        .enumerate()
+        .map(|(dev, m)| {
+            Arc::new(Recording { dev, inner: Arc::clone(m), log: Arc::clone(&log) }) as Arc<dyn MemberDevice>
+        })
+        .collect();
+    let config = ServiceConfig {
+        bitmap_clear_delay: Duration::from_millis(30),
+        clean_delay: Duration::from_secs(30),
+        inline_max: 0,
+        ..ServiceConfig::default()
+    };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    let size = h.info().size;
+    for burst in 0..6u64 {
+        for i in 0..12u64 {
+            let offset = (burst * 7919 + i * 104_729) * 4096 % (size - 8192);
+            h.call(BlockOp::Write { offset, data: (pattern(burst * 100 + i, 8192)).into(), fua: false }).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(120));
+    }
+    drop(h);
+    service.stop().unwrap();
+    let header = uraid_format::bitmap::HEADER_BYTES;
+    let chunk_bytes = 64u64 << 10;
+    let log = log.lock().unwrap().clone();
+    let mut data_writes = 0;
+    for (i, op) in log.iter().enumerate() {
+        let Op::Write { dev, offset, data } = op else { continue };
+        if *offset < data_start {
+            continue;
+        }
+        data_writes += 1;
+        let first = (*offset - data_start) / chunk_bytes;
+        let last = (*offset + data.len() as u64 - 1 - data_start) / chunk_bytes;
+        let (b, bits) = log[..i]
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(j, o)| match o {
+                Op::Write { dev: d, offset, data } if d == dev && *offset == bitmap_at => {
+                    Some((j, data[header..].to_vec()))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("data write {i} on member {dev} before any bitmap write"));
+        for c in first..=last {
+            assert!(
+                uraid_format::bitmap::is_dirty(&bits, c),
+                "data write {i} on member {dev}: bit {c} clear in bitmap write {b}"
+            );
+        }
+        assert!(
+            log[b..i].iter().any(|o| matches!(o, Op::Flush { dev: d } if d == dev)),
+            "data write {i} on member {dev}: no flush after bitmap write {b}"
+        );
+    }
+    assert!(data_writes >= 72 * 2, "{data_writes} data writes seen");
 }
