@@ -68,41 +68,35 @@ for how in stop kill resync; do
       pid=$!
       sleep 5
       kill -9 "$pid"; wait "$pid" 2>/dev/null || true
-      at=$(sb_field "$dir/disk0.img" resync_offset)
-      if [ "$at" = none ] || [ "$at" -eq 0 ]; then
-        echo "FAIL $name: uraid left no resync checkpoint (resync_offset $at)"; sed 's/^/    /' "$dir/log"
-        fail=1; continue
-      fi
-      echo "$at" >"$dir/at"
-      echo "$name $n resync" >>"$work/groups-$how"
-      disks+=("${members[@]}")
-      continue
-    fi
-    # Member 1 is lost; a fresh image takes its place.
-    rm "$dir/disk1.img"; truncate -s 48M "$dir/disk1.img"
-    survivors=("${members[@]:0:1}" "${members[@]:2}")
-    "$uraid" cat "${survivors[@]}" 2>/dev/null | sha256sum | cut -d' ' -f1 >"$dir/sha"
-    if [ "$how" = stop ]; then
-      "$uraid" serve --listen="unix:$dir/nbd.sock" --control="$dir/ctl.sock" --speed-limit-max=4M \
-        "${survivors[@]}" 2>"$dir/log" &
-      pid=$!
-      for _ in $(seq 100); do [ -S "$dir/ctl.sock" ] && break; sleep 0.1; done
-      "$uraid" ctl "$dir/ctl.sock" add "$dir/disk1.img" >/dev/null
-      sleep 5
-      kill -TERM "$pid"; wait "$pid" || true
+      pass=resync field=resync_offset image=$dir/disk0.img
     else
-      "$uraid" add --device="$dir/disk1.img" --speed-limit-max=4M "${survivors[@]}" >"$dir/log" 2>&1 &
-      pid=$!
-      sleep 5
-      kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+      # Member 1 is lost; a fresh image takes its place.
+      rm "$dir/disk1.img"; truncate -s 48M "$dir/disk1.img"
+      survivors=("${members[@]:0:1}" "${members[@]:2}")
+      "$uraid" cat "${survivors[@]}" 2>/dev/null | sha256sum | cut -d' ' -f1 >"$dir/sha"
+      if [ "$how" = stop ]; then
+        "$uraid" serve --listen="unix:$dir/nbd.sock" --control="$dir/ctl.sock" --speed-limit-max=4M \
+          "${survivors[@]}" 2>"$dir/log" &
+        pid=$!
+        for _ in $(seq 100); do [ -S "$dir/ctl.sock" ] && break; sleep 0.1; done
+        "$uraid" ctl "$dir/ctl.sock" add "$dir/disk1.img" >/dev/null
+        sleep 5
+        kill -TERM "$pid"; wait "$pid" || true
+      else
+        "$uraid" add --device="$dir/disk1.img" --speed-limit-max=4M "${survivors[@]}" >"$dir/log" 2>&1 &
+        pid=$!
+        sleep 5
+        kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+      fi
+      pass=recover field=recovery_offset image=$dir/disk1.img
     fi
-    at=$(sb_field "$dir/disk1.img" recovery_offset)
+    at=$(sb_field "$image" "$field")
     if [ "$at" = none ] || [ "$at" -eq 0 ]; then
-      echo "FAIL $name: uraid left no rebuild checkpoint (recovery_offset $at)"; sed 's/^/    /' "$dir/log"
+      echo "FAIL $name: uraid left no $pass checkpoint ($field $at)"; sed 's/^/    /' "$dir/log"
       fail=1; continue
     fi
     echo "$at" >"$dir/at"
-    echo "$name $n recover" >>"$work/groups-$how"
+    echo "$name $n $pass" >>"$work/groups-$how"
     disks+=("${members[@]}")
   done
   [ ${#disks[@]} -gt 0 ] || continue

@@ -1036,18 +1036,30 @@ fn bitmap_marks_regions_and_limits_the_resync() {
     }
 }
 
-/// A member whose flushes wait while its gate is shut: a disk slow to make anything durable.
-struct SlowFlush {
+/// What a member was asked to do, in order, across all members.
+#[derive(Debug, Clone)]
+enum Op {
+    Write { dev: usize, offset: u64, data: Vec<u8> },
+    Flush { dev: usize },
+}
+
+/// A member in memory that records every write and flush it is asked for (in a log shared by
+/// all), and whose flushes wait while its gate is shut: a disk slow to make anything durable.
+struct Watched {
+    dev: usize,
     inner: Arc<MemoryDevice>,
+    log: Arc<std::sync::Mutex<Vec<Op>>>,
     shut: std::sync::Mutex<bool>,
     opened: std::sync::Condvar,
     flushes_waiting: std::sync::atomic::AtomicUsize,
 }
 
-impl SlowFlush {
-    fn new(inner: Arc<MemoryDevice>) -> Arc<SlowFlush> {
-        Arc::new(SlowFlush {
+impl Watched {
+    fn new(dev: usize, inner: Arc<MemoryDevice>, log: &Arc<std::sync::Mutex<Vec<Op>>>) -> Arc<Watched> {
+        Arc::new(Watched {
+            dev,
             inner,
+            log: Arc::clone(log),
             shut: std::sync::Mutex::new(false),
             opened: std::sync::Condvar::new(),
             flushes_waiting: std::sync::atomic::AtomicUsize::new(0),
@@ -1060,7 +1072,7 @@ impl SlowFlush {
     }
 }
 
-impl MemberDevice for SlowFlush {
+impl MemberDevice for Watched {
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -1071,7 +1083,10 @@ impl MemberDevice for SlowFlush {
         self.inner.read_at(offset, buf)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        self.inner.write_at(offset, data)
+        let mut log = self.log.lock().unwrap();
+        self.inner.write_at(offset, data)?;
+        log.push(Op::Write { dev: self.dev, offset, data: data.to_vec() });
+        Ok(())
     }
     fn flush(&self) -> std::io::Result<()> {
         self.flushes_waiting.fetch_add(1, Ordering::SeqCst);
@@ -1079,9 +1094,23 @@ impl MemberDevice for SlowFlush {
         while *shut {
             shut = self.opened.wait(shut).unwrap();
         }
+        drop(shut);
         self.flushes_waiting.fetch_sub(1, Ordering::SeqCst);
-        self.inner.flush()
+        let mut log = self.log.lock().unwrap();
+        self.inner.flush()?;
+        log.push(Op::Flush { dev: self.dev });
+        Ok(())
     }
+}
+
+/// The members of `mem`, watched, with one log.
+fn watched(mem: &[Arc<MemoryDevice>]) -> (Vec<Arc<Watched>>, Arc<std::sync::Mutex<Vec<Op>>>) {
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    (mem.iter().enumerate().map(|(i, m)| Watched::new(i, Arc::clone(m), &log)).collect(), log)
+}
+
+fn watched_dyn(w: &[Arc<Watched>]) -> Vec<Arc<dyn MemberDevice>> {
+    w.iter().map(|d| Arc::clone(d) as Arc<dyn MemberDevice>).collect()
 }
 
 /// The engine thread never waits on a metadata write or flush: while the members' flushes hang,
@@ -1091,8 +1120,8 @@ impl MemberDevice for SlowFlush {
 #[test]
 fn metadata_writes_never_stall_the_engine_thread() {
     let mem = members_with(1, 2, 0, true, true);
-    let slow: Vec<Arc<SlowFlush>> = mem.iter().map(|m| SlowFlush::new(Arc::clone(m))).collect();
-    let devs: Vec<Arc<dyn MemberDevice>> = slow.iter().map(|s| Arc::clone(s) as Arc<dyn MemberDevice>).collect();
+    let (slow, _) = watched(&mem);
+    let devs = watched_dyn(&slow);
     let config = ServiceConfig { inline_max: 0, clean_delay: Duration::from_secs(30), ..ServiceConfig::default() };
     let service = ArrayService::start(open(&devs, true), config);
     let h = service.handle();
@@ -1187,44 +1216,6 @@ fn a_resync_cut_short_resumes_from_its_checkpoint() {
     }
 }
 
-/// What a member was asked to do, in order, across all members.
-#[derive(Debug, Clone)]
-enum Op {
-    Write { dev: usize, offset: u64, data: Vec<u8> },
-    Flush { dev: usize },
-}
-
-/// A member that records every write and flush it is asked for, in one log shared by all.
-struct Recording {
-    dev: usize,
-    inner: Arc<MemoryDevice>,
-    log: Arc<std::sync::Mutex<Vec<Op>>>,
-}
-
-impl MemberDevice for Recording {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        let mut log = self.log.lock().unwrap();
-        self.inner.write_at(offset, data)?;
-        log.push(Op::Write { dev: self.dev, offset, data: data.to_vec() });
-        Ok(())
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        let mut log = self.log.lock().unwrap();
-        self.inner.flush()?;
-        log.push(Op::Flush { dev: self.dev });
-        Ok(())
-    }
-}
-
 /// A rebuild's checkpoint never runs ahead of the data it covers: every superblock the
 /// rebuilding member gets with `recovery_offset` R comes after a flush of that member that
 /// follows every rebuilt write below R. Checked over a slow rebuild that checkpoints while
@@ -1234,12 +1225,10 @@ fn rebuild_checkpoints_follow_the_data_they_cover() {
     let mem = members(1, 2, 0);
     let info = probe(mem[0].as_ref()).unwrap().unwrap().superblock.info();
     let (data_start, super_at) = (info.data_offset * 512, info.super_offset * 512);
-    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
     let fresh = Arc::new(MemoryDevice::new("fresh", MEMBER_BYTES));
-    let survivor: Arc<dyn MemberDevice> = Arc::clone(&mem[0]) as Arc<dyn MemberDevice>;
-    let mut array = open(&[survivor], true);
-    let recording = Recording { dev: 1, inner: Arc::clone(&fresh), log: Arc::clone(&log) };
-    assert_eq!(array.add_member(Box::new(recording)).unwrap(), Some(1));
+    let (w, log) = watched(&[Arc::clone(&mem[0]), fresh]);
+    let mut array = open(&watched_dyn(&w[..1]), true);
+    assert_eq!(array.add_member(Box::new(Arc::clone(&w[1]))).unwrap(), Some(1));
     let config = ServiceConfig {
         speed: SpeedLimits { min_bytes_per_sec: 1, max_bytes_per_sec: 2 << 20 },
         ..ServiceConfig::default()
@@ -1283,14 +1272,8 @@ fn bitmap_bits_are_durable_before_the_writes_they_cover() {
     let info = probe(mem[0].as_ref()).unwrap().unwrap().superblock.info();
     let data_start = info.data_offset * 512;
     let bitmap_at = (info.super_offset as i64 * 512 + i64::from(info.bitmap_offset.expect("bitmap")) * 512) as u64;
-    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let devs: Vec<Arc<dyn MemberDevice>> = mem
-        .iter()
-        .enumerate()
-        .map(|(dev, m)| {
-            Arc::new(Recording { dev, inner: Arc::clone(m), log: Arc::clone(&log) }) as Arc<dyn MemberDevice>
-        })
-        .collect();
+    let (w, log) = watched(&mem);
+    let devs = watched_dyn(&w);
     let config = ServiceConfig {
         bitmap_clear_delay: Duration::from_millis(30),
         clean_delay: Duration::from_secs(30),
