@@ -8,12 +8,12 @@
 
 use std::fmt;
 
-use uraid_format::{FindError, FormatError, MetadataVersion, Superblock};
+use uraid_md_format::{FindError, FormatError, MetadataVersion, Superblock};
 
 use crate::member::MemberDevice;
 
 /// md's superblock magic, the same for 0.90 and 1.x.
-const MD_MAGIC: u32 = uraid_format::MD_SB_MAGIC;
+const MD_MAGIC: u32 = uraid_md_format::MD_SB_MAGIC;
 
 /// A superblock found on a device.
 #[derive(Debug, Clone)]

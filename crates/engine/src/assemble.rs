@@ -7,11 +7,11 @@
 
 use std::fmt;
 
-use uraid_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
 use uraid_layout::{
     Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format, Raid10Layout,
     Raid1Layout,
 };
+use uraid_md_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
 
 use crate::error::EngineError;
 use crate::geometry::Geometry;

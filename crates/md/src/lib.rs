@@ -6,7 +6,7 @@
 //!   ordered member writes and flushes.
 //!
 //! md's on-disk bytes themselves (superblocks 0.90 and 1.x, the bitmap header, PPL headers) are
-//! parsed and written by `uraid-format`; the assembly decisions are in `uraid_engine::assemble`.
+//! parsed and written by `uraid-md-format`; the assembly decisions are in `uraid_engine::assemble`.
 
 pub mod metadata;
 

@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 use uraid_engine::assemble::{AssemblyPlan, MemberVerdict};
-use uraid_format::sb1::feature;
-use uraid_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
+use uraid_md_format::sb1::feature;
+use uraid_md_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
 
 use crate::size::mdadm_size;
 
