@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, SlotState};
-use uraid_engine::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_engine::blocking::execute;
 use uraid_engine::metadata::{ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, Ticket, UnixSeconds};
 use uraid_engine::ppl::PplConfig;
 use uraid_engine::{EngineError, EngineEvent, SECTOR_BYTES};
+use uraid_md::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_md::metadata::{bitmap_byte_offset, MdDevice, MdMetadata, MdStart};
 pub use uraid_md::WriteIntentBits;
 use uraid_md_format::bitmap::{self, BitmapSuper};
