@@ -17,17 +17,17 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, SlotState};
-use uraid_engine::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_engine::blocking::execute;
 use uraid_engine::metadata::{ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, Ticket, UnixSeconds};
 use uraid_engine::ppl::PplConfig;
 use uraid_engine::{EngineError, EngineEvent, SECTOR_BYTES};
-use uraid_format::bitmap::{self, BitmapSuper};
+use uraid_md::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_md::metadata::{bitmap_byte_offset, MdDevice, MdMetadata, MdStart};
 pub use uraid_md::WriteIntentBits;
+use uraid_md_format::bitmap::{self, BitmapSuper};
 
 use crate::ppl::LogReplay;
-use uraid_format::{MemberInfo, Role, MAX_SECTOR};
+use uraid_md_format::{MemberInfo, Role, MAX_SECTOR};
 
 use crate::member::{FileDevice, MemberDevice};
 use crate::probe::{no_superblock, probe, ProbeError, Probed};
@@ -463,7 +463,7 @@ impl OpenArray {
                 return Err(OpenError::BadMember(format!(
                     "{}: carries an md superblock of array {} (events {}); it may hold data, so it is not added. Wipe it first if it is free",
                     dev.name(),
-                    uraid_format::uuid::format_md(&info.array_uuid),
+                    uraid_md_format::uuid::format_md(&info.array_uuid),
                     info.events
                 )));
             }
@@ -993,7 +993,7 @@ fn ppl_config(members: &[OpenMember], plan: &AssemblyPlan) -> Result<Option<PplC
         )));
     }
     let area_bytes = areas.iter().flatten().map(|a| a.1).min().expect("some area");
-    let config = PplConfig { signature: uraid_format::ppl::signature(&plan.array_uuid), area_bytes };
+    let config = PplConfig { signature: uraid_md_format::ppl::signature(&plan.array_uuid), area_bytes };
     if config.space() < uraid_engine::ppl::pp_per_row(&plan.geometry) {
         return Err(OpenError::BadMember(format!(
             "{}: the partial parity log area ({area_bytes} bytes) holds no partial parity",

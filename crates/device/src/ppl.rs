@@ -4,8 +4,8 @@
 
 use uraid_engine::ppl::{latest_header, replay, PplConfig, ReplayIo, ReplayReport};
 use uraid_engine::{Geometry, SlotState};
-use uraid_format::ppl::PplHeader;
-use uraid_format::Superblock;
+use uraid_md_format::ppl::PplHeader;
+use uraid_md_format::Superblock;
 
 use crate::open_array::{MemberTarget, OpenError, OpenMember};
 
@@ -84,7 +84,7 @@ pub(crate) fn replay_logs(
             out.invalid_logs.push(t.dev.name().to_string());
             continue;
         };
-        let pp = &area[offset + uraid_format::ppl::HEADER_BYTES..];
+        let pp = &area[offset + uraid_md_format::ppl::HEADER_BYTES..];
         let r = replay(geometry, slots, slot, &header, pp, &mut TargetIo { targets }).map_err(OpenError::BadMember)?;
         out.report.recovered += r.recovered;
         out.report.skipped += r.skipped;

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, SpeedLimits, SyncAction};
 use uraid_device::{probe, MemberDevice, MemoryDevice, OpenArray};
-use uraid_format::create::{plan, CreateSpec};
-use uraid_format::MetadataVersion;
+use uraid_md_format::create::{plan, CreateSpec};
+use uraid_md_format::MetadataVersion;
 
 const MEMBER_BYTES: u64 = 8 << 20;
 
@@ -44,7 +44,7 @@ fn members_with(level: i32, n: usize, chunk_sectors: u32, clean: bool, bitmap: b
             let dev = Arc::new(MemoryDevice::new(&format!("mem{i}"), MEMBER_BYTES));
             if let (Some(mut image), Some((at, _))) = (made.bitmap_image(), made.members[i].bitmap) {
                 // A fresh array: consistent, so no bit needs to be set.
-                image[uraid_format::bitmap::HEADER_BYTES..].fill(0);
+                image[uraid_md_format::bitmap::HEADER_BYTES..].fill(0);
                 dev.write_at(at, &image).unwrap();
             }
             let mut sb = made.superblocks[i].clone();
@@ -973,9 +973,9 @@ fn bitmap_bits_on_disk(dev: &dyn MemberDevice) -> Vec<u8> {
     let probed = probe(dev).unwrap().unwrap();
     let info = probed.superblock.info();
     let at = (probed.offset as i64 + i64::from(info.bitmap_offset.expect("bitmap")) * 512) as u64;
-    let mut header = vec![0u8; uraid_format::bitmap::HEADER_BYTES];
+    let mut header = vec![0u8; uraid_md_format::bitmap::HEADER_BYTES];
     dev.read_at(at, &mut header).unwrap();
-    let bms = uraid_format::bitmap::BitmapSuper::parse(&header).unwrap();
+    let bms = uraid_md_format::bitmap::BitmapSuper::parse(&header).unwrap();
     let mut bits = vec![0u8; bms.bits_bytes()];
     dev.read_at(at + header.len() as u64, &mut bits).unwrap();
     bits
@@ -1243,7 +1243,7 @@ fn rebuild_checkpoints_follow_the_data_they_cover() {
         if *offset != super_at {
             continue;
         }
-        let sb = uraid_format::Superblock::parse(info.version, data, MEMBER_BYTES).expect("a superblock");
+        let sb = uraid_md_format::Superblock::parse(info.version, data, MEMBER_BYTES).expect("a superblock");
         let Some(rebuilt) = sb.info().recovery_offset.filter(|r| *r > 0) else { continue };
         checkpoints += 1;
         let covered_end = data_start + rebuilt * 512;
@@ -1292,7 +1292,7 @@ fn bitmap_bits_are_durable_before_the_writes_they_cover() {
     }
     drop(h);
     service.stop().unwrap();
-    let header = uraid_format::bitmap::HEADER_BYTES;
+    let header = uraid_md_format::bitmap::HEADER_BYTES;
     let chunk_bytes = 64u64 << 10;
     let log = log.lock().unwrap().clone();
     let mut data_writes = 0;
@@ -1317,7 +1317,7 @@ fn bitmap_bits_are_durable_before_the_writes_they_cover() {
             .unwrap_or_else(|| panic!("data write {i} on member {dev} before any bitmap write"));
         for c in first..=last {
             assert!(
-                uraid_format::bitmap::is_dirty(&bits, c),
+                uraid_md_format::bitmap::is_dirty(&bits, c),
                 "data write {i} on member {dev}: bit {c} clear in bitmap write {b}"
             );
         }

@@ -8,14 +8,12 @@
 //! - [`iobuf`]: request and member data passed through without copying;
 //! - [`metadata`]: a running array's on-disk metadata behind one format-neutral interface;
 //! - [`bufpool`]: large data buffers (member reads, client writes) that stay mapped between uses;
-//! - [`assemble`]: which members form the array (freshness, slots, enough members to run);
 //! - [`mod@array`]: the request state machine (degraded I/O, rmw/rcw, check/repair);
 //! - [`ppl`]: md's partial parity log: entries for stripe writes, replay after a crash;
 //! - [`read_balance`]: which copy of mirrored data a read goes to ([`ReadPolicy`]);
 //! - [`blocking`]: a minimal synchronous loop that runs the engine against a closure doing I/O.
 
 pub mod array;
-pub mod assemble;
 pub mod blocking;
 pub mod bufpool;
 mod error;
@@ -29,7 +27,6 @@ pub mod read_balance;
 mod slot;
 
 pub use array::{Array, Completion, EngineEvent, Request, RequestId};
-pub use assemble::{ArrayState, AssemblyPlan, Candidate, MemberVerdict};
 pub use bufpool::PoolBuf;
 pub use error::EngineError;
 pub use geometry::{Geometry, SECTOR_BYTES};

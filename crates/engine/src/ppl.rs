@@ -19,8 +19,8 @@
 //! extension (md's kernel refuses PPL there): raid4 exactly like raid5, raid6 with the partial
 //! Q syndrome after the partial P, so `pp_size` is `2 * strip` unless the rows are full.
 
-use uraid_format::ppl::{pp_checksum, PplEntry, PplHeader, HEADER_BYTES, MAX_ENTRIES};
 use uraid_layout::StripeRoles;
+use uraid_md_format::ppl::{pp_checksum, PplEntry, PplHeader, HEADER_BYTES, MAX_ENTRIES};
 
 use crate::geometry::{Geometry, SECTOR_BYTES};
 use crate::slot::SlotState;
@@ -35,7 +35,7 @@ pub const ROW_BYTES: u64 = SECTOR_BYTES;
 /// How an array logs partial parity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PplConfig {
-    /// md's signature for the array (`uraid_format::ppl::signature` of the array uuid).
+    /// md's signature for the array (`uraid_md_format::ppl::signature` of the array uuid).
     pub signature: u32,
     /// Bytes of the log area on every member, header included.
     pub area_bytes: u64,

@@ -77,7 +77,7 @@ fn run_sequence_with(name: &str, geometry: &Geometry, absent: &[usize], ops: &[W
                     assert!(area.is_empty(), "{name}: slot {slot} holds a log without a valid header");
                     continue;
                 };
-                let pp = &area[at + uraid_format::ppl::HEADER_BYTES..];
+                let pp = &area[at + uraid_md_format::ppl::HEADER_BYTES..];
                 let r = replay(geometry, &slots, slot, &header, pp, &mut members).unwrap();
                 assert_eq!(r.bad, 0, "{name}: slot {slot}: log entries that do not fit: {header:?}");
             }

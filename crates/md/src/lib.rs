@@ -1,13 +1,20 @@
-//! Linux md on uraid's engine.
+//! Linux md on uraid's engine: everything md-specific above its on-disk bytes.
 //!
+//! - [`assemble`]: md's assembly decisions as a pure function of the superblocks found: which
+//!   members are fresh (event counts, the freshest superblock's role table), which slot each
+//!   fills, and whether the array can run at all;
+//! - [`probe`]: where md keeps its superblock on a device and how a member is recognised, given
+//!   a way to read the device's bytes;
 //! - [`metadata`]: a running md array's superblocks and write-intent bitmap as a sans-I/O state
 //!   machine behind the engine's format-neutral [`uraid_engine::metadata::ArrayMetadata`]: md's
 //!   event-count rules, role tables, rebuild and resync checkpoints, and the bitmap's bits, as
 //!   ordered member writes and flushes.
 //!
 //! md's on-disk bytes themselves (superblocks 0.90 and 1.x, the bitmap header, PPL headers) are
-//! parsed and written by `uraid-format`; the assembly decisions are in `uraid_engine::assemble`.
+//! parsed and written by `uraid-md-format` (`crates/md/format`).
 
+pub mod assemble;
 pub mod metadata;
+pub mod probe;
 
 pub use metadata::{MdDevice, MdMetadata, WriteIntentBits};

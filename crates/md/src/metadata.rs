@@ -29,8 +29,8 @@ use uraid_engine::metadata::{
     ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, MetaStep, MetaWhat, Ticket, UnixSeconds,
 };
 use uraid_engine::SECTOR_BYTES;
-use uraid_format::bitmap::{self, BitmapSuper};
-use uraid_format::{Role, Superblock};
+use uraid_md_format::bitmap::{self, BitmapSuper};
+use uraid_md_format::{Role, Superblock};
 
 /// One member device's md metadata, as it is on the device.
 #[derive(Debug, Clone)]
@@ -627,8 +627,8 @@ impl ArrayMetadata for MdMetadata {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uraid_format::create::{plan, CreateSpec};
-    use uraid_format::{MetadataVersion, MAX_SECTOR};
+    use uraid_md_format::create::{plan, CreateSpec};
+    use uraid_md_format::{MetadataVersion, MAX_SECTOR};
 
     const DEVICE_BYTES: u64 = 64 << 20;
 

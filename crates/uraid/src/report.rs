@@ -2,10 +2,10 @@
 //! the md fixtures' `case.json` (so a test, or a script, can compare the two directly).
 
 use serde_json::{json, Value};
-use uraid_engine::assemble::{AssemblyPlan, MemberVerdict};
-use uraid_format::sb1::feature;
-use uraid_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
+use uraid_md::assemble::{AssemblyPlan, MemberVerdict};
+use uraid_md_format::sb1::feature;
+use uraid_md_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
 
 use crate::size::mdadm_size;
 

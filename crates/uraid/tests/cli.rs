@@ -175,10 +175,10 @@ fn initial_sync_makes_garbage_members_consistent() {
 }
 
 /// The line `mdadm --examine` printed for member 0 of an oracle PPL sample (see
-/// crates/format/tests/data/ppl/README.md).
+/// crates/md/format/tests/data/ppl/README.md).
 fn mdadm_examine_line(case: &str, key: &str) -> String {
     let path =
-        uraid_testkit::workspace_root().join("crates/format/tests/data/ppl").join(case).join("mdadm/examine.txt");
+        uraid_testkit::workspace_root().join("crates/md/format/tests/data/ppl").join(case).join("mdadm/examine.txt");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .find(|l| l.trim_start().starts_with(&format!("{key} : ")))
@@ -229,11 +229,11 @@ fn create_with_ppl_examine_and_detail_show_it() {
         // with a valid header signed with the array UUID.
         let sector =
             json[0]["super_offset_sectors"].as_i64().unwrap() + json[0]["ppl_offset_sectors"].as_i64().unwrap();
-        let uuid = uraid_format::uuid::parse_md(d["array_uuid"].as_str().unwrap()).unwrap();
+        let uuid = uraid_md_format::uuid::parse_md(d["array_uuid"].as_str().unwrap()).unwrap();
         for (i, path) in m.iter().enumerate() {
             let image = std::fs::read(path).unwrap();
-            let header = uraid_format::ppl::PplHeader::parse(&image[sector as usize * 512..]).expect("PPL header");
-            assert_eq!(header.signature, uraid_format::ppl::signature(&uuid), "{metadata} member {i}");
+            let header = uraid_md_format::ppl::PplHeader::parse(&image[sector as usize * 512..]).expect("PPL header");
+            assert_eq!(header.signature, uraid_md_format::ppl::signature(&uuid), "{metadata} member {i}");
         }
 
         // And it is an array: what is written reads back.
@@ -523,7 +523,7 @@ fn dirty_degraded_ppl_array_is_not_read_without_its_replay() {
 /// clean at the next stop and reads what was written.
 #[test]
 fn dirty_degraded_ppl_array_with_a_torn_log_write_owes_no_resync() {
-    use uraid_format::ppl::{PplEntry, PplHeader};
+    use uraid_md_format::ppl::{PplEntry, PplHeader};
     let dir = tempfile::tempdir().unwrap();
     let m = members(dir.path(), 4, 8 << 20);
     let o = uraid(&args(&["create", "--level=5", "--raid-devices=4", "--chunk=64K", "--consistency-policy=ppl"], &m));
@@ -536,9 +536,9 @@ fn dirty_degraded_ppl_array_with_a_torn_log_write_owes_no_resync() {
     let log_at = (json[0]["super_offset_sectors"].as_i64().unwrap() + json[0]["ppl_offset_sectors"].as_i64().unwrap())
         as usize
         * 512;
-    let uuid = uraid_format::uuid::parse_md(detail(&m)["array_uuid"].as_str().unwrap()).unwrap();
+    let uuid = uraid_md_format::uuid::parse_md(detail(&m)["array_uuid"].as_str().unwrap()).unwrap();
     let entry = PplEntry { data_sector: 0, pp_size: 4096, data_size: 4096, parity_disk: 3, checksum: 0x0bad_0bad };
-    let header = PplHeader { signature: uraid_format::ppl::signature(&uuid), generation: 1, entries: vec![entry] };
+    let header = PplHeader { signature: uraid_md_format::ppl::signature(&uuid), generation: 1, entries: vec![entry] };
     let mut image = std::fs::read(&m[3]).unwrap();
     image[log_at..log_at + 4096].copy_from_slice(&header.to_bytes());
     image[log_at + 4096..log_at + 8192].copy_from_slice(&data(4096, 12));

@@ -29,7 +29,7 @@
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
 
-use uraid_format::ppl::{PplEntry, PplHeader, MAX_ENTRIES};
+use uraid_md_format::ppl::{PplEntry, PplHeader, MAX_ENTRIES};
 
 use super::emit::{IoKind, IoTag, Outcome};
 use super::parity_write::StripeMemberWrites;

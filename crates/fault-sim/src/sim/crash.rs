@@ -197,7 +197,7 @@ impl Sim {
                 complete = false;
                 continue;
             };
-            let pp = self.devices[d].ppl_area[at + uraid_format::ppl::HEADER_BYTES..].to_vec();
+            let pp = self.devices[d].ppl_area[at + uraid_md_format::ppl::HEADER_BYTES..].to_vec();
             for e in &header.entries {
                 let ext = uraid_engine::ppl::entry_extent(&self.geometry, e);
                 trace!(self, "    entry {e:?}: {ext:?}");

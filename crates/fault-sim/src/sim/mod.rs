@@ -15,7 +15,7 @@ use uraid_engine::array::{Array, Completion, IoId, MemberIo, MemberOp, RequestId
 use uraid_engine::ppl::PplConfig;
 use uraid_engine::read_balance::SplitTuning;
 use uraid_engine::{EngineError, Geometry, ReadPolicy};
-use uraid_format::ppl::PplHeader;
+use uraid_md_format::ppl::PplHeader;
 
 use crate::disk::SimDisk;
 use crate::model::{Expect, FlushToken, Model, WriteId};

@@ -16,11 +16,11 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use rand::RngCore;
 use uraid_device::probe::md_magic_offsets;
 use uraid_device::{probe, FileDevice, MemberDevice, OpenArray};
-use uraid_engine::assemble::{self, Candidate};
-use uraid_format::create::{plan_with_policy, stored_name, ConsistencyPolicy, CreateSpec};
-use uraid_format::uuid::format_md;
-use uraid_format::MetadataVersion;
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
+use uraid_md::assemble::{self, Candidate};
+use uraid_md_format::create::{plan_with_policy, stored_name, ConsistencyPolicy, CreateSpec};
+use uraid_md_format::uuid::format_md;
+use uraid_md_format::MetadataVersion;
 
 use super::{err, CliError, CliResult};
 use crate::report::{chunk_text, layout_name, level_name};

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use uraid_device::service::StopReport;
 use uraid_device::{probe, FileDevice, MemberDevice, OpenArray, OpenError, Probed};
-use uraid_engine::MemberVerdict;
-use uraid_format::uuid::{format_md, parse_md};
+use uraid_md::assemble::MemberVerdict;
+use uraid_md_format::uuid::{format_md, parse_md};
 
 /// A command's failure: one line for the user, already naming the file and what is wrong.
 #[derive(Debug)]

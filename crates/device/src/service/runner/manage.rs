@@ -1,7 +1,8 @@
 //! Membership changes while serving (md's `--add`, `--fail`, `--remove`), bringing in spares, and
 //! starting the member I/O of a slot whose device changed.
 
-use uraid_engine::{EngineError, MemberVerdict};
+use uraid_engine::EngineError;
+use uraid_md::assemble::MemberVerdict;
 
 use super::{log, Runner, SyncAction};
 use crate::open_array::OpenError;

@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::Mutex;
 
-use uraid_format::{MetadataVersion, Superblock};
+use uraid_md_format::{MetadataVersion, Superblock};
 use uraid_testkit::FixtureCase;
 
 /// The whole image of member `index`, or `None` for a missing member.

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 
 use common::*;
 use proptest::prelude::*;
-use uraid_format::bitmap::BitmapSuper;
-use uraid_format::{FormatError, MetadataVersion, Superblock};
+use uraid_md_format::bitmap::BitmapSuper;
+use uraid_md_format::{FormatError, MetadataVersion, Superblock};
 use uraid_testkit::cases;
 
 /// One real superblock of each version present in the fixtures: (version, 4 KiB, device bytes).
@@ -113,7 +113,7 @@ fn a_superblock_read_at_the_wrong_place_says_where_it_claims_to_be() {
 fn other_load_checks() {
     let (bytes, size) = sample(MetadataVersion::V1_2);
     let Superblock::V1(sb) = Superblock::parse(MetadataVersion::V1_2, &bytes, size).unwrap() else { unreachable!() };
-    let reparse = |sb: &uraid_format::Superblock1| Superblock::parse(MetadataVersion::V1_2, &sb.to_bytes(), size);
+    let reparse = |sb: &uraid_md_format::Superblock1| Superblock::parse(MetadataVersion::V1_2, &sb.to_bytes(), size);
     let mut s = sb.clone();
     s.pad3[5] = 1;
     assert_eq!(reparse(&s).unwrap_err(), FormatError::NonZeroPadding { field: "pad3" });
@@ -124,7 +124,7 @@ fn other_load_checks() {
     s.data_offset = 8;
     assert!(matches!(reparse(&s), Err(FormatError::BadDataArea(_))));
     let mut s = sb.clone();
-    s.feature_map |= uraid_format::sb1::feature::RAID0_LAYOUT;
+    s.feature_map |= uraid_md_format::sb1::feature::RAID0_LAYOUT;
     s.level = 5;
     assert!(matches!(reparse(&s), Err(FormatError::BadFeatures(_))));
     // The kernel's limit on max_dev.
@@ -148,20 +148,20 @@ fn setters_update_what_they_say_and_keep_the_checksum_valid() {
         sb.set_events(1_000_000_007);
         sb.set_utime(1_800_000_000);
         sb.set_clean(false);
-        sb.set_role(1, uraid_format::Role::Faulty);
+        sb.set_role(1, uraid_md_format::Role::Faulty);
         let again = Superblock::parse(*version, &sb.to_bytes(), *size).unwrap();
         let info = again.info();
         assert_eq!(info.events, 1_000_000_007);
         assert_eq!(info.utime, 1_800_000_000);
         assert!(!info.state_clean);
-        assert_eq!(info.roles[1], uraid_format::Role::Faulty);
+        assert_eq!(info.roles[1], uraid_md_format::Role::Faulty);
         let mut sb = again;
         sb.set_clean(true);
-        sb.set_role(1, uraid_format::Role::Active(1));
+        sb.set_role(1, uraid_md_format::Role::Active(1));
         let info = Superblock::parse(*version, &sb.to_bytes(), *size).unwrap().info();
         assert!(info.state_clean);
         assert_eq!(info.resync_offset, u64::MAX);
-        assert_eq!(info.roles[1], uraid_format::Role::Active(1));
+        assert_eq!(info.roles[1], uraid_md_format::Role::Active(1));
     }
 }
 
@@ -212,11 +212,11 @@ proptest! {
             // Re-sign the mutation so the deeper checks run.
             let max_dev = u32::from_le_bytes(b[220..224].try_into().unwrap());
             if 256 + 2 * (max_dev as usize) <= b.len() {
-                let c = uraid_format::sb1::checksum(&b, max_dev);
+                let c = uraid_md_format::sb1::checksum(&b, max_dev);
                 b[216..220].copy_from_slice(&c.to_le_bytes());
             }
         } else if fix_checksum && b.len() >= 4096 {
-            let c = uraid_format::sb090::checksum(&b);
+            let c = uraid_md_format::sb090::checksum(&b);
             b[152..156].copy_from_slice(&c.to_le_bytes());
         }
         let device = (*size as i64 + device_delta * 512).max(0) as u64;

@@ -821,7 +821,7 @@ mod tests {
     #[test]
     fn ppl_placement_follows_mdadm() {
         // 24 MiB members, chunk 64K: what mdadm 4.2 wrote in the oracle samples
-        // (crates/format/tests/ppl.rs compares whole superblocks).
+        // (crates/md/format/tests/ppl.rs compares whole superblocks).
         let bytes = 24u64 << 20;
         for (version, n, data_offset, ppl_at, bblog, data_size, size) in [
             (MetadataVersion::V1_2, 4, 4096, 8i16, (2056, 8), 45056, 45056),

@@ -207,7 +207,7 @@ mod tests {
     #[test]
     fn signature_of_an_oracle_array() {
         // The array made by scripts/oracle/make-ppl-samples.sh, case raid5-4-ppl-1.2: md wrote
-        // headers with this signature (crates/format/tests/ppl.rs checks the real bytes).
+        // headers with this signature (crates/md/format/tests/ppl.rs checks the real bytes).
         let uuid = crate::uuid::parse_md("6d646f72:61636c65:00000000:000003eb").unwrap();
         assert_eq!(signature(&uuid), 0xc790_5c5a);
     }

@@ -7,14 +7,12 @@
 
 use std::fmt;
 
-use uraid_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
+use uraid_engine::{EngineError, Geometry};
 use uraid_layout::{
     Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format, Raid10Layout,
     Raid1Layout,
 };
-
-use crate::error::EngineError;
-use crate::geometry::Geometry;
+use uraid_md_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
 
 /// md's feature bit saying the raid0 layout field is meaningful (`MD_FEATURE_RAID0_LAYOUT`).
 const FEATURE_RAID0_LAYOUT: u32 = 4096;

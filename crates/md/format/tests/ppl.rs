@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::mdadm_sections;
-use uraid_format::create::{self, ConsistencyPolicy, CreateSpec};
-use uraid_format::ppl::{self, PplHeader};
-use uraid_format::sb1::feature;
-use uraid_format::{uuid, FormatError, MetadataVersion, Superblock, Superblock1, SECTOR};
+use uraid_md_format::create::{self, ConsistencyPolicy, CreateSpec};
+use uraid_md_format::ppl::{self, PplHeader};
+use uraid_md_format::sb1::feature;
+use uraid_md_format::{uuid, FormatError, MetadataVersion, Superblock, Superblock1, SECTOR};
 
 const STATES: [&str; 3] = ["mdadm", "created", "written"];
 

@@ -5,9 +5,9 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use uraid_format::bitmap::{self, BitmapSuper};
-use uraid_format::create::{self, CreateSpec};
-use uraid_format::{uuid, MemberInfo, MetadataVersion, Role, Superblock, Superblock1, SECTOR};
+use uraid_md_format::bitmap::{self, BitmapSuper};
+use uraid_md_format::create::{self, CreateSpec};
+use uraid_md_format::{uuid, MemberInfo, MetadataVersion, Role, Superblock, Superblock1, SECTOR};
 use uraid_testkit::{cases, FixtureCase};
 
 fn json_str<'a>(v: &'a Value, key: &str) -> &'a str {
