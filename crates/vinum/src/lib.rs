@@ -1,0 +1,21 @@
+//! FreeBSD gvinum (Vinum) on disk: the drive header, the configuration text, the fixed drive
+//! layout, the object model, plex address mapping, and which drive's configuration wins.
+//!
+//! Everything here is pure: no I/O. Callers read the first [`drive_layout::DATA_START`]
+//! bytes of each drive and hand them in, and write back what the serializers return.
+//!
+//! The specification is FreeBSD's `sys/geom/vinum` (`geom_vinum_var.h`,
+//! `geom_vinum_drive.c`, `geom_vinum_subr.c`, `geom_vinum_share.c`, `geom_vinum_plex.c`,
+//! `geom_vinum_raid5.c`, `geom_vinum_events.c`, `geom_vinum_create.c`) and `sbin/gvinum`.
+//!
+//! Layout of the crate:
+//! - [`header`]: the drive header at byte 4096 (canonical big-endian and four classic
+//!   layouts).
+//! - [`drive_layout`]: where header, configuration copies and data sit; reading and writing
+//!   a configuration area; a drive's metadata as a whole.
+
+pub mod drive_layout;
+pub mod header;
+
+pub use drive_layout::{ConfigAreaError, ConfigCopy, DriveMetadata, DriveMetadataError};
+pub use header::{DriveHeader, DriveLabel, HeaderError, HeaderLayout, HeaderStatus, Timeval};
