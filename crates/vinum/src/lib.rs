@@ -13,9 +13,15 @@
 //!   layouts).
 //! - [`drive_layout`]: where header, configuration copies and data sit; reading and writing
 //!   a configuration area; a drive's metadata as a whole.
+//! - [`objects`]: volumes, plexes, subdisks, drives; states; names; validation rules.
 
 pub mod drive_layout;
 pub mod header;
+pub mod objects;
 
 pub use drive_layout::{ConfigAreaError, ConfigCopy, DriveMetadata, DriveMetadataError};
 pub use header::{DriveHeader, DriveLabel, HeaderError, HeaderLayout, HeaderStatus, Timeval};
+pub use objects::{
+    ConfigProblem, Drive, DriveState, ObjectKind, Plex, PlexMembership, PlexOrganization, PlexState, Subdisk,
+    SubdiskState, VinumConfig, Volume, VolumeState,
+};
