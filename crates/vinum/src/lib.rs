@@ -13,14 +13,22 @@
 //!   layouts).
 //! - [`drive_layout`]: where header, configuration copies and data sit; reading and writing
 //!   a configuration area; a drive's metadata as a whole.
+//! - [`tokens`]: gvinum's tokenizer and size units.
+//! - [`line_syntax`]: the keyword grammar of one object line.
+//! - [`config_text`]: the on-disk configuration text, written byte for byte and read back.
 //! - [`objects`]: volumes, plexes, subdisks, drives; states; names; validation rules.
 
+pub mod config_text;
 pub mod drive_layout;
 pub mod header;
+pub mod line_syntax;
 pub mod objects;
+pub mod tokens;
 
+pub use config_text::{format_config, parse_config, parse_config_as_kernel, ConfigTextError, KernelReading};
 pub use drive_layout::{ConfigAreaError, ConfigCopy, DriveMetadata, DriveMetadataError};
 pub use header::{DriveHeader, DriveLabel, HeaderError, HeaderLayout, HeaderStatus, Timeval};
+pub use line_syntax::LineProblem;
 pub use objects::{
     ConfigProblem, Drive, DriveState, ObjectKind, Plex, PlexMembership, PlexOrganization, PlexState, Subdisk,
     SubdiskState, VinumConfig, Volume, VolumeState,
