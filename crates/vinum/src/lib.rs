@@ -16,9 +16,11 @@
 //! - [`tokens`]: gvinum's tokenizer and size units.
 //! - [`line_syntax`]: the keyword grammar of one object line.
 //! - [`config_text`]: the on-disk configuration text, written byte for byte and read back.
+//! - [`create_description`]: `gvinum create` files with gvinum's default names.
 //! - [`objects`]: volumes, plexes, subdisks, drives; states; names; validation rules.
 
 pub mod config_text;
+pub mod create_description;
 pub mod drive_layout;
 pub mod header;
 pub mod line_syntax;
@@ -26,6 +28,7 @@ pub mod objects;
 pub mod tokens;
 
 pub use config_text::{format_config, parse_config, parse_config_as_kernel, ConfigTextError, KernelReading};
+pub use create_description::{parse_create_description, CreateDescription, CreateDescriptionError, SubdiskRequest};
 pub use drive_layout::{ConfigAreaError, ConfigCopy, DriveMetadata, DriveMetadataError};
 pub use header::{DriveHeader, DriveLabel, HeaderError, HeaderLayout, HeaderStatus, Timeval};
 pub use line_syntax::LineProblem;
