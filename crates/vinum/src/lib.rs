@@ -18,12 +18,14 @@
 //! - [`config_text`]: the on-disk configuration text, written byte for byte and read back.
 //! - [`create_description`]: `gvinum create` files with gvinum's default names.
 //! - [`objects`]: volumes, plexes, subdisks, drives; states; names; validation rules.
+//! - [`mapping`]: plex offset to subdisk offset for concat, striped and raid5.
 
 pub mod config_text;
 pub mod create_description;
 pub mod drive_layout;
 pub mod header;
 pub mod line_syntax;
+pub mod mapping;
 pub mod objects;
 pub mod tokens;
 
@@ -32,6 +34,7 @@ pub use create_description::{parse_create_description, CreateDescription, Create
 pub use drive_layout::{ConfigAreaError, ConfigCopy, DriveMetadata, DriveMetadataError};
 pub use header::{DriveHeader, DriveLabel, HeaderError, HeaderLayout, HeaderStatus, Timeval};
 pub use line_syntax::LineProblem;
+pub use mapping::{Location, MappingError, PlexLayout, Raid5Location};
 pub use objects::{
     ConfigProblem, Drive, DriveState, ObjectKind, Plex, PlexMembership, PlexOrganization, PlexState, Subdisk,
     SubdiskState, VinumConfig, Volume, VolumeState,
