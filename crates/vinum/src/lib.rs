@@ -19,6 +19,7 @@
 //! - [`create_description`]: `gvinum create` files with gvinum's default names.
 //! - [`objects`]: volumes, plexes, subdisks, drives; states; names; validation rules.
 //! - [`mapping`]: plex offset to subdisk offset for concat, striped and raid5.
+//! - [`newest`]: merging the configurations of several drives as the kernel does.
 
 pub mod config_text;
 pub mod create_description;
@@ -26,6 +27,7 @@ pub mod drive_layout;
 pub mod header;
 pub mod line_syntax;
 pub mod mapping;
+pub mod newest;
 pub mod objects;
 pub mod tokens;
 
@@ -35,6 +37,7 @@ pub use drive_layout::{ConfigAreaError, ConfigCopy, DriveMetadata, DriveMetadata
 pub use header::{DriveHeader, DriveLabel, HeaderError, HeaderLayout, HeaderStatus, Timeval};
 pub use line_syntax::LineProblem;
 pub use mapping::{Location, MappingError, PlexLayout, Raid5Location};
+pub use newest::{merge_in_taste_order, merge_newest_first, MergedConfig, TastedDrive};
 pub use objects::{
     ConfigProblem, Drive, DriveState, ObjectKind, Plex, PlexMembership, PlexOrganization, PlexState, Subdisk,
     SubdiskState, VinumConfig, Volume, VolumeState,
