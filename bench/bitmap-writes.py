@@ -12,6 +12,7 @@ fails on a figure.
 
     bench/bitmap-writes.py --before OLD_URAID [--after target/release/uraid] [--runs 3]
         [--seconds 5] [--member-size 256M] [--bitmap-chunk 4M] [--dir /dev/shm/uraid-bench-bitmap]
+        [--only raid1]
 """
 
 import argparse
@@ -93,13 +94,14 @@ def main():
     ap.add_argument("--member-size", type=size_arg, default=size_arg("256M"))
     ap.add_argument("--bitmap-chunk", default="4M")
     ap.add_argument("--dir", default="/dev/shm/uraid-bench-bitmap")
+    ap.add_argument("--only", default="", help="run only the arrays whose name contains this")
     args = ap.parse_args()
     if shutil.which("fio") is None:
         sys.exit("bench/bitmap-writes.py: fio not found (scripts/setup.sh installs it)")
     builds = [("before", args.before), ("after", args.after)]
     print(f"members on {args.dir}, {args.member_size >> 20} MiB each, bitmap chunk {args.bitmap_chunk}, "
           f"{args.runs} runs of {args.seconds} s per figure, builds alternated")
-    for name, flags, n in ARRAYS:
+    for name, flags, n in [a for a in ARRAYS if args.only in a[0]]:
         results = {b: [] for b, _ in builds}
         for r in range(args.runs):
             order = builds if r % 2 == 0 else builds[::-1]
