@@ -7,12 +7,8 @@ use uraid_engine::{Geometry, SlotState};
 use uraid_format::ppl::PplHeader;
 use uraid_format::Superblock;
 
-use crate::open_array::{MemberTarget, OpenError, OpenMember};
-
-/// A member's log area: byte offset on the device and length, if its superblock has one.
-pub(crate) fn log_area(m: &OpenMember) -> Option<(u64, u64)> {
-    log_area_of(&m.probed.superblock)
-}
+use crate::error::OpenError;
+use crate::target::MemberTarget;
 
 /// The log area a superblock describes: byte offset on its device and length.
 pub(crate) fn log_area_of(sb: &Superblock) -> Option<(u64, u64)> {

@@ -29,14 +29,16 @@
 //!
 //! Where things live: the public requests, answers and reports in `types`, the settings in
 //! `config`, the client side in `handle` (`ServiceHandle`) and `array_service` (start and stop),
-//! the engine thread's messages in `messages` and its wake-ups in `notifier`, member I/O threads
-//! and rings in `workers` and [`uring`], the metadata I/O thread in `metadata_io`, the engine
-//! thread itself in `runner`, inline requests in `inline`, and a pass's pacing in [`sync`].
+//! the engine thread's messages in `messages` and its wake-ups in `notifier`, the choice of a
+//! member's I/O path in `workers`, member I/O threads in `io_threads` and rings in [`uring`], the
+//! metadata I/O thread in `metadata_io`, the engine thread itself in `runner`, inline requests in
+//! `inline`, and a pass's pacing in [`sync`].
 
 mod array_service;
 mod config;
 mod handle;
 mod inline;
+mod io_threads;
 mod messages;
 mod metadata_io;
 mod notifier;

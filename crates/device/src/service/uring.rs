@@ -42,8 +42,9 @@ use uraid_engine::array::{IoId, IoResult, MemberIo, MemberOp};
 use uraid_engine::{IoBuf, PoolBuf};
 
 use super::notifier::{Inbox, Notifier};
+use crate::error::OpenError;
 use crate::member::{check_bounds, AlignedBuf, DirectIo, IoHandle};
-use crate::open_array::{MemberTarget, OpenError};
+use crate::target::MemberTarget;
 
 /// Whether this kernel lets us set up a ring (it may be too old, or `kernel.io_uring_disabled`
 /// may forbid it); probed once per process.
@@ -634,7 +635,7 @@ impl MemberRing {
             let (target, back) = (self.target.clone(), self.inbox.clone());
             let thread = std::thread::Builder::new()
                 .name(format!("member{}-zero", self.slot))
-                .spawn(move || super::workers::member_worker(rx, target, back))
+                .spawn(move || super::io_threads::member_worker(rx, target, back))
                 .expect("spawning a member I/O thread");
             self.helper = Some((tx, thread));
         }
@@ -660,7 +661,7 @@ mod tests {
     use super::super::notifier::{Inbox, Notifier};
     use super::MemberRing;
     use crate::member::{FileDevice, MemberDevice};
-    use crate::open_array::MemberTarget;
+    use crate::target::MemberTarget;
     use bytes::Bytes;
 
     const BASE: u64 = 64 << 10;

@@ -1,15 +1,16 @@
-//! How each member's I/O is performed: an io_uring the engine thread drives, or a small pool of
-//! I/O threads fed from a queue, which answer the engine thread through its inbox.
+//! How each member's I/O is performed: an io_uring the engine thread drives ([`uring`]), or a
+//! small pool of I/O threads fed from a queue, which answer the engine thread through its inbox
+//! (`io_threads`).
 
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender};
-use uraid_engine::array::{IoResult, MemberIo};
+use crossbeam_channel::Sender;
+use uraid_engine::array::MemberIo;
 
-use super::messages::Msg;
+use super::io_threads::spawn_member_workers;
 use super::notifier::Inbox;
 use super::{log, uring, IoBackend, ServiceConfig};
-use crate::open_array::MemberTarget;
+use crate::target::MemberTarget;
 
 /// How one member's I/O is performed: by I/O threads fed from a queue (dropping it ends them
 /// once they have answered everything queued), or through a ring the engine thread drives.
@@ -48,43 +49,4 @@ pub(super) fn spawn_member_io(
         }
     }
     MemberPath::Threads(spawn_member_workers(slot, target, config.workers_per_member, back, workers))
-}
-
-/// Start the I/O threads of one member; returns the queue that feeds them.
-fn spawn_member_workers(
-    slot: usize,
-    target: MemberTarget,
-    threads: usize,
-    back: &Inbox,
-    workers: &mut Vec<JoinHandle<()>>,
-) -> Sender<MemberIo> {
-    let (qtx, qrx) = crossbeam_channel::unbounded::<MemberIo>();
-    for n in 0..threads.max(1) {
-        let (qrx, back, target) = (qrx.clone(), back.clone(), target.clone());
-        let worker = std::thread::Builder::new()
-            .name(format!("member{slot}-io{n}"))
-            .spawn(move || member_worker(qrx, target, back))
-            .expect("spawning a member I/O thread");
-        workers.push(worker);
-    }
-    qtx
-}
-
-pub(super) fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, back: Inbox) {
-    for io in queue {
-        // A panic here (perform refuses I/O outside the data area with one) must still answer
-        // the engine, or the request would wait forever; the member is failed instead, which
-        // stops further I/O to it.
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| target.perform(&io)));
-        let result = match outcome {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => IoResult::Failed(e.to_string()),
-            Err(_) => {
-                IoResult::Failed(format!("internal error on {} (see the panic message above)", target.dev.name()))
-            }
-        };
-        if back.send(Msg::IoDone(io.id, result.handing_back(io.op))).is_err() {
-            break;
-        }
-    }
 }

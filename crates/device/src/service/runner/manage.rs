@@ -4,7 +4,7 @@
 use uraid_engine::{EngineError, MemberVerdict};
 
 use super::{log, Runner, SyncAction};
-use crate::open_array::OpenError;
+use crate::error::OpenError;
 use crate::service::workers::spawn_member_io;
 use crate::service::ManageOp;
 
