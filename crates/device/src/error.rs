@@ -1,8 +1,8 @@
 //! `OpenError`: what can go wrong opening, assembling and driving an array over real devices.
 //! Shared by the synchronous driver ([`crate::open_array`]), the partial parity log at assembly
-//! ([`crate::ppl`]) and member I/O (`target`).
+//! ([`crate::ppl`]) and the members' metadata I/O.
 
-use uraid_engine::EngineError;
+use uraid_engine::{EngineError, MemberIoError};
 
 use crate::probe::ProbeError;
 
@@ -20,6 +20,9 @@ pub enum OpenError {
     Engine(#[from] EngineError),
     #[error("{device}: {what}: {source}")]
     Io { device: String, what: &'static str, source: std::io::Error },
+    /// A member I/O of a request failed (and with it the request).
+    #[error(transparent)]
+    MemberIo(#[from] MemberIoError),
     #[error("{device}: {what}: {reason}")]
     Metadata { device: String, what: String, reason: String },
     #[error("array is degraded ({missing} member(s) missing) and was not shut down cleanly: parity may not match the data, so rebuilt data could be wrong; refusing to assemble (md refuses too)")]

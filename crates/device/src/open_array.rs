@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use uraid_engine::array::{Array, Completion, IoResult, MemberIo, Request, SlotState};
+use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberIoError, Request, SlotState};
 use uraid_engine::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_engine::blocking::execute;
 use uraid_engine::metadata::{ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, Ticket, UnixSeconds};
@@ -320,22 +320,21 @@ impl OpenArray {
 
     fn run(&mut self, request: Request) -> Result<Completion, OpenError> {
         let targets = self.member_targets();
-        let mut io_error: Option<OpenError> = None;
+        let mut io_error: Option<MemberIoError> = None;
         let result = execute(&mut self.array, request, &mut |io: &MemberIo| {
             let target = targets[io.slot].as_ref().expect("engine used an empty slot");
             match target.perform(io) {
                 Ok(r) => r,
                 Err(e) => {
-                    let text = e.to_string();
-                    io_error.get_or_insert(e);
-                    IoResult::Failed(text)
+                    io_error.get_or_insert_with(|| e.clone());
+                    IoResult::Failed(e)
                 }
             }
         });
         self.note_events();
         match result {
             Ok(c) => Ok(c),
-            Err(EngineError::ArrayFailed) if io_error.is_some() => Err(io_error.expect("checked")),
+            Err(EngineError::ArrayFailed) if io_error.is_some() => Err(io_error.expect("checked").into()),
             Err(e) => Err(e.into()),
         }
     }

@@ -2,11 +2,11 @@
 //! parity log area), the check that keeps every member I/O inside those areas, and the blocking
 //! way to perform one.
 
+use std::io;
 use std::sync::Arc;
 
-use uraid_engine::array::{IoResult, MemberIo, MemberOp};
+use uraid_engine::array::{IoResult, MemberIo, MemberIoError, MemberOp};
 
-use crate::error::OpenError;
 use crate::member::MemberDevice;
 
 /// Where one slot's member I/O goes: a device and its data area.
@@ -69,53 +69,39 @@ impl MemberTarget {
     }
 
     /// Perform one member I/O, refusing (with a panic) anything outside the member's data area.
-    pub fn perform(&self, io: &MemberIo) -> Result<IoResult, OpenError> {
+    pub fn perform(&self, io: &MemberIo) -> Result<IoResult, MemberIoError> {
         let at = self.placement(io).unwrap_or_else(|e| panic!("{e}")).at;
-        let name = || self.dev.name().to_string();
+        let failed = |what: &'static str| move |e: io::Error| self.failure(what, Some(at), &e);
         Ok(match &io.op {
-            MemberOp::Read { len } => {
-                let buf = self.dev.read_buf(at, *len as usize).map_err(|source| OpenError::Io {
-                    device: name(),
-                    what: "read",
-                    source,
-                })?;
-                IoResult::Read(buf)
-            }
+            MemberOp::Read { len } => IoResult::Read(self.dev.read_buf(at, *len as usize).map_err(failed("read"))?),
             MemberOp::Write { data } => {
-                self.dev.write_pieces(at, data).map_err(|source| OpenError::Io {
-                    device: name(),
-                    what: "write",
-                    source,
-                })?;
+                self.dev.write_pieces(at, data).map_err(failed("write"))?;
                 IoResult::Done
             }
             MemberOp::Flush => {
-                self.dev.flush().map_err(|source| OpenError::Io { device: name(), what: "flush", source })?;
+                self.dev.flush().map_err(|e| self.failure("flush", None, &e))?;
                 IoResult::Done
             }
             MemberOp::Discard { len } => {
-                self.dev.discard(at, *len).map_err(|source| OpenError::Io {
-                    device: name(),
-                    what: "discard",
-                    source,
-                })?;
+                self.dev.discard(at, *len).map_err(failed("discard"))?;
                 IoResult::Done
             }
             MemberOp::LogWrite { data } => {
                 // A partial parity log write: durable before it completes (md writes the log
                 // with FUA).
-                self.dev.write_at(at, data).map_err(|source| OpenError::Io {
-                    device: name(),
-                    what: "writing the partial parity log",
-                    source,
-                })?;
-                self.dev.flush().map_err(|source| OpenError::Io {
-                    device: name(),
-                    what: "flushing the partial parity log",
-                    source,
-                })?;
+                self.dev.write_at(at, data).map_err(failed("writing the partial parity log"))?;
+                self.dev.flush().map_err(|e| self.failure("flushing the partial parity log", None, &e))?;
                 IoResult::Done
             }
         })
+    }
+
+    /// A member I/O the OS failed: the device, what was done (at byte `at` of the device,
+    /// where it has a place), and the OS error.
+    pub fn failure(&self, what: &str, at: Option<u64>, error: &io::Error) -> MemberIoError {
+        match at {
+            Some(at) => MemberIoError::os(format_args!("{}: {what} at byte {at}", self.dev.name()), error),
+            None => MemberIoError::os(format_args!("{}: {what}", self.dev.name()), error),
+        }
     }
 }

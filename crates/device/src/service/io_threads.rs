@@ -5,7 +5,7 @@
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
-use uraid_engine::array::{IoResult, MemberIo};
+use uraid_engine::array::{IoResult, MemberIo, MemberIoError};
 
 use super::messages::Msg;
 use super::notifier::Inbox;
@@ -39,10 +39,11 @@ pub(super) fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, bac
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| target.perform(&io)));
         let result = match outcome {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => IoResult::Failed(e.to_string()),
-            Err(_) => {
-                IoResult::Failed(format!("internal error on {} (see the panic message above)", target.dev.name()))
-            }
+            Ok(Err(e)) => IoResult::Failed(e),
+            Err(_) => IoResult::Failed(MemberIoError::other(format!(
+                "internal error on {} (see the panic message above)",
+                target.dev.name()
+            ))),
         };
         if back.send(Msg::IoDone(io.id, result.handing_back(io.op))).is_err() {
             break;

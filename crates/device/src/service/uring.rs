@@ -38,11 +38,10 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use crossbeam_channel::Sender;
 use io_uring::{opcode, types, IoUring};
-use uraid_engine::array::{IoId, IoResult, MemberIo, MemberOp};
+use uraid_engine::array::{IoId, IoResult, MemberIo, MemberIoError, MemberOp};
 use uraid_engine::{IoBuf, PoolBuf};
 
 use super::notifier::{Inbox, Notifier};
-use crate::error::OpenError;
 use crate::member::{check_bounds, AlignedBuf, DirectIo, IoHandle};
 use crate::target::MemberTarget;
 
@@ -343,9 +342,10 @@ impl MemberRing {
         self.done.push((id, result));
     }
 
-    fn fail(&mut self, id: IoId, what: &'static str, source: io::Error) {
-        let device = self.target.dev.name().to_string();
-        self.answer(id, IoResult::Failed(OpenError::Io { device, what, source }.to_string()));
+    /// Answer an I/O the OS failed: `kind` at byte `at` of the device.
+    fn fail(&mut self, id: IoId, kind: Kind, at: u64, error: io::Error) {
+        let at = (kind != Kind::Flush).then_some(at);
+        self.answer(id, IoResult::Failed(self.target.failure(kind.what(), at, &error)));
     }
 
     /// Check one I/O and put it in the ring (or answer it at once).
@@ -356,7 +356,7 @@ impl MemberRing {
                 // A bug upstream: refuse, and fail the member rather than write outside its area.
                 eprintln!("uraid: {e}");
                 let name = self.target.dev.name();
-                self.answer(io.id, IoResult::Failed(format!("internal error on {name}: {e}")));
+                self.answer(io.id, IoResult::Failed(MemberIoError::other(format!("internal error on {name}: {e}"))));
                 return;
             }
         };
@@ -369,7 +369,7 @@ impl MemberRing {
         };
         if kind != Kind::Flush {
             if let Err(e) = check_bounds(self.handle.size, place.at, len) {
-                return self.fail(io.id, kind.what(), e);
+                return self.fail(io.id, kind, place.at, e);
             }
         }
         if kind == Kind::LogWrite && len == 0 {
@@ -558,9 +558,9 @@ impl MemberRing {
                 self.finish_failed(index);
                 return self.hand_on_discard(id, offset, len);
             }
-            let (id, what) = (op.id, op.kind.what());
+            let (id, kind, at) = (op.id, op.kind, op.at);
             self.finish_failed(index);
-            return self.fail(id, what, io::Error::from_raw_os_error(err));
+            return self.fail(id, kind, at, io::Error::from_raw_os_error(err));
         }
         if matches!(op.kind, Kind::Read | Kind::Write | Kind::LogWrite) {
             if res == 0 {
@@ -574,7 +574,7 @@ impl MemberRing {
                 } else {
                     io::Error::new(io::ErrorKind::WriteZero, format!("wrote nothing at byte {}", at + done as u64))
                 };
-                return self.fail(id, kind.what(), error);
+                return self.fail(id, kind, at, error);
             }
             op.done += res as usize;
             if op.done < op.len {
@@ -757,9 +757,9 @@ mod tests {
         }
     }
 
-    fn failed(r: &IoResult) -> &str {
+    fn failed(r: &IoResult) -> String {
         match r {
-            IoResult::Failed(why) => why,
+            IoResult::Failed(why) => why.to_string(),
             other => panic!("expected a failure, got {other:?}"),
         }
     }
@@ -889,8 +889,10 @@ mod tests {
         for (offset, len) in [(0, 4096), (5, 100)] {
             let r = rig.one(offset, MemberOp::Write { data: vec![3; len].into() });
             let why = failed(&r);
-            assert!(why.starts_with(&format!("{}: write: ", rig.dev.name())), "{why}");
+            assert!(why.starts_with(&format!("{}: write at byte {}: ", rig.dev.name(), BASE + offset)), "{why}");
             assert!(why.contains("Bad file descriptor"), "{why}");
+            let IoResult::Failed(e) = &r else { unreachable!() };
+            assert_eq!(e.errno(), Some(libc::EBADF), "{e:?}");
         }
         // The failure of one I/O does not stop the next.
         assert!(matches!(rig.one(0, MemberOp::Read { len: 4096 }), IoResult::Read(_)));

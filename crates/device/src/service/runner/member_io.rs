@@ -1,7 +1,7 @@
 //! Handing the engine's member I/O out: to a member's I/O threads through their queue, or into its
 //! ring, and driving the rings (submitting, reaping, handing completions back to the engine).
 
-use uraid_engine::array::IoResult;
+use uraid_engine::array::{IoResult, MemberIoError};
 
 use super::{MemberPath, Runner};
 
@@ -18,7 +18,7 @@ impl Runner {
                         // waits.
                         self.array
                             .engine_mut()
-                            .complete_io(io.id, IoResult::Failed("member I/O threads stopped".into()));
+                            .complete_io(io.id, IoResult::Failed(MemberIoError::other("member I/O threads stopped")));
                         self.after_completions();
                     }
                 }
