@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, SpeedLimits, SyncAction};
+use uraid_device::service::{
+    ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, SpeedLimits, SyncAction, SyncError,
+};
 use uraid_device::{probe, MemberDevice, MemoryDevice, OpenArray};
 use uraid_format::create::{plan, CreateSpec};
 use uraid_format::MetadataVersion;
@@ -912,7 +914,9 @@ fn check_and_repair_online() {
     corrupt(&devs, 2, 70_000);
     let before: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
     h.start_sync(SyncAction::Check).unwrap();
-    assert!(h.start_sync(SyncAction::Repair).unwrap_err().contains("already running"));
+    let e = h.start_sync(SyncAction::Repair).unwrap_err();
+    assert_eq!(e, SyncError::AlreadyRunning(SyncAction::Check));
+    assert!(e.to_string().contains("already running"), "{e}");
     let status = h.wait_idle().unwrap();
     assert_eq!(status.mismatch_sectors, 8, "{:?}", status.last_sync);
     let after: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
@@ -925,11 +929,13 @@ fn check_and_repair_online() {
 
     let r0 = members(0, 2, 16);
     let service = ArrayService::start(open(&as_dyn(&r0), true), ServiceConfig::default());
-    assert!(service.handle().start_sync(SyncAction::Check).unwrap_err().contains("no redundancy"));
+    let e = service.handle().start_sync(SyncAction::Check).unwrap_err();
+    assert!(matches!(e, SyncError::NoRedundancy { .. }) && e.to_string().contains("no redundancy"), "{e}");
     service.stop().unwrap();
     let degraded = as_dyn(&mem)[..3].to_vec();
     let service = ArrayService::start(open(&degraded, true), ServiceConfig::default());
-    assert!(service.handle().start_sync(SyncAction::Check).unwrap_err().contains("degraded"));
+    let e = service.handle().start_sync(SyncAction::Check).unwrap_err();
+    assert!(matches!(e, SyncError::Degraded(_)) && e.to_string().contains("degraded"), "{e}");
     service.stop().unwrap();
 }
 

@@ -9,7 +9,7 @@ use super::messages::Msg;
 use super::notifier::{Inbox, Notifier};
 use super::runner::Runner;
 use super::workers::spawn_member_io;
-use super::{log, uring, IoBackend, ServiceConfig, ServiceHandle, ServiceInfo, StopReport};
+use super::{log, uring, IoBackend, ServiceConfig, ServiceHandle, ServiceInfo, StopError, StopReport};
 use crate::open_array::OpenArray;
 
 /// The running service: the engine thread and its member workers.
@@ -68,15 +68,15 @@ impl ArrayService {
 
     /// Refuse new requests, finish every accepted one, flush the members and mark the array
     /// clean. Returns what happened while serving, or why the final update failed.
-    pub fn stop(mut self) -> Result<StopReport, String> {
+    pub fn stop(mut self) -> Result<StopReport, StopError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let result = match self.handle.inbox.send(Msg::Stop(tx)) {
-            Ok(()) => rx.recv().unwrap_or_else(|_| Err("engine thread ended without a report".into())),
-            Err(_) => Err("engine thread already ended".into()),
+            Ok(()) => rx.recv().unwrap_or(Err(StopError::NoReport)),
+            Err(_) => Err(StopError::Ended),
         };
         if let Some(t) = self.engine_thread.take() {
             if t.join().is_err() {
-                return Err("engine thread panicked".into());
+                return Err(StopError::Panicked);
             }
         }
         result

@@ -53,7 +53,8 @@ pub use config::{IoBackend, ServiceConfig, DEFAULT_INLINE_MAX, INLINE_WRITE_MAX,
 pub use handle::ServiceHandle;
 pub use sync::{SpeedLimits, SyncAction, SyncRun};
 pub use types::{
-    ArrayStatus, BlockOp, BlockReply, Done, ManageOp, ServiceError, ServiceInfo, SlotReport, StopReport, SyncProgress,
+    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, MetadataError, ServiceError, ServiceInfo,
+    SlotReport, StopError, StopReport, SyncError, SyncProgress,
 };
 
 /// Service messages go to standard error, one line each.

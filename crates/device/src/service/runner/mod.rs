@@ -19,8 +19,8 @@ use super::messages::Msg;
 use super::metadata_io::{spawn_metadata_io, MetaJob};
 use super::notifier::Inbox;
 use super::workers::MemberPath;
-use super::{inline, log, ArrayStatus, ServiceConfig, ServiceError, ServiceInfo, SlotReport, StopReport, SyncProgress};
-use super::{SyncAction, SyncRun};
+use super::{inline, log, ArrayStatus, ManageError, ServiceConfig, ServiceError, ServiceInfo, SlotReport, StopError};
+use super::{StopReport, SyncAction, SyncError, SyncProgress, SyncRun};
 use crate::open_array::OpenArray;
 
 mod intent;
@@ -157,7 +157,7 @@ impl Runner {
     }
 
     pub(in crate::service) fn run(mut self, rx: Receiver<Msg>) {
-        let mut stopping: Option<Sender<Result<StopReport, String>>> = None;
+        let mut stopping: Option<Sender<Result<StopReport, StopError>>> = None;
         loop {
             // Every turn, so a slot that leaves the array and comes back (failed, replaced,
             // rebuilt) is seen out of it at least once, and the map is made anew.
@@ -230,11 +230,8 @@ impl Runner {
                     let _ = reply.send(self.status());
                 }
                 Msg::StartSync(action, reply) => {
-                    let _ = reply.send(if stopping.is_some() {
-                        Err("array is stopping".into())
-                    } else {
-                        self.start_sync(action)
-                    });
+                    let _ =
+                        reply.send(if stopping.is_some() { Err(SyncError::Stopping) } else { self.start_sync(action) });
                 }
                 Msg::Idle(reply) => {
                     if let Some(run) = &mut self.sync {
@@ -243,7 +240,7 @@ impl Runner {
                     let _ = reply.send(());
                 }
                 Msg::Manage(op, reply) => {
-                    let result = if stopping.is_some() { Err("array is stopping".into()) } else { self.manage(op) };
+                    let result = if stopping.is_some() { Err(ManageError::Stopping) } else { self.manage(op) };
                     // A failed or removed member is not read inline once the caller is told,
                     // and writes are answered once its record is durable.
                     self.update_inline();
@@ -386,7 +383,7 @@ impl Runner {
     }
 
     /// Everything accepted is done: stop the workers, flush, mark clean.
-    fn finish(mut self) -> Result<StopReport, String> {
+    fn finish(mut self) -> Result<StopReport, StopError> {
         self.inline.set(None);
         self.inline_on = false;
         (self.report.inline_reads, self.report.inline_writes, self.report.spliced_reads) = self.inline.served();
@@ -412,7 +409,7 @@ impl Runner {
         self.array.defer_metadata(false);
         self.finish_metadata();
         if self.array.writable() && (self.array.is_dirty() || self.array.roles_changed()) {
-            self.array.flush_and_mark_clean().map_err(|e| e.to_string())?;
+            self.array.flush_and_mark_clean()?;
         }
         self.report.clean = !self.array.is_dirty();
         self.report.resync_needed = self.array.needs_resync();
