@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use uraid_device::service::{
-    ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, SpeedLimits, SyncAction, SyncError,
+    ArrayService, BlockOp, BlockReply, IoBackend, ServiceConfig, ServiceError, SpeedLimits, SyncAction, SyncError,
+    INBOX_CAPACITY,
 };
 use uraid_device::{probe, MemberDevice, MemoryDevice, OpenArray};
 use uraid_format::create::{plan, CreateSpec};
@@ -717,7 +718,7 @@ fn stop_finishes_accepted_requests() {
     let devs = as_dyn(&mem);
     let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
     let h = service.handle();
-    let (tx, rx) = crossbeam_channel::unbounded();
+    let (tx, rx) = crossbeam_channel::bounded(64);
     for i in 0..64u64 {
         let tx = tx.clone();
         h.submit(
@@ -1191,4 +1192,78 @@ fn a_resync_cut_short_resumes_from_its_checkpoint() {
             assert_eq!(resync_offset_on_disk(devs[0].as_ref()), u64::MAX, "level {level}, {what}: not clean");
         }
     }
+}
+
+/// A request's callback runs on the engine thread. One that submits another request while the
+/// inbox is full must not wait for room, which only the engine thread makes: the request is
+/// taken all the same, and everything is answered.
+#[test]
+fn a_callback_may_submit_into_a_full_inbox() {
+    let mem = members(5, 4, 16);
+    let devs = as_dyn(&mem);
+    let config = ServiceConfig { inline_max: 0, ..ServiceConfig::default() };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    let (entered_tx, entered_rx) = crossbeam_channel::bounded::<()>(1);
+    let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(1);
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<Result<(), ServiceError>>(INBOX_CAPACITY + 1);
+    let (h2, flushed) = (h.clone(), done_tx.clone());
+    h.submit(
+        BlockOp::Read { offset: 0, len: 4096 },
+        Box::new(move |r| {
+            r.unwrap();
+            // Hold the engine thread here until the inbox is full.
+            entered_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            h2.submit(BlockOp::Flush, Box::new(move |r| flushed.send(r.map(|_| ())).unwrap()));
+        }),
+    );
+    entered_rx.recv_timeout(Duration::from_secs(20)).expect("the first read answered");
+    for i in 0..INBOX_CAPACITY as u64 {
+        let done = done_tx.clone();
+        h.submit(
+            BlockOp::Read { offset: (i % 256) * 4096, len: 4096 },
+            Box::new(move |r| done.send(r.map(|_| ())).unwrap()),
+        );
+    }
+    go_tx.send(()).unwrap();
+    for n in 0..=INBOX_CAPACITY {
+        let r = done_rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("{n} answered, then none"));
+        assert_eq!(r, Ok(()));
+    }
+    service.stop().unwrap();
+}
+
+/// With member I/O threads kept to one I/O at a time, far more member I/O than that is in flight:
+/// the rest waits on the engine thread's side, and every request completes.
+#[test]
+fn member_io_beyond_the_queue_depth_waits_its_turn() {
+    let mem = members(5, 4, 16);
+    let devs = as_dyn(&mem);
+    let config = ServiceConfig {
+        io: IoBackend::Threads,
+        queue_depth: 1,
+        workers_per_member: 1,
+        inline_max: 0,
+        ..ServiceConfig::default()
+    };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    let (tx, rx) = crossbeam_channel::bounded(256);
+    for i in 0..256u64 {
+        let tx = tx.clone();
+        let data = pattern(i, 8192);
+        h.submit(
+            BlockOp::Write { offset: i * 8192, data: data.into(), fua: false },
+            Box::new(move |r| tx.send(r).unwrap()),
+        );
+    }
+    for _ in 0..256 {
+        rx.recv_timeout(Duration::from_secs(20)).expect("a write answered").unwrap();
+    }
+    for i in 0..256u64 {
+        assert!(read(&h, i * 8192, 8192) == pattern(i, 8192), "block {i}");
+    }
+    let report = service.stop().unwrap();
+    assert!(report.failed_members.is_empty());
 }

@@ -37,10 +37,9 @@ impl ArrayService {
             chunk_bytes: geometry.chunk_bytes(),
             stripe_data_bytes: geometry.stripe_data_bytes(),
         });
-        let (tx, rx) = crossbeam_channel::unbounded();
         let inline = Arc::new(inline::InlineIo::new(config.inline_max));
         let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
-        let inbox = Inbox { tx, notifier };
+        let (inbox, rx) = Inbox::new(notifier);
         let mut config = config;
         if config.io == IoBackend::Uring {
             if let Err(e) = uring::available() {
@@ -48,13 +47,11 @@ impl ArrayService {
                 config.io = IoBackend::Threads;
             }
         }
-        let mut queues = Vec::new();
         let members = targets.len();
-        let mut workers = Vec::new();
-        for (slot, target) in targets.into_iter().enumerate() {
-            queues.push(target.map(|t| spawn_member_io(slot, members, t, &config, &inbox, &mut workers)));
-        }
-        let runner = Runner::new(array, config, Arc::clone(&info), queues, workers, inbox.clone(), Arc::clone(&inline));
+        let queues = (targets.into_iter().enumerate())
+            .map(|(slot, target)| target.map(|t| spawn_member_io(slot, members, t, &config, &inbox.notifier)))
+            .collect();
+        let runner = Runner::new(array, config, Arc::clone(&info), queues, inbox.clone(), Arc::clone(&inline));
         let engine_thread = std::thread::Builder::new()
             .name("engine".into())
             .spawn(move || runner.run(rx))

@@ -1,9 +1,8 @@
-//! What travels to the engine thread: the messages of its inbox, and the guard that answers a
-//! request still waiting there when the engine thread is gone.
+//! What clients send the engine thread: the messages of its inbox, and the guard that answers a
+//! request still waiting there when the engine thread is gone. (Member I/O and metadata answers
+//! come on channels of their own; see `notifier`.)
 
 use crossbeam_channel::Sender;
-use uraid_engine::array::{IoId, IoResult};
-use uraid_engine::metadata::MetaError;
 
 use super::{
     ArrayStatus, BlockOp, Done, ManageError, ManageOp, ServiceError, StopError, StopReport, SyncAction, SyncError,
@@ -30,7 +29,6 @@ impl Drop for Pending {
 
 pub(super) enum Msg {
     Submit(BlockOp, Pending),
-    IoDone(IoId, IoResult),
     Stop(Sender<Result<StopReport, StopError>>),
     Status(Sender<ArrayStatus>),
     StartSync(SyncAction, Sender<Result<(), SyncError>>),
@@ -39,6 +37,4 @@ pub(super) enum Msg {
     /// Answer once no pass is running.
     WaitIdle(Sender<ArrayStatus>),
     Manage(ManageOp, Sender<Result<String, ManageError>>),
-    /// The metadata I/O thread finished its job.
-    MetaDone(Result<(), MetaError>),
 }

@@ -9,12 +9,12 @@ use crate::service::workers::spawn_member_io;
 use crate::service::{ManageError, ManageOp};
 
 impl Runner {
-    /// Start I/O threads for a slot whose device changed.
+    /// Start the member I/O of a slot whose device changed.
     pub(super) fn attach_slot(&mut self, slot: usize) {
         if let Some(target) = self.array.member_targets()[slot].clone() {
             let members = self.queues.len();
-            let queue = spawn_member_io(slot, members, target, &self.config, &self.back, &mut self.workers);
-            self.queues[slot] = Some(queue);
+            let path = spawn_member_io(slot, members, target, &self.config, &self.back.notifier);
+            self.set_path(slot, Some(path));
         }
     }
 
@@ -87,7 +87,7 @@ impl Runner {
                 let name = self.resolve_member(&member)?;
                 if let Some((_, MemberVerdict::Active { slot })) = self.array.find_member(&name) {
                     self.array.remove_member(&name)?;
-                    self.drain_ring(slot);
+                    self.drain_path(slot);
                     self.queues[slot] = None;
                 } else {
                     self.array.remove_member(&name)?;

@@ -139,7 +139,7 @@ impl Runner {
     fn send_metadata_job(&mut self, job: MetaJob, out: MetaOut) {
         let Some(io) = &self.meta_io else { return };
         // The queue holds one job and only one is ever out, so this does not block.
-        if io.send(job).is_ok() {
+        if io.jobs.send(job).is_ok() {
             self.meta.out = Some(out);
         }
     }
