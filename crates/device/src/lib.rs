@@ -11,12 +11,15 @@
 //!   member I/O on an io_uring or a thread pool per member (the NBD server and the FUSE file run
 //!   on it).
 
+mod error;
 pub mod member;
 pub mod open_array;
 pub mod ppl;
 pub mod probe;
 pub mod service;
 pub mod splice;
+mod syscall;
+mod target;
 
 pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};
 pub use open_array::{MemberTarget, OpenArray, OpenError, Placement};

@@ -16,6 +16,8 @@ use std::sync::{Mutex, OnceLock};
 use bytes::Bytes;
 use uraid_engine::{IoBuf, PoolBuf};
 
+use crate::syscall::transfer_all;
+
 /// Most pieces one vectored write may take (Linux's `UIO_MAXIOV`); more are refused with
 /// `EINVAL`.
 pub const IOV_MAX: usize = 1024;
@@ -512,33 +514,6 @@ fn nowait_loop(len: usize, step: impl FnMut(usize) -> isize, at_zero: impl Fn(us
         Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EOPNOTSUPP)) => Ok(false),
         Err(e) => Err(e),
     }
-}
-
-/// Repeat one system call until `len` bytes are moved: `step(done)` makes the call for what is
-/// left after `done` bytes and returns what it returned (a count, or -1 with `errno` set).
-/// Interrupted calls are retried, errors returned, and a call that moves nothing ends the loop
-/// with `at_zero(done)`.
-pub(crate) fn transfer_all(
-    len: usize,
-    mut step: impl FnMut(usize) -> isize,
-    at_zero: impl Fn(usize) -> io::Error,
-) -> io::Result<()> {
-    let mut done = 0;
-    while done < len {
-        let rc = step(done);
-        if rc < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        if rc == 0 {
-            return Err(at_zero(done));
-        }
-        done += rc as usize;
-    }
-    Ok(())
 }
 
 fn short_read(at: u64) -> io::Error {

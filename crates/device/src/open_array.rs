@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, SlotState};
+use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberIoError, Request, SlotState};
 use uraid_engine::blocking::execute;
 use uraid_engine::metadata::{ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, Ticket, UnixSeconds};
 use uraid_engine::ppl::PplConfig;
@@ -26,41 +26,26 @@ use uraid_md::metadata::{bitmap_byte_offset, MdDevice, MdMetadata, MdStart};
 pub use uraid_md::WriteIntentBits;
 use uraid_md_format::bitmap::{self, BitmapSuper};
 
-use crate::ppl::LogReplay;
 use uraid_md_format::{MemberInfo, Role, MAX_SECTOR};
 
+pub use crate::error::OpenError;
 use crate::member::{FileDevice, MemberDevice};
-use crate::probe::{no_superblock, probe, ProbeError, Probed};
-
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("{path}: {source}")]
-    Open { path: String, source: std::io::Error },
-    #[error(transparent)]
-    Probe(#[from] ProbeError),
-    /// A member that cannot take part as it is (no superblock, too small, bad bitmap); the
-    /// text names the device and the problem.
-    #[error("{0}")]
-    BadMember(String),
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    #[error("{device}: {what}: {source}")]
-    Io { device: String, what: &'static str, source: std::io::Error },
-    #[error("{device}: {what}: {reason}")]
-    Metadata { device: String, what: String, reason: String },
-    #[error("array is degraded ({missing} member(s) missing) and was not shut down cleanly: parity may not match the data, so rebuilt data could be wrong; refusing to assemble (md refuses too)")]
-    DirtyDegraded { missing: usize },
-    #[error("array is open read-only")]
-    ReadOnly,
-    #[error("array is degraded ({missing} member(s) missing) and was not shut down cleanly; its partial parity log must be replayed before it can be read safely, which needs it opened writable")]
-    DirtyDegradedReadOnly { missing: usize },
-}
+use crate::ppl::LogReplay;
+use crate::probe::{no_superblock, probe, Probed};
+pub use crate::target::{MemberTarget, Placement};
 
 /// One device given for assembly, with what was found on it.
 pub struct OpenMember {
     pub dev: Arc<dyn MemberDevice>,
     pub probed: Probed,
     pub info: MemberInfo,
+}
+
+impl OpenMember {
+    /// Byte offset and length of the member's partial parity log area, if its superblock has one.
+    fn log_area(&self) -> Option<(u64, u64)> {
+        crate::ppl::log_area_of(&self.probed.superblock)
+    }
 }
 
 /// An assembled array over real devices.
@@ -335,22 +320,21 @@ impl OpenArray {
 
     fn run(&mut self, request: Request) -> Result<Completion, OpenError> {
         let targets = self.member_targets();
-        let mut io_error: Option<OpenError> = None;
+        let mut io_error: Option<MemberIoError> = None;
         let result = execute(&mut self.array, request, &mut |io: &MemberIo| {
             let target = targets[io.slot].as_ref().expect("engine used an empty slot");
             match target.perform(io) {
                 Ok(r) => r,
                 Err(e) => {
-                    let text = e.to_string();
-                    io_error.get_or_insert(e);
-                    IoResult::Failed(text)
+                    io_error.get_or_insert_with(|| e.clone());
+                    IoResult::Failed(e)
                 }
             }
         });
         self.note_events();
         match result {
             Ok(c) => Ok(c),
-            Err(EngineError::ArrayFailed) if io_error.is_some() => Err(io_error.expect("checked")),
+            Err(EngineError::ArrayFailed) if io_error.is_some() => Err(io_error.expect("checked").into()),
             Err(e) => Err(e.into()),
         }
     }
@@ -965,7 +949,7 @@ fn member_targets_of(plan: &AssemblyPlan, members: &[OpenMember]) -> Vec<Option<
                     dev: Arc::clone(&m.dev),
                     base: m.info.data_offset * SECTOR_BYTES,
                     data_bytes: data_sectors(plan, &m.info) * SECTOR_BYTES,
-                    log_area: crate::ppl::log_area(m),
+                    log_area: m.log_area(),
                 }
             })
         })
@@ -975,7 +959,7 @@ fn member_targets_of(plan: &AssemblyPlan, members: &[OpenMember]) -> Vec<Option<
 /// The partial parity log of an array whose members all keep one; an error if only some do.
 fn ppl_config(members: &[OpenMember], plan: &AssemblyPlan) -> Result<Option<PplConfig>, OpenError> {
     let used: Vec<&OpenMember> = plan.slots.iter().flatten().map(|&i| &members[i]).collect();
-    let areas: Vec<Option<(u64, u64)>> = used.iter().map(|m| crate::ppl::log_area(m)).collect();
+    let areas: Vec<Option<(u64, u64)>> = used.iter().map(|m| m.log_area()).collect();
     if areas.iter().all(Option::is_none) {
         return Ok(None);
     }
@@ -1001,115 +985,4 @@ fn ppl_config(members: &[OpenMember], plan: &AssemblyPlan) -> Result<Option<PplC
         )));
     }
     Ok(Some(config))
-}
-
-/// Where one slot's member I/O goes: a device and its data area.
-#[derive(Clone)]
-pub struct MemberTarget {
-    pub dev: Arc<dyn MemberDevice>,
-    /// Byte offset of the data area on the device.
-    pub base: u64,
-    /// Bytes of array data the member holds.
-    pub data_bytes: u64,
-    /// Byte offset and length of the member's partial parity log area, if it has one.
-    pub log_area: Option<(u64, u64)>,
-}
-
-/// Where one member I/O lands on its device, once checked against the member's areas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Placement {
-    /// Absolute byte offset on the device.
-    pub at: u64,
-    /// Bytes covered (0 for a flush).
-    pub len: u64,
-}
-
-impl MemberTarget {
-    /// Check one member I/O against the member's data area (or, for a log write, its log area)
-    /// and say where it goes on the device. Every driver calls this before touching the device,
-    /// so a bug can never overwrite a superblock or bitmap; the error text is for a panic or a
-    /// member failure, since an I/O outside its area is a bug upstream.
-    pub fn placement(&self, io: &MemberIo) -> Result<Placement, String> {
-        if let MemberOp::LogWrite { data } = &io.op {
-            let Some((at, len)) = self.log_area else {
-                return Err(format!("log write to {}, which has no log area", self.dev.name()));
-            };
-            if io.offset.checked_add(data.len() as u64).is_none_or(|end| end > len) {
-                return Err(format!(
-                    "log write {}+{} outside the log area ({len} bytes) of {}",
-                    io.offset,
-                    data.len(),
-                    self.dev.name()
-                ));
-            }
-            return Ok(Placement { at: at + io.offset, len: data.len() as u64 });
-        }
-        let len = match &io.op {
-            MemberOp::Read { len } | MemberOp::Discard { len } => *len,
-            MemberOp::Write { data } => data.len() as u64,
-            MemberOp::LogWrite { data } => data.len() as u64,
-            MemberOp::Flush => 0,
-        };
-        if io.offset.checked_add(len).is_none_or(|end| end > self.data_bytes) {
-            return Err(format!(
-                "member I/O {}+{} outside the data area ({} bytes) of {}",
-                io.offset,
-                len,
-                self.data_bytes,
-                self.dev.name()
-            ));
-        }
-        Ok(Placement { at: self.base + io.offset, len })
-    }
-
-    /// Perform one member I/O, refusing (with a panic) anything outside the member's data area.
-    pub fn perform(&self, io: &MemberIo) -> Result<IoResult, OpenError> {
-        let at = self.placement(io).unwrap_or_else(|e| panic!("{e}")).at;
-        let name = || self.dev.name().to_string();
-        Ok(match &io.op {
-            MemberOp::Read { len } => {
-                let buf = self.dev.read_buf(at, *len as usize).map_err(|source| OpenError::Io {
-                    device: name(),
-                    what: "read",
-                    source,
-                })?;
-                IoResult::Read(buf)
-            }
-            MemberOp::Write { data } => {
-                self.dev.write_pieces(at, data).map_err(|source| OpenError::Io {
-                    device: name(),
-                    what: "write",
-                    source,
-                })?;
-                IoResult::Done
-            }
-            MemberOp::Flush => {
-                self.dev.flush().map_err(|source| OpenError::Io { device: name(), what: "flush", source })?;
-                IoResult::Done
-            }
-            MemberOp::Discard { len } => {
-                self.dev.discard(at, *len).map_err(|source| OpenError::Io {
-                    device: name(),
-                    what: "discard",
-                    source,
-                })?;
-                IoResult::Done
-            }
-            MemberOp::LogWrite { data } => {
-                // A partial parity log write: durable before it completes (md writes the log
-                // with FUA).
-                self.dev.write_at(at, data).map_err(|source| OpenError::Io {
-                    device: name(),
-                    what: "writing the partial parity log",
-                    source,
-                })?;
-                self.dev.flush().map_err(|source| OpenError::Io {
-                    device: name(),
-                    what: "flushing the partial parity log",
-                    source,
-                })?;
-                IoResult::Done
-            }
-        })
-    }
 }

@@ -2,17 +2,14 @@
 //! member keeps its log, replaying the logs of an array that stopped uncleanly, and starting
 //! every log empty. What the log is and why it closes the write hole: `uraid_engine::ppl`.
 
+use uraid_engine::array::MemberIoError;
 use uraid_engine::ppl::{latest_header, replay, PplConfig, ReplayIo, ReplayReport};
 use uraid_engine::{Geometry, SlotState};
 use uraid_md_format::ppl::PplHeader;
 use uraid_md_format::Superblock;
 
-use crate::open_array::{MemberTarget, OpenError, OpenMember};
-
-/// A member's log area: byte offset on the device and length, if its superblock has one.
-pub(crate) fn log_area(m: &OpenMember) -> Option<(u64, u64)> {
-    log_area_of(&m.probed.superblock)
-}
+use crate::error::OpenError;
+use crate::target::MemberTarget;
 
 /// The log area a superblock describes: byte offset on its device and length.
 pub(crate) fn log_area_of(sb: &Superblock) -> Option<(u64, u64)> {
@@ -43,20 +40,23 @@ struct TargetIo<'a> {
 }
 
 impl ReplayIo for TargetIo<'_> {
-    fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, String> {
-        let t = self.targets[slot].as_ref().ok_or_else(|| format!("slot {slot} is empty"))?;
-        let mut buf = vec![0u8; len as usize];
-        t.dev
-            .read_at(t.base + offset, &mut buf)
-            .map_err(|e| format!("{}: reading for log replay: {e}", t.dev.name()))?;
+    fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, MemberIoError> {
+        let t = self.target(slot)?;
+        let (at, mut buf) = (t.base + offset, vec![0u8; len as usize]);
+        t.dev.read_at(at, &mut buf).map_err(|e| t.failure("reading for log replay", Some(at), &e))?;
         Ok(buf)
     }
 
-    fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), String> {
-        let t = self.targets[slot].as_ref().ok_or_else(|| format!("slot {slot} is empty"))?;
-        t.dev
-            .write_at(t.base + offset, data)
-            .map_err(|e| format!("{}: writing parity in log replay: {e}", t.dev.name()))
+    fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), MemberIoError> {
+        let t = self.target(slot)?;
+        let at = t.base + offset;
+        t.dev.write_at(at, data).map_err(|e| t.failure("writing parity in log replay", Some(at), &e))
+    }
+}
+
+impl TargetIo<'_> {
+    fn target(&self, slot: usize) -> Result<&MemberTarget, MemberIoError> {
+        self.targets[slot].as_ref().ok_or_else(|| MemberIoError::other(format!("slot {slot} is empty")))
     }
 }
 
@@ -85,7 +85,8 @@ pub(crate) fn replay_logs(
             continue;
         };
         let pp = &area[offset + uraid_md_format::ppl::HEADER_BYTES..];
-        let r = replay(geometry, slots, slot, &header, pp, &mut TargetIo { targets }).map_err(OpenError::BadMember)?;
+        let r = replay(geometry, slots, slot, &header, pp, &mut TargetIo { targets })
+            .map_err(|e| OpenError::BadMember(e.to_string()))?;
         out.report.recovered += r.recovered;
         out.report.skipped += r.skipped;
         out.report.rebuilt += r.rebuilt;

@@ -21,7 +21,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::member::transfer_all;
+use crate::syscall::transfer_all;
 
 /// The bytes one pipe can hold, and so the largest spliced read. `splice` puts every page (or
 /// part of one) in a slot of its own, so a read that starts or ends inside pages needs a slot

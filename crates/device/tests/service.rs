@@ -5,7 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, SpeedLimits, SyncAction};
+use uraid_device::service::{
+    ArrayService, BlockOp, BlockReply, IoBackend, ServiceConfig, ServiceError, SpeedLimits, SyncAction, SyncError,
+    INBOX_CAPACITY,
+};
 use uraid_device::{probe, MemberDevice, MemoryDevice, OpenArray};
 use uraid_md_format::create::{plan, CreateSpec};
 use uraid_md_format::MetadataVersion;
@@ -715,7 +718,7 @@ fn stop_finishes_accepted_requests() {
     let devs = as_dyn(&mem);
     let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
     let h = service.handle();
-    let (tx, rx) = crossbeam_channel::unbounded();
+    let (tx, rx) = crossbeam_channel::bounded(64);
     for i in 0..64u64 {
         let tx = tx.clone();
         h.submit(
@@ -912,7 +915,9 @@ fn check_and_repair_online() {
     corrupt(&devs, 2, 70_000);
     let before: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
     h.start_sync(SyncAction::Check).unwrap();
-    assert!(h.start_sync(SyncAction::Repair).unwrap_err().contains("already running"));
+    let e = h.start_sync(SyncAction::Repair).unwrap_err();
+    assert_eq!(e, SyncError::AlreadyRunning(SyncAction::Check));
+    assert!(e.to_string().contains("already running"), "{e}");
     let status = h.wait_idle().unwrap();
     assert_eq!(status.mismatch_sectors, 8, "{:?}", status.last_sync);
     let after: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
@@ -925,11 +930,13 @@ fn check_and_repair_online() {
 
     let r0 = members(0, 2, 16);
     let service = ArrayService::start(open(&as_dyn(&r0), true), ServiceConfig::default());
-    assert!(service.handle().start_sync(SyncAction::Check).unwrap_err().contains("no redundancy"));
+    let e = service.handle().start_sync(SyncAction::Check).unwrap_err();
+    assert!(matches!(e, SyncError::NoRedundancy { .. }) && e.to_string().contains("no redundancy"), "{e}");
     service.stop().unwrap();
     let degraded = as_dyn(&mem)[..3].to_vec();
     let service = ArrayService::start(open(&degraded, true), ServiceConfig::default());
-    assert!(service.handle().start_sync(SyncAction::Check).unwrap_err().contains("degraded"));
+    let e = service.handle().start_sync(SyncAction::Check).unwrap_err();
+    assert!(matches!(e, SyncError::Degraded(_)) && e.to_string().contains("degraded"), "{e}");
     service.stop().unwrap();
 }
 
@@ -1327,4 +1334,78 @@ fn bitmap_bits_are_durable_before_the_writes_they_cover() {
         );
     }
     assert!(data_writes >= 72 * 2, "{data_writes} data writes seen");
+}
+
+/// A request's callback runs on the engine thread. One that submits another request while the
+/// inbox is full must not wait for room, which only the engine thread makes: the request is
+/// taken all the same, and everything is answered.
+#[test]
+fn a_callback_may_submit_into_a_full_inbox() {
+    let mem = members(5, 4, 16);
+    let devs = as_dyn(&mem);
+    let config = ServiceConfig { inline_max: 0, ..ServiceConfig::default() };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    let (entered_tx, entered_rx) = crossbeam_channel::bounded::<()>(1);
+    let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(1);
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<Result<(), ServiceError>>(INBOX_CAPACITY + 1);
+    let (h2, flushed) = (h.clone(), done_tx.clone());
+    h.submit(
+        BlockOp::Read { offset: 0, len: 4096 },
+        Box::new(move |r| {
+            r.unwrap();
+            // Hold the engine thread here until the inbox is full.
+            entered_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            h2.submit(BlockOp::Flush, Box::new(move |r| flushed.send(r.map(|_| ())).unwrap()));
+        }),
+    );
+    entered_rx.recv_timeout(Duration::from_secs(20)).expect("the first read answered");
+    for i in 0..INBOX_CAPACITY as u64 {
+        let done = done_tx.clone();
+        h.submit(
+            BlockOp::Read { offset: (i % 256) * 4096, len: 4096 },
+            Box::new(move |r| done.send(r.map(|_| ())).unwrap()),
+        );
+    }
+    go_tx.send(()).unwrap();
+    for n in 0..=INBOX_CAPACITY {
+        let r = done_rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("{n} answered, then none"));
+        assert_eq!(r, Ok(()));
+    }
+    service.stop().unwrap();
+}
+
+/// With member I/O threads kept to one I/O at a time, far more member I/O than that is in flight:
+/// the rest waits on the engine thread's side, and every request completes.
+#[test]
+fn member_io_beyond_the_queue_depth_waits_its_turn() {
+    let mem = members(5, 4, 16);
+    let devs = as_dyn(&mem);
+    let config = ServiceConfig {
+        io: IoBackend::Threads,
+        queue_depth: 1,
+        workers_per_member: 1,
+        inline_max: 0,
+        ..ServiceConfig::default()
+    };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    let (tx, rx) = crossbeam_channel::bounded(256);
+    for i in 0..256u64 {
+        let tx = tx.clone();
+        let data = pattern(i, 8192);
+        h.submit(
+            BlockOp::Write { offset: i * 8192, data: data.into(), fua: false },
+            Box::new(move |r| tx.send(r).unwrap()),
+        );
+    }
+    for _ in 0..256 {
+        rx.recv_timeout(Duration::from_secs(20)).expect("a write answered").unwrap();
+    }
+    for i in 0..256u64 {
+        assert!(read(&h, i * 8192, 8192) == pattern(i, 8192), "block {i}");
+    }
+    let report = service.stop().unwrap();
+    assert!(report.failed_members.is_empty());
 }

@@ -31,6 +31,6 @@ pub use bufpool::PoolBuf;
 pub use error::EngineError;
 pub use geometry::{Geometry, SECTOR_BYTES};
 pub use iobuf::IoBuf;
-pub use member_io::{IoResult, MemberIo, MemberOp};
+pub use member_io::{IoResult, MemberIo, MemberIoError, MemberOp};
 pub use read_balance::{ReadPolicy, SplitTuning, UnknownReadPolicy};
 pub use slot::SlotState;

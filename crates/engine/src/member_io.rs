@@ -52,8 +52,44 @@ pub enum IoResult {
     /// drops them answers `Done`, which costs an allocation per parity write and nothing else.
     /// [`IoResult::handing_back`] makes this of a `Done`.
     Written(IoBuf),
-    /// The I/O failed; the text says how (it ends up in the member-failed event).
-    Failed(String),
+    /// The I/O failed; the error says how (its text ends up in the member-failed event).
+    Failed(MemberIoError),
+}
+
+/// Why a member I/O failed, as its driver reports it. The engine only learns that the member
+/// failed and passes the text on; the OS error's kind and number are kept for drivers and front
+/// ends that tell failures apart.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct MemberIoError {
+    /// What failed and why, in words: the device, the operation and where, and the OS error.
+    message: String,
+    kind: std::io::ErrorKind,
+    errno: Option<i32>,
+}
+
+impl MemberIoError {
+    /// A failure the OS reported: `what` names the device, the operation and where (for
+    /// example `/dev/sdb: write at byte 4096`), and the OS error's text follows it.
+    pub fn os(what: impl std::fmt::Display, error: &std::io::Error) -> MemberIoError {
+        MemberIoError { message: format!("{what}: {error}"), kind: error.kind(), errno: error.raw_os_error() }
+    }
+
+    /// A failure with no OS error behind it (an I/O refused as outside its member's area, I/O
+    /// threads that stopped, a simulated fault).
+    pub fn other(message: impl Into<String>) -> MemberIoError {
+        MemberIoError { message: message.into(), kind: std::io::ErrorKind::Other, errno: None }
+    }
+
+    /// The OS error's kind ([`std::io::ErrorKind::Other`] where there was none).
+    pub fn kind(&self) -> std::io::ErrorKind {
+        self.kind
+    }
+
+    /// The OS error number (`errno`), where the failure came from one.
+    pub fn errno(&self) -> Option<i32> {
+        self.errno
+    }
 }
 
 impl IoResult {

@@ -23,6 +23,7 @@ use uraid_layout::StripeRoles;
 use uraid_md_format::ppl::{pp_checksum, PplEntry, PplHeader, HEADER_BYTES, MAX_ENTRIES};
 
 use crate::geometry::{Geometry, SECTOR_BYTES};
+use crate::member_io::MemberIoError;
 use crate::slot::SlotState;
 
 /// The row granularity of partial parity: one sector. md logs whole 4 KiB stripe pages, and its
@@ -239,12 +240,21 @@ pub fn latest_header(area: &[u8], signature: u32) -> Option<(usize, PplHeader)> 
     best
 }
 
-/// Member I/O a replay needs from its driver.
+/// Member I/O a replay needs from its driver. A failure only makes the entry it was for count
+/// as bad (see [`ReplayReport::bad`]).
 pub trait ReplayIo {
     /// Read `len` bytes at byte `offset` from the data start of `slot`.
-    fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, String>;
+    fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, MemberIoError>;
     /// Write `data` at byte `offset` from the data start of `slot`.
-    fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), String>;
+    fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), MemberIoError>;
+}
+
+/// Why a log cannot be replayed at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayError {
+    /// The array has no parity, so a partial parity log means nothing on it.
+    #[error("a partial parity log needs a parity level")]
+    NotParity,
 }
 
 /// What replaying one member's log did.
@@ -273,10 +283,10 @@ pub fn replay(
     header: &PplHeader,
     pp: &[u8],
     io: &mut dyn ReplayIo,
-) -> Result<ReplayReport, String> {
+) -> Result<ReplayReport, ReplayError> {
     let mut report = ReplayReport::default();
     let chunk = geometry.chunk_bytes();
-    let width = geometry.stripe_data_bytes().ok_or("a partial parity log needs a parity level")?;
+    let width = geometry.stripe_data_bytes().ok_or(ReplayError::NotParity)?;
     let in_sync = |s: usize| slots[s] == SlotState::InSync;
     let mut pp_at = 0usize;
     for e in header.entries.iter().take(MAX_ENTRIES) {

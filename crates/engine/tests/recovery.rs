@@ -10,7 +10,7 @@ use common::{
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use uraid_engine::array::{Array, Completion, EngineEvent, IoResult, MemberOp, Request, SlotState};
+use uraid_engine::array::{Array, Completion, EngineEvent, IoResult, MemberIoError, MemberOp, Request, SlotState};
 use uraid_engine::blocking::execute;
 use uraid_engine::geometry::Geometry;
 use uraid_engine::EngineError;
@@ -744,7 +744,11 @@ fn completions_from_a_replaced_member_are_ignored() {
         let old: Vec<u64> = ios.iter().filter(|io| io.slot == victim).map(|io| io.id).collect();
         let mut pending = ios;
         while let Some(io) = pending.pop() {
-            let r = if old.contains(&io.id) { IoResult::Failed("old device".into()) } else { members.exec(&io) };
+            let r = if old.contains(&io.id) {
+                IoResult::Failed(MemberIoError::other("old device"))
+            } else {
+                members.exec(&io)
+            };
             array.complete_io(io.id, r);
             while let Some(more) = array.next_io() {
                 pending.push(more);

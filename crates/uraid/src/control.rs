@@ -89,7 +89,7 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
             let action = if op == "check" { SyncAction::Check } else { SyncAction::Repair };
             match handle.start_sync(action) {
                 Ok(()) => json!({"ok": true}),
-                Err(e) => fail(e),
+                Err(e) => fail(e.to_string()),
             }
         }
         "idle" => match handle.idle() {
@@ -112,7 +112,7 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
             };
             match handle.manage(manage) {
                 Ok(done) => json!({"ok": true, "done": done}),
-                Err(e) => fail(e),
+                Err(e) => fail(e.to_string()),
             }
         }
         "" => fail("no \"op\" in the request".into()),

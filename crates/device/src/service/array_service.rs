@@ -9,7 +9,7 @@ use super::messages::Msg;
 use super::notifier::{Inbox, Notifier};
 use super::runner::Runner;
 use super::workers::spawn_member_io;
-use super::{log, uring, IoBackend, ServiceConfig, ServiceHandle, ServiceInfo, StopReport};
+use super::{log, uring, IoBackend, ServiceConfig, ServiceHandle, ServiceInfo, StopError, StopReport};
 use crate::open_array::OpenArray;
 
 /// The running service: the engine thread and its member workers.
@@ -37,10 +37,9 @@ impl ArrayService {
             chunk_bytes: geometry.chunk_bytes(),
             stripe_data_bytes: geometry.stripe_data_bytes(),
         });
-        let (tx, rx) = crossbeam_channel::unbounded();
         let inline = Arc::new(inline::InlineIo::new(config.inline_max));
         let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
-        let inbox = Inbox { tx, notifier };
+        let (inbox, rx) = Inbox::new(notifier);
         let mut config = config;
         if config.io == IoBackend::Uring {
             if let Err(e) = uring::available() {
@@ -48,13 +47,11 @@ impl ArrayService {
                 config.io = IoBackend::Threads;
             }
         }
-        let mut queues = Vec::new();
         let members = targets.len();
-        let mut workers = Vec::new();
-        for (slot, target) in targets.into_iter().enumerate() {
-            queues.push(target.map(|t| spawn_member_io(slot, members, t, &config, &inbox, &mut workers)));
-        }
-        let runner = Runner::new(array, config, Arc::clone(&info), queues, workers, inbox.clone(), Arc::clone(&inline));
+        let queues = (targets.into_iter().enumerate())
+            .map(|(slot, target)| target.map(|t| spawn_member_io(slot, members, t, &config, &inbox.notifier)))
+            .collect();
+        let runner = Runner::new(array, config, Arc::clone(&info), queues, inbox.clone(), Arc::clone(&inline));
         let engine_thread = std::thread::Builder::new()
             .name("engine".into())
             .spawn(move || runner.run(rx))
@@ -68,15 +65,15 @@ impl ArrayService {
 
     /// Refuse new requests, finish every accepted one, flush the members and mark the array
     /// clean. Returns what happened while serving, or why the final update failed.
-    pub fn stop(mut self) -> Result<StopReport, String> {
+    pub fn stop(mut self) -> Result<StopReport, StopError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let result = match self.handle.inbox.send(Msg::Stop(tx)) {
-            Ok(()) => rx.recv().unwrap_or_else(|_| Err("engine thread ended without a report".into())),
-            Err(_) => Err("engine thread already ended".into()),
+            Ok(()) => rx.recv().unwrap_or(Err(StopError::NoReport)),
+            Err(_) => Err(StopError::Ended),
         };
         if let Some(t) = self.engine_thread.take() {
             if t.join().is_err() {
-                return Err("engine thread panicked".into());
+                return Err(StopError::Panicked);
             }
         }
         result

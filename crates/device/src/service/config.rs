@@ -44,10 +44,12 @@ impl std::fmt::Display for IoBackend {
 pub struct ServiceConfig {
     /// How member I/O is performed.
     pub io: IoBackend,
-    /// With [`IoBackend::Uring`]: member I/Os in flight on one member.
+    /// With [`IoBackend::Uring`]: member I/Os in flight on one member. With I/O threads: member
+    /// I/Os handed to one member's threads at once (at least one per thread), queued for them
+    /// or being performed; the engine thread keeps the rest until they take some.
     pub queue_depth: usize,
     /// With [`IoBackend::Threads`] (or a device without a file descriptor): threads doing
-    /// member I/O per member, the number of member I/Os in flight on one member.
+    /// member I/O per member, the number of member I/Os being performed on one member at once.
     pub workers_per_member: usize,
     /// How long the array stays marked dirty after the last write (md's `safe_mode_delay`).
     pub clean_delay: Duration,

@@ -8,7 +8,9 @@ use uraid_engine::IoBuf;
 use super::inline;
 use super::messages::{Msg, Pending};
 use super::notifier::Inbox;
-use super::{ArrayStatus, BlockOp, BlockReply, Done, ManageOp, ServiceError, ServiceInfo, SyncAction};
+use super::{
+    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, ServiceError, ServiceInfo, SyncAction, SyncError,
+};
 use crate::splice::PipedRead;
 
 /// A handle for submitting requests; cheap to clone and send to other threads.
@@ -59,10 +61,10 @@ impl ServiceHandle {
     }
 
     /// Start a check, repair or resync over the whole array.
-    pub fn start_sync(&self, action: SyncAction) -> Result<(), String> {
+    pub fn start_sync(&self, action: SyncAction) -> Result<(), SyncError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.inbox.send(Msg::StartSync(action, tx)).map_err(|_| "array is stopping".to_string())?;
-        rx.recv().map_err(|_| "array is stopping".to_string())?
+        self.inbox.send(Msg::StartSync(action, tx)).map_err(|_| SyncError::Stopping)?;
+        rx.recv().map_err(|_| SyncError::Stopping)?
     }
 
     /// Interrupt the running pass, if any (a resync interrupted is still needed).
@@ -80,10 +82,10 @@ impl ServiceHandle {
     }
 
     /// Change membership; returns what was done, in words.
-    pub fn manage(&self, op: ManageOp) -> Result<String, String> {
+    pub fn manage(&self, op: ManageOp) -> Result<String, ManageError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.inbox.send(Msg::Manage(op, tx)).map_err(|_| "array is stopping".to_string())?;
-        rx.recv().map_err(|_| "array is stopping".to_string())?
+        self.inbox.send(Msg::Manage(op, tx)).map_err(|_| ManageError::Stopping)?;
+        rx.recv().map_err(|_| ManageError::Stopping)?
     }
 
     /// Submit `op` and wait for its outcome.

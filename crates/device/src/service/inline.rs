@@ -58,8 +58,8 @@ use bytes::Bytes;
 use uraid_engine::geometry::Geometry;
 use uraid_engine::PoolBuf;
 
-use crate::open_array::MemberTarget;
 use crate::splice::{pages_spanned, PipePool, PipedRead, PIPE_BYTES, PIPE_SLOTS};
+use crate::target::MemberTarget;
 
 /// What inline reads use while they are on: the layout and the members, as the engine thread
 /// last saw them whole.

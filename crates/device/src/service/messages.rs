@@ -1,11 +1,12 @@
-//! What travels to the engine thread: the messages of its inbox, and the guard that answers a
-//! request still waiting there when the engine thread is gone.
+//! What clients send the engine thread: the messages of its inbox, and the guard that answers a
+//! request still waiting there when the engine thread is gone. (Member I/O and metadata answers
+//! come on channels of their own; see `notifier`.)
 
 use crossbeam_channel::Sender;
-use uraid_engine::array::{IoId, IoResult};
-use uraid_engine::metadata::MetaError;
 
-use super::{ArrayStatus, BlockOp, Done, ManageOp, ServiceError, StopReport, SyncAction};
+use super::{
+    ArrayStatus, BlockOp, Done, ManageError, ManageOp, ServiceError, StopError, StopReport, SyncAction, SyncError,
+};
 
 /// A request's callback while the request waits in the engine thread's inbox. Dropped without
 /// being taken, as the requests still in the inbox are when the engine thread ends after a
@@ -28,15 +29,12 @@ impl Drop for Pending {
 
 pub(super) enum Msg {
     Submit(BlockOp, Pending),
-    IoDone(IoId, IoResult),
-    Stop(Sender<Result<StopReport, String>>),
+    Stop(Sender<Result<StopReport, StopError>>),
     Status(Sender<ArrayStatus>),
-    StartSync(SyncAction, Sender<Result<(), String>>),
+    StartSync(SyncAction, Sender<Result<(), SyncError>>),
     /// Stop the running pass (md's `idle`).
     Idle(Sender<()>),
     /// Answer once no pass is running.
     WaitIdle(Sender<ArrayStatus>),
-    Manage(ManageOp, Sender<Result<String, String>>),
-    /// The metadata I/O thread finished its job.
-    MetaDone(Result<(), MetaError>),
+    Manage(ManageOp, Sender<Result<String, ManageError>>),
 }

@@ -3,10 +3,10 @@
 //! clean mark or the clearing of bitmap bits, so the engine thread never waits on a metadata
 //! `pwrite` or `fsync`.
 //!
-//! The engine thread hands it one job at a time and waits for the answer (`Msg::MetaDone`) before
-//! the next, because each metadata step must be complete before the one after it starts; its
-//! queue therefore holds at most one job and never blocks the engine thread. The ops of one step
-//! are independent of each other and run in order on this thread.
+//! The engine thread hands it one job at a time and waits for the answer before the next, because
+//! each metadata step must be complete before the one after it starts; its queue and its channel
+//! of answers therefore hold at most one each, and neither side ever waits for room. The ops of
+//! one step are independent of each other and run in order on this thread.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -14,8 +14,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 use uraid_engine::metadata::{MetaError, MetaOp};
 
-use super::messages::Msg;
-use super::notifier::Inbox;
+use super::notifier::{AnswerSender, Notifier};
 use crate::member::MemberDevice;
 
 /// One job for the metadata thread: each op with the device it goes to.
@@ -23,21 +22,30 @@ pub(super) struct MetaJob {
     pub(super) ops: Vec<(Arc<dyn MemberDevice>, MetaOp)>,
 }
 
-/// Start the metadata thread; it answers each job on `back` and ends when the sender is dropped.
-pub(super) fn spawn_metadata_io(back: Inbox) -> (Sender<MetaJob>, JoinHandle<()>) {
-    // One job out at a time (see above): a queue of one never fills.
-    let (tx, rx) = crossbeam_channel::bounded::<MetaJob>(1);
+/// The metadata thread, as the engine thread holds it: the queue of its jobs, the channel of its
+/// answers (each waking the engine thread through its notifier), and the thread, which ends when
+/// the queue is dropped.
+pub(super) struct MetadataIo {
+    pub(super) jobs: Sender<MetaJob>,
+    pub(super) answers: Receiver<Result<(), MetaError>>,
+    pub(super) thread: JoinHandle<()>,
+}
+
+/// Start the metadata thread.
+pub(super) fn spawn_metadata_io(notifier: &Arc<Notifier>) -> MetadataIo {
+    // One job out at a time (see above): a queue of one, and a channel of one answer, never fill.
+    let (jobs, rx) = crossbeam_channel::bounded::<MetaJob>(1);
+    let (back, answers) = AnswerSender::channel(1, Arc::clone(notifier));
     let thread = std::thread::Builder::new()
         .name("metadata-io".into())
         .spawn(move || metadata_io(rx, back))
         .expect("spawning the metadata I/O thread");
-    (tx, thread)
+    MetadataIo { jobs, answers, thread }
 }
 
-fn metadata_io(jobs: Receiver<MetaJob>, back: Inbox) {
+fn metadata_io(jobs: Receiver<MetaJob>, back: AnswerSender<Result<(), MetaError>>) {
     for job in jobs {
-        let result = perform(&job);
-        if back.send(Msg::MetaDone(result)).is_err() {
+        if back.send(perform(&job)).is_err() {
             break;
         }
     }

@@ -29,14 +29,17 @@
 //!
 //! Where things live: the public requests, answers and reports in `types`, the settings in
 //! `config`, the client side in `handle` (`ServiceHandle`) and `array_service` (start and stop),
-//! the engine thread's messages in `messages` and its wake-ups in `notifier`, member I/O threads
-//! and rings in `workers` and [`uring`], the metadata I/O thread in `metadata_io`, the engine
-//! thread itself in `runner`, inline requests in `inline`, and a pass's pacing in [`sync`].
+//! the engine thread's messages in `messages` and its wake-ups in `notifier`, the choice of a
+//! member's I/O path in `workers`, member I/O threads in `io_threads` and rings in [`uring`], the
+//! metadata I/O thread in `metadata_io`, the engine thread itself in `runner`, inline requests in
+//! `inline`, and a pass's pacing in [`sync`]. Every queue between these threads is bounded; why
+//! none of them can make a thread wait forever is told in `notifier`.
 
 mod array_service;
 mod config;
 mod handle;
 mod inline;
+mod io_threads;
 mod messages;
 mod metadata_io;
 mod notifier;
@@ -49,9 +52,11 @@ mod workers;
 pub use array_service::ArrayService;
 pub use config::{IoBackend, ServiceConfig, DEFAULT_INLINE_MAX, INLINE_WRITE_MAX, SERVE_INLINE_MAX};
 pub use handle::ServiceHandle;
+pub use notifier::INBOX_CAPACITY;
 pub use sync::{SpeedLimits, SyncAction, SyncRun};
 pub use types::{
-    ArrayStatus, BlockOp, BlockReply, Done, ManageOp, ServiceError, ServiceInfo, SlotReport, StopReport, SyncProgress,
+    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, MetadataError, ServiceError, ServiceInfo,
+    SlotReport, StopError, StopReport, SyncError, SyncProgress,
 };
 
 /// Service messages go to standard error, one line each.

@@ -32,18 +32,17 @@
 //! (`IORING_REGISTER_BUFFERS`): they change with every I/O.
 
 use std::io;
-use std::sync::OnceLock;
-use std::thread::JoinHandle;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use crossbeam_channel::Sender;
 use io_uring::{opcode, types, IoUring};
-use uraid_engine::array::{IoId, IoResult, MemberIo, MemberOp};
+use uraid_engine::array::{IoId, IoResult, MemberIo, MemberIoError, MemberOp};
 use uraid_engine::{IoBuf, PoolBuf};
 
-use super::notifier::{Inbox, Notifier};
+use super::io_threads::MemberThreads;
+use super::notifier::Notifier;
 use crate::member::{check_bounds, AlignedBuf, DirectIo, IoHandle};
-use crate::open_array::{MemberTarget, OpenError};
+use crate::target::MemberTarget;
 
 /// Whether this kernel lets us set up a ring (it may be too old, or `kernel.io_uring_disabled`
 /// may forbid it); probed once per process.
@@ -60,8 +59,7 @@ pub(super) fn member_ring(
     handle: IoHandle,
     depth: usize,
     members: usize,
-    notifier: &Notifier,
-    inbox: Inbox,
+    notifier: &Arc<Notifier>,
 ) -> io::Result<MemberRing> {
     let depth = depth.clamp(1, 4096);
     // Each I/O has at most one entry in the ring at a time. Completions get twice as many
@@ -103,7 +101,7 @@ pub(super) fn member_ring(
         queued: std::collections::VecDeque::new(),
         unsubmitted: 0,
         done: Vec::new(),
-        inbox,
+        notifier: Arc::clone(notifier),
         helper: None,
     })
 }
@@ -218,10 +216,11 @@ pub(super) struct MemberRing {
     unsubmitted: usize,
     /// Answers not taken by the engine yet.
     done: Vec<(IoId, IoResult)>,
-    /// Where the discard helper's answers go.
-    inbox: Inbox,
-    /// A thread for discards the ring cannot do (writing zeros where no hole can be punched).
-    helper: Option<(Sender<MemberIo>, JoinHandle<()>)>,
+    /// What the discard helper's answers wake.
+    notifier: Arc<Notifier>,
+    /// A thread for discards the ring cannot do (writing zeros where no hole can be punched),
+    /// with at most the ring's depth of them handed to it at once; its answers join the ring's.
+    helper: Option<MemberThreads>,
 }
 
 impl MemberRing {
@@ -239,10 +238,6 @@ impl Drop for MemberRing {
         // write into those buffers after the ring goes, so they are leaked rather than freed.
         if self.in_flight > 0 {
             std::mem::forget(std::mem::take(&mut self.slots));
-        }
-        if let Some((tx, thread)) = self.helper.take() {
-            drop(tx);
-            let _ = thread.join();
         }
     }
 }
@@ -278,6 +273,10 @@ impl MemberRing {
             let Some(io) = self.queued.pop_front() else { break };
             self.start(io);
         }
+        if let Some(helper) = &mut self.helper {
+            any |= helper.reap();
+            self.done.extend(helper.take_done());
+        }
         any
     }
 
@@ -291,7 +290,7 @@ impl MemberRing {
 
     /// Whether completions are waiting to be reaped.
     pub(super) fn has_completions(&mut self) -> bool {
-        !self.ring.completion().is_empty()
+        !self.ring.completion().is_empty() || self.helper.as_ref().is_some_and(MemberThreads::has_answers)
     }
 
     /// The answers so far, for the engine.
@@ -299,17 +298,26 @@ impl MemberRing {
         self.done.drain(..)
     }
 
-    /// Finish everything queued and in flight, waiting for it; the answers are in
-    /// [`MemberRing::take_done`]. (Discards handed to the helper answer through the inbox.)
+    /// Finish everything queued and in flight, waiting for it, discards handed to the helper
+    /// too; the answers are in [`MemberRing::take_done`].
     pub(super) fn drain(&mut self) {
         loop {
             self.submit();
             self.reap();
             if self.in_flight == 0 && self.queued.is_empty() {
-                return;
+                break;
             }
             self.enter(1);
         }
+        if let Some(helper) = &mut self.helper {
+            helper.drain();
+            self.done.extend(helper.take_done());
+        }
+    }
+
+    /// Whether nothing is queued, in flight or with the helper.
+    pub(super) fn idle(&self) -> bool {
+        self.in_flight == 0 && self.queued.is_empty() && self.helper.as_ref().is_none_or(MemberThreads::idle)
     }
 
     /// Submit what is in the ring and wait for `want` completions.
@@ -342,9 +350,10 @@ impl MemberRing {
         self.done.push((id, result));
     }
 
-    fn fail(&mut self, id: IoId, what: &'static str, source: io::Error) {
-        let device = self.target.dev.name().to_string();
-        self.answer(id, IoResult::Failed(OpenError::Io { device, what, source }.to_string()));
+    /// Answer an I/O the OS failed: `kind` at byte `at` of the device.
+    fn fail(&mut self, id: IoId, kind: Kind, at: u64, error: io::Error) {
+        let at = (kind != Kind::Flush).then_some(at);
+        self.answer(id, IoResult::Failed(self.target.failure(kind.what(), at, &error)));
     }
 
     /// Check one I/O and put it in the ring (or answer it at once).
@@ -355,7 +364,7 @@ impl MemberRing {
                 // A bug upstream: refuse, and fail the member rather than write outside its area.
                 eprintln!("uraid: {e}");
                 let name = self.target.dev.name();
-                self.answer(io.id, IoResult::Failed(format!("internal error on {name}: {e}")));
+                self.answer(io.id, IoResult::Failed(MemberIoError::other(format!("internal error on {name}: {e}"))));
                 return;
             }
         };
@@ -368,7 +377,7 @@ impl MemberRing {
         };
         if kind != Kind::Flush {
             if let Err(e) = check_bounds(self.handle.size, place.at, len) {
-                return self.fail(io.id, kind.what(), e);
+                return self.fail(io.id, kind, place.at, e);
             }
         }
         if kind == Kind::LogWrite && len == 0 {
@@ -557,9 +566,9 @@ impl MemberRing {
                 self.finish_failed(index);
                 return self.hand_on_discard(id, offset, len);
             }
-            let (id, what) = (op.id, op.kind.what());
+            let (id, kind, at) = (op.id, op.kind, op.at);
             self.finish_failed(index);
-            return self.fail(id, what, io::Error::from_raw_os_error(err));
+            return self.fail(id, kind, at, io::Error::from_raw_os_error(err));
         }
         if matches!(op.kind, Kind::Read | Kind::Write | Kind::LogWrite) {
             if res == 0 {
@@ -573,7 +582,7 @@ impl MemberRing {
                 } else {
                     io::Error::new(io::ErrorKind::WriteZero, format!("wrote nothing at byte {}", at + done as u64))
                 };
-                return self.fail(id, kind.what(), error);
+                return self.fail(id, kind, at, error);
             }
             op.done += res as usize;
             if op.done < op.len {
@@ -626,20 +635,15 @@ impl MemberRing {
     }
 
     /// A discard the ring cannot do: the blocking path (`MemberTarget::perform`, which writes
-    /// zeros where no hole can be punched) on a helper thread, which answers the engine itself.
+    /// zeros where no hole can be punched) on a helper thread, whose answers [`MemberRing::reap`]
+    /// takes.
     fn hand_on_discard(&mut self, id: IoId, offset: u64, len: u64) {
         let io = MemberIo { id, slot: self.slot, offset, op: MemberOp::Discard { len } };
         if self.helper.is_none() {
-            let (tx, rx) = crossbeam_channel::unbounded();
-            let (target, back) = (self.target.clone(), self.inbox.clone());
-            let thread = std::thread::Builder::new()
-                .name(format!("member{}-zero", self.slot))
-                .spawn(move || super::workers::member_worker(rx, target, back))
-                .expect("spawning a member I/O thread");
-            self.helper = Some((tx, thread));
+            let depth = self.slots.len();
+            self.helper = Some(MemberThreads::spawn(self.slot, "zero", self.target.clone(), 1, depth, &self.notifier));
         }
-        let (tx, _) = self.helper.as_ref().expect("helper started");
-        let _ = tx.send(io);
+        self.helper.as_mut().expect("helper started").queue(io);
     }
 }
 
@@ -660,7 +664,7 @@ mod tests {
     use super::super::notifier::{Inbox, Notifier};
     use super::MemberRing;
     use crate::member::{FileDevice, MemberDevice};
-    use crate::open_array::MemberTarget;
+    use crate::target::MemberTarget;
     use bytes::Bytes;
 
     const BASE: u64 = 64 << 10;
@@ -683,8 +687,6 @@ mod tests {
     /// here as the engine thread drives it.
     struct Rig {
         ring: MemberRing,
-        /// Answers of discards handed to the helper thread.
-        back: crossbeam_channel::Receiver<Msg>,
         answers: HashMap<u64, IoResult>,
         next: u64,
         dev: Arc<FileDevice>,
@@ -708,10 +710,8 @@ mod tests {
                 log_area: Some((BASE + DATA, LOG)),
             };
             let notifier = Arc::new(Notifier::new().unwrap());
-            let (tx, back) = crossbeam_channel::unbounded();
-            let inbox = Inbox { tx, notifier: Arc::clone(&notifier) };
-            let ring = super::member_ring(0, target, handle, depth, 1, &notifier, inbox).unwrap();
-            Rig { ring, back, answers: HashMap::new(), next: 1, dev }
+            let ring = super::member_ring(0, target, handle, depth, 1, &notifier).unwrap();
+            Rig { ring, answers: HashMap::new(), next: 1, dev }
         }
 
         fn send(&mut self, offset: u64, op: MemberOp) -> u64 {
@@ -728,11 +728,6 @@ mod tests {
                 self.ring.submit();
                 self.ring.reap();
                 self.answers.extend(self.ring.take_done());
-                for m in self.back.try_iter() {
-                    if let Msg::IoDone(id, r) = m {
-                        self.answers.insert(id, r);
-                    }
-                }
                 if self.answers.len() >= n {
                     return std::mem::take(&mut self.answers);
                 }
@@ -756,9 +751,9 @@ mod tests {
         }
     }
 
-    fn failed(r: &IoResult) -> &str {
+    fn failed(r: &IoResult) -> String {
         match r {
-            IoResult::Failed(why) => why,
+            IoResult::Failed(why) => why.to_string(),
             other => panic!("expected a failure, got {other:?}"),
         }
     }
@@ -888,8 +883,10 @@ mod tests {
         for (offset, len) in [(0, 4096), (5, 100)] {
             let r = rig.one(offset, MemberOp::Write { data: vec![3; len].into() });
             let why = failed(&r);
-            assert!(why.starts_with(&format!("{}: write: ", rig.dev.name())), "{why}");
+            assert!(why.starts_with(&format!("{}: write at byte {}: ", rig.dev.name(), BASE + offset)), "{why}");
             assert!(why.contains("Bad file descriptor"), "{why}");
+            let IoResult::Failed(e) = &r else { unreachable!() };
+            assert_eq!(e.errno(), Some(libc::EBADF), "{e:?}");
         }
         // The failure of one I/O does not stop the next.
         assert!(matches!(rig.one(0, MemberOp::Read { len: 4096 }), IoResult::Read(_)));
@@ -989,8 +986,7 @@ mod tests {
     #[test]
     fn a_sleeping_engine_wakes_for_a_message() {
         let notifier = Arc::new(Notifier::new().unwrap());
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let inbox = Inbox { tx, notifier: Arc::clone(&notifier) };
+        let (inbox, rx) = Inbox::new(Arc::clone(&notifier));
         for _ in 0..20 {
             let sleeper = Arc::clone(&notifier);
             let t = std::thread::spawn(move || {

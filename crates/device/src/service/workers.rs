@@ -1,32 +1,32 @@
-//! How each member's I/O is performed: an io_uring the engine thread drives, or a small pool of
-//! I/O threads fed from a queue, which answer the engine thread through its inbox.
+//! How each member's I/O is performed: an io_uring the engine thread drives ([`uring`]), or a
+//! small pool of I/O threads fed from a queue (`io_threads`). Either way the engine thread hands
+//! I/O over without waiting and collects the answers itself, with the same calls.
 
-use std::thread::JoinHandle;
+use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, Sender};
-use uraid_engine::array::{IoResult, MemberIo};
+use uraid_engine::array::{IoId, IoResult, MemberIo};
 
-use super::messages::Msg;
-use super::notifier::Inbox;
+use super::io_threads::MemberThreads;
+use super::notifier::Notifier;
 use super::{log, uring, IoBackend, ServiceConfig};
-use crate::open_array::MemberTarget;
+use crate::target::MemberTarget;
 
-/// How one member's I/O is performed: by I/O threads fed from a queue (dropping it ends them
-/// once they have answered everything queued), or through a ring the engine thread drives.
+/// How one member's I/O is performed: by I/O threads, or through a ring the engine thread
+/// drives.
 pub(super) enum MemberPath {
-    Threads(Sender<MemberIo>),
+    Threads(MemberThreads),
     Ring(Box<uring::MemberRing>),
 }
 
 /// Set up what performs one member's I/O: a ring where the backend and the device allow it, else
-/// I/O threads.
+/// I/O threads. Either keeps up to [`ServiceConfig::queue_depth`] I/Os in flight (the threads at
+/// least one per thread).
 pub(super) fn spawn_member_io(
     slot: usize,
     members: usize,
     target: MemberTarget,
     config: &ServiceConfig,
-    back: &Inbox,
-    workers: &mut Vec<JoinHandle<()>>,
+    notifier: &Arc<Notifier>,
 ) -> MemberPath {
     let handle = if config.io == IoBackend::Uring { target.dev.io_handle() } else { None };
     if let Some(handle) = handle {
@@ -34,57 +34,69 @@ pub(super) fn spawn_member_io(
         if let Err(why) = &handle.direct {
             log(&format!("{name}: O_DIRECT not supported by its file system ({why}); using buffered I/O"));
         }
-        match uring::member_ring(
-            slot,
-            target.clone(),
-            handle,
-            config.queue_depth,
-            members,
-            &back.notifier,
-            back.clone(),
-        ) {
+        match uring::member_ring(slot, target.clone(), handle, config.queue_depth, members, notifier) {
             Ok(ring) => return MemberPath::Ring(Box::new(ring)),
             Err(e) => log(&format!("{name}: setting up io_uring failed ({e}); using I/O threads")),
         }
     }
-    MemberPath::Threads(spawn_member_workers(slot, target, config.workers_per_member, back, workers))
+    let threads = config.workers_per_member.max(1);
+    MemberPath::Threads(MemberThreads::spawn(slot, "io", target, threads, config.queue_depth.max(threads), notifier))
 }
 
-/// Start the I/O threads of one member; returns the queue that feeds them.
-fn spawn_member_workers(
-    slot: usize,
-    target: MemberTarget,
-    threads: usize,
-    back: &Inbox,
-    workers: &mut Vec<JoinHandle<()>>,
-) -> Sender<MemberIo> {
-    let (qtx, qrx) = crossbeam_channel::unbounded::<MemberIo>();
-    for n in 0..threads.max(1) {
-        let (qrx, back, target) = (qrx.clone(), back.clone(), target.clone());
-        let worker = std::thread::Builder::new()
-            .name(format!("member{slot}-io{n}"))
-            .spawn(move || member_worker(qrx, target, back))
-            .expect("spawning a member I/O thread");
-        workers.push(worker);
+impl MemberPath {
+    /// Take a member I/O (into the ring, to the threads, or kept until there is room).
+    pub(super) fn queue(&mut self, io: MemberIo) {
+        match self {
+            MemberPath::Threads(t) => t.queue(io),
+            MemberPath::Ring(r) => r.queue(io),
+        }
     }
-    qtx
-}
 
-pub(super) fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, back: Inbox) {
-    for io in queue {
-        // A panic here (perform refuses I/O outside the data area with one) must still answer
-        // the engine, or the request would wait forever; the member is failed instead, which
-        // stops further I/O to it.
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| target.perform(&io)));
-        let result = match outcome {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => IoResult::Failed(e.to_string()),
-            Err(_) => {
-                IoResult::Failed(format!("internal error on {} (see the panic message above)", target.dev.name()))
-            }
-        };
-        if back.send(Msg::IoDone(io.id, result.handing_back(io.op))).is_err() {
-            break;
+    /// Hand the ring's new entries to the kernel (threads need no such step).
+    pub(super) fn submit(&mut self) {
+        if let MemberPath::Ring(r) = self {
+            r.submit();
+        }
+    }
+
+    /// Take what completed, and start what waited for room. Whether anything completed.
+    pub(super) fn reap(&mut self) -> bool {
+        match self {
+            MemberPath::Threads(t) => t.reap(),
+            MemberPath::Ring(r) => r.reap(),
+        }
+    }
+
+    /// Whether answers wait to be reaped or taken.
+    pub(super) fn has_answers(&mut self) -> bool {
+        match self {
+            MemberPath::Threads(t) => t.has_answers(),
+            MemberPath::Ring(r) => r.has_completions(),
+        }
+    }
+
+    /// The answers so far, for the engine.
+    pub(super) fn take_done(&mut self) -> std::vec::Drain<'_, (IoId, IoResult)> {
+        match self {
+            MemberPath::Threads(t) => t.take_done(),
+            MemberPath::Ring(r) => r.take_done(),
+        }
+    }
+
+    /// Whether nothing is in flight or waiting (answers may still wait in `take_done`).
+    pub(super) fn idle(&self) -> bool {
+        match self {
+            MemberPath::Threads(t) => t.idle(),
+            MemberPath::Ring(r) => r.idle(),
+        }
+    }
+
+    /// Finish everything in flight and waiting, waiting for it; the answers are in
+    /// [`MemberPath::take_done`].
+    pub(super) fn drain(&mut self) {
+        match self {
+            MemberPath::Threads(t) => t.drain(),
+            MemberPath::Ring(r) => r.drain(),
         }
     }
 }

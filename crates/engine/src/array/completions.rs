@@ -53,7 +53,7 @@ impl Array {
                         Outcome::Lost
                     }
                     IoKind::Write | IoKind::Other => {
-                        self.fail_slot(slot, &reason);
+                        self.fail_slot(slot, &reason.to_string());
                         Outcome::Lost
                     }
                 },

@@ -55,7 +55,7 @@ use crate::idmap::IdMap;
 use crate::iobuf::IoBuf;
 use crate::read_balance::{Balancer, ReadPolicy};
 
-pub use crate::member_io::{IoId, IoResult, MemberIo, MemberOp};
+pub use crate::member_io::{IoId, IoResult, MemberIo, MemberIoError, MemberOp};
 pub use crate::slot::SlotState;
 pub use parity::{compute_parity, compute_parity_into, reconstruct};
 

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 
 use rand::rngs::StdRng;
 use rand::Rng;
-use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, RequestId, SlotState};
+use uraid_engine::array::{
+    Array, Completion, IoResult, MemberIo, MemberIoError, MemberOp, Request, RequestId, SlotState,
+};
 use uraid_engine::blocking::execute;
 use uraid_engine::geometry::Geometry;
 use uraid_engine::read_balance::SplitTuning;
@@ -62,7 +64,7 @@ impl Members {
 
     pub fn exec(&mut self, io: &MemberIo) -> IoResult {
         if self.broken[io.slot] {
-            return IoResult::Failed("injected fault".into());
+            return IoResult::Failed(MemberIoError::other("injected fault"));
         }
         let disk = self.disks[io.slot].as_mut().expect("engine used a missing slot");
         let at = io.offset as usize;
@@ -75,7 +77,7 @@ impl Members {
                 );
                 assert!(at + *len as usize <= disk.len(), "read past member end");
                 if self.unreadable[io.slot][at..at + *len as usize].contains(&true) {
-                    return IoResult::Failed("injected read error".into());
+                    return IoResult::Failed(MemberIoError::other("injected read error"));
                 }
                 IoResult::Read(disk[at..at + *len as usize].to_vec().into())
             }
@@ -83,7 +85,7 @@ impl Members {
                 assert!(at + data.len() <= disk.len(), "write past member end");
                 let bad = &mut self.unreadable[io.slot][at..at + data.len()];
                 if self.bad_writes_fail[io.slot] && bad.contains(&true) {
-                    return IoResult::Failed("injected write error".into());
+                    return IoResult::Failed(MemberIoError::other("injected write error"));
                 }
                 if !self.bad_stays_bad[io.slot] {
                     bad.fill(false);
@@ -111,13 +113,13 @@ impl Members {
 }
 
 impl uraid_engine::ppl::ReplayIo for Members {
-    fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, String> {
-        let disk = self.disks[slot].as_ref().ok_or("no device")?;
+    fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, MemberIoError> {
+        let disk = self.disks[slot].as_ref().ok_or_else(|| MemberIoError::other("no device"))?;
         Ok(disk[offset as usize..(offset + len) as usize].to_vec())
     }
 
-    fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), String> {
-        let disk = self.disks[slot].as_mut().ok_or("no device")?;
+    fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), MemberIoError> {
+        let disk = self.disks[slot].as_mut().ok_or_else(|| MemberIoError::other("no device"))?;
         disk[offset as usize..offset as usize + data.len()].copy_from_slice(data);
         Ok(())
     }

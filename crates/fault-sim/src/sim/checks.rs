@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberOp, Request, SlotState};
+use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberIoError, MemberOp, Request, SlotState};
 use uraid_engine::blocking::execute;
 use uraid_engine::EngineError;
 
@@ -153,12 +153,12 @@ impl Sim {
                         let d = &devices[slot_dev[io.slot].expect("a device")];
                         match d.read(io.offset, *len) {
                             Ok(data) => IoResult::Read(data.into()),
-                            Err(e) => IoResult::Failed(e),
+                            Err(e) => IoResult::Failed(MemberIoError::other(e)),
                         }
                     }
                     other => {
                         wrote = Some(format!("{} of slot {} at {}", op_name(other), io.slot, io.offset));
-                        IoResult::Failed("verification arrays are read-only".into())
+                        IoResult::Failed(MemberIoError::other("verification arrays are read-only"))
                     }
                 });
             self.report.subset_reads += 1;

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use uraid_engine::array::{Array, Completion, MemberOp, Request, SlotState};
+use uraid_engine::array::{Array, Completion, MemberIoError, MemberOp, Request, SlotState};
 use uraid_engine::ppl::{latest_header, replay, PplConfig, ReplayIo, ReplayReport};
 
 use crate::disk::{SimDisk, SECTOR};
@@ -18,14 +18,14 @@ struct SimReplayIo<'a> {
 }
 
 impl ReplayIo for SimReplayIo<'_> {
-    fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, String> {
-        let d = self.slot_dev[slot].ok_or("empty slot")?;
-        self.devices[d].read(offset, len)
+    fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, MemberIoError> {
+        let d = self.slot_dev[slot].ok_or_else(|| MemberIoError::other("empty slot"))?;
+        self.devices[d].read(offset, len).map_err(MemberIoError::other)
     }
 
-    fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), String> {
-        let d = self.slot_dev[slot].ok_or("empty slot")?;
-        self.devices[d].write(offset, data)
+    fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), MemberIoError> {
+        let d = self.slot_dev[slot].ok_or_else(|| MemberIoError::other("empty slot"))?;
+        self.devices[d].write(offset, data).map_err(MemberIoError::other)
     }
 }
 

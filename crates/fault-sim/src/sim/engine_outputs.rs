@@ -1,7 +1,9 @@
 //! The engine's outputs: member I/Os scheduled on the simulated devices and completed at their
 //! latencies, engine events, and finished requests judged against the model.
 
-use uraid_engine::array::{Completion, EngineEvent, IoId, IoResult, MemberIo, MemberOp, RequestId, SlotState};
+use uraid_engine::array::{
+    Completion, EngineEvent, IoId, IoResult, MemberIo, MemberIoError, MemberOp, RequestId, SlotState,
+};
 use uraid_engine::{EngineError, Geometry};
 
 use crate::disk::SECTOR;
@@ -109,16 +111,16 @@ impl Sim {
         let d = &mut self.devices[f.dev];
         let off = f.io.offset;
         let result = if d.dead {
-            IoResult::Failed("member is dead".into())
+            IoResult::Failed(MemberIoError::other("member is dead"))
         } else {
             match &f.io.op {
                 MemberOp::Read { len } => match d.read(off, *len) {
                     Ok(data) => IoResult::Read(data.into()),
-                    Err(e) => IoResult::Failed(e),
+                    Err(e) => IoResult::Failed(MemberIoError::other(e)),
                 },
                 MemberOp::Write { data } => match d.write(off, &data.to_vec()) {
                     Ok(()) => IoResult::Done,
-                    Err(e) => IoResult::Failed(e),
+                    Err(e) => IoResult::Failed(MemberIoError::other(e)),
                 },
                 MemberOp::Flush => {
                     d.flush_done(f.mark.expect("flushes carry a mark"));
@@ -126,11 +128,11 @@ impl Sim {
                 }
                 MemberOp::Discard { len } => match d.discard(off, *len) {
                     Ok(()) => IoResult::Done,
-                    Err(e) => IoResult::Failed(e),
+                    Err(e) => IoResult::Failed(MemberIoError::other(e)),
                 },
                 MemberOp::LogWrite { data } => match d.write_log(off, data) {
                     Ok(()) => IoResult::Done,
-                    Err(e) => IoResult::Failed(e),
+                    Err(e) => IoResult::Failed(MemberIoError::other(e)),
                 },
             }
         };

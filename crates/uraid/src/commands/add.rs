@@ -25,7 +25,7 @@ pub fn run(args: &AddArgs) -> CliResult {
     for dev in &args.device {
         if let Err(e) = handle.manage(ManageOp::Add(dev.clone())) {
             let _ = service.stop();
-            return err(e);
+            return err(e.to_string());
         }
     }
     let last = crate::progress::follow(

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::metadata::AfterFlush;
 use super::Runner;
-use crate::open_array::OpenError;
+use crate::error::OpenError;
 use uraid_engine::metadata::MetaChange;
 
 impl Runner {

@@ -5,17 +5,17 @@ use uraid_engine::EngineError;
 use uraid_md::assemble::MemberVerdict;
 
 use super::{log, Runner, SyncAction};
-use crate::open_array::OpenError;
+use crate::error::OpenError;
 use crate::service::workers::spawn_member_io;
-use crate::service::ManageOp;
+use crate::service::{ManageError, ManageOp};
 
 impl Runner {
-    /// Start I/O threads for a slot whose device changed.
+    /// Start the member I/O of a slot whose device changed.
     pub(super) fn attach_slot(&mut self, slot: usize) {
         if let Some(target) = self.array.member_targets()[slot].clone() {
             let members = self.queues.len();
-            let queue = spawn_member_io(slot, members, target, &self.config, &self.back, &mut self.workers);
-            self.queues[slot] = Some(queue);
+            let path = spawn_member_io(slot, members, target, &self.config, &self.back.notifier);
+            self.set_path(slot, Some(path));
         }
     }
 
@@ -43,15 +43,17 @@ impl Runner {
         }
     }
 
-    pub(super) fn manage(&mut self, op: ManageOp) -> Result<String, String> {
+    pub(super) fn manage(&mut self, op: ManageOp) -> Result<String, ManageError> {
         if self.info.read_only {
-            return Err("array is read-only: membership cannot change".into());
+            return Err(ManageError::ReadOnly);
         }
         match op {
             ManageOp::Add(path) => {
-                let dev =
-                    crate::member::FileDevice::open(&path, true).map_err(|e| format!("{}: {e}", path.display()))?;
-                match self.array.add_member(Box::new(dev)).map_err(|e| e.to_string())? {
+                let dev = match crate::member::FileDevice::open(&path, true) {
+                    Ok(dev) => dev,
+                    Err(source) => return Err(ManageError::Open { path, source }),
+                };
+                match self.array.add_member(Box::new(dev))? {
                     Some(slot) => {
                         self.attach_slot(slot);
                         self.restart_recovery_for_new_slot();
@@ -67,10 +69,10 @@ impl Runner {
             ManageOp::Fail { member, force } => {
                 let name = self.resolve_member(&member)?;
                 let slot = self.array.fail_member(&name, force).map_err(|e| match e {
-                    OpenError::Engine(EngineError::WouldFailArray { .. }) => format!(
-                        "{member}: failing it would lose data (no redundancy left for its slot); use --force to fail it anyway"
-                    ),
-                    other => other.to_string(),
+                    OpenError::Engine(EngineError::WouldFailArray { .. }) => {
+                        ManageError::WouldLoseData { member: member.clone() }
+                    }
+                    other => other.into(),
                 })?;
                 self.after_completions();
                 if self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Recover) {
@@ -85,11 +87,11 @@ impl Runner {
             ManageOp::Remove(member) => {
                 let name = self.resolve_member(&member)?;
                 if let Some((_, MemberVerdict::Active { slot })) = self.array.find_member(&name) {
-                    self.array.remove_member(&name).map_err(|e| e.to_string())?;
-                    self.drain_ring(slot);
+                    self.array.remove_member(&name)?;
+                    self.drain_path(slot);
                     self.queues[slot] = None;
                 } else {
-                    self.array.remove_member(&name).map_err(|e| e.to_string())?;
+                    self.array.remove_member(&name)?;
                 }
                 log(&format!("removed {member}"));
                 Ok(format!("{member} removed"))
@@ -98,7 +100,7 @@ impl Runner {
     }
 
     /// The member name as the array knows it, for a path as the user gave it.
-    pub(super) fn resolve_member(&self, given: &str) -> Result<String, String> {
+    pub(super) fn resolve_member(&self, given: &str) -> Result<String, ManageError> {
         let canon = |p: &str| std::fs::canonicalize(p).ok();
         let want = canon(given);
         self.array
@@ -106,6 +108,6 @@ impl Runner {
             .iter()
             .map(|m| m.dev.name().to_string())
             .find(|name| name == given || (want.is_some() && canon(name) == want))
-            .ok_or_else(|| format!("{given}: not a member of this array"))
+            .ok_or_else(|| ManageError::NotAMember { given: given.to_string() })
     }
 }

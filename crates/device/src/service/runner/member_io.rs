@@ -1,47 +1,34 @@
-//! Handing the engine's member I/O out: to a member's I/O threads through their queue, or into its
-//! ring, and driving the rings (submitting, reaping, handing completions back to the engine).
-
-use uraid_engine::array::IoResult;
+//! Handing the engine's member I/O out, to each member's ring or I/O threads, and driving them
+//! (submitting, reaping, handing the answers back to the engine), paths retired from their slot
+//! included.
 
 use super::{MemberPath, Runner};
 
 impl Runner {
-    /// Hand the engine's member I/O to the workers, or put it in the members' rings (submitted
-    /// by [`Runner::drive_rings`], so a batch of requests costs one submission per ring).
+    /// Hand the engine's member I/O to the members' paths (a ring's is submitted by
+    /// [`Runner::drive_members`], so a batch of requests costs one submission per ring). Never
+    /// waits: what a path has no room for waits on its side.
     pub(super) fn pump(&mut self) {
         while let Some(io) = self.array.engine_mut().next_io() {
-            match self.queues[io.slot].as_mut().expect("engine used an empty slot") {
-                MemberPath::Ring(ring) => ring.queue(io),
-                MemberPath::Threads(queue) => {
-                    if let Err(crossbeam_channel::SendError(io)) = queue.send(io) {
-                        // The workers are gone (only at the very end); fail the I/O so nothing
-                        // waits.
-                        self.array
-                            .engine_mut()
-                            .complete_io(io.id, IoResult::Failed("member I/O threads stopped".into()));
-                        self.after_completions();
-                    }
-                }
-            }
+            self.queues[io.slot].as_mut().expect("engine used an empty slot").queue(io);
         }
     }
 
-    /// Submit what the rings hold and hand their completions to the engine, until they have
-    /// none ready. Whether any completed.
-    pub(super) fn drive_rings(&mut self) -> bool {
+    /// Submit what the rings hold, and hand what every path has answered to the engine, until
+    /// none has answers ready. Whether any had.
+    pub(super) fn drive_members(&mut self) -> bool {
         let mut any = false;
         // Reused across calls: this runs for every batch of requests.
-        let mut done = std::mem::take(&mut self.ring_done);
+        let mut done = std::mem::take(&mut self.io_done);
         loop {
-            for path in self.queues.iter_mut().flatten() {
-                if let MemberPath::Ring(ring) = path {
-                    ring.submit();
-                    ring.reap();
-                    done.extend(ring.take_done());
-                }
+            for path in self.queues.iter_mut().flatten().chain(self.retired.iter_mut()) {
+                path.submit();
+                path.reap();
+                done.extend(path.take_done());
             }
+            self.retired.retain(|p| !p.idle());
             if done.is_empty() {
-                self.ring_done = done;
+                self.io_done = done;
                 return any;
             }
             any = true;
@@ -54,23 +41,39 @@ impl Runner {
         }
     }
 
-    pub(super) fn rings_have_completions(&mut self) -> bool {
-        self.queues.iter_mut().flatten().any(|p| match p {
-            MemberPath::Ring(r) => r.has_completions(),
-            MemberPath::Threads(_) => false,
-        })
+    pub(super) fn members_have_answers(&mut self) -> bool {
+        self.queues.iter_mut().flatten().chain(self.retired.iter_mut()).any(MemberPath::has_answers)
     }
 
-    /// Finish what a member's ring holds (it is being removed, or the service stops): wait for
+    /// Finish what a member's path holds (it is being removed, or the service stops): wait for
     /// it, and hand the answers to the engine.
-    pub(super) fn drain_ring(&mut self, slot: usize) {
-        if let Some(MemberPath::Ring(ring)) = self.queues[slot].as_mut() {
-            ring.drain();
-            let done: Vec<_> = ring.take_done().collect();
+    pub(super) fn drain_path(&mut self, slot: usize) {
+        if let Some(path) = self.queues[slot].as_mut() {
+            path.drain();
+            let done: Vec<_> = path.take_done().collect();
             for (id, result) in done {
                 self.array.engine_mut().complete_io(id, result);
             }
             self.after_completions();
+        }
+    }
+
+    /// [`Runner::drain_path`] for the paths retired from their slots, which are then dropped.
+    pub(super) fn drain_retired(&mut self) {
+        for mut path in std::mem::take(&mut self.retired) {
+            path.drain();
+            for (id, result) in path.take_done() {
+                self.array.engine_mut().complete_io(id, result);
+            }
+        }
+        self.after_completions();
+    }
+
+    /// Put `path` in `slot` (its device changed); the path it replaces is retired until its
+    /// answers are all in.
+    pub(super) fn set_path(&mut self, slot: usize, path: Option<MemberPath>) {
+        if let Some(old) = std::mem::replace(&mut self.queues[slot], path) {
+            self.retired.push(old);
         }
     }
 }

@@ -29,7 +29,7 @@ use uraid_engine::SlotState;
 use super::{log, Runner};
 use crate::member::MemberDevice;
 use crate::service::metadata_io::MetaJob;
-use crate::service::{BlockReply, Done, ServiceError};
+use crate::service::{BlockReply, Done, MetadataError, ServiceError};
 
 /// What is recorded once the members have been flushed.
 pub(super) enum AfterFlush {
@@ -110,8 +110,8 @@ impl Runner {
     }
 
     /// Record `change`; its writes are queued and go out from [`Runner::dispatch_metadata`].
-    pub(super) fn record_metadata(&mut self, change: MetaChange) -> Result<(), ServiceError> {
-        self.array.record_change(change).map_err(|e| ServiceError::Metadata(e.to_string()))?;
+    pub(super) fn record_metadata(&mut self, change: MetaChange) -> Result<(), MetadataError> {
+        self.array.record_change(change)?;
         self.dispatch_metadata();
         Ok(())
     }
@@ -140,7 +140,7 @@ impl Runner {
     fn send_metadata_job(&mut self, job: MetaJob, out: MetaOut) {
         let Some(io) = &self.meta_io else { return };
         // The queue holds one job and only one is ever out, so this does not block.
-        if io.send(job).is_ok() {
+        if io.jobs.send(job).is_ok() {
             self.meta.out = Some(out);
         }
     }
@@ -163,7 +163,7 @@ impl Runner {
             Some(MetaOut::Step) => {
                 if let Err(e) = self.array.metadata_step_done(result) {
                     log(&format!("writing the array's metadata failed: {e}"));
-                    self.fail_parked(&e.to_string());
+                    self.fail_parked(e.into());
                 }
             }
             Some(MetaOut::Flush(after)) => match result {
@@ -280,10 +280,10 @@ impl Runner {
 
     /// The metadata could not be written: the parked writes fail rather than go out unrecorded,
     /// and so does a parked pass step.
-    fn fail_parked(&mut self, why: &str) {
+    fn fail_parked(&mut self, why: MetadataError) {
         while let Some(p) = self.meta.parked.pop_front() {
             if let Some(job) = self.jobs.get_mut(&p.job) {
-                job.fail(ServiceError::Metadata(why.to_string()));
+                job.fail(ServiceError::Metadata(why.clone()));
             }
             self.maybe_finish(p.job);
         }

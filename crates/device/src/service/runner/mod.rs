@@ -6,7 +6,6 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
@@ -16,11 +15,11 @@ use uraid_engine::idmap::IdMap;
 use uraid_engine::SlotState;
 
 use super::messages::Msg;
-use super::metadata_io::{spawn_metadata_io, MetaJob};
-use super::notifier::Inbox;
+use super::metadata_io::{spawn_metadata_io, MetadataIo};
+use super::notifier::{self, Inbox};
 use super::workers::MemberPath;
-use super::{inline, log, ArrayStatus, ServiceConfig, ServiceError, ServiceInfo, SlotReport, StopReport, SyncProgress};
-use super::{SyncAction, SyncRun};
+use super::{inline, log, ArrayStatus, ManageError, ServiceConfig, ServiceError, ServiceInfo, SlotReport, StopError};
+use super::{StopReport, SyncAction, SyncError, SyncProgress, SyncRun};
 use crate::open_array::OpenArray;
 
 mod intent;
@@ -53,7 +52,9 @@ pub(in crate::service) struct Runner {
     config: ServiceConfig,
     info: Arc<ServiceInfo>,
     queues: Vec<Option<MemberPath>>,
-    workers: Vec<JoinHandle<()>>,
+    /// Member I/O paths that left their slot (its device was replaced) with I/O still in flight:
+    /// driven like the others until their answers are all in, then dropped.
+    retired: Vec<MemberPath>,
     jobs: IdMap<u64, Job>,
     owner: IdMap<RequestId, u64>,
     next_job: u64,
@@ -68,13 +69,13 @@ pub(in crate::service) struct Runner {
     /// Why the running pass stopped early, if it failed.
     sync_failure: Option<String>,
     idle_waiters: Vec<Sender<ArrayStatus>>,
-    /// For workers started later (a member added while serving); its notifier is what the
-    /// engine thread sleeps on: messages and ring completions wake it.
+    /// Its notifier is what the engine thread sleeps on (messages, answers and ring completions
+    /// wake it), and what member I/O started later (a member added while serving) wakes.
     back: Inbox,
     /// Messages taken since the rings were last driven.
     batch: usize,
-    /// Ring answers being handed to the engine (kept for its allocation).
-    ring_done: Vec<(IoId, IoResult)>,
+    /// Member I/O answers being handed to the engine (kept for its allocation).
+    io_done: Vec<(IoId, IoResult)>,
     /// When the rebuild progress was last written to the superblocks.
     last_checkpoint: Instant,
     /// Writes in flight per write-intent bitmap chunk.
@@ -92,9 +93,8 @@ pub(in crate::service) struct Runner {
     inline_on: bool,
     /// Metadata writes in flight and what waits on them (see `metadata`).
     meta: MetaState,
-    /// The metadata I/O thread's queue, and the thread.
-    meta_io: Option<Sender<MetaJob>>,
-    meta_thread: Option<JoinHandle<()>>,
+    /// The metadata I/O thread: its queue, its answers, the thread.
+    meta_io: Option<MetadataIo>,
 }
 
 impl Runner {
@@ -106,19 +106,18 @@ impl Runner {
         config: ServiceConfig,
         info: Arc<ServiceInfo>,
         queues: Vec<Option<MemberPath>>,
-        workers: Vec<JoinHandle<()>>,
         back: Inbox,
         inline: Arc<inline::InlineIo>,
     ) -> Runner {
         let mut array = array;
         array.defer_metadata(true);
-        let (meta_io, meta_thread) = spawn_metadata_io(back.clone());
+        let meta_io = spawn_metadata_io(&back.notifier);
         let runner = Runner {
             array,
             config,
             info,
             queues,
-            workers,
+            retired: Vec::new(),
             jobs: IdMap::default(),
             owner: IdMap::default(),
             next_job: 1,
@@ -133,7 +132,7 @@ impl Runner {
             idle_waiters: Vec::new(),
             back,
             batch: 0,
-            ring_done: Vec::new(),
+            io_done: Vec::new(),
             last_checkpoint: Instant::now(),
             intent_users: IdMap::default(),
             intent_idle: IdMap::default(),
@@ -144,7 +143,6 @@ impl Runner {
             inline_on: false,
             meta: MetaState::default(),
             meta_io: Some(meta_io),
-            meta_thread: Some(meta_thread),
         };
         let mut runner = runner;
         runner.update_inline();
@@ -156,8 +154,16 @@ impl Runner {
         runner
     }
 
-    pub(in crate::service) fn run(mut self, rx: Receiver<Msg>) {
-        let mut stopping: Option<Sender<Result<StopReport, String>>> = None;
+    pub(in crate::service) fn run(self, rx: Receiver<Msg>) {
+        let inbox = self.back.clone();
+        notifier::engine_thread_starts(&inbox.notifier);
+        self.serve(rx);
+        inbox.close();
+        notifier::engine_thread_ends();
+    }
+
+    fn serve(mut self, rx: Receiver<Msg>) {
+        let mut stopping: Option<Sender<Result<StopReport, StopError>>> = None;
         loop {
             // Every turn, so a slot that leaves the array and comes back (failed, replaced,
             // rebuilt) is seen out of it at least once, and the map is made anew.
@@ -213,11 +219,6 @@ impl Runner {
                         self.accept(op, done);
                     }
                 }
-                Msg::IoDone(id, result) => {
-                    self.array.engine_mut().complete_io(id, result);
-                    self.after_completions();
-                }
-                Msg::MetaDone(result) => self.metadata_done(result),
                 Msg::Stop(ack) => {
                     // A pass is cut short at its current step; a resync cut short is still
                     // needed, and the array stays dirty.
@@ -230,11 +231,8 @@ impl Runner {
                     let _ = reply.send(self.status());
                 }
                 Msg::StartSync(action, reply) => {
-                    let _ = reply.send(if stopping.is_some() {
-                        Err("array is stopping".into())
-                    } else {
-                        self.start_sync(action)
-                    });
+                    let _ =
+                        reply.send(if stopping.is_some() { Err(SyncError::Stopping) } else { self.start_sync(action) });
                 }
                 Msg::Idle(reply) => {
                     if let Some(run) = &mut self.sync {
@@ -243,7 +241,7 @@ impl Runner {
                     let _ = reply.send(());
                 }
                 Msg::Manage(op, reply) => {
-                    let result = if stopping.is_some() { Err("array is stopping".into()) } else { self.manage(op) };
+                    let result = if stopping.is_some() { Err(ManageError::Stopping) } else { self.manage(op) };
                     // A failed or removed member is not read inline once the caller is told,
                     // and writes are answered once its record is durable.
                     self.update_inline();
@@ -305,21 +303,29 @@ impl Runner {
         }
     }
 
-    /// The next message, driving the rings meanwhile; `Timeout` once `deadline` passes with
-    /// nothing to do. Queued messages are taken in batches of [`MESSAGE_BATCH`] between
-    /// submissions, so the I/O of many requests goes to the kernel together.
+    /// The next message, driving member I/O and taking the metadata thread's answer meanwhile;
+    /// `Timeout` once `deadline` passes with nothing to do. Queued messages are taken in batches
+    /// of [`MESSAGE_BATCH`] between submissions, so the I/O of many requests goes to the kernel
+    /// together.
     fn next_msg(&mut self, rx: &Receiver<Msg>, deadline: Option<Instant>) -> Next {
         // Metadata recorded on this turn (bitmap bits for a pass's step, a membership change)
         // goes out before the thread may sleep: what waits on it would otherwise wait for an
         // unrelated message.
         self.dispatch_metadata();
         loop {
+            if let Some(result) = self.meta_io.as_ref().and_then(|m| m.answers.try_recv().ok()) {
+                self.metadata_done(result);
+                return Next::Progress;
+            }
+            if let Some(m) = notifier::take_looped_back() {
+                return Next::Msg(m);
+            }
             match rx.try_recv() {
                 Ok(m) => {
                     self.batch += 1;
                     if self.batch >= MESSAGE_BATCH {
                         self.batch = 0;
-                        self.drive_rings();
+                        self.drive_members();
                     }
                     return Next::Msg(m);
                 }
@@ -327,7 +333,7 @@ impl Runner {
                 Err(TryRecvError::Empty) => {}
             }
             self.batch = 0;
-            if self.drive_rings() {
+            if self.drive_members() {
                 // Back to the run loop, which alone starts a pass's next step and finishes a
                 // stop: looping here on completions alone left both waiting for a message
                 // that might never come.
@@ -336,12 +342,13 @@ impl Runner {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Next::Timeout;
             }
-            // Say we are going to sleep, then look once more: a message sent before the flag
-            // was seen is found here; one sent after it writes the eventfd. Ring completions
-            // from now on signal the eventfd themselves.
+            // Say we are going to sleep, then look once more: a message or answer sent before
+            // the flag was seen is found here; one sent after it writes the eventfd. Ring
+            // completions from now on signal the eventfd themselves.
             self.back.notifier.sleeping.store(true, Ordering::SeqCst);
             std::sync::atomic::fence(Ordering::SeqCst);
-            if rx.is_empty() && !self.rings_have_completions() {
+            let meta_answered = self.meta_io.as_ref().is_some_and(|m| !m.answers.is_empty());
+            if rx.is_empty() && !meta_answered && !notifier::has_looped_back() && !self.members_have_answers() {
                 self.back.notifier.wait(deadline);
             }
             self.back.notifier.sleeping.store(false, Ordering::SeqCst);
@@ -385,17 +392,17 @@ impl Runner {
         self.inline.set(map);
     }
 
-    /// Everything accepted is done: stop the workers, flush, mark clean.
-    fn finish(mut self) -> Result<StopReport, String> {
+    /// Everything accepted is done: stop the member I/O threads, flush, mark clean.
+    fn finish(mut self) -> Result<StopReport, StopError> {
         self.inline.set(None);
         self.inline_on = false;
         (self.report.inline_reads, self.report.inline_writes, self.report.spliced_reads) = self.inline.served();
         self.report.requests += self.report.inline_reads + self.report.inline_writes;
         // Nothing is out with the metadata thread (the stop waited for it): from here on the
         // metadata is written on this thread, as the engine is done.
-        self.meta_io = None;
-        if let Some(t) = self.meta_thread.take() {
-            let _ = t.join();
+        if let Some(MetadataIo { jobs, answers, thread }) = self.meta_io.take() {
+            drop((jobs, answers));
+            let _ = thread.join();
         }
         self.array.defer_metadata(false);
         self.finish_sync_if_done();
@@ -404,15 +411,14 @@ impl Runner {
             let _ = w.send(status.clone());
         }
         for slot in 0..self.queues.len() {
-            self.drain_ring(slot);
+            self.drain_path(slot);
         }
+        self.drain_retired();
+        // Dropping the paths ends their threads, idle now.
         self.queues.clear();
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
         self.finish_metadata();
         if self.array.writable() && (self.array.is_dirty() || self.array.roles_changed()) {
-            self.array.flush_and_mark_clean().map_err(|e| e.to_string())?;
+            self.array.flush_and_mark_clean()?;
         }
         self.report.clean = !self.array.is_dirty();
         self.report.resync_needed = self.array.needs_resync();

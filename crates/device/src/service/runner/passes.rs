@@ -8,23 +8,23 @@ use uraid_engine::array::{Completion, Request};
 use uraid_engine::{EngineError, SlotState};
 
 use super::metadata::AfterFlush;
-use super::{log, Runner, SyncAction, SyncRun};
+use super::{log, Runner, SyncAction, SyncError, SyncRun};
 use uraid_engine::metadata::MetaChange;
 
 /// How often a running rebuild or resync writes its position to the superblocks.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
 
 impl Runner {
-    pub(super) fn start_sync(&mut self, action: SyncAction) -> Result<(), String> {
+    pub(super) fn start_sync(&mut self, action: SyncAction) -> Result<(), SyncError> {
         if let Some(run) = &self.sync {
-            return Err(format!("a {} is already running; stop it first (idle)", run.action));
+            return Err(SyncError::AlreadyRunning(run.action));
         }
         let geometry = self.array.engine().geometry();
         if geometry.max_degraded() == 0 {
-            return Err(format!("{} has no redundancy to {action}", self.info.level.name()));
+            return Err(SyncError::NoRedundancy { level: self.info.level, action });
         }
         if action != SyncAction::Check && self.info.read_only {
-            return Err(format!("array is read-only: cannot {action}"));
+            return Err(SyncError::ReadOnly(action));
         }
         if action == SyncAction::Recover {
             return self.start_recovery();
@@ -37,7 +37,7 @@ impl Runner {
             .filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty))
             .count();
         if lost > 0 && self.info.stripe_data_bytes.is_some() && lost + 1 > geometry.max_degraded() {
-            return Err(format!("array is degraded: cannot {action} parity without every member (md cannot either; uraid can for raid6 short of one member)"));
+            return Err(SyncError::Degraded(action));
         }
         // Steps of whole stripes, about a megabyte each.
         let step = match self.info.stripe_data_bytes {
@@ -47,7 +47,7 @@ impl Runner {
         if action != SyncAction::Check && !self.array.is_dirty() {
             // Repair and resync write; the array must say dirty while they do.
             // Its writing steps wait until that is durable (see `metadata`).
-            self.record_metadata(MetaChange::Dirty).map_err(|e| e.to_string())?;
+            self.record_metadata(MetaChange::Dirty).map_err(SyncError::Metadata)?;
         }
         // A resync cut short (stopped, or a crash after an idle checkpoint) resumes where it got
         // to, as md's does from `resync_offset`.
@@ -79,10 +79,10 @@ impl Runner {
     }
 
     /// Rebuild every recovering slot, from the lowest checkpoint among them.
-    pub(super) fn start_recovery(&mut self) -> Result<(), String> {
+    pub(super) fn start_recovery(&mut self) -> Result<(), SyncError> {
         let slots: Vec<usize> = self.recovering_slots().collect();
         if slots.is_empty() {
-            return Err("no member is waiting to be rebuilt".into());
+            return Err(SyncError::NothingToRebuild);
         }
         let end = self.array.engine().geometry().member_data_bytes();
         let from = slots.iter().filter_map(|&s| self.array.recovery_checkpoint(s)).min().unwrap_or(0) * 512;

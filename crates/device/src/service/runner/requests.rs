@@ -51,7 +51,7 @@ impl Runner {
             // The write waits (parked, below) until the dirty mark is durable.
             if !self.array.is_dirty() && self.array.engine().geometry().max_degraded() > 0 {
                 if let Err(e) = self.record_metadata(MetaChange::Dirty) {
-                    return done(Err(e));
+                    return done(Err(ServiceError::Metadata(e)));
                 }
             }
         }
@@ -129,7 +129,7 @@ impl Runner {
             if let Some(chunks) = self.intent_chunks(lo, hi - lo) {
                 if let Err(e) = self.hold_intent(chunks.clone()) {
                     self.writing_jobs -= 1;
-                    return (job.done.take().expect("fresh job"))(Err(ServiceError::Metadata(e.to_string())));
+                    return (job.done.take().expect("fresh job"))(Err(ServiceError::Metadata(e.into())));
                 }
                 job.intent = Some(chunks);
             }

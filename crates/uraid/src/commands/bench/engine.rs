@@ -207,7 +207,7 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
     }
     let elapsed = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu0;
-    service.stop().map_err(CliError)?;
+    service.stop().map_err(|e| CliError(e.to_string()))?;
     let bytes = done * bs;
     let gib = bytes as f64 / (1u64 << 30) as f64;
     let mbps = bytes as f64 / elapsed / 1e6;
