@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Rebuild the component images in this folder with NetBSD's real RAIDframe driver.
-# Usage: make-images.sh ORACLE_DIR WORK_DIR
+# Usage: make-images.sh ORACLE_DIR WORK_DIR [NAME...]
 #   ORACLE_DIR: the raidframe oracle (rump kernel + NetBSD raidctl; its `rfo` script)
 #   WORK_DIR:   scratch folder for full-size images (created)
+#   NAME...:    only these sets (default: all)
 set -euo pipefail
-O=$1; W=$2; HERE=$(cd "$(dirname "$0")" && pwd)
+O=$1; W=$2; shift 2; ONLY=" $* "; HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$W"; cd "$W"
 rfo() { "$O/rfo" "$@"; }
 
@@ -15,16 +16,19 @@ conf() { # conf FILE NCOL SECT_PER_SU LEVEL
 }
 
 # make NAME NCOL SIZE SECT_PER_SU LEVEL SERIAL DATA_BYTES WRITE_BS FINISH [EXTRA_RAIDCTL_ARGS...]
-#   FINISH: clean (raidctl -u, then stop), crash (stop without -u), fail1 (raidctl -f /disk1, then -u)
+#   FINISH: clean (raidctl -u, then stop), crash (SIGKILL the rump kernel while configured: a
+#   SIGTERM would let it shut down and update the labels), crash-uninit (the same, and parity
+#   was never rewritten with -iv), fail1 (raidctl -f /disk1, then -u)
 make() {
   local name=$1 ncol=$2 size=$3 su=$4 level=$5 serial=$6 bytes=$7 bs=$8 finish=$9; shift 9
+  if [ "$ONLY" != "  " ] && [[ $ONLY != *" $name "* ]]; then return; fi
   rm -rf "$name"; mkdir "$name"; cd "$name"
   local imgs=(); for ((i = 0; i < ncol; i++)); do truncate -s "$size" "c$i.img"; imgs+=("c$i.img"); done
   conf raid.conf "$ncol" "$su" "$level"
   rfo start k "${imgs[@]}" > /dev/null
   rfo raidctl k -C raid.conf raid0
   rfo raidctl k -I "$serial" raid0
-  rfo raidctl k -iv raid0
+  if [ "$finish" != crash-uninit ]; then rfo raidctl k -iv raid0; fi
   if [ $# -gt 0 ]; then rfo raidctl k "$@" raid0; fi
   python3 "$HERE/pattern.py" "$name" 0 $((bytes / 512)) data.bin
   RUMPDD_BS=$bs rfo in k /dev/rraid0d data.bin
@@ -32,7 +36,7 @@ make() {
   rfo raidctl k -G raid0 > raidctl-G.txt
   case $finish in
     clean) rfo raidctl k -u raid0 ;;
-    crash) ;;
+    crash | crash-uninit) kill -KILL "$(cat k/rump.pid)"; sleep 0.5 ;;
     fail1) rfo raidctl k -f /disk1 raid0; rfo raidctl k -s raid0 > raidctl-s.txt; rfo raidctl k -u raid0 ;;
   esac
   rfo stop k
@@ -48,3 +52,4 @@ make raid4   3    1M   4         4     1004   24576   65536    clean
 make raid5   3    1M   8         5     1005   49152   65536    clean
 make dirty5  3    16M  32        5     1006   32768   65536    crash
 make fail5   3    1M   8         5     1007   16384   65536    fail1
+make new5    3    1M   8         5     1008   16384   65536    crash-uninit
