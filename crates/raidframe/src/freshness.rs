@@ -2,7 +2,9 @@
 //! autoconfiguration (`rf_netbsdkintf.c`: `rf_reasonable_label`, `rf_create_auto_sets`,
 //! `rf_does_it_fit`, `rf_have_enough_components`). Pure over parsed labels.
 //!
-//! 1. Labels failing [`ComponentLabel::check_reasonable`] are not candidates.
+//! 1. Labels failing [`ComponentLabel::check_reasonable`] are not candidates; nor, here, are
+//!    labels claiming more than [`MAX_COLUMNS`] columns, which the driver's tables cannot
+//!    hold (the kernel does not test this itself).
 //! 2. A candidate joins the first set whose first member agrees with it on version,
 //!    serial_number, num_rows, num_columns, sectPerSU, SUsPerPU, SUsPerRU, parityConfig,
 //!    maxOutstanding, blockSize, numBlocks (64-bit), autoconfigure, root_partition,
@@ -16,6 +18,13 @@
 //!    puts no limit on other levels.
 
 use crate::label::ComponentLabel;
+
+/// Most columns a set can have (`RF_MAXCOL`).
+pub const MAX_COLUMNS: i32 = crate::config_file::MAX_COLUMNS;
+
+fn candidate(label: &ComponentLabel) -> bool {
+    label.check_reasonable(None).is_ok() && label.num_columns <= MAX_COLUMNS
+}
 
 /// True if `b` belongs in the same set as `a` (`rf_does_it_fit`).
 pub fn same_set(a: &ComponentLabel, b: &ComponentLabel) -> bool {
@@ -42,7 +51,7 @@ pub fn same_set(a: &ComponentLabel, b: &ComponentLabel) -> bool {
 pub fn group_sets(labels: &[ComponentLabel]) -> Vec<Vec<usize>> {
     let mut sets: Vec<Vec<usize>> = Vec::new();
     for (i, label) in labels.iter().enumerate() {
-        if label.check_reasonable(None).is_err() {
+        if !candidate(label) {
             continue;
         }
         match sets.iter_mut().find(|set| same_set(&labels[set[0]], label)) {
@@ -89,9 +98,13 @@ impl SetAssessment {
 }
 
 /// Applies the freshness rules to the members of one set (indices into `labels`, as
-/// [`group_sets`] returns them). Returns `None` for an empty set.
+/// [`group_sets`] returns them). Returns `None` for an empty set or one whose first member
+/// is not a candidate (see the module notes).
 pub fn assess_set(labels: &[ComponentLabel], members: &[usize]) -> Option<SetAssessment> {
     let first = &labels[*members.first()?];
+    if !candidate(first) {
+        return None;
+    }
     let mod_counter = members.iter().map(|&i| labels[i].mod_counter).max()?;
     let num_columns = usize::try_from(first.num_columns).unwrap_or(0);
     let columns: Vec<ColumnState> = (0..num_columns)
