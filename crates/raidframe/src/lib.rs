@@ -17,14 +17,17 @@
 //! - [`config_file`]: raidctl's configuration file, read and printed.
 //! - [`mapping`]: RAID sector to column and component sector for RAID 0, 1, 4 and 5.
 //! - [`freshness`]: grouping components into sets and picking the fresh ones.
+//! - [`configure_check`]: which components `raidctl -c` fails, or whether it refuses them.
 
 pub mod config_file;
+pub mod configure_check;
 pub mod freshness;
 pub mod label;
 pub mod layout;
 pub mod mapping;
 
 pub use config_file::{ConfigFileError, LayoutLine, QueueLine, RaidConfig};
+pub use configure_check::{check_labels, ConfigureCheck, Refusal};
 pub use freshness::{assess_all, assess_set, group_sets, same_set, ColumnState, SetAssessment};
 pub use label::{ByteOrder, ComponentLabel, DiskStatus, LabelError};
 pub use layout::{ParityMap, ParityMapError, ParityMapVerdict};

@@ -63,6 +63,9 @@ proptest! {
         for _ in 0..real_count {
             labels.push(ComponentLabel::decode(&real_label_area()).unwrap());
         }
+        let given: Vec<Option<&ComponentLabel>> = labels.iter().map(Some).chain([None]).collect();
+        let _ = uraid_raidframe::check_labels('5', given.len(), &given);
+        let _ = uraid_raidframe::check_labels('0', 2, &given);
         for (members, a) in assess_all(&labels) {
             prop_assert!(!members.is_empty());
             prop_assert!(a.columns.len() <= 40);

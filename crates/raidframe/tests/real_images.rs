@@ -10,7 +10,7 @@ use uraid_raidframe::layout::{
     ParityMapVerdict,
 };
 use uraid_raidframe::mapping::{Geometry, Level, Location};
-use uraid_raidframe::{ByteOrder, DiskStatus, RaidConfig};
+use uraid_raidframe::{check_labels, ByteOrder, ConfigureCheck, DiskStatus, RaidConfig};
 
 const S: u64 = SECTOR as u64;
 
@@ -159,6 +159,17 @@ fn clean_dirty_and_failed_sets_are_judged_as_the_kernel_would() {
     // columns trusts the map.
     let fresh: Vec<_> = [0, 2].iter().map(|&i| labels[i].clone()).collect();
     assert!(matches!(parity_map_verdict(&fresh), ParityMapVerdict::Use { .. }));
+    // `raidctl -c` with these three fails the stale one and keeps the others' counter.
+    let given: Vec<_> = labels.iter().map(Some).collect();
+    assert_eq!(
+        check_labels('5', 3, &given),
+        ConfigureCheck::Configures {
+            serial_number: 1007,
+            mod_counter: labels[0].mod_counter,
+            failed: vec![1],
+            parity_good: true
+        }
+    );
 }
 
 #[test]
