@@ -37,7 +37,9 @@
 //! - `queue` (optional): `type maxOutstanding`; missing or unreadable gives `fifo 1`.
 //! - `debug` (optional): `name value` lines up to the next `START` line.
 //!
-//! Device lines are taken without their leading and trailing white space.
+//! Device lines are taken whole, without leading and trailing spaces and tabs: with raidctl,
+//! `/dev/wd0e # note` names a device `/dev/wd0e # note`, and a file with CRLF line ends names
+//! devices ending in a carriage return (both fail to open, as the driver showed).
 
 use thiserror::Error;
 
@@ -195,6 +197,12 @@ impl<'a> Lines<'a> {
     }
 }
 
+/// A device line as raidctl takes it: without leading and trailing spaces and tabs. Anything
+/// else stays, a carriage return or words after the name included.
+fn device_name(line: &str) -> String {
+    line.trim_matches(is_white).to_string()
+}
+
 /// `sscanf`'s `%d`: skips white space, reads an optional sign and digits.
 fn scan_int(s: &str) -> Option<(i64, &str)> {
     let s = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
@@ -284,7 +292,7 @@ impl RaidConfig {
                 section: "disks",
                 what: format!("the device of column {column}"),
             })?;
-            disks.push(line.trim_matches(|c: char| c.is_ascii_whitespace()).to_string());
+            disks.push(device_name(line));
             at = idx + 1;
         }
 
@@ -299,7 +307,7 @@ impl RaidConfig {
                         section: "spare",
                         what: format!("the device of spare {spare}"),
                     })?;
-                    spares.push(line.trim_matches(|c: char| c.is_ascii_whitespace()).to_string());
+                    spares.push(device_name(line));
                     at = idx + 1;
                 }
             }
@@ -406,6 +414,29 @@ mod tests {
         assert_eq!(config.debug, ["accessDebug 1"]);
         let printed = config.to_text(Some("/dev/rraid0d"));
         assert_eq!(RaidConfig::parse(&printed).unwrap(), config);
+    }
+
+    /// raidctl configured a set from exactly this file; `raidctl -G` then printed 1 3 0,
+    /// /disk0../disk2, 16 1 1 5 and fifo 64.
+    #[test]
+    fn a_file_raidctl_accepted() {
+        let text = "# top comment\n   START  layout   \n\n  # c\n\t16 1 1 5 trailing words\nSTART queue\n\
+            fifo   64 more\n  START array\n# numRow numCol numSpare\n 1  3  0  # three\nSTART disks\n\n   \
+            /disk0   \n# skip\n\t/disk1\n/disk2\n";
+        let config = RaidConfig::parse(text).unwrap();
+        assert_eq!(config.disks, ["/disk0", "/disk1", "/disk2"]);
+        assert_eq!(config.layout, LayoutLine { sect_per_su: 16, sus_per_pu: 1, sus_per_ru: 1, level: Level::Raid5 });
+        assert_eq!(config.queue, QueueLine { queue_type: "fifo".into(), max_outstanding: 64 });
+        assert_eq!((config.num_rows, config.num_columns, config.num_spares()), (1, 3, 0));
+    }
+
+    /// raidctl failed to open these devices: the names are not trimmed the way one might expect.
+    #[test]
+    fn device_names_keep_words_and_carriage_returns() {
+        let crlf = "START array\r\n1 3 0\r\nSTART disks\r\n/disk0\r\n/disk1\r\n/disk2\r\nSTART layout\r\n8 1 1 5\r\n";
+        assert_eq!(RaidConfig::parse(crlf).unwrap().disks[0], "/disk0\r");
+        let words = "START array\n1 1 0\nSTART disks\n/disk0 junk words\nSTART layout\n8 1 1 0\n";
+        assert_eq!(RaidConfig::parse(words).unwrap().disks[0], "/disk0 junk words");
     }
 
     #[test]
