@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{pattern_sector, set, text, SECTOR, SETS};
+use common::{pattern_sector, set, text, SECTOR, SETS, ZERO_SETS};
 use uraid_raidframe::freshness::{assess_all, ColumnState};
 use uraid_raidframe::label::{ComponentLabel, LABEL_STRUCT_SIZE, PMLABEL_VALID, PMLABEL_WASUSED};
 use uraid_raidframe::layout::{
@@ -36,7 +36,7 @@ fn data_sector(image: &[u8], sector: u64) -> &[u8] {
 
 #[test]
 fn labels_and_maps_round_trip_byte_for_byte() {
-    for (name, _) in SETS {
+    for name in SETS.iter().map(|s| s.0).chain(ZERO_SETS) {
         for (i, image) in set(name).iter().enumerate() {
             let at = layout::LABEL_OFFSET as usize;
             let area = &image[at..at + label_area_size(S) as usize];
@@ -260,8 +260,34 @@ fn raid5_parity_rotates_left_from_the_last_column() {
 }
 
 #[test]
+fn parity_map_regions_are_as_large_as_the_driver_makes_them() {
+    // Eight regions set with `raidctl -M set 8 40000 8`; 497 sectors of zeros written, then
+    // killed. 248 stripes of 16 data sectors make regions of 31 stripes, 496 sectors, so the
+    // write ends one sector into region 1. (The same run writing 496 sectors marked region 0
+    // alone, byte 0x01.)
+    let images = set("regions5");
+    let label = label_of(&images[0]);
+    assert_eq!(label.parity_map_regions, 8);
+    let g = geometry(&label);
+    let size = layout::region_size_sectors(g.stripe_units_per_disk(), 8, g.data_sectors_per_stripe());
+    assert_eq!(size, 496);
+    let written = 254464 / S;
+    let last_region = (written - 1) / size;
+    for image in &images {
+        let map = map_of(image);
+        assert_eq!(map.bits[0], 0x03, "bit i is 1 << (i % 8) of byte i / 8");
+        assert_eq!(map.dirty_regions().collect::<Vec<_>>(), (0..=last_region as usize).collect::<Vec<_>>());
+    }
+    assert!(assess_all(&images.iter().map(|i| label_of(i)).collect::<Vec<_>>())[0].1.clean);
+    assert_eq!(
+        parity_map_verdict(&images.iter().map(|i| label_of(i)).collect::<Vec<_>>()),
+        ParityMapVerdict::Use { regions: 8, tickms: 40000, ntick: 8 }
+    );
+}
+
+#[test]
 fn config_files_parse_and_raidctl_g_output_prints_back_exactly() {
-    for (name, _) in SETS {
+    for name in SETS.iter().map(|s| s.0).chain(ZERO_SETS) {
         let given = RaidConfig::parse(&text(&format!("{name}.conf"))).unwrap();
         let printed_by_raidctl = text(&format!("{name}.raidctl-G.txt"));
         let read_back = RaidConfig::parse(&printed_by_raidctl).unwrap();

@@ -53,7 +53,10 @@ pub fn pattern_sector(tag: &str, n: u64) -> Vec<u8> {
     record.repeat(32).into_bytes()
 }
 
-/// The saved sets and how many bytes of pattern each had written.
+/// Saved sets without the pattern (zeros were written).
+pub const ZERO_SETS: [&str; 1] = ["regions5"];
+
+/// The saved sets with the pattern, and how many bytes of it each had written.
 pub const SETS: [(&str, u64); 7] = [
     ("raid0", 65536),
     ("raid1", 32768),

@@ -18,7 +18,8 @@ conf() { # conf FILE NCOL SECT_PER_SU LEVEL
 # make NAME NCOL SIZE SECT_PER_SU LEVEL SERIAL DATA_BYTES WRITE_BS FINISH [EXTRA_RAIDCTL_ARGS...]
 #   FINISH: clean (raidctl -u, then stop), crash (SIGKILL the rump kernel while configured: a
 #   SIGTERM would let it shut down and update the labels), crash-uninit (the same, and parity
-#   was never rewritten with -iv), fail1 (raidctl -f /disk1, then -u)
+#   was never rewritten with -iv), regions (eight parity map regions, zeros written, then
+#   killed), fail1 (raidctl -f /disk1, then -u)
 make() {
   local name=$1 ncol=$2 size=$3 su=$4 level=$5 serial=$6 bytes=$7 bs=$8 finish=$9; shift 9
   if [ "$ONLY" != "  " ] && [[ $ONLY != *" $name "* ]]; then return; fi
@@ -30,13 +31,21 @@ make() {
   rfo raidctl k -I "$serial" raid0
   if [ "$finish" != crash-uninit ]; then rfo raidctl k -iv raid0; fi
   if [ $# -gt 0 ]; then rfo raidctl k "$@" raid0; fi
-  python3 "$HERE/pattern.py" "$name" 0 $((bytes / 512)) data.bin
+  if [ "$finish" = regions ]; then
+    # Eight parity map regions (the count takes effect at the next configure), and zeros for data.
+    rfo raidctl k -M set 8 40000 8 raid0 > /dev/null
+    rfo raidctl k -u raid0
+    rfo raidctl k -c raid.conf raid0
+    head -c "$bytes" /dev/zero > data.bin
+  else
+    python3 "$HERE/pattern.py" "$name" 0 $((bytes / 512)) data.bin
+  fi
   RUMPDD_BS=$bs rfo in k /dev/rraid0d data.bin
   rfo out k /dev/rraid0d "$bytes" | cmp - data.bin
   rfo raidctl k -G raid0 > raidctl-G.txt
   case $finish in
     clean) rfo raidctl k -u raid0 ;;
-    crash | crash-uninit) kill -KILL "$(cat k/rump.pid)"; sleep 0.5 ;;
+    crash | crash-uninit | regions) kill -KILL "$(cat k/rump.pid)"; sleep 0.5 ;;
     fail1) rfo raidctl k -f /disk1 raid0; rfo raidctl k -s raid0 > raidctl-s.txt; rfo raidctl k -u raid0 ;;
   esac
   rfo stop k
@@ -53,3 +62,4 @@ make raid5   3    1M   8         5     1005   49152   65536    clean
 make dirty5  3    16M  32        5     1006   32768   65536    crash
 make fail5   3    1M   8         5     1007   16384   65536    fail1
 make new5    3    1M   8         5     1008   16384   65536    crash-uninit
+make regions5 3   1M   8         5     1009   254464  512      regions
