@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{pattern_sector, set, text, SECTOR, SETS, ZERO_SETS};
+use common::{pattern_sector, set, text, SECTOR, SETS, SPARE_SETS, ZERO_SETS};
 use uraid_raidframe::freshness::{assess_all, ColumnState};
 use uraid_raidframe::label::{ComponentLabel, LABEL_STRUCT_SIZE, PMLABEL_VALID, PMLABEL_WASUSED};
 use uraid_raidframe::layout::{
@@ -36,7 +36,7 @@ fn data_sector(image: &[u8], sector: u64) -> &[u8] {
 
 #[test]
 fn labels_and_maps_round_trip_byte_for_byte() {
-    for name in SETS.iter().map(|s| s.0).chain(ZERO_SETS) {
+    for name in SETS.iter().map(|s| s.0).chain(ZERO_SETS).chain(SPARE_SETS) {
         for (i, image) in set(name).iter().enumerate() {
             let at = layout::LABEL_OFFSET as usize;
             let area = &image[at..at + label_area_size(S) as usize];
@@ -286,8 +286,33 @@ fn parity_map_regions_are_as_large_as_the_driver_makes_them() {
 }
 
 #[test]
+fn a_rebuilt_hot_spare_takes_over_its_column() {
+    // Column 1 failed and rebuilt onto the hot spare /disk3 with `raidctl -F`, then `-u`.
+    let images = set("spare5");
+    let labels: Vec<_> = images.iter().map(|i| label_of(i)).collect();
+    let spare = &labels[3];
+    assert_eq!((spare.column, spare.disk_status(), spare.is_clean()), (1, Some(DiskStatus::Optimal), true));
+    assert_eq!(spare.mod_counter, labels[0].mod_counter);
+    assert!(labels[1].mod_counter < labels[0].mod_counter);
+    let sets = assess_all(&labels);
+    assert_eq!(sets.len(), 1);
+    let a = &sets[0].1;
+    assert_eq!(a.columns, vec![ColumnState::Fresh(0), ColumnState::Fresh(3), ColumnState::Fresh(2)]);
+    assert_eq!(a.stale, vec![1]);
+    assert!(a.configurable && a.clean);
+    // The rebuild recreated column 1 (data and parity) on the spare, sector for sector.
+    let g = geometry(spare);
+    for sector in 0..g.sectors_per_disk {
+        assert_eq!(data_sector(&images[3], sector), data_sector(&images[1], sector), "sector {sector}");
+    }
+    let m = g.map(8).unwrap();
+    assert_eq!(m.data.column, 1);
+    assert_eq!(data_sector(&images[3], m.data.sector), &pattern_sector("spare5", 8)[..]);
+}
+
+#[test]
 fn config_files_parse_and_raidctl_g_output_prints_back_exactly() {
-    for name in SETS.iter().map(|s| s.0).chain(ZERO_SETS) {
+    for name in SETS.iter().map(|s| s.0).chain(ZERO_SETS).chain(SPARE_SETS) {
         let given = RaidConfig::parse(&text(&format!("{name}.conf"))).unwrap();
         let printed_by_raidctl = text(&format!("{name}.raidctl-G.txt"));
         let read_back = RaidConfig::parse(&printed_by_raidctl).unwrap();

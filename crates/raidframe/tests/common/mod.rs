@@ -33,6 +33,7 @@ pub fn component(name: &str, index: usize) -> Vec<u8> {
 pub fn set(name: &str) -> Vec<Vec<u8>> {
     let columns = match name {
         "raid0" | "raid1" => 2,
+        "spare5" => 4, // three columns and the hot spare that replaced column 1
         _ => 3,
     };
     (0..columns).map(|i| component(name, i)).collect()
@@ -55,6 +56,9 @@ pub fn pattern_sector(tag: &str, n: u64) -> Vec<u8> {
 
 /// Saved sets without the pattern (zeros were written).
 pub const ZERO_SETS: [&str; 1] = ["regions5"];
+
+/// Saved sets with a hot spare (the last image).
+pub const SPARE_SETS: [&str; 1] = ["spare5"];
 
 /// The saved sets with the pattern, and how many bytes of it each had written.
 pub const SETS: [(&str, u64); 7] = [

@@ -19,12 +19,14 @@ conf() { # conf FILE NCOL SECT_PER_SU LEVEL
 #   FINISH: clean (raidctl -u, then stop), crash (SIGKILL the rump kernel while configured: a
 #   SIGTERM would let it shut down and update the labels), crash-uninit (the same, and parity
 #   was never rewritten with -iv), regions (eight parity map regions, zeros written, then
-#   killed), fail1 (raidctl -f /disk1, then -u)
+#   killed), spare1 (add the last image as a hot spare with -a, fail /disk1 and rebuild onto
+#   the spare with -F, then -u), fail1 (raidctl -f /disk1, then -u)
 make() {
   local name=$1 ncol=$2 size=$3 su=$4 level=$5 serial=$6 bytes=$7 bs=$8 finish=$9; shift 9
   if [ "$ONLY" != "  " ] && [[ $ONLY != *" $name "* ]]; then return; fi
   rm -rf "$name"; mkdir "$name"; cd "$name"
-  local imgs=(); for ((i = 0; i < ncol; i++)); do truncate -s "$size" "c$i.img"; imgs+=("c$i.img"); done
+  local nimg=$ncol; if [ "$finish" = spare1 ]; then nimg=$((ncol + 1)); fi # the last image is a hot spare
+  local imgs=(); for ((i = 0; i < nimg; i++)); do truncate -s "$size" "c$i.img"; imgs+=("c$i.img"); done
   conf raid.conf "$ncol" "$su" "$level"
   rfo start k "${imgs[@]}" > /dev/null
   rfo raidctl k -C raid.conf raid0
@@ -47,9 +49,14 @@ make() {
     clean) rfo raidctl k -u raid0 ;;
     crash | crash-uninit | regions) kill -KILL "$(cat k/rump.pid)"; sleep 0.5 ;;
     fail1) rfo raidctl k -f /disk1 raid0; rfo raidctl k -s raid0 > raidctl-s.txt; rfo raidctl k -u raid0 ;;
+    spare1)
+      rfo raidctl k -a "/disk$ncol" raid0
+      rfo raidctl k -v -F /disk1 raid0 > /dev/null
+      rfo raidctl k -s raid0 > raidctl-s.txt
+      rfo raidctl k -u raid0 ;;
   esac
   rfo stop k
-  for ((i = 0; i < ncol; i++)); do python3 "$HERE/pack_sparse.py" "c$i.img" "$HERE/$name.c$i.sparse"; done
+  for ((i = 0; i < nimg; i++)); do python3 "$HERE/pack_sparse.py" "c$i.img" "$HERE/$name.c$i.sparse"; done
   cp raid.conf "$HERE/$name.conf"; cp raidctl-G.txt "$HERE/$name.raidctl-G.txt"
   cd ..
 }
@@ -63,3 +70,4 @@ make dirty5  3    16M  32        5     1006   32768   65536    crash
 make fail5   3    1M   8         5     1007   16384   65536    fail1
 make new5    3    1M   8         5     1008   16384   65536    crash-uninit
 make regions5 3   1M   8         5     1009   254464  512      regions
+make spare5  3    1M   8         5     1010   16384   65536    spare1
