@@ -80,6 +80,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::geometry::Geometry;
+use crate::SECTOR_BYTES;
 
 /// How reads choose among the copies of mirrored data (raid1, raid10). md keeps no such setting
 /// in its superblock: it is chosen when the array is started, and may be changed at any time.
@@ -440,7 +441,21 @@ impl Balancer {
         }
         let sequential = copies.first().is_some_and(|c| c.1 == self.array_next);
         let room = if sequential { MD1998_RUN_LIMIT.saturating_sub(self.run_count) } else { MD1998_BLOCK };
-        len.min(room.max(512))
+        let want = len.min(room.max(512));
+        if want == len {
+            return len;
+        }
+        // A piece ends on a sector boundary of the member, as the 2.2 kernel's buffer heads
+        // (whole file-system blocks) did: pieces of one read may come from different copies, and
+        // while a resync is owed the copies may differ, so a sector made of two would be neither.
+        let start = copies[0].1;
+        let end = (start + want) / SECTOR_BYTES * SECTOR_BYTES;
+        if end > start {
+            end - start
+        } else {
+            (start / SECTOR_BYTES + 1) * SECTOR_BYTES - start
+        }
+        .min(len)
     }
 
     /// `md-1998`: Linux 2.2's `raid1_make_request` read branch. The read goes to `last_used`

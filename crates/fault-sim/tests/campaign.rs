@@ -81,7 +81,7 @@ fn replay() {
 ///   that stripe; the crash replayed that entry's stale partial parity over the new write.
 #[test]
 fn seeds_of_fixed_bugs_pass() {
-    for (geometry, seed) in [("raid6-5-rs", 1_013_616)] {
+    for (geometry, seed) in [("raid6-5-rs", 1_013_616), ("raid1-3", 3_002_713)] {
         if let Err(f) = run_one(&uraid_fault_sim::Config::new(seed, geometry)) {
             panic!("{f}");
         }
