@@ -613,11 +613,12 @@ impl OpenArray {
 
     /// Set (`dirty`) or clear the bits of `chunks` and write the bitmap to every live member if
     /// that changed anything. Setting must complete before the covered writes are let through.
-    pub fn set_write_intent(&mut self, chunks: std::ops::Range<u64>, dirty: bool) -> Result<bool, OpenError> {
+    /// Returns the ticket of the bitmap writes it queued, if it changed anything.
+    pub fn set_write_intent(&mut self, chunks: std::ops::Range<u64>, dirty: bool) -> Result<Option<Ticket>, OpenError> {
         let change = if dirty { MetaChange::IntentSet(chunks) } else { MetaChange::IntentClear(chunks) };
         let ticket = self.meta.record(change, &self.device_roles(), unix_now()).map_err(|e| self.meta_error(e))?;
         self.write_metadata()?;
-        Ok(ticket.is_some())
+        Ok(ticket)
     }
 
     /// Record that the member rebuilding in `slot` is good up to member sector `sectors`
@@ -734,16 +735,22 @@ impl OpenArray {
 
     /// Record `change` in the metadata and write what it queued.
     fn record(&mut self, change: MetaChange) -> Result<(), OpenError> {
+        self.record_ticket(change).map(|_| ())
+    }
+
+    /// Record `change` and write what it queued (unless deferred); the ticket of its writes, if
+    /// it queued any.
+    fn record_ticket(&mut self, change: MetaChange) -> Result<Option<Ticket>, OpenError> {
         if !self.writable {
             return Err(OpenError::ReadOnly);
         }
         let roles = matches!(change, MetaChange::Dirty | MetaChange::Clean | MetaChange::Roles);
-        self.meta.record(change, &self.device_roles(), unix_now()).map_err(|e| self.meta_error(e))?;
+        let ticket = self.meta.record(change, &self.device_roles(), unix_now()).map_err(|e| self.meta_error(e))?;
         self.write_metadata()?;
         if roles {
             self.devs_changed = false;
         }
-        Ok(())
+        Ok(ticket)
     }
 
     /// From now on (`on`), recording a change only queues its writes: the driver takes them
@@ -756,8 +763,9 @@ impl OpenArray {
     }
 
     /// Record `change` (see [`OpenArray::defer_metadata`] for when it is written).
-    pub fn record_change(&mut self, change: MetaChange) -> Result<(), OpenError> {
-        self.record(change)
+    /// Returns the ticket of the writes it queued, if any (durable at once when not deferred).
+    pub fn record_change(&mut self, change: MetaChange) -> Result<Option<Ticket>, OpenError> {
+        self.record_ticket(change)
     }
 
     /// The next metadata step to perform, with each op's device; `None` while one is out or

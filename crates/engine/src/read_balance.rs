@@ -450,12 +450,7 @@ impl Balancer {
         // while a resync is owed the copies may differ, so a sector made of two would be neither.
         let start = copies[0].1;
         let end = (start + want) / SECTOR_BYTES * SECTOR_BYTES;
-        if end > start {
-            end - start
-        } else {
-            (start / SECTOR_BYTES + 1) * SECTOR_BYTES - start
-        }
-        .min(len)
+        if end > start { end - start } else { (start / SECTOR_BYTES + 1) * SECTOR_BYTES - start }.min(len)
     }
 
     /// `md-1998`: Linux 2.2's `raid1_make_request` read branch. The read goes to `last_used`

@@ -43,7 +43,12 @@ impl Runner {
             *self.intent_users.entry(c).or_insert(0) += 1;
             self.intent_idle.remove(&c);
         }
-        self.array.set_write_intent(chunks, true).map(|_| ())
+        if let Some(ticket) = self.array.set_write_intent(chunks.clone(), true)? {
+            for c in chunks {
+                self.meta.chunk_ticket.insert(c, ticket);
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn release_intent(&mut self, chunks: std::ops::Range<u64>) {
@@ -92,6 +97,7 @@ impl Runner {
             if self.intent_idle.get(&c).is_some_and(|since| *since <= started) {
                 self.intent_idle.remove(&c);
                 self.record_metadata(MetaChange::IntentClear(c..c + 1))
+                    .map(|_| ())
                     .map_err(|e| format!("clearing bitmap bits failed: {e}"))?;
             }
         }

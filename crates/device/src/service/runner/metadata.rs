@@ -26,6 +26,8 @@ use uraid_engine::array::Request;
 use uraid_engine::metadata::{MetaChange, MetaError, MetaOp, Ticket};
 use uraid_engine::SlotState;
 
+use uraid_engine::idmap::IdMap;
+
 use super::{log, Runner};
 use crate::member::MemberDevice;
 use crate::service::metadata_io::MetaJob;
@@ -70,6 +72,11 @@ pub(super) struct MetaState {
     pub(super) parked: VecDeque<Parked>,
     /// A pass's writing step waiting for its bitmap bits (or the dirty mark) to be durable.
     pub(super) sync_parked: Option<(Request, Ticket)>,
+    /// The last dirty mark recorded, and per bitmap chunk the record that last set its bit: a
+    /// write waits for those of them it needs and are not yet durable, not for everything
+    /// recorded before it.
+    pub(super) dirty_ticket: Option<Ticket>,
+    pub(super) chunk_ticket: IdMap<u64, Ticket>,
     /// Answers to writes held until the failure record `roles` is durable.
     pub(super) held: Vec<(Done, Result<BlockReply, ServiceError>)>,
     pub(super) roles: Option<Ticket>,
@@ -110,10 +117,19 @@ impl Runner {
     }
 
     /// Record `change`; its writes are queued and go out from [`Runner::dispatch_metadata`].
-    pub(super) fn record_metadata(&mut self, change: MetaChange) -> Result<(), MetadataError> {
-        self.array.record_change(change)?;
+    /// Returns the ticket they complete, if it queued any.
+    pub(super) fn record_metadata(&mut self, change: MetaChange) -> Result<Option<Ticket>, MetadataError> {
+        let ticket = self.array.record_change(change)?;
         self.dispatch_metadata();
-        Ok(())
+        Ok(ticket)
+    }
+
+    /// What a write (or a pass's writing step) over bitmap `chunks` must wait for: the dirty
+    /// mark and the bits of its chunks, those not yet durable; `None` if all are.
+    pub(super) fn ticket_needed(&self, chunks: Option<&std::ops::Range<u64>>) -> Option<Ticket> {
+        let pending = |t: &Ticket| !self.array.metadata_durable(*t) && self.array.metadata_pending().is_some();
+        let chunk_tickets = chunks.into_iter().flat_map(|r| r.clone()).filter_map(|c| self.meta.chunk_ticket.get(&c));
+        self.meta.dirty_ticket.iter().chain(chunk_tickets).filter(|t| pending(t)).max().copied()
     }
 
     /// Hand the metadata thread its next job if it is free: the next queued metadata step, or
@@ -149,10 +165,15 @@ impl Runner {
         self.array.live_devices().into_iter().enumerate().map(|(i, dev)| (dev, MetaOp::Flush { device: i })).collect()
     }
 
-    /// Park a client job's engine requests until the metadata recorded so far is durable;
-    /// `false` (and nothing parked) if nothing is pending.
-    pub(super) fn park_until_durable(&mut self, job: u64, requests: &mut Vec<Request>) -> bool {
-        let Some(until) = self.array.metadata_pending() else { return false };
+    /// Park a client job's engine requests until the records it needs (its dirty mark and
+    /// bitmap bits over `chunks`) are durable; `false` (and nothing parked) if they are.
+    pub(super) fn park_until_durable(
+        &mut self,
+        job: u64,
+        chunks: Option<&std::ops::Range<u64>>,
+        requests: &mut Vec<Request>,
+    ) -> bool {
+        let Some(until) = self.ticket_needed(chunks) else { return false };
         self.meta.parked.push_back(Parked { job, requests: std::mem::take(requests), until });
         true
     }
@@ -182,7 +203,9 @@ impl Runner {
             AfterFlush::Clean { last_write } => {
                 let still_idle = self.writing_jobs == 0 && self.last_write == last_write;
                 if still_idle && self.array.is_dirty() && !self.array.needs_resync() {
-                    self.record_metadata(MetaChange::Clean).map_err(|e| format!("marking the array clean failed: {e}"))
+                    self.record_metadata(MetaChange::Clean)
+                        .map(|_| ())
+                        .map_err(|e| format!("marking the array clean failed: {e}"))
                 } else {
                     Ok(())
                 }
@@ -192,14 +215,16 @@ impl Runner {
                 for &slot in &slots {
                     self.array.set_recovery_checkpoint(slot, sectors);
                 }
-                self.record_metadata(MetaChange::Roles).map_err(|e| format!("recording rebuild progress failed: {e}"))
+                self.record_metadata(MetaChange::Roles)
+                    .map(|_| ())
+                    .map_err(|e| format!("recording rebuild progress failed: {e}"))
             }
             AfterFlush::ResyncCheckpoint { array_bytes } => {
                 // Written with the next update made while no write is in flight (md writes
                 // `resync_offset` only while the array is in sync): now, if idle.
                 let idle = self.writing_jobs == 0;
                 self.record_metadata(MetaChange::ResyncCheckpoint { array_bytes })
-                    .and_then(|()| if idle { self.record_metadata(MetaChange::Clean) } else { Ok(()) })
+                    .and_then(|_| if idle { self.record_metadata(MetaChange::Clean).map(|_| ()) } else { Ok(()) })
                     .map_err(|e| format!("recording resync progress failed: {e}"))
             }
             AfterFlush::Rebuilt { slots } => {
@@ -259,16 +284,25 @@ impl Runner {
     /// Start the parked jobs (and the parked pass step) whose update is durable, in arrival
     /// order.
     fn release_parked(&mut self) {
-        while let Some(p) = self.meta.parked.front() {
-            if !self.array.metadata_durable(p.until) {
-                break;
-            }
-            let p = self.meta.parked.pop_front().expect("looked at");
+        // Writes that overlap share a bitmap chunk, hence a ticket, and so go out in the order
+        // they came; others need not wait for one another.
+        let (ready, waiting): (VecDeque<Parked>, VecDeque<Parked>) =
+            std::mem::take(&mut self.meta.parked).into_iter().partition(|p| self.array.metadata_durable(p.until));
+        self.meta.parked = waiting;
+        for p in ready {
             for request in p.requests {
                 self.submit_engine(p.job, request);
             }
             self.refill_zeros(p.job);
             self.maybe_finish(p.job);
+        }
+        let durable = |t: &Ticket| self.array.metadata_durable(*t);
+        if self.meta.dirty_ticket.as_ref().is_some_and(durable) {
+            self.meta.dirty_ticket = None;
+        }
+        let settled: Vec<u64> = self.meta.chunk_ticket.iter().filter(|(_, t)| durable(t)).map(|(c, _)| *c).collect();
+        for c in settled {
+            self.meta.chunk_ticket.remove(&c);
         }
         if let Some((_, until)) = &self.meta.sync_parked {
             if self.array.metadata_durable(*until) {

@@ -47,7 +47,8 @@ impl Runner {
         if action != SyncAction::Check && !self.array.is_dirty() {
             // Repair and resync write; the array must say dirty while they do.
             // Its writing steps wait until that is durable (see `metadata`).
-            self.record_metadata(MetaChange::Dirty).map_err(SyncError::Metadata)?;
+            let ticket = self.record_metadata(MetaChange::Dirty).map_err(SyncError::Metadata)?;
+            self.meta.dirty_ticket = ticket.or(self.meta.dirty_ticket);
         }
         // A resync cut short (stopped, or a crash after an idle checkpoint) resumes where it got
         // to, as md's does from `resync_offset`.
@@ -189,7 +190,7 @@ impl Runner {
         }
         self.sync_intent = intent;
         // A writing step waits until its bitmap bits (and the dirty mark) are durable.
-        if let Some(until) = self.array.metadata_pending().filter(|_| writes) {
+        if let Some(until) = self.ticket_needed(self.sync_intent.as_ref()).filter(|_| writes) {
             self.meta.sync_parked = Some((request, until));
             return;
         }

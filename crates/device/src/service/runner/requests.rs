@@ -50,8 +50,9 @@ impl Runner {
             // without the engine thread; see [`inline`]).
             // The write waits (parked, below) until the dirty mark is durable.
             if !self.array.is_dirty() && self.array.engine().geometry().max_degraded() > 0 {
-                if let Err(e) = self.record_metadata(MetaChange::Dirty) {
-                    return done(Err(ServiceError::Metadata(e)));
+                match self.record_metadata(MetaChange::Dirty) {
+                    Ok(ticket) => self.meta.dirty_ticket = ticket.or(self.meta.dirty_ticket),
+                    Err(e) => return done(Err(ServiceError::Metadata(e))),
                 }
             }
         }
@@ -135,9 +136,9 @@ impl Runner {
             }
         }
         self.jobs.insert(id, job);
-        // A write goes out once its dirty mark and bitmap bits (and anything recorded before
-        // them) are durable.
-        if writes && self.park_until_durable(id, &mut requests) {
+        // A write goes out once its dirty mark and bitmap bits are durable.
+        let chunks = self.jobs.get(&id).and_then(|j| j.intent.clone());
+        if writes && self.park_until_durable(id, chunks.as_ref(), &mut requests) {
             return;
         }
         for request in requests {
@@ -229,7 +230,7 @@ impl Runner {
             }
             self.report.failed_members.extend(failed);
             match self.record_metadata(MetaChange::Roles) {
-                Ok(()) => self.meta.roles = self.array.metadata_pending().or(self.meta.roles),
+                Ok(_) => self.meta.roles = self.array.metadata_pending().or(self.meta.roles),
                 Err(e) => log(&format!("recording the failed member in the superblocks failed: {e}")),
             }
             if self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Recover) {
