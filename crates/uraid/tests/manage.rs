@@ -118,7 +118,9 @@ impl Serve {
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         args.extend(members.iter().cloned());
-        let child = Command::new(env!("CARGO_BIN_EXE_uraid")).args(&args).stderr(Stdio::null()).spawn().unwrap();
+        // Its messages go to serve.log beside the sockets, for a failure to show.
+        let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_uraid")).args(&args).stderr(Stdio::from(log)).spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         // A socket file appears when bound, a moment before it listens: wait until the control
         // socket (bound after the NBD one) accepts.
@@ -276,7 +278,10 @@ fn resync_after_a_crash() {
 
 /// One NBD write through a minimal fixed-newstyle client (export "", simple replies).
 fn nbd_write(sock: &Path, offset: u64, data: &[u8]) {
-    let mut s = UnixStream::connect(sock).unwrap();
+    let mut s = UnixStream::connect(sock).unwrap_or_else(|e| {
+        let log = std::fs::read_to_string(sock.with_file_name("serve.log")).unwrap_or_default();
+        panic!("connecting to {}: {e}; the server said:\n{log}", sock.display())
+    });
     let mut greet = [0u8; 18];
     std::io::Read::read_exact(&mut s, &mut greet).unwrap();
     s.write_all(&3u32.to_be_bytes()).unwrap(); // fixed newstyle + no zeroes
