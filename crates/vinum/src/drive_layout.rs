@@ -15,12 +15,12 @@
 
 use thiserror::Error;
 
+/// Where the drive header starts (defined with the header).
+pub use crate::header::HEADER_OFFSET;
 use crate::header::{DriveHeader, HeaderError};
 
 /// gvinum counts every size and offset in 512-byte sectors, whatever the media's sector size.
 pub const SECTOR_SIZE: u64 = 512;
-/// Drive byte where the header starts (`GV_HDR_OFFSET`).
-pub const HEADER_OFFSET: u64 = 4096;
 /// Length of the header block (`GV_HDR_LEN`).
 pub const HEADER_LEN: usize = 512;
 /// Drive byte where configuration copy 1 starts (`GV_CFG_OFFSET`).

@@ -24,7 +24,8 @@
 
 use thiserror::Error;
 
-use crate::drive_layout::HEADER_OFFSET;
+/// Drive byte where the header starts (`GV_HDR_OFFSET`).
+pub const HEADER_OFFSET: u64 = 4096;
 
 /// Magic of an active drive in the canonical layout: ASCII `VINUM-1\0` read big-endian.
 pub const MAGIC_ACTIVE: u64 = 0x5649_4E55_4D2D_3100;
