@@ -792,6 +792,12 @@ impl OpenArray {
         self.meta.durable(ticket)
     }
 
+    /// Why the metadata can no longer be written, once one of its writes failed (in the terms of
+    /// this driver: the device named).
+    pub fn metadata_failed(&self) -> Option<OpenError> {
+        self.meta.failed().cloned().map(|e| self.meta_error(e))
+    }
+
     /// The newest metadata update recorded, if it is not yet durable and still may be (no
     /// metadata write has failed).
     pub fn metadata_pending(&self) -> Option<Ticket> {

@@ -1056,6 +1056,8 @@ struct Watched {
     dev: usize,
     inner: Arc<MemoryDevice>,
     log: Arc<std::sync::Mutex<Vec<Op>>>,
+    /// Writes below this byte (the metadata, before the data area) fail.
+    fail_below: std::sync::atomic::AtomicU64,
     shut: std::sync::Mutex<bool>,
     opened: std::sync::Condvar,
     flushes_waiting: std::sync::atomic::AtomicUsize,
@@ -1067,6 +1069,7 @@ impl Watched {
             dev,
             inner,
             log: Arc::clone(log),
+            fail_below: std::sync::atomic::AtomicU64::new(0),
             shut: std::sync::Mutex::new(false),
             opened: std::sync::Condvar::new(),
             flushes_waiting: std::sync::atomic::AtomicUsize::new(0),
@@ -1090,6 +1093,9 @@ impl MemberDevice for Watched {
         self.inner.read_at(offset, buf)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        if offset < self.fail_below.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("injected metadata write error"));
+        }
         let mut log = self.log.lock().unwrap();
         self.inner.write_at(offset, data)?;
         log.push(Op::Write { dev: self.dev, offset, data: data.to_vec() });
@@ -1408,4 +1414,29 @@ fn member_io_beyond_the_queue_depth_waits_its_turn() {
     }
     let report = service.stop().unwrap();
     assert!(report.failed_members.is_empty());
+}
+
+/// Once a metadata write has failed, a write whose bitmap bit could not be recorded fails
+/// with a metadata error and never reaches the members, later ones that need new bits fail
+/// too, and the service still stops.
+#[test]
+fn writes_fail_rather_than_go_out_unrecorded_after_a_metadata_write_fails() {
+    let mem = members_with(1, 2, 0, true, true);
+    let data_start = probe(mem[0].as_ref()).unwrap().unwrap().superblock.info().data_offset * 512;
+    let (w, _) = watched(&mem);
+    let devs = watched_dyn(&w);
+    let config = ServiceConfig { inline_max: 0, clean_delay: Duration::from_secs(30), ..ServiceConfig::default() };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    h.call(BlockOp::Write { offset: 0, data: (pattern(1, 4096)).into(), fua: false }).expect("first write");
+    w[0].fail_below.store(data_start, Ordering::SeqCst);
+    for (i, offset) in [(2u64, 3u64 << 20), (3, 5 << 20)] {
+        let r = h.call(BlockOp::Write { offset, data: (pattern(i, 4096)).into(), fua: false });
+        assert!(matches!(r, Err(ServiceError::Metadata(_))), "write at {offset} answered {r:?}");
+        let mut on_disk = vec![0u8; 4096];
+        mem[1].read_at(data_start + offset, &mut on_disk).unwrap();
+        assert_ne!(on_disk, pattern(i, 4096), "the unrecorded write at {offset} reached a member");
+    }
+    drop(h);
+    let _ = service.stop();
 }

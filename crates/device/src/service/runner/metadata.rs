@@ -127,7 +127,7 @@ impl Runner {
     /// What a write (or a pass's writing step) over bitmap `chunks` must wait for: the dirty
     /// mark and the bits of its chunks, those not yet durable; `None` if all are.
     pub(super) fn ticket_needed(&self, chunks: Option<&std::ops::Range<u64>>) -> Option<Ticket> {
-        let pending = |t: &Ticket| !self.array.metadata_durable(*t) && self.array.metadata_pending().is_some();
+        let pending = |t: &Ticket| !self.array.metadata_durable(*t);
         let chunk_tickets = chunks.into_iter().flat_map(|r| r.clone()).filter_map(|c| self.meta.chunk_ticket.get(&c));
         self.meta.dirty_ticket.iter().chain(chunk_tickets).filter(|t| pending(t)).max().copied()
     }
@@ -158,7 +158,13 @@ impl Runner {
         // The queue holds one job and only one is ever out, so this does not block.
         if io.jobs.send(job).is_ok() {
             self.meta.out = Some(out);
+            return;
         }
+        // The thread is gone (it panicked): nothing it was to write is durable, and what waits
+        // on it must hear so rather than wait forever.
+        self.meta.out = Some(out);
+        let gone = MetaError::Io { device: 0, what: "the metadata I/O thread".into(), reason: "it has ended".into() };
+        self.metadata_done(Err(gone));
     }
 
     fn flush_ops(&self) -> Vec<(Arc<dyn MemberDevice>, MetaOp)> {
@@ -166,7 +172,9 @@ impl Runner {
     }
 
     /// Park a client job's engine requests until the records it needs (its dirty mark and
-    /// bitmap bits over `chunks`) are durable; `false` (and nothing parked) if they are.
+    /// bitmap bits over `chunks`) are durable; `false` (and nothing parked) if they are. If they
+    /// never can be (a metadata write failed), the job fails instead: it must not go out
+    /// unrecorded.
     pub(super) fn park_until_durable(
         &mut self,
         job: u64,
@@ -174,6 +182,14 @@ impl Runner {
         requests: &mut Vec<Request>,
     ) -> bool {
         let Some(until) = self.ticket_needed(chunks) else { return false };
+        if let Some(e) = self.array.metadata_failed() {
+            requests.clear();
+            if let Some(j) = self.jobs.get_mut(&job) {
+                j.fail(ServiceError::Metadata(e.into()));
+            }
+            self.maybe_finish(job);
+            return true;
+        }
         self.meta.parked.push_back(Parked { job, requests: std::mem::take(requests), until });
         true
     }

@@ -191,7 +191,11 @@ impl Runner {
         self.sync_intent = intent;
         // A writing step waits until its bitmap bits (and the dirty mark) are durable.
         if let Some(until) = self.ticket_needed(self.sync_intent.as_ref()).filter(|_| writes) {
-            self.meta.sync_parked = Some((request, until));
+            match self.array.metadata_failed() {
+                // It could never be durable: the step fails rather than write unrecorded.
+                Some(e) => self.sync_step_failed(&format!("metadata: {e}")),
+                None => self.meta.sync_parked = Some((request, until)),
+            }
             return;
         }
         self.submit_sync_step(request);
