@@ -431,6 +431,10 @@ fn transmission<S: Stream>(
     writer: S,
     negotiated: &Negotiated,
 ) -> EndReason {
+    // Unbounded in type, bounded by construction: a reply is sent only for a request the reader
+    // admitted, and it admits no more than the connection's in-flight limits (`Inflight`, at most
+    // `max_requests` and `max_bytes`). A bounded channel would instead let a client that stops
+    // reading its replies block the sender, which is the array's engine thread.
     let (tx, rx) = mpsc::channel();
     let writer_conn = conn.clone();
     let structured = negotiated.structured;

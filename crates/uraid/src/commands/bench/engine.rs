@@ -118,6 +118,8 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
         return err(format!("--streams={}: only the sequential patterns (read, write) have streams", args.streams));
     }
     super::check_runs(1, args.seconds)?;
+    // Unbounded in type, bounded by construction: completions come only for requests the bench
+    // submitted, and it keeps at most --iodepth of them in flight.
     let (tx, rx) = mpsc::channel::<Completion>();
     if ELSEWHERE.set(tx).is_err() {
         return err("the engine bench runs once per process".to_string());
