@@ -93,6 +93,13 @@ impl Geometry {
 
     /// How many slots may be lost before data is lost, in the best case for raid10 (the
     /// per-chunk check is `is_readable`).
+    /// Whether the layout keeps whole copies of the data (raid1, raid10), rather than none
+    /// (linear, raid0) or parity (raid4/5/6). Code that treats mirrors differently asks this,
+    /// not the level, so a mirrored layout of another format is one more case here.
+    pub fn is_mirrored(&self) -> bool {
+        matches!(self, Geometry::Raid1(_) | Geometry::Raid10(_))
+    }
+
     pub fn max_degraded(&self) -> usize {
         match self {
             Geometry::Linear(_) | Geometry::Raid0(_) => 0,
@@ -224,7 +231,7 @@ impl Geometry {
     /// This is the whole of a read on those levels when nothing is degraded, which is what lets
     /// such reads bypass the engine (see `uraid_device::service`'s inline reads).
     pub fn each_data_piece(&self, offset: u64, len: u64, mut each: impl FnMut(usize, u64, u64)) -> bool {
-        if matches!(self, Geometry::Raid1(_) | Geometry::Raid10(_)) {
+        if self.is_mirrored() {
             return false;
         }
         let end = offset + len;

@@ -7,13 +7,12 @@ mod common;
 use common::{filled_array, geometries};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use uraid_engine::geometry::Geometry;
 
 #[test]
 fn data_pieces_gather_what_the_engine_wrote() {
     let mut rng = StdRng::seed_from_u64(0x5eed_da7a);
     for (name, g) in geometries() {
-        let single_copy = !matches!(g, Geometry::Raid1(_) | Geometry::Raid10(_));
+        let single_copy = !g.is_mirrored();
         let (members, _array, model) = filled_array(&g);
         let size = model.len() as u64;
         for round in 0..200 {

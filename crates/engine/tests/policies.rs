@@ -24,7 +24,7 @@ use uraid_layout::Raid1Layout;
 const KIB: u64 = 1024;
 
 fn mirror_geometries() -> Vec<(String, Geometry)> {
-    geometries().into_iter().filter(|(_, g)| matches!(g, Geometry::Raid1(_) | Geometry::Raid10(_))).collect()
+    geometries().into_iter().filter(|(_, g)| g.is_mirrored()).collect()
 }
 
 fn with_policy(array: &mut Array, policy: ReadPolicy) {

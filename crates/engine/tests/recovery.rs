@@ -432,7 +432,7 @@ fn correction_that_does_not_take(seed: u64, spoil: fn(&mut Members, usize), reas
 
 /// The mirrored geometries under test.
 fn mirror_geometries() -> Vec<(String, Geometry)> {
-    geometries().into_iter().filter(|(_, g)| matches!(g, Geometry::Raid1(_) | Geometry::Raid10(_))).collect()
+    geometries().into_iter().filter(|(_, g)| g.is_mirrored()).collect()
 }
 
 /// Copies that disagree (after a crash, before the resync has passed) and a read error on one of

@@ -139,7 +139,7 @@ enum Cached {
 impl Array {
     /// Whether reads go through the `split` policy's planning (mirrored levels only).
     pub(super) fn split_reads(&self) -> bool {
-        self.balance.policy() == ReadPolicy::Split && matches!(self.geometry, Geometry::Raid1(_) | Geometry::Raid10(_))
+        self.balance.policy() == ReadPolicy::Split && self.geometry.is_mirrored()
     }
 
     /// The `split` policy's knobs.

@@ -7,7 +7,6 @@ use super::emit::{IoTag, Outcome};
 use super::parity::reconstruct;
 use super::{Array, RequestId, CHECK_ROW_BYTES};
 use crate::error::EngineError;
-use crate::geometry::Geometry;
 use crate::member_io::MemberOp;
 
 /// The same member rows (`[offset, offset+len)`) of every member of one stripe, read for a
@@ -62,9 +61,10 @@ impl Array {
     /// Logical and member rows coincide: raid1 copies sit at their logical offset, and raid10
     /// chunks are whole rows that keep their offset inside the chunk on every copy.
     pub(super) fn mirror_rows(&self, offset: u64, len: u64, limit: u64) -> (u64, u64) {
-        match self.geometry {
-            Geometry::Raid1(_) | Geometry::Raid10(_) => widen(offset, len, CHECK_ROW_BYTES, limit),
-            _ => (offset, len),
+        if self.geometry.is_mirrored() {
+            widen(offset, len, CHECK_ROW_BYTES, limit)
+        } else {
+            (offset, len)
         }
     }
 

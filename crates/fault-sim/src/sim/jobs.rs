@@ -2,7 +2,6 @@
 //! while the workload goes on, and what their completion records.
 
 use uraid_engine::array::{Request, SlotState};
-use uraid_engine::Geometry;
 
 use crate::disk::SECTOR;
 
@@ -42,7 +41,7 @@ impl Sim {
         // DegradedCheck and the resync waits until the array is whole). A parity array is
         // degraded here only with a partial parity log (else a crash while degraded ends the
         // run), and then only raid6 short of one member owes a resync.
-        let mirror = matches!(self.geometry, Geometry::Raid1(_) | Geometry::Raid10(_));
+        let mirror = self.geometry.is_mirrored();
         // raid6 short of one member resyncs too (P and Q made to agree around it).
         let lost =
             self.array.slot_states().iter().filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty)).count();

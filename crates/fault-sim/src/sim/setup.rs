@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use uraid_engine::array::{Array, SlotState};
 use uraid_engine::ppl::PplConfig;
-use uraid_engine::{Geometry, ReadPolicy};
+use uraid_engine::ReadPolicy;
 
 use crate::disk::SimDisk;
 use crate::geometries;
@@ -65,8 +65,7 @@ impl Sim {
             Mode::Normal
         };
         let slow_chance = rng.pick(&[0u64, 0, 1, 2]);
-        let cfg_sequential_reads =
-            cfg.read_policy() != ReadPolicy::Md && matches!(geometry, Geometry::Raid1(_) | Geometry::Raid10(_));
+        let cfg_sequential_reads = cfg.read_policy() != ReadPolicy::Md && geometry.is_mirrored();
         let mut sim = Sim {
             report: Report {
                 seed: cfg.seed,

@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uraid_engine::array::{IoId, IoResult, RequestId};
-use uraid_engine::geometry::Geometry;
 use uraid_engine::idmap::IdMap;
 use uraid_engine::SlotState;
 
@@ -364,7 +363,7 @@ impl Runner {
             return;
         }
         let geometry = self.array.engine().geometry();
-        let mirrored = matches!(geometry, Geometry::Raid1(_) | Geometry::Raid10(_));
+        let mirrored = geometry.is_mirrored();
         // Mirrors owing a resync read md's first copy only, which the engine does.
         let copies_may_differ = mirrored && self.array.needs_resync();
         let want = !self.array.engine().degraded() && !copies_may_differ;
