@@ -281,13 +281,7 @@ mod tests {
     /// The configuration of gvinum.8's raid5 example (`printconfig` output there) in its
     /// on-disk form: the same objects and list order, with the state fields the on-disk form
     /// adds (after the drive failure the example describes).
-    const MAN_PAGE_RAID5: &str = "\
-volume myraid5vol state up
-plex name myraid5vol.p0 org raid5 986s vol myraid5vol state degraded
-sd name myraid5vol.p0.s2 drive gvinumdrive2 len 32538s driveoffset 265s plex myraid5vol.p0 plexoffset 1972s state stale
-sd name myraid5vol.p0.s1 drive gvinumdrive1 len 32538s driveoffset 265s plex myraid5vol.p0 plexoffset 986s state up
-sd name myraid5vol.p0.s0 drive gvinumdrive0 len 32538s driveoffset 265s plex myraid5vol.p0 plexoffset 0s state up
-";
+    const MAN_PAGE_RAID5: &str = include_str!("../tests/data/man-page-raid5.conf");
 
     #[test]
     fn the_man_page_example_reads_and_writes_back_byte_for_byte() {

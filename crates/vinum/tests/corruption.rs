@@ -15,13 +15,7 @@ use uraid_vinum::{
 };
 
 /// gvinum.8's raid5 example in on-disk form.
-const MAN_PAGE_RAID5: &str = "\
-volume myraid5vol state up
-plex name myraid5vol.p0 org raid5 986s vol myraid5vol state degraded
-sd name myraid5vol.p0.s2 drive gvinumdrive2 len 32538s driveoffset 265s plex myraid5vol.p0 plexoffset 1972s state stale
-sd name myraid5vol.p0.s1 drive gvinumdrive1 len 32538s driveoffset 265s plex myraid5vol.p0 plexoffset 986s state up
-sd name myraid5vol.p0.s0 drive gvinumdrive0 len 32538s driveoffset 265s plex myraid5vol.p0 plexoffset 0s state up
-";
+const MAN_PAGE_RAID5: &str = include_str!("data/man-page-raid5.conf");
 
 /// Words the grammar knows, so that random lines get past the first token.
 const VOCABULARY: &[&str] = &[
