@@ -315,9 +315,12 @@ impl Runner {
         self.notify_idle_waiters();
     }
 
-    /// Whether no pass runs and no rebuild's end is still being recorded.
+    /// Whether no pass runs, none is about to (a member waits to be rebuilt, and `drive_sync`
+    /// starts that by itself, as between a rebuild cut short for a new member and the one that
+    /// covers it), and no rebuild's end is still being recorded.
     pub(super) fn pass_idle(&self) -> bool {
-        self.sync.is_none() && !self.meta.recording_rebuilt()
+        let rebuild_due = !self.info.read_only && self.recovering_slots().next().is_some();
+        self.sync.is_none() && !self.meta.recording_rebuilt() && !rebuild_due
     }
 
     /// Tell those waiting for the end of the pass, once it has ended (a rebuild's end recorded).
