@@ -616,7 +616,7 @@ impl OpenArray {
     /// Returns the ticket of the bitmap writes it queued, if it changed anything.
     pub fn set_write_intent(&mut self, chunks: std::ops::Range<u64>, dirty: bool) -> Result<Option<Ticket>, OpenError> {
         let change = if dirty { MetaChange::IntentSet(chunks) } else { MetaChange::IntentClear(chunks) };
-        let ticket = self.meta.record(change, &self.device_roles(), unix_now()).map_err(|e| self.meta_error(e))?;
+        let ticket = self.meta.record(change, &self.device_roles(), unix_now()).map_err(|e| self.metadata_error(e))?;
         self.write_metadata()?;
         Ok(ticket)
     }
@@ -735,17 +735,18 @@ impl OpenArray {
 
     /// Record `change` in the metadata and write what it queued.
     fn record(&mut self, change: MetaChange) -> Result<(), OpenError> {
-        self.record_ticket(change).map(|_| ())
+        self.record_change(change).map(|_| ())
     }
 
-    /// Record `change` and write what it queued (unless deferred); the ticket of its writes, if
-    /// it queued any.
-    fn record_ticket(&mut self, change: MetaChange) -> Result<Option<Ticket>, OpenError> {
+    /// Record `change` and write what it queued, unless deferred (see
+    /// [`OpenArray::defer_metadata`]); the ticket of its writes, if it queued any (durable at
+    /// once when not deferred).
+    pub fn record_change(&mut self, change: MetaChange) -> Result<Option<Ticket>, OpenError> {
         if !self.writable {
             return Err(OpenError::ReadOnly);
         }
         let roles = matches!(change, MetaChange::Dirty | MetaChange::Clean | MetaChange::Roles);
-        let ticket = self.meta.record(change, &self.device_roles(), unix_now()).map_err(|e| self.meta_error(e))?;
+        let ticket = self.meta.record(change, &self.device_roles(), unix_now()).map_err(|e| self.metadata_error(e))?;
         self.write_metadata()?;
         if roles {
             self.devs_changed = false;
@@ -762,12 +763,6 @@ impl OpenArray {
         self.deferred = on;
     }
 
-    /// Record `change` (see [`OpenArray::defer_metadata`] for when it is written).
-    /// Returns the ticket of the writes it queued, if any (durable at once when not deferred).
-    pub fn record_change(&mut self, change: MetaChange) -> Result<Option<Ticket>, OpenError> {
-        self.record_ticket(change)
-    }
-
     /// The next metadata step to perform, with each op's device; `None` while one is out or
     /// none is queued.
     pub fn next_metadata_step(&mut self) -> Option<Vec<(Arc<dyn MemberDevice>, MetaOp)>> {
@@ -781,7 +776,7 @@ impl OpenArray {
         let failed = result.clone().err();
         self.meta.step_done(result);
         if let Some(e) = failed {
-            return Err(self.meta_error(e));
+            return Err(self.metadata_error(e));
         }
         self.refresh_member_views();
         Ok(())
@@ -795,7 +790,7 @@ impl OpenArray {
     /// Why the metadata can no longer be written, once one of its writes failed (in the terms of
     /// this driver: the device named).
     pub fn metadata_failed(&self) -> Option<OpenError> {
-        self.meta.failed().cloned().map(|e| self.meta_error(e))
+        self.meta.failed().cloned().map(|e| self.metadata_error(e))
     }
 
     /// The newest metadata update recorded, if it is not yet durable and still may be (no
@@ -807,16 +802,18 @@ impl OpenArray {
         self.meta.newest().filter(|t| !self.meta.durable(*t))
     }
 
-    /// The live members' devices (in a slot, in sync or rebuilding), to flush before the array
-    /// is recorded clean, bitmap bits are cleared or a rebuild checkpoint is recorded.
-    pub fn live_devices(&self) -> Vec<Arc<dyn MemberDevice>> {
+    /// A flush of every live member (in a slot, in sync or rebuilding), each op with its device,
+    /// as [`OpenArray::next_metadata_step`] gives them: what must precede recording the array
+    /// clean, clearing bitmap bits or recording a rebuild checkpoint.
+    pub fn live_flushes(&self) -> Vec<(Arc<dyn MemberDevice>, MetaOp)> {
         let states = self.array.slot_states();
         self.plan
             .slots
             .iter()
             .enumerate()
-            .filter(|(slot, idx)| idx.is_some() && matches!(states[*slot], SlotState::InSync | SlotState::Recovering))
-            .map(|(_, idx)| Arc::clone(&self.members[idx.expect("filtered")].dev))
+            .filter(|(slot, _)| matches!(states[*slot], SlotState::InSync | SlotState::Recovering))
+            .filter_map(|(_, idx)| *idx)
+            .map(|idx| (Arc::clone(&self.members[idx].dev), MetaOp::Flush { device: idx }))
             .collect()
     }
 
@@ -865,7 +862,7 @@ impl OpenArray {
     }
 
     /// A metadata error in the terms of this driver: an I/O error names the device.
-    fn meta_error(&self, e: MetaError) -> OpenError {
+    pub fn metadata_error(&self, e: MetaError) -> OpenError {
         match e {
             MetaError::ReadOnly => OpenError::ReadOnly,
             MetaError::Io { device, what, reason } => OpenError::Metadata {

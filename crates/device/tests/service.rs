@@ -1058,6 +1058,8 @@ struct Watched {
     log: Arc<std::sync::Mutex<Vec<Op>>>,
     /// Writes below this byte (the metadata, before the data area) fail.
     fail_below: std::sync::atomic::AtomicU64,
+    /// Flushes fail.
+    fail_flush: AtomicBool,
     shut: std::sync::Mutex<bool>,
     opened: std::sync::Condvar,
     flushes_waiting: std::sync::atomic::AtomicUsize,
@@ -1070,6 +1072,7 @@ impl Watched {
             inner,
             log: Arc::clone(log),
             fail_below: std::sync::atomic::AtomicU64::new(0),
+            fail_flush: AtomicBool::new(false),
             shut: std::sync::Mutex::new(false),
             opened: std::sync::Condvar::new(),
             flushes_waiting: std::sync::atomic::AtomicUsize::new(0),
@@ -1109,6 +1112,9 @@ impl MemberDevice for Watched {
         }
         drop(shut);
         self.flushes_waiting.fetch_sub(1, Ordering::SeqCst);
+        if self.fail_flush.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("injected flush error"));
+        }
         let mut log = self.log.lock().unwrap();
         self.inner.flush()?;
         log.push(Op::Flush { dev: self.dev });
@@ -1439,4 +1445,31 @@ fn writes_fail_rather_than_go_out_unrecorded_after_a_metadata_write_fails() {
     }
     drop(h);
     let _ = service.stop();
+}
+
+/// A member flush that fails before the clean mark leaves the array dirty on disk (its data may
+/// not be durable), the service goes on, and the mark is made once flushes succeed again.
+#[test]
+fn a_failed_flush_keeps_the_array_dirty_until_one_succeeds() {
+    let mem = members(1, 2, 0);
+    let (w, _) = watched(&mem);
+    let devs = watched_dyn(&w);
+    let config = ServiceConfig { inline_max: 0, clean_delay: Duration::from_millis(50), ..ServiceConfig::default() };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    // The dirty mark (written and flushed) goes through; the flush before the clean mark fails.
+    h.call(BlockOp::Write { offset: 4096, data: (pattern(7, 4096)).into(), fua: false }).expect("write");
+    w[1].fail_flush.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(devs.iter().all(|d| !clean_on_disk(d.as_ref())), "marked clean although a flush failed");
+    assert_eq!(read(&h, 4096, 4096), pattern(7, 4096), "the service stopped serving");
+    w[1].fail_flush.store(false, Ordering::SeqCst);
+    // The next attempt comes one clean delay after the failed one.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !devs.iter().all(|d| clean_on_disk(d.as_ref())) {
+        assert!(Instant::now() < deadline, "never marked clean once flushes succeeded");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(h);
+    service.stop().unwrap();
 }

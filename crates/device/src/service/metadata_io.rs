@@ -55,10 +55,9 @@ fn metadata_io(jobs: Receiver<MetaJob>, back: AnswerSender<Result<(), MetaError>
 pub(super) fn perform(job: &MetaJob) -> Result<(), MetaError> {
     for (dev, op) in &job.ops {
         let done = match op {
-            MetaOp::Write { offset, data, what, .. } => {
-                dev.write_at(*offset, data).map_err(|e| (format!("{what} of {}", dev.name()), e))
-            }
-            MetaOp::Flush { .. } => dev.flush().map_err(|e| (format!("flushing {}", dev.name()), e)),
+            // The error names the device by its index; `OpenArray::metadata_error` names it.
+            MetaOp::Write { offset, data, what, .. } => dev.write_at(*offset, data).map_err(|e| (what.to_string(), e)),
+            MetaOp::Flush { .. } => dev.flush().map_err(|e| ("flushing".to_string(), e)),
         };
         if let Err((what, e)) = done {
             return Err(MetaError::Io { device: op.device(), what, reason: e.to_string() });

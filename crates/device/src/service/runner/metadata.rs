@@ -19,17 +19,15 @@
 //!   superblock writes.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Instant;
 
 use uraid_engine::array::Request;
-use uraid_engine::metadata::{MetaChange, MetaError, MetaOp, Ticket};
+use uraid_engine::metadata::{MetaChange, MetaError, Ticket};
 use uraid_engine::SlotState;
 
 use uraid_engine::idmap::IdMap;
 
 use super::{log, Runner};
-use crate::member::MemberDevice;
 use crate::service::metadata_io::MetaJob;
 use crate::service::{BlockReply, Done, MetadataError, ServiceError};
 
@@ -142,7 +140,7 @@ impl Runner {
         if let Some(ops) = self.array.next_metadata_step() {
             self.send_metadata_job(MetaJob { ops }, MetaOut::Step);
         } else if let Some(after) = self.meta.flushes.pop_front() {
-            let ops = self.flush_ops();
+            let ops = self.array.live_flushes();
             self.send_metadata_job(MetaJob { ops }, MetaOut::Flush(after));
         }
     }
@@ -163,12 +161,7 @@ impl Runner {
         // The thread is gone (it panicked): nothing it was to write is durable, and what waits
         // on it must hear so rather than wait forever.
         self.meta.out = Some(out);
-        let gone = MetaError::Io { device: 0, what: "the metadata I/O thread".into(), reason: "it has ended".into() };
-        self.metadata_done(Err(gone));
-    }
-
-    fn flush_ops(&self) -> Vec<(Arc<dyn MemberDevice>, MetaOp)> {
-        self.array.live_devices().into_iter().enumerate().map(|(i, dev)| (dev, MetaOp::Flush { device: i })).collect()
+        self.metadata_done(Err(MetaError::Format("the metadata I/O thread has ended".into())));
     }
 
     /// Park a client job's engine requests until the records it needs (its dirty mark and
@@ -268,6 +261,7 @@ impl Runner {
     }
 
     fn flush_failed(&mut self, after: AfterFlush, e: &MetaError) {
+        let e = self.array.metadata_error(e.clone());
         match after {
             AfterFlush::Clean { .. } => {
                 log(&format!("flushing before marking the array clean failed: {e}"));
@@ -289,7 +283,7 @@ impl Runner {
     pub(super) fn finish_metadata(&mut self) {
         while let Some(after) = self.meta.flushes.pop_front() {
             // The same members the thread would flush, rebuilding ones included.
-            let job = MetaJob { ops: self.flush_ops() };
+            let job = MetaJob { ops: self.array.live_flushes() };
             match crate::service::metadata_io::perform(&job) {
                 Ok(()) => self.after_flush(after),
                 Err(e) => self.flush_failed(after, &e),
@@ -342,20 +336,24 @@ impl Runner {
         }
     }
 
+    /// Whether a member failure is being recorded: not yet durable, and still may be (after a
+    /// failed metadata write, which is logged, answers are not held forever).
+    fn failure_being_recorded(&self) -> bool {
+        self.meta.roles.is_some_and(|t| !self.array.metadata_durable(t)) && self.array.metadata_pending().is_some()
+    }
+
     /// Hold a write's answer while a member failure is being recorded; else answer now.
     pub(super) fn answer_write(&mut self, done: Done, result: Result<BlockReply, ServiceError>) {
-        match self.meta.roles {
-            Some(t) if !self.array.metadata_durable(t) && self.array.metadata_pending().is_some() => {
-                self.meta.held.push((done, result))
-            }
-            _ => done(result),
+        if self.failure_being_recorded() {
+            self.meta.held.push((done, result));
+        } else {
+            done(result);
         }
     }
 
-    /// Answer the held writes once the failure record is durable, or once it can no longer be
-    /// (a metadata write failed and was logged: the answers are not held forever).
+    /// Answer the held writes once the failure record is durable, or can no longer be.
     fn release_held(&mut self) {
-        if self.meta.roles.is_some_and(|t| !self.array.metadata_durable(t)) && self.array.metadata_pending().is_some() {
+        if self.failure_being_recorded() {
             return;
         }
         self.meta.roles = None;
