@@ -69,6 +69,9 @@ pub struct OpenArray {
     written: bool,
     /// Member failures seen while running, for the caller to report.
     pub failures: Vec<(String, String)>,
+    /// Members failed because their metadata could not be written, not yet reported by
+    /// [`OpenArray::note_events`].
+    metadata_failures: Vec<(String, String)>,
     corrected_read_errors: Vec<(String, u64, u64)>,
     /// Per slot: its rebuilding member was re-added, so only bitmap-marked regions need it.
     readded: Vec<bool>,
@@ -207,6 +210,7 @@ impl OpenArray {
             deferred: false,
             written: false,
             failures: Vec::new(),
+            metadata_failures: Vec::new(),
             corrected_read_errors: Vec::new(),
             readded: vec![false; raid_disks],
             ppl,
@@ -365,11 +369,18 @@ impl OpenArray {
     /// Take the engine's events (members that failed), remember them for the next superblock
     /// update, and return them as (device name, reason).
     pub fn note_events(&mut self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
+        // A member failed for its metadata is failed in the engine too, which reports it again
+        // ("failed by request"); the reason given here is the one that says why.
+        let mut out = std::mem::take(&mut self.metadata_failures);
+        self.failures.extend(out.iter().cloned());
+        let already: Vec<String> = out.iter().map(|(name, _)| name.clone()).collect();
         for event in self.array.take_events() {
             match event {
                 EngineEvent::MemberFailed { slot, reason } => {
                     let name = self.slot_device_name(slot).unwrap_or_default().to_string();
+                    if already.contains(&name) {
+                        continue;
+                    }
                     self.failures.push((name.clone(), reason.clone()));
                     out.push((name, reason));
                     self.roles_moved();
@@ -773,6 +784,12 @@ impl OpenArray {
     /// The step handed out last is done (or failed: then no later metadata is written, and
     /// the error names the device).
     pub fn metadata_step_done(&mut self, result: Result<(), MetaError>) -> Result<(), OpenError> {
+        if let Err(MetaError::Io { device, what, reason }) = &result {
+            if self.fail_for_metadata(*device, &format!("{what} failed: {reason}")) {
+                self.meta.step_failed_on(*device);
+                return Ok(());
+            }
+        }
         let failed = result.clone().err();
         self.meta.step_done(result);
         if let Some(e) = failed {
@@ -780,6 +797,31 @@ impl OpenArray {
         }
         self.refresh_member_views();
         Ok(())
+    }
+
+    /// A metadata write to device `idx` failed: fail that member, as md does when a superblock
+    /// write fails (`super_written` calls `md_error`), if the array can do without it. Reported
+    /// by the next [`OpenArray::note_events`], whose caller records the new membership. False
+    /// when failing it would fail the array: then the metadata cannot be written at all.
+    fn fail_for_metadata(&mut self, idx: usize, why: &str) -> bool {
+        let Some(name) = self.members.get(idx).map(|m| m.dev.name().to_string()) else { return false };
+        match self.plan.verdicts[idx] {
+            MemberVerdict::Active { slot } if self.plan.slots[slot] == Some(idx) => {
+                let state = self.array.slot_states()[slot];
+                if state == SlotState::Faulty || state == SlotState::Missing {
+                    return true;
+                }
+                if self.array.set_slot_state(slot, SlotState::Faulty, false).is_err() {
+                    return false;
+                }
+                self.plan.recovering[slot] = None;
+            }
+            MemberVerdict::Spare => self.plan.verdicts[idx] = MemberVerdict::Faulty,
+            _ => {}
+        }
+        self.metadata_failures.push((name, format!("its metadata could not be written: {why}")));
+        self.roles_moved();
+        true
     }
 
     /// Whether the metadata update `ticket` is on the members.

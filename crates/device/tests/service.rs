@@ -913,14 +913,16 @@ fn check_and_repair_online() {
     let size = h.info().size;
     h.call(BlockOp::Write { offset: 0, data: (pattern(4, size as usize)).into(), fua: true }).unwrap();
     corrupt(&devs, 2, 70_000);
-    let before: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
+    // The data areas: the superblocks may be marked clean meanwhile.
+    let data_start = probe(mem[0].as_ref()).unwrap().unwrap().superblock.info().data_offset as usize * 512;
+    let before: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()[data_start..].to_vec()).collect();
     h.start_sync(SyncAction::Check).unwrap();
     let e = h.start_sync(SyncAction::Repair).unwrap_err();
     assert_eq!(e, SyncError::AlreadyRunning(SyncAction::Check));
     assert!(e.to_string().contains("already running"), "{e}");
     let status = h.wait_idle().unwrap();
     assert_eq!(status.mismatch_sectors, 8, "{:?}", status.last_sync);
-    let after: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()).collect();
+    let after: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()[data_start..].to_vec()).collect();
     assert!(before == after, "check changed a member");
     h.start_sync(SyncAction::Repair).unwrap();
     assert_eq!(h.wait_idle().unwrap().mismatch_sectors, 8);
@@ -1435,7 +1437,10 @@ fn writes_fail_rather_than_go_out_unrecorded_after_a_metadata_write_fails() {
     let service = ArrayService::start(open(&devs, true), config);
     let h = service.handle();
     h.call(BlockOp::Write { offset: 0, data: (pattern(1, 4096)).into(), fua: false }).expect("first write");
+    // Metadata fails on both members: the first is failed for it (as md does), the second
+    // cannot be, so the metadata stops.
     w[0].fail_below.store(data_start, Ordering::SeqCst);
+    w[1].fail_below.store(data_start, Ordering::SeqCst);
     for (i, offset) in [(2u64, 3u64 << 20), (3, 5 << 20)] {
         let r = h.call(BlockOp::Write { offset, data: (pattern(i, 4096)).into(), fua: false });
         assert!(matches!(r, Err(ServiceError::Metadata(_))), "write at {offset} answered {r:?}");
@@ -1445,6 +1450,37 @@ fn writes_fail_rather_than_go_out_unrecorded_after_a_metadata_write_fails() {
     }
     drop(h);
     let _ = service.stop();
+}
+
+/// A metadata write that fails on one member of a mirror fails that member, as md does
+/// (`super_written`), and the array goes on degraded: the write is answered, reaches the other
+/// member, and the survivor's superblock records the failure.
+#[test]
+fn a_member_whose_metadata_cannot_be_written_is_failed_and_writes_go_on() {
+    let mem = members_with(1, 2, 0, true, true);
+    let data_start = probe(mem[0].as_ref()).unwrap().unwrap().superblock.info().data_offset * 512;
+    let (w, _) = watched(&mem);
+    let devs = watched_dyn(&w);
+    let config = ServiceConfig { inline_max: 0, clean_delay: Duration::from_secs(30), ..ServiceConfig::default() };
+    let service = ArrayService::start(open(&devs, true), config);
+    let h = service.handle();
+    h.call(BlockOp::Write { offset: 0, data: (pattern(1, 4096)).into(), fua: false }).expect("first write");
+    w[0].fail_below.store(data_start, Ordering::SeqCst);
+    let offset = 3u64 << 20;
+    h.call(BlockOp::Write { offset, data: (pattern(2, 4096)).into(), fua: false }).expect("the mirror goes on");
+    let mut on_disk = vec![0u8; 4096];
+    mem[1].read_at(data_start + offset, &mut on_disk).unwrap();
+    assert_eq!(on_disk, pattern(2, 4096), "the write reached the surviving member");
+    assert_eq!(read(&h, offset, 4096), pattern(2, 4096));
+    drop(h);
+    let report = service.stop().unwrap();
+    assert!(report.failed_members.iter().any(|(_, why)| why.contains("metadata could not be written")), "{report:?}");
+    let survivor = probe(mem[1].as_ref()).unwrap().unwrap().superblock.info();
+    assert!(
+        survivor.roles.iter().filter(|r| matches!(r, uraid_md_format::Role::Active(_))).count() == 1,
+        "the survivor's superblock records the failed member: {:?}",
+        survivor.roles
+    );
 }
 
 /// A member flush that fails before the clean mark leaves the array dirty on disk (its data may

@@ -150,6 +150,12 @@ pub trait ArrayMetadata: Send {
     /// `MD_SB_CHANGE_DEVS`, which never takes an event back).
     fn membership_changed(&mut self);
 
+    /// The step handed out last failed on `device`, and the driver has failed that device (as
+    /// md fails a member whose superblock cannot be written): the step is to be performed again
+    /// without it, and so are the queued steps; no ticket is lost. The driver records the new
+    /// membership with a later update.
+    fn step_failed_on(&mut self, device: usize);
+
     /// Whether `ticket` is durable.
     fn durable(&self, ticket: Ticket) -> bool;
 

@@ -157,7 +157,7 @@ pub struct MdMetadata {
     /// Steps not yet handed out, in order.
     queue: VecDeque<MetaStep>,
     /// A step is out with the driver.
-    step_out: Option<Option<Ticket>>,
+    step_out: Option<MetaStep>,
     issued: u64,
     durable_through: u64,
     failed: Option<MetaError>,
@@ -576,12 +576,12 @@ impl ArrayMetadata for MdMetadata {
             return None;
         }
         let step = self.queue.pop_front()?;
-        self.step_out = Some(step.completes);
+        self.step_out = Some(step.clone());
         Some(step)
     }
 
     fn step_done(&mut self, result: Result<(), MetaError>) {
-        let Some(completes) = self.step_out.take() else { return };
+        let Some(MetaStep { completes, .. }) = self.step_out.take() else { return };
         match result {
             Ok(()) => {
                 if let Some(t) = completes {
@@ -596,6 +596,19 @@ impl ArrayMetadata for MdMetadata {
     }
 
     fn membership_changed(&mut self) {
+        self.devs_changed = true;
+    }
+
+    fn step_failed_on(&mut self, device: usize) {
+        // md (`super_written`): a member whose superblock write fails is failed, and the update
+        // is written again to the others (`MD_SB_NEED_REWRITE`). Ops of the step that completed
+        // on the others are written again: they hold the same bytes.
+        let keep = |step: &mut MetaStep| step.ops.retain(|op| op.device() != device);
+        if let Some(mut step) = self.step_out.take() {
+            keep(&mut step);
+            self.queue.push_front(step);
+        }
+        self.queue.iter_mut().for_each(keep);
         self.devs_changed = true;
     }
 

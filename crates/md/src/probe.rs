@@ -143,6 +143,22 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_sector_where_other_versions_would_live_does_not_hide_a_1_2_superblock() {
+        // The 1.0 and 0.90 locations lie in a 1.2 member's data area, near its end.
+        let img = image(MetadataVersion::V1_2);
+        let at = MetadataVersion::V1_2.superblock_offset(DEVICE_BYTES).unwrap();
+        let bad_end = |offset: u64, len: usize| {
+            if offset == at {
+                Ok(img[offset as usize..offset as usize + len].to_vec())
+            } else {
+                Err("medium error")
+            }
+        };
+        let found = probe(DEVICE_BYTES, bad_end).expect("the 1.2 superblock is readable").expect("found");
+        assert_eq!(found.superblock.version(), MetadataVersion::V1_2);
+    }
+
+    #[test]
     fn no_superblock_says_why() {
         let small = NoSuperblock { device: "d0".into(), size: 4096 };
         assert_eq!(small.to_string(), "d0: no md superblock (device is only 4096 bytes: truncated?)");

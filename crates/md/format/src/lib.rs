@@ -245,10 +245,21 @@ impl Superblock {
     {
         let mut found: Vec<Superblock> = Vec::new();
         let mut damaged: Option<FormatError> = None;
+        // A location that cannot be read is skipped, as mdadm's `guess_super` skips a type whose
+        // load fails: the other locations lie in a 1.2 member's data area, where a bad sector
+        // must not make the member's own superblock unusable. It is the answer only when no
+        // location holds a superblock.
+        let mut unreadable: Option<FindError<E>> = None;
         for version in [MetadataVersion::V1_2, MetadataVersion::V1_1, MetadataVersion::V1_0, MetadataVersion::V0_90] {
             let Some(offset) = version.superblock_offset(device_bytes) else { continue };
             let len = (device_bytes - offset).min(4096) as usize;
-            let buf = read_at(offset, len).map_err(|source| FindError::Read { offset, source })?;
+            let buf = match read_at(offset, len) {
+                Ok(buf) => buf,
+                Err(source) => {
+                    unreadable.get_or_insert(FindError::Read { offset, source });
+                    continue;
+                }
+            };
             if buf.len() < 8 || bytes::le_u32(&buf, 0) != MD_SB_MAGIC {
                 continue;
             }
@@ -262,9 +273,10 @@ impl Superblock {
             }
         }
         if found.is_empty() {
-            return match damaged {
-                Some(e) => Err(FindError::Format(e)),
-                None => Ok(None),
+            return match (unreadable, damaged) {
+                (Some(e), _) => Err(e),
+                (None, Some(e)) => Err(FindError::Format(e)),
+                (None, None) => Ok(None),
             };
         }
         found.sort_by_key(|sb| {

@@ -195,6 +195,9 @@ impl Runner {
                     log(&format!("writing the array's metadata failed: {e}"));
                     self.fail_parked(e.into());
                 }
+                // A member whose metadata could not be written is failed (as md does), and the
+                // survivors record it.
+                self.note_failures();
             }
             Some(MetaOut::Flush(after)) => match result {
                 Ok(()) => self.after_flush(after),

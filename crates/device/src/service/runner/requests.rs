@@ -219,7 +219,7 @@ impl Runner {
     }
 
     /// Members the engine found failing leave the array; the survivors' metadata records it.
-    fn note_failures(&mut self) {
+    pub(super) fn note_failures(&mut self) {
         let failed = self.array.note_events();
         for (name, offset, len) in self.array.take_corrected_read_errors() {
             log(&format!("member {name}: read error at byte {offset}+{len} of its data area, rebuilt from redundancy and rewritten"));
