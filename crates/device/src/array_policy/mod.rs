@@ -69,6 +69,8 @@ mod pass_run;
 mod passes;
 mod writes;
 
+#[cfg(test)]
+mod tests;
 
 pub use errors::{MetadataError, SyncError};
 pub use metadata::{MetadataIo, MetadataIoKind};
