@@ -5,12 +5,16 @@
 //! - [`mod@probe`]: finding and reading an md superblock on a device (trying every metadata version);
 //! - [`open_array`]: assembling an array from devices and running the engine over them one request
 //!   at a time, keeping superblocks (events, clean state, roles) and the bitmap as md would;
+//! - [`array_policy`]: the policy of a running array as a sans-I/O driver (what is recorded
+//!   before and after what, which pass runs and how it goes), which the service runs and the
+//!   fault simulator can run in virtual time;
 //! - [`splice`]: reads handed over as pipes of page references, for front ends that send them
 //!   to a socket;
 //! - [`service`]: the same array served to many clients at once, the engine on one thread and
 //!   member I/O on an io_uring or a thread pool per member (the NBD server and the FUSE file run
 //!   on it).
 
+pub mod array_policy;
 mod error;
 pub mod member;
 pub mod open_array;

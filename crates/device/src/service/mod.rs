@@ -17,22 +17,24 @@
 //! - [`ArrayService::stop`] lets every accepted request finish, flushes, and marks clean.
 //!
 //! Only the engine thread touches the engine and the array's metadata; workers only do member
-//! I/O. The metadata's writes and the flushes that must come before them (a clean mark, cleared
-//! bitmap bits, a rebuild checkpoint) are done on a metadata I/O thread (`metadata_io`), one step
-//! at a time, so the engine thread never waits on them: what depends on them waits in the
-//! runner instead (see `runner::metadata`).
+//! I/O. What is recorded when, and which pass runs, is the array's policy
+//! ([`crate::array_policy`]), which the engine thread runs with the time since it started. The
+//! metadata's writes and the flushes that must come before them (a clean mark, cleared bitmap
+//! bits, a rebuild checkpoint) are done on a metadata I/O thread (`metadata_io`), one step at a
+//! time, so the engine thread never waits on them: what depends on them waits in the policy
+//! instead.
 //!
 //! Background passes (md's `sync_action`: resync, check, repair) run on the same engine thread
 //! in steps of about a megabyte, interleaved with client requests and throttled as md throttles
-//! them (see [`sync`]). A resync starts by itself when an array found dirty is opened writable;
+//! them (see [`SyncRun`]). A resync starts by itself when an array found dirty is opened writable;
 //! once it has covered the whole array, the array may be marked clean again.
 //!
 //! Where things live: the public requests, answers and reports in `types`, the settings in
 //! `config`, the client side in `handle` (`ServiceHandle`) and `array_service` (start and stop),
 //! the engine thread's messages in `messages` and its wake-ups in `notifier`, the choice of a
 //! member's I/O path in `workers`, member I/O threads in `io_threads` and rings in [`uring`], the
-//! metadata I/O thread in `metadata_io`, the engine thread itself in `runner`, inline requests in
-//! `inline`, and a pass's pacing in [`sync`]. Every queue between these threads is bounded; why
+//! metadata I/O thread in `metadata_io`, the engine thread itself in `runner` (its policy in
+//! [`crate::array_policy`]), and inline requests in `inline`. Every queue between these threads is bounded; why
 //! none of them can make a thread wait forever is told in `notifier`.
 
 mod array_service;
@@ -44,19 +46,18 @@ mod messages;
 mod metadata_io;
 mod notifier;
 mod runner;
-pub mod sync;
 mod types;
 pub mod uring;
 mod workers;
 
+pub use crate::array_policy::{MetadataError, SpeedLimits, SyncAction, SyncError, SyncRun};
 pub use array_service::ArrayService;
 pub use config::{IoBackend, ServiceConfig, DEFAULT_INLINE_MAX, INLINE_WRITE_MAX, SERVE_INLINE_MAX};
 pub use handle::ServiceHandle;
 pub use notifier::INBOX_CAPACITY;
-pub use sync::{SpeedLimits, SyncAction, SyncRun};
 pub use types::{
-    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, MetadataError, ServiceError, ServiceInfo,
-    SlotReport, StopError, StopReport, SyncError, SyncProgress,
+    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, ServiceError, ServiceInfo, SlotReport, StopError,
+    StopReport, SyncProgress,
 };
 
 /// Service messages go to standard error, one line each.

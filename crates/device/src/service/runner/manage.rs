@@ -4,7 +4,7 @@
 use uraid_engine::EngineError;
 use uraid_md::assemble::MemberVerdict;
 
-use super::{log, Runner, SyncAction};
+use super::{log, Runner};
 use crate::error::OpenError;
 use crate::service::workers::spawn_member_io;
 use crate::service::{ManageError, ManageOp};
@@ -38,9 +38,9 @@ impl Runner {
     /// A rebuild already running does not cover a slot that joined after it started: cut it
     /// short (its checkpoint is kept) so a new pass covering every slot starts at once.
     pub(super) fn restart_recovery_for_new_slot(&mut self) {
-        if let Some(run) = &mut self.sync {
-            run.interrupted = true;
-        }
+        let now = self.now();
+        self.policy.interrupt_pass(&mut self.array, now);
+        self.policy_events();
     }
 
     pub(super) fn manage(&mut self, op: ManageOp) -> Result<String, ManageError> {
@@ -75,12 +75,10 @@ impl Runner {
                     other => other.into(),
                 })?;
                 self.after_completions();
-                if self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Recover) {
-                    // A check or resync cannot go on degraded.
-                    if let Some(run) = &mut self.sync {
-                        run.interrupted = true;
-                    }
-                }
+                // A check or resync cannot go on degraded.
+                let now = self.now();
+                self.policy.member_left(&mut self.array, now);
+                self.policy_events();
                 self.use_spare();
                 Ok(format!("{member} (slot {slot}) marked faulty"))
             }

@@ -36,7 +36,6 @@ impl Runner {
                 self.array.engine_mut().complete_io(id, result);
             }
             self.after_completions();
-            self.finish_sync_if_done();
             self.pump();
         }
     }

@@ -1,12 +1,14 @@
 //! The engine thread: `Runner` owns the array and its engine, takes the inbox's messages (client
-//! requests, member I/O answers, management), and sleeps when there is nothing to do. What it does
-//! with them lives in the submodules: client requests (`requests`), the write-intent bitmap
-//! (`intent`), background passes and rebuilds (`passes`), membership changes (`manage`), the
-//! hand-off of member I/O (`member_io`) and of metadata writes (`metadata`).
+//! requests, member I/O answers, management), and sleeps when there is nothing to do. What to
+//! record when, and which pass runs, is the array's policy ([`crate::array_policy`]), which the
+//! runner feeds with the time and the outcomes of what it did; the runner does the I/O. What it
+//! does with its messages lives in the submodules: client requests (`requests`), the passes'
+//! steps and those waiting for their end (`passes`), membership changes (`manage`), the hand-off
+//! of member I/O (`member_io`) and of metadata I/O, and the policy's other decisions (`metadata`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use uraid_engine::array::{IoId, IoResult, RequestId};
@@ -18,17 +20,15 @@ use super::metadata_io::{spawn_metadata_io, MetadataIo};
 use super::notifier::{self, Inbox};
 use super::workers::MemberPath;
 use super::{inline, log, ArrayStatus, ManageError, ServiceConfig, ServiceError, ServiceInfo, SlotReport, StopError};
-use super::{StopReport, SyncAction, SyncError, SyncProgress, SyncRun};
+use super::{BlockReply, Done, StopReport, SyncProgress};
+use crate::array_policy::{ArrayPolicy, PolicyConfig, PolicyMutation};
 use crate::open_array::OpenArray;
 
-mod intent;
 mod manage;
 mod member_io;
 mod metadata;
 mod passes;
 mod requests;
-
-use metadata::{AfterFlush, MetaState};
 
 use requests::Job;
 
@@ -57,16 +57,7 @@ pub(in crate::service) struct Runner {
     jobs: IdMap<u64, Job>,
     owner: IdMap<RequestId, u64>,
     next_job: u64,
-    writing_jobs: usize,
-    last_write: Instant,
     report: StopReport,
-    sync: Option<SyncRun>,
-    /// The engine request of the pass's step in flight.
-    sync_request: Option<RequestId>,
-    mismatch_sectors: u64,
-    last_sync: Option<String>,
-    /// Why the running pass stopped early, if it failed.
-    sync_failure: Option<String>,
     idle_waiters: Vec<Sender<ArrayStatus>>,
     /// Its notifier is what the engine thread sleeps on (messages, answers and ring completions
     /// wake it), and what member I/O started later (a member added while serving) wakes.
@@ -75,23 +66,14 @@ pub(in crate::service) struct Runner {
     batch: usize,
     /// Member I/O answers being handed to the engine (kept for its allocation).
     io_done: Vec<(IoId, IoResult)>,
-    /// When the rebuild progress was last written to the superblocks.
-    last_checkpoint: Instant,
-    /// Writes in flight per write-intent bitmap chunk.
-    intent_users: IdMap<u64, u32>,
-    /// Chunks with no write in flight, and since when: cleared after `bitmap_clear_delay`.
-    intent_idle: IdMap<u64, Instant>,
-    /// Bitmap chunks the pass's step in flight holds.
-    sync_intent: Option<std::ops::Range<u64>>,
-    /// The bitmap as it was when the running resync started, if it can be trusted.
-    resync_bits: Option<crate::open_array::WriteIntentBits>,
-    /// For a rebuild of re-added members only: the bitmap's marks when it started.
-    recover_bits: Option<crate::open_array::WriteIntentBits>,
     /// Requests the handles answer themselves (see the `inline` module), and whether that is on.
     inline: Arc<inline::InlineIo>,
     inline_on: bool,
-    /// Metadata writes in flight and what waits on them (see `metadata`).
-    meta: MetaState,
+    /// What to record when, and the passes: the array's policy, in the time since `started`.
+    policy: ArrayPolicy,
+    started: Instant,
+    /// Answers to writes the policy holds (while a member failure is being recorded), by job.
+    held: IdMap<u64, (Done, Result<BlockReply, ServiceError>)>,
     /// The metadata I/O thread: its queue, its answers, the thread.
     meta_io: Option<MetadataIo>,
 }
@@ -111,7 +93,18 @@ impl Runner {
         let mut array = array;
         array.defer_metadata(true);
         let meta_io = spawn_metadata_io(&back.notifier);
-        let runner = Runner {
+        let policy_config = PolicyConfig {
+            clean_delay: config.clean_delay,
+            bitmap_clear_delay: config.bitmap_clear_delay,
+            speed: config.speed,
+            auto_resync: config.auto_resync,
+            mutation: PolicyMutation::None,
+        };
+        // The policy's time starts here. A resync starts now if the array was found dirty (its
+        // notice is the first event).
+        let started = Instant::now();
+        let policy = ArrayPolicy::new(&mut array, policy_config, Duration::ZERO);
+        let mut runner = Runner {
             array,
             config,
             info,
@@ -120,37 +113,26 @@ impl Runner {
             jobs: IdMap::default(),
             owner: IdMap::default(),
             next_job: 1,
-            writing_jobs: 0,
-            last_write: Instant::now(),
             report: StopReport::default(),
-            sync: None,
-            sync_request: None,
-            mismatch_sectors: 0,
-            last_sync: None,
-            sync_failure: None,
             idle_waiters: Vec::new(),
             back,
             batch: 0,
             io_done: Vec::new(),
-            last_checkpoint: Instant::now(),
-            intent_users: IdMap::default(),
-            intent_idle: IdMap::default(),
-            sync_intent: None,
-            resync_bits: None,
-            recover_bits: None,
             inline,
             inline_on: false,
-            meta: MetaState::default(),
+            policy,
+            started,
+            held: IdMap::default(),
             meta_io: Some(meta_io),
         };
-        let mut runner = runner;
         runner.update_inline();
-        if runner.config.auto_resync && runner.array.writable() && runner.array.needs_resync() {
-            if let Err(e) = runner.start_sync(SyncAction::Resync) {
-                log(&format!("resync not started: {e}"));
-            }
-        }
+        runner.policy_events();
         runner
+    }
+
+    /// The policy's time: since the engine thread's state was made.
+    fn now(&self) -> Duration {
+        self.started.elapsed()
     }
 
     pub(in crate::service) fn run(self, rx: Receiver<Msg>) {
@@ -168,39 +150,24 @@ impl Runner {
             // rebuilt) is seen out of it at least once, and the map is made anew.
             self.update_inline();
             if let Some(ack) = &stopping {
-                if self.jobs.is_empty() && self.sync_request.is_none() && !self.metadata_busy() {
+                if self.jobs.is_empty() && self.policy.settled(&self.array) {
                     let result = self.finish();
                     let _ = ack.send(result);
                     return;
                 }
             }
-            self.drive_sync(stopping.is_none());
-            // Skipping clean bitmap regions can take a pass to its end without any step.
-            self.finish_sync_if_done();
+            self.drive_pass();
             self.after_completions();
             self.pump();
-            let pass_writes = self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Check);
-            let idle_clean_due = self.array.is_dirty()
-                && !self.array.needs_resync()
-                && self.writing_jobs == 0
-                && !pass_writes
-                && !self.meta.cleaning()
-                && stopping.is_none();
-            let clean_at = idle_clean_due.then(|| self.last_write + self.config.clean_delay);
-            let step_at = self.sync.as_ref().filter(|r| !r.in_flight && !r.finished()).map(|r| r.next_at);
-            let intent_at =
-                if self.array.engine().degraded() || self.array.needs_resync() { None } else { self.intent_clear_at() };
-            let deadline = [clean_at, step_at, intent_at].into_iter().flatten().min();
+            let deadline = self.policy.next_deadline(&self.array).map(|d| self.started + d);
             let msg = match self.next_msg(&rx, deadline) {
                 Next::Msg(m) => m,
                 Next::Timeout => {
-                    if intent_at.is_some_and(|at| Instant::now() >= at) {
-                        self.clear_idle_intent();
-                    }
-                    if clean_at.is_some_and(|at| Instant::now() >= at) {
-                        // The members are flushed first; see `metadata`.
-                        self.flush_then(AfterFlush::Clean { last_write: self.last_write });
-                    }
+                    // Clearing idle bitmap bits, the idle clean mark: each after a flush, which
+                    // goes out on the metadata thread from `next_msg`.
+                    let now = self.now();
+                    self.policy.run_timers(&mut self.array, now);
+                    self.policy_events();
                     continue;
                 }
                 Next::Closed => return,
@@ -221,22 +188,25 @@ impl Runner {
                 Msg::Stop(ack) => {
                     // A pass is cut short at its current step; a resync cut short is still
                     // needed, and the array stays dirty.
-                    if let Some(run) = &mut self.sync {
-                        run.interrupted = true;
-                    }
+                    let now = self.now();
+                    self.policy.stop(&mut self.array, now);
+                    self.policy_events();
                     stopping = Some(ack);
                 }
                 Msg::Status(reply) => {
                     let _ = reply.send(self.status());
                 }
                 Msg::StartSync(action, reply) => {
-                    let _ =
-                        reply.send(if stopping.is_some() { Err(SyncError::Stopping) } else { self.start_sync(action) });
+                    // Refused once stopping (the policy knows).
+                    let now = self.now();
+                    let started = self.policy.start_pass(&mut self.array, action, now);
+                    self.policy_events();
+                    let _ = reply.send(started);
                 }
                 Msg::Idle(reply) => {
-                    if let Some(run) = &mut self.sync {
-                        run.interrupted = true;
-                    }
+                    let now = self.now();
+                    self.policy.interrupt_pass(&mut self.array, now);
+                    self.policy_events();
                     let _ = reply.send(());
                 }
                 Msg::Manage(op, reply) => {
@@ -244,12 +214,12 @@ impl Runner {
                     // A failed or removed member is not read inline once the caller is told,
                     // and writes are answered once its record is durable.
                     self.update_inline();
-                    self.meta.roles = self.array.metadata_pending().or(self.meta.roles);
+                    self.policy.membership_changed(&self.array);
                     self.dispatch_metadata();
                     let _ = reply.send(result);
                 }
                 Msg::WaitIdle(reply) => {
-                    if self.pass_idle() {
+                    if self.policy.pass_idle(&self.array) {
                         let _ = reply.send(self.status());
                     } else {
                         self.idle_waiters.push(reply);
@@ -259,13 +229,12 @@ impl Runner {
             // A request can finish as it is submitted, without member I/O (a read served from
             // what the engine read ahead): nothing else would hand it to its job.
             self.after_completions();
-            self.finish_sync_if_done();
             self.pump();
         }
     }
 
     fn status(&self) -> ArrayStatus {
-        let now = Instant::now();
+        let now = self.now();
         let states = self.array.engine().slot_states();
         let slots = states
             .iter()
@@ -286,15 +255,15 @@ impl Runner {
             dirty: self.array.is_dirty(),
             needs_resync: self.array.needs_resync(),
             degraded: states.iter().filter(|s| **s != SlotState::InSync).count(),
-            sync: self.sync.as_ref().map(|r| SyncProgress {
+            sync: self.policy.pass().map(|r| SyncProgress {
                 action: r.action,
                 done_bytes: r.done_bytes(),
                 total_bytes: r.end - r.start,
                 bytes_per_sec: r.bytes_per_sec(now),
                 eta_secs: r.eta_secs(now),
             }),
-            mismatch_sectors: self.mismatch_sectors,
-            last_sync: self.last_sync.clone(),
+            mismatch_sectors: self.policy.mismatch_sectors(),
+            last_sync: self.policy.last_pass().map(str::to_string),
             requests: {
                 let (reads, writes, _) = self.inline.served();
                 self.report.requests + reads + writes
@@ -404,7 +373,11 @@ impl Runner {
             let _ = thread.join();
         }
         self.array.defer_metadata(false);
-        self.finish_sync_if_done();
+        // The stop cut the pass short, and the policy closed it once its last step was in;
+        // closing is asked again in case nothing since did.
+        let now = self.now();
+        self.policy.interrupt_pass(&mut self.array, now);
+        self.policy_events();
         let status = ArrayStatus { sync: None, ..self.status() };
         for w in self.idle_waiters.drain(..) {
             let _ = w.send(status.clone());

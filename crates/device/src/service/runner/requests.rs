@@ -1,14 +1,12 @@
 //! Client requests on the engine thread: a `BlockOp` becomes one job of one or more engine
 //! requests (zeroing in bounded pieces, FUA as a flush after), whose completions are gathered and
-//! answered once; member failures the completions reveal are recorded here too.
-
-use std::time::Instant;
+//! answered once; member failures the completions reveal are handed to the policy here too.
 
 use uraid_engine::array::{Completion, Request};
-use uraid_engine::metadata::MetaChange;
 use uraid_engine::{EngineError, IoBuf};
 
-use super::{log, Runner, SyncAction};
+use super::{log, Runner};
+use crate::array_policy::{WriteId, WriteStart};
 use crate::service::{BlockOp, BlockReply, Done, ServiceError};
 
 /// Largest zero-write the service puts in one engine request, and how many of them one zeroing
@@ -28,8 +26,8 @@ pub(super) struct Job {
     writes: bool,
     /// Zeros still to be written, as plain writes: `[next, end)`.
     zero_cursor: Option<(u64, u64)>,
-    /// Write-intent bitmap chunks this job holds marked.
-    intent: Option<std::ops::Range<u64>>,
+    /// Engine requests waiting for the records the write needs (see `WriteStart::Parked`).
+    pub(super) parked: Vec<Request>,
 }
 
 impl Job {
@@ -41,20 +39,8 @@ impl Job {
 
 impl Runner {
     pub(super) fn accept(&mut self, op: BlockOp, done: Done) {
-        if op.writes() {
-            if self.info.read_only {
-                return done(Err(ServiceError::ReadOnly));
-            }
-            // Like md, only levels with redundancy are marked dirty: linear and raid0 have
-            // nothing a crash could leave inconsistent (and writes to them may be done inline,
-            // without the engine thread; see [`inline`]).
-            // The write waits (parked, below) until the dirty mark is durable.
-            if !self.array.is_dirty() && self.array.engine().geometry().max_degraded() > 0 {
-                match self.record_metadata(MetaChange::Dirty) {
-                    Ok(ticket) => self.meta.dirty_ticket = ticket.or(self.meta.dirty_ticket),
-                    Err(e) => return done(Err(ServiceError::Metadata(e))),
-                }
-            }
+        if op.writes() && self.info.read_only {
+            return done(Err(ServiceError::ReadOnly));
         }
         let size = self.info.size;
         let range_ok = |offset: u64, len: u64| match offset.checked_add(len) {
@@ -72,7 +58,7 @@ impl Runner {
             then_flush: false,
             writes,
             zero_cursor: None,
-            intent: None,
+            parked: Vec::new(),
         };
         let job_range = match &op {
             BlockOp::Write { offset, data, .. } => (*offset, offset.saturating_add(data.len() as u64).min(size)),
@@ -125,22 +111,29 @@ impl Runner {
             }
         }
         if writes {
-            self.writing_jobs += 1;
+            // The policy records the array dirty first (on levels with redundancy, as md:
+            // linear and raid0 have nothing a crash could leave inconsistent, and writes to them
+            // may be done inline, without the engine thread; see [`inline`]) and sets the
+            // write's bitmap bits; the write goes out once they are durable.
             let (lo, hi) = job_range;
-            if let Some(chunks) = self.intent_chunks(lo, hi - lo) {
-                if let Err(e) = self.hold_intent(chunks.clone()) {
-                    self.writing_jobs -= 1;
-                    return (job.done.take().expect("fresh job"))(Err(ServiceError::Metadata(e.into())));
+            match self.policy.write_starts(&mut self.array, WriteId(id), lo..hi) {
+                Ok(WriteStart::Go) => {}
+                Ok(WriteStart::Parked) => {
+                    job.parked = requests;
+                    self.jobs.insert(id, job);
+                    return;
                 }
-                job.intent = Some(chunks);
+                Ok(WriteStart::Fail(e)) => {
+                    // It must not go out unrecorded: it fails, and ends as any other.
+                    job.fail(ServiceError::Metadata(e));
+                    self.jobs.insert(id, job);
+                    self.maybe_finish(id);
+                    return;
+                }
+                Err(e) => return (job.done.take().expect("fresh job"))(Err(ServiceError::Metadata(e))),
             }
         }
         self.jobs.insert(id, job);
-        // A write goes out once its dirty mark and bitmap bits are durable.
-        let chunks = self.jobs.get(&id).and_then(|j| j.intent.clone());
-        if writes && self.park_until_durable(id, chunks.as_ref(), &mut requests) {
-            return;
-        }
         for request in requests {
             self.submit_engine(id, request);
         }
@@ -199,8 +192,11 @@ impl Runner {
     pub(super) fn after_completions(&mut self) {
         self.note_failures();
         while let Some((rid, result)) = self.array.engine_mut().next_completion() {
-            if self.sync_request == Some(rid) {
-                self.sync_step_done(result);
+            if self.policy.is_pass_step(rid) {
+                // A pass above its minimum speed yields to clients with requests in flight.
+                let foreground_busy = !self.jobs.is_empty();
+                let now = self.now();
+                self.policy.pass_step_done(&mut self.array, now, result, foreground_busy);
                 continue;
             }
             let job_id = self.owner.remove(&rid).expect("completion of an unknown engine request");
@@ -216,6 +212,8 @@ impl Runner {
             self.refill_zeros(job_id);
             self.maybe_finish(job_id);
         }
+        // A pass that ended with its step, and writes its member failure released.
+        self.policy_events();
     }
 
     /// Members the engine found failing leave the array; the survivors' metadata records it.
@@ -229,15 +227,10 @@ impl Runner {
                 log(&format!("member {name} failed and is out of the array: {reason}"));
             }
             self.report.failed_members.extend(failed);
-            match self.record_metadata(MetaChange::Roles) {
-                Ok(_) => self.meta.roles = self.array.metadata_pending().or(self.meta.roles),
-                Err(e) => log(&format!("recording the failed member in the superblocks failed: {e}")),
-            }
-            if self.sync.as_ref().is_some_and(|r| r.action != SyncAction::Recover) {
-                if let Some(run) = &mut self.sync {
-                    run.interrupted = true;
-                }
-            }
+            // Recorded, answers to writes held until it is durable, and a pass that cannot go
+            // on degraded cut short.
+            let now = self.now();
+            self.policy.members_failed(&mut self.array, now);
             self.use_spare();
         }
     }
@@ -256,11 +249,8 @@ impl Runner {
         }
         let mut job = self.jobs.remove(&job_id).expect("live job");
         if job.writes {
-            self.writing_jobs -= 1;
-            self.last_write = Instant::now();
-        }
-        if let Some(chunks) = job.intent.take() {
-            self.release_intent(chunks);
+            let now = self.now();
+            self.policy.write_ends(WriteId(job_id), now);
         }
         let result = match (job.error.take(), job.data.take()) {
             (Some(e), _) => Err(e),
@@ -272,7 +262,7 @@ impl Runner {
         self.update_inline();
         let done = job.done.take().expect("job finished once");
         if job.writes {
-            self.answer_write(done, result);
+            self.answer_write(job_id, done, result);
         } else {
             done(result);
         }

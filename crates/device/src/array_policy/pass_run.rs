@@ -1,14 +1,13 @@
-//! Background passes over the whole array: resync, check, repair (and, with spares, recovery).
-//!
-//! This module holds the pass's bookkeeping and md's throttling rule, with no I/O: the service's
-//! engine thread asks it for the next step, submits the step to the engine, and reports back.
+//! One background pass over the whole array (resync, check, repair, or recovery onto members
+//! being rebuilt): its position, its steps and md's throttling rule, with no I/O and no clock.
+//! Time is the policy's (see [`super`]): a `Duration` since the array started.
 //!
 //! Throttling follows md's `speed_limit_min` / `speed_limit_max`: above the maximum the pass
 //! waits; between the two it yields to foreground I/O (only while clients have requests in
 //! flight); below the minimum it runs flat out whatever the clients do, so a pass always ends.
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a pass does, by md's `sync_action` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,12 +74,13 @@ pub struct SyncRun {
     pub start: u64,
     /// Bytes per step: a whole number of stripes.
     pub step: u64,
-    pub started: Instant,
+    /// When the pass started.
+    pub started: Duration,
     pub mismatch_sectors: u64,
     /// A step is with the engine.
     pub in_flight: bool,
     /// Do not start the next step before this.
-    pub next_at: Instant,
+    pub next_at: Duration,
     /// Set when the operator asks to stop (md's `idle`).
     pub interrupted: bool,
     /// For a rebuild: the slots it rebuilds (those recovering when it started).
@@ -90,7 +90,7 @@ pub struct SyncRun {
 }
 
 impl SyncRun {
-    pub fn new(action: SyncAction, start: u64, end: u64, step: u64, now: Instant) -> SyncRun {
+    pub fn new(action: SyncAction, start: u64, end: u64, step: u64, now: Duration) -> SyncRun {
         SyncRun {
             action,
             pos: start,
@@ -108,7 +108,7 @@ impl SyncRun {
     }
 
     /// The next step to run now, if one is due.
-    pub fn next_step(&mut self, now: Instant) -> Option<(u64, u64)> {
+    pub fn next_step(&mut self, now: Duration) -> Option<(u64, u64)> {
         if self.in_flight || self.interrupted || self.pos >= self.end || now < self.next_at {
             return None;
         }
@@ -122,14 +122,15 @@ impl SyncRun {
         &mut self,
         len: u64,
         mismatch_sectors: u64,
-        now: Instant,
+        now: Duration,
         foreground_busy: bool,
         limits: SpeedLimits,
     ) {
         self.in_flight = false;
         self.pos += len;
         self.mismatch_sectors += mismatch_sectors;
-        self.next_at = now + throttle_delay(self.done_bytes(), now - self.started, foreground_busy, limits);
+        self.next_at =
+            now + throttle_delay(self.done_bytes(), now.saturating_sub(self.started), foreground_busy, limits);
     }
 
     pub fn finished(&self) -> bool {
@@ -141,8 +142,8 @@ impl SyncRun {
     }
 
     /// Average speed of this pass so far.
-    pub fn bytes_per_sec(&self, now: Instant) -> u64 {
-        let secs = (now - self.started).as_secs_f64();
+    pub fn bytes_per_sec(&self, now: Duration) -> u64 {
+        let secs = now.saturating_sub(self.started).as_secs_f64();
         if secs <= 0.0 {
             return 0;
         }
@@ -150,7 +151,7 @@ impl SyncRun {
     }
 
     /// Seconds to the end at the current speed.
-    pub fn eta_secs(&self, now: Instant) -> Option<u64> {
+    pub fn eta_secs(&self, now: Duration) -> Option<u64> {
         let speed = self.bytes_per_sec(now);
         (speed > 0).then(|| (self.end - self.pos) / speed)
     }
@@ -200,7 +201,7 @@ mod tests {
 
     #[test]
     fn steps_cover_the_range_once_and_stop_when_interrupted() {
-        let now = Instant::now();
+        let now = Duration::from_secs(7);
         let mut run = SyncRun::new(SyncAction::Check, 0, 10, 4, now);
         let mut seen = Vec::new();
         while let Some((at, len)) = run.next_step(now) {

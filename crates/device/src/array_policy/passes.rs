@@ -1,0 +1,397 @@
+//! Background passes (check, repair, resync) and rebuilds: which is owed and starting it, its
+//! next step (skipping what the write-intent bitmap says is clean), the step's answer,
+//! checkpointing the position, and closing a pass when it ends.
+
+use std::time::Duration;
+
+use uraid_engine::array::{Completion, Request, RequestId};
+use uraid_engine::metadata::MetaChange;
+use uraid_engine::{EngineError, SlotState};
+
+use super::metadata::AfterFlush;
+use super::{ArrayPolicy, PolicyEvent, PolicyMutation, SyncAction, SyncError, SyncRun};
+use crate::open_array::OpenArray;
+
+/// How often a running rebuild or resync writes its position to the superblocks.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
+
+impl ArrayPolicy {
+    /// Start a pass over the whole array (a rebuild: over the members being rebuilt). Repair and
+    /// resync write, so the array is recorded dirty first; their writing steps wait until that
+    /// is durable. A resync resumes from the metadata's checkpoint.
+    pub fn start_pass(&mut self, array: &mut OpenArray, action: SyncAction, now: Duration) -> Result<(), SyncError> {
+        if self.stopping {
+            return Err(SyncError::Stopping);
+        }
+        if let Some(run) = &self.pass {
+            return Err(SyncError::AlreadyRunning(run.action));
+        }
+        if self.shape.max_degraded == 0 {
+            return Err(SyncError::NoRedundancy { level: self.shape.level, action });
+        }
+        if action != SyncAction::Check && self.shape.read_only {
+            return Err(SyncError::ReadOnly(action));
+        }
+        if action == SyncAction::Recover {
+            return self.start_recovery(array, now);
+        }
+        let lost =
+            array.engine().slot_states().iter().filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty)).count();
+        if lost > 0 && self.shape.stripe_data_bytes.is_some() && lost + 1 > self.shape.max_degraded {
+            return Err(SyncError::Degraded(action));
+        }
+        // Steps of whole stripes, about a megabyte each.
+        let step = match self.shape.stripe_data_bytes {
+            Some(w) => w * (1u64 << 20).div_ceil(w).max(1),
+            None => 1 << 20,
+        };
+        if action != SyncAction::Check && !array.is_dirty() {
+            let ticket = self.record(array, MetaChange::Dirty).map_err(SyncError::Metadata)?;
+            self.meta.dirty_ticket = ticket.or(self.meta.dirty_ticket);
+        }
+        // A resync cut short (stopped, or a crash after an idle checkpoint) resumes where it got
+        // to, as md's does from `resync_offset`.
+        let size = self.shape.size;
+        let from = if action == SyncAction::Resync { array.resync_checkpoint().min(size) } else { 0 };
+        if from > 0 {
+            self.notice(format!("{action} started, resuming from byte {from} of {size}"));
+        } else {
+            self.notice(format!("{action} started"));
+        }
+        self.pass_failure = None;
+        self.last_checkpoint = now;
+        self.resync_bits =
+            if action == SyncAction::Resync { array.write_intent().filter(|b| !b.all_dirty).cloned() } else { None };
+        self.pass = Some(SyncRun::new(action, from, size, step, now));
+        Ok(())
+    }
+
+    fn recovering_slots(array: &OpenArray) -> impl Iterator<Item = usize> + '_ {
+        array.engine().slot_states().iter().enumerate().filter(|(_, s)| **s == SlotState::Recovering).map(|(i, _)| i)
+    }
+
+    /// Rebuild every recovering slot, from the lowest checkpoint among them.
+    fn start_recovery(&mut self, array: &OpenArray, now: Duration) -> Result<(), SyncError> {
+        let slots: Vec<usize> = Self::recovering_slots(array).collect();
+        if slots.is_empty() {
+            return Err(SyncError::NothingToRebuild);
+        }
+        let end = array.engine().geometry().member_data_bytes();
+        let from = slots.iter().filter_map(|&s| array.recovery_checkpoint(s)).min().unwrap_or(0) * 512;
+        let chunk = self.shape.chunk_bytes.max(4096);
+        let step = chunk * (1u64 << 20).div_ceil(chunk);
+        let names: Vec<String> = slots.iter().map(|&s| array.slot_device_name(s).unwrap_or("?").to_string()).collect();
+        self.notice(format!("recover started: rebuilding {} from byte {from} of {end}", names.join(", ")));
+        // Re-added members missed only what the bitmap marks (bits stay set while degraded).
+        self.recover_bits = if slots.iter().all(|&s| array.is_readded(s)) {
+            array.write_intent().filter(|b| !b.all_dirty).cloned()
+        } else {
+            None
+        };
+        if self.recover_bits.is_some() {
+            self.notice(
+                "rebuild guided by the write-intent bitmap: only regions written while the members were away".into(),
+            );
+        }
+        let mut run = SyncRun::new(SyncAction::Recover, from.min(end), end, step, now);
+        run.slots = slots;
+        self.pass_failure = None;
+        self.last_checkpoint = now;
+        self.pass = Some(run);
+        Ok(())
+    }
+
+    /// The engine request of the running pass's next step, if one is to go out now: a writing
+    /// step that was waiting for its records once they are durable, else the next step once due
+    /// (see [`ArrayPolicy::next_deadline`]). A rebuild is started here by itself whenever a slot
+    /// is recovering and no pass runs. The caller submits the request to the engine and reports
+    /// with [`ArrayPolicy::pass_step_submitted`]; `None` until then.
+    pub fn next_pass_step(&mut self, array: &mut OpenArray, now: Duration) -> Option<Request> {
+        if let Some((_, until)) = &self.meta.parked_step {
+            if !array.metadata_durable(*until) {
+                return None;
+            }
+            let (request, _) = self.meta.parked_step.take().expect("looked at");
+            return Some(request);
+        }
+        if !self.stopping
+            && self.pass.is_none()
+            && !self.shape.read_only
+            && !self.meta.recording_rebuilt()
+            && Self::recovering_slots(array).next().is_some()
+        {
+            // md starts recovery by itself whenever a slot has a member to rebuild.
+            if let Err(e) = self.start_recovery(array, now) {
+                self.notice(format!("recovery not started: {e}"));
+            }
+        }
+        self.skip_clean_regions(array);
+        let next = self.pass.as_mut().and_then(|run| run.next_step(now));
+        let Some((offset, len)) = next else {
+            // Skipping clean bitmap regions can take a pass to its end without any step.
+            self.close_pass_if_done(array, now);
+            return None;
+        };
+        let run = self.pass.as_ref().expect("stepping");
+        let writes = !matches!(run.action, SyncAction::Check | SyncAction::Recover);
+        let request = match run.action {
+            SyncAction::Recover => Request::Recover { offset, len },
+            SyncAction::Check => Request::Sync { offset, len, repair: false },
+            SyncAction::Resync | SyncAction::Repair => Request::Sync { offset, len, repair: true },
+        };
+        let intent = if writes { self.intent_chunks(array, offset, len) } else { None };
+        if let Some(chunks) = &intent {
+            if let Err(e) = self.hold_intent(array, chunks.clone()) {
+                let run = self.pass.as_mut().expect("running");
+                run.in_flight = false;
+                run.interrupted = true;
+                self.pass_failure = Some(format!("{} failed at byte {offset}: bitmap: {e}", run.action));
+                self.close_pass_if_done(array, now);
+                return None;
+            }
+        }
+        self.step_intent = intent;
+        // A writing step waits until its bitmap bits (and the dirty mark) are durable.
+        let until = self.ticket_needed(array, self.step_intent.as_ref()).filter(|_| writes);
+        if let Some(until) = until.filter(|_| self.config.mutation != PolicyMutation::DataBeforeBitmap) {
+            match array.metadata_failed() {
+                // It could never be durable: the step fails rather than write unrecorded.
+                Some(e) => self.pass_step_failed(array, now, &format!("metadata: {e}")),
+                None => self.meta.parked_step = Some((request, until)),
+            }
+            return None;
+        }
+        Some(request)
+    }
+
+    /// Move the running pass past what the bitmap says is clean, where it can vouch for that.
+    fn skip_clean_regions(&mut self, array: &OpenArray) {
+        let Some(run) = &self.pass else { return };
+        if run.in_flight || run.pos >= run.end {
+            return;
+        }
+        let pos = match (run.action, &self.recover_bits, &self.resync_bits) {
+            // A rebuild of re-added members visits only the bitmap's marked regions; positions
+            // are member bytes, and so are the bitmap's chunks (raid10 is never re-added so).
+            (SyncAction::Recover, Some(bits), _) => {
+                let cb = bits.chunk_bytes.max(1);
+                let mut pos = run.pos;
+                while pos < run.end && !bits.is_dirty(pos / cb) {
+                    pos = (pos / cb + 1) * cb;
+                }
+                pos
+            }
+            // A resync with a trusted bitmap visits only the regions marked when it started (the
+            // live bits also carry the marks of the resync's own writes).
+            (SyncAction::Resync, _, Some(bits)) => {
+                let mut pos = run.pos;
+                while pos < run.end {
+                    let c = self.intent_chunks(array, pos, 1).map_or(0, |r| r.start);
+                    if bits.is_dirty(c) {
+                        break;
+                    }
+                    pos = self.intent_chunk_start(array, c + 1).max(pos + 1);
+                }
+                pos
+            }
+            _ => return,
+        };
+        let run = self.pass.as_mut().expect("checked");
+        let pos = pos.min(run.end);
+        run.skipped += pos - run.pos;
+        run.pos = pos;
+    }
+
+    /// The caller submitted the request [`ArrayPolicy::next_pass_step`] gave: the engine took it
+    /// as `submitted`, or refused it (the pass stops there).
+    pub fn pass_step_submitted(
+        &mut self,
+        array: &mut OpenArray,
+        now: Duration,
+        submitted: Result<RequestId, EngineError>,
+    ) {
+        match submitted {
+            Ok(rid) => {
+                self.step_request = Some(rid);
+                if self.config.mutation == PolicyMutation::CheckpointAhead {
+                    self.checkpoint_ahead(array, now);
+                }
+            }
+            Err(e) => self.pass_step_failed(array, now, &e.to_string()),
+        }
+    }
+
+    /// Whether the engine request `rid` is the running pass's step (its completion goes to
+    /// [`ArrayPolicy::pass_step_done`]).
+    pub fn is_pass_step(&self, rid: RequestId) -> bool {
+        self.step_request == Some(rid)
+    }
+
+    /// The pass's step could not be done: the pass stops there, saying why.
+    pub(super) fn pass_step_failed(&mut self, array: &mut OpenArray, now: Duration, why: &str) {
+        if let Some(chunks) = self.step_intent.take() {
+            self.release_intent(chunks, now);
+        }
+        let Some(run) = self.pass.as_mut() else { return };
+        run.in_flight = false;
+        run.interrupted = true;
+        self.pass_failure = Some(format!("{} failed at byte {}: {why}", run.action, run.pos));
+        self.close_pass_if_done(array, now);
+    }
+
+    /// The pass's step completed with `result`. `foreground_busy`: clients have requests in
+    /// flight, which a pass above its minimum speed yields to.
+    pub fn pass_step_done(
+        &mut self,
+        array: &mut OpenArray,
+        now: Duration,
+        result: Result<Completion, EngineError>,
+        foreground_busy: bool,
+    ) {
+        self.step_request = None;
+        if let Some(chunks) = self.step_intent.take() {
+            self.release_intent(chunks, now);
+        }
+        let limits = self.config.speed;
+        let Some(run) = &mut self.pass else { return };
+        let len = run.step.min(run.end - run.pos);
+        match result {
+            // md writes the position to the superblocks now and then, so a restart resumes
+            // there instead of starting over.
+            Ok(Completion::Synced { mismatch_sectors }) => {
+                run.step_done(len, mismatch_sectors, now, foreground_busy, limits);
+                self.checkpoint_if_due(now);
+            }
+            Ok(Completion::Recovered) => {
+                run.step_done(len, 0, now, foreground_busy, limits);
+                self.checkpoint_if_due(now);
+            }
+            Ok(other) => unreachable!("pass step completed as {other:?}"),
+            Err(e) => {
+                run.in_flight = false;
+                run.interrupted = true;
+                self.pass_failure = Some(format!("{} failed at byte {}: {e}", run.action, run.pos));
+            }
+        }
+        self.close_pass_if_done(array, now);
+    }
+
+    /// Record how far the running rebuild or resync has got, every [`CHECKPOINT_EVERY`], once
+    /// what it wrote so far is flushed: a checkpoint never runs ahead of the data on the members.
+    fn checkpoint_if_due(&mut self, now: Duration) {
+        let Some(run) = &self.pass else { return };
+        if now.saturating_sub(self.last_checkpoint) < CHECKPOINT_EVERY {
+            return;
+        }
+        let after = match run.action {
+            SyncAction::Recover if self.config.mutation == PolicyMutation::CheckpointAhead => return,
+            SyncAction::Recover => AfterFlush::Checkpoint { slots: run.slots.clone(), sectors: run.pos / 512 },
+            SyncAction::Resync => AfterFlush::ResyncCheckpoint { array_bytes: run.pos },
+            SyncAction::Check | SyncAction::Repair => return,
+        };
+        self.last_checkpoint = now;
+        self.flush_then(after);
+    }
+
+    /// The planted bug [`PolicyMutation::CheckpointAhead`]: a rebuild records, as soon as a step
+    /// is submitted, that its members are good up to the end of that step, with no flush.
+    fn checkpoint_ahead(&mut self, array: &mut OpenArray, now: Duration) {
+        let Some(run) = &self.pass else { return };
+        if run.action != SyncAction::Recover || now.saturating_sub(self.last_checkpoint) < CHECKPOINT_EVERY {
+            return;
+        }
+        let (slots, sectors) = (run.slots.clone(), (run.pos + run.step.min(run.end - run.pos)) / 512);
+        self.last_checkpoint = now;
+        if let Err(e) = self.record_rebuild_checkpoint(array, &slots, sectors) {
+            self.notice(e);
+        }
+    }
+
+    /// Close a pass that has covered the array or was cut short: a rebuild records its end (or
+    /// its position, if cut short) after a flush, a resync cut short its position likewise.
+    pub(super) fn close_pass_if_done(&mut self, array: &mut OpenArray, now: Duration) {
+        if !self.pass.as_ref().is_some_and(|r| r.finished()) {
+            return;
+        }
+        let run = self.pass.take().expect("checked");
+        if run.action != SyncAction::Check {
+            self.note_write_ended(now);
+        }
+        let secs = now.saturating_sub(run.started).as_secs_f64();
+        let complete = run.pos >= run.end;
+        if run.action.counts_mismatches() {
+            self.mismatch_sectors = run.mismatch_sectors;
+        }
+        if run.action == SyncAction::Recover {
+            // The rebuilt data must be on the new members before their superblocks say so.
+            if complete {
+                let slots = run
+                    .slots
+                    .iter()
+                    .filter_map(|&s| array.slot_device_name(s).map(|name| (s, name.to_string())))
+                    .collect();
+                self.flush_then(AfterFlush::Rebuilt { slots });
+            } else if self.config.mutation == PolicyMutation::CheckpointAhead {
+                if let Err(e) = self.record_rebuild_checkpoint(array, &run.slots, run.pos / 512) {
+                    self.notice(e);
+                }
+            } else {
+                // Cut short (stop, idle, a new spare): record how far it got.
+                self.flush_then(AfterFlush::Checkpoint { slots: run.slots.clone(), sectors: run.pos / 512 });
+            }
+        }
+        if run.action == SyncAction::Resync && !complete {
+            // Likewise a resync, which resumes there.
+            self.flush_then(AfterFlush::ResyncCheckpoint { array_bytes: run.pos });
+        }
+        let summary = if complete {
+            if matches!(run.action, SyncAction::Resync | SyncAction::Repair) {
+                // Every stripe/copy has been made consistent: what a resync promises.
+                array.resync_done();
+            }
+            let skipped = if run.skipped > 0 {
+                format!(" ({} bytes skipped as clean in the write-intent bitmap)", run.skipped)
+            } else {
+                String::new()
+            };
+            format!(
+                "{} completed: {} bytes in {secs:.1} s{skipped}, {} mismatched sectors",
+                run.action,
+                run.done_bytes() - run.skipped,
+                run.mismatch_sectors
+            )
+        } else {
+            self.pass_failure
+                .take()
+                .unwrap_or_else(|| format!("{} interrupted at byte {} of {}", run.action, run.pos, run.end))
+        };
+        self.last_pass = Some(summary.clone());
+        self.events.push_back(PolicyEvent::PassEnded { summary });
+    }
+
+    /// Cut the running pass short at its current step (the operator's idle, a stop, a new member
+    /// to rebuild that the running rebuild does not cover). A rebuild or resync cut short keeps
+    /// its checkpoint; a rebuild owed starts again by itself, covering every recovering slot.
+    pub fn interrupt_pass(&mut self, array: &mut OpenArray, now: Duration) {
+        if let Some(run) = &mut self.pass {
+            run.interrupted = true;
+        }
+        self.close_pass_if_done(array, now);
+    }
+
+    /// A member left the array: a check, repair or resync stops (they cannot go on degraded);
+    /// a rebuild goes on.
+    pub fn member_left(&mut self, array: &mut OpenArray, now: Duration) {
+        if self.pass.as_ref().is_some_and(|r| r.action != SyncAction::Recover) {
+            self.interrupt_pass(array, now);
+        }
+    }
+
+    /// Whether no pass runs, none is about to (a member waits to be rebuilt, and
+    /// [`ArrayPolicy::next_pass_step`] starts that by itself, as between a rebuild cut short for
+    /// a new member and the one that covers it), and no rebuild's end is still being recorded.
+    pub fn pass_idle(&self, array: &OpenArray) -> bool {
+        let rebuild_due = !self.shape.read_only && Self::recovering_slots(array).next().is_some();
+        self.pass.is_none() && !self.meta.recording_rebuilt() && !rebuild_due
+    }
+}

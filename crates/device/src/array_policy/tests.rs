@@ -1,0 +1,483 @@
+//! The policy in fake time over in-memory members, with this file as its driver: it performs the
+//! metadata I/O and the engine requests the policy hands out, when it likes, and checks what the
+//! policy records before and after them. Each planted mutation is shown to break the check made
+//! for it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use uraid_engine::array::{Completion, IoResult, Request, RequestId};
+use uraid_engine::metadata::{MetaError, MetaOp};
+use uraid_engine::EngineError;
+use uraid_md_format::create::{plan, CreateSpec};
+use uraid_md_format::MetadataVersion;
+
+use super::*;
+use crate::member::{MemberDevice, MemoryDevice};
+use crate::probe::probe;
+
+const MEMBER_BYTES: u64 = 16 << 20;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Members in memory with fresh md 1.2 superblocks (all zero, so consistent at any level),
+/// recorded clean or not, with a write-intent bitmap of 64 KiB chunks or none.
+fn members(level: i32, n: usize, clean: bool, bitmap: bool) -> Vec<Arc<MemoryDevice>> {
+    let spec = CreateSpec {
+        version: MetadataVersion::V1_2,
+        level,
+        layout: -1,
+        chunk_sectors: if level == 1 { 0 } else { 16 },
+        raid_disks: n as u32,
+        array_uuid: [9; 16],
+        name: "policy:0".into(),
+        ctime: 1_700_000_000,
+        component_sectors: None,
+        bitmap,
+        data_offset: None,
+        bitmap_chunk: bitmap.then_some(64 << 10),
+    };
+    let uuids: Vec<[u8; 16]> = (0..n).map(|i| [i as u8 + 1; 16]).collect();
+    let made = plan(&spec, &vec![MEMBER_BYTES; n], &uuids).expect("create plan");
+    (0..n)
+        .map(|i| {
+            let dev = Arc::new(MemoryDevice::new(&format!("mem{i}"), MEMBER_BYTES));
+            if let (Some(mut image), Some((at, _))) = (made.bitmap_image(), made.members[i].bitmap) {
+                image[uraid_md_format::bitmap::HEADER_BYTES..].fill(0);
+                dev.write_at(at, &image).unwrap();
+            }
+            let mut sb = made.superblocks[i].clone();
+            sb.set_clean(clean);
+            dev.write_at(made.members[i].super_byte_offset, &sb.to_bytes()).unwrap();
+            dev
+        })
+        .collect()
+}
+
+fn assemble(devs: &[Arc<MemoryDevice>]) -> OpenArray {
+    let boxed = devs.iter().map(|d| Box::new(Arc::clone(d)) as Box<dyn MemberDevice>).collect();
+    OpenArray::assemble(boxed, true).expect("assemble")
+}
+
+fn clean_on_disk(dev: &MemoryDevice) -> bool {
+    probe(dev).unwrap().expect("superblock").superblock.info().state_clean
+}
+
+/// Whether bitmap chunk `c` is set in the bitmap on `dev`.
+fn bit_on_disk(dev: &MemoryDevice, c: u64) -> bool {
+    let probed = probe(dev).unwrap().expect("superblock");
+    let info = probed.superblock.info();
+    let at = (probed.offset as i64 + i64::from(info.bitmap_offset.expect("bitmap")) * 512) as u64;
+    let mut bits = vec![0u8; 4096];
+    dev.read_at(at + uraid_md_format::bitmap::HEADER_BYTES as u64, &mut bits).unwrap();
+    uraid_md_format::bitmap::is_dirty(&bits, c)
+}
+
+/// The policy over one array, driven by hand in fake time.
+struct Driver {
+    array: OpenArray,
+    policy: ArrayPolicy,
+    now: Duration,
+    events: Vec<PolicyEvent>,
+    /// Kinds of the metadata jobs performed, in order.
+    performed: Vec<MetadataIoKind>,
+}
+
+impl Driver {
+    /// `array` with its metadata deferred (as the service runs it) under a fresh policy.
+    fn new(mut array: OpenArray, config: PolicyConfig) -> Driver {
+        array.defer_metadata(true);
+        let policy = ArrayPolicy::new(&mut array, config, Duration::ZERO);
+        let mut d = Driver { array, policy, now: Duration::ZERO, events: Vec::new(), performed: Vec::new() };
+        d.take_events();
+        d
+    }
+
+    fn take_events(&mut self) {
+        while let Some(e) = self.policy.take_event() {
+            self.events.push(e);
+        }
+    }
+
+    fn released(&self, id: u64) -> bool {
+        self.events.contains(&PolicyEvent::WriteReleased(WriteId(id)))
+    }
+
+    /// Hand out the next metadata job, if any, without performing it.
+    fn hand_out_metadata(&mut self) -> Option<MetadataIo> {
+        self.policy.next_metadata_io(&mut self.array)
+    }
+
+    /// Perform `job` on the members and report it done.
+    fn complete_metadata(&mut self, job: MetadataIo) {
+        for (dev, op) in &job.ops {
+            match op {
+                MetaOp::Write { offset, data, .. } => dev.write_at(*offset, data).unwrap(),
+                MetaOp::Flush { .. } => dev.flush().unwrap(),
+            }
+        }
+        self.performed.push(job.kind);
+        self.policy.metadata_io_done(&mut self.array, self.now, Ok(()));
+        self.take_events();
+    }
+
+    /// Perform the next metadata job; its kind, or `None` if there was none.
+    fn metadata_step(&mut self) -> Option<MetadataIoKind> {
+        let job = self.hand_out_metadata()?;
+        let kind = job.kind;
+        self.complete_metadata(job);
+        Some(kind)
+    }
+
+    /// Perform metadata jobs until none is left.
+    fn settle_metadata(&mut self) {
+        while self.metadata_step().is_some() {}
+    }
+
+    /// Run an engine request to its completion, performing its member I/O on the members.
+    fn run_engine(&mut self, rid: RequestId) -> Result<Completion, EngineError> {
+        let targets = self.array.member_targets();
+        loop {
+            while let Some((done, result)) = self.array.engine_mut().next_completion() {
+                if done == rid {
+                    return result;
+                }
+            }
+            let io = self.array.engine_mut().next_io().expect("engine stalled");
+            let target = targets[io.slot].as_ref().expect("member in slot");
+            let result = target.perform(&io).unwrap_or_else(IoResult::Failed);
+            self.array.engine_mut().complete_io(io.id, result.handing_back(io.op));
+        }
+    }
+
+    /// Submit the pass's next step if one is due; the request, with its engine id.
+    fn submit_pass_step(&mut self) -> Option<(Request, RequestId)> {
+        let request = self.policy.next_pass_step(&mut self.array, self.now)?;
+        let submitted = self.array.engine_mut().submit(request.clone());
+        let rid = *submitted.as_ref().expect("engine took the step");
+        self.policy.pass_step_submitted(&mut self.array, self.now, submitted);
+        self.take_events();
+        Some((request, rid))
+    }
+
+    /// Complete the step submitted as `rid`.
+    fn complete_pass_step(&mut self, rid: RequestId) {
+        let result = self.run_engine(rid);
+        self.policy.pass_step_done(&mut self.array, self.now, result, false);
+        self.take_events();
+    }
+}
+
+fn config(mutation: PolicyMutation) -> PolicyConfig {
+    PolicyConfig { mutation, ..PolicyConfig::default() }
+}
+
+/// The first write after idle, on a raid1 with a bitmap, waits for its dirty mark and bitmap
+/// bit: it may go out only once both are on every member. `Err` says how that was broken.
+fn first_write_waits_for_its_records(mutation: PolicyMutation) -> Result<(), String> {
+    let mem = members(1, 2, true, true);
+    let mut d = Driver::new(assemble(&mem), config(mutation));
+    let start = d.policy.write_starts(&mut d.array, WriteId(1), 0..4096).unwrap();
+    let records_on_disk =
+        |d: &Driver| d.array.metadata_pending().is_none() && mem.iter().all(|m| !clean_on_disk(m) && bit_on_disk(m, 0));
+    match start {
+        WriteStart::Go => return Err("the write went out at once, before any record was written".into()),
+        WriteStart::Parked => {}
+        WriteStart::Fail(e) => panic!("write failed: {e}"),
+    }
+    let mut steps = 0;
+    while !d.released(1) {
+        if d.metadata_step().is_none() {
+            return Err("the write was never released".into());
+        }
+        steps += 1;
+        if d.released(1) && !records_on_disk(&d) {
+            return Err(format!(
+                "the write was released after {steps} metadata jobs, before its records were all durable"
+            ));
+        }
+    }
+    assert!(steps >= 2, "dirty mark and bitmap take several steps, saw {steps}");
+    Ok(())
+}
+
+#[test]
+fn a_parked_write_is_released_only_once_its_ticket_is_durable() {
+    assert_eq!(first_write_waits_for_its_records(PolicyMutation::None), Ok(()));
+}
+
+#[test]
+fn data_before_bitmap_lets_the_write_out_early() {
+    let broken = first_write_waits_for_its_records(PolicyMutation::DataBeforeBitmap);
+    assert!(broken.as_ref().is_err_and(|e| e.contains("before any record")), "{broken:?}");
+}
+
+/// A repair's writing steps wait for the dirty mark (and their bitmap bits) the pass recorded.
+fn repair_step_waits_for_its_records(mutation: PolicyMutation) -> Result<(), String> {
+    let mem = members(1, 2, true, true);
+    let mut d = Driver::new(assemble(&mem), config(mutation));
+    d.policy.start_pass(&mut d.array, SyncAction::Repair, d.now).unwrap();
+    loop {
+        let pending = d.array.metadata_pending().is_some();
+        if let Some((request, _)) = d.submit_pass_step() {
+            assert!(matches!(request, Request::Sync { offset: 0, repair: true, .. }), "{request:?}");
+            return if pending { Err("the repair's first step went out before its records".into()) } else { Ok(()) };
+        }
+        if d.metadata_step().is_none() {
+            return Err("the repair never stepped".into());
+        }
+    }
+}
+
+#[test]
+fn a_pass_writing_step_waits_for_its_records() {
+    assert_eq!(repair_step_waits_for_its_records(PolicyMutation::None), Ok(()));
+    let broken = repair_step_waits_for_its_records(PolicyMutation::DataBeforeBitmap);
+    assert!(broken.as_ref().is_err_and(|e| e.contains("before its records")), "{broken:?}");
+}
+
+/// Once a metadata write fails, the writes parked on it fail rather than go out.
+#[test]
+fn a_failed_metadata_write_fails_the_parked_writes() {
+    let mem = members(1, 2, true, true);
+    let mut d = Driver::new(assemble(&mem), PolicyConfig::default());
+    assert_eq!(d.policy.write_starts(&mut d.array, WriteId(1), 0..4096), Ok(WriteStart::Parked));
+    let _job = d.hand_out_metadata().expect("a metadata step");
+    let failed = MetaError::Io { device: 0, what: "writing bitmap".into(), reason: "injected".into() };
+    d.policy.metadata_io_done(&mut d.array, d.now, Err(failed));
+    d.take_events();
+    assert!(
+        d.events.iter().any(|e| matches!(e, PolicyEvent::WriteFailed(WriteId(1), MetadataError::Device { .. }))),
+        "{:?}",
+        d.events
+    );
+    assert!(!d.released(1));
+    // A later write needing new bits is refused outright.
+    assert!(d.policy.write_starts(&mut d.array, WriteId(2), 4 << 20..(4 << 20) + 4096).is_err());
+}
+
+/// While a member failure is being recorded, answers to writes wait for the record.
+#[test]
+fn answers_wait_for_a_member_failure_record() {
+    let mem = members(1, 2, true, false);
+    let mut d = Driver::new(assemble(&mem), PolicyConfig::default());
+    d.array.fail_member("mem1", false).unwrap();
+    d.policy.membership_changed(&d.array);
+    assert!(d.policy.hold_answer(&d.array, WriteId(7)));
+    assert!(!d.events.contains(&PolicyEvent::AnswerReleased(WriteId(7))));
+    d.settle_metadata();
+    assert!(d.events.contains(&PolicyEvent::AnswerReleased(WriteId(7))));
+    assert!(!d.policy.hold_answer(&d.array, WriteId(8)), "nothing is being recorded any more");
+}
+
+/// A rebuild onto a member added to a degraded raid1, stepped every half second and cut short
+/// after a few seconds. Its checkpoint may never say more than the data a completed member
+/// flush covers; `Err` says when it did. In the right policy a checkpoint is recorded while it
+/// runs and when it is cut short, each right after a flush.
+fn rebuild_checkpoints_follow_flushes(mutation: PolicyMutation) -> Result<(), String> {
+    let mem = members(1, 2, true, false);
+    let mut array = assemble(&mem[..1]);
+    let fresh = Arc::new(MemoryDevice::new("fresh", MEMBER_BYTES));
+    assert_eq!(array.add_member(Box::new(Arc::clone(&fresh))).unwrap(), Some(1));
+    let mut d = Driver::new(array, config(mutation));
+    // Member bytes rebuilt by completed steps; what the last completed flush covers.
+    let mut rebuilt = 0u64;
+    let mut flushed = 0u64;
+    let mut checkpoints = Vec::new();
+    let check = |d: &Driver, flushed: u64, checkpoints: &mut Vec<u64>| -> Result<(), String> {
+        let at = d.array.recovery_checkpoint(1).unwrap_or(0) * 512;
+        if at > flushed {
+            return Err(format!("checkpoint at byte {at}, but flushed data reaches only byte {flushed}"));
+        }
+        if at > 0 && checkpoints.last() != Some(&at) {
+            checkpoints.push(at);
+        }
+        Ok(())
+    };
+    let metadata = |d: &mut Driver, rebuilt: u64, flushed: &mut u64, cps: &mut Vec<u64>| {
+        while let Some(job) = d.hand_out_metadata() {
+            let covers = rebuilt;
+            let kind = job.kind;
+            d.complete_metadata(job);
+            if kind == MetadataIoKind::MemberFlush {
+                *flushed = covers;
+            }
+            check(d, *flushed, cps)?;
+        }
+        Ok::<(), String>(())
+    };
+    for _ in 0..7 {
+        d.now += ms(500);
+        let (request, rid) = d.submit_pass_step().ok_or("no rebuild step")?;
+        check(&d, flushed, &mut checkpoints)?;
+        let Request::Recover { offset, len } = request else { panic!("{request:?}") };
+        d.complete_pass_step(rid);
+        rebuilt = rebuilt.max(offset + len);
+        check(&d, flushed, &mut checkpoints)?;
+        metadata(&mut d, rebuilt, &mut flushed, &mut checkpoints)?;
+    }
+    d.policy.stop(&mut d.array, d.now);
+    d.take_events();
+    metadata(&mut d, rebuilt, &mut flushed, &mut checkpoints)?;
+    assert!(d.events.iter().any(|e| matches!(e, PolicyEvent::PassEnded { .. })));
+    assert!(checkpoints.len() >= 2, "a running and a stopping checkpoint, saw {checkpoints:?}");
+    assert_eq!(checkpoints.last(), Some(&rebuilt), "cut short, the rebuild records how far it got");
+    Ok(())
+}
+
+#[test]
+fn a_checkpoint_is_recorded_only_after_a_flush_completes() {
+    assert_eq!(rebuild_checkpoints_follow_flushes(PolicyMutation::None), Ok(()));
+}
+
+#[test]
+fn checkpoint_ahead_records_a_checkpoint_past_the_flushed_data() {
+    let broken = rebuild_checkpoints_follow_flushes(PolicyMutation::CheckpointAhead);
+    assert!(broken.as_ref().is_err_and(|e| e.contains("flushed data reaches only")), "{broken:?}");
+}
+
+/// The checkpoint waits for the flush that covers it: between the step that makes it due and
+/// the end of that flush, the superblocks keep the old position.
+#[test]
+fn a_due_checkpoint_waits_for_its_flush() {
+    let mem = members(1, 2, true, false);
+    let mut array = assemble(&mem[..1]);
+    assert_eq!(array.add_member(Box::new(MemoryDevice::new("fresh", MEMBER_BYTES))).unwrap(), Some(1));
+    let mut d = Driver::new(array, PolicyConfig::default());
+    let rebuilt = loop {
+        d.now += ms(700);
+        let (request, rid) = d.submit_pass_step().expect("a rebuild step");
+        let Request::Recover { offset, len } = request else { panic!("{request:?}") };
+        d.complete_pass_step(rid);
+        if let Some(job) = d.hand_out_metadata() {
+            assert_eq!(job.kind, MetadataIoKind::MemberFlush, "a checkpoint starts with a flush");
+            assert_eq!(d.array.recovery_checkpoint(1), Some(0), "recorded before its flush ended");
+            d.complete_metadata(job);
+            break offset + len;
+        }
+    };
+    assert_eq!(d.array.recovery_checkpoint(1), Some(rebuilt / 512));
+    assert_eq!(d.metadata_step(), Some(MetadataIoKind::Step), "the superblocks follow the flush");
+}
+
+/// A write ends, the clean delay passes and the flush before the clean mark goes out; `write`
+/// says whether another write comes while that flush is out. Whether the array ends up recorded
+/// clean.
+fn clean_after_flush(write_during_flush: bool) -> bool {
+    let mem = members(1, 2, true, false);
+    let mut d = Driver::new(assemble(&mem), PolicyConfig::default());
+    assert_eq!(d.policy.write_starts(&mut d.array, WriteId(1), 0..4096), Ok(WriteStart::Parked));
+    d.settle_metadata();
+    assert!(d.released(1));
+    d.now = ms(100);
+    d.policy.write_ends(WriteId(1), d.now);
+    assert_eq!(d.policy.next_deadline(&d.array), Some(ms(600)), "clean one delay after the last write");
+    d.now = ms(599);
+    d.policy.run_timers(&mut d.array, d.now);
+    assert!(d.hand_out_metadata().is_none(), "nothing before the delay");
+    d.now = ms(600);
+    d.policy.run_timers(&mut d.array, d.now);
+    let flush = d.hand_out_metadata().expect("the flush before the clean mark");
+    assert_eq!(flush.kind, MetadataIoKind::MemberFlush);
+    if write_during_flush {
+        d.now = ms(610);
+        assert_eq!(d.policy.write_starts(&mut d.array, WriteId(2), 8192..12288), Ok(WriteStart::Go));
+        d.policy.write_ends(WriteId(2), d.now);
+    }
+    d.complete_metadata(flush);
+    d.settle_metadata();
+    !d.array.is_dirty() && mem.iter().all(|m| clean_on_disk(m))
+}
+
+#[test]
+fn clean_is_not_recorded_when_a_write_came_during_the_flush() {
+    assert!(clean_after_flush(false), "an idle array is marked clean after its flush");
+    assert!(!clean_after_flush(true), "marked clean over a write made during the flush");
+}
+
+/// Bits of idle chunks clear one `bitmap_clear_delay` after their last write, and not while a
+/// write touched them after the flush before the clearing started.
+#[test]
+fn intent_bits_clear_only_after_the_delay() {
+    let mem = members(1, 2, true, true);
+    // No clean mark in this test: it would clear every bit at once.
+    let config = PolicyConfig { clean_delay: Duration::from_secs(3600), ..PolicyConfig::default() };
+    let mut d = Driver::new(assemble(&mem), config);
+    let chunk = 64 << 10;
+    let dirty = |d: &Driver, c: u64| d.array.write_intent().unwrap().is_dirty(c);
+    let write = |d: &mut Driver, id: u64, c: u64| {
+        let start = d.policy.write_starts(&mut d.array, WriteId(id), c * chunk..c * chunk + 4096).unwrap();
+        d.settle_metadata();
+        assert!(start == WriteStart::Go || d.released(id));
+        d.policy.write_ends(WriteId(id), d.now);
+    };
+    d.now = Duration::from_secs(1);
+    write(&mut d, 1, 0);
+    write(&mut d, 2, 5);
+    // Chunk 5 is written again later: its delay starts over.
+    d.now = Duration::from_secs(3);
+    write(&mut d, 3, 5);
+    assert!(dirty(&d, 0) && dirty(&d, 5) && mem.iter().all(|m| bit_on_disk(m, 0) && bit_on_disk(m, 5)));
+    assert_eq!(d.policy.next_deadline(&d.array), Some(Duration::from_secs(6)));
+    d.now = ms(5999);
+    d.policy.run_timers(&mut d.array, d.now);
+    assert!(d.hand_out_metadata().is_none(), "nothing is due before the delay");
+    d.now = Duration::from_secs(6);
+    d.policy.run_timers(&mut d.array, d.now);
+    assert_eq!(d.metadata_step(), Some(MetadataIoKind::MemberFlush), "the members are flushed first");
+    d.settle_metadata();
+    assert!(!dirty(&d, 0) && dirty(&d, 5), "chunk 0 is cleared, chunk 5 is not yet due");
+    assert!(mem.iter().all(|m| !bit_on_disk(m, 0) && bit_on_disk(m, 5)));
+    assert_eq!(d.policy.next_deadline(&d.array), Some(Duration::from_secs(8)));
+    // A write to chunk 5 while the flush before its clearing is out keeps its bit.
+    d.now = Duration::from_secs(8);
+    d.policy.run_timers(&mut d.array, d.now);
+    let flush = d.hand_out_metadata().expect("the flush before clearing chunk 5");
+    write(&mut d, 4, 5);
+    d.complete_metadata(flush);
+    d.settle_metadata();
+    assert!(dirty(&d, 5), "cleared although written during the flush");
+    d.now = Duration::from_secs(13);
+    d.policy.run_timers(&mut d.array, d.now);
+    d.settle_metadata();
+    assert!(!dirty(&d, 5) && mem.iter().all(|m| !bit_on_disk(m, 5)));
+}
+
+/// A resync of a raid5 found dirty checkpoints while it runs and when stopped; assembled again,
+/// the array's next resync starts from that checkpoint, not from 0, and never past where the
+/// first one got.
+#[test]
+fn a_resync_resumes_from_its_checkpoint() {
+    let mem = members(5, 4, false, false);
+    let mut d = Driver::new(assemble(&mem), PolicyConfig::default());
+    assert!(d.events.contains(&PolicyEvent::Notice("resync started".into())), "{:?}", d.events);
+    let mut done = 0;
+    for _ in 0..6 {
+        d.now += ms(500);
+        let (request, rid) = d.submit_pass_step().expect("a resync step");
+        let Request::Sync { offset, len, repair: true } = request else { panic!("{request:?}") };
+        assert_eq!(offset, done, "steps follow one another");
+        d.complete_pass_step(rid);
+        done = offset + len;
+        d.settle_metadata();
+    }
+    d.policy.stop(&mut d.array, d.now);
+    d.take_events();
+    d.settle_metadata();
+    let Some(PolicyEvent::PassEnded { summary }) = d.events.iter().find(|e| matches!(e, PolicyEvent::PassEnded { .. }))
+    else {
+        panic!("the resync did not end: {:?}", d.events)
+    };
+    assert!(summary.starts_with("resync interrupted"), "{summary}");
+    assert!(mem.iter().all(|m| !clean_on_disk(m)), "a resync cut short is still owed");
+    drop(d);
+
+    let mut again = Driver::new(assemble(&mem), PolicyConfig::default());
+    let from = again.policy.pass().expect("the resync starts again").start;
+    assert!(from > 0 && from <= done, "resumed from byte {from}; the first resync got to {done}");
+    again.now = ms(1);
+    let (request, _) = again.submit_pass_step().expect("a step");
+    assert!(matches!(request, Request::Sync { offset, repair: true, .. } if offset == from), "{request:?}");
+}
