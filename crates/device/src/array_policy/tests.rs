@@ -244,9 +244,13 @@ fn a_failed_metadata_write_fails_the_parked_writes() {
     let mem = members(1, 2, true, true);
     let mut d = Driver::new(assemble(&mem), PolicyConfig::default());
     assert_eq!(d.policy.write_starts(&mut d.array, WriteId(1), 0..4096), Ok(WriteStart::Parked));
-    let _job = d.hand_out_metadata().expect("a metadata step");
-    let failed = MetaError::Io { device: 0, what: "writing bitmap".into(), reason: "injected".into() };
-    d.policy.metadata_io_done(&mut d.array, d.now, Err(failed));
+    // The first member is failed for it (as md does) and the step goes again to the second,
+    // where it fails too: the array cannot do without that one, so the metadata stops.
+    for device in [0, 1] {
+        let _job = d.hand_out_metadata().expect("a metadata step");
+        let failed = MetaError::Io { device, what: "writing bitmap".into(), reason: "injected".into() };
+        d.policy.metadata_io_done(&mut d.array, d.now, Err(failed));
+    }
     d.take_events();
     assert!(
         d.events.iter().any(|e| matches!(e, PolicyEvent::WriteFailed(WriteId(1), MetadataError::Device { .. }))),
