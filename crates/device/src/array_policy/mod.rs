@@ -91,6 +91,10 @@ pub struct PolicyConfig {
     pub speed: SpeedLimits,
     /// Start a resync by itself when the array was found dirty (md does).
     pub auto_resync: bool,
+    /// About how much a pass covers per step, in bytes (whole stripes, or whole chunks of a
+    /// rebuild, at least one). A megabyte; the fault simulator, whose members are small, takes
+    /// a few KiB so that its passes take many steps among the workload's requests.
+    pub pass_step_bytes: u64,
     /// For mutation testing only: a deliberate bug to plant, so a checker can show it catches
     /// it. [`PolicyMutation::None`] (the default) everywhere else.
     pub mutation: PolicyMutation,
@@ -105,6 +109,7 @@ impl Default for PolicyConfig {
             bitmap_clear_delay: Duration::from_secs(5),
             speed: SpeedLimits::default(),
             auto_resync: true,
+            pass_step_bytes: 1 << 20,
             mutation: PolicyMutation::None,
         }
     }

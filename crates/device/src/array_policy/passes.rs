@@ -40,10 +40,11 @@ impl ArrayPolicy {
         if lost > 0 && self.shape.stripe_data_bytes.is_some() && lost + 1 > self.shape.max_degraded {
             return Err(SyncError::Degraded(action));
         }
-        // Steps of whole stripes, about a megabyte each.
+        // Steps of whole stripes, about `pass_step_bytes` each.
+        let target = self.config.pass_step_bytes.max(512);
         let step = match self.shape.stripe_data_bytes {
-            Some(w) => w * (1u64 << 20).div_ceil(w).max(1),
-            None => 1 << 20,
+            Some(w) => w * target.div_ceil(w).max(1),
+            None => target,
         };
         if action != SyncAction::Check && !array.is_dirty() {
             let ticket = self.record(array, MetaChange::Dirty).map_err(SyncError::Metadata)?;
@@ -79,7 +80,7 @@ impl ArrayPolicy {
         let end = array.engine().geometry().member_data_bytes();
         let from = slots.iter().filter_map(|&s| array.recovery_checkpoint(s)).min().unwrap_or(0) * 512;
         let chunk = self.shape.chunk_bytes.max(4096);
-        let step = chunk * (1u64 << 20).div_ceil(chunk);
+        let step = chunk * self.config.pass_step_bytes.max(512).div_ceil(chunk).max(1);
         let names: Vec<String> = slots.iter().map(|&s| array.slot_device_name(s).unwrap_or("?").to_string()).collect();
         self.notice(format!("recover started: rebuilding {} from byte {from} of {end}", names.join(", ")));
         // Re-added members missed only what the bitmap marks (bits stay set while degraded).

@@ -99,6 +99,7 @@ impl Runner {
             speed: config.speed,
             auto_resync: config.auto_resync,
             mutation: PolicyMutation::None,
+            ..PolicyConfig::default()
         };
         // The policy's time starts here. A resync starts now if the array was found dirty (its
         // notice is the first event).
