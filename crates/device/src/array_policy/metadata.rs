@@ -194,6 +194,9 @@ impl ArrayPolicy {
                         result = Err(format!("marking slot {slot} rebuilt failed: {e}"));
                     }
                 }
+                // A resync the rebuild cut short (or that could not run degraded) goes on once
+                // the array is whole, as md's `md_check_recovery` resumes it.
+                self.resync_due = self.config.auto_resync && array.needs_resync();
                 // A finished rebuild may allow inline requests again, and ends the pass for
                 // those who waited for it.
                 self.events.push_back(PolicyEvent::RebuildRecorded);

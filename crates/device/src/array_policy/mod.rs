@@ -204,6 +204,8 @@ pub struct ArrayPolicy {
     mismatch_sectors: u64,
     /// How the last pass ended, in words.
     last_pass: Option<String>,
+    /// A rebuild has been recorded while a resync is still owed: it resumes next.
+    resync_due: bool,
 }
 
 impl ArrayPolicy {
@@ -240,6 +242,7 @@ impl ArrayPolicy {
             pass_failure: None,
             mismatch_sectors: 0,
             last_pass: None,
+            resync_due: false,
         };
         if policy.config.auto_resync && array.writable() && array.needs_resync() {
             if let Err(e) = policy.start_pass(array, SyncAction::Resync, now) {

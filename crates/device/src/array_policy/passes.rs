@@ -126,6 +126,14 @@ impl ArrayPolicy {
                 self.notice(format!("recovery not started: {e}"));
             }
         }
+        if self.resync_due && self.pass.is_none() && !self.stopping && Self::recovering_slots(array).next().is_none() {
+            self.resync_due = false;
+            if array.needs_resync() {
+                if let Err(e) = self.start_pass(array, SyncAction::Resync, now) {
+                    self.notice(format!("resync not resumed: {e}"));
+                }
+            }
+        }
         self.skip_clean_regions(array);
         let next = self.pass.as_mut().and_then(|run| run.next_step(now));
         let Some((offset, len)) = next else {
