@@ -29,7 +29,7 @@ mod md;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
-use uraid_layout::{Level, LinearLayout, ParityLayout, Raid0Layout, Raid10Layout, Raid1Layout};
+use uraid_layout::{LinearLayout, ParityLayout, Raid0Layout, Raid10Layout, Raid1Layout};
 
 pub use layout::{CopyPlacement, Layout, MemberExtent, Redundancy};
 pub use uraid_layout::{MemberList, StripeRoles};
@@ -108,26 +108,6 @@ impl Geometry {
     /// A geometry over a layout defined outside the engine.
     pub fn custom(layout: impl Layout + 'static) -> Geometry {
         Geometry::Custom(Arc::new(layout))
-    }
-
-    /// The md level this geometry implements.
-    pub fn level(&self) -> Level {
-        match self {
-            Geometry::Linear(_) => Level::Linear,
-            Geometry::Raid0(_) => Level::Raid0,
-            Geometry::Raid1(_) => Level::Raid1,
-            Geometry::Raid10(_) => Level::Raid10,
-            Geometry::Parity(p) => p.level(),
-            Geometry::Custom(l) => panic!("{} is not one of md's levels", l.name()),
-        }
-    }
-
-    /// The parity layout, for md's parity levels.
-    pub fn parity(&self) -> Option<&ParityLayout> {
-        match self {
-            Geometry::Parity(l) => Some(l),
-            _ => None,
-        }
     }
 
     /// What the layout is, for messages: md's level name ("raid5"), or what a custom layout
