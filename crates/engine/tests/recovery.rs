@@ -680,11 +680,15 @@ fn failing_recovering_member_fails_no_request() {
             matches!(array.take_events().as_slice(), [EngineEvent::MemberFailed { slot: s, .. }] if *s == slot),
             "{name}"
         );
-        // Again as a spare, failing under a foreground write.
+        // Again as a spare, failing under a foreground write that reaches it.
         array.set_slot_state(slot, SlotState::Recovering, false).unwrap();
+        // Near the first data the slot holds (a slot holding only parity, as raid6's
+        // parity-first layouts' Q slot, takes part in every write anyway).
+        let held = (0..g.member_data_bytes()).step_by(512).find_map(|at| g.logical(slot, at)).unwrap_or(1000);
+        let offset = held.saturating_sub(1000).min(array.size_bytes() - 50_000);
         let data = pattern(50_000, 9);
-        model[1000..51_000].copy_from_slice(&data);
-        let got = execute(&mut array, Request::Write { offset: 1000, data: data.into() }, &mut |io| members.exec(io));
+        model[offset as usize..offset as usize + 50_000].copy_from_slice(&data);
+        let got = execute(&mut array, Request::Write { offset, data: data.into() }, &mut |io| members.exec(io));
         assert_eq!(got, Ok(Completion::Written), "{name}");
         assert_eq!(array.slot_states()[slot], SlotState::Faulty, "{name}");
         assert!(read_all(&mut array, &mut members) == model, "{name}: contents differ");

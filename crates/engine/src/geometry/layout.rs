@@ -26,7 +26,11 @@ pub enum Redundancy {
     /// concatenated and striped plexes).
     None,
     /// Whole copies of the data on different members (md's raid1 and raid10; a Vinum volume of
-    /// several plexes).
+    /// several plexes). The engine checks and corrects copies in 4 KiB rows of member bytes,
+    /// so every copy of a byte must sit at the same offset within its row, and the copies of a
+    /// run must go on together over whole rows (md's do: raid1's copies sit at their logical
+    /// offsets, raid10's chunks are whole rows; a Vinum plex would need subdisks of whole
+    /// 4 KiB).
     Copies,
     /// Stripes of `data_disks` data chunks and their parity (md's raid4/5/6, Vinum's raid5
     /// plexes). The engine relies on the layout keeping this shape, as every one of those does:
@@ -37,6 +41,9 @@ pub enum Redundancy {
     ///   `c / data_disks`, on slot `roles.data[c % data_disks]` of [`Layout::stripe_roles`];
     /// - P is on `roles.p` and, with two parity chunks, Q on `roles.q`, computed over the
     ///   syndrome slots `roles` gives.
+    ///
+    /// The chunk may be any number of bytes (gvinum's stripes are whole sectors, not powers of
+    /// two); md's partial parity log, if one is kept, needs whole 4 KiB.
     Parity { data_disks: usize },
 }
 
@@ -144,7 +151,8 @@ pub trait Layout: fmt::Debug + Send + Sync {
         panic!("stripe {stripe}: {} has no parity stripes", self.name())
     }
 
-    /// How the copies are placed, for read balancing; asked only of layouts with copies.
+    /// How the copies are placed, for read balancing (which has nothing to choose on layouts
+    /// without copies).
     fn copy_placement(&self) -> CopyPlacement {
         CopyPlacement::Images { same_slots: false }
     }
