@@ -96,9 +96,10 @@ impl Array {
             Request::Flush => Locks::new(),
         };
         // Parity is shared by a whole stripe: lock whole stripes.
+        let stripe_data_bytes = self.geometry.stripe_data_bytes();
         let locks = locks
             .into_iter()
-            .map(|(s, e, w)| match self.geometry.stripe_data_bytes() {
+            .map(|(s, e, w)| match stripe_data_bytes {
                 Some(width) => (s / width * width, e.div_ceil(width) * width, w),
                 None => (s, e, w),
             })

@@ -17,7 +17,7 @@ use std::fmt;
 
 use uraid_layout::StripeRoles;
 
-use super::Copies;
+use super::{Copies, ParityRun};
 
 /// How a layout keeps its data safe, which decides how the engine writes, rebuilds and checks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +144,29 @@ pub trait Layout: fmt::Debug + Send + Sync {
 
     /// What member bytes from `offset` of `slot` hold (the inverse of [`Layout::map`]).
     fn member_extent(&self, slot: usize, offset: u64) -> MemberExtent;
+
+    /// On a parity layout, the run from logical byte `offset` to the end of its data chunk,
+    /// with the chunk's stripe and index in it. The default works it out from [`Layout::map`]
+    /// and the shape of [`Redundancy::Parity`]; a layout whose own map already knows the
+    /// stripe answers it without the divisions (every parity read and write comes here).
+    fn parity_run(&self, offset: u64) -> ParityRun {
+        let Redundancy::Parity { data_disks } = self.redundancy() else {
+            panic!("{} has no parity stripes", self.name());
+        };
+        let chunk = self.chunk_bytes();
+        let mut copies = Copies::new();
+        self.map(offset, &mut copies);
+        let (slot, member_offset) = copies[0];
+        let chunk_offset = member_offset % chunk;
+        ParityRun {
+            logical: offset,
+            len: chunk - chunk_offset,
+            stripe: member_offset / chunk,
+            data_index: ((offset / chunk) % data_disks as u64) as usize,
+            slot,
+            chunk_offset,
+        }
+    }
 
     /// The slots' roles in `stripe`: which hold its data chunks, in order, and which its parity.
     /// Asked only of parity layouts.

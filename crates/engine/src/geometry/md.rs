@@ -5,10 +5,11 @@
 use uraid_layout::{Extent, LinearLayout, ParityLayout, Raid0Layout, Raid10Layout, Raid1Layout, StripeRoles};
 
 use super::layout::{CopyPlacement, Layout, MemberExtent, Redundancy};
-use super::{Copies, SECTOR_BYTES};
+use super::{Copies, ParityRun, SECTOR_BYTES};
 
 /// Pushes `extent`, which holds logical byte `offset`, onto `copies`; returns its bytes from
 /// `offset` on.
+#[inline]
 fn push_extent(copies: &mut Copies, extent: Extent, offset: u64) -> u64 {
     let within = offset % SECTOR_BYTES;
     copies.push((extent.member, extent.sector * SECTOR_BYTES + within));
@@ -42,10 +43,12 @@ impl Layout for LinearLayout {
         "linear"
     }
 
+    #[inline]
     fn raid_disks(&self) -> usize {
         LinearLayout::raid_disks(self)
     }
 
+    #[inline]
     fn array_bytes(&self) -> u64 {
         self.array_sectors() * SECTOR_BYTES
     }
@@ -54,10 +57,12 @@ impl Layout for LinearLayout {
         (0..self.raid_disks()).map(|m| self.member_used_sectors(m)).max().unwrap_or(0) * SECTOR_BYTES
     }
 
+    #[inline]
     fn chunk_bytes(&self) -> u64 {
         u64::from(self.chunk_sectors()) * SECTOR_BYTES
     }
 
+    #[inline]
     fn redundancy(&self) -> Redundancy {
         Redundancy::None
     }
@@ -70,6 +75,7 @@ impl Layout for LinearLayout {
         (0..self.raid_disks()).all(alive)
     }
 
+    #[inline]
     fn map(&self, offset: u64, copies: &mut Copies) -> u64 {
         push_extent(copies, LinearLayout::map(self, offset / SECTOR_BYTES), offset)
     }
@@ -86,10 +92,12 @@ impl Layout for Raid0Layout {
         "raid0"
     }
 
+    #[inline]
     fn raid_disks(&self) -> usize {
         Raid0Layout::raid_disks(self)
     }
 
+    #[inline]
     fn array_bytes(&self) -> u64 {
         self.array_sectors() * SECTOR_BYTES
     }
@@ -98,10 +106,12 @@ impl Layout for Raid0Layout {
         (0..self.raid_disks()).map(|m| self.member_used_sectors(m)).max().unwrap_or(0) * SECTOR_BYTES
     }
 
+    #[inline]
     fn chunk_bytes(&self) -> u64 {
         u64::from(self.chunk_sectors()) * SECTOR_BYTES
     }
 
+    #[inline]
     fn redundancy(&self) -> Redundancy {
         Redundancy::None
     }
@@ -114,6 +124,7 @@ impl Layout for Raid0Layout {
         (0..self.raid_disks()).all(alive)
     }
 
+    #[inline]
     fn map(&self, offset: u64, copies: &mut Copies) -> u64 {
         push_extent(copies, Raid0Layout::map(self, offset / SECTOR_BYTES), offset)
     }
@@ -129,10 +140,12 @@ impl Layout for Raid1Layout {
         "raid1"
     }
 
+    #[inline]
     fn raid_disks(&self) -> usize {
         Raid1Layout::raid_disks(self)
     }
 
+    #[inline]
     fn array_bytes(&self) -> u64 {
         self.array_sectors() * SECTOR_BYTES
     }
@@ -141,10 +154,12 @@ impl Layout for Raid1Layout {
         self.array_sectors() * SECTOR_BYTES
     }
 
+    #[inline]
     fn chunk_bytes(&self) -> u64 {
         0
     }
 
+    #[inline]
     fn redundancy(&self) -> Redundancy {
         Redundancy::Copies
     }
@@ -157,6 +172,7 @@ impl Layout for Raid1Layout {
         (0..self.raid_disks()).any(alive)
     }
 
+    #[inline]
     fn map(&self, offset: u64, copies: &mut Copies) -> u64 {
         let mut len = 0;
         self.map_each(offset / SECTOR_BYTES, |e| len = push_extent(copies, e, offset));
@@ -179,10 +195,12 @@ impl Layout for Raid10Layout {
         "raid10"
     }
 
+    #[inline]
     fn raid_disks(&self) -> usize {
         Raid10Layout::raid_disks(self)
     }
 
+    #[inline]
     fn array_bytes(&self) -> u64 {
         self.array_sectors() * SECTOR_BYTES
     }
@@ -191,10 +209,12 @@ impl Layout for Raid10Layout {
         self.dev_sectors() * SECTOR_BYTES
     }
 
+    #[inline]
     fn chunk_bytes(&self) -> u64 {
         u64::from(self.chunk_sectors()) * SECTOR_BYTES
     }
 
+    #[inline]
     fn redundancy(&self) -> Redundancy {
         Redundancy::Copies
     }
@@ -213,6 +233,7 @@ impl Layout for Raid10Layout {
         (0..probe).all(|c| Raid10Layout::map(self, c * chunk).iter().any(|e| alive(e.member)))
     }
 
+    #[inline]
     fn map(&self, offset: u64, copies: &mut Copies) -> u64 {
         let mut len = 0;
         self.map_each(offset / SECTOR_BYTES, |e| len = push_extent(copies, e, offset));
@@ -235,10 +256,12 @@ impl Layout for ParityLayout {
         self.level().name()
     }
 
+    #[inline]
     fn raid_disks(&self) -> usize {
         ParityLayout::raid_disks(self)
     }
 
+    #[inline]
     fn array_bytes(&self) -> u64 {
         self.array_sectors() * SECTOR_BYTES
     }
@@ -247,10 +270,12 @@ impl Layout for ParityLayout {
         self.dev_sectors() * SECTOR_BYTES
     }
 
+    #[inline]
     fn chunk_bytes(&self) -> u64 {
         u64::from(self.chunk_sectors()) * SECTOR_BYTES
     }
 
+    #[inline]
     fn redundancy(&self) -> Redundancy {
         Redundancy::Parity { data_disks: self.data_disks() }
     }
@@ -259,6 +284,7 @@ impl Layout for ParityLayout {
         self.raid_disks() - self.data_disks()
     }
 
+    #[inline]
     fn map(&self, offset: u64, copies: &mut Copies) -> u64 {
         let m = ParityLayout::map(self, offset / SECTOR_BYTES);
         push_extent(copies, Extent { member: m.member, sector: m.sector, sectors: m.sectors }, offset)
@@ -267,6 +293,21 @@ impl Layout for ParityLayout {
     fn member_extent(&self, slot: usize, offset: u64) -> MemberExtent {
         let logical = self.logical(slot, offset / SECTOR_BYTES);
         extent(logical, offset, chunk_rest(self.chunk_sectors(), offset))
+    }
+
+    #[inline]
+    fn parity_run(&self, offset: u64) -> ParityRun {
+        let m = ParityLayout::map(self, offset / SECTOR_BYTES);
+        let chunk = self.chunk_bytes();
+        let chunk_offset = (m.sector * SECTOR_BYTES + offset % SECTOR_BYTES) % chunk;
+        ParityRun {
+            logical: offset,
+            len: chunk - chunk_offset,
+            stripe: m.stripe,
+            data_index: m.data_index,
+            slot: m.member,
+            chunk_offset,
+        }
     }
 
     fn stripe_roles(&self, stripe: u64) -> StripeRoles {

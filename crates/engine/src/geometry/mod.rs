@@ -117,16 +117,19 @@ impl Geometry {
     }
 
     /// Number of member slots.
+    #[inline]
     pub fn raid_disks(&self) -> usize {
         with_layout!(self, l => l.raid_disks())
     }
 
     /// Logical size of the array in bytes.
+    #[inline]
     pub fn array_bytes(&self) -> u64 {
         with_layout!(self, l => l.array_bytes())
     }
 
     /// The layout's family: how the engine writes, rebuilds and checks it.
+    #[inline]
     pub fn redundancy(&self) -> Redundancy {
         with_layout!(self, l => l.redundancy())
     }
@@ -134,12 +137,14 @@ impl Geometry {
     /// Whether the layout keeps whole copies of the data (raid1, raid10), rather than none
     /// (linear, raid0) or parity (raid4/5/6). Code that treats mirrors differently asks this,
     /// not the level.
+    #[inline]
     pub fn is_mirrored(&self) -> bool {
         self.redundancy() == Redundancy::Copies
     }
 
     /// Whether the layout keeps parity stripes (raid4/5/6): writes, rebuilds and checks then
     /// go stripe by stripe ([`Geometry::parity_runs`], [`Geometry::stripe_roles`]).
+    #[inline]
     pub fn is_parity(&self) -> bool {
         matches!(self.redundancy(), Redundancy::Parity { .. })
     }
@@ -176,11 +181,13 @@ impl Geometry {
     }
 
     /// Chunk size in bytes (0 for a layout without chunks: raid1, a linear array without one).
+    #[inline]
     pub fn chunk_bytes(&self) -> u64 {
         with_layout!(self, l => l.chunk_bytes())
     }
 
     /// Bytes of data in one full stripe (parity levels); the lock granularity of writes.
+    #[inline]
     pub fn stripe_data_bytes(&self) -> Option<u64> {
         with_layout!(self, l => match l.redundancy() {
             Redundancy::Parity { data_disks } => Some(data_disks as u64 * l.chunk_bytes()),
@@ -289,32 +296,16 @@ fn each_data_piece<L: Layout + ?Sized>(layout: &L, offset: u64, len: u64, mut ea
     }
 }
 
-/// [`Geometry::parity_runs`] over one parity layout: the data chunk from the layout's map, the
-/// stripe and the chunk's index in it from the shape every parity layout has (see
-/// [`Redundancy::Parity`]).
+/// [`Geometry::parity_runs`] over one parity layout.
 fn parity_runs<L: Layout + ?Sized>(layout: &L, offset: u64, len: u64) -> ParityRuns {
-    let Redundancy::Parity { data_disks } = layout.redundancy() else {
-        panic!("parity_runs() called on {}, which has no parity", layout.name());
-    };
-    let chunk_bytes = layout.chunk_bytes();
     let mut out = ParityRuns::new();
     let mut pos = offset;
     let end = offset + len;
     while pos < end {
-        let mut copies = Copies::new();
-        layout.map(pos, &mut copies);
-        let (slot, member_offset) = copies[0];
-        let chunk_offset = member_offset % chunk_bytes;
-        let run = (chunk_bytes - chunk_offset).min(end - pos);
-        out.push(ParityRun {
-            logical: pos,
-            len: run,
-            stripe: member_offset / chunk_bytes,
-            data_index: ((pos / chunk_bytes) % data_disks as u64) as usize,
-            slot,
-            chunk_offset,
-        });
-        pos += run;
+        let mut run = layout.parity_run(pos);
+        run.len = run.len.min(end - pos);
+        pos += run.len;
+        out.push(run);
     }
     out
 }
