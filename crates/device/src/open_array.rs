@@ -141,7 +141,7 @@ impl OpenArray {
         // makes parity right again first (md: "starting dirty degraded array with PPL").
         // Opened read-only, the log cannot be replayed: such an array can be described, but its
         // data is not read (see `read`).
-        if plan.geometry.parity().is_some() && plan.degraded() && !plan.clean && ppl.is_none() {
+        if plan.geometry.is_parity() && plan.degraded() && !plan.clean && ppl.is_none() {
             return Err(OpenError::DirtyDegraded { missing: plan.missing_slots().len() });
         }
         let bitmap = load_bitmap(&members[plan.reference], plan.events)?;
@@ -1022,7 +1022,7 @@ fn ppl_config(members: &[OpenMember], plan: &AssemblyPlan) -> Result<Option<PplC
             used[i].dev.name()
         )));
     }
-    if plan.geometry.parity().is_none() {
+    if !plan.geometry.is_parity() {
         return Err(OpenError::BadMember(format!(
             "{}: a partial parity log on a {} array (it needs raid4, raid5 or raid6)",
             used[0].dev.name(),

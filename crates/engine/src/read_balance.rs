@@ -79,7 +79,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::geometry::Geometry;
+use crate::geometry::{CopyPlacement, Geometry};
 use crate::SECTOR_BYTES;
 
 /// How reads choose among the copies of mirrored data (raid1, raid10). md keeps no such setting
@@ -271,12 +271,14 @@ pub(crate) struct Tracked {
     pub evicted: Option<u64>,
 }
 
-/// Which of md's two `read_balance()` functions the array's level has.
+/// Which of md's two `read_balance()` functions the array's copies are balanced by (from the
+/// geometry's [`CopyPlacement`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MdFlavour {
-    /// raid1 (and levels with one copy, where there is nothing to choose).
+    /// raid1's, for copies that are whole images (and layouts with one copy, where there is
+    /// nothing to choose).
     Raid1,
-    /// raid10, with its near and far copy counts (offset layouts count as far).
+    /// raid10's, with its near and far copy counts (offset layouts count as far).
     Raid10 { near: u32, far: u32 },
 }
 
@@ -316,12 +318,9 @@ pub(crate) const MD1998_BLOCK: u64 = 1024;
 
 impl Balancer {
     pub(crate) fn new(geometry: &Geometry) -> Balancer {
-        let flavour = match geometry {
-            Geometry::Raid10(l) => {
-                let f = l.format();
-                MdFlavour::Raid10 { near: f.near, far: f.far }
-            }
-            _ => MdFlavour::Raid1,
+        let flavour = match geometry.copy_placement() {
+            CopyPlacement::Chunks { near, far } => MdFlavour::Raid10 { near, far },
+            CopyPlacement::Images { .. } => MdFlavour::Raid1,
         };
         Balancer {
             policy: ReadPolicy::default(),

@@ -133,7 +133,7 @@ proptest! {
     /// Parity arrays with a partial parity log: the same model, and logs that replay to no change.
     #[test]
     fn logged_arrays_match_the_model(ops in write_ops(), pick in any::<usize>()) {
-        for (name, g) in geometries().into_iter().filter(|(_, g)| g.parity().is_some()) {
+        for (name, g) in geometries().into_iter().filter(|(_, g)| g.is_parity()) {
             run_sequence_with(&name, &g, &[], &ops, true, 0);
             let sets: Vec<Vec<usize>> = removable_sets(&g).into_iter().filter(|s| !s.is_empty()).collect();
             run_sequence_with(&name, &g, &sets[pick % sets.len()], &ops, true, 0);

@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use uraid_engine::array::{Array, Completion, EngineEvent, IoResult, MemberIoError, MemberOp, Request, SlotState};
 use uraid_engine::blocking::execute;
-use uraid_engine::geometry::Geometry;
+use uraid_engine::geometry::{CopyPlacement, Geometry};
 use uraid_engine::EngineError;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -46,14 +46,7 @@ fn replace_with_spares(array: &mut Array, members: &mut Members, slots: &[usize]
 /// Where a healthy read of logical `[offset, offset+len)` (inside one chunk) goes: the slot and
 /// member offset it reads first.
 fn first_read_location(g: &Geometry, offset: u64, len: u64) -> (usize, u64) {
-    match g {
-        Geometry::Parity(_) => {
-            let runs = g.parity_runs(offset, len);
-            let run = &runs[0];
-            (run.slot, run.stripe * g.chunk_bytes() + run.chunk_offset)
-        }
-        _ => g.runs(offset, len)[0].copies[0],
-    }
+    g.runs(offset, len)[0].copies[0]
 }
 
 /// A logical range of `len` bytes that lies inside one chunk.
@@ -179,9 +172,10 @@ fn recovering_members_are_not_read_and_repair_fills_them() {
 
 /// Bytes of `slot` that hold array data (raid10 members may end in chunks nothing maps to).
 fn holds_data(g: &Geometry, slot: usize, offset: u64, len: u64) -> bool {
-    match g {
-        Geometry::Raid10(_) => g.logical(slot, offset).is_some() && g.logical(slot, offset + len - 1).is_some(),
-        _ => offset + len <= g.member_data_bytes(),
+    if g.is_parity() {
+        offset + len <= g.member_data_bytes()
+    } else {
+        g.logical(slot, offset).is_some() && g.logical(slot, offset + len - 1).is_some()
     }
 }
 
@@ -190,10 +184,7 @@ fn holds_data(g: &Geometry, slot: usize, offset: u64, len: u64) -> bool {
 /// otherwise.
 fn data_rows(g: &Geometry, slot: usize, offset: u64, len: u64) -> Vec<u64> {
     (offset / 4096..=(offset + len - 1) / 4096)
-        .map(|row| match g {
-            Geometry::Parity(_) => row,
-            _ => g.logical(slot, row * 4096).expect("bytes holding data") / 4096,
-        })
+        .map(|row| if g.is_parity() { row } else { g.logical(slot, row * 4096).expect("bytes holding data") / 4096 })
         .collect()
 }
 
@@ -285,7 +276,7 @@ fn read_errors_are_rebuilt_and_written_back() {
 /// rebuilds the rows, writes them back itself, and the stripe stays consistent.
 #[test]
 fn parity_write_corrects_the_read_error_it_meets() {
-    for (name, g) in redundant_geometries().into_iter().filter(|(_, g)| g.parity().is_some()) {
+    for (name, g) in redundant_geometries().into_iter().filter(|(_, g)| g.is_parity()) {
         let width = g.stripe_data_bytes().unwrap();
         // A small write (read-modify-write on wide stripes) and most of a stripe
         // (reconstruct-write).
@@ -314,7 +305,7 @@ fn parity_write_corrects_the_read_error_it_meets() {
             assert_eq!(result, Some(Ok(Completion::Written)), "{name}");
             let Some((slot, off, len)) = victim else {
                 // One data member (raid5-2): a write covering its rows reads nothing.
-                assert_eq!(g.parity().unwrap().data_disks(), 1, "{name}: the write read no member");
+                assert_eq!(g.stripe_roles(0).data.len(), 1, "{name}: the write read no member");
                 continue;
             };
             assert!(!members.unreadable[slot].contains(&true), "{name}: read error left in place");
@@ -354,7 +345,8 @@ fn recovery_over_read_errors() {
         let got =
             execute(&mut array, Request::Recover { offset: 0, len: g.member_data_bytes() }, &mut |io| members.exec(io));
         if !survivable {
-            // Only raid10 may not need the bad row for the spare (its copy lives elsewhere).
+            // Only chunked copies (raid10) may not need the bad row for the spare (its copy
+            // lives elsewhere).
             if let Err(e) = &got {
                 assert!(
                     matches!(e, EngineError::UnrecoverableRead { slot, offset, len }
@@ -364,10 +356,13 @@ fn recovery_over_read_errors() {
                 assert!(array.slot_states()[source] == SlotState::InSync, "{name}");
                 continue;
             }
-            assert!(matches!(g, Geometry::Raid10(_)), "{name}: unrecoverable row went unnoticed: {got:?}");
+            assert!(
+                matches!(g.copy_placement(), CopyPlacement::Chunks { .. }),
+                "{name}: unrecoverable row went unnoticed: {got:?}"
+            );
         }
         assert_eq!(got, Ok(Completion::Recovered), "{name}");
-        if g.parity().is_some() {
+        if g.is_parity() {
             // Recovery reads every in-sync member of a stripe.
             assert!(!members.unreadable[source].contains(&true), "{name}: the source was not rewritten");
         }
@@ -685,11 +680,15 @@ fn failing_recovering_member_fails_no_request() {
             matches!(array.take_events().as_slice(), [EngineEvent::MemberFailed { slot: s, .. }] if *s == slot),
             "{name}"
         );
-        // Again as a spare, failing under a foreground write.
+        // Again as a spare, failing under a foreground write that reaches it.
         array.set_slot_state(slot, SlotState::Recovering, false).unwrap();
+        // Near the first data the slot holds (a slot holding only parity, as raid6's
+        // parity-first layouts' Q slot, takes part in every write anyway).
+        let held = (0..g.member_data_bytes()).step_by(512).find_map(|at| g.logical(slot, at)).unwrap_or(1000);
+        let offset = held.saturating_sub(1000).min(array.size_bytes() - 50_000);
         let data = pattern(50_000, 9);
-        model[1000..51_000].copy_from_slice(&data);
-        let got = execute(&mut array, Request::Write { offset: 1000, data: data.into() }, &mut |io| members.exec(io));
+        model[offset as usize..offset as usize + 50_000].copy_from_slice(&data);
+        let got = execute(&mut array, Request::Write { offset, data: data.into() }, &mut |io| members.exec(io));
         assert_eq!(got, Ok(Completion::Written), "{name}");
         assert_eq!(array.slot_states()[slot], SlotState::Faulty, "{name}");
         assert!(read_all(&mut array, &mut members) == model, "{name}: contents differ");

@@ -154,7 +154,7 @@ impl Array {
     /// driver must have replayed any log left by a crash first (see [`crate::ppl::replay`]) and
     /// reset the logs to empty headers.
     pub fn enable_ppl(&mut self, config: PplConfig) {
-        assert!(self.geometry.parity().is_some(), "a partial parity log needs a parity level");
+        assert!(self.geometry.is_parity(), "a partial parity log needs a parity layout");
         assert!(
             self.geometry.chunk_bytes().is_multiple_of(crate::ppl::ROW_BYTES),
             "partial parity is kept in whole rows; the chunk must be a multiple"

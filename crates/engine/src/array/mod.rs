@@ -5,7 +5,7 @@
 //! runs over real files (the synchronous driver in `uraid-device`) and over simulated disks.
 //!
 //! What it owns:
-//! - splitting a logical request into member I/Os per level ([`Geometry`]), as few as it can:
+//! - splitting a logical request into member I/Os as its layout says ([`Geometry`]), as few as it can:
 //!   the pieces of a read that one in-sync member holds are read in one I/O when they are
 //!   contiguous or at most a chunk apart (the chunk between is read and dropped), and member
 //!   writes that continue one another (whole stripes, raid0/linear/mirror runs) go out as one;

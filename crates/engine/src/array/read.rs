@@ -94,7 +94,7 @@ pub(super) enum ParityRead {
 impl Array {
     pub(super) fn start_read(&mut self, rid: RequestId, r: &mut ReadOp) -> Option<Result<(), EngineError>> {
         let mut stream = None;
-        if self.geometry.parity().is_some() {
+        if self.geometry.is_parity() {
             for run in self.geometry.parity_runs(r.offset, r.len) {
                 r.parts.push(ReadPart::Parity { run, phase: ParityRead::Direct });
             }

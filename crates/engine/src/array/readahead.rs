@@ -34,7 +34,7 @@ use super::read::{ReadOp, ReadPart};
 use super::requests::OpKind;
 use super::{Array, RequestId};
 use crate::error::EngineError;
-use crate::geometry::{Copies, Geometry, MAX_RUN_BYTES};
+use crate::geometry::{Copies, CopyPlacement, MAX_RUN_BYTES};
 use crate::member_io::MemberOp;
 use crate::read_balance::{ReadPolicy, SplitTuning, Tracked};
 use crate::slot::SlotState;
@@ -244,14 +244,14 @@ impl Array {
             s.ahead = s.ahead.max(to);
             return;
         }
-        if to - from >= divide_at && matches!(self.geometry, Geometry::Raid1(_)) {
+        if to - from >= divide_at && self.geometry.copy_placement() == (CopyPlacement::Images { same_slots: true }) {
             let mut idle = [0usize; MAX_DIVIDE];
             let slots = &self.slots;
             let n = self.balance.idle_copies(&runs[0].copies, |s| slots[s] == SlotState::InSync, &mut idle);
             let n = n.min(((to - from) / self.balance.tuning().min_divided_piece()).max(1) as usize);
             if n >= 2 {
-                // raid1 copies of every run sit on the same slots in the same order, so a copy
-                // index means the same member all along the read.
+                // The copies of every run sit on the same slots in the same order (raid1), so a
+                // copy index means the same member all along the read.
                 let total = to - from;
                 let piece = total.div_ceil(n as u64).div_ceil(4096) * 4096;
                 let mut at = from;

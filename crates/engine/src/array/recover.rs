@@ -6,7 +6,7 @@ use super::emit::{IoTag, Outcome};
 use super::rows::{row_pieces, Rows};
 use super::{Array, RequestId};
 use crate::error::EngineError;
-use crate::geometry::Geometry;
+use crate::geometry::Redundancy;
 use crate::member_io::MemberOp;
 use crate::slot::SlotState;
 
@@ -33,28 +33,13 @@ impl RecoverOp {
 
 #[derive(Debug)]
 pub(super) enum RecoverUnit {
-    /// raid1/raid10: one run, read from an in-sync copy, written to the recovering copies.
+    /// Layouts with copies: one run, read from an in-sync copy, written to the recovering copies.
     Copies(CopyUnit),
-    /// raid4/5/6: the same rows of every member of a stripe, rebuilt for `targets`.
+    /// Parity layouts: the same rows of every member of a stripe, rebuilt for `targets`.
     Stripe { stripe: u64, rows: Rows, targets: Vec<usize>, writing: bool },
 }
 
 impl Array {
-    /// Split member bytes `[offset, offset+len)` of `slot` at chunk boundaries: `(member
-    /// offset, logical offset stored there if any, length)` per piece (raid10).
-    pub(super) fn member_pieces(&self, slot: usize, offset: u64, len: u64) -> Vec<(u64, Option<u64>, u64)> {
-        let chunk = self.geometry.chunk_bytes();
-        let end = offset + len;
-        let mut out = Vec::new();
-        let mut pos = offset;
-        while pos < end {
-            let piece = (chunk - pos % chunk).min(end - pos);
-            out.push((pos, self.geometry.logical(slot, pos), piece));
-            pos += piece;
-        }
-        out
-    }
-
     pub(super) fn start_recover(&mut self, rid: RequestId, r: &mut RecoverOp) -> Option<Result<(), EngineError>> {
         let targets: Vec<usize> = (0..self.slots.len()).filter(|&s| self.slots[s] == SlotState::Recovering).collect();
         if targets.is_empty() {
@@ -65,11 +50,11 @@ impl Array {
         let end = r.offset + r.len;
         // Mirrors rebuild whole rows, so a copy whose read fails is rewritten in whole rows.
         let (rows_offset, rows_len) = self.mirror_rows(r.offset, r.len, self.geometry.member_data_bytes());
-        match &self.geometry {
-            Geometry::Linear(_) | Geometry::Raid0(_) => {
-                return Some(Err(EngineError::NoRedundancy { level: self.geometry.level().to_string() }));
+        match self.geometry.redundancy() {
+            Redundancy::None => {
+                return Some(Err(EngineError::NoRedundancy { level: self.geometry.name().to_string() }));
             }
-            Geometry::Parity(_) => {
+            Redundancy::Parity { .. } => {
                 let chunk = self.geometry.chunk_bytes();
                 let mut pos = r.offset;
                 while pos < end {
@@ -80,31 +65,23 @@ impl Array {
                     pos = rows_end;
                 }
             }
-            Geometry::Raid1(_) => {
-                for run in self.geometry.runs(rows_offset, rows_len) {
-                    let to = run.copies.iter().copied().filter(|c| targets.contains(&c.0)).collect();
-                    r.units.push(RecoverUnit::Copies(CopyUnit::new(run.copies, run.len, to)));
-                }
-            }
-            Geometry::Raid10(_) => {
-                // For each piece of each recovering member, the logical bytes stored there; a
-                // piece that another recovering member also holds shares one read.
+            Redundancy::Copies => {
+                // For each run a recovering member holds, its copies; a run that another
+                // recovering member also holds shares one read. Member bytes past the last
+                // whole array chunk hold nothing (md's recovery skips them too).
                 for &target in &targets {
-                    for (member_off, logical, piece) in self.member_pieces(target, rows_offset, rows_len) {
-                        // Member chunks past the last whole array chunk hold nothing (md's
-                        // recovery skips them too).
-                        let Some(logical) = logical else { continue };
-                        for run in self.geometry.runs(logical, piece) {
-                            let at = (target, member_off + (run.logical - logical));
-                            debug_assert!(run.copies.contains(&at), "raid10 inverse map disagrees with map");
-                            let same = r.units.iter_mut().find_map(|u| match u {
-                                RecoverUnit::Copies(c) if c.copies == run.copies && c.len == run.len => Some(c),
-                                _ => None,
-                            });
-                            match same {
-                                Some(unit) => unit.targets.push(at),
-                                None => r.units.push(RecoverUnit::Copies(CopyUnit::new(run.copies, run.len, vec![at]))),
-                            }
+                    for (at, run) in self.geometry.member_runs(target, rows_offset, rows_len) {
+                        let same = r.units.iter_mut().find_map(|u| match u {
+                            RecoverUnit::Copies(c) if c.copies == run.copies && c.len == run.len => Some(c),
+                            _ => None,
+                        });
+                        match same {
+                            Some(unit) => unit.targets.push((target, at)),
+                            None => r.units.push(RecoverUnit::Copies(CopyUnit::new(
+                                run.copies,
+                                run.len,
+                                vec![(target, at)],
+                            ))),
                         }
                     }
                 }

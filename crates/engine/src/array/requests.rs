@@ -13,7 +13,7 @@ use super::recover::RecoverOp;
 use super::sync::SyncOp;
 use super::{Array, Completion, Request, RequestId};
 use crate::error::EngineError;
-use crate::geometry::Geometry;
+use crate::geometry::Redundancy;
 use crate::member_io::MemberOp;
 use crate::slot::SlotState;
 
@@ -84,7 +84,7 @@ impl Array {
             }
             Request::Recover { offset, len } => {
                 if self.geometry.max_degraded() == 0 {
-                    return Err(EngineError::NoRedundancy { level: self.geometry.level().to_string() });
+                    return Err(EngineError::NoRedundancy { level: self.geometry.name().to_string() });
                 }
                 check_range(*offset, *len, self.geometry.member_data_bytes())?;
                 if !self.slots.contains(&SlotState::Recovering) {
@@ -96,9 +96,10 @@ impl Array {
             Request::Flush => Locks::new(),
         };
         // Parity is shared by a whole stripe: lock whole stripes.
+        let stripe_data_bytes = self.geometry.stripe_data_bytes();
         let locks = locks
             .into_iter()
-            .map(|(s, e, w)| match self.geometry.stripe_data_bytes() {
+            .map(|(s, e, w)| match stripe_data_bytes {
                 Some(width) => (s / width * width, e.div_ceil(width) * width, w),
                 None => (s, e, w),
             })
@@ -108,7 +109,7 @@ impl Array {
         let kind = match request {
             Request::Read { offset, len } => OpKind::Read(ReadOp::new(offset, len)),
             Request::Write { offset, data } => {
-                if self.geometry.parity().is_some() {
+                if self.geometry.is_parity() {
                     OpKind::ParityWrite(ParityWriteOp {
                         offset,
                         data,
@@ -263,24 +264,22 @@ impl Array {
     /// there, as exclusive locks, so foreground writes and the rebuild never interleave.
     fn recover_locks(&self, offset: u64, len: u64) -> Vec<Lock> {
         let end = offset + len;
-        match &self.geometry {
+        match self.geometry.redundancy() {
             // Stripe s occupies member bytes [s*chunk, (s+1)*chunk) on every member.
-            Geometry::Parity(_) => {
+            Redundancy::Parity { .. } => {
                 let chunk = self.geometry.chunk_bytes();
                 let width = self.geometry.stripe_data_bytes().expect("parity geometry");
                 vec![(offset / chunk * width, end.div_ceil(chunk) * width, true)]
             }
-            Geometry::Raid1(_) => vec![(offset, end, true)],
-            // The logical data of a member range is scattered (far copies, near copies on other
-            // members). Which slots the request rebuilds is decided when it starts, so lock what
-            // the range holds on every slot: correct whatever is recovering by then.
-            Geometry::Raid10(_) => {
+            // The logical data of a member range may be scattered (raid10's far copies, near
+            // copies on other members). Which slots the request rebuilds is decided when it
+            // starts, so lock what the range holds on every slot: correct whatever is
+            // recovering by then.
+            Redundancy::Copies => {
                 let mut ranges: Vec<(u64, u64)> = Vec::new();
                 for slot in 0..self.slots.len() {
-                    for (_, logical, piece) in self.member_pieces(slot, offset, len) {
-                        if let Some(l) = logical {
-                            ranges.push((l, l + piece));
-                        }
+                    for (_, run) in self.geometry.member_runs(slot, offset, len) {
+                        ranges.push((run.logical, run.logical + run.len));
                     }
                 }
                 ranges.sort_unstable();
@@ -293,7 +292,7 @@ impl Array {
                 }
                 merged
             }
-            Geometry::Linear(_) | Geometry::Raid0(_) => Vec::new(),
+            Redundancy::None => Vec::new(),
         }
     }
 }

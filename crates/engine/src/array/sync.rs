@@ -6,7 +6,7 @@ use super::parity::{compute_parity, reconstruct};
 use super::rows::row_pieces;
 use super::{Array, RequestId, CHECK_ROW_BYTES};
 use crate::error::EngineError;
-use crate::geometry::{Geometry, SECTOR_BYTES};
+use crate::geometry::{Redundancy, SECTOR_BYTES};
 use crate::member_io::MemberOp;
 use crate::slot::SlotState;
 
@@ -39,10 +39,10 @@ impl SyncOp {
     }
 }
 
-/// One stripe (parity levels) or one run with copies (raid1/raid10) of a check.
+/// One stripe (parity layouts) or one run with copies (mirrored layouts) of a check.
 #[derive(Debug)]
 struct SyncUnit {
-    /// The stripe, for parity levels.
+    /// The stripe, for parity layouts.
     stripe: Option<u64>,
     /// `(slot, member offset)` of every member block compared: all members of the stripe, or
     /// every copy of the run.
@@ -71,14 +71,15 @@ impl Array {
         // there (md's raid1/raid10 resync does the same), and a chunk left with one copy has
         // nothing to disagree with.
         let lost = self.slots.iter().filter(|st| matches!(st, SlotState::Missing | SlotState::Faulty)).count();
-        if self.geometry.parity().is_some() && lost > 0 && lost + 1 > self.geometry.max_degraded() {
+        if self.geometry.is_parity() && lost > 0 && lost + 1 > self.geometry.max_degraded() {
             return Some(Err(EngineError::DegradedCheck));
         }
         let n = self.slots.len();
         s.in_sync_at_start = (0..n).map(|slot| self.in_sync(slot)).collect();
-        match &self.geometry {
-            Geometry::Linear(_) | Geometry::Raid0(_) => return Some(Ok(())),
-            Geometry::Parity(_) => {
+        match self.geometry.redundancy() {
+            // Nothing to compare.
+            Redundancy::None => return Some(Ok(())),
+            Redundancy::Parity { .. } => {
                 let width = self.geometry.stripe_data_bytes().expect("parity geometry");
                 let chunk = self.geometry.chunk_bytes();
                 let first = s.offset / width;
@@ -88,7 +89,7 @@ impl Array {
                     s.units.push(SyncUnit::new(Some(stripe), copies, chunk, n));
                 }
             }
-            Geometry::Raid1(_) | Geometry::Raid10(_) => {
+            Redundancy::Copies => {
                 // Whole rows, so a copy whose read fails is rewritten in whole rows of the
                 // reference copy, and repairs too.
                 let (offset, len) = self.mirror_rows(s.offset, s.len, self.size_bytes());

@@ -2,6 +2,8 @@
 //! faults, the list of geometries under test, and a few drivers around the engine.
 #![allow(dead_code)]
 
+pub mod vinum;
+
 use std::collections::HashMap;
 
 use rand::rngs::StdRng;
@@ -141,7 +143,7 @@ pub fn use_policy(array: &mut Array, pick: usize) -> ReadPolicy {
     policy
 }
 
-/// Every level/layout combination under test, with a name.
+/// Every level/layout combination under test, with a name: md's, then gvinum's.
 pub fn geometries() -> Vec<(String, Geometry)> {
     let comp = MEMBER_BYTES / 512;
     let mut out: Vec<(String, Geometry)> = vec![
@@ -209,6 +211,8 @@ pub fn geometries() -> Vec<(String, Geometry)> {
             ParityLayout::new(Level::Raid6, ParityAlgorithm::from_md(Level::Raid6, 2).unwrap(), 4, 8, comp).unwrap(),
         ),
     ));
+    // Layouts another format defines, which the engine runs without knowing them.
+    out.extend(vinum::geometries());
     out
 }
 

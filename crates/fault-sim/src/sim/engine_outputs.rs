@@ -4,7 +4,7 @@
 use uraid_engine::array::{
     Completion, EngineEvent, IoId, IoResult, MemberIo, MemberIoError, MemberOp, RequestId, SlotState,
 };
-use uraid_engine::{EngineError, Geometry};
+use uraid_engine::EngineError;
 
 use crate::disk::SECTOR;
 use crate::model::Mismatch;
@@ -206,13 +206,7 @@ impl Sim {
     /// Where logical byte `logical` lives, and the first bytes of its sector on each copy.
     fn locate(&self, logical: u64) -> String {
         let sector = logical / SECTOR * SECTOR;
-        let places: Vec<(usize, u64)> = match &self.geometry {
-            Geometry::Parity(_) => {
-                let run = &self.geometry.parity_runs(sector, 1)[0];
-                vec![(run.slot, run.stripe * self.geometry.chunk_bytes() + run.chunk_offset)]
-            }
-            _ => self.geometry.runs(sector, 1)[0].copies.to_vec(),
-        };
+        let places = self.geometry.runs(sector, 1)[0].copies.to_vec();
         let shown: Vec<String> = places
             .iter()
             .map(|&(slot, off)| match self.slot_dev[slot] {

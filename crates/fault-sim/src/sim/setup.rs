@@ -31,7 +31,7 @@ impl Sim {
         let built = geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?;
         let geometry = built.geometry;
         let n = geometry.raid_disks();
-        let parity = geometry.parity().is_some();
+        let parity = geometry.is_parity();
         let redundant = geometry.max_degraded() > 0;
         if cfg.scenario == Scenario::WriteHole && !parity {
             return Err(setup(
