@@ -216,7 +216,7 @@ impl ArrayPolicy {
         let shape = Shape {
             size: array.size(),
             read_only: !array.writable(),
-            level: geometry.level(),
+            level: array.plan.level,
             chunk_bytes: geometry.chunk_bytes(),
             stripe_data_bytes: geometry.stripe_data_bytes(),
             max_degraded: geometry.max_degraded(),
