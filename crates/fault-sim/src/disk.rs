@@ -58,13 +58,8 @@ pub struct SimDisk {
     pub faulted: bool,
     /// Checker validation only: flushes complete without making anything durable.
     pub lying_flush: bool,
-    /// A spare whose recovery has not been completed and flushed.
-    pub unsynced_spare: bool,
     /// Bytes silently corrupted and not rewritten since (checker validation).
     corrupted: BTreeSet<u64>,
-    /// The partial parity log area (empty without a log). Log writes are FUA: durable when they
-    /// complete, so the area has no volatile cache.
-    pub ppl_area: Vec<u8>,
 }
 
 impl SimDisk {
@@ -80,9 +75,7 @@ impl SimDisk {
             fail_next_write: false,
             faulted: false,
             lying_flush: false,
-            unsynced_spare: false,
             corrupted: BTreeSet::new(),
-            ppl_area: Vec::new(),
         }
     }
 
@@ -165,26 +158,47 @@ impl SimDisk {
         Ok(())
     }
 
-    /// A FUA write into the log area.
-    pub fn write_log(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
+    /// A FUA write (a partial parity log write): durable when it completes, whatever the
+    /// cache holds. Whole sectors only, as the log writes them.
+    pub fn write_fua(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
         if self.fail_next_write {
             self.fail_next_write = false;
             return Err("injected write error".into());
         }
         let at = offset as usize;
-        self.ppl_area[at..at + data.len()].copy_from_slice(data);
+        self.cache[at..at + data.len()].copy_from_slice(data);
+        self.durable[at..at + data.len()].copy_from_slice(data);
         Ok(())
     }
 
-    /// A log write in flight at a crash: nothing of it, all of it, or some of its sectors.
-    pub fn crash_log(&mut self, rng: &mut SimRng, offset: u64, data: &[u8]) {
+    /// A FUA write in flight at a crash: nothing of it, all of it, or some of its sectors.
+    /// Call before [`SimDisk::crash`], which makes the cache what the media holds.
+    pub fn crash_fua(&mut self, rng: &mut SimRng, offset: u64, data: &[u8]) {
         let fate = rng.below(3);
         for (i, sector) in data.chunks(SECTOR as usize).enumerate() {
             if fate == 1 || (fate == 2 && rng.chance(1, 2)) {
                 let at = offset as usize + i * SECTOR as usize;
-                self.ppl_area[at..at + sector.len()].copy_from_slice(sector);
+                self.durable[at..at + sector.len()].copy_from_slice(sector);
             }
         }
+    }
+
+    /// Write `data` at `offset` straight to the media (the array's creation, before the run,
+    /// and what assembly wrote, which it flushed before it returned).
+    pub fn write_durable(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.store(offset, data)?;
+        let r = self.log.pop_back().expect("a stored write is logged");
+        self.apply(r.first, &r.data);
+        Ok(())
+    }
+
+    /// What the drive returns now, bad sectors included (for assembly after a crash, when the
+    /// cache holds what the media holds), and which sectors are bad.
+    pub fn contents(&self) -> (&[u8], &BTreeSet<u64>) {
+        (&self.cache, &self.bad)
     }
 
     /// A flush is being issued: it covers every write completed so far.

@@ -77,8 +77,14 @@ pub fn of_level(level: &str) -> Vec<&'static str> {
 /// A geometry built for one run.
 pub struct Built {
     pub geometry: Geometry,
-    /// Bytes of each member device.
+    /// Bytes of member data per member device (the largest, where they differ).
     pub device_bytes: u64,
+    /// What `mdadm --create` is told to make this geometry: md's level and layout numbers,
+    /// the chunk in sectors, and each member's data size in sectors.
+    pub md_level: i32,
+    pub md_layout: i32,
+    pub chunk_sectors: u32,
+    pub member_sectors: Vec<u64>,
     /// The sizes the seed chose, for the trace.
     pub description: String,
 }
@@ -116,10 +122,12 @@ pub fn build(name: &str, rng: &mut SimRng) -> Result<Built, String> {
     let comp_kib = rng.pick(&[64u64, 64, 96, 128, 128, 160, 192, 256]);
     let comp = comp_kib * 2; // sectors
     let layout_err = |e: uraid_layout::LayoutError| format!("{name}: {e}");
-    let (geometry, chunk) = match parts[0] {
+    let mut member_sectors = vec![comp; n];
+    let (geometry, chunk, md_layout) = match parts[0] {
         "linear" if rest.is_empty() => {
             let sizes: Vec<u64> = (0..n as u64).map(|i| comp - (i * 24) % 64).collect();
-            (Geometry::Linear(LinearLayout::new(&sizes, 0).map_err(layout_err)?), 0)
+            member_sectors = sizes.clone();
+            (Geometry::Linear(LinearLayout::new(&sizes, 0).map_err(layout_err)?), 0, 0)
         }
         "raid0" => {
             let chunk = rng.pick(&[8u32, 8, 16, 24]);
@@ -133,13 +141,19 @@ pub fn build(name: &str, rng: &mut SimRng) -> Result<Built, String> {
                 }
                 _ => return Err(bad()),
             };
-            (Geometry::Raid0(Raid0Layout::new(&sizes, chunk, zones).map_err(layout_err)?), chunk)
+            member_sectors = sizes.clone();
+            let md_layout = match zones {
+                Raid0ZoneLayout::Unset => 0,
+                z => z.to_md(),
+            };
+            (Geometry::Raid0(Raid0Layout::new(&sizes, chunk, zones).map_err(layout_err)?), chunk, md_layout)
         }
-        "raid1" if rest.is_empty() => (Geometry::Raid1(Raid1Layout::new(n, comp).map_err(layout_err)?), 0),
+        "raid1" if rest.is_empty() => (Geometry::Raid1(Raid1Layout::new(n, comp).map_err(layout_err)?), 0, 0),
         "raid10" => {
             let chunk = rng.pick(&[8u32, 8, 16]);
             let format = Raid10Format::parse(&rest).map_err(layout_err)?;
-            (Geometry::Raid10(Raid10Layout::new(n, chunk, format, comp).map_err(layout_err)?), chunk)
+            let md_layout = format.to_md() as i32;
+            (Geometry::Raid10(Raid10Layout::new(n, chunk, format, comp).map_err(layout_err)?), chunk, md_layout)
         }
         "raid4" | "raid5" | "raid6" => {
             let level = Level::parse(parts[0]).map_err(layout_err)?;
@@ -152,7 +166,8 @@ pub fn build(name: &str, rng: &mut SimRng) -> Result<Built, String> {
                 parity_algorithm(level, &rest)?
             };
             let chunk = rng.pick(&[8u32, 8, 16]);
-            (Geometry::Parity(ParityLayout::new(level, alg, n, chunk, comp).map_err(layout_err)?), chunk)
+            let md_layout = alg.to_md() as i32;
+            (Geometry::Parity(ParityLayout::new(level, alg, n, chunk, comp).map_err(layout_err)?), chunk, md_layout)
         }
         _ => return Err(bad()),
     };
@@ -162,7 +177,19 @@ pub fn build(name: &str, rng: &mut SimRng) -> Result<Built, String> {
         geometry.array_bytes(),
         geometry.member_data_bytes()
     );
-    Ok(Built { geometry, device_bytes: comp * 512, description })
+    let md_level = match parts[0] {
+        "linear" => -1,
+        other => other.trim_start_matches("raid").parse().map_err(|_| bad())?,
+    };
+    Ok(Built {
+        geometry,
+        device_bytes: comp * 512,
+        md_level,
+        md_layout,
+        chunk_sectors: chunk,
+        member_sectors,
+        description,
+    })
 }
 
 #[cfg(test)]

@@ -133,6 +133,7 @@
 pub mod campaign;
 pub mod disk;
 pub mod geometries;
+pub mod member_device;
 pub mod model;
 pub mod rng;
 pub mod sim;

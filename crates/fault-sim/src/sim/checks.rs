@@ -14,12 +14,12 @@ impl Sim {
     pub(super) fn quiesce(&mut self) -> Result<(), Failure> {
         loop {
             self.pump()?;
-            if self.reqs.is_empty() || self.ended.is_some() {
+            if (self.reqs.is_empty() && !self.meta.has_parked()) || self.ended.is_some() {
                 return Ok(());
             }
-            let Some(((t, _), id)) = self.queue.pop_first() else { return Err(self.stalled()) };
+            let Some(((t, _), q)) = self.queue.pop_first() else { return Err(self.stalled()) };
             self.now = t;
-            self.complete_member_io(id)?;
+            self.complete(q)?;
         }
     }
 
@@ -32,9 +32,9 @@ impl Sim {
             if let Some(r) = self.internal.take() {
                 return Ok(r);
             }
-            let Some(((t, _), id)) = self.queue.pop_first() else { return Err(self.stalled()) };
+            let Some(((t, _), q)) = self.queue.pop_first() else { return Err(self.stalled()) };
             self.now = t;
-            self.complete_member_io(id)?;
+            self.complete(q)?;
         }
     }
 
@@ -86,7 +86,7 @@ impl Sim {
 
     /// Invariant (3): a whole array that needs no resync has consistent redundancy.
     fn verify_check(&mut self, what: &str) -> Result<(), Failure> {
-        if !self.redundant || self.needs_resync || self.array.degraded() || self.mode == Mode::Overload {
+        if !self.redundant || self.needs_resync || self.open.engine().degraded() || self.mode == Mode::Overload {
             return Ok(());
         }
         let size = self.model.size();
@@ -96,7 +96,7 @@ impl Sim {
                 Err(self.fail(Invariant::Inconsistent, format!("{what}: {mismatch_sectors} mismatched sectors")))
             }
             Ok(other) => Err(self.fail(Invariant::Protocol, format!("{what} completed as {other:?}"))),
-            Err(EngineError::DegradedCheck) if self.array.degraded() => Ok(()),
+            Err(EngineError::DegradedCheck) if self.open.engine().degraded() => Ok(()),
             Err(e) => self.request_error(what.to_string(), e),
         }
     }
@@ -110,7 +110,7 @@ impl Sim {
             return Ok(());
         }
         let n = self.slot_dev.len();
-        let states = self.array.slot_states().to_vec();
+        let states = self.open.engine().slot_states().to_vec();
         let base: Vec<bool> = (0..n)
             .map(|s| {
                 states[s] != SlotState::InSync
@@ -147,11 +147,13 @@ impl Sim {
             let mut wrote = None;
             let devices = &self.devices;
             let slot_dev = &self.slot_dev;
+            let targets = &self.targets;
             let result =
                 execute(&mut fresh, Request::Read { offset: 0, len: size }, &mut |io: &MemberIo| match &io.op {
                     MemberOp::Read { len } => {
                         let d = &devices[slot_dev[io.slot].expect("a device")];
-                        match d.read(io.offset, *len) {
+                        let base = targets[io.slot].as_ref().expect("a device").base;
+                        match d.read(base + io.offset, *len) {
                             Ok(data) => IoResult::Read(data.into()),
                             Err(e) => IoResult::Failed(MemberIoError::other(e)),
                         }

@@ -3,31 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use uraid_engine::array::{Array, Completion, MemberIoError, MemberOp, Request, SlotState};
-use uraid_engine::ppl::{latest_header, replay, PplConfig, ReplayIo, ReplayReport};
+use uraid_device::OpenError;
+use uraid_engine::array::{Completion, MemberOp, Request, SlotState};
+use uraid_engine::metadata::MetaOp;
 
-use crate::disk::{SimDisk, SECTOR};
+use crate::disk::SECTOR;
 use crate::model::Mismatch;
 
-use super::{configure_reads, empty_log, result_name, Failure, Invariant, Job, JobKind, Mode, Scenario, Sim};
-
-/// Log replay over the simulated members.
-struct SimReplayIo<'a> {
-    devices: &'a mut [SimDisk],
-    slot_dev: &'a [Option<usize>],
-}
-
-impl ReplayIo for SimReplayIo<'_> {
-    fn read(&mut self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, MemberIoError> {
-        let d = self.slot_dev[slot].ok_or_else(|| MemberIoError::other("empty slot"))?;
-        self.devices[d].read(offset, len).map_err(MemberIoError::other)
-    }
-
-    fn write(&mut self, slot: usize, offset: u64, data: &[u8]) -> Result<(), MemberIoError> {
-        let d = self.slot_dev[slot].ok_or_else(|| MemberIoError::other("empty slot"))?;
-        self.devices[d].write(offset, data).map_err(MemberIoError::other)
-    }
-}
+use super::{configure_reads, md_members, result_name, Failure, Invariant, Mode, Scenario, Sim};
 
 impl Sim {
     pub(super) fn crash(&mut self) -> Result<(), Failure> {
@@ -40,16 +23,29 @@ impl Sim {
             self.model.uncertain_sectors()
         );
         let exposed = self.model.unflushed_ranges(self.last_flush);
+        let in_metadata = !self.meta_ios.is_empty() || self.open.metadata_pending().is_some();
+        if in_metadata {
+            self.report.crashes_in_metadata_writes += 1;
+        }
         let mut inflight: BTreeMap<usize, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
         let mut inflight_log: Vec<(usize, u64, Vec<u8>)> = Vec::new();
         for f in self.ios.values() {
             match &f.io.op {
-                MemberOp::LogWrite { data } => inflight_log.push((f.dev, f.io.offset, data.clone())),
-                MemberOp::Write { data } => inflight.entry(f.dev).or_default().push((f.io.offset, data.to_vec())),
-                MemberOp::Discard { len } => {
-                    inflight.entry(f.dev).or_default().push((f.io.offset, vec![0; *len as usize]))
-                }
+                MemberOp::LogWrite { data } => inflight_log.push((f.dev, f.at, data.clone())),
+                MemberOp::Write { data } => inflight.entry(f.dev).or_default().push((f.at, data.to_vec())),
+                MemberOp::Discard { len } => inflight.entry(f.dev).or_default().push((f.at, vec![0; *len as usize])),
                 _ => {}
+            }
+        }
+        // Superblock, bitmap and log-header writes in flight may have reached the drive too.
+        for f in self.meta_ios.values() {
+            if let MetaOp::Write { offset, data, .. } = &f.op {
+                inflight.entry(f.dev).or_default().push((*offset, data.to_vec()));
+            }
+        }
+        for (d, offset, data) in inflight_log {
+            if !self.devices[d].dead {
+                self.devices[d].crash_fua(&mut self.crng, offset, &data);
             }
         }
         for d in 0..self.devices.len() {
@@ -68,12 +64,9 @@ impl Sim {
                 o.torn
             );
         }
-        for (d, offset, data) in inflight_log {
-            if !self.devices[d].dead {
-                self.devices[d].crash_log(&mut self.crng, offset, &data);
-            }
-        }
         self.ios.clear();
+        self.meta_ios.clear();
+        self.meta.crash();
         self.queue.clear();
         self.reqs.clear();
         self.inflight_writes.clear();
@@ -85,42 +78,19 @@ impl Sim {
         self.needs_resync = true;
         self.verify.clear();
         self.spare_countdown = None;
-        // Assemble as mdadm would from the superblocks: trusted live members are in sync; dead
-        // devices and members recorded faulty are missing; a spare whose recovery had not been
-        // completed starts it again from 0.
-        let n = self.slot_dev.len();
-        let mut states = vec![SlotState::Missing; n];
-        let mut respare = Vec::new();
-        for (s, state) in states.iter_mut().enumerate() {
-            let Some(d) = self.slot_dev[s] else { continue };
-            let dev = &self.devices[d];
-            if dev.dead {
-                continue;
-            }
-            if dev.unsynced_spare {
-                respare.push(s);
-            } else if self.trusted[s] {
-                *state = SlotState::InSync;
-            }
-        }
-        let degraded = states.iter().any(|s| *s != SlotState::InSync);
-        trace!(self, "reassembly: slots {states:?}, spares to recover again {respare:?}");
-        let mut log_complete = false;
-        if let Some(config) = self.ppl.clone() {
-            log_complete = self.replay_logs(&config, &states)?;
-        }
-        if self.parity && degraded && self.cfg.scenario == Scenario::Standard && self.ppl.is_none() {
-            self.report.refused = true;
-            self.end(
-                "crash while a parity array was degraded: md refuses to assemble a dirty degraded raid4/5/6 (write hole), and so does the simulation"
-                    .into(),
-            );
-            return Ok(());
-        }
-        self.array = match Array::new(self.geometry.clone(), states) {
-            Ok(mut a) => {
-                configure_reads(&mut a, self.cfg.read_policy());
-                a
+        // Assemble from what the members hold now, by the code `uraid` assembles with: it reads
+        // every superblock, decides which members are fresh and in which role (events, roles,
+        // recovery offsets), replays the partial parity logs and says whether a resync is owed.
+        let offered: Vec<usize> = self.joined.iter().copied().filter(|&d| !self.devices[d].dead).collect();
+        trace!(self, "reassembly from devices {offered:?}");
+        let open = match md_members::assemble(&mut self.devices, &offered) {
+            Ok(open) => open,
+            Err(OpenError::DirtyDegraded { missing }) if self.cfg.scenario == Scenario::Standard => {
+                self.report.refused = true;
+                self.end(format!(
+                    "crash while a parity array was degraded ({missing} missing): md refuses to assemble a dirty degraded raid4/5/6 (write hole), and so does uraid"
+                ));
+                return Ok(());
             }
             Err(e) => {
                 if self.mode == Mode::Normal {
@@ -133,109 +103,41 @@ impl Sim {
                 return Ok(());
             }
         };
-        if let Some(config) = &self.ppl {
-            self.array.enable_ppl(config.clone());
-            if degraded {
-                // No log short of a data journal keeps a sector that was being written on a
-                // member that is gone: it reads back rebuilt from parity that matches neither
-                // version. Everything else is kept (that is the write hole the log closes).
-                let states = self.array.slot_states().to_vec();
-                for &(a, b) in &exposed {
-                    let mut pos = a / SECTOR * SECTOR;
-                    while pos < b {
-                        if self
-                            .geometry
-                            .parity_runs(pos, 1)
-                            .first()
-                            .is_some_and(|r| states[r.slot] != SlotState::InSync)
-                        {
-                            self.model.forget_sectors(pos, SECTOR);
-                        }
-                        pos += SECTOR;
+        self.open = open;
+        configure_reads(self.open.engine_mut(), self.cfg.read_policy());
+        self.refresh_slots();
+        let states = self.open.engine().slot_states().to_vec();
+        let degraded = states.iter().any(|s| *s != SlotState::InSync);
+        trace!(self, "assembled: slots {states:?}, devices {:?}", self.slot_dev);
+        if let Some(r) = &self.open.log_replay {
+            self.report.log_entries_replayed += (r.report.recovered + r.report.rebuilt) as u64;
+            trace!(self, "log replay: {:?}", r);
+        }
+        if self.ppl.is_some() && degraded {
+            // No log short of a data journal keeps a sector that was being written on a
+            // member that is gone: it reads back rebuilt from parity that matches neither
+            // version. Everything else is kept (that is the write hole the log closes).
+            for &(a, b) in &exposed {
+                let mut pos = a / SECTOR * SECTOR;
+                while pos < b {
+                    if self.geometry.parity_runs(pos, 1).first().is_some_and(|r| states[r.slot] != SlotState::InSync) {
+                        self.model.forget_sectors(pos, SECTOR);
                     }
+                    pos += SECTOR;
                 }
             }
         }
-        // A complete log replay leaves parity matching data: no resync (md marks it clean),
-        // unless a raid6 lost logs with its missing members (as `uraid` assembly decides).
-        self.needs_resync = !log_complete || (degraded && self.geometry.max_degraded() > 1);
-        self.array.set_resync_pending(self.needs_resync);
+        self.needs_resync = self.open.needs_resync();
         if self.cfg.scenario == Scenario::WriteHole {
             return self.write_hole_check(&exposed);
         }
-        if !respare.is_empty() {
-            for &s in &respare {
-                if let Err(e) = self.array.set_slot_state(s, SlotState::Recovering, false) {
-                    return Err(self.fail(Invariant::Protocol, format!("re-adding spare in slot {s} refused: {e}")));
-                }
-            }
-            self.recovery = Some(Job {
-                kind: JobKind::Recovery,
-                pos: 0,
-                end: self.geometry.member_data_bytes(),
-                inflight: None,
-                flushing: false,
-                targets: respare,
-            });
+        // A rebuild cut short resumes where its checkpoint in the superblocks says.
+        let recovering: Vec<usize> = (0..states.len()).filter(|&s| states[s] == SlotState::Recovering).collect();
+        if !recovering.is_empty() {
+            self.start_recovery_job(recovering);
         }
         self.w.next_arrival = self.now + self.gap();
         Ok(())
-    }
-
-    /// Replay every in-sync member's partial parity log as assembly does, then start the logs
-    /// empty. True if every log was valid and applied in full.
-    fn replay_logs(&mut self, config: &PplConfig, states: &[SlotState]) -> Result<bool, Failure> {
-        let mut complete = true;
-        let mut total = ReplayReport::default();
-        for slot in 0..states.len() {
-            if states[slot] != SlotState::InSync {
-                continue;
-            }
-            let d = self.slot_dev[slot].expect("an in-sync slot has a device");
-            let Some((at, header)) = latest_header(&self.devices[d].ppl_area, config.signature) else {
-                trace!(self, "  log of slot {slot} (d{d}): no valid header");
-                complete = false;
-                continue;
-            };
-            let pp = self.devices[d].ppl_area[at + uraid_md_format::ppl::HEADER_BYTES..].to_vec();
-            for e in &header.entries {
-                let ext = uraid_engine::ppl::entry_extent(&self.geometry, e);
-                trace!(self, "    entry {e:?}: {ext:?}");
-            }
-            let mut io = SimReplayIo { devices: &mut self.devices, slot_dev: &self.slot_dev };
-            match replay(&self.geometry, states, slot, &header, &pp, &mut io) {
-                Ok(r) => {
-                    trace!(
-                        self,
-                        "  log of slot {slot} (d{d}), generation {}: {} entries, {} recovered, {} rebuilt, {} skipped, {} bad",
-                        header.generation,
-                        header.entries.len(),
-                        r.recovered,
-                        r.rebuilt,
-                        r.skipped,
-                        r.bad
-                    );
-                    complete &= r.bad == 0;
-                    total.recovered += r.recovered;
-                    total.skipped += r.skipped;
-                    total.rebuilt += r.rebuilt;
-                    total.bad += r.bad;
-                }
-                Err(e) => {
-                    return Err(self.fail(Invariant::RequestFailed, format!("replaying the log of slot {slot}: {e}")))
-                }
-            }
-        }
-        // Replay writes go straight to the media (the driver flushes after replay).
-        for d in self.slot_dev.iter().flatten().copied().collect::<Vec<_>>() {
-            if !self.devices[d].dead {
-                let mark = self.devices[d].flush_mark();
-                self.devices[d].flush_done(mark);
-                self.devices[d].ppl_area = empty_log(config);
-            }
-        }
-        self.report.log_entries_replayed += (total.recovered + total.rebuilt) as u64;
-        Ok(complete)
     }
 
     /// The write-hole scenario after its crash: read the degraded array and say what is wrong.
@@ -266,7 +168,7 @@ impl Sim {
         if self.ppl.is_some() {
             // With the log, only a sector that was being written and lives on a member that is
             // gone may come back as neither version: no log short of a data journal keeps it.
-            let states = self.array.slot_states().to_vec();
+            let states = self.open.engine().slot_states().to_vec();
             let being_written = |pos: u64| exposed.iter().any(|&(a, b)| a < pos + SECTOR && pos < b);
             let on_missing = |pos: u64| {
                 self.geometry.parity_runs(pos, 1).first().is_some_and(|r| states[r.slot] != SlotState::InSync)

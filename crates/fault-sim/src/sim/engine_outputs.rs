@@ -1,15 +1,14 @@
 //! The engine's outputs: member I/Os scheduled on the simulated devices and completed at their
 //! latencies, engine events, and finished requests judged against the model.
 
-use uraid_engine::array::{
-    Completion, EngineEvent, IoId, IoResult, MemberIo, MemberIoError, MemberOp, RequestId, SlotState,
-};
+use uraid_engine::array::{Completion, IoId, IoResult, MemberIo, MemberIoError, MemberOp, RequestId, SlotState};
 use uraid_engine::EngineError;
 
 use crate::disk::SECTOR;
+use crate::member_device::device_id;
 use crate::model::Mismatch;
 
-use super::{op_len, op_name, result_name, Failure, Flight, Invariant, JobKind, Mode, Pending, Sim};
+use super::{op_len, op_name, result_name, Failure, Flight, Invariant, JobKind, Mode, Pending, Queued, Sim};
 
 impl Sim {
     /// Hand every member I/O the engine has to the scheduler and every finished request to the
@@ -17,14 +16,13 @@ impl Sim {
     pub(super) fn pump(&mut self) -> Result<(), Failure> {
         loop {
             let mut progressed = false;
-            while let Some(io) = self.array.next_io() {
+            while let Some(io) = self.open.engine_mut().next_io() {
                 self.schedule(io)?;
                 progressed = true;
             }
-            for ev in self.array.take_events() {
-                self.on_event(ev)?;
-            }
-            while let Some((rid, result)) = self.array.next_completion() {
+            self.pump_events()?;
+            self.drive_metadata()?;
+            while let Some((rid, result)) = self.open.engine_mut().next_completion() {
                 self.on_completion(rid, result)?;
                 progressed = true;
                 if self.ended.is_some() {
@@ -50,25 +48,27 @@ impl Sim {
                 ),
             ));
         };
-        let in_range = match io.op {
-            MemberOp::LogWrite { .. } => {
-                io.offset.checked_add(len).is_some_and(|end| end <= self.devices[dev].ppl_area.len() as u64)
+        // Where it lands on the device, checked against the member's areas by the code the
+        // service uses.
+        let placed = self.targets[io.slot].as_ref().map(|t| t.placement(&io));
+        let at = match placed {
+            Some(Ok(p)) if self.devices[dev].in_range(p.at, len) => p.at,
+            Some(Ok(p)) => {
+                return Err(self.fail(
+                    Invariant::Protocol,
+                    format!(
+                        "member {} of slot {} at device byte {}+{len} goes past the device's end",
+                        op_name(&io.op),
+                        io.slot,
+                        p.at
+                    ),
+                ))
             }
-            _ => self.devices[dev].in_range(io.offset, len),
+            Some(Err(e)) => return Err(self.fail(Invariant::Protocol, e)),
+            None => return Err(self.fail(Invariant::Protocol, format!("slot {} has no member target", io.slot))),
         };
-        if !in_range {
-            return Err(self.fail(
-                Invariant::Protocol,
-                format!(
-                    "member {} of slot {} at {}+{len} goes past the member's end ({} bytes)",
-                    op_name(&io.op),
-                    io.slot,
-                    io.offset,
-                    self.devices[dev].len()
-                ),
-            ));
-        }
-        if matches!(io.op, MemberOp::Read { .. }) && self.array.slot_states()[io.slot] == SlotState::Recovering {
+        if matches!(io.op, MemberOp::Read { .. }) && self.open.engine().slot_states()[io.slot] == SlotState::Recovering
+        {
             return Err(self.fail(
                 Invariant::Protocol,
                 format!(
@@ -86,7 +86,7 @@ impl Sim {
             latency *= 10;
         }
         let done_at = self.now + latency;
-        self.queue.insert((done_at, self.seq), io.id);
+        self.queue.insert((done_at, self.seq), Queued::Engine(io.id));
         self.seq += 1;
         let mark = matches!(io.op, MemberOp::Flush).then(|| self.devices[dev].flush_mark());
         trace!(
@@ -99,7 +99,7 @@ impl Sim {
             done_at as f64 / 1e6
         );
         self.fingerprint(io.id ^ (io.slot as u64) << 56 ^ io.offset << 8 ^ len << 32 ^ done_at);
-        self.ios.insert(io.id, Flight { io, dev, mark });
+        self.ios.insert(io.id, Flight { io, dev, at, mark });
         Ok(())
     }
 
@@ -109,7 +109,7 @@ impl Sim {
         let destage_count = self.frng.between(1, 4) as usize;
         let had_bad = self.devices[f.dev].has_bad_sectors();
         let d = &mut self.devices[f.dev];
-        let off = f.io.offset;
+        let off = f.at;
         let result = if d.dead {
             IoResult::Failed(MemberIoError::other("member is dead"))
         } else {
@@ -130,7 +130,7 @@ impl Sim {
                     Ok(()) => IoResult::Done,
                     Err(e) => IoResult::Failed(MemberIoError::other(e)),
                 },
-                MemberOp::LogWrite { data } => match d.write_log(off, data) {
+                MemberOp::LogWrite { data } => match d.write_fua(off, data) {
                     Ok(()) => IoResult::Done,
                     Err(e) => IoResult::Failed(MemberIoError::other(e)),
                 },
@@ -157,42 +157,49 @@ impl Sim {
         );
         self.fingerprint(id.wrapping_mul(31) ^ u64::from(matches!(result, IoResult::Failed(_))));
         self.report.member_ios += 1;
-        self.array.complete_io(id, result);
+        self.open.engine_mut().complete_io(id, result);
         Ok(())
     }
 
-    fn on_event(&mut self, ev: EngineEvent) -> Result<(), Failure> {
-        match ev {
-            EngineEvent::MemberFailed { slot, reason } => {
-                trace!(self, "event: slot {slot} failed: {reason}");
-                self.trusted[slot] = false;
-                self.report.members_failed += 1;
-                if reason.contains("covers only part of unreadable sector") {
-                    self.report.partial_sector_kicks += 1;
-                }
-                let explained = self.slot_dev[slot].is_some_and(|d| self.devices[d].faulted);
-                if !explained {
-                    return Err(self.fail(
-                        Invariant::Protocol,
-                        format!("the engine failed slot {slot}, whose device had no fault injected: {reason}"),
-                    ));
-                }
+    /// Take the engine's events through the array (which remembers failed members for its
+    /// metadata) and record failures in the survivors' superblocks.
+    pub(super) fn pump_events(&mut self) -> Result<(), Failure> {
+        let failed = self.open.note_events();
+        for (name, offset, len) in self.open.take_corrected_read_errors() {
+            trace!(self, "event: {name}: read error at {offset}+{len} corrected");
+            self.report.read_errors_corrected += 1;
+        }
+        if failed.is_empty() {
+            return Ok(());
+        }
+        for (name, reason) in &failed {
+            trace!(self, "event: {name} failed: {reason}");
+            self.report.members_failed += 1;
+            if reason.contains("covers only part of unreadable sector") {
+                self.report.partial_sector_kicks += 1;
             }
-            EngineEvent::ReadErrorCorrected { slot, offset, len } => {
-                trace!(self, "event: slot {slot} read error at {offset}+{len} corrected");
-                self.report.read_errors_corrected += 1;
+            let explained = device_id(name).is_some_and(|d| self.devices[d].faulted);
+            if !explained {
+                return Err(self.fail(
+                    Invariant::Protocol,
+                    format!("the engine failed {name}, whose device had no fault injected: {reason}"),
+                ));
             }
         }
-        Ok(())
+        self.record_failures()
     }
 
     pub(super) fn request_error(&mut self, what: String, e: EngineError) -> Result<(), Failure> {
+        self.request_failed(what, e.to_string())
+    }
+
+    pub(super) fn request_failed(&mut self, what: String, why: String) -> Result<(), Failure> {
         self.report.requests_failed += 1;
-        trace!(self, "{what} failed: {e}");
+        trace!(self, "{what} failed: {why}");
         if self.mode == Mode::Normal {
             return Err(self.fail(
                 Invariant::RequestFailed,
-                format!("{what} failed ({e}) although the injected failures stay within the level's redundancy"),
+                format!("{what} failed ({why}) although the injected failures stay within the level's redundancy"),
             ));
         }
         Ok(())
@@ -212,7 +219,8 @@ impl Sim {
             .map(|&(slot, off)| match self.slot_dev[slot] {
                 None => format!("slot {slot} at {off}: no device"),
                 Some(d) => {
-                    let bytes = self.devices[d].peek(off, 8);
+                    let base = self.targets[slot].as_ref().map_or(0, |t| t.base);
+                    let bytes = self.devices[d].peek(base + off, 8);
                     format!("slot {slot} (d{d}) at member byte {off}: {bytes:02x?}")
                 }
             })
@@ -249,7 +257,7 @@ impl Sim {
             Pending::Write { wid } => {
                 self.inflight_writes.remove(&wid);
                 match result {
-                    Ok(Completion::Written) => self.model.write_acked(wid),
+                    Ok(Completion::Written) => self.write_answered(wid),
                     Ok(other) => {
                         return Err(self.fail(Invariant::Protocol, format!("write #{rid} completed as {other:?}")))
                     }
@@ -260,27 +268,15 @@ impl Sim {
                     }
                 }
             }
-            Pending::Flush { token, job } => match result {
+            Pending::Flush { token } => match result {
                 Ok(Completion::Flushed) => {
                     self.model.flush_done(token);
                     if self.last_flush.is_none_or(|t| t.0 < token.0) {
                         self.last_flush = Some(token);
                     }
-                    match job {
-                        Some(JobKind::Recovery) => self.recovery_done()?,
-                        Some(JobKind::Resync) => self.resync_done(),
-                        None => {}
-                    }
                 }
                 Ok(other) => return Err(self.fail(Invariant::Protocol, format!("flush #{rid} completed as {other:?}"))),
-                Err(e) => {
-                    self.request_error(format!("flush #{rid}"), e)?;
-                    match job {
-                        Some(JobKind::Recovery) => self.recovery = None,
-                        Some(JobKind::Resync) => self.resync = None,
-                        None => {}
-                    }
-                }
+                Err(e) => self.request_error(format!("flush #{rid}"), e)?,
             },
             Pending::Scrub => match result {
                 Ok(Completion::Synced { mismatch_sectors: 0 }) => {}
@@ -294,7 +290,7 @@ impl Sim {
                 }
                 Ok(other) => return Err(self.fail(Invariant::Protocol, format!("check #{rid} completed as {other:?}"))),
                 // A member failed while the check ran.
-                Err(EngineError::DegradedCheck) if self.array.degraded() => {}
+                Err(EngineError::DegradedCheck) if self.open.engine().degraded() => {}
                 Err(e) => self.request_error(format!("check #{rid}"), e)?,
             },
             Pending::Step { job, offset, len } => match result {
@@ -302,12 +298,13 @@ impl Sim {
                     if let Some(j) = self.job_mut(job) {
                         j.pos = offset + len;
                         j.inflight = None;
+                        self.job_progress(job, offset + len);
                     }
                 }
                 Ok(other) => {
                     return Err(self.fail(Invariant::Protocol, format!("{job:?} step #{rid} completed as {other:?}")))
                 }
-                Err(EngineError::DegradedCheck) if job == JobKind::Resync && self.array.degraded() => {
+                Err(EngineError::DegradedCheck) if job == JobKind::Resync && self.open.engine().degraded() => {
                     // A member failed under the resync (or the engine does not resync a
                     // degraded array): it starts over once the array is whole.
                     trace!(self, "resync interrupted: the array is degraded");

@@ -1,7 +1,7 @@
 //! The discrete-event loop: member I/O completions and client arrivals in virtual-time order,
 //! with faults, background jobs and checks at quiet points woven in, until the run ends.
 
-use super::{Failure, Invariant, Report, Sim};
+use super::{Failure, Invariant, Queued, Report, Sim};
 
 /// Give up on a run this long (a livelock guard; runs take a few thousand events).
 const MAX_EVENTS: u64 = 3_000_000;
@@ -57,7 +57,7 @@ impl Sim {
             let t_arr = (ops_left && self.client_inflight < self.w.max_inflight).then_some(self.w.next_arrival);
             let arrival = match (t_io, t_arr) {
                 (None, None) => {
-                    if !self.reqs.is_empty() {
+                    if !self.reqs.is_empty() || self.meta.has_parked() {
                         return Err(self.stalled());
                     }
                     if self.spare_countdown.is_some() {
@@ -95,9 +95,9 @@ impl Sim {
                 self.w.next_arrival = self.now + self.gap();
                 self.submit_client_op()?;
             } else {
-                let ((t, _), id) = self.queue.pop_first().expect("checked above");
+                let ((t, _), q) = self.queue.pop_first().expect("checked above");
                 self.now = t;
-                self.complete_member_io(id)?;
+                self.complete(q)?;
             }
         }
         if self.ended.is_none() {
@@ -112,6 +112,14 @@ impl Sim {
             self.slot_dev.iter().flatten().map(|&d| self.devices[d].standing_corruptions() as u32).sum();
         trace!(self, "end: {}", self.report.end);
         Ok(self.report)
+    }
+
+    /// Complete what the queue says is next.
+    pub(super) fn complete(&mut self, q: Queued) -> Result<(), Failure> {
+        match q {
+            Queued::Engine(id) => self.complete_member_io(id),
+            Queued::Metadata(id) => self.complete_metadata_io(id),
+        }
     }
 
     pub(super) fn gap(&mut self) -> u64 {

@@ -11,7 +11,7 @@ impl Sim {
     /// Slots that are not fully trustworthy right now: not in sync, without a live device, with
     /// latent errors, or with a write error waiting.
     fn compromised(&self) -> Vec<bool> {
-        let states = self.array.slot_states();
+        let states = self.open.engine().slot_states();
         (0..states.len())
             .map(|s| {
                 states[s] != SlotState::InSync
@@ -34,11 +34,11 @@ impl Sim {
         if self.geometry.max_degraded() < 2 {
             return false;
         }
-        let states = self.array.slot_states();
+        let states = self.open.engine().slot_states();
         let out = (0..states.len())
             .filter(|&s| states[s] != SlotState::InSync || self.slot_dev[s].is_none_or(|d| self.devices[d].dead))
             .count();
-        out >= 2 || self.array.ppl_moves_pending()
+        out >= 2 || self.open.engine().ppl_moves_pending()
     }
 
     /// Whether every live member of the array reads and writes without error (no latent
@@ -62,7 +62,8 @@ impl Sim {
     /// Whether the array as assembled after a crash now would miss a slot.
     fn degraded_for_assembly(&self) -> bool {
         (0..self.slot_dev.len()).any(|s| {
-            self.array.slot_states()[s] != SlotState::InSync || self.slot_dev[s].is_none_or(|d| self.devices[d].dead)
+            self.open.engine().slot_states()[s] != SlotState::InSync
+                || self.slot_dev[s].is_none_or(|d| self.devices[d].dead)
         })
     }
 
@@ -118,7 +119,7 @@ impl Sim {
             return Ok(false);
         }
         let live = |s: usize| self.slot_dev[s].is_some_and(|d| !self.devices[d].dead);
-        let in_sync = |s: usize| self.array.slot_states()[s] == SlotState::InSync;
+        let in_sync = |s: usize| self.open.engine().slot_states()[s] == SlotState::InSync;
         match kind {
             FaultKind::Death => {
                 let cands: Vec<usize> =
@@ -144,9 +145,12 @@ impl Sim {
                 let d = self.slot_dev[s].expect("live");
                 match kind {
                     FaultKind::Latent => {
+                        // In the data area: a member whose superblock cannot be read is one
+                        // assembly leaves out, which this run does not model.
                         let total = self.geometry.member_data_bytes() / SECTOR;
                         let count = self.frng.between(1, 8).min(total);
-                        let first = self.frng.below(total - count + 1);
+                        let base = self.targets[s].as_ref().map_or(0, |t| t.base) / SECTOR;
+                        let first = base + self.frng.below(total - count + 1);
                         let bad = self.devices[d].add_latent(first, count, &mut self.frng);
                         if bad.is_empty() {
                             return Ok(false);
@@ -165,11 +169,17 @@ impl Sim {
                         trace!(self, "FAULT: the operator fails slot {s} (d{d})");
                         self.devices[d].faulted = true;
                         self.report.operator_fails += 1;
-                        if let Err(e) = self.array.set_slot_state(s, SlotState::Faulty, false) {
+                        // As `mdadm --fail`: through the array, which records it in the
+                        // survivors' superblocks.
+                        let name = crate::member_device::device_name(d);
+                        if let Err(e) = self.open.fail_member(&name, false) {
                             return Err(self.fail(
                                 Invariant::Protocol,
                                 format!("failing slot {s} within redundancy was refused: {e}"),
                             ));
+                        }
+                        if let Some(t) = self.open.metadata_pending() {
+                            self.meta_roles_pending(t);
                         }
                     }
                 }
@@ -191,7 +201,8 @@ impl Sim {
                 }
                 let xor = self.frng.next_u64() as u8;
                 trace!(self, "FAULT: byte {offset} of d{d} (slot {s}) silently corrupted");
-                self.devices[d].corrupt(offset, xor);
+                let base = self.targets[s].as_ref().map_or(0, |t| t.base);
+                self.devices[d].corrupt(base + offset, xor);
                 self.report.corruptions += 1;
             }
             FaultKind::Crash => {

@@ -2,14 +2,17 @@
 //! while the workload goes on, and what their completion records.
 
 use uraid_engine::array::{Request, SlotState};
+use uraid_engine::metadata::MetaChange;
 
 use crate::disk::SECTOR;
+use crate::member_device::SimMember;
 
+use super::metadata::AfterFlush;
 use super::{Failure, Invariant, Job, JobKind, Mode, Pending, Sim, Verify};
 
 impl Sim {
     pub(super) fn drive_jobs(&mut self) -> Result<(), Failure> {
-        let states = self.array.slot_states().to_vec();
+        let states = self.open.engine().slot_states().to_vec();
         if let Some(job) = &self.recovery {
             if job.inflight.is_none()
                 && !job.flushing
@@ -33,7 +36,7 @@ impl Sim {
                 }
             }
         }
-        let whole = self.array.slot_states().iter().all(|s| *s == SlotState::InSync);
+        let whole = self.open.engine().slot_states().iter().all(|s| *s == SlotState::InSync);
         if whole {
             self.resync_refused = false;
         }
@@ -43,21 +46,30 @@ impl Sim {
         // run), and then only raid6 short of one member owes a resync.
         let mirror = self.geometry.is_mirrored();
         // raid6 short of one member resyncs too (P and Q made to agree around it).
-        let lost =
-            self.array.slot_states().iter().filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty)).count();
+        let lost = self
+            .open
+            .engine()
+            .slot_states()
+            .iter()
+            .filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty))
+            .count();
         let short_raid6 = self.parity && self.geometry.max_degraded() > 1 && lost == 1;
+        let resync_ending = self.meta.flushing(|a| matches!(a, AfterFlush::ResyncDone));
         if self.needs_resync
+            && !resync_ending
             && self.resync.is_none()
             && self.recovery.is_none()
             && (whole
                 || ((mirror || short_raid6)
                     && !self.resync_refused
-                    && !self.array.slot_states().contains(&SlotState::Recovering)))
+                    && !self.open.engine().slot_states().contains(&SlotState::Recovering)))
         {
-            trace!(self, "resync starts");
+            // A resync cut short resumes from its checkpoint in the superblocks.
+            let from = self.open.resync_checkpoint().min(self.model.size());
+            trace!(self, "resync starts at byte {from}");
             self.resync = Some(Job {
                 kind: JobKind::Resync,
-                pos: 0,
+                pos: from,
                 end: self.model.size(),
                 inflight: None,
                 flushing: false,
@@ -65,30 +77,66 @@ impl Sim {
             });
         }
         self.advance_job(JobKind::Recovery)?;
-        self.advance_job(JobKind::Resync)
+        self.advance_job(JobKind::Resync)?;
+        self.maybe_mark_clean();
+        Ok(())
     }
 
-    fn start_recovery(&mut self, slots: Vec<usize>) -> Result<(), Failure> {
-        for &s in &slots {
-            let d = self.new_device();
-            self.devices[d].unsynced_spare = true;
-            self.slot_dev[s] = Some(d);
-            self.trusted[s] = false;
-            trace!(self, "spare d{d} added in slot {s}");
-            if let Err(e) = self.array.set_slot_state(s, SlotState::Recovering, false) {
-                return Err(self.fail(Invariant::Protocol, format!("adding a spare in slot {s} was refused: {e}")));
-            }
-            self.report.spares_added += 1;
+    /// No client write in flight or waiting and the array recorded dirty: flush the members and
+    /// record it clean, if no write came meanwhile (md's safe mode, after a random idle spell).
+    fn maybe_mark_clean(&mut self) {
+        let idle = self.inflight_writes.is_empty() && !self.meta.has_parked();
+        if !idle || !self.open.is_dirty() || self.open.needs_resync() || self.resync.is_some() {
+            return;
         }
+        if self.meta.flushing(|a| matches!(a, AfterFlush::Clean { .. })) || !self.rng.chance(1, 4) {
+            return;
+        }
+        self.flush_then(AfterFlush::Clean { writes: self.meta.writes });
+    }
+
+    /// Add a new, zeroed device for each empty slot, as `mdadm --add` (through the array, which
+    /// writes its superblock), and rebuild them.
+    fn start_recovery(&mut self, empty: Vec<usize>) -> Result<(), Failure> {
+        let mut slots = Vec::new();
+        for _ in &empty {
+            let d = self.new_device();
+            let view = SimMember::of(&self.devices[d]);
+            let added = self.open.add_member(Box::new(view.clone()));
+            // Adding only probes the new device; its superblock goes out as metadata steps.
+            if !view.take_writes().is_empty() {
+                return Err(self.fail(Invariant::Protocol, format!("adding d{d} wrote to it outside the run")));
+            }
+            match added {
+                Ok(Some(s)) => {
+                    trace!(self, "spare d{d} added in slot {s}");
+                    self.joined.push(d);
+                    slots.push(s);
+                    self.report.spares_added += 1;
+                }
+                Ok(None) => {
+                    return Err(self.fail(Invariant::Protocol, format!("spare d{d} found no empty slot")));
+                }
+                Err(e) => return Err(self.fail(Invariant::Protocol, format!("adding spare d{d} was refused: {e}"))),
+            }
+        }
+        self.refresh_slots();
+        self.start_recovery_job(slots);
+        Ok(())
+    }
+
+    /// Rebuild `slots` from the lowest checkpoint among them.
+    pub(super) fn start_recovery_job(&mut self, slots: Vec<usize>) {
+        let from = slots.iter().filter_map(|&s| self.open.recovery_checkpoint(s)).min().unwrap_or(0) * SECTOR;
+        trace!(self, "recovery of slots {slots:?} starts at member byte {from}");
         self.recovery = Some(Job {
             kind: JobKind::Recovery,
-            pos: 0,
+            pos: from.min(self.geometry.member_data_bytes()),
             end: self.geometry.member_data_bytes(),
             inflight: None,
             flushing: false,
             targets: slots,
         });
-        Ok(())
     }
 
     pub(super) fn job_slot(&mut self, kind: JobKind) -> &mut Option<Job> {
@@ -134,42 +182,49 @@ impl Sim {
             let rid = self.submit(request, Pending::Step { job: job.kind, offset, len })?;
             job.inflight = Some(rid);
         } else {
-            // Done: flush what the job wrote before recording it (md's superblock update after
-            // recovery or resync is a flush + FUA write).
-            let token = self.model.flush_submitted();
-            self.submit(Request::Flush, Pending::Flush { token, job: Some(job.kind) })?;
+            // Done: the members are flushed before the end is recorded, so the superblocks never
+            // say more than the members hold.
             job.flushing = true;
+            match job.kind {
+                JobKind::Recovery => {
+                    let slots = job.targets.iter().filter_map(|&t| self.slot_dev[t].map(|d| (t, d))).collect();
+                    self.flush_then(AfterFlush::Rebuilt { slots });
+                }
+                JobKind::Resync => self.flush_then(AfterFlush::ResyncDone),
+            }
         }
         Ok(())
     }
 
-    pub(super) fn recovery_done(&mut self) -> Result<(), Failure> {
-        let Some(job) = self.recovery.take() else { return Ok(()) };
-        for &t in &job.targets {
-            if self.array.slot_states()[t] != SlotState::Recovering {
-                continue;
-            }
-            if let Err(e) = self.array.set_slot_state(t, SlotState::InSync, false) {
-                return Err(
-                    self.fail(Invariant::Protocol, format!("marking rebuilt slot {t} in sync was refused: {e}"))
-                );
-            }
-            self.trusted[t] = true;
-            let d = self.slot_dev[t].expect("a spare");
-            self.devices[d].unsynced_spare = false;
-            trace!(self, "slot {t} (d{d}) rebuilt and in sync");
+    /// A step of a job completed up to `pos`: now and then, record how far it has come.
+    pub(super) fn job_progress(&mut self, kind: JobKind, pos: u64) {
+        if !self.rng.chance(1, 4) {
+            return;
         }
-        self.report.rebuilds += 1;
-        self.verify.push(Verify::AfterRebuild);
-        Ok(())
+        match kind {
+            JobKind::Recovery => {
+                let Some(job) = &self.recovery else { return };
+                let slots = job.targets.clone();
+                self.flush_then(AfterFlush::Checkpoint { slots, bytes: pos });
+            }
+            JobKind::Resync => self.flush_then(AfterFlush::ResyncCheckpoint { array_bytes: pos }),
+        }
     }
 
-    pub(super) fn resync_done(&mut self) {
-        self.resync = None;
+    /// The resync has covered the array and its writes are flushed: recorded, and the array
+    /// may be marked clean once idle.
+    pub(super) fn resync_done(&mut self) -> Result<(), Failure> {
+        if self.resync.take().is_none() {
+            return Ok(());
+        }
+        self.open.resync_done();
         self.needs_resync = false;
-        self.array.set_resync_pending(false);
+        if self.inflight_writes.is_empty() && !self.meta.has_parked() {
+            self.record(MetaChange::Clean)?;
+        }
         self.report.resyncs += 1;
         trace!(self, "resync done");
         self.verify.push(Verify::AfterResync);
+        Ok(())
     }
 }

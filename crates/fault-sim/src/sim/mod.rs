@@ -11,11 +11,12 @@
 
 use std::collections::BTreeMap;
 
+use uraid_device::{MemberTarget, OpenArray};
 use uraid_engine::array::{Array, Completion, IoId, MemberIo, MemberOp, RequestId};
+use uraid_engine::metadata::MetaOp;
 use uraid_engine::ppl::PplConfig;
 use uraid_engine::read_balance::SplitTuning;
 use uraid_engine::{EngineError, Geometry, ReadPolicy};
-use uraid_md_format::ppl::PplHeader;
 
 use crate::disk::SimDisk;
 use crate::model::{Expect, FlushToken, Model, WriteId};
@@ -37,6 +38,8 @@ mod engine_outputs;
 mod event_loop;
 mod faults;
 mod jobs;
+mod md_members;
+mod metadata;
 mod report;
 mod setup;
 mod workload;
@@ -86,7 +89,7 @@ struct Job {
 enum Pending {
     Read { expect: Expect, prior: Vec<WriteId> },
     Write { wid: WriteId },
-    Flush { token: FlushToken, job: Option<JobKind> },
+    Flush { token: FlushToken },
     Scrub,
     Step { job: JobKind, offset: u64, len: u64 },
     Internal,
@@ -94,15 +97,32 @@ enum Pending {
 
 impl Pending {
     fn is_client(&self) -> bool {
-        matches!(self, Pending::Read { .. } | Pending::Write { .. } | Pending::Scrub | Pending::Flush { job: None, .. })
+        matches!(self, Pending::Read { .. } | Pending::Write { .. } | Pending::Scrub | Pending::Flush { .. })
     }
 }
 
 struct Flight {
     io: MemberIo,
     dev: usize,
+    /// Where the I/O lands on the device (the member's data or log area).
+    at: u64,
     /// Flushes: the device's mark when issued.
     mark: Option<u64>,
+}
+
+/// A metadata write or flush in flight: part of the step the array's metadata handed out.
+struct MetaFlight {
+    op: MetaOp,
+    dev: usize,
+    /// Flushes: the device's mark when issued.
+    mark: Option<u64>,
+}
+
+/// What completes next in virtual time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Queued {
+    Engine(IoId),
+    Metadata(u64),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -142,8 +162,9 @@ pub struct Sim {
     rng: SimRng,
     frng: SimRng,
     crng: SimRng,
-    device_bytes: u64,
     devices: Vec<SimDisk>,
+    /// Bytes of every device (metadata and data).
+    disk_bytes: u64,
     /// md's partial parity log, when this parity array keeps one.
     ppl: Option<PplConfig>,
     latency: Vec<u64>,
@@ -160,14 +181,19 @@ pub struct Sim {
     read_cursor: u64,
     destage: bool,
     slot_dev: Vec<Option<usize>>,
-    /// What the superblocks say: the slot's device is a trusted in-sync member.
-    trusted: Vec<bool>,
-    array: Array,
+    /// Per slot: where its member I/O lands on its device.
+    targets: Vec<Option<MemberTarget>>,
+    /// Every device that ever joined the array, in the order assembly gets them.
+    joined: Vec<usize>,
+    /// The array as `uraid` runs it: the engine, and md's metadata, deferred to the run.
+    open: OpenArray,
+    meta: metadata::MetaRun,
     model: Model,
     now: u64,
     seq: u64,
-    queue: BTreeMap<(u64, u64), IoId>,
+    queue: BTreeMap<(u64, u64), Queued>,
     ios: BTreeMap<IoId, Flight>,
+    meta_ios: BTreeMap<u64, MetaFlight>,
     reqs: BTreeMap<RequestId, Pending>,
     inflight_writes: BTreeMap<WriteId, (u64, u64)>,
     client_inflight: usize,
@@ -207,14 +233,6 @@ fn op_name(op: &MemberOp) -> &'static str {
     }
 }
 
-/// A log area as md leaves it when it starts an array: an empty header, then zeros.
-fn empty_log(config: &PplConfig) -> Vec<u8> {
-    let mut area = vec![0u8; config.area_bytes as usize];
-    let header = PplHeader::empty(config.signature).to_bytes();
-    area[..header.len()].copy_from_slice(&header);
-    area
-}
-
 fn result_name(r: &Result<Completion, EngineError>) -> String {
     match r {
         Ok(Completion::Read(d)) => format!("read {} bytes", d.len()),
@@ -247,7 +265,7 @@ impl Sim {
     fn state_summary(&self) -> String {
         let slots: Vec<String> = (0..self.slot_dev.len())
             .map(|s| {
-                let state = self.array.slot_states()[s];
+                let state = self.open.engine().slot_states()[s];
                 let dev = match self.slot_dev[s] {
                     None => "no device".to_string(),
                     Some(d) => {
@@ -259,9 +277,7 @@ impl Sim {
                         if dev.has_bad_sectors() {
                             notes.push("latent errors");
                         }
-                        if dev.unsynced_spare {
-                            notes.push("spare");
-                        }
+
                         format!(
                             "d{d}{}",
                             if notes.is_empty() { String::new() } else { format!(" {}", notes.join(",")) }

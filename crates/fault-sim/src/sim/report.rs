@@ -90,7 +90,13 @@ pub struct Report {
     pub overload: bool,
     pub ops: u64,
     pub member_ios: u64,
+    /// Metadata writes and flushes performed (superblocks, bitmap, log headers).
+    pub metadata_ios: u64,
     pub crashes: u32,
+    /// Crashes that came while metadata writes were in flight or not yet durable.
+    pub crashes_in_metadata_writes: u32,
+    /// How the array kept itself consistent: "resync", "bitmap" or "ppl".
+    pub consistency: String,
     /// Ended at a crash while a parity array was degraded: md refuses to assemble it.
     pub refused: bool,
     pub resyncs: u32,

@@ -3,17 +3,17 @@
 
 use std::collections::BTreeMap;
 
-use uraid_engine::array::{Array, SlotState};
-use uraid_engine::ppl::PplConfig;
 use uraid_engine::ReadPolicy;
 
 use crate::disk::SimDisk;
 use crate::geometries;
+use crate::member_device::device_id;
 use crate::model::Model;
 use crate::rng::SimRng;
 
+use super::md_members::{self, Consistency};
 use super::{
-    configure_reads, empty_log, Config, Failure, Fault, FaultKind, Invariant, Mode, Mutation, Report, Scenario, Sim,
+    configure_reads, metadata, Config, Failure, Fault, FaultKind, Invariant, Mode, Mutation, Report, Scenario, Sim,
     Workload,
 };
 
@@ -29,10 +29,9 @@ impl Sim {
         };
         let mut rng = SimRng::new(cfg.seed);
         let built = geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?;
-        let geometry = built.geometry;
-        let n = geometry.raid_disks();
-        let parity = geometry.is_parity();
-        let redundant = geometry.max_degraded() > 0;
+        let n = built.member_sectors.len();
+        let parity = built.geometry.is_parity();
+        let redundant = built.geometry.max_degraded() > 0;
         if cfg.scenario == Scenario::WriteHole && !parity {
             return Err(setup(
                 &cfg,
@@ -41,24 +40,47 @@ impl Sim {
         }
         let frng = rng.fork();
         let crng = rng.fork();
-        let mut array =
-            Array::new(geometry.clone(), vec![SlotState::InSync; n]).map_err(|e| setup(&cfg, e.to_string()))?;
-        configure_reads(&mut array, cfg.read_policy());
         // The log's own generator, so runs without it keep their sequence of events.
         let mut lrng = rng.fork();
         let want_ppl = match cfg.ppl {
             Some(v) => v,
             None => cfg.scenario == Scenario::WriteHole || lrng.chance(1, 2),
         };
-        let ppl = (parity && want_ppl && geometry.chunk_bytes() % uraid_engine::ppl::ROW_BYTES == 0).then(|| {
+        let row = uraid_engine::ppl::ROW_BYTES;
+        let consistency = if parity && want_ppl && built.geometry.chunk_bytes() % row == 0 {
             // Small areas too, so stripe writes get split and log writes queue.
             let rows = lrng.pick(&[2u64, 4, 8, 32, 256]);
-            PplConfig { signature: lrng.next_u64() as u32, area_bytes: 4096 + rows * 8192 }
-        });
-        if let Some(config) = &ppl {
-            array.enable_ppl(config.clone());
+            Consistency::Log { sectors: (4096 + rows * 8192) / 512 }
+        } else if redundant && lrng.chance(1, 2) {
+            // Bitmap chunks of a few KiB, so that members of 64-256 KiB have tens of them.
+            Consistency::Bitmap { chunk: lrng.pick(&[4096u64, 8192, 16384]) }
+        } else {
+            Consistency::Resync
+        };
+        let disk_bytes = md_members::device_bytes(&built, consistency);
+        let mut devices: Vec<SimDisk> = (0..n).map(|id| SimDisk::new(id, disk_bytes)).collect();
+        md_members::create(&built, consistency, &mut devices, &mut lrng).map_err(|e| setup(&cfg, e))?;
+        let ids: Vec<usize> = (0..n).collect();
+        let mut open = md_members::assemble(&mut devices, &ids)
+            .map_err(|e| setup(&cfg, format!("assembling the new array: {e}")))?;
+        let geometry = open.engine().geometry().clone();
+        if geometry.array_bytes() != built.geometry.array_bytes()
+            || geometry.member_data_bytes() != built.geometry.member_data_bytes()
+        {
+            return Err(setup(
+                &cfg,
+                format!(
+                    "md made a different array: {} bytes, {} per member, where {} and {} were asked",
+                    geometry.array_bytes(),
+                    geometry.member_data_bytes(),
+                    built.geometry.array_bytes(),
+                    built.geometry.member_data_bytes()
+                ),
+            ));
         }
-        let size = array.size_bytes();
+        configure_reads(open.engine_mut(), cfg.read_policy());
+        let ppl = open.ppl().cloned();
+        let size = open.size();
         let mode = if cfg.scenario == Scenario::Standard && cfg.mutation.is_none() && rng.chance(1, 8) {
             Mode::Overload
         } else {
@@ -73,6 +95,11 @@ impl Sim {
                 description: format!("{}, read policy {}", built.description, cfg.read_policy()),
                 overload: mode == Mode::Overload,
                 ppl: ppl.is_some(),
+                consistency: match consistency {
+                    Consistency::Resync => "resync".into(),
+                    Consistency::Bitmap { .. } => "bitmap".into(),
+                    Consistency::Log { .. } => "ppl".into(),
+                },
                 ..Report::default()
             },
             destage: cfg.mutation != Some(Mutation::LyingFlush),
@@ -84,8 +111,8 @@ impl Sim {
             rng,
             frng,
             crng,
-            device_bytes: built.device_bytes,
-            devices: Vec::new(),
+            devices,
+            disk_bytes,
             ppl,
             latency: Vec::new(),
             cleared_while: Vec::new(),
@@ -93,14 +120,17 @@ impl Sim {
             slow_chance,
             sequential_reads: cfg_sequential_reads,
             read_cursor: 0,
-            slot_dev: (0..n).map(Some).collect(),
-            trusted: vec![true; n],
-            array,
+            slot_dev: vec![None; n],
+            targets: vec![None; n],
+            joined: ids,
+            open,
+            meta: metadata::MetaRun::default(),
             model: Model::new(size),
             now: 0,
             seq: 0,
             queue: BTreeMap::new(),
             ios: BTreeMap::new(),
+            meta_ios: BTreeMap::new(),
             reqs: BTreeMap::new(),
             inflight_writes: BTreeMap::new(),
             client_inflight: 0,
@@ -128,20 +158,31 @@ impl Sim {
             last_flush: None,
             ended: None,
         };
-        for _ in 0..n {
-            sim.new_device();
+        for id in 0..n {
+            sim.device_traits(id);
         }
+        sim.refresh_slots();
         sim.plan_workload();
         sim.plan_faults();
         Ok(sim)
     }
 
+    /// A new, zeroed device (a spare).
     pub(super) fn new_device(&mut self) -> usize {
         let id = self.devices.len();
-        self.devices.push(SimDisk::new(id, self.device_bytes));
-        if let Some(config) = &self.ppl {
-            self.devices[id].ppl_area = empty_log(config);
-        }
+        self.devices.push(SimDisk::new(id, self.disk_bytes));
+        self.device_traits(id);
+        id
+    }
+
+    /// Which device holds each slot now, and where its I/O lands, as the array says.
+    pub(super) fn refresh_slots(&mut self) {
+        self.targets = self.open.member_targets();
+        self.slot_dev = self.targets.iter().map(|t| t.as_ref().and_then(|t| device_id(t.dev.name()))).collect();
+    }
+
+    /// A device's latency and behaviour, drawn from the seed.
+    fn device_traits(&mut self, id: usize) {
         let mut base = self.rng.between(20_000, 200_000);
         if self.slow_chance > 0 && self.rng.chance(self.slow_chance, 6) {
             base *= self.rng.between(10, 60);
@@ -151,7 +192,6 @@ impl Sim {
         }
         self.latency.push(base);
         self.cleared_while.push(None);
-        id
     }
 
     fn plan_workload(&mut self) {

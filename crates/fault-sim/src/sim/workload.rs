@@ -55,7 +55,7 @@ impl Sim {
             Request::Discard { offset, len } => format!("discard {offset}+{len}"),
             Request::Recover { offset, len } => format!("recover member bytes {offset}+{len}"),
         };
-        match self.array.submit(request) {
+        match self.open.engine_mut().submit(request) {
             Ok(rid) => {
                 self.last_rid = rid;
                 trace!(self, "request #{rid} submitted: {what}");
@@ -85,7 +85,7 @@ impl Sim {
         } else {
             4
         };
-        let whole = !self.array.degraded();
+        let whole = !self.open.engine().degraded();
         match kind {
             1 => {
                 let (offset, len) = self.pick_range(size);
@@ -96,11 +96,11 @@ impl Sim {
                 self.rng.fill(&mut data);
                 let wid = self.model.write(offset, &data);
                 self.inflight_writes.insert(wid, (offset, offset + len));
-                self.submit(Request::Write { offset, data: data.into() }, Pending::Write { wid })?;
+                self.submit_client(Request::Write { offset, data: data.into() }, Pending::Write { wid })?;
             }
             2 => {
                 let token = self.model.flush_submitted();
-                self.submit(Request::Flush, Pending::Flush { token, job: None })?;
+                self.submit_client(Request::Flush, Pending::Flush { token })?;
             }
             3 => {
                 let (offset, len) = match self.geometry.stripe_data_bytes() {
@@ -120,11 +120,11 @@ impl Sim {
                 }
                 let wid = self.model.write(offset, &vec![0u8; len as usize]);
                 self.inflight_writes.insert(wid, (offset, offset + len));
-                self.submit(Request::Discard { offset, len }, Pending::Write { wid })?;
+                self.submit_client(Request::Discard { offset, len }, Pending::Write { wid })?;
             }
             4 if self.redundant && whole && !self.needs_resync => {
                 let (offset, len) = self.pick_range(size);
-                self.submit(Request::Sync { offset, len, repair: false }, Pending::Scrub)?;
+                self.submit_client(Request::Sync { offset, len, repair: false }, Pending::Scrub)?;
             }
             _ => return self.submit_read(size),
         }
@@ -146,7 +146,7 @@ impl Sim {
             .filter(|(_, &(a, b))| a < offset + len && offset < b)
             .map(|(&w, _)| w)
             .collect();
-        self.submit(Request::Read { offset, len }, Pending::Read { expect, prior })?;
+        self.submit_client(Request::Read { offset, len }, Pending::Read { expect, prior })?;
         Ok(())
     }
 }
