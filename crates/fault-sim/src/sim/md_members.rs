@@ -123,12 +123,13 @@ fn creation_policy(consistency: Consistency) -> ConsistencyPolicy {
 /// metadata deferred to the simulation from then on.
 pub(super) fn assemble(disks: &mut [SimDisk], ids: &[usize]) -> Result<OpenArray, OpenError> {
     // As `mdadm --assemble --scan`: a device with no md superblock is not a candidate (a spare
-    // whose superblock never reached its media before a crash).
+    // whose superblock never reached its media before a crash), nor one whose superblock is
+    // damaged (a superblock write torn by the crash: md then takes the other members' word).
     let mut members = Vec::new();
     let mut used = Vec::new();
     for &d in ids {
         let view = SimMember::of(&disks[d]);
-        if matches!(uraid_device::probe(&view), Ok(None)) {
+        if matches!(uraid_device::probe(&view), Ok(None) | Err(uraid_device::ProbeError::Damaged { .. })) {
             view.take_writes();
             continue;
         }

@@ -131,7 +131,12 @@ impl Sim {
         let chunks = self.intent_chunks(offset, len);
         let pending = |t: &Ticket| !self.open.metadata_durable(*t);
         let bits = chunks.into_iter().flatten().filter_map(|c| self.meta.chunk_ticket.get(&c));
-        Ok(self.meta.dirty_ticket.iter().chain(bits).filter(|t| pending(t)).max().copied())
+        let needed = self.meta.dirty_ticket.iter().chain(bits).filter(|t| pending(t)).max().copied();
+        match (needed, self.open.metadata_failed()) {
+            // It could never be durable.
+            (Some(_), Some(e)) => Err(e.to_string()),
+            _ => Ok(needed),
+        }
     }
 
     /// The bitmap chunks a logical range touches: per member for raid1/4/5/6 (a parity write
