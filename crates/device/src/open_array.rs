@@ -99,6 +99,16 @@ impl OpenArray {
 
     /// Assemble from opened devices. Every device must carry an md superblock.
     pub fn assemble(devs: Vec<Box<dyn MemberDevice>>, writable: bool) -> Result<OpenArray, OpenError> {
+        OpenArray::assemble_with(devs, writable, assemble::AssemblyRules::default())
+    }
+
+    /// [`OpenArray::assemble`] under `rules`: md's unless a checker plants a departure from
+    /// them (mutation testing, see [`assemble::AssemblyRules`]).
+    pub fn assemble_with(
+        devs: Vec<Box<dyn MemberDevice>>,
+        writable: bool,
+        rules: assemble::AssemblyRules,
+    ) -> Result<OpenArray, OpenError> {
         let mut members = Vec::new();
         for dev in devs {
             let probed = match probe(dev.as_ref())? {
@@ -110,7 +120,7 @@ impl OpenArray {
         }
         let candidates: Vec<Candidate> =
             members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.info.clone() }).collect();
-        let plan = assemble::plan(&candidates)?;
+        let plan = assemble::plan_with(&candidates, rules)?;
         // A member must be big enough for the data the array expects on it.
         for (slot, idx) in plan.slots.iter().enumerate() {
             let Some(idx) = *idx else { continue };

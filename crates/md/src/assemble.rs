@@ -127,11 +127,26 @@ pub struct Candidate {
     pub info: MemberInfo,
 }
 
+/// Deliberate departures from md's assembly rules, for mutation testing only: a checker
+/// (the fault simulation) plants one to show that it notices. Everything else uses
+/// [`AssemblyRules::default`], md's rules.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AssemblyRules {
+    /// Ignore event counts: the first member that is not a spare is the reference, whatever
+    /// its events, and no member is left out as stale.
+    pub ignore_events: bool,
+}
+
 /// Decide how `candidates` (all claiming to belong to one array) assemble.
 ///
 /// Errors when they belong to different arrays, disagree on the array's shape, or too few are
 /// usable for the array to run (with the reason spelled out).
 pub fn plan(candidates: &[Candidate]) -> Result<AssemblyPlan, EngineError> {
+    plan_with(candidates, AssemblyRules::default())
+}
+
+/// [`plan`] under `rules` (see [`AssemblyRules`]).
+pub fn plan_with(candidates: &[Candidate], rules: AssemblyRules) -> Result<AssemblyPlan, EngineError> {
     let first = candidates.first().ok_or(EngineError::NoMembers)?;
     for c in &candidates[1..] {
         if c.info.array_uuid != first.info.array_uuid {
@@ -149,7 +164,7 @@ pub fn plan(candidates: &[Candidate]) -> Result<AssemblyPlan, EngineError> {
         .iter()
         .enumerate()
         .filter(|(_, c)| !is_spare(c))
-        .max_by_key(|(_, c)| c.info.events)
+        .max_by_key(|(i, c)| if rules.ignore_events { candidates.len() - i } else { c.info.events as usize })
         .map(|(i, _)| i)
         .unwrap_or(0);
     let refi = &candidates[reference].info;
@@ -184,7 +199,9 @@ pub fn plan(candidates: &[Candidate]) -> Result<AssemblyPlan, EngineError> {
         let ref_role = refi.roles.get(i.dev_number as usize).copied().unwrap_or(i.role);
         let verdict = match (i.role, ref_role) {
             (Role::Spare, _) | (_, Role::Spare) => MemberVerdict::Spare,
-            _ if i.events + 1 < array_events => MemberVerdict::Stale { events: i.events, array_events },
+            _ if i.events + 1 < array_events && !rules.ignore_events => {
+                MemberVerdict::Stale { events: i.events, array_events }
+            }
             (_, Role::Faulty) => MemberVerdict::Faulty,
             (Role::Active(slot), Role::Active(_)) if (slot as usize) < raid_disks => {
                 let slot = slot as usize;
@@ -193,7 +210,7 @@ pub fn plan(candidates: &[Candidate]) -> Result<AssemblyPlan, EngineError> {
                         slots[slot] = Some(idx);
                         MemberVerdict::Active { slot }
                     }
-                    Some(prev) if candidates[prev].info.events < i.events => {
+                    Some(prev) if candidates[prev].info.events < i.events && !rules.ignore_events => {
                         verdicts[prev] = MemberVerdict::Duplicate { slot };
                         slots[slot] = Some(idx);
                         MemberVerdict::Active { slot }

@@ -25,19 +25,39 @@ pub enum Mutation {
     ExtraDeath,
     /// Members acknowledge flushes without making anything durable, then a crash.
     LyingFlush,
+    /// Assembly ignores event counts: a member the others recorded as failed, or one left
+    /// behind by a crash, is taken as fresh.
+    IgnoreEvents,
+    /// The policy lets a write (or a pass's writing step) out before its dirty mark and bitmap
+    /// bits are durable.
+    DataBeforeBitmap,
+    /// The policy records a rebuild's checkpoint without flushing, ahead of the data it covers.
+    CheckpointAhead,
 }
 
 impl Mutation {
+    pub const ALL: [Mutation; 6] = [
+        Mutation::SilentCorruption,
+        Mutation::ExtraDeath,
+        Mutation::LyingFlush,
+        Mutation::IgnoreEvents,
+        Mutation::DataBeforeBitmap,
+        Mutation::CheckpointAhead,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Mutation::SilentCorruption => "silent-corruption",
             Mutation::ExtraDeath => "extra-death",
             Mutation::LyingFlush => "lying-flush",
+            Mutation::IgnoreEvents => "ignore-events",
+            Mutation::DataBeforeBitmap => "data-before-bitmap",
+            Mutation::CheckpointAhead => "checkpoint-ahead",
         }
     }
 
     pub fn parse(s: &str) -> Option<Mutation> {
-        [Mutation::SilentCorruption, Mutation::ExtraDeath, Mutation::LyingFlush].into_iter().find(|m| m.name() == s)
+        Mutation::ALL.into_iter().find(|m| m.name() == s)
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use uraid_device::array_policy::ArrayPolicy;
 use uraid_device::OpenError;
 use uraid_engine::array::{Completion, MemberOp, Request, SlotState};
 use uraid_engine::metadata::MetaOp;
@@ -66,15 +67,13 @@ impl Sim {
         }
         self.ios.clear();
         self.meta_ios.clear();
-        self.meta.crash();
+        self.meta = Default::default();
         self.queue.clear();
         self.reqs.clear();
         self.inflight_writes.clear();
         self.client_inflight = 0;
         self.internal = None;
         self.model.crash();
-        self.recovery = None;
-        self.resync = None;
         self.needs_resync = true;
         self.verify.clear();
         self.spare_countdown = None;
@@ -83,7 +82,8 @@ impl Sim {
         // recovery offsets), replays the partial parity logs and says whether a resync is owed.
         let offered: Vec<usize> = self.joined.iter().copied().filter(|&d| !self.devices[d].dead).collect();
         trace!(self, "reassembly from devices {offered:?}");
-        let open = match md_members::assemble(&mut self.devices, &offered) {
+        let rules = self.assembly_rules();
+        let open = match md_members::assemble(&mut self.devices, &offered, rules) {
             Ok(open) => open,
             Err(OpenError::DirtyDegraded { missing }) if self.cfg.scenario == Scenario::Standard => {
                 self.report.refused = true;
@@ -128,14 +128,14 @@ impl Sim {
             }
         }
         self.needs_resync = self.open.needs_resync();
+        // The service's policy starts afresh on the assembled array: a resync owed starts (from
+        // the superblocks' checkpoint), and so does a rebuild cut short (from its checkpoint).
+        let now = self.clock();
+        self.policy = ArrayPolicy::new(&mut self.open, self.policy_config.clone(), now);
         if self.cfg.scenario == Scenario::WriteHole {
             return self.write_hole_check(&exposed);
         }
-        // A rebuild cut short resumes where its checkpoint in the superblocks says.
-        let recovering: Vec<usize> = (0..states.len()).filter(|&s| states[s] == SlotState::Recovering).collect();
-        if !recovering.is_empty() {
-            self.start_recovery_job(recovering);
-        }
+        self.policy_events()?;
         self.w.next_arrival = self.now + self.gap();
         Ok(())
     }

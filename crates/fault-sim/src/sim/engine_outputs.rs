@@ -8,7 +8,7 @@ use crate::disk::SECTOR;
 use crate::member_device::device_id;
 use crate::model::Mismatch;
 
-use super::{op_len, op_name, result_name, Failure, Flight, Invariant, JobKind, Mode, Pending, Queued, Sim};
+use super::{op_len, op_name, result_name, Failure, Flight, Invariant, Mode, Pending, Queued, Sim};
 
 impl Sim {
     /// Hand every member I/O the engine has to the scheduler and every finished request to the
@@ -21,7 +21,7 @@ impl Sim {
                 progressed = true;
             }
             self.pump_events()?;
-            self.drive_metadata()?;
+            self.drive_policy()?;
             while let Some((rid, result)) = self.open.engine_mut().next_completion() {
                 self.on_completion(rid, result)?;
                 progressed = true;
@@ -186,7 +186,9 @@ impl Sim {
                 ));
             }
         }
-        self.record_failures()
+        let now = self.clock();
+        self.policy.members_failed(&mut self.open, now);
+        Ok(())
     }
 
     pub(super) fn request_error(&mut self, what: String, e: EngineError) -> Result<(), Failure> {
@@ -257,12 +259,16 @@ impl Sim {
             Pending::Write { wid } => {
                 self.inflight_writes.remove(&wid);
                 match result {
-                    Ok(Completion::Written) => self.write_answered(wid),
+                    Ok(Completion::Written) => {
+                        self.write_answered(wid);
+                        self.write_ended(wid)?;
+                    }
                     Ok(other) => {
                         return Err(self.fail(Invariant::Protocol, format!("write #{rid} completed as {other:?}")))
                     }
                     Err(e) => {
                         self.model.write_failed(wid);
+                        self.write_ended(wid)?;
                         let (a, b) = self.model.range(wid);
                         self.request_error(format!("write #{rid} of {a}+{}", b - a), e)?;
                     }
@@ -293,35 +299,7 @@ impl Sim {
                 Err(EngineError::DegradedCheck) if self.open.engine().degraded() => {}
                 Err(e) => self.request_error(format!("check #{rid}"), e)?,
             },
-            Pending::Step { job, offset, len } => match result {
-                Ok(Completion::Recovered) | Ok(Completion::Synced { .. }) => {
-                    if let Some(j) = self.job_mut(job) {
-                        j.pos = offset + len;
-                        j.inflight = None;
-                        self.job_progress(job, offset + len);
-                    }
-                }
-                Ok(other) => {
-                    return Err(self.fail(Invariant::Protocol, format!("{job:?} step #{rid} completed as {other:?}")))
-                }
-                Err(EngineError::DegradedCheck) if job == JobKind::Resync && self.open.engine().degraded() => {
-                    // A member failed under the resync (or the engine does not resync a
-                    // degraded array): it starts over once the array is whole.
-                    trace!(self, "resync interrupted: the array is degraded");
-                    self.resync = None;
-                    self.resync_refused = true;
-                    if self.parity && self.mode == Mode::Normal {
-                        return Err(self.fail(
-                            Invariant::RequestFailed,
-                            "a parity array became degraded during its resync, which the fault plan never does".into(),
-                        ));
-                    }
-                }
-                Err(e) => {
-                    *self.job_slot(job) = None;
-                    self.request_error(format!("{job:?} step #{rid} over {offset}+{len}"), e)?;
-                }
-            },
+            Pending::Step => self.pass_step_done(result)?,
             Pending::Internal => self.internal = Some(result),
         }
         Ok(())

@@ -44,7 +44,7 @@ impl Sim {
             if self.ended.is_some() {
                 break;
             }
-            self.drive_jobs()?;
+            self.drive_spares()?;
             self.pump()?;
             if self.ended.is_some() {
                 break;
@@ -55,6 +55,18 @@ impl Sim {
             let t_io = self.queue.first_key_value().map(|(k, _)| k.0);
             let ops_left = self.w.submitted < self.w.target;
             let t_arr = (ops_left && self.client_inflight < self.w.max_inflight).then_some(self.w.next_arrival);
+            // The policy's own deadline (a clean mark, bitmap bits to clear, a throttled pass
+            // step) when nothing else comes first: time moves on to it.
+            if let Some(t) = self.policy_deadline() {
+                if t_io.into_iter().chain(t_arr).all(|e| t < e) {
+                    idle_passes += 1;
+                    if idle_passes > 10_000 {
+                        return Err(self.fail(Invariant::Stalled, "the policy's deadline passes and nothing happens".into()));
+                    }
+                    self.now = self.now.max(t);
+                    continue;
+                }
+            }
             let arrival = match (t_io, t_arr) {
                 (None, None) => {
                     if !self.reqs.is_empty() || self.meta.has_parked() {
@@ -66,14 +78,6 @@ impl Sim {
                     }
                     if !self.plan.is_empty() {
                         self.fire_leftover_faults()?;
-                        continue;
-                    }
-                    if self.recovery.is_some() || self.resync.is_some() {
-                        // A job between two steps: the next pass submits its next step.
-                        idle_passes += 1;
-                        if idle_passes > 10_000 {
-                            return Err(self.fail(Invariant::Stalled, "a background job makes no progress".into()));
-                        }
                         continue;
                     }
                     break;

@@ -178,9 +178,9 @@ impl Sim {
                                 format!("failing slot {s} within redundancy was refused: {e}"),
                             ));
                         }
-                        if let Some(t) = self.open.metadata_pending() {
-                            self.meta_roles_pending(t);
-                        }
+                        let now = self.clock();
+                        self.policy.membership_changed(&self.open);
+                        self.policy.member_left(&mut self.open, now);
                     }
                 }
             }

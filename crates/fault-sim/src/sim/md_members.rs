@@ -9,6 +9,7 @@
 //! runs too (down to 20 KiB) so that stripe writes split and log writes queue.
 
 use uraid_device::{MemberDevice, OpenArray, OpenError};
+use uraid_md::assemble::AssemblyRules;
 use uraid_md_format::create::{self, ConsistencyPolicy, CreateSpec};
 use uraid_md_format::{MetadataVersion, Superblock};
 
@@ -121,7 +122,7 @@ fn creation_policy(consistency: Consistency) -> ConsistencyPolicy {
 /// Assemble the array from the current bytes of `disks` (those with ids `ids`) as `uraid`
 /// does, with what assembly wrote (log replay, fresh logs) applied to the disks, and the
 /// metadata deferred to the simulation from then on.
-pub(super) fn assemble(disks: &mut [SimDisk], ids: &[usize]) -> Result<OpenArray, OpenError> {
+pub(super) fn assemble(disks: &mut [SimDisk], ids: &[usize], rules: AssemblyRules) -> Result<OpenArray, OpenError> {
     // As `mdadm --assemble --scan`: a device with no md superblock is not a candidate (a spare
     // whose superblock never reached its media before a crash), nor one whose superblock is
     // damaged (a superblock write torn by the crash: md then takes the other members' word).
@@ -139,7 +140,7 @@ pub(super) fn assemble(disks: &mut [SimDisk], ids: &[usize]) -> Result<OpenArray
     let ids = &used;
     let devs: Vec<Box<dyn MemberDevice>> =
         members.iter().map(|m| Box::new(m.clone()) as Box<dyn MemberDevice>).collect();
-    let result = OpenArray::assemble(devs, true);
+    let result = OpenArray::assemble_with(devs, true, rules);
     for (m, &d) in members.iter().zip(ids) {
         for (offset, data) in m.take_writes() {
             // What assembly wrote it flushed before it returned.

@@ -1,232 +1,221 @@
-//! The array's metadata during the run. md's metadata (in `OpenArray`, deferred) queues its
-//! superblock, bitmap and log-header writes as steps; the run performs them as simulated member
-//! I/O with latencies, so a crash lands between and inside them like any other write, torn
-//! sectors included. What must wait for them waits here:
+//! The running array's policy and its metadata, in virtual time. The run drives the service's
+//! own policy (`uraid_device::array_policy::ArrayPolicy`): it decides when the array is marked
+//! dirty and clean, which writes wait for which records, when bitmap bits clear, and which pass
+//! is owed, and it hands out metadata jobs (md's superblock, bitmap and log-header writes, and
+//! member flushes) and pass steps. The run performs the metadata jobs as simulated member I/O
+//! with latencies, so a crash lands between and inside them like any other write, torn sectors
+//! included, and submits the pass steps to the engine like any other request.
 //!
-//! - a client write waits, parked, until the dirty mark and the bitmap bits it needs are durable
-//!   (later client requests queue behind it, so the order the model assumes holds);
-//! - the answer to a write that completed while a member's failure was being recorded counts
-//!   as given only once that record is durable;
-//! - the clean mark, a rebuild's checkpoints and its end, and a resync's end are recorded only
-//!   after a flush of the members, so none runs ahead of the data.
+//! Client requests keep their order: while a write waits for its records, later client requests
+//! wait behind it, so the model's rule that reads see every write submitted before them holds.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
 
-use uraid_engine::array::{Request, SlotState};
-use uraid_engine::metadata::{MetaChange, MetaError, MetaOp, Ticket};
+use uraid_device::array_policy::{PolicyEvent, WriteId as PolicyWrite, WriteStart};
+use uraid_engine::array::{Completion, Request, RequestId};
+use uraid_engine::metadata::{MetaError, MetaOp};
+use uraid_engine::EngineError;
 
 use crate::member_device::device_id;
 use crate::model::WriteId;
 
-use super::{Failure, Invariant, MetaFlight, Mode, Pending, Queued, Sim, Verify};
+use super::{Failure, Invariant, MetaFlight, Pending, Queued, Sim, Verify};
 
-/// What is recorded once the members have been flushed.
-#[derive(Debug, Clone)]
-pub(super) enum AfterFlush {
-    /// The array is clean, if no client write came since the flush started (`writes` then).
-    Clean { writes: u64 },
-    /// The members rebuilding in `slots` are good up to member byte `bytes`.
-    Checkpoint { slots: Vec<usize>, bytes: u64 },
-    /// The members rebuilding in `slots` (slot, device) are rebuilt.
-    Rebuilt { slots: Vec<(usize, usize)> },
-    /// A resync has made everything below `array_bytes` consistent.
-    ResyncCheckpoint { array_bytes: u64 },
-    /// The resync has covered the array.
-    ResyncDone,
-}
-
-/// The step or flush out on the members.
+/// The metadata job out on the members.
 struct Out {
-    /// `None` for a metadata step, else the flush's purpose.
-    after: Option<AfterFlush>,
     left: usize,
     error: Option<MetaError>,
 }
 
-/// The run's metadata bookkeeping.
+/// The run's side of the policy: what it performs for it and what waits on it.
 #[derive(Default)]
 pub(super) struct MetaRun {
     out: Option<Out>,
-    flushes: VecDeque<AfterFlush>,
-    /// Client requests waiting, in arrival order: a write until its ticket is durable, anything
+    /// Client requests waiting, in arrival order: a write until the policy releases it, anything
     /// after it until it has gone.
-    parked: VecDeque<(Option<Ticket>, Request, Pending)>,
-    dirty_ticket: Option<Ticket>,
-    chunk_ticket: BTreeMap<u64, Ticket>,
-    /// Write answers given while a member failure is being recorded: they count once it is.
-    held: Vec<WriteId>,
-    roles: Option<Ticket>,
+    parked: VecDeque<(Option<WriteId>, Request, Pending)>,
+    /// Parked writes the policy has released (or failed) and that wait only for those before.
+    released: BTreeSet<WriteId>,
+    failed: Vec<(WriteId, String)>,
+    /// Writes whose answers the policy holds while a member failure is being recorded.
+    held: BTreeSet<WriteId>,
     next_id: u64,
-    /// Client writes submitted so far (a clean mark is recorded only if none came meanwhile).
-    pub(super) writes: u64,
-    pub(super) steps: u64,
+    /// The running pass's step with the engine.
+    pub(super) step: Option<RequestId>,
 }
 
 impl MetaRun {
-    /// Forget everything in flight (a crash).
-    pub(super) fn crash(&mut self) {
-        *self = MetaRun { writes: self.writes, steps: self.steps, next_id: self.next_id, ..MetaRun::default() };
-    }
-
-    pub(super) fn flushing(&self, what: impl Fn(&AfterFlush) -> bool) -> bool {
-        self.out.as_ref().and_then(|o| o.after.as_ref()).is_some_and(&what) || self.flushes.iter().any(what)
-    }
-
     pub(super) fn has_parked(&self) -> bool {
         !self.parked.is_empty()
     }
 }
 
 impl Sim {
-    /// Hand a client request to the engine, or park it behind the metadata it needs (see the
+    /// The policy's clock: virtual time.
+    pub(super) fn clock(&self) -> Duration {
+        Duration::from_nanos(self.now)
+    }
+
+    /// Hand a client request to the engine, or park it behind the records it needs (see the
     /// module docs).
     pub(super) fn submit_client(&mut self, request: Request, pending: Pending) -> Result<(), Failure> {
-        let mut needed = None;
-        if matches!(pending, Pending::Write { .. }) {
-            self.meta.writes += 1;
-            match self.record_write_intent(&request) {
-                Ok(t) => needed = t,
-                // It must not go out unrecorded: it fails.
-                Err(why) => return self.parked_failed(request, pending, why),
+        let mut parked_write = None;
+        if let Pending::Write { wid } = pending {
+            let range = match &request {
+                Request::Write { offset, data } => *offset..*offset + data.len() as u64,
+                Request::Discard { offset, len } => *offset..*offset + *len,
+                other => unreachable!("a client write is {other:?}"),
+            };
+            match self.policy.write_starts(&mut self.open, PolicyWrite(wid), range) {
+                Ok(WriteStart::Go) => {}
+                Ok(WriteStart::Parked) => parked_write = Some(wid),
+                Ok(WriteStart::Fail(e)) => {
+                    self.policy.write_ends(PolicyWrite(wid), self.clock());
+                    return self.client_write_failed(wid, request, e.to_string());
+                }
+                Err(e) => return self.client_write_failed(wid, request, e.to_string()),
             }
+            self.policy_events()?;
         }
-        if needed.is_some() || self.meta.has_parked() {
-            trace!(self, "client request parked until {needed:?} is durable");
+        if parked_write.is_some() || self.meta.has_parked() {
+            trace!(self, "client request parked{}", if parked_write.is_some() { " for its records" } else { "" });
             self.client_inflight += 1;
-            self.meta.parked.push_back((needed, request, pending));
+            self.meta.parked.push_back((parked_write, request, pending));
             return Ok(());
         }
         self.submit(request, pending)?;
         Ok(())
     }
 
-    /// Record what a write needs before it goes out (the dirty mark, its bitmap bits) and
-    /// return the newest ticket of those not yet durable.
-    fn record_write_intent(&mut self, request: &Request) -> Result<Option<Ticket>, String> {
-        if !self.redundant {
-            return Ok(None);
-        }
-        let (offset, len) = match request {
-            Request::Write { offset, data } => (*offset, data.len() as u64),
-            Request::Discard { offset, len } => (*offset, *len),
-            _ => return Ok(None),
+    fn client_write_failed(&mut self, wid: WriteId, request: Request, why: String) -> Result<(), Failure> {
+        self.inflight_writes.remove(&wid);
+        self.model.write_failed(wid);
+        let what = match request {
+            Request::Write { offset, data } => format!("write {offset}+{}", data.len()),
+            Request::Discard { offset, len } => format!("discard {offset}+{len}"),
+            other => format!("{other:?}"),
         };
-        if !self.open.is_dirty() {
-            match self.open.record_change(MetaChange::Dirty) {
-                Ok(t) => self.meta.dirty_ticket = t.or(self.meta.dirty_ticket),
-                Err(e) => return Err(format!("recording dirty failed: {e}")),
-            }
-        }
-        if let Some(chunks) = self.intent_chunks(offset, len) {
-            match self.open.set_write_intent(chunks.clone(), true) {
-                Ok(Some(t)) => {
-                    for c in chunks {
-                        self.meta.chunk_ticket.insert(c, t);
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => return Err(format!("setting bitmap bits failed: {e}")),
-            }
-        }
-        let chunks = self.intent_chunks(offset, len);
-        let pending = |t: &Ticket| !self.open.metadata_durable(*t);
-        let bits = chunks.into_iter().flatten().filter_map(|c| self.meta.chunk_ticket.get(&c));
-        let needed = self.meta.dirty_ticket.iter().chain(bits).filter(|t| pending(t)).max().copied();
-        match (needed, self.open.metadata_failed()) {
-            // It could never be durable.
-            (Some(_), Some(e)) => Err(e.to_string()),
-            _ => Ok(needed),
-        }
+        self.request_failed(what, format!("metadata: {why}"))
     }
 
-    /// The bitmap chunks a logical range touches: per member for raid1/4/5/6 (a parity write
-    /// touches whole stripes), of the array for raid10. `None` without a bitmap.
-    fn intent_chunks(&self, offset: u64, len: u64) -> Option<std::ops::Range<u64>> {
-        let bits = self.open.write_intent()?;
-        if len == 0 || bits.chunk_bytes == 0 {
-            return None;
-        }
-        let (start, end) = match self.geometry.stripe_data_bytes() {
-            Some(width) => {
-                let chunk = self.geometry.chunk_bytes();
-                (offset / width * chunk, (offset + len).div_ceil(width) * chunk)
-            }
-            None => (offset, offset + len),
-        };
-        Some(start / bits.chunk_bytes..end.div_ceil(bits.chunk_bytes))
-    }
-
-    /// Queue a flush of the members, then `after`.
-    pub(super) fn flush_then(&mut self, after: AfterFlush) {
-        trace!(self, "metadata: flush, then {after:?}");
-        self.meta.flushes.push_back(after);
-    }
-
-    /// Record a change now (a membership change after a failure, a rebuild's end).
-    /// Within the redundancy a metadata update must not fail; beyond it, it may.
-    pub(super) fn record(&mut self, change: MetaChange) -> Result<Option<Ticket>, Failure> {
-        match self.open.record_change(change.clone()) {
-            Ok(t) => Ok(t),
-            Err(e) if self.mode == Mode::Normal => {
-                Err(self.fail(Invariant::RequestFailed, format!("recording {change:?} failed: {e}")))
-            }
-            Err(e) => {
-                trace!(self, "recording {change:?} failed: {e}");
-                self.report.requests_failed += 1;
-                Ok(None)
-            }
-        }
-    }
-
-    /// Members the engine failed: the survivors' superblocks record it, and write answers
-    /// count only once that is durable.
-    pub(super) fn record_failures(&mut self) -> Result<(), Failure> {
-        if let Some(t) = self.record(MetaChange::Roles)? {
-            self.meta.roles = Some(t);
-        }
-        Ok(())
-    }
-
-    /// A member failure recorded outside [`Sim::record_failures`] (an operator's fail).
-    pub(super) fn meta_roles_pending(&mut self, ticket: Ticket) {
-        self.meta.roles = Some(ticket);
-    }
-
-    /// Whether a member failure is being recorded (and still may be).
-    pub(super) fn failure_being_recorded(&self) -> bool {
-        self.meta.roles.is_some_and(|t| !self.open.metadata_durable(t)) && self.open.metadata_failed().is_none()
-    }
-
-    /// A write's answer: given now, or held while a member failure is being recorded.
+    /// A client write completed: its answer counts now, or once the member failure being
+    /// recorded is durable.
     pub(super) fn write_answered(&mut self, wid: WriteId) {
-        if self.failure_being_recorded() {
-            self.meta.held.push(wid);
+        if self.policy.hold_answer(&self.open, PolicyWrite(wid)) {
+            self.meta.held.insert(wid);
         } else {
             self.model.write_acked(wid);
         }
     }
 
-    /// Start the next metadata step, or the next flush, when none is out.
-    pub(super) fn drive_metadata(&mut self) -> Result<(), Failure> {
-        if self.meta.out.is_some() {
-            return Ok(());
+    /// A client write ended (answered or failed).
+    pub(super) fn write_ended(&mut self, wid: WriteId) -> Result<(), Failure> {
+        self.policy.write_ends(PolicyWrite(wid), self.clock());
+        self.policy_events()
+    }
+
+    /// Do what the policy decided, in its order.
+    pub(super) fn policy_events(&mut self) -> Result<(), Failure> {
+        let resync_owed = self.open.needs_resync();
+        while let Some(event) = self.policy.take_event() {
+            match event {
+                PolicyEvent::WriteReleased(PolicyWrite(w)) => {
+                    self.meta.released.insert(w);
+                }
+                PolicyEvent::WriteFailed(PolicyWrite(w), e) => self.meta.failed.push((w, e.to_string())),
+                PolicyEvent::AnswerReleased(PolicyWrite(w)) => {
+                    if self.meta.held.remove(&w) {
+                        self.model.write_acked(w);
+                    }
+                }
+                PolicyEvent::PassEnded { summary } => trace!(self, "policy: {summary}"),
+                PolicyEvent::RebuildRecorded => {
+                    trace!(self, "policy: rebuild recorded");
+                    self.report.rebuilds += 1;
+                    self.verify.push(Verify::AfterRebuild);
+                }
+                PolicyEvent::Notice(line) => trace!(self, "policy: {line}"),
+            }
         }
-        let (ops, after) = if let Some(step) = self.open.next_metadata_step() {
-            (step.into_iter().map(|(_, op)| op).collect::<Vec<_>>(), None)
-        } else if let Some(after) = self.meta.flushes.pop_front() {
-            (self.open.live_flushes().into_iter().map(|(_, op)| op).collect(), Some(after))
-        } else {
-            return Ok(());
-        };
-        self.meta.steps += 1;
-        self.meta.out = Some(Out { after, left: ops.len(), error: None });
-        if ops.is_empty() {
-            return self.metadata_out_done();
+        if resync_owed && !self.open.needs_resync() {
+            self.report.resyncs += 1;
+            self.verify.push(Verify::AfterResync);
         }
-        for op in ops {
-            self.schedule_metadata(op)?;
+        self.needs_resync = self.open.needs_resync();
+        self.release_parked()
+    }
+
+    /// Hand the parked requests that may go to the engine, in order.
+    fn release_parked(&mut self) -> Result<(), Failure> {
+        for (wid, why) in std::mem::take(&mut self.meta.failed) {
+            let Some(i) = self.meta.parked.iter().position(|p| p.0 == Some(wid)) else { continue };
+            let (_, request, _) = self.meta.parked.remove(i).expect("found");
+            self.client_inflight -= 1;
+            self.policy.write_ends(PolicyWrite(wid), self.clock());
+            self.client_write_failed(wid, request, why)?;
+        }
+        while let Some((wid, _, _)) = self.meta.parked.front() {
+            if let Some(w) = wid {
+                if !self.meta.released.remove(w) {
+                    return Ok(());
+                }
+            }
+            let (_, request, pending) = self.meta.parked.pop_front().expect("looked at");
+            self.client_inflight -= 1;
+            self.submit(request, pending)?;
         }
         Ok(())
+    }
+
+    /// Start the policy's next metadata job when none is out, and its pass's next step when none
+    /// is with the engine.
+    pub(super) fn drive_policy(&mut self) -> Result<(), Failure> {
+        let now = self.clock();
+        if self.policy.next_deadline(&self.open).is_some_and(|at| at <= now) {
+            self.policy.run_timers(&mut self.open, now);
+        }
+        if self.meta.out.is_none() {
+            if let Some(job) = self.policy.next_metadata_io(&mut self.open) {
+                self.meta.out = Some(Out { left: job.ops.len(), error: None });
+                if job.ops.is_empty() {
+                    self.metadata_job_done()?;
+                }
+                for (_, op) in job.ops {
+                    self.schedule_metadata(op)?;
+                }
+            }
+        }
+        if self.meta.step.is_none() {
+            if let Some(request) = self.policy.next_pass_step(&mut self.open, now) {
+                let submitted = self.open.engine_mut().submit(request.clone());
+                if let Ok(rid) = submitted {
+                    trace!(self, "request #{rid} submitted: pass step {request:?}");
+                    self.reqs.insert(rid, Pending::Step);
+                    self.meta.step = Some(rid);
+                    self.last_rid = rid;
+                }
+                self.policy.pass_step_submitted(&mut self.open, now, submitted);
+            }
+        }
+        self.policy_events()
+    }
+
+    /// The pass's step completed.
+    pub(super) fn pass_step_done(&mut self, result: Result<Completion, EngineError>) -> Result<(), Failure> {
+        self.meta.step = None;
+        if let Err(e) = &result {
+            trace!(self, "pass step failed: {e}");
+        }
+        let busy = self.client_inflight > 0;
+        let now = self.clock();
+        self.policy.pass_step_done(&mut self.open, now, result, busy);
+        self.policy_events()
+    }
+
+    /// When the policy next has something to do by itself, if anything.
+    pub(super) fn policy_deadline(&self) -> Option<u64> {
+        self.policy.next_deadline(&self.open).map(|d| d.as_nanos() as u64)
     }
 
     fn schedule_metadata(&mut self, op: MetaOp) -> Result<(), Failure> {
@@ -258,7 +247,7 @@ impl Sim {
         self.queue.insert((done_at, self.seq), Queued::Metadata(id));
         self.seq += 1;
         let mark = matches!(op, MetaOp::Flush { .. }).then(|| self.devices[dev].flush_mark());
-        trace!(self, "  meta {id} issue {op_name} d{dev} +{len}", op_name = meta_op_name(&op));
+        trace!(self, "  meta {id} issue {} d{dev} +{len}", meta_op_name(&op));
         self.fingerprint(id.rotate_left(40) ^ dev as u64 ^ len << 20 ^ done_at);
         self.meta_ios.insert(id, MetaFlight { op, dev, mark });
         Ok(())
@@ -280,7 +269,7 @@ impl Sim {
         };
         trace!(self, "  meta {id} done {} d{}: {result:?}", meta_op_name(&f.op), f.dev);
         self.report.metadata_ios += 1;
-        let out = self.meta.out.as_mut().expect("a metadata I/O belongs to the step out");
+        let out = self.meta.out.as_mut().expect("a metadata I/O belongs to the job out");
         out.left -= 1;
         if let Err(reason) = result {
             let what = match &f.op {
@@ -290,122 +279,22 @@ impl Sim {
             out.error.get_or_insert(MetaError::Io { device: f.op.device(), what, reason });
         }
         if out.left == 0 {
-            self.metadata_out_done()?;
+            self.metadata_job_done()?;
         }
         Ok(())
     }
 
-    fn metadata_out_done(&mut self) -> Result<(), Failure> {
-        let out = self.meta.out.take().expect("a step was out");
+    fn metadata_job_done(&mut self) -> Result<(), Failure> {
+        let out = self.meta.out.take().expect("a job was out");
         let result = out.error.map_or(Ok(()), Err);
-        match out.after {
-            None => {
-                if let Err(e) = self.open.metadata_step_done(result) {
-                    trace!(self, "metadata: writing failed: {e}");
-                }
-                // A member whose metadata could not be written may have been failed for it.
-                self.pump_events()?;
-            }
-            Some(after) => match result {
-                Ok(()) => self.after_flush(after)?,
-                Err(e) => {
-                    trace!(self, "metadata: flush before {after:?} failed: {e}");
-                    // The job's end is not recorded: it runs again.
-                    match after {
-                        AfterFlush::Rebuilt { .. } => self.recovery = None,
-                        AfterFlush::ResyncDone => self.resync = None,
-                        _ => {}
-                    }
-                }
-            },
+        if let Err(e) = &result {
+            trace!(self, "metadata job failed: {e}");
         }
-        self.release_parked()?;
-        if !self.failure_being_recorded() {
-            self.meta.roles = None;
-            for wid in std::mem::take(&mut self.meta.held) {
-                self.model.write_acked(wid);
-            }
-        }
-        Ok(())
-    }
-
-    fn after_flush(&mut self, after: AfterFlush) -> Result<(), Failure> {
-        trace!(self, "metadata: members flushed for {after:?}");
-        match after {
-            AfterFlush::Clean { writes } => {
-                let idle = writes == self.meta.writes && self.inflight_writes.is_empty() && !self.meta.has_parked();
-                if idle && self.open.is_dirty() && !self.open.needs_resync() {
-                    self.record(MetaChange::Clean)?;
-                }
-            }
-            AfterFlush::Checkpoint { slots, bytes } => {
-                for &slot in &slots {
-                    self.open.set_recovery_checkpoint(slot, bytes / 512);
-                }
-                self.record(MetaChange::Roles)?;
-            }
-            AfterFlush::Rebuilt { slots } => self.rebuilt(slots)?,
-            AfterFlush::ResyncCheckpoint { array_bytes } => {
-                self.record(MetaChange::ResyncCheckpoint { array_bytes })?;
-                if self.inflight_writes.is_empty() && !self.meta.has_parked() {
-                    self.record(MetaChange::Clean)?;
-                }
-            }
-            AfterFlush::ResyncDone => self.resync_done()?,
-        }
-        Ok(())
-    }
-
-    /// The members rebuilt in `slots` are in sync: recorded, unless one failed meanwhile.
-    fn rebuilt(&mut self, slots: Vec<(usize, usize)>) -> Result<(), Failure> {
-        for (slot, dev) in slots {
-            let same = self.slot_dev[slot] == Some(dev);
-            if !same || self.open.engine().slot_states()[slot] != SlotState::Recovering {
-                continue;
-            }
-            if let Err(e) = self.open.recovery_done(slot) {
-                return Err(self.fail(Invariant::Protocol, format!("marking rebuilt slot {slot} in sync failed: {e}")));
-            }
-            trace!(self, "slot {slot} (d{dev}) rebuilt and in sync");
-        }
-        self.recovery = None;
-        self.report.rebuilds += 1;
-        self.verify.push(Verify::AfterRebuild);
-        Ok(())
-    }
-
-    /// Hand the parked requests whose metadata is durable to the engine, in order; fail them if
-    /// it never can be.
-    fn release_parked(&mut self) -> Result<(), Failure> {
-        while let Some((needed, _, _)) = self.meta.parked.front() {
-            if let Some(t) = needed {
-                if !self.open.metadata_durable(*t) {
-                    if let Some(e) = self.open.metadata_failed() {
-                        let (_, request, pending) = self.meta.parked.pop_front().expect("looked at");
-                        self.client_inflight -= 1;
-                        self.parked_failed(request, pending, e.to_string())?;
-                        continue;
-                    }
-                    return Ok(());
-                }
-            }
-            let (_, request, pending) = self.meta.parked.pop_front().expect("looked at");
-            self.client_inflight -= 1;
-            self.submit(request, pending)?;
-        }
-        Ok(())
-    }
-
-    fn parked_failed(&mut self, request: Request, pending: Pending, why: String) -> Result<(), Failure> {
-        if let Pending::Write { wid } = pending {
-            self.inflight_writes.remove(&wid);
-            self.model.write_failed(wid);
-        }
-        let what = match request {
-            Request::Write { offset, data } => format!("write {offset}+{}", data.len()),
-            other => format!("{other:?}"),
-        };
-        self.request_failed(format!("{what} (parked)"), why)
+        let now = self.clock();
+        self.policy.metadata_io_done(&mut self.open, now, result);
+        // A member whose metadata could not be written may have been failed for it.
+        self.pump_events()?;
+        self.policy_events()
     }
 }
 

@@ -1,16 +1,21 @@
 //! `Sim`: one seeded run of the real engine over simulated members, in virtual time.
 //!
-//! What it owns: the discrete-event loop (member I/O completions at per-member latencies, client
-//! arrivals), the workload, the fault injector, the crash and reassembly cycle, the background
-//! jobs (resync after a crash, recovery onto spares) and the checks against the [`Model`].
+//! What it owns: the discrete-event loop (member and metadata I/O completions at per-member
+//! latencies, client arrivals, the policy's deadlines), the workload, the fault injector, the
+//! crash and reassembly cycle, spares, and the checks against the [`Model`]. The array itself is
+//! what `uraid serve` runs: md's metadata on the members' bytes (`OpenArray`), the engine, and
+//! the service's policy (`ArrayPolicy`) deciding the metadata's order and the passes.
 //! Everything random comes from the seed; nothing depends on the wall clock or on hash order.
 //!
 //! This module holds the run's state ([`Sim`]) and the helpers every part shares; each part of
-//! the run is a submodule: `setup`, `event_loop`, `engine_outputs`, `workload`, `faults`, `crash`,
-//! `jobs` and `checks`. What a run is asked to do is in `config`, what it reports in `report`.
+//! the run is a submodule: `setup` and `md_members` (creating and assembling the members),
+//! `event_loop`, `engine_outputs`, `metadata` (the policy and its metadata I/O), `workload`,
+//! `faults`, `crash`, `jobs` (spares) and `checks`. What a run is asked to do is in `config`,
+//! what it reports in `report`.
 
 use std::collections::BTreeMap;
 
+use uraid_device::array_policy::{ArrayPolicy, PolicyConfig};
 use uraid_device::{MemberTarget, OpenArray};
 use uraid_engine::array::{Array, Completion, IoId, MemberIo, MemberOp, RequestId};
 use uraid_engine::metadata::MetaOp;
@@ -69,29 +74,13 @@ struct Fault {
     tries: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JobKind {
-    Resync,
-    Recovery,
-}
-
-#[derive(Debug)]
-struct Job {
-    kind: JobKind,
-    pos: u64,
-    end: u64,
-    inflight: Option<RequestId>,
-    flushing: bool,
-    /// Recovery: the slots being rebuilt.
-    targets: Vec<usize>,
-}
-
 enum Pending {
     Read { expect: Expect, prior: Vec<WriteId> },
     Write { wid: WriteId },
     Flush { token: FlushToken },
     Scrub,
-    Step { job: JobKind, offset: u64, len: u64 },
+    /// The policy's pass step.
+    Step,
     Internal,
 }
 
@@ -200,11 +189,11 @@ pub struct Sim {
     w: Workload,
     plan: Vec<Fault>,
     events: u64,
-    recovery: Option<Job>,
-    resync: Option<Job>,
+    /// The array owes a resync (as its metadata says).
     needs_resync: bool,
-    /// The engine refused to resync this degraded mirror; wait until it is whole.
-    resync_refused: bool,
+    /// The service's policy, and how it is set up for this run.
+    policy: ArrayPolicy,
+    policy_config: PolicyConfig,
     spares: bool,
     spare_countdown: Option<u64>,
     verify: Vec<Verify>,

@@ -3,7 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use std::time::Duration;
+
+use uraid_device::array_policy::{ArrayPolicy, PolicyConfig, PolicyMutation, SpeedLimits};
 use uraid_engine::ReadPolicy;
+use uraid_md::assemble::AssemblyRules;
 
 use crate::disk::SimDisk;
 use crate::geometries;
@@ -61,7 +65,7 @@ impl Sim {
         let mut devices: Vec<SimDisk> = (0..n).map(|id| SimDisk::new(id, disk_bytes)).collect();
         md_members::create(&built, consistency, &mut devices, &mut lrng).map_err(|e| setup(&cfg, e))?;
         let ids: Vec<usize> = (0..n).collect();
-        let mut open = md_members::assemble(&mut devices, &ids)
+        let mut open = md_members::assemble(&mut devices, &ids, AssemblyRules::default())
             .map_err(|e| setup(&cfg, format!("assembling the new array: {e}")))?;
         let geometry = open.engine().geometry().clone();
         if geometry.array_bytes() != built.geometry.array_bytes()
@@ -79,6 +83,22 @@ impl Sim {
             ));
         }
         configure_reads(open.engine_mut(), cfg.read_policy());
+        // The service's policy, with delays and steps scaled to members of a few hundred KiB
+        // and a workload of milliseconds, and no throttling (time is virtual).
+        let mut prng = rng.fork();
+        let policy_config = PolicyConfig {
+            clean_delay: Duration::from_micros(prng.between(200, 20_000)),
+            bitmap_clear_delay: Duration::from_micros(prng.between(500, 50_000)),
+            speed: SpeedLimits { min_bytes_per_sec: u64::MAX / 4, max_bytes_per_sec: u64::MAX / 4 },
+            auto_resync: true,
+            pass_step_bytes: 512 * prng.between(1, 128),
+            mutation: match cfg.mutation {
+                Some(Mutation::DataBeforeBitmap) => PolicyMutation::DataBeforeBitmap,
+                Some(Mutation::CheckpointAhead) => PolicyMutation::CheckpointAhead,
+                _ => PolicyMutation::None,
+            },
+        };
+        let policy = ArrayPolicy::new(&mut open, policy_config.clone(), Duration::ZERO);
         let ppl = open.ppl().cloned();
         let size = open.size();
         let mode = if cfg.scenario == Scenario::Standard && cfg.mutation.is_none() && rng.chance(1, 8) {
@@ -147,10 +167,9 @@ impl Sim {
             },
             plan: Vec::new(),
             events: 0,
-            recovery: None,
-            resync: None,
             needs_resync: false,
-            resync_refused: false,
+            policy,
+            policy_config,
             spares: false,
             spare_countdown: None,
             verify: Vec::new(),
@@ -165,6 +184,11 @@ impl Sim {
         sim.plan_workload();
         sim.plan_faults();
         Ok(sim)
+    }
+
+    /// md's assembly rules, or the departure a mutation plants.
+    pub(super) fn assembly_rules(&self) -> AssemblyRules {
+        AssemblyRules { ignore_events: self.cfg.mutation == Some(Mutation::IgnoreEvents) }
     }
 
     /// A new, zeroed device (a spare).
@@ -240,6 +264,25 @@ impl Sim {
                 }
             }
             (_, Some(Mutation::LyingFlush), _) => faults.push((at(r, 60, 95), FaultKind::Crash)),
+            (_, Some(Mutation::IgnoreEvents), _) => {
+                // A member failed while it still works, writes it misses, then a crash: only
+                // the event counts (and roles) tell assembly it is stale.
+                faults.push((at(r, 5, 40), FaultKind::OperatorFail));
+                faults.push((at(r, 50, 95), FaultKind::Crash));
+            }
+            (_, Some(Mutation::DataBeforeBitmap), _) => {
+                for _ in 0..2 {
+                    faults.push((at(r, 15, 95), FaultKind::Crash));
+                }
+            }
+            (_, Some(Mutation::CheckpointAhead), _) => {
+                // A rebuild onto a spare, cut short by crashes.
+                faults.push((at(r, 2, 20), FaultKind::Death));
+                for _ in 0..2 {
+                    faults.push((at(r, 25, 95), FaultKind::Crash));
+                }
+                self.spares = true;
+            }
             (_, None, Mode::Overload) => {
                 for _ in 0..r.below(max_deg + 2) {
                     faults.push((at(r, 5, 90), FaultKind::Death));
