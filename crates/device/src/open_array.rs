@@ -809,11 +809,12 @@ impl OpenArray {
         Ok(())
     }
 
-    /// A metadata write to device `idx` failed: fail that member, as md does when a superblock
-    /// write fails (`super_written` calls `md_error`), if the array can do without it. Reported
+    /// A metadata write or flush to device `idx` failed: fail that member, as md does when a
+    /// superblock write (with its preflush) fails (`super_written` calls `md_error`), if the
+    /// array can do without it. Reported
     /// by the next [`OpenArray::note_events`], whose caller records the new membership. False
     /// when failing it would fail the array: then the metadata cannot be written at all.
-    fn fail_for_metadata(&mut self, idx: usize, why: &str) -> bool {
+    pub fn fail_for_metadata(&mut self, idx: usize, why: &str) -> bool {
         let Some(name) = self.members.get(idx).map(|m| m.dev.name().to_string()) else { return false };
         match self.plan.verdicts[idx] {
             MemberVerdict::Active { slot } if self.plan.slots[slot] == Some(idx) => {

@@ -222,6 +222,14 @@ impl ArrayPolicy {
     }
 
     fn flush_failed(&mut self, array: &mut OpenArray, now: Duration, after: AfterFlush, e: MetaError) {
+        // A member that cannot flush is failed, as md fails one whose superblock write (and its
+        // preflush) fails; the flush goes again to the others.
+        if let MetaError::Io { device, what, reason } = &e {
+            if array.fail_for_metadata(*device, &format!("{what} failed: {reason}")) {
+                self.meta.flushes.push_front(after);
+                return;
+            }
+        }
         let e = array.metadata_error(e);
         let line = match after {
             AfterFlush::Clean { .. } => {

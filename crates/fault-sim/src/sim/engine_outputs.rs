@@ -21,7 +21,10 @@ impl Sim {
                 progressed = true;
             }
             self.pump_events()?;
+            let (steps, jobs) = (self.meta.step, self.meta_ios.len());
             self.drive_policy()?;
+            // A new pass step or metadata job: take what it gives out too.
+            progressed |= self.meta.step != steps || self.meta_ios.len() != jobs;
             while let Some((rid, result)) = self.open.engine_mut().next_completion() {
                 self.on_completion(rid, result)?;
                 progressed = true;
