@@ -75,7 +75,12 @@ impl ArrayPolicy {
     /// When the next bitmap chunk may be cleared: never while degraded (a member coming back
     /// needs the bits), while a resync is owed, or while a clearing is on its way.
     pub(super) fn intent_clear_at(&self, array: &OpenArray) -> Option<Duration> {
-        if array.engine().degraded() || array.needs_resync() || self.meta.clearing_intent() {
+        // Nothing can be recorded once a metadata write has failed for good: no attempts.
+        if array.engine().degraded()
+            || array.needs_resync()
+            || self.meta.clearing_intent()
+            || array.metadata_failed().is_some()
+        {
             return None;
         }
         self.intent_idle.values().map(|i| i.at).min().map(|t| t + self.config.bitmap_clear_delay)

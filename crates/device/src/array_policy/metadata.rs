@@ -233,8 +233,10 @@ impl ArrayPolicy {
         let e = array.metadata_error(e);
         let line = match after {
             AfterFlush::Clean { .. } => {
-                // Try again after another delay rather than spinning.
+                // Try again after another delay, twice as long each time in a row (a member
+                // that cannot flush and cannot be failed either: the array is broken).
                 self.last_write = now;
+                self.clean_failures = (self.clean_failures + 1).min(16);
                 format!("flushing before marking the array clean failed: {e}")
             }
             AfterFlush::IntentClear { .. } => format!("flushing before clearing bitmap bits failed: {e}"),

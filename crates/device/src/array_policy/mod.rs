@@ -206,6 +206,8 @@ pub struct ArrayPolicy {
     last_pass: Option<String>,
     /// A rebuild has been recorded while a resync is still owed: it resumes next.
     resync_due: bool,
+    /// Flushes before a clean mark that failed in a row: each retry waits twice as long.
+    clean_failures: u32,
 }
 
 impl ArrayPolicy {
@@ -243,6 +245,7 @@ impl ArrayPolicy {
             mismatch_sectors: 0,
             last_pass: None,
             resync_due: false,
+            clean_failures: 0,
         };
         if policy.config.auto_resync && array.writable() && array.needs_resync() {
             if let Err(e) = policy.start_pass(array, SyncAction::Resync, now) {
@@ -303,13 +306,16 @@ impl ArrayPolicy {
             && self.writes.is_empty()
             && !pass_writes
             && !self.meta.cleaning()
-            && !self.stopping;
-        due.then(|| self.last_write + self.config.clean_delay)
+            && !self.stopping
+            // Nothing can be recorded once a metadata write has failed for good: no attempts.
+            && array.metadata_failed().is_none();
+        due.then(|| self.last_write + self.config.clean_delay * (1u32 << self.clean_failures))
     }
 
     /// A write (or a writing pass) ended at `now`.
     fn note_write_ended(&mut self, now: Duration) {
         self.last_write = now;
+        self.clean_failures = 0;
         self.writes_ended += 1;
     }
 

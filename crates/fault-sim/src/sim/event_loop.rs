@@ -57,7 +57,10 @@ impl Sim {
             let t_arr = (ops_left && self.client_inflight < self.w.max_inflight).then_some(self.w.next_arrival);
             // The policy's own deadline (a clean mark, bitmap bits to clear, a throttled pass
             // step) when nothing else comes first: time moves on to it.
-            if let Some(t) = self.policy_deadline() {
+            // Once nothing else is left but the policy's timers (a clean mark, bits to clear, or
+            // their retries on a broken array), the run ends: only a pass still keeps it going.
+            let only_timers = t_io.is_none() && t_arr.is_none() && self.policy.pass().is_none();
+            if let Some(t) = self.policy_deadline().filter(|_| !only_timers) {
                 if t_io.into_iter().chain(t_arr).all(|e| t < e) {
                     idle_passes += 1;
                     if idle_passes > 10_000 {
