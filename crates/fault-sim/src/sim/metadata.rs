@@ -117,7 +117,8 @@ impl Sim {
 
     /// Do what the policy decided, in its order.
     pub(super) fn policy_events(&mut self) -> Result<(), Failure> {
-        let resync_owed = self.open.needs_resync();
+        // What the run last knew: a resync owed until now that no longer is has completed.
+        let resync_owed = self.needs_resync;
         while let Some(event) = self.policy.take_event() {
             match event {
                 PolicyEvent::WriteReleased(PolicyWrite(w)) => {
