@@ -28,6 +28,14 @@ struct Out {
     error: Option<MetaError>,
 }
 
+impl MetaRun {
+    /// Whether a metadata op of the job out failed on device `dev`: the array fails that member
+    /// when the job completes, so it counts as lost from now on.
+    pub(super) fn failed_on(&self, dev: usize) -> bool {
+        self.failed_devices.contains(&dev)
+    }
+}
+
 /// The run's side of the policy: what it performs for it and what waits on it.
 #[derive(Default)]
 pub(super) struct MetaRun {
@@ -43,6 +51,8 @@ pub(super) struct MetaRun {
     next_id: u64,
     /// The running pass's step with the engine.
     pub(super) step: Option<RequestId>,
+    /// Devices on which an op of the job out failed.
+    failed_devices: BTreeSet<usize>,
 }
 
 impl MetaRun {
@@ -270,6 +280,9 @@ impl Sim {
         };
         trace!(self, "  meta {id} done {} d{}: {result:?}", meta_op_name(&f.op), f.dev);
         self.report.metadata_ios += 1;
+        if result.is_err() {
+            self.meta.failed_devices.insert(f.dev);
+        }
         let out = self.meta.out.as_mut().expect("a metadata I/O belongs to the job out");
         out.left -= 1;
         if let Err(reason) = result {
@@ -287,6 +300,7 @@ impl Sim {
 
     fn metadata_job_done(&mut self) -> Result<(), Failure> {
         let out = self.meta.out.take().expect("a job was out");
+        self.meta.failed_devices.clear();
         let result = out.error.map_or(Ok(()), Err);
         if let Err(e) = &result {
             trace!(self, "metadata job failed: {e}");
