@@ -83,8 +83,11 @@ pub struct SyncRun {
     pub next_at: Duration,
     /// Set when the operator asks to stop (md's `idle`).
     pub interrupted: bool,
-    /// For a rebuild: the slots it rebuilds (those recovering when it started).
+    /// For a rebuild: the slots it rebuilds (those recovering when it started)...
     pub slots: Vec<usize>,
+    /// ...and the device each held then. A slot whose device changed meanwhile (it failed and
+    /// a spare took its place) was not rebuilt by this pass: nothing of it is recorded.
+    pub devices: Vec<String>,
     /// Bytes passed over without work (clean in the write-intent bitmap).
     pub skipped: u64,
 }
@@ -103,8 +106,20 @@ impl SyncRun {
             next_at: now,
             interrupted: false,
             slots: Vec::new(),
+            devices: Vec::new(),
             skipped: 0,
         }
+    }
+
+    /// The slots this rebuild has been rebuilding all along: those still held by the device
+    /// they held when it started.
+    pub fn rebuilt_slots(&self, array: &crate::open_array::OpenArray) -> Vec<usize> {
+        self.slots
+            .iter()
+            .zip(&self.devices)
+            .filter(|(&s, name)| array.slot_device_name(s) == Some(name.as_str()))
+            .map(|(&s, _)| s)
+            .collect()
     }
 
     /// The next step to run now, if one is due.

@@ -95,6 +95,7 @@ impl ArrayPolicy {
             );
         }
         let mut run = SyncRun::new(SyncAction::Recover, from.min(end), end, step, now);
+        run.devices = slots.iter().map(|&s| array.slot_device_name(s).unwrap_or_default().to_string()).collect();
         run.slots = slots;
         self.pass_failure = None;
         self.last_checkpoint = now;
@@ -269,11 +270,11 @@ impl ArrayPolicy {
             // there instead of starting over.
             Ok(Completion::Synced { mismatch_sectors }) => {
                 run.step_done(len, mismatch_sectors, now, foreground_busy, limits);
-                self.checkpoint_if_due(now);
+                self.checkpoint_if_due(array, now);
             }
             Ok(Completion::Recovered) => {
                 run.step_done(len, 0, now, foreground_busy, limits);
-                self.checkpoint_if_due(now);
+                self.checkpoint_if_due(array, now);
             }
             Ok(other) => unreachable!("pass step completed as {other:?}"),
             Err(e) => {
@@ -287,14 +288,14 @@ impl ArrayPolicy {
 
     /// Record how far the running rebuild or resync has got, every [`CHECKPOINT_EVERY`], once
     /// what it wrote so far is flushed: a checkpoint never runs ahead of the data on the members.
-    fn checkpoint_if_due(&mut self, now: Duration) {
+    fn checkpoint_if_due(&mut self, array: &OpenArray, now: Duration) {
         let Some(run) = &self.pass else { return };
         if now.saturating_sub(self.last_checkpoint) < CHECKPOINT_EVERY {
             return;
         }
         let after = match run.action {
             SyncAction::Recover if self.config.mutation == PolicyMutation::CheckpointAhead => return,
-            SyncAction::Recover => AfterFlush::Checkpoint { slots: run.slots.clone(), sectors: run.pos / 512 },
+            SyncAction::Recover => AfterFlush::Checkpoint { slots: run.rebuilt_slots(array), sectors: run.pos / 512 },
             SyncAction::Resync => AfterFlush::ResyncCheckpoint { array_bytes: run.pos },
             SyncAction::Check | SyncAction::Repair => return,
         };
@@ -309,7 +310,7 @@ impl ArrayPolicy {
         if run.action != SyncAction::Recover || now.saturating_sub(self.last_checkpoint) < CHECKPOINT_EVERY {
             return;
         }
-        let (slots, sectors) = (run.slots.clone(), (run.pos + run.step.min(run.end - run.pos)) / 512);
+        let (slots, sectors) = (run.rebuilt_slots(array), (run.pos + run.step.min(run.end - run.pos)) / 512);
         self.last_checkpoint = now;
         if let Err(e) = self.record_rebuild_checkpoint(array, &slots, sectors) {
             self.notice(e);
@@ -335,18 +336,18 @@ impl ArrayPolicy {
             // The rebuilt data must be on the new members before their superblocks say so.
             if complete {
                 let slots = run
-                    .slots
-                    .iter()
-                    .filter_map(|&s| array.slot_device_name(s).map(|name| (s, name.to_string())))
+                    .rebuilt_slots(array)
+                    .into_iter()
+                    .filter_map(|s| array.slot_device_name(s).map(|name| (s, name.to_string())))
                     .collect();
                 self.flush_then(AfterFlush::Rebuilt { slots });
             } else if self.config.mutation == PolicyMutation::CheckpointAhead {
-                if let Err(e) = self.record_rebuild_checkpoint(array, &run.slots, run.pos / 512) {
+                if let Err(e) = self.record_rebuild_checkpoint(array, &run.rebuilt_slots(array), run.pos / 512) {
                     self.notice(e);
                 }
             } else {
                 // Cut short (stop, idle, a new spare): record how far it got.
-                self.flush_then(AfterFlush::Checkpoint { slots: run.slots.clone(), sectors: run.pos / 512 });
+                self.flush_then(AfterFlush::Checkpoint { slots: run.rebuilt_slots(array), sectors: run.pos / 512 });
             }
         }
         if run.action == SyncAction::Resync && !complete {

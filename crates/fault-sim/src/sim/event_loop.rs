@@ -64,7 +64,9 @@ impl Sim {
                 if t_io.into_iter().chain(t_arr).all(|e| t < e) {
                     idle_passes += 1;
                     if idle_passes > 10_000 {
-                        return Err(self.fail(Invariant::Stalled, "the policy's deadline passes and nothing happens".into()));
+                        return Err(
+                            self.fail(Invariant::Stalled, "the policy's deadline passes and nothing happens".into())
+                        );
                     }
                     self.now = self.now.max(t);
                     continue;

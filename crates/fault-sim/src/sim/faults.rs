@@ -21,7 +21,11 @@ impl Sim {
                             let oldest = self.reqs.keys().next();
                             let recently_bad = self.cleared_while[d].is_some_and(|r| oldest.is_some_and(|o| *o <= r));
                             let d = &self.devices[d];
-                            d.dead || d.has_bad_sectors() || d.fail_next_write || recently_bad || self.meta.failed_on(d.id)
+                            d.dead
+                                || d.has_bad_sectors()
+                                || d.fail_next_write
+                                || recently_bad
+                                || self.meta.failed_on(d.id)
                         }
                     }
             })

@@ -75,9 +75,16 @@ struct Fault {
 }
 
 enum Pending {
-    Read { expect: Expect, prior: Vec<WriteId> },
-    Write { wid: WriteId },
-    Flush { token: FlushToken },
+    Read {
+        expect: Expect,
+        prior: Vec<WriteId>,
+    },
+    Write {
+        wid: WriteId,
+    },
+    Flush {
+        token: FlushToken,
+    },
     Scrub,
     /// The policy's pass step.
     Step,
