@@ -226,7 +226,10 @@ impl Sim {
                     // degraded is sometimes let through: md refuses to assemble, the run ends.
                     // With the log the array is assembled, and a log replay that cannot read a
                     // member it needs leaves that stripe as it was: not simulated (docs/).
-                    if self.ppl.is_some() || !(self.degraded_for_assembly() && self.frng.chance(1, 5)) {
+                    // The failure must be on the members, too: until then assembly takes the
+                    // failed member back (latent errors and all), as md would.
+                    let recorded = self.open.metadata_pending().is_none();
+                    if self.ppl.is_some() || !(recorded && self.degraded_for_assembly() && self.frng.chance(1, 5)) {
                         return Ok(false);
                     }
                 }
