@@ -24,7 +24,9 @@ pub(super) enum AfterFlush {
     /// went idle no later than the `idle_order`-th chunk to go idle).
     IntentClear { idle_order: u64, chunks: Vec<u64> },
     /// The members rebuilding in `slots` are good up to member sector `sectors`.
-    Checkpoint { slots: Vec<usize>, sectors: u64 },
+    /// Each slot with the device that held it when the checkpoint was taken: one that another
+    /// device holds by the time the flush is done is left alone.
+    Checkpoint { slots: Vec<(usize, String)>, sectors: u64 },
     /// A resync has made everything below `array_bytes` consistent.
     ResyncCheckpoint { array_bytes: u64 },
     /// The members rebuilding in `slots` (slot, device name) are rebuilt.
@@ -173,7 +175,14 @@ impl ArrayPolicy {
                 }
             }
             AfterFlush::IntentClear { idle_order, chunks } => self.clear_flushed_intent(array, idle_order, chunks),
-            AfterFlush::Checkpoint { slots, sectors } => self.record_rebuild_checkpoint(array, &slots, sectors),
+            AfterFlush::Checkpoint { slots, sectors } => {
+                let same: Vec<usize> = slots
+                    .into_iter()
+                    .filter(|(slot, name)| array.slot_device_name(*slot) == Some(name.as_str()))
+                    .map(|(slot, _)| slot)
+                    .collect();
+                self.record_rebuild_checkpoint(array, &same, sectors)
+            }
             AfterFlush::ResyncCheckpoint { array_bytes } => {
                 // Written with the next update made while no write is in flight (md writes
                 // `resync_offset` only while the array is in sync): now, if idle.

@@ -122,6 +122,14 @@ impl SyncRun {
             .collect()
     }
 
+    /// [`SyncRun::rebuilt_slots`] with each slot's device.
+    pub fn rebuilt_devices(&self, array: &crate::open_array::OpenArray) -> Vec<(usize, String)> {
+        self.rebuilt_slots(array)
+            .into_iter()
+            .filter_map(|s| array.slot_device_name(s).map(|name| (s, name.to_string())))
+            .collect()
+    }
+
     /// The next step to run now, if one is due.
     pub fn next_step(&mut self, now: Duration) -> Option<(u64, u64)> {
         if self.in_flight || self.interrupted || self.pos >= self.end || now < self.next_at {

@@ -295,7 +295,7 @@ impl ArrayPolicy {
         }
         let after = match run.action {
             SyncAction::Recover if self.config.mutation == PolicyMutation::CheckpointAhead => return,
-            SyncAction::Recover => AfterFlush::Checkpoint { slots: run.rebuilt_slots(array), sectors: run.pos / 512 },
+            SyncAction::Recover => AfterFlush::Checkpoint { slots: run.rebuilt_devices(array), sectors: run.pos / 512 },
             SyncAction::Resync => AfterFlush::ResyncCheckpoint { array_bytes: run.pos },
             SyncAction::Check | SyncAction::Repair => return,
         };
@@ -347,7 +347,7 @@ impl ArrayPolicy {
                 }
             } else {
                 // Cut short (stop, idle, a new spare): record how far it got.
-                self.flush_then(AfterFlush::Checkpoint { slots: run.rebuilt_slots(array), sectors: run.pos / 512 });
+                self.flush_then(AfterFlush::Checkpoint { slots: run.rebuilt_devices(array), sectors: run.pos / 512 });
             }
         }
         if run.action == SyncAction::Resync && !complete {
