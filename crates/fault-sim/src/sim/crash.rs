@@ -83,7 +83,13 @@ impl Sim {
         let offered: Vec<usize> = self.joined.iter().copied().filter(|&d| !self.devices[d].dead).collect();
         trace!(self, "reassembly from devices {offered:?}");
         let rules = self.assembly_rules();
-        let open = match md_members::assemble(&mut self.devices, &offered, rules) {
+        let mut damaged = Vec::new();
+        let assembled = md_members::assemble(&mut self.devices, &offered, rules, &mut damaged);
+        if !damaged.is_empty() {
+            trace!(self, "superblocks torn by the crash on {damaged:?}: those members are left out");
+            self.report.torn_superblocks += damaged.len() as u32;
+        }
+        let open = match assembled {
             Ok(open) => open,
             Err(OpenError::DirtyDegraded { missing }) if self.cfg.scenario == Scenario::Standard => {
                 self.report.refused = true;
@@ -93,7 +99,9 @@ impl Sim {
                 return Ok(());
             }
             Err(e) => {
-                if self.mode == Mode::Normal {
+                // A superblock the crash tore takes its member out as surely as a dead drive:
+                // beyond the redundancy, not a failure of the code.
+                if self.mode == Mode::Normal && damaged.is_empty() {
                     return Err(self.fail(
                         Invariant::RequestFailed,
                         format!("the array cannot be assembled after the crash: {e}"),

@@ -122,17 +122,34 @@ fn creation_policy(consistency: Consistency) -> ConsistencyPolicy {
 /// Assemble the array from the current bytes of `disks` (those with ids `ids`) as `uraid`
 /// does, with what assembly wrote (log replay, fresh logs) applied to the disks, and the
 /// metadata deferred to the simulation from then on.
-pub(super) fn assemble(disks: &mut [SimDisk], ids: &[usize], rules: AssemblyRules) -> Result<OpenArray, OpenError> {
+///
+/// `damaged` gets the devices left out for a damaged superblock (a superblock write the crash
+/// tore: md leaves such a member out too, and it counts against the redundancy).
+pub(super) fn assemble(
+    disks: &mut [SimDisk],
+    ids: &[usize],
+    rules: AssemblyRules,
+    damaged: &mut Vec<usize>,
+) -> Result<OpenArray, OpenError> {
     // As `mdadm --assemble --scan`: a device with no md superblock is not a candidate (a spare
     // whose superblock never reached its media before a crash), nor one whose superblock is
     // damaged (a superblock write torn by the crash: md then takes the other members' word).
     let mut members = Vec::new();
     let mut used = Vec::new();
+    damaged.clear();
     for &d in ids {
         let view = SimMember::of(&disks[d]);
-        if matches!(uraid_device::probe(&view), Ok(None) | Err(uraid_device::ProbeError::Damaged { .. })) {
-            view.take_writes();
-            continue;
+        match uraid_device::probe(&view) {
+            Ok(None) => {
+                view.take_writes();
+                continue;
+            }
+            Err(uraid_device::ProbeError::Damaged { .. }) => {
+                view.take_writes();
+                damaged.push(d);
+                continue;
+            }
+            _ => {}
         }
         members.push(view);
         used.push(d);

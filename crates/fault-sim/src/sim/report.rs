@@ -95,6 +95,8 @@ pub struct Report {
     pub crashes: u32,
     /// Crashes that came while metadata writes were in flight or not yet durable.
     pub crashes_in_metadata_writes: u32,
+    /// Superblocks a crash tore (their members left out at assembly).
+    pub torn_superblocks: u32,
     /// How the array kept itself consistent: "resync", "bitmap" or "ppl".
     pub consistency: String,
     /// Ended at a crash while a parity array was degraded: md refuses to assemble it.

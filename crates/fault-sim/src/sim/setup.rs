@@ -65,7 +65,7 @@ impl Sim {
         let mut devices: Vec<SimDisk> = (0..n).map(|id| SimDisk::new(id, disk_bytes)).collect();
         md_members::create(&built, consistency, &mut devices, &mut lrng).map_err(|e| setup(&cfg, e))?;
         let ids: Vec<usize> = (0..n).collect();
-        let mut open = md_members::assemble(&mut devices, &ids, AssemblyRules::default())
+        let mut open = md_members::assemble(&mut devices, &ids, AssemblyRules::default(), &mut Vec::new())
             .map_err(|e| setup(&cfg, format!("assembling the new array: {e}")))?;
         let geometry = open.engine().geometry().clone();
         if geometry.array_bytes() != built.geometry.array_bytes()
