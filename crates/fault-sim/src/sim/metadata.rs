@@ -186,15 +186,17 @@ impl Sim {
         if self.policy.next_deadline(&self.open).is_some_and(|at| at <= now) {
             self.policy.run_timers(&mut self.open, now);
         }
-        if self.meta.out.is_none() {
-            if let Some(job) = self.policy.next_metadata_io(&mut self.open) {
-                self.meta.out = Some(Out { left: job.ops.len(), error: None });
-                if job.ops.is_empty() {
-                    self.metadata_job_done()?;
-                }
-                for (_, op) in job.ops {
-                    self.schedule_metadata(op)?;
-                }
+        // A job with nothing to do (every op was for a member failed meanwhile) is done at once,
+        // and the next one taken.
+        while self.meta.out.is_none() {
+            let Some(job) = self.policy.next_metadata_io(&mut self.open) else { break };
+            self.meta.out = Some(Out { left: job.ops.len(), error: None });
+            if job.ops.is_empty() {
+                self.metadata_job_done()?;
+                continue;
+            }
+            for (_, op) in job.ops {
+                self.schedule_metadata(op)?;
             }
         }
         if self.meta.step.is_none() {
