@@ -317,6 +317,13 @@ impl OpenArray {
         self.meta.resync_checkpoint()
     }
 
+    /// Whether a member of the array (in a slot, or a spare) carries an older event count than
+    /// the array's: its last superblock update was lost (md accepts one behind at assembly).
+    pub fn members_behind(&self) -> bool {
+        let events = self.meta.events();
+        (0..self.members.len()).any(|i| self.holds_place(i) && self.members[i].info.events < events)
+    }
+
     /// The name of the device in `slot`, if one fills it.
     pub fn slot_device_name(&self, slot: usize) -> Option<&str> {
         self.plan.slots.get(slot).copied().flatten().map(|i| self.members[i].dev.name())

@@ -247,6 +247,14 @@ impl ArrayPolicy {
             resync_due: false,
             clean_failures: 0,
         };
+        // Members assembled one event behind the array (their last update was lost in a crash)
+        // get the array's superblock now, before anything else is recorded: another lost update
+        // would leave them two behind, and a later assembly would take them for stale.
+        if array.writable() && array.members_behind() {
+            if let Err(e) = policy.record(array, uraid_engine::metadata::MetaChange::Roles) {
+                policy.notice(format!("bringing the members' superblocks up to date failed: {e}"));
+            }
+        }
         if policy.config.auto_resync && array.writable() && array.needs_resync() {
             if let Err(e) = policy.start_pass(array, SyncAction::Resync, now) {
                 policy.notice(format!("resync not started: {e}"));
