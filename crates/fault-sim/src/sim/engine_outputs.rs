@@ -278,12 +278,7 @@ impl Sim {
                 }
             }
             Pending::Flush { token } => match result {
-                Ok(Completion::Flushed) => {
-                    self.model.flush_done(token);
-                    if self.last_flush.is_none_or(|t| t.0 < token.0) {
-                        self.last_flush = Some(token);
-                    }
-                }
+                Ok(Completion::Flushed) => self.flush_answered(rid, token),
                 Ok(other) => return Err(self.fail(Invariant::Protocol, format!("flush #{rid} completed as {other:?}"))),
                 Err(e) => self.request_error(format!("flush #{rid}"), e)?,
             },

@@ -9,7 +9,7 @@
 //! Client requests keep their order: while a write waits for its records, later client requests
 //! wait behind it, so the model's rule that reads see every write submitted before them holds.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use uraid_device::array_policy::{PolicyEvent, WriteId as PolicyWrite, WriteStart};
@@ -18,7 +18,10 @@ use uraid_engine::metadata::{MetaError, MetaOp};
 use uraid_engine::EngineError;
 
 use crate::member_device::device_id;
-use crate::model::WriteId;
+use crate::model::{FlushToken, WriteId};
+
+/// Flushes are known to the policy by their request id with this bit set, apart from writes.
+const FLUSH_ANSWER: u64 = 1 << 63;
 
 use super::{Failure, Invariant, MetaFlight, Pending, Queued, Sim, Verify};
 
@@ -46,8 +49,10 @@ pub(super) struct MetaRun {
     /// Parked writes the policy has released (or failed) and that wait only for those before.
     released: BTreeSet<WriteId>,
     failed: Vec<(WriteId, String)>,
-    /// Writes whose answers the policy holds while a member failure is being recorded.
+    /// Writes whose answers the policy holds while a member failure is being recorded...
     held: BTreeSet<WriteId>,
+    /// ...and flushes, by `FLUSH_ANSWER | request id`, with what they cover.
+    held_flushes: BTreeMap<u64, FlushToken>,
     next_id: u64,
     /// The running pass's step with the engine.
     pub(super) step: Option<RequestId>,
@@ -119,6 +124,24 @@ impl Sim {
         }
     }
 
+    /// A client flush completed: what it covers counts as durable now, or once the member
+    /// failure being recorded is durable (the service holds its answer until then).
+    pub(super) fn flush_answered(&mut self, rid: RequestId, token: FlushToken) {
+        let id = FLUSH_ANSWER | rid;
+        if self.policy.hold_answer(&self.open, PolicyWrite(id)) {
+            self.meta.held_flushes.insert(id, token);
+        } else {
+            self.flush_durable(token);
+        }
+    }
+
+    fn flush_durable(&mut self, token: FlushToken) {
+        self.model.flush_done(token);
+        if self.last_flush.is_none_or(|t| t.0 < token.0) {
+            self.last_flush = Some(token);
+        }
+    }
+
     /// A client write ended (answered or failed).
     pub(super) fn write_ended(&mut self, wid: WriteId) -> Result<(), Failure> {
         self.policy.write_ends(PolicyWrite(wid), self.clock());
@@ -136,7 +159,9 @@ impl Sim {
                 }
                 PolicyEvent::WriteFailed(PolicyWrite(w), e) => self.meta.failed.push((w, e.to_string())),
                 PolicyEvent::AnswerReleased(PolicyWrite(w)) => {
-                    if self.meta.held.remove(&w) {
+                    if let Some(token) = self.meta.held_flushes.remove(&w) {
+                        self.flush_durable(token);
+                    } else if self.meta.held.remove(&w) {
                         self.model.write_acked(w);
                     }
                 }

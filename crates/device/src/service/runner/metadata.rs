@@ -86,7 +86,7 @@ impl Runner {
         }
     }
 
-    /// Answer a client write, unless the policy holds the answer (a member failure is being
+    /// Answer a client write or flush, unless the policy holds the answer (a member failure is being
     /// recorded): then it is given on [`PolicyEvent::AnswerReleased`].
     pub(super) fn answer_write(&mut self, job: u64, done: Done, result: Result<BlockReply, ServiceError>) {
         if self.policy.hold_answer(&self.array, WriteId(job)) {

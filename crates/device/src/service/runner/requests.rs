@@ -24,6 +24,11 @@ pub(super) struct Job {
     /// Flush after the writes complete (FUA).
     then_flush: bool,
     writes: bool,
+    /// A client flush: its answer, like a write's, waits for a member failure being recorded
+    /// (a member failed since the writes it covers may come back at the next assembly with
+    /// those writes missing from its cache, and a resync may take its copy: the flush would
+    /// have promised what the array cannot keep).
+    flush: bool,
     /// Zeros still to be written, as plain writes: `[next, end)`.
     zero_cursor: Option<(u64, u64)>,
     /// Engine requests waiting for the records the write needs (see `WriteStart::Parked`).
@@ -57,6 +62,7 @@ impl Runner {
             error: None,
             then_flush: false,
             writes,
+            flush: false,
             zero_cursor: None,
             parked: Vec::new(),
         };
@@ -75,7 +81,10 @@ impl Runner {
                 job.then_flush = fua;
                 requests.push(Request::Write { offset, data });
             }
-            BlockOp::Flush => requests.push(Request::Flush),
+            BlockOp::Flush => {
+                job.flush = true;
+                requests.push(Request::Flush);
+            }
             BlockOp::Trim { offset, len } => {
                 if let Err(e) = range_ok(offset, len) {
                     return (job.done.take().expect("fresh job"))(Err(e));
@@ -261,7 +270,7 @@ impl Runner {
         // must not be followed by an inline read of the member that missed it.
         self.update_inline();
         let done = job.done.take().expect("job finished once");
-        if job.writes {
+        if job.writes || job.flush {
             self.answer_write(job_id, done, result);
         } else {
             done(result);
