@@ -75,6 +75,7 @@ mod tests;
 pub use errors::{MetadataError, SyncError};
 pub use metadata::{MetadataIo, MetadataIoKind};
 pub use pass_run::{throttle_delay, SpeedLimits, SyncAction, SyncRun};
+pub use passes::CHECKPOINT_EVERY;
 pub use writes::WriteStart;
 
 use metadata::MetaState;
@@ -95,6 +96,9 @@ pub struct PolicyConfig {
     /// rebuild, at least one). A megabyte; the fault simulator, whose members are small, takes
     /// a few KiB so that its passes take many steps among the workload's requests.
     pub pass_step_bytes: u64,
+    /// How often a running rebuild or resync records its position (md writes it now and then,
+    /// so that a restart resumes there): [`CHECKPOINT_EVERY`] by default.
+    pub checkpoint_every: Duration,
     /// For mutation testing only: a deliberate bug to plant, so a checker can show it catches
     /// it. [`PolicyMutation::None`] (the default) everywhere else.
     pub mutation: PolicyMutation,
@@ -110,6 +114,7 @@ impl Default for PolicyConfig {
             speed: SpeedLimits::default(),
             auto_resync: true,
             pass_step_bytes: 1 << 20,
+            checkpoint_every: CHECKPOINT_EVERY,
             mutation: PolicyMutation::None,
         }
     }

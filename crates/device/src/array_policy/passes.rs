@@ -286,11 +286,12 @@ impl ArrayPolicy {
         self.close_pass_if_done(array, now);
     }
 
-    /// Record how far the running rebuild or resync has got, every [`CHECKPOINT_EVERY`], once
+    /// Record how far the running rebuild or resync has got, every
+    /// [`PolicyConfig::checkpoint_every`](super::PolicyConfig::checkpoint_every), once
     /// what it wrote so far is flushed: a checkpoint never runs ahead of the data on the members.
     fn checkpoint_if_due(&mut self, array: &OpenArray, now: Duration) {
         let Some(run) = &self.pass else { return };
-        if now.saturating_sub(self.last_checkpoint) < CHECKPOINT_EVERY {
+        if now.saturating_sub(self.last_checkpoint) < self.config.checkpoint_every {
             return;
         }
         let after = match run.action {
@@ -307,7 +308,7 @@ impl ArrayPolicy {
     /// is submitted, that its members are good up to the end of that step, with no flush.
     fn checkpoint_ahead(&mut self, array: &mut OpenArray, now: Duration) {
         let Some(run) = &self.pass else { return };
-        if run.action != SyncAction::Recover || now.saturating_sub(self.last_checkpoint) < CHECKPOINT_EVERY {
+        if run.action != SyncAction::Recover || now.saturating_sub(self.last_checkpoint) < self.config.checkpoint_every {
             return;
         }
         let (slots, sectors) = (run.rebuilt_slots(array), (run.pos + run.step.min(run.end - run.pos)) / 512);

@@ -1,6 +1,7 @@
 //! The fault injector: the redundancy budget, the known-bug guards, and the planned faults
 //! (deaths, latent errors, write errors, operator fails, corruption, crashes) fired on time.
 
+use uraid_device::array_policy::SyncAction;
 use uraid_engine::array::SlotState;
 
 use crate::disk::SECTOR;
@@ -208,6 +209,13 @@ impl Sim {
                 let base = self.targets[s].as_ref().map_or(0, |t| t.base);
                 self.devices[d].corrupt(base + offset, xor);
                 self.report.corruptions += 1;
+            }
+            FaultKind::CrashInRebuild => {
+                let rebuilding = self.policy.pass().is_some_and(|p| p.action == SyncAction::Recover);
+                if !rebuilding {
+                    return Ok(false);
+                }
+                self.crash()?;
             }
             FaultKind::Crash => {
                 if self.cfg.scenario == Scenario::WriteHole {

@@ -59,6 +59,8 @@ enum FaultKind {
     WriteError,
     OperatorFail,
     Crash,
+    /// A crash while a rebuild runs (waits for one).
+    CrashInRebuild,
     Corrupt,
 }
 

@@ -92,6 +92,7 @@ impl Sim {
             speed: SpeedLimits { min_bytes_per_sec: u64::MAX / 4, max_bytes_per_sec: u64::MAX / 4 },
             auto_resync: true,
             pass_step_bytes: 512 * prng.between(1, 128),
+            checkpoint_every: Duration::from_micros(prng.between(50, 5_000)),
             mutation: match cfg.mutation {
                 Some(Mutation::DataBeforeBitmap) => PolicyMutation::DataBeforeBitmap,
                 Some(Mutation::CheckpointAhead) => PolicyMutation::CheckpointAhead,
@@ -276,10 +277,10 @@ impl Sim {
                 }
             }
             (_, Some(Mutation::CheckpointAhead), _) => {
-                // A rebuild onto a spare, cut short by crashes.
+                // A rebuild onto a spare, cut short by crashes while it runs.
                 faults.push((at(r, 2, 20), FaultKind::Death));
                 for _ in 0..2 {
-                    faults.push((at(r, 25, 95), FaultKind::Crash));
+                    faults.push((at(r, 25, 95), FaultKind::CrashInRebuild));
                 }
                 self.spares = true;
             }
