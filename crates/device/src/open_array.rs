@@ -151,7 +151,7 @@ impl OpenArray {
         // makes parity right again first (md: "starting dirty degraded array with PPL").
         // Opened read-only, the log cannot be replayed: such an array can be described, but its
         // data is not read (see `read`).
-        if plan.geometry.is_parity() && plan.degraded() && !plan.clean && ppl.is_none() {
+        if plan.geometry.is_parity() && plan.degraded() && !plan.clean && ppl.is_none() && !rules.start_dirty_degraded {
             return Err(OpenError::DirtyDegraded { missing: plan.missing_slots().len() });
         }
         let bitmap = load_bitmap(&members[plan.reference], plan.events)?;

@@ -137,3 +137,64 @@ fn failures_end_with_the_replay_command() {
     );
     assert!(text.starts_with("uraid-sim: a request failed within the level's redundancy"), "{text}");
 }
+
+/// The first seed below `limit` (over the geometries with redundancy) whose run fails, with what
+/// broke; `None` if every run passed.
+fn first_caught(mutation: Mutation, limit: u64) -> Option<(u64, String, Invariant)> {
+    let redundant: Vec<&str> =
+        geometries::ALL.iter().copied().filter(|g| !g.starts_with("linear") && !g.starts_with("raid0")).collect();
+    (0..limit).find_map(|seed| {
+        let g = redundant[(seed % redundant.len() as u64) as usize];
+        let mut cfg = Config::new(seed, g);
+        cfg.mutation = Some(mutation);
+        run_one(&cfg).err().map(|f| (seed, g.to_string(), f.invariant))
+    })
+}
+
+/// Seeds the CI runs per level: each planted metadata bug must be caught within as many.
+const CI_SEEDS: u64 = 2000;
+
+/// Assembly that ignores event counts takes back a member the array had failed (and written on
+/// without it): its stale data is read.
+#[test]
+fn assembly_ignoring_event_counts_is_caught() {
+    let caught = first_caught(Mutation::IgnoreEvents, CI_SEEDS);
+    println!("ignore-events: first caught by {caught:?}");
+    let (_, _, invariant) = caught.expect("assembly ignoring event counts went unnoticed");
+    assert!(
+        matches!(invariant, Invariant::WrongData | Invariant::LostDurableWrite | Invariant::Inconsistent),
+        "{invariant:?}"
+    );
+}
+
+/// Writes let out before their dirty mark and bitmap bits are durable: a crash leaves
+/// inconsistent redundancy that the array, recorded clean, never resyncs.
+#[test]
+fn data_before_its_bitmap_bit_is_caught() {
+    let caught = first_caught(Mutation::DataBeforeBitmap, CI_SEEDS);
+    println!("data-before-bitmap: first caught by {caught:?}");
+    let (_, _, invariant) = caught.expect("writes before their records went unnoticed");
+    assert!(
+        matches!(
+            invariant,
+            Invariant::Inconsistent
+                | Invariant::WrongData
+                | Invariant::DegradedReadDiffers
+                | Invariant::LostDurableWrite
+        ),
+        "{invariant:?}"
+    );
+}
+
+/// A rebuild checkpoint recorded ahead of the data it covers: a crash then resumes the rebuild
+/// past regions the new member never got.
+#[test]
+fn a_checkpoint_ahead_of_its_data_is_caught() {
+    let caught = first_caught(Mutation::CheckpointAhead, CI_SEEDS);
+    println!("checkpoint-ahead: first caught by {caught:?}");
+    let (_, _, invariant) = caught.expect("a rebuild checkpoint ahead of its data went unnoticed");
+    assert!(
+        matches!(invariant, Invariant::Inconsistent | Invariant::WrongData | Invariant::DegradedReadDiffers),
+        "{invariant:?}"
+    );
+}

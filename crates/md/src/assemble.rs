@@ -127,13 +127,16 @@ pub struct Candidate {
     pub info: MemberInfo,
 }
 
-/// Deliberate departures from md's assembly rules, for mutation testing only: a checker
-/// (the fault simulation) plants one to show that it notices. Everything else uses
-/// [`AssemblyRules::default`], md's rules.
+/// How assembly departs from md's defaults: [`AssemblyRules::default`] is md's behaviour.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AssemblyRules {
-    /// Ignore event counts: the first member that is not a spare is the reference, whatever
-    /// its events, and no member is left out as stale.
+    /// md's `start_dirty_degraded` module parameter: start a raid4/5/6 that stopped uncleanly
+    /// while degraded, although a stripe whose write was cut short may then read back wrong
+    /// (the write hole). Off by default, as in md.
+    pub start_dirty_degraded: bool,
+    /// For mutation testing only (a checker plants it to show that it notices): ignore event
+    /// counts, so that the first member that is not a spare is the reference, whatever its
+    /// events, and no member is left out as stale.
     pub ignore_events: bool,
 }
 

@@ -308,7 +308,8 @@ impl ArrayPolicy {
     /// is submitted, that its members are good up to the end of that step, with no flush.
     fn checkpoint_ahead(&mut self, array: &mut OpenArray, now: Duration) {
         let Some(run) = &self.pass else { return };
-        if run.action != SyncAction::Recover || now.saturating_sub(self.last_checkpoint) < self.config.checkpoint_every {
+        if run.action != SyncAction::Recover || now.saturating_sub(self.last_checkpoint) < self.config.checkpoint_every
+        {
             return;
         }
         let (slots, sectors) = (run.rebuilt_slots(array), (run.pos + run.step.min(run.end - run.pos)) / 512);

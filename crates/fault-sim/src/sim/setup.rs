@@ -189,7 +189,12 @@ impl Sim {
 
     /// md's assembly rules, or the departure a mutation plants.
     pub(super) fn assembly_rules(&self) -> AssemblyRules {
-        AssemblyRules { ignore_events: self.cfg.mutation == Some(Mutation::IgnoreEvents) }
+        AssemblyRules {
+            // The write-hole scenario without the log shows the hole: it starts the array as
+            // md's `start_dirty_degraded` does.
+            start_dirty_degraded: self.cfg.scenario == Scenario::WriteHole,
+            ignore_events: self.cfg.mutation == Some(Mutation::IgnoreEvents),
+        }
     }
 
     /// A new, zeroed device (a spare).
