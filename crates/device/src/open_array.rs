@@ -120,7 +120,17 @@ impl OpenArray {
         }
         let candidates: Vec<Candidate> =
             members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.info.clone() }).collect();
-        let plan = assemble::plan_with(&candidates, rules)?;
+        let mut plan = assemble::plan_with(&candidates, rules)?;
+        // A rebuild resumes from its checkpoint after a clean stop. After an unclean one, the
+        // part already rebuilt may disagree with the rest of its stripes or copies wherever a
+        // write was cut short (it went to the rebuilding member as well), and neither a log
+        // replay nor a resync, which leave a member that is not in sync alone, would set that
+        // right: the rebuild starts again from the beginning.
+        if !plan.clean {
+            for checkpoint in plan.recovering.iter_mut().flatten() {
+                *checkpoint = 0;
+            }
+        }
         // A member must be big enough for the data the array expects on it.
         for (slot, idx) in plan.slots.iter().enumerate() {
             let Some(idx) = *idx else { continue };

@@ -185,8 +185,11 @@ impl ArrayPolicy {
             }
             AfterFlush::ResyncCheckpoint { array_bytes } => {
                 // Written with the next update made while no write is in flight (md writes
-                // `resync_offset` only while the array is in sync): now, if idle.
-                let idle = self.writes.is_empty();
+                // `resync_offset` only while the array is in sync): now, if idle. Only while the
+                // resync is still owed: once it has finished, a clean mark now would be a real
+                // one, ahead of the resync's last writes, which this flush did not cover (the
+                // clean timer marks the array clean after a flush of its own).
+                let idle = self.writes.is_empty() && array.needs_resync();
                 self.record(array, MetaChange::ResyncCheckpoint { array_bytes })
                     .and_then(|_| if idle { self.record(array, MetaChange::Clean).map(|_| ()) } else { Ok(()) })
                     .map_err(|e| format!("recording resync progress failed: {e}"))
