@@ -98,7 +98,7 @@ impl ArrayPolicy {
 
     /// Whether a member failure is being recorded: not yet durable, and still may be (after a
     /// failed metadata write, which is noticed, answers are not held forever).
-    fn failure_being_recorded(&self, array: &OpenArray) -> bool {
+    pub fn failure_being_recorded(&self, array: &OpenArray) -> bool {
         self.meta.roles.is_some_and(|t| !array.metadata_durable(t)) && array.metadata_pending().is_some()
     }
 
