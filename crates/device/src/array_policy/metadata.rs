@@ -28,7 +28,9 @@ pub(super) enum AfterFlush {
     /// device holds by the time the flush is done is left alone.
     Checkpoint { slots: Vec<(usize, String)>, sectors: u64 },
     /// A resync has made everything below `array_bytes` consistent.
-    ResyncCheckpoint { array_bytes: u64 },
+    /// `writes_ended` as when the flush was queued: the position is written as an idle record
+    /// only if no write ended since (one that did may not be on the members yet).
+    ResyncCheckpoint { array_bytes: u64, writes_ended: u64 },
     /// The members rebuilding in `slots` (slot, device name) are rebuilt.
     Rebuilt { slots: Vec<(usize, String)> },
 }
@@ -183,13 +185,13 @@ impl ArrayPolicy {
                     .collect();
                 self.record_rebuild_checkpoint(array, &same, sectors)
             }
-            AfterFlush::ResyncCheckpoint { array_bytes } => {
+            AfterFlush::ResyncCheckpoint { array_bytes, writes_ended } => {
                 // Written with the next update made while no write is in flight (md writes
                 // `resync_offset` only while the array is in sync): now, if idle. Only while the
                 // resync is still owed: once it has finished, a clean mark now would be a real
                 // one, ahead of the resync's last writes, which this flush did not cover (the
                 // clean timer marks the array clean after a flush of its own).
-                let idle = self.writes.is_empty() && array.needs_resync();
+                let idle = self.writes.is_empty() && writes_ended == self.writes_ended && array.needs_resync();
                 self.record(array, MetaChange::ResyncCheckpoint { array_bytes })
                     .and_then(|_| if idle { self.record(array, MetaChange::Clean).map(|_| ()) } else { Ok(()) })
                     .map_err(|e| format!("recording resync progress failed: {e}"))

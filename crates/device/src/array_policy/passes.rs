@@ -297,7 +297,7 @@ impl ArrayPolicy {
         let after = match run.action {
             SyncAction::Recover if self.config.mutation == PolicyMutation::CheckpointAhead => return,
             SyncAction::Recover => AfterFlush::Checkpoint { slots: run.rebuilt_devices(array), sectors: run.pos / 512 },
-            SyncAction::Resync => AfterFlush::ResyncCheckpoint { array_bytes: run.pos },
+            SyncAction::Resync => AfterFlush::ResyncCheckpoint { array_bytes: run.pos, writes_ended: self.writes_ended },
             SyncAction::Check | SyncAction::Repair => return,
         };
         self.last_checkpoint = now;
@@ -354,7 +354,7 @@ impl ArrayPolicy {
         }
         if run.action == SyncAction::Resync && !complete {
             // Likewise a resync, which resumes there.
-            self.flush_then(AfterFlush::ResyncCheckpoint { array_bytes: run.pos });
+            self.flush_then(AfterFlush::ResyncCheckpoint { array_bytes: run.pos, writes_ended: self.writes_ended });
         }
         let summary = if complete {
             if matches!(run.action, SyncAction::Resync | SyncAction::Repair) {
