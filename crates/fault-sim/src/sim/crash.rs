@@ -121,6 +121,17 @@ impl Sim {
         self.open = open;
         configure_reads(self.open.engine_mut(), self.cfg.read_policy());
         self.refresh_slots();
+        // A member left out for a superblock the crash tore counts as a lost member the fault
+        // plan never budgeted for: if what is left (latent errors included) no longer covers
+        // every byte, the run goes on as one beyond the redundancy, where requests may fail
+        // but must never return wrong data.
+        if !damaged.is_empty() && self.mode == Mode::Normal {
+            let compromised = self.compromised();
+            if !self.geometry.is_readable(&|s| !compromised[s]) {
+                trace!(self, "the torn superblocks took the array beyond its redundancy");
+                self.mode = Mode::Overload;
+            }
+        }
         let states = self.open.engine().slot_states().to_vec();
         let degraded = states.iter().any(|s| *s != SlotState::InSync);
         trace!(self, "assembled: slots {states:?}, devices {:?}", self.slot_dev);

@@ -11,7 +11,7 @@ use super::{Failure, FaultKind, Invariant, Mode, Mutation, Scenario, Sim};
 impl Sim {
     /// Slots that are not fully trustworthy right now: not in sync, without a live device, with
     /// latent errors, or with a write error waiting.
-    fn compromised(&self) -> Vec<bool> {
+    pub(super) fn compromised(&self) -> Vec<bool> {
         let states = self.open.engine().slot_states();
         (0..states.len())
             .map(|s| {
