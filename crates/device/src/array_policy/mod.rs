@@ -313,7 +313,10 @@ impl ArrayPolicy {
     /// When the array may be marked clean: it is dirty, owes no resync, no write is in flight,
     /// no writing pass runs, and no clean mark is already on its way.
     fn clean_at(&self, array: &OpenArray) -> Option<Duration> {
-        let pass_writes = self.pass.as_ref().is_some_and(|r| r.action != SyncAction::Check);
+        // A rebuild writes only the member it rebuilds, whose progress its checkpoint records:
+        // as md's safe mode, the array may be marked clean while it runs. A resync or repair
+        // rewrites redundancy and keeps the array dirty.
+        let pass_writes = self.pass.as_ref().is_some_and(|r| matches!(r.action, SyncAction::Resync | SyncAction::Repair));
         let due = array.is_dirty()
             && !array.needs_resync()
             && self.writes.is_empty()

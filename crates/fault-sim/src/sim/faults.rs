@@ -211,8 +211,10 @@ impl Sim {
                 self.report.corruptions += 1;
             }
             FaultKind::CrashInRebuild => {
+                // While the array is recorded clean, too: a crash with writes in flight makes
+                // the next assembly start the rebuild over, whatever its checkpoint says.
                 let rebuilding = self.policy.pass().is_some_and(|p| p.action == SyncAction::Recover);
-                if !rebuilding {
+                if !rebuilding || self.open.metadata_pending().is_some() || self.open.is_dirty() {
                     return Ok(false);
                 }
                 self.crash()?;

@@ -87,7 +87,11 @@ impl Sim {
         // and a workload of milliseconds, and no throttling (time is virtual).
         let mut prng = rng.fork();
         let policy_config = PolicyConfig {
-            clean_delay: Duration::from_micros(prng.between(200, 20_000)),
+            clean_delay: Duration::from_micros(if cfg.mutation == Some(Mutation::CheckpointAhead) {
+                50
+            } else {
+                prng.between(200, 20_000)
+            }),
             bitmap_clear_delay: Duration::from_micros(prng.between(500, 50_000)),
             speed: SpeedLimits { min_bytes_per_sec: u64::MAX / 4, max_bytes_per_sec: u64::MAX / 4 },
             auto_resync: true,
@@ -232,6 +236,10 @@ impl Sim {
         self.w.mean_gap = r.between(5_000, 400_000);
         let (read, flush, discard) = if write_hole {
             (10, 3, 0)
+        } else if self.cfg.mutation == Some(Mutation::CheckpointAhead) {
+            // Mostly reads, so that the array is often recorded clean while the rebuild runs:
+            // a crash with writes in flight would make assembly start the rebuild over.
+            (r.between(80, 90), r.between(2, 6), 0)
         } else if self.cfg.mutation == Some(Mutation::LyingFlush) {
             (r.between(10, 30), r.between(10, 20), r.between(0, 4))
         } else {
