@@ -157,9 +157,10 @@ impl Sim {
                 }
             }
         }
-        // A complete log replay leaves parity matching data: no resync (md marks it clean),
-        // unless a raid6 lost logs with its missing members (as `uraid` assembly decides).
-        self.needs_resync = !log_complete || (degraded && self.geometry.max_degraded() > 1);
+        // A complete log replay leaves parity matching data: no resync (md marks it clean, and
+        // so does `uraid` assembly). Not even on a degraded raid6: a member that went missing
+        // took no log entry with it that the other parity member's log does not hold too.
+        self.needs_resync = !log_complete;
         self.array.set_resync_pending(self.needs_resync);
         if self.cfg.scenario == Scenario::WriteHole {
             return self.write_hole_check(&exposed);
