@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use uraid_engine::array::{Array, Completion, MemberIoError, MemberOp, Request, SlotState};
-use uraid_engine::ppl::{latest_header, replay, PplConfig, ReplayIo, ReplayReport};
+use uraid_engine::ppl::{latest_header, replay, MemberLog, PplConfig, ReplayIo};
+use uraid_md_format::ppl::PplHeader;
 
 use crate::disk::{SimDisk, SECTOR};
 use crate::model::Mismatch;
@@ -156,9 +157,10 @@ impl Sim {
                 }
             }
         }
-        // A complete log replay leaves parity matching data: no resync (md marks it clean),
-        // unless a raid6 lost logs with its missing members (as `uraid` assembly decides).
-        self.needs_resync = !log_complete || (degraded && self.geometry.max_degraded() > 1);
+        // A complete log replay leaves parity matching data: no resync (md marks it clean, and
+        // so does `uraid` assembly). Not even on a degraded raid6: a member that went missing
+        // took no log entry with it that the other parity member's log does not hold too.
+        self.needs_resync = !log_complete;
         self.array.set_resync_pending(self.needs_resync);
         if self.cfg.scenario == Scenario::WriteHole {
             return self.write_hole_check(&exposed);
@@ -186,9 +188,9 @@ impl Sim {
     /// empty. True if every log was valid and applied in full.
     fn replay_logs(&mut self, config: &PplConfig, states: &[SlotState]) -> Result<bool, Failure> {
         let mut complete = true;
-        let mut total = ReplayReport::default();
-        for slot in 0..states.len() {
-            if states[slot] != SlotState::InSync {
+        let mut found: Vec<(usize, PplHeader, Vec<u8>)> = Vec::new();
+        for (slot, state) in states.iter().enumerate() {
+            if *state != SlotState::InSync {
                 continue;
             }
             let d = self.slot_dev[slot].expect("an in-sync slot has a device");
@@ -197,35 +199,36 @@ impl Sim {
                 complete = false;
                 continue;
             };
-            let pp = self.devices[d].ppl_area[at + uraid_md_format::ppl::HEADER_BYTES..].to_vec();
+            trace!(
+                self,
+                "  log of slot {slot} (d{d}), generation {}: {} entries",
+                header.generation,
+                header.entries.len()
+            );
             for e in &header.entries {
                 let ext = uraid_engine::ppl::entry_extent(&self.geometry, e);
                 trace!(self, "    entry {e:?}: {ext:?}");
             }
-            let mut io = SimReplayIo { devices: &mut self.devices, slot_dev: &self.slot_dev };
-            match replay(&self.geometry, states, slot, &header, &pp, &mut io) {
-                Ok(r) => {
-                    trace!(
-                        self,
-                        "  log of slot {slot} (d{d}), generation {}: {} entries, {} recovered, {} rebuilt, {} skipped, {} bad",
-                        header.generation,
-                        header.entries.len(),
-                        r.recovered,
-                        r.rebuilt,
-                        r.skipped,
-                        r.bad
-                    );
-                    complete &= r.bad == 0;
-                    total.recovered += r.recovered;
-                    total.skipped += r.skipped;
-                    total.rebuilt += r.rebuilt;
-                    total.bad += r.bad;
-                }
-                Err(e) => {
-                    return Err(self.fail(Invariant::RequestFailed, format!("replaying the log of slot {slot}: {e}")))
-                }
-            }
+            let pp = self.devices[d].ppl_area[at + uraid_md_format::ppl::HEADER_BYTES..].to_vec();
+            found.push((slot, header, pp));
         }
+        let logs: Vec<MemberLog> =
+            found.iter().map(|(slot, header, pp)| MemberLog { slot: *slot, header, pp }).collect();
+        let mut io = SimReplayIo { devices: &mut self.devices, slot_dev: &self.slot_dev };
+        let r = match replay(&self.geometry, states, &logs, &mut io) {
+            Ok(r) => r,
+            Err(e) => return Err(self.fail(Invariant::RequestFailed, format!("replaying the logs: {e}"))),
+        };
+        trace!(
+            self,
+            "  replay: {} recovered, {} rebuilt, {} skipped, {} bad, {} duplicates",
+            r.recovered,
+            r.rebuilt,
+            r.skipped,
+            r.bad,
+            r.duplicates
+        );
+        complete &= r.bad == 0;
         // Replay writes go straight to the media (the driver flushes after replay).
         for d in self.slot_dev.iter().flatten().copied().collect::<Vec<_>>() {
             if !self.devices[d].dead {
@@ -234,7 +237,7 @@ impl Sim {
                 self.devices[d].ppl_area = empty_log(config);
             }
         }
-        self.report.log_entries_replayed += (total.recovered + total.rebuilt) as u64;
+        self.report.log_entries_replayed += (r.recovered + r.rebuilt) as u64;
         Ok(complete)
     }
 

@@ -40,7 +40,8 @@ impl Sim {
         // Mirrors may resync what is left while degraded (md does; an engine that refuses says
         // DegradedCheck and the resync waits until the array is whole). A parity array is
         // degraded here only with a partial parity log (else a crash while degraded ends the
-        // run), and then only raid6 short of one member owes a resync.
+        // run), and owes a resync only after a log replay that could not use all of the log;
+        // raid6 short of one member can run it.
         let mirror = self.geometry.is_mirrored();
         // raid6 short of one member resyncs too (P and Q made to agree around it).
         let lost =
