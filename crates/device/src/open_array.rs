@@ -181,10 +181,9 @@ impl OpenArray {
                 let r = crate::ppl::replay_logs(&plan.geometry, array.slot_states(), &targets, config)?;
                 // Every log read and applied: parity matches data wherever a write was in
                 // flight, and nowhere else could it differ, so no resync is owed (md marks the
-                // array clean after a clean PPL recovery). Except on a degraded raid6: the logs of
-                // the missing members are gone with them, and the stripes they covered may have
-                // a Q that disagrees with their data; raid6 short of one member can resync that.
-                let lost_logs = plan.degraded() && plan.geometry.max_degraded() > 1;
+                // array clean after a clean PPL recovery). A degraded raid6 is no exception: each
+                // entry was logged on both parity members, so a missing member took none with it
+                // that an in-sync one does not hold as well.
                 // With as many members out as the level has syndromes (raid4/5 short of one,
                 // raid6 short of two), nothing is left to disagree: parity is what defines the
                 // missing member, and a rebuild recomputes it from the rest. A resync could do
@@ -193,7 +192,7 @@ impl OpenArray {
                 // the crash cut short, whose stripes were therefore never written.
                 let out_of_sync = array.slot_states().iter().filter(|s| **s != SlotState::InSync).count();
                 let no_redundancy_left = out_of_sync >= plan.geometry.max_degraded();
-                if (r.complete() && !lost_logs) || no_redundancy_left {
+                if r.complete() || no_redundancy_left {
                     needs_resync = false;
                 }
                 log_replay = Some(r);

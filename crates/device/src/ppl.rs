@@ -3,7 +3,7 @@
 //! every log empty. What the log is and why it closes the write hole: `uraid_engine::ppl`.
 
 use uraid_engine::array::MemberIoError;
-use uraid_engine::ppl::{latest_header, replay, PplConfig, ReplayIo, ReplayReport};
+use uraid_engine::ppl::{latest_header, replay, MemberLog, PplConfig, ReplayIo, ReplayReport};
 use uraid_engine::{Geometry, SlotState};
 use uraid_md_format::ppl::PplHeader;
 use uraid_md_format::Superblock;
@@ -60,7 +60,8 @@ impl TargetIo<'_> {
     }
 }
 
-/// Replay the log of every in-sync member, then flush the members.
+/// Replay the logs of the in-sync members together (raid6 keeps each entry on two of them),
+/// then flush the members.
 pub(crate) fn replay_logs(
     geometry: &Geometry,
     slots: &[SlotState],
@@ -68,6 +69,7 @@ pub(crate) fn replay_logs(
     config: &PplConfig,
 ) -> Result<LogReplay, OpenError> {
     let mut out = LogReplay::default();
+    let mut found: Vec<(usize, PplHeader, Vec<u8>)> = Vec::new();
     for (slot, target) in targets.iter().enumerate() {
         let Some(t) = target else { continue };
         if slots[slot] != SlotState::InSync {
@@ -84,14 +86,12 @@ pub(crate) fn replay_logs(
             out.invalid_logs.push(t.dev.name().to_string());
             continue;
         };
-        let pp = &area[offset + uraid_md_format::ppl::HEADER_BYTES..];
-        let r = replay(geometry, slots, slot, &header, pp, &mut TargetIo { targets })
-            .map_err(|e| OpenError::BadMember(e.to_string()))?;
-        out.report.recovered += r.recovered;
-        out.report.skipped += r.skipped;
-        out.report.rebuilt += r.rebuilt;
-        out.report.bad += r.bad;
+        area.drain(..offset + uraid_md_format::ppl::HEADER_BYTES);
+        found.push((slot, header, area));
     }
+    let logs: Vec<MemberLog> = found.iter().map(|(slot, header, pp)| MemberLog { slot: *slot, header, pp }).collect();
+    out.report =
+        replay(geometry, slots, &logs, &mut TargetIo { targets }).map_err(|e| OpenError::BadMember(e.to_string()))?;
     flush_all(targets)?;
     Ok(out)
 }

@@ -17,7 +17,11 @@
 //! `data_size` is `n * strip`, `pp_size` the partial parity (`strip` bytes, or 0 when all data
 //! chunks of those rows are written). For raid4 and raid6 uraid uses the same log as its own
 //! extension (md's kernel refuses PPL there): raid4 exactly like raid5, raid6 with the partial
-//! Q syndrome after the partial P, so `pp_size` is `2 * strip` unless the rows are full.
+//! Q syndrome after the partial P, so `pp_size` is `2 * strip` unless the rows are full. A raid6
+//! entry (whose `parity_disk` is still P's slot) is written to the logs of both parity members,
+//! P and Q: a raid6 array survives the loss of either, and the entry must too, since the other
+//! syndrome is what a second missing member is rebuilt through. [`replay`] applies such an
+//! entry once.
 
 use uraid_layout::StripeRoles;
 use uraid_md_format::ppl::{pp_checksum, PplEntry, PplHeader, HEADER_BYTES, MAX_ENTRIES};
@@ -257,7 +261,7 @@ pub enum ReplayError {
     NotParity,
 }
 
-/// What replaying one member's log did.
+/// What replaying the logs did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayReport {
     /// Entries whose stripes got parity consistent with their data again.
@@ -269,125 +273,190 @@ pub struct ReplayReport {
     pub rebuilt: usize,
     /// Entries whose partial parity failed its checksum, which do not fit the array, or whose
     /// members could not be read or written (md counts the first two as mismatches and fails
-    /// the member for the others); the array then needs a resync.
+    /// the member for the others); the array then needs a resync. A copy that failed its
+    /// checksum does not count when another log holds the same entry intact.
     pub bad: usize,
+    /// Copies of entries another log holds too (raid6 logs each entry on both parity
+    /// members), applied once.
+    pub duplicates: usize,
 }
 
-/// Replay the log `header` (with its partial parity `pp`, the bytes after the header) read from
-/// in-sync member `log_slot`: recompute parity of every stripe it names from the data on the
-/// members now. `slots` are the states the array is assembled with.
+/// The newest log found on one in-sync member: its header and the partial parity after it.
+#[derive(Debug, Clone, Copy)]
+pub struct MemberLog<'a> {
+    pub slot: usize,
+    pub header: &'a PplHeader,
+    /// The bytes of the log area after the header.
+    pub pp: &'a [u8],
+}
+
+/// What became of one entry.
+enum Applied {
+    Recovered,
+    Rebuilt,
+    Skipped,
+    Bad,
+}
+
+/// Replay the logs of the in-sync members: recompute parity of every stripe they name from the
+/// data on the members now. `slots` are the states the array is assembled with.
+///
+/// raid4/5 keep a stripe's entries in its P member's log only, so the logs name disjoint
+/// stripes. raid6 keeps each entry in the logs of both its P and Q members; a copy found in two
+/// logs is applied once. Applying an entry only rewrites parity from data, which it does not
+/// change, so the order matters only where entries overlap: the logs are applied oldest header
+/// first (uraid numbers its headers across the members), each in its own order, so a newer
+/// entry has the last word. Either copy is right while both exist: the stripe's member writes
+/// waited for both to be durable, and a header is replaced only once what it covers is flushed.
 pub fn replay(
     geometry: &Geometry,
     slots: &[SlotState],
-    log_slot: usize,
-    header: &PplHeader,
-    pp: &[u8],
+    logs: &[MemberLog],
     io: &mut dyn ReplayIo,
 ) -> Result<ReplayReport, ReplayError> {
-    let mut report = ReplayReport::default();
-    let chunk = geometry.chunk_bytes();
     let width = geometry.stripe_data_bytes().ok_or(ReplayError::NotParity)?;
-    let in_sync = |s: usize| slots[s] == SlotState::InSync;
-    let mut pp_at = 0usize;
-    for e in header.entries.iter().take(MAX_ENTRIES) {
-        let pp_len = e.pp_size as usize;
-        let Some(bytes) = pp.get(pp_at..pp_at + pp_len) else {
-            report.bad += 1;
-            break;
-        };
-        pp_at += pp_len;
-        let Some(ext) = entry_extent(geometry, e).filter(|_| pp_checksum(bytes) == e.checksum) else {
-            report.bad += 1;
-            continue;
-        };
-        let stripe = ext.first / width;
-        let roles = geometry.stripe_roles(stripe);
-        let first_chunk = ((ext.first % width) / chunk) as usize;
-        let member_off = stripe * chunk + ext.first % chunk;
-        let members: Vec<usize> = (first_chunk..first_chunk + ext.data_disks).map(|d| roles.data[d]).collect();
-        if log_slot != roles.p && Some(log_slot) != roles.q {
-            report.bad += 1;
-            continue;
-        }
-        let missing: Vec<usize> = (0..members.len()).filter(|&i| !in_sync(members[i])).collect();
-        // With a changed member gone, the rows it was being written with cannot be known. md
-        // (raid5) leaves the entry alone: those rows read back as whatever parity now says, and
-        // nothing else can disagree with parity in a degraded raid4/5. raid6 still has a
-        // syndrome to spare, which must agree again: the missing rows are taken as P now says
-        // they are and Q is made to match (for an entry whose write had long finished, that is
-        // the data itself and Q does not change). With no syndrome to spare: left alone.
-        let rebuild_from_p = match missing.len() {
-            0 => false,
-            1 if roles.q.is_some_and(in_sync) && in_sync(roles.p) => true,
-            _ => {
-                report.skipped += 1;
+    let checked: Vec<Vec<CheckedEntry>> = logs.iter().map(|log| checked_entries(geometry, width, log)).collect();
+    let intact: Vec<(PplEntry, &[u8])> = checked.iter().flatten().filter_map(|(e, b)| b.map(|b| (*e, b))).collect();
+    let mut order: Vec<usize> = (0..logs.len()).collect();
+    order.sort_by_key(|&i| (logs[i].header.generation, logs[i].slot));
+    let mut report = ReplayReport::default();
+    let mut applied: Vec<(PplEntry, &[u8])> = Vec::new();
+    for i in order {
+        for &(e, bytes) in &checked[i] {
+            let Some(bytes) = bytes else {
+                if intact.iter().any(|(twin, _)| *twin == e) {
+                    report.duplicates += 1;
+                } else {
+                    report.bad += 1;
+                }
+                continue;
+            };
+            if applied.contains(&(e, bytes)) {
+                report.duplicates += 1;
                 continue;
             }
-        };
-        let len = ext.strip as usize;
-        let mut blocks: Vec<Option<Vec<u8>>> = vec![None; roles.data.len()];
-        let mut unreadable = false;
-        for (i, &m) in members.iter().enumerate() {
-            if !in_sync(m) {
-                continue;
+            applied.push((e, bytes));
+            match apply_entry(geometry, slots, &e, bytes, io) {
+                Applied::Recovered => report.recovered += 1,
+                Applied::Rebuilt => report.rebuilt += 1,
+                Applied::Skipped => report.skipped += 1,
+                Applied::Bad => report.bad += 1,
             }
-            match io.read(m, member_off, ext.strip) {
-                Ok(b) => blocks[first_chunk + i] = Some(b),
-                // The stripe keeps its parity as it is; a resync has to settle it.
-                Err(_) => unreadable = true,
-            }
-        }
-        let partial_p = if e.pp_size == 0 { vec![0u8; len] } else { bytes[..len].to_vec() };
-        if rebuild_from_p {
-            match io.read(roles.p, member_off, ext.strip) {
-                Ok(mut x) => {
-                    uraid_parity::xor_into(&mut x, &partial_p);
-                    for b in blocks.iter().flatten() {
-                        uraid_parity::xor_into(&mut x, b);
-                    }
-                    blocks[first_chunk + missing[0]] = Some(x);
-                }
-                Err(_) => unreadable = true,
-            }
-        }
-        if unreadable {
-            report.bad += 1;
-            continue;
-        }
-        let mut p = partial_p;
-        for b in blocks.iter().flatten() {
-            uraid_parity::xor_into(&mut p, b);
-        }
-        let q = roles.q.map(|_| {
-            let mut q = if e.pp_size == 0 { vec![0u8; len] } else { bytes[len..2 * len].to_vec() };
-            let mut scratch = vec![0u8; len];
-            let zero = vec![0u8; len];
-            for (d, b) in blocks.iter().enumerate() {
-                if let Some(b) = b {
-                    let slot = roles.syndrome_slot[roles.data[d]].expect("data member has a syndrome slot");
-                    uraid_parity::update_pq(&mut scratch, Some(&mut q), slot, &zero, b);
-                }
-            }
-            q
-        });
-        let mut written = true;
-        if in_sync(roles.p) && !rebuild_from_p {
-            written &= io.write(roles.p, member_off, &p).is_ok();
-        }
-        if let (Some(qs), Some(q)) = (roles.q, q) {
-            if in_sync(qs) {
-                written &= io.write(qs, member_off, &q).is_ok();
-            }
-        }
-        if !written {
-            report.bad += 1;
-        } else if rebuild_from_p {
-            report.rebuilt += 1;
-        } else {
-            report.recovered += 1;
         }
     }
     Ok(report)
+}
+
+/// An entry with its partial parity, or `None` where the entry cannot be used.
+type CheckedEntry<'a> = (PplEntry, Option<&'a [u8]>);
+
+/// The entries of one log, each with its partial parity if it fits this geometry and this log
+/// (the stripe's P or Q member) and its partial parity is there and passes its checksum.
+fn checked_entries<'a>(geometry: &Geometry, width: u64, log: &MemberLog<'a>) -> Vec<CheckedEntry<'a>> {
+    let mut pp_at = 0usize;
+    log.header
+        .entries
+        .iter()
+        .take(MAX_ENTRIES)
+        .map(|e| {
+            let bytes = log.pp.get(pp_at..pp_at + e.pp_size as usize);
+            pp_at += e.pp_size as usize;
+            let usable = bytes.filter(|b| {
+                pp_checksum(b) == e.checksum
+                    && entry_extent(geometry, e).is_some_and(|ext| {
+                        let roles = geometry.stripe_roles(ext.first / width);
+                        log.slot == roles.p || Some(log.slot) == roles.q
+                    })
+            });
+            (*e, usable)
+        })
+        .collect()
+}
+
+/// Make the parity of one entry's rows right again (`bytes`: its partial parity, checked).
+fn apply_entry(geometry: &Geometry, slots: &[SlotState], e: &PplEntry, bytes: &[u8], io: &mut dyn ReplayIo) -> Applied {
+    let chunk = geometry.chunk_bytes();
+    let width = geometry.stripe_data_bytes().expect("parity geometry");
+    let in_sync = |s: usize| slots[s] == SlotState::InSync;
+    let ext = entry_extent(geometry, e).expect("a checked entry");
+    let stripe = ext.first / width;
+    let roles = geometry.stripe_roles(stripe);
+    let first_chunk = ((ext.first % width) / chunk) as usize;
+    let member_off = stripe * chunk + ext.first % chunk;
+    let members: Vec<usize> = (first_chunk..first_chunk + ext.data_disks).map(|d| roles.data[d]).collect();
+    let missing: Vec<usize> = (0..members.len()).filter(|&i| !in_sync(members[i])).collect();
+    // With a changed member gone, the rows it was being written with cannot be known. md
+    // (raid5) leaves the entry alone: those rows read back as whatever parity now says, and
+    // nothing else can disagree with parity in a degraded raid4/5. raid6 still has a
+    // syndrome to spare, which must agree again: the missing rows are taken as P now says
+    // they are and Q is made to match (for an entry whose write had long finished, that is
+    // the data itself and Q does not change). With no syndrome to spare: left alone.
+    let rebuild_from_p = match missing.len() {
+        0 => false,
+        1 if roles.q.is_some_and(in_sync) && in_sync(roles.p) => true,
+        _ => return Applied::Skipped,
+    };
+    let len = ext.strip as usize;
+    let mut blocks: Vec<Option<Vec<u8>>> = vec![None; roles.data.len()];
+    let mut unreadable = false;
+    for (i, &m) in members.iter().enumerate() {
+        if !in_sync(m) {
+            continue;
+        }
+        match io.read(m, member_off, ext.strip) {
+            Ok(b) => blocks[first_chunk + i] = Some(b),
+            // The stripe keeps its parity as it is; a resync has to settle it.
+            Err(_) => unreadable = true,
+        }
+    }
+    let partial_p = if e.pp_size == 0 { vec![0u8; len] } else { bytes[..len].to_vec() };
+    if rebuild_from_p {
+        match io.read(roles.p, member_off, ext.strip) {
+            Ok(mut x) => {
+                uraid_parity::xor_into(&mut x, &partial_p);
+                for b in blocks.iter().flatten() {
+                    uraid_parity::xor_into(&mut x, b);
+                }
+                blocks[first_chunk + missing[0]] = Some(x);
+            }
+            Err(_) => unreadable = true,
+        }
+    }
+    if unreadable {
+        return Applied::Bad;
+    }
+    let mut p = partial_p;
+    for b in blocks.iter().flatten() {
+        uraid_parity::xor_into(&mut p, b);
+    }
+    let q = roles.q.map(|_| {
+        let mut q = if e.pp_size == 0 { vec![0u8; len] } else { bytes[len..2 * len].to_vec() };
+        let mut scratch = vec![0u8; len];
+        let zero = vec![0u8; len];
+        for (d, b) in blocks.iter().enumerate() {
+            if let Some(b) = b {
+                let slot = roles.syndrome_slot[roles.data[d]].expect("data member has a syndrome slot");
+                uraid_parity::update_pq(&mut scratch, Some(&mut q), slot, &zero, b);
+            }
+        }
+        q
+    });
+    let mut written = true;
+    if in_sync(roles.p) && !rebuild_from_p {
+        written &= io.write(roles.p, member_off, &p).is_ok();
+    }
+    if let (Some(qs), Some(q)) = (roles.q, q) {
+        if in_sync(qs) {
+            written &= io.write(qs, member_off, &q).is_ok();
+        }
+    }
+    if !written {
+        Applied::Bad
+    } else if rebuild_from_p {
+        Applied::Rebuilt
+    } else {
+        Applied::Recovered
+    }
 }
 
 #[cfg(test)]

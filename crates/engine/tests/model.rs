@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use uraid_engine::array::{Array, Completion, Request, SlotState};
 use uraid_engine::blocking::execute;
 use uraid_engine::geometry::Geometry;
-use uraid_engine::ppl::{latest_header, replay, PplConfig};
+use uraid_engine::ppl::{latest_header, replay, MemberLog, PplConfig};
 
 #[derive(Debug, Clone)]
 struct WriteOp {
@@ -71,16 +71,20 @@ fn run_sequence_with(name: &str, geometry: &Geometry, absent: &[usize], ops: &[W
         );
         if logged {
             let before = members.disks.clone();
+            let areas = members.logs.clone();
+            let mut found = Vec::new();
             for slot in (0..n).filter(|&s| slots[s] == SlotState::InSync) {
-                let area = members.logs[slot].clone();
-                let Some((at, header)) = latest_header(&area, config.signature) else {
+                let area = &areas[slot];
+                let Some((at, header)) = latest_header(area, config.signature) else {
                     assert!(area.is_empty(), "{name}: slot {slot} holds a log without a valid header");
                     continue;
                 };
-                let pp = &area[at + uraid_md_format::ppl::HEADER_BYTES..];
-                let r = replay(geometry, &slots, slot, &header, pp, &mut members).unwrap();
-                assert_eq!(r.bad, 0, "{name}: slot {slot}: log entries that do not fit: {header:?}");
+                found.push((slot, header, &area[at + uraid_md_format::ppl::HEADER_BYTES..]));
             }
+            let logs: Vec<MemberLog> =
+                found.iter().map(|(slot, header, pp)| MemberLog { slot: *slot, header, pp }).collect();
+            let r = replay(geometry, &slots, &logs, &mut members).unwrap();
+            assert_eq!(r.bad, 0, "{name}: log entries that do not fit: {logs:?}");
             assert!(
                 members.disks == before,
                 "{name} absent {absent:?}: replaying the logs after write at {offset}+{len} changed a member"

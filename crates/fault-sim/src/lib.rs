@@ -127,8 +127,8 @@
 //! [`KNOWN_BUGS`] lists what the simulation found in the engine and the narrow guard that keeps
 //! the default campaign (and CI) clear of each until it is fixed; `URAID_SIM_EXPOSE_KNOWN_BUGS=1`
 //! turns the guards off (`--ignored known_bugs`). Remove a guard with its fix. The list is empty
-//! today: the last entry (G2, mirror read-error corrections splicing copies inside a sector) was
-//! fixed and its guard removed.
+//! today: the last entry (P1, raid6 log entries lost with the one parity member that held them)
+//! was fixed and its guard removed.
 
 pub mod campaign;
 pub mod disk;
@@ -150,24 +150,11 @@ pub struct KnownBug {
 }
 
 /// Engine bugs the simulation found and the guards that keep the default campaign clear of them.
-/// G2 (read-error corrections on mirrors rewrote the exact bytes of
-/// the failed member read, splicing two disagreeing copies inside the sectors at its edges) was
-/// fixed: mirrors now rewrite whole 4 KiB rows read from one good copy, and its guard (no latent
-/// errors on raid1/raid10 while a post-crash resync is pending, no crash while they have any) is
-/// gone.
+/// The last two fixed: G2 (read-error corrections on mirrors rewrote the exact bytes of the
+/// failed member read, splicing two disagreeing copies inside the sectors at its edges; mirrors
+/// now rewrite whole 4 KiB rows read from one good copy) and P1 (raid6 log entries lived on one
+/// parity member and died with it at a crash; they are now written to both P and Q).
 pub const KNOWN_BUGS: &[KnownBug] = &[
-    KnownBug {
-        name: "P1: raid6 log lost with the member that held it, with a second member out",
-        bug: "on raid6 with a partial parity log a stripe's entries live on one member (P, or Q \
-          while P is out). If that member dies as the array crashes, with the stripe's writes \
-          out, the entries die with it; the stripe's other syndrome may then disagree with its \
-          data, and with a second member out as well, data rebuilt through it can read wrong \
-          (found as seed 5002220 on raid6-5-ls6). A member death the engine has seen moves the \
-          entries (see the engine's logging module); one at the crash cannot. Writing raid6 \
-          entries to both parity members' logs would close it.",
-        guard: "raid6 with a log: no crash while two members are out (not in sync, or dead unseen), \
-            nor while moved entries are not yet durable",
-    },
     KnownBug {
         name: "P3: with a log, a stripe whose write failed on a member whose failure is not yet recorded",
         bug: "a write fails on one member, the engine fails the member and finishes the stripe on the \

@@ -73,20 +73,120 @@ fn replay() {
     }
 }
 
-/// Seeds that found engine bugs since fixed, run as they were found (default configuration). A
-/// later change to the engine may take a seed down another path, so each is only a check that
-/// the run passes, not a proof that its bug's path is still taken.
-/// - raid6-5-rs 1013616: a raid6 member back in sync logged a stripe while another member's
-///   header still on disk (its replacement going out, not yet durable) held an older entry for
-///   that stripe; the crash replayed that entry's stale partial parity over the new write.
+/// Seeds that found engine bugs since fixed, run as they were found. A later change to the
+/// engine may take a seed down another path, so each is only a check that the run passes, not a
+/// proof that its bug's path is still taken.
+/// - raid6-5-rs 1013616 (default configuration): a raid6 member back in sync logged a stripe
+///   while another member's header still on disk (its replacement going out, not yet durable)
+///   held an older entry for that stripe; the crash replayed that entry's stale partial parity
+///   over the new write.
+/// - raid1-3 3002713 (default configuration): G3, a read cut into pieces that ended inside
+///   sectors answered one sector half from each of two disagreeing copies.
+/// - raid6-5-rs6 5056093 (`URAID_SIM_PPL=1`): a raid6 log write lost with its dead member came
+///   back after a spare had taken the slot, and the stripes queued for that slot's log were
+///   never sent (the engine stalled).
+/// - [`P1_SEEDS`] (`URAID_SIM_PPL=1 URAID_SIM_EXPOSE_KNOWN_BUGS=1`): P1.
 #[test]
 fn seeds_of_fixed_bugs_pass() {
-    for (geometry, seed) in [("raid6-5-rs", 1_013_616), ("raid1-3", 3_002_713)] {
-        if let Err(f) = run_one(&uraid_fault_sim::Config::new(seed, geometry)) {
+    let mut runs =
+        vec![uraid_fault_sim::Config::new(1_013_616, "raid6-5-rs"), uraid_fault_sim::Config::new(3_002_713, "raid1-3")];
+    let mut stalled = uraid_fault_sim::Config::new(5_056_093, "raid6-5-rs6");
+    stalled.ppl = Some(true);
+    runs.push(stalled);
+    for &(geometry, seed) in P1_SEEDS {
+        let mut cfg = uraid_fault_sim::Config::new(seed, geometry);
+        cfg.ppl = Some(true);
+        cfg.expose_known_bugs = true;
+        runs.push(cfg);
+    }
+    for cfg in &runs {
+        if let Err(f) = run_one(cfg) {
             panic!("{f}");
         }
     }
 }
+
+/// Known bug P1 (`docs/fault-simulation.md`): raid6 with a log, a member holding the only log
+/// entries of a stripe dead at a crash with a second member out; data rebuilt through the
+/// stripe's stale other syndrome read wrong. Every seed of 5,000,000..5,200,000 over the raid6
+/// geometries that failed with the guards off, with the log forced on.
+const P1_SEEDS: &[(&str, u64)] = &[
+    ("raid6-6-rs", 5_002_031),
+    ("raid6-5-pl", 5_003_350),
+    ("raid6-5-rs6", 5_003_933),
+    ("raid6-5-la6", 5_004_362),
+    ("raid6-5-ra6", 5_008_619),
+    ("raid6-6-rs", 5_010_463),
+    ("raid6-5-ra", 5_011_106),
+    ("raid6-5-rs", 5_011_684),
+    ("raid6-5-ra6", 5_014_123),
+    ("raid6-5-pf", 5_015_877),
+    ("raid6-5-ra6", 5_024_667),
+    ("raid6-5-ddfzr", 5_029_591),
+    ("raid6-5-la", 5_030_737),
+    ("raid6-5-pl", 5_032_790),
+    ("raid6-5-ls", 5_034_291),
+    ("raid6-5-la6", 5_034_666),
+    ("raid6-6-rs", 5_040_015),
+    ("raid6-5-ddfnc", 5_042_697),
+    ("raid6-5-la", 5_045_153),
+    ("raid6-5-pf6", 5_047_166),
+    ("raid6-5-pl", 5_048_886),
+    ("raid6-5-ddfnr", 5_050_696),
+    ("raid6-5-pl", 5_053_398),
+    ("raid6-5-pf6", 5_055_550),
+    ("raid6-5-la", 5_058_369),
+    ("raid6-5-pl", 5_058_534),
+    ("raid6-5-ddfzr", 5_060_775),
+    ("raid6-5-ls6", 5_066_572),
+    ("raid6-5-pf", 5_066_693),
+    ("raid6-5-pf6", 5_066_798),
+    ("raid6-5-ra", 5_069_410),
+    ("raid6-5-ra", 5_070_162),
+    ("raid6-5-pf", 5_071_365),
+    ("raid6-5-rs6", 5_072_749),
+    ("raid6-5-ra", 5_075_186),
+    ("raid6-5-la", 5_080_561),
+    ("raid6-6-rs", 5_084_287),
+    ("raid6-5-rs6", 5_085_773),
+    ("raid6-5-ra", 5_088_562),
+    ("raid6-5-ddfnr", 5_089_432),
+    ("raid6-5-la", 5_090_801),
+    ("raid6-5-ls6", 5_090_844),
+    ("raid6-5-ddfnc", 5_091_641),
+    ("raid6-5-ddfzr", 5_091_847),
+    ("raid6-4-ls", 5_105_120),
+    ("raid6-6-rs", 5_106_191),
+    ("raid6-5-ra6", 5_113_131),
+    ("raid6-6-rs", 5_115_615),
+    ("raid6-5-rs6", 5_117_469),
+    ("raid6-5-pf6", 5_122_030),
+    ("raid6-5-ls6", 5_123_564),
+    ("raid6-5-pf6", 5_123_902),
+    ("raid6-5-ra6", 5_136_139),
+    ("raid6-5-pf6", 5_138_574),
+    ("raid6-5-ls6", 5_139_692),
+    ("raid6-5-ddfzr", 5_140_823),
+    ("raid6-5-rs6", 5_143_069),
+    ("raid6-5-ddfzr", 5_148_583),
+    ("raid6-5-la6", 5_148_874),
+    ("raid6-5-ls", 5_155_651),
+    ("raid6-5-ls6", 5_159_308),
+    ("raid6-5-la6", 5_162_522),
+    ("raid6-6-rs", 5_166_815),
+    ("raid6-5-pf", 5_171_957),
+    ("raid6-5-pl", 5_172_678),
+    ("raid6-5-ddfnr", 5_174_968),
+    ("raid6-4-ls", 5_175_360),
+    ("raid6-5-pf6", 5_176_782),
+    ("raid6-5-rs6", 5_180_461),
+    ("raid6-5-pf", 5_188_885),
+    ("raid6-5-pl", 5_189_574),
+    ("raid6-5-ddfnr", 5_190_408),
+    ("raid6-5-rs6", 5_198_701),
+    ("raid6-5-rs6", 5_198_829),
+    ("raid6-5-rs", 5_199_460),
+];
 
 fn campaign_geometries() -> Vec<&'static str> {
     if let Ok(g) = std::env::var("URAID_SIM_GEOMETRY") {

@@ -12,30 +12,36 @@
 //!   no parity left to disagree with its data. One being rebuilt still takes the log (md skips
 //!   it): writes issued just before it turns in sync may still be in flight when it does.
 //!
-//! raid6 (uraid's own extension) keeps redundancy with a parity member gone, so two more rules:
-//! - a stripe is logged on its P member, or on its Q member while P is not in sync; when the
-//!   member holding a stripe's log fails while its writes are out or not yet flushed, the
-//!   entries move to the stripe's other parity member's log, and no new stripe is logged
-//!   anywhere until those writes finished and were flushed (`Pause`): a moved entry is only
-//!   right as long as no later write changed its stripe;
-//! - a member that becomes in sync again logs its stripes only once no other log holds an entry
-//!   for them (`log_member_joined`): an old entry left in a Q member's header could otherwise
-//!   outlive later writes to its stripe and be replayed with stale partial parity. A header
-//!   that a new one is replacing counts until the new one is durable: a crash before then
-//!   replays the old one.
+//! raid6 (uraid's own extension) keeps redundancy with a parity member gone, and so must its
+//! log: a stripe is logged on both its P and Q members (those of them in sync or being rebuilt),
+//! and its writes go out once every one of those log writes is durable, or failed with its
+//! member while another is durable. A member that dies with a crash then leaves the entry on
+//! the other, whose syndrome is the one a second missing member is rebuilt through. Two more
+//! consequences:
+//! - while both copies stand, they agree with the members: a later write to the stripe is
+//!   logged on both as well, and goes out only once both logs hold its entry, which replaces
+//!   the older one in each (each header only after what it covered was flushed);
+//! - a member that turns in sync after a rebuild has been logged on for every write since it
+//!   was added, into a log area the driver emptied then, so its log is as current as the other
+//!   parity member's.
+//!
+//! Since a stripe waits for two logs, the queues must not wait for each other in a circle: a
+//! stripe is queued on both of its logs at once, so every queue holds stripes in the same order,
+//! and a log write takes the front of its queue. The oldest stripe not finished therefore has
+//! only finished stripes ahead of it, and its log writes can always go out.
 //!
 //! Log writes belong to no request: they carry [`LOG_RID`], and the tag's part tells a header
 //! write (`HEADER_PART`) from a flush made for the log of slot `part - FLUSH_PART_BASE`.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
+use smallvec::SmallVec;
 use uraid_md_format::ppl::{PplEntry, PplHeader, MAX_ENTRIES};
 
 use super::emit::{IoKind, IoTag, Outcome};
 use super::parity_write::StripeMemberWrites;
 use super::requests::OpKind;
 use super::{Array, RequestId};
-use crate::geometry::SECTOR_BYTES;
 use crate::member_io::MemberOp;
 use crate::ppl::PplConfig;
 
@@ -43,78 +49,49 @@ use crate::ppl::PplConfig;
 pub(super) const LOG_RID: RequestId = 0;
 const HEADER_PART: usize = 0;
 const FLUSH_PART_BASE: usize = 1;
-/// The tag part of the flushes that end a pause: past every slot's flush part.
-const PAUSE_PART: usize = usize::MAX;
+
+/// The members whose logs cover a stripe: its P and, on raid6, its Q.
+pub(super) type LogSlots = SmallVec<[usize; 2]>;
 
 #[derive(Debug)]
 pub(super) struct PplLog {
     pub(super) config: PplConfig,
     generation: u64,
     slots: Vec<SlotLog>,
-    /// Per slot, whether its log may be written (see `log_member_joined`): items queue until.
-    usable: Vec<bool>,
-    /// Logged stripes whose member writes are out and not all finished.
-    writing: HashSet<(RequestId, usize)>,
-    /// Set while entries moved off a failed member's log stand for writes not yet durable.
-    pause: Option<Pause>,
+    /// Logged stripes whose member writes have not been released yet.
+    waiting: HashMap<(RequestId, usize), Wait>,
 }
 
-/// No new stripe is logged until the stripes a failed log member covered are written and their
-/// members flushed; then the moved entries are dropped (see the module documentation).
+/// The log writes a stripe waits for.
 #[derive(Debug, Default)]
-struct Pause {
-    /// Stripes of the failed log still being written.
-    waiting: HashSet<(RequestId, usize)>,
-    /// Members to flush once they are done.
-    targets: BTreeSet<usize>,
-    /// Flushes out.
-    flushing: usize,
+struct Wait {
+    /// Members whose log write for the stripe is neither durable nor failed.
+    pending: LogSlots,
+    /// Members whose log holds the stripe durably (and that have not failed since).
+    durable: LogSlots,
 }
 
 #[derive(Debug, Default)]
 struct SlotLog {
-    /// Items waiting for the next log write of this member.
+    /// Stripes waiting for the next log write of this member.
     queued: VecDeque<Logged>,
     /// The log write on disk (or going there), while stripes it covers are being written.
     active: Option<Unit>,
     /// What the header on disk (or going there) holds.
     header: Vec<Logged>,
-    /// While a new header is going out, the one it replaces, still on disk: a crash before the
-    /// new one is durable replays this one.
-    replaced: Vec<Logged>,
     /// Members written under the current header and not flushed since.
     unflushed: BTreeSet<usize>,
     /// Flushes in flight before the next header may go out.
     flushing: usize,
 }
 
-/// What one item of a log write stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Item {
-    /// A stripe write whose member writes wait for this log write.
-    Stripe { rid: RequestId, part: usize },
-    /// A stripe whose log member failed after its writes went out: its entries live here until
-    /// what it wrote is flushed.
-    Moved { rid: RequestId, part: usize },
-    /// No entries: a new header for the sake of a member that joined.
-    Barrier,
-}
-
-/// One item waiting to be logged, with its entries and partial parity.
+/// One stripe write's entries and partial parity, as logged.
 #[derive(Debug, Clone)]
 pub(super) struct Logged {
-    pub(super) item: Item,
+    pub(super) rid: RequestId,
+    pub(super) part: usize,
     pub(super) entries: Vec<PplEntry>,
     pub(super) pp: Vec<u8>,
-}
-
-impl SlotLog {
-    /// Whether this log's header (written or going out, or replaced by one not yet durable) or
-    /// queue has entries for stripes whose P is `slot`.
-    fn holds_entries_of(&self, slot: usize) -> bool {
-        let of = |l: &Logged| l.entries.iter().any(|e| e.parity_disk as usize == slot);
-        self.header.iter().any(of) || self.replaced.iter().any(of) || self.queued.iter().any(of)
-    }
 }
 
 #[derive(Debug)]
@@ -123,11 +100,9 @@ struct Unit {
     open: Vec<(RequestId, usize)>,
     /// The log write completed.
     durable: bool,
-    /// The log write out adds moved entries to a header whose stripes were released already.
-    amending: bool,
 }
 
-/// The bytes of one log write: the header, then the items' partial parity in entry order.
+/// The bytes of one log write: the header, then the stripes' partial parity in entry order.
 fn header_image(header: &PplHeader, items: &[Logged]) -> Vec<u8> {
     let mut data = header.to_bytes();
     for i in items {
@@ -142,9 +117,7 @@ impl PplLog {
             config,
             generation: 0,
             slots: (0..slots).map(|_| SlotLog::default()).collect(),
-            usable: vec![true; slots],
-            writing: HashSet::new(),
-            pause: None,
+            waiting: HashMap::new(),
         }
     }
 }
@@ -168,18 +141,6 @@ impl Array {
         self.log.is_some()
     }
 
-    /// Whether entries moved off a failed log member (raid6) may not be durable yet: a crash now
-    /// could leave stripes whose writes are out without a log (see the module documentation).
-    pub fn ppl_moves_pending(&self) -> bool {
-        self.log.as_ref().is_some_and(|l| {
-            l.pause.is_some()
-                || l.slots.iter().any(|sl| {
-                    sl.active.as_ref().is_some_and(|u| u.amending)
-                        || sl.queued.iter().any(|i| matches!(i.item, Item::Moved { .. }))
-                })
-        })
-    }
-
     /// Largest row range (bytes) one stripe write may span so its partial parity fits in one
     /// log write; `None` without a log.
     pub(super) fn log_max_rows(&self) -> Option<u64> {
@@ -188,78 +149,41 @@ impl Array {
         Some((log.config.space() / per_row * crate::ppl::ROW_BYTES).min(self.geometry.chunk_bytes()))
     }
 
-    /// The member whose log covers a stripe with these roles: its P, or for raid6 its Q when P
-    /// is not in sync; failing both, a parity member being rebuilt (its log is not replayed
-    /// while it rebuilds, but it is the moment it is in sync, with writes issued just before
-    /// still in flight); `None` if none is left (the write then goes out unlogged).
-    pub(super) fn log_slot_for(&self, p: usize, q: Option<usize>) -> Option<usize> {
-        self.log.as_ref()?;
-        let parity = || std::iter::once(p).chain(q);
-        parity().find(|&s| self.in_sync(s)).or_else(|| parity().find(|&s| self.writable(s)))
+    /// The members whose logs cover a stripe with these roles: its parity members that are
+    /// written to (in sync, or being rebuilt: its log is not replayed while it rebuilds, but it
+    /// is the moment it is in sync, with writes issued just before still in flight). Empty
+    /// without a log, or if no parity member is left (the write then goes out unlogged).
+    pub(super) fn log_slots_for(&self, p: usize, q: Option<usize>) -> LogSlots {
+        if self.log.is_none() {
+            return LogSlots::new();
+        }
+        std::iter::once(p).chain(q).filter(|&s| self.writable(s)).collect()
     }
 
-    /// A member became in sync (a rebuild finished): see the module documentation. Its log is
-    /// held until every other log has written a header without entries for its stripes.
-    pub(super) fn log_member_joined(&mut self, slot: usize) {
-        if self.log.is_none() || self.geometry.stripe_roles(0).q.is_none() {
-            return;
-        }
-        self.log.as_mut().expect("checked").usable[slot] = false;
-        self.log_barrier_check();
-    }
-
-    /// Let held logs go once no other log holds entries for their stripes; make a log that
-    /// still does and has nothing queued write a new header.
-    fn log_barrier_check(&mut self) {
-        let in_sync: Vec<bool> = (0..self.slots.len()).map(|s| self.in_sync(s)).collect();
-        let Some(log) = self.log.as_mut() else { return };
-        let n = log.slots.len();
-        let mut kick = Vec::new();
-        for k in 0..n {
-            if log.usable[k] {
-                continue;
-            }
-            let holders: Vec<usize> =
-                (0..n).filter(|&y| y != k && in_sync[y] && log.slots[y].holds_entries_of(k)).collect();
-            if holders.is_empty() {
-                log.usable[k] = true;
-                kick.push(k);
-            }
-            for y in holders {
-                if log.slots[y].queued.is_empty() {
-                    log.slots[y].queued.push_back(Logged { item: Item::Barrier, entries: Vec::new(), pp: Vec::new() });
-                    kick.push(y);
-                }
-            }
-        }
-        for s in kick {
-            self.log_kick(s);
-        }
-    }
-
-    /// Queue an item for the next log write of `slot`.
-    pub(super) fn log_enqueue(&mut self, slot: usize, item: Logged) {
+    /// Queue a stripe for the next log write of each of `slots`; its member writes wait until
+    /// they are durable.
+    pub(super) fn log_enqueue(&mut self, slots: &[usize], item: Logged) {
         let log = self.log.as_mut().expect("logging is enabled");
-        log.slots[slot].queued.push_back(item);
-        self.log_kick(slot);
+        log.waiting
+            .insert((item.rid, item.part), Wait { pending: slots.iter().copied().collect(), durable: LogSlots::new() });
+        for &slot in slots {
+            log.slots[slot].queued.push_back(item.clone());
+        }
+        for &slot in slots {
+            self.log_kick(slot);
+        }
     }
 
     /// Send the next log write of `slot` if nothing holds it back.
     fn log_kick(&mut self, slot: usize) {
         if !self.writable(slot) {
-            return; // its items are taken care of by `log_maintenance`
+            return; // its stripes are taken care of by `log_maintenance`
         }
         let writable: Vec<bool> = (0..self.slots.len()).map(|s| self.writable(s)).collect();
         let Some(log) = self.log.as_mut() else { return };
         let space = log.config.space();
         let sl = &mut log.slots[slot];
-        if sl.active.is_some() {
-            // Entries moved here cannot wait for this unit to finish: the header is rewritten
-            // with them added, which drops nothing and so needs no flush.
-            self.log_amend(slot);
-            return;
-        }
-        if sl.flushing > 0 || sl.queued.is_empty() {
+        if sl.active.is_some() || sl.flushing > 0 || sl.queued.is_empty() {
             return;
         }
         if !sl.unflushed.is_empty() {
@@ -280,15 +204,9 @@ impl Array {
         }
         let log = self.log.as_mut().expect("logging is enabled");
         let sl = &mut log.slots[slot];
-        // New stripes wait while a pause is on, or while this log is held (`log_member_joined`);
-        // moved entries and barriers do not.
-        let paused = log.pause.is_some() || !log.usable[slot];
         let mut items: Vec<Logged> = Vec::new();
         let (mut entries, mut pp_len) = (0usize, 0u64);
         while let Some(next) = sl.queued.front() {
-            if paused && matches!(next.item, Item::Stripe { .. }) {
-                break;
-            }
             let fits = entries + next.entries.len() <= MAX_ENTRIES && pp_len + next.pp.len() as u64 <= space;
             if !fits && !items.is_empty() {
                 break;
@@ -298,25 +216,13 @@ impl Array {
             pp_len += item.pp.len() as u64;
             items.push(item);
         }
-        if items.is_empty() {
-            return;
-        }
-        let writing = &log.writing;
-        let open = items
-            .iter()
-            .filter_map(|i| match i.item {
-                Item::Stripe { rid, part } => Some((rid, part)),
-                Item::Moved { rid, part } if writing.contains(&(rid, part)) => Some((rid, part)),
-                _ => None,
-            })
-            .collect();
-        let sl = &mut log.slots[slot];
-        sl.replaced = std::mem::replace(&mut sl.header, items);
-        sl.active = Some(Unit { open, durable: false, amending: false });
+        let open = items.iter().map(|i| (i.rid, i.part)).collect();
+        sl.header = items;
+        sl.active = Some(Unit { open, durable: false });
         self.send_header(slot);
     }
 
-    /// Write `slot`'s header as it now stands (the entries and partial parity of its items),
+    /// Write `slot`'s header as it now stands (the entries and partial parity of its stripes),
     /// with the next generation, so that it is the newest header on the member.
     fn send_header(&mut self, slot: usize) {
         let log = self.log.as_mut().expect("logging is enabled");
@@ -331,55 +237,8 @@ impl Array {
         self.emit_io(LOG_RID, IoTag { part: HEADER_PART, slot }, 0, MemberOp::LogWrite { data }, IoKind::Other);
     }
 
-    /// Add the moved entries queued at the front to the durable header of `slot`'s active unit.
-    fn log_amend(&mut self, slot: usize) {
-        let Some(log) = self.log.as_mut() else { return };
-        let space = log.config.space();
-        let sl = &mut log.slots[slot];
-        let Some(unit) = sl.active.as_ref() else { return };
-        if !unit.durable {
-            return;
-        }
-        let mut entries: usize = sl.header.iter().map(|i| i.entries.len()).sum();
-        let mut pp_len: u64 = sl.header.iter().map(|i| i.pp.len() as u64).sum();
-        let mut moved = Vec::new();
-        while let Some(next) = sl.queued.front() {
-            let fits = entries + next.entries.len() <= MAX_ENTRIES && pp_len + next.pp.len() as u64 <= space;
-            if !matches!(next.item, Item::Moved { .. }) || !fits {
-                break;
-            }
-            let item = sl.queued.pop_front().expect("front exists");
-            entries += item.entries.len();
-            pp_len += item.pp.len() as u64;
-            moved.push(item);
-        }
-        if moved.is_empty() {
-            return;
-        }
-        let writing = &log.writing;
-        let unit = log.slots[slot].active.as_mut().expect("checked");
-        for i in &moved {
-            if let Item::Moved { rid, part } = i.item {
-                if writing.contains(&(rid, part)) {
-                    unit.open.push((rid, part));
-                }
-            }
-        }
-        unit.durable = false;
-        unit.amending = true;
-        log.slots[slot].header.extend(moved);
-        self.send_header(slot);
-    }
-
     /// A log write or a log flush finished.
     pub(super) fn log_io_done(&mut self, tag: IoTag, outcome: Outcome) {
-        if tag.part == PAUSE_PART {
-            let log = self.log.as_mut().expect("logging is enabled");
-            let pause = log.pause.as_mut().expect("a pause is on");
-            pause.flushing -= 1;
-            self.log_pause_step();
-            return;
-        }
         if tag.part >= FLUSH_PART_BASE {
             let slot = tag.part - FLUSH_PART_BASE;
             let log = self.log.as_mut().expect("logging is enabled");
@@ -390,72 +249,48 @@ impl Array {
             return;
         }
         let slot = tag.slot;
-        let items = self.log.as_ref().expect("logging is enabled").slots[slot].header.clone();
         let ok = outcome.succeeded() && self.writable(slot);
         let log = self.log.as_mut().expect("logging is enabled");
-        // Written or not, the header this one replaced no longer counts: on disk it is
-        // superseded, or the member failed.
-        log.slots[slot].replaced.clear();
-        let unit = log.slots[slot].active.as_mut().expect("a log write is out");
-        let amended = std::mem::replace(&mut unit.amending, false);
+        let stripes: Vec<(RequestId, usize)> = log.slots[slot].header.iter().map(|i| (i.rid, i.part)).collect();
         if ok {
-            unit.durable = true;
-            if !amended {
-                for i in &items {
-                    if let Item::Stripe { rid, part } = i.item {
-                        self.release_logged(rid, part, slot);
-                    }
-                }
-            }
-            self.log_unit_check(slot);
-            self.log_barrier_check();
-            self.log_kick(slot);
-        } else if amended {
-            // The stripes are out already: `log_maintenance` moves them on as for any durable
-            // header of a member that failed.
-            unit.durable = true;
+            log.slots[slot].active.as_mut().expect("a log write is out").durable = true;
         } else {
-            // The member holding the log failed before its header was surely written: stripes
-            // waiting for it are planned again without it; moved entries move on.
-            let log = self.log.as_mut().expect("logging is enabled");
+            // The member holding the log failed before its header was surely written: its
+            // stripes go on with their other log, or are planned again without it.
             let sl = &mut log.slots[slot];
             sl.active = None;
             sl.header.clear();
-            for i in items {
-                match i.item {
-                    Item::Stripe { rid, part } => self.replan_logged(rid, part),
-                    Item::Moved { .. } => self.log_move(i, slot),
-                    Item::Barrier => {}
-                }
-            }
-            self.log_barrier_check();
+        }
+        for (rid, part) in stripes {
+            self.log_settle(rid, part, slot, ok);
+        }
+        if ok {
+            self.log_unit_check(slot);
+        } else {
+            // The slot may hold a new device by now, with stripes queued for it.
+            self.log_kick(slot);
         }
     }
 
-    /// Advance a pause: flush its members once its stripes are written, end it once flushed.
-    fn log_pause_step(&mut self) {
-        let writable: Vec<bool> = (0..self.slots.len()).map(|s| self.writable(s)).collect();
-        let Some(log) = self.log.as_mut() else { return };
-        let Some(pause) = log.pause.as_mut() else { return };
-        if !pause.waiting.is_empty() || pause.flushing > 0 {
+    /// The log write of `slot` for a stripe became durable (`durable`) or failed with its
+    /// member: release the stripe or plan it again once no other log write of it is pending.
+    fn log_settle(&mut self, rid: RequestId, part: usize, slot: usize, durable: bool) {
+        let log = self.log.as_mut().expect("logging is enabled");
+        let Some(wait) = log.waiting.get_mut(&(rid, part)) else { return };
+        let Some(i) = wait.pending.iter().position(|&s| s == slot) else { return };
+        wait.pending.swap_remove(i);
+        if durable {
+            wait.durable.push(slot);
+        }
+        if !wait.pending.is_empty() {
             return;
         }
-        let targets: Vec<usize> = std::mem::take(&mut pause.targets).into_iter().filter(|&s| writable[s]).collect();
-        if !targets.is_empty() {
-            pause.flushing = targets.len();
-            for t in targets {
-                self.emit_io(LOG_RID, IoTag { part: PAUSE_PART, slot: t }, 0, MemberOp::Flush, IoKind::Other);
-            }
-            return;
-        }
-        // What the moved entries covered is durable: they are no longer needed, and new
-        // stripes may be logged again.
-        log.pause = None;
-        for sl in &mut log.slots {
-            sl.queued.retain(|i| !matches!(i.item, Item::Moved { .. }));
-        }
-        for s in 0..log.slots.len() {
-            self.log_kick(s);
+        let wait = log.waiting.remove(&(rid, part)).expect("checked");
+        if wait.durable.is_empty() {
+            // Every log write failed with its member.
+            self.replan_logged(rid, part);
+        } else {
+            self.release_logged(rid, part, &wait.durable);
         }
     }
 
@@ -468,8 +303,9 @@ impl Array {
         }
     }
 
-    /// The log covering a stripe is durable: send the stripe's member writes.
-    fn release_logged(&mut self, rid: RequestId, part: usize, log_slot: usize) {
+    /// The logs covering a stripe are durable: send the stripe's member writes. Each of the
+    /// `holders` flushes what they wrote before its next header replaces the one covering them.
+    fn release_logged(&mut self, rid: RequestId, part: usize, holders: &[usize]) {
         let mut op = self.ops.remove(&rid).expect("a logged stripe's request is open");
         let OpKind::ParityWrite(w) = &mut op.kind else { unreachable!("only parity writes are logged") };
         let sw = &mut w.stripes[part];
@@ -480,11 +316,12 @@ impl Array {
         self.emit_stripe_writes(rid, part, writes);
         let finished = sw.pending == 0;
         let log = self.log.as_mut().expect("logging is enabled");
-        log.slots[log_slot].unflushed.extend(written);
-        log.writing.insert((rid, part));
+        for &h in holders {
+            log.slots[h].unflushed.extend(written.iter().copied());
+        }
         if finished {
             // Nothing was left to write (every target failed meanwhile).
-            sw.log_slot = None;
+            sw.logged = false;
             self.stripe_finished(w, part);
             let request_done = w.remaining == 0;
             self.log_stripe_done(rid, part);
@@ -499,13 +336,6 @@ impl Array {
     /// A logged stripe finished its member writes.
     pub(super) fn log_stripe_done(&mut self, rid: RequestId, part: usize) {
         let Some(log) = self.log.as_mut() else { return };
-        log.writing.remove(&(rid, part));
-        if let Some(pause) = log.pause.as_mut() {
-            if pause.waiting.remove(&(rid, part)) {
-                self.log_pause_step();
-            }
-        }
-        let log = self.log.as_mut().expect("checked");
         let mut check = Vec::new();
         for (slot, sl) in log.slots.iter_mut().enumerate() {
             if let Some(u) = sl.active.as_mut() {
@@ -520,14 +350,14 @@ impl Array {
         }
     }
 
-    /// Plan a stripe again whose log write did not happen (its log member is gone).
+    /// Plan a stripe again whose log writes did not happen (its log members are gone).
     fn replan_logged(&mut self, rid: RequestId, part: usize) {
         let mut op = self.ops.remove(&rid).expect("a logged stripe's request is open");
         let OpKind::ParityWrite(w) = &mut op.kind else { unreachable!("only parity writes are logged") };
         let sw = &mut w.stripes[part];
         sw.deferred.clear();
         sw.writing = false;
-        sw.log_slot = None;
+        sw.logged = false;
         if self.plan_stripe_write(rid, w, part) {
             self.stripe_finished(w, part);
         }
@@ -538,24 +368,10 @@ impl Array {
         }
     }
 
-    /// Move the entries of `item` from the log of `from`, whose member failed, to the log of the
-    /// stripe's other parity member (raid6). raid4/5 have no other: nothing is left to protect.
-    fn log_move(&mut self, item: Logged, from: usize) {
-        let (Item::Stripe { rid, part } | Item::Moved { rid, part }) = item.item else { return };
-        let Some(first) = item.entries.first() else { return };
-        let width = self.geometry.stripe_data_bytes().expect("parity geometry");
-        let roles = self.geometry.stripe_roles(first.data_sector * SECTOR_BYTES / width);
-        let to = std::iter::once(roles.p).chain(roles.q).find(|&s| s != from && self.in_sync(s));
-        let Some(to) = to else { return };
-        let log = self.log.as_mut().expect("logging is enabled");
-        // Ahead of stripes waiting there: those wait for the pause anyway.
-        log.slots[to].queued.push_front(Logged { item: Item::Moved { rid, part }, entries: item.entries, pp: item.pp });
-        self.log_kick(to);
-    }
-
-    /// Take care of the logs of members that failed (or were emptied): queued stripes are planned
-    /// again, and what a durable header covered moves (see the module documentation). Called
-    /// where no request is taken out of `ops`.
+    /// Take care of the logs of members that failed (or were emptied): their queued stripes go
+    /// on with their other log or are planned again, and a durable header no longer counts for
+    /// the stripes it covers (a header write still out completes as lost, in `log_io_done`).
+    /// Called where no request is taken out of `ops`.
     pub(super) fn log_maintenance(&mut self) {
         let Some(log) = self.log.as_ref() else { return };
         let n = log.slots.len();
@@ -565,34 +381,19 @@ impl Array {
             }
             let log = self.log.as_mut().expect("logging is enabled");
             let sl = &mut log.slots[slot];
-            let queued: Vec<Logged> = sl.queued.drain(..).collect();
-            // A header write still out completes as lost and is handled in `log_io_done`.
-            let settled = sl.active.as_ref().is_none_or(|u| u.durable);
-            let (header, unflushed, open) = if settled {
-                let open = sl.active.take().map(|u| u.open).unwrap_or_default();
-                (std::mem::take(&mut sl.header), std::mem::take(&mut sl.unflushed), open)
-            } else {
-                (Vec::new(), BTreeSet::new(), Vec::new())
-            };
-            let has_q = self.geometry.stripe_roles(0).q.is_some();
-            if has_q && header.iter().any(|i| !i.entries.is_empty()) {
-                let pause = log.pause.get_or_insert_with(Pause::default);
-                pause.waiting.extend(open.into_iter().filter(|k| log.writing.contains(k)));
-                pause.targets.extend(unflushed);
-            }
-            for i in queued {
-                match i.item {
-                    Item::Stripe { rid, part } => self.replan_logged(rid, part),
-                    Item::Moved { .. } => self.log_move(i, slot),
-                    // A barrier write that cannot happen: this log is never replayed now.
-                    Item::Barrier => {}
+            let queued: Vec<(RequestId, usize)> = sl.queued.drain(..).map(|i| (i.rid, i.part)).collect();
+            if sl.active.as_ref().is_none_or(|u| u.durable) {
+                sl.active = None;
+                sl.unflushed.clear();
+                for i in std::mem::take(&mut sl.header) {
+                    if let Some(wait) = log.waiting.get_mut(&(i.rid, i.part)) {
+                        wait.durable.retain(|s| *s != slot);
+                    }
                 }
             }
-            for i in header {
-                self.log_move(i, slot);
+            for (rid, part) in queued {
+                self.log_settle(rid, part, slot, false);
             }
-            self.log_pause_step();
         }
-        self.log_barrier_check();
     }
 }

@@ -67,11 +67,7 @@ impl Array {
         if !(self.slots[slot] == SlotState::Recovering && state == SlotState::InSync) {
             self.generation[slot] += 1;
         }
-        let joins = self.slots[slot] != SlotState::InSync && state == SlotState::InSync;
         self.slots[slot] = state;
-        if joins {
-            self.log_member_joined(slot);
-        }
     }
 
     pub(super) fn fail_slot(&mut self, slot: usize, reason: &str) {

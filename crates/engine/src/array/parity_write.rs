@@ -66,11 +66,11 @@ pub(super) struct StripeWrite {
     pub(super) pending: usize,
     failed_read: bool,
     pub(super) writing: bool,
-    /// Member writes held back until the log write covering the stripe is durable:
+    /// Member writes held back until the log writes covering the stripe are durable:
     /// `(slot, offset, bytes, is a correction)`.
     pub(super) deferred: StripeMemberWrites,
-    /// The member whose log covers this stripe's writes in flight.
-    pub(super) log_slot: Option<usize>,
+    /// Whether a log covers this stripe's writes in flight.
+    pub(super) logged: bool,
     /// Stripe memory held for it (see `Array::stripe_charge`); 0 once finished.
     pub(super) charge: u64,
 }
@@ -89,7 +89,7 @@ impl StripeWrite {
             failed_read: false,
             writing: false,
             deferred: StripeMemberWrites::new(),
-            log_slot: None,
+            logged: false,
             charge: 0,
         }
     }
@@ -248,7 +248,7 @@ impl Array {
         if sw.writing {
             if sw.pending == 0 {
                 stripe_done = true;
-                if sw.log_slot.take().is_some() {
+                if std::mem::take(&mut sw.logged) {
                     self.log_stripe_done(rid, part);
                 }
                 // Failed writes made members faulty; the data is still there if the array is

@@ -166,7 +166,8 @@ impl Array {
             return true;
         }
         if logging {
-            if let Some(log_slot) = self.log_slot_for(roles.p, roles.q) {
+            let log_slots = self.log_slots_for(roles.p, roles.q);
+            if !log_slots.is_empty() {
                 // Hold the writes back until partial parity for these rows is durable.
                 let p = new_p.as_deref();
                 let q = new_q.as_deref();
@@ -201,11 +202,8 @@ impl Array {
                 if !entries.is_empty() {
                     sw.pending = 0;
                     sw.deferred = writes;
-                    sw.log_slot = Some(log_slot);
-                    self.log_enqueue(
-                        log_slot,
-                        logging::Logged { item: logging::Item::Stripe { rid, part }, entries, pp },
-                    );
+                    sw.logged = true;
+                    self.log_enqueue(&log_slots, logging::Logged { rid, part, entries, pp });
                     return false;
                 }
             }

@@ -104,8 +104,8 @@ impl Sim {
     /// Invariant (4): every survivable set of missing members still reads the model, through a
     /// fresh engine over the member contents as they are.
     fn verify_subsets(&mut self, what: &str) -> Result<(), Failure> {
-        // Parity owed a resync (a raid6 assembled after a crash without the logs of a missing
-        // member) may not match the data yet: reads through it are judged after the resync.
+        // Parity owed a resync (after a crash, without a log or with a log that could not all be
+        // used) may not match the data yet: reads through it are judged after the resync.
         if !self.redundant || (self.parity && self.needs_resync) {
             return Ok(());
         }

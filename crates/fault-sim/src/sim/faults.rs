@@ -1,5 +1,6 @@
-//! The fault injector: the redundancy budget, the known-bug guards, and the planned faults
-//! (deaths, latent errors, write errors, operator fails, corruption, crashes) fired on time.
+//! The fault injector: the redundancy budget, the planned faults (deaths, latent errors, write
+//! errors, operator fails, corruption, crashes) fired on time, and the guards of known engine
+//! bugs (`crate::KNOWN_BUGS`) when there are any.
 
 use uraid_device::array_policy::SyncAction;
 use uraid_engine::array::SlotState;
@@ -31,19 +32,6 @@ impl Sim {
                     }
             })
             .collect()
-    }
-
-    /// Known-bug guard P1: a raid6 with two members out (not in sync, or dead and not seen so
-    /// yet), or with log entries moved off a failed member and not yet durable.
-    fn raid6_short_two(&self) -> bool {
-        if self.geometry.max_degraded() < 2 {
-            return false;
-        }
-        let states = self.open.engine().slot_states();
-        let out = (0..states.len())
-            .filter(|&s| states[s] != SlotState::InSync || self.slot_dev[s].is_none_or(|d| self.devices[d].dead))
-            .count();
-        out >= 2 || self.open.engine().ppl_moves_pending()
     }
 
     /// Whether every live member of the array reads and writes without error (no latent
@@ -224,9 +212,6 @@ impl Sim {
                     if !self.degraded_for_assembly() {
                         return Ok(false);
                     }
-                } else if !self.cfg.expose_known_bugs && self.ppl.is_some() && self.raid6_short_two() {
-                    // Known-bug guard P1: see `crate::KNOWN_BUGS`.
-                    return Ok(false);
                 } else if !self.cfg.expose_known_bugs
                     && self.ppl.is_some()
                     && self.open.metadata_pending().is_some()
