@@ -38,7 +38,13 @@ pub struct Summary {
     pub overload_runs: u64,
     pub ops: u64,
     pub member_ios: u64,
+    /// Superblock, bitmap and log-header writes and flushes.
+    pub metadata_ios: u64,
     pub crashes: u64,
+    /// Crashes while metadata writes were in flight or not yet durable.
+    pub crashes_in_metadata_writes: u64,
+    /// Superblocks torn by crashes (their members left out at assembly).
+    pub torn_superblocks: u64,
     pub refused: u64,
     pub resyncs: u64,
     pub rebuilds: u64,
@@ -62,7 +68,10 @@ impl Summary {
         self.overload_runs += u64::from(r.overload);
         self.ops += r.ops;
         self.member_ios += r.member_ios;
+        self.metadata_ios += r.metadata_ios;
         self.crashes += u64::from(r.crashes);
+        self.crashes_in_metadata_writes += u64::from(r.crashes_in_metadata_writes);
+        self.torn_superblocks += u64::from(r.torn_superblocks);
         self.refused += u64::from(r.refused);
         self.resyncs += u64::from(r.resyncs);
         self.rebuilds += u64::from(r.rebuilds);
@@ -80,14 +89,17 @@ impl Summary {
 
     pub fn line(&self) -> String {
         format!(
-            "{} runs ({} beyond redundancy) in {:.1} s: {} requests, {} member I/Os; {} crashes ({} refused as dirty+degraded parity), {} resyncs, {} rebuilds; faults: {} deaths, {} latent-error bursts, {} write errors; {} members failed ({} by a partial-sector rewrite of a bad sector), {} read errors corrected, {} subset reads, {} requests failed (beyond redundancy); {} runs with a partial parity log, {} log entries replayed",
+            "{} runs ({} beyond redundancy) in {:.1} s: {} requests, {} member I/Os, {} metadata I/Os; {} crashes ({} among metadata writes, {} refused as dirty+degraded parity, {} superblocks torn), {} resyncs, {} rebuilds; faults: {} deaths, {} latent-error bursts, {} write errors; {} members failed ({} by a partial-sector rewrite of a bad sector), {} read errors corrected, {} subset reads, {} requests failed (beyond redundancy); {} runs with a partial parity log, {} log entries replayed",
             self.runs,
             self.overload_runs,
             self.seconds,
             self.ops,
             self.member_ios,
+            self.metadata_ios,
             self.crashes,
+            self.crashes_in_metadata_writes,
             self.refused,
+            self.torn_superblocks,
             self.resyncs,
             self.rebuilds,
             self.deaths,

@@ -1,8 +1,11 @@
 //! uraid's deterministic fault-injection simulation.
 //!
-//! The simulation drives the **real** engine ([`uraid_engine::Array`], sans-I/O) over simulated
-//! member disks in virtual time, injects faults, crashes and reassembles, and judges every answer
-//! against a model of the array's logical contents. One `u64` seed decides everything (the
+//! The simulation drives the **real** array over simulated member disks in virtual time: the
+//! engine ([`uraid_engine::Array`], sans-I/O), md's metadata on the disks' own bytes
+//! (`uraid_device::OpenArray`, assembled after each crash from what the disks hold), and the
+//! service's policy (`uraid_device::array_policy::ArrayPolicy`), whose metadata writes and
+//! flushes it performs as simulated I/O a crash can land among. It injects faults, crashes and
+//! reassembles, and judges every answer against a model of the array's logical contents. One `u64` seed decides everything (the
 //! geometry's sizes, the workload, latencies, faults, what a crash keeps), so a failing seed
 //! replays exactly, with a step-by-step trace.
 //!
@@ -14,7 +17,7 @@
 //!     cargo test -p uraid-fault-sim --test campaign replay -- --nocapture     # replay one seed, traced
 //! URAID_SIM_SEEDS=1000000 cargo test -p uraid-fault-sim --release --test campaign -- --ignored long_campaign
 //! cargo test -p uraid-fault-sim --release --test campaign -- --ignored write_hole   # long write-hole campaign
-//! cargo test -p uraid-fault-sim --release --test campaign -- --ignored known_bugs   # guards off (none today)
+//! cargo test -p uraid-fault-sim --release --test campaign -- --ignored known_bugs   # guards off (P3)
 //! cargo run -p uraid-fault-sim --release -- --help          # the same from the command line
 //! ```
 //!
@@ -43,6 +46,8 @@
 //!   force one); under any policy but md's, half the reads of a mirror continue the previous
 //!   read, so the `split` policy follows streams and reads ahead (with windows of 8 KiB) while
 //!   writes, faults and crashes go on.
+//! - [`member_device`]: a simulated disk as the device layer sees it, for assembly and for
+//!   probing a spare (the running array's I/O is the simulation's own).
 //! - [`model`]: what each 512-byte logical sector may hold (the rules are below).
 //! - [`geometries`]: the named geometries: linear, raid0 (with zones), raid1 2/3-way, raid10
 //!   n2/f2/o2/n3/o3, raid4, raid5 with every md algorithm, raid6 with every md algorithm, 2 to 6
@@ -126,9 +131,10 @@
 //!
 //! [`KNOWN_BUGS`] lists what the simulation found in the engine and the narrow guard that keeps
 //! the default campaign (and CI) clear of each until it is fixed; `URAID_SIM_EXPOSE_KNOWN_BUGS=1`
-//! turns the guards off (`--ignored known_bugs`). Remove a guard with its fix. The list is empty
-//! today: the last entry (P1, raid6 log entries lost with the one parity member that held them)
-//! was fixed and its guard removed.
+//! turns the guards off (`--ignored known_bugs`). Remove a guard with its fix. One entry today,
+//! P3 (a log entry retired for a stripe whose write failed on a member whose failure is not yet
+//! recorded); P1 (raid6 log entries lost with the one parity member that held them) was fixed
+//! and its guard removed.
 
 pub mod campaign;
 pub mod disk;
@@ -154,15 +160,13 @@ pub struct KnownBug {
 /// failed member read, splicing two disagreeing copies inside the sectors at its edges; mirrors
 /// now rewrite whole 4 KiB rows read from one good copy) and P1 (raid6 log entries lived on one
 /// parity member and died with it at a crash; they are now written to both P and Q).
-pub const KNOWN_BUGS: &[KnownBug] = &[
-    KnownBug {
-        name: "P3: with a log, a stripe whose write failed on a member whose failure is not yet recorded",
-        bug: "a write fails on one member, the engine fails the member and finishes the stripe on the \
+pub const KNOWN_BUGS: &[KnownBug] = &[KnownBug {
+    name: "P3: with a log, a stripe whose write failed on a member whose failure is not yet recorded",
+    bug: "a write fails on one member, the engine fails the member and finishes the stripe on the \
           others, and retires its log entry. A crash before the failure is on the superblocks brings \
           the member back in sync at assembly, holding the old bytes of that chunk while parity holds \
           the new: with nothing in the log for the stripe and no resync owed after a complete replay, \
           a check finds the stripe inconsistent (seed 1623 on raid5-4-ra). md's log seems to share \
           it; keeping such entries until the failure record is durable would close it.",
-        guard: "with a log: no crash while a member failure is being recorded",
-    },
-];
+    guard: "with a log: no crash while a member failure is being recorded",
+}];

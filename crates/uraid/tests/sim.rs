@@ -122,6 +122,14 @@ fn faults_campaign_reports_totals_and_catches_a_planted_mutation() {
     assert_eq!(totals["failures"], 0, "{totals}");
     assert!(totals["crashes"].as_u64().unwrap() > 0, "60 seeds over every geometry crash some arrays: {totals}");
     assert!(totals["mutation"].is_null());
+    assert!(totals["crashes_in_metadata_writes"].is_u64(), "a count: {totals}");
+    assert!(totals["metadata_ios"].as_u64().unwrap() > 0, "the members' superblocks were written: {totals}");
+
+    // A bug planted in the assembly of md's metadata is caught by the same verb.
+    let caught =
+        uraid(&["sim", "faults", "--level", "raid1", "--seeds", "300", "--mutation", "ignore-events", "--json"]);
+    assert!(!caught.status.success(), "assembly ignoring event counts went unnoticed over 300 seeds");
+    assert_eq!(last_json_line(&caught)["mutation"], "ignore-events");
 
     let caught = uraid(&["sim", "faults", "--seeds", "200", "--mutation", "lying-flush", "--json", "--threads", "2"]);
     assert!(!caught.status.success(), "a lying flush went unnoticed over 200 seeds");

@@ -316,7 +316,8 @@ impl ArrayPolicy {
         // A rebuild writes only the member it rebuilds, whose progress its checkpoint records:
         // as md's safe mode, the array may be marked clean while it runs. A resync or repair
         // rewrites redundancy and keeps the array dirty.
-        let pass_writes = self.pass.as_ref().is_some_and(|r| matches!(r.action, SyncAction::Resync | SyncAction::Repair));
+        let pass_writes =
+            self.pass.as_ref().is_some_and(|r| matches!(r.action, SyncAction::Resync | SyncAction::Repair));
         let due = array.is_dirty()
             && !array.needs_resync()
             && self.writes.is_empty()

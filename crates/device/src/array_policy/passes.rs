@@ -297,7 +297,9 @@ impl ArrayPolicy {
         let after = match run.action {
             SyncAction::Recover if self.config.mutation == PolicyMutation::CheckpointAhead => return,
             SyncAction::Recover => AfterFlush::Checkpoint { slots: run.rebuilt_devices(array), sectors: run.pos / 512 },
-            SyncAction::Resync => AfterFlush::ResyncCheckpoint { array_bytes: run.pos, writes_ended: self.writes_ended },
+            SyncAction::Resync => {
+                AfterFlush::ResyncCheckpoint { array_bytes: run.pos, writes_ended: self.writes_ended }
+            }
             SyncAction::Check | SyncAction::Repair => return,
         };
         self.last_checkpoint = now;

@@ -50,7 +50,9 @@ pub struct FaultsArgs {
     #[arg(long)]
     pub level: Option<String>,
     /// Plant a deliberate fault the checker must catch: silent-corruption, extra-death or
-    /// lying-flush. A campaign that catches it fails, as it should.
+    /// lying-flush (the members and the fault plan), ignore-events (md assembly ignores event
+    /// counts), data-before-bitmap or checkpoint-ahead (the running array's policy). A campaign
+    /// that catches it fails, as it should.
     #[arg(long)]
     pub mutation: Option<String>,
     /// The write-hole scenario: parity arrays crash while degraded and are assembled anyway.
@@ -103,7 +105,8 @@ fn run_faults(args: &FaultsArgs) -> CliResult {
     }
     let mutation = match &args.mutation {
         Some(m) => Some(Mutation::parse(m).ok_or_else(|| {
-            super::CliError(format!("--mutation={m}: not a mutation (silent-corruption, extra-death, lying-flush)"))
+            let known: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
+            super::CliError(format!("--mutation={m}: not a mutation ({})", known.join(", ")))
         })?),
         None => None,
     };
@@ -141,9 +144,11 @@ fn run_faults(args: &FaultsArgs) -> CliResult {
             "runs": summary.runs + failures.len() as u64,
             "failures": failures.len(),
             "crashes": summary.crashes,
-            // The simulation does not yet write md metadata through the engine's metadata
-            // core, so no crash can land inside a metadata write: not a count, not zero.
-            "crashes_in_metadata_writes": serde_json::Value::Null,
+            // Crashes while superblock, bitmap or log-header writes were in flight or not yet
+            // durable.
+            "crashes_in_metadata_writes": summary.crashes_in_metadata_writes,
+            "metadata_ios": summary.metadata_ios,
+            "torn_superblocks": summary.torn_superblocks,
             "mutation": mutation.map(Mutation::name),
             "scenario": if args.write_hole { "write-hole" } else { "standard" },
             "first": args.first,
