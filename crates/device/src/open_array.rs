@@ -265,7 +265,7 @@ impl OpenArray {
         self.written = true;
         // Like md (and the array service), only levels with redundancy are marked dirty:
         // linear and raid0 have nothing a crash could leave inconsistent.
-        if !self.meta.is_dirty() && self.array.geometry().max_degraded() > 0 {
+        if !self.meta.writes_recorded() && self.array.geometry().max_degraded() > 0 {
             // One request at a time, no lazy clearing here: cover everything, as before a crash
             // anywhere in this run would need.
             self.meta.set_all_intent();
@@ -433,6 +433,12 @@ impl OpenArray {
     /// Whether the superblocks say "dirty" (written since the last clean mark).
     pub fn is_dirty(&self) -> bool {
         self.meta.is_dirty()
+    }
+
+    /// Whether the superblocks say writes may be in flight, so that a write needs no dirty mark
+    /// recorded first (see [`ArrayMetadata::writes_recorded`]).
+    pub fn writes_recorded(&self) -> bool {
+        self.meta.writes_recorded()
     }
 
     /// Whether member roles changed (a failure) since the superblocks were last written.

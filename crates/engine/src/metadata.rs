@@ -162,6 +162,11 @@ pub trait ArrayMetadata: Send {
     /// Whether the array is recorded dirty (or about to be, once queued writes land).
     fn is_dirty(&self) -> bool;
 
+    /// Whether the metadata says writes may be in flight, so that a write needs nothing recorded
+    /// before it goes out: recorded dirty, and not as an idle record (one that notes how far a
+    /// resync owed has come, which holds only while no write is in flight).
+    fn writes_recorded(&self) -> bool;
+
     /// Whether a resync is owed before the array may be recorded clean.
     fn needs_resync(&self) -> bool;
 

@@ -617,6 +617,10 @@ impl ArrayMetadata for MdMetadata {
     }
 
     fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    fn writes_recorded(&self) -> bool {
         // Superblocks that record how far a resync owed has come say the array was idle then
         // (md's `in_sync` with `recovery_cp` short of the end): the next write must record it
         // dirty again, resync point 0, before it goes out, or a crash would resume the resync
@@ -853,9 +857,12 @@ mod tests {
         assert_eq!(meta.resync_checkpoint(), 42 * 3 * (64 << 10));
         assert!(meta.record(MetaChange::Clean, &whole(), 3).unwrap().is_none(), "nothing new to record");
         // The superblocks say idle now: a driver asks before a write, and must record it dirty.
-        assert!(!meta.is_dirty(), "a recorded resync point must be taken back before the next write");
+        assert!(
+            meta.is_dirty() && !meta.writes_recorded(),
+            "a recorded resync point must be taken back before the next write"
+        );
         meta.record(MetaChange::Dirty, &whole(), 4).unwrap();
-        assert!(meta.is_dirty());
+        assert!(meta.writes_recorded());
         run(&mut meta, &mut images);
         assert_eq!(superblock(&images[0]).info().resync_offset, 0, "writes in flight: resync from the start");
         meta.record(MetaChange::ResyncDone, &whole(), 5).unwrap();

@@ -34,7 +34,7 @@ impl ArrayPolicy {
         id: WriteId,
         range: std::ops::Range<u64>,
     ) -> Result<WriteStart, MetadataError> {
-        if !array.is_dirty() && self.shape.max_degraded > 0 {
+        if !array.writes_recorded() && self.shape.max_degraded > 0 {
             let ticket = self.record(array, MetaChange::Dirty)?;
             self.meta.dirty_ticket = ticket.or(self.meta.dirty_ticket);
         }
