@@ -46,7 +46,7 @@ impl ArrayPolicy {
             Some(w) => w * target.div_ceil(w).max(1),
             None => target,
         };
-        if action != SyncAction::Check && !array.writes_recorded() {
+        if action != SyncAction::Check && !array.is_dirty() {
             let ticket = self.record(array, MetaChange::Dirty).map_err(SyncError::Metadata)?;
             self.meta.dirty_ticket = ticket.or(self.meta.dirty_ticket);
         }
