@@ -273,9 +273,10 @@ impl Superblock {
             }
         }
         if found.is_empty() {
-            return match (unreadable, damaged) {
-                (Some(e), _) => Err(e),
-                (None, Some(e)) => Err(FindError::Format(e)),
+            // A damaged superblock says more than a location that could not be read.
+            return match (damaged, unreadable) {
+                (Some(e), _) => Err(FindError::Format(e)),
+                (None, Some(e)) => Err(e),
                 (None, None) => Ok(None),
             };
         }
