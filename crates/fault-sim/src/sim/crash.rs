@@ -121,16 +121,16 @@ impl Sim {
         self.open = open;
         configure_reads(self.open.engine_mut(), self.cfg.read_policy());
         self.refresh_slots();
-        // A member left out for a superblock the crash tore counts as a lost member the fault
-        // plan never budgeted for: if what is left (latent errors included) no longer covers
-        // every byte, the run goes on as one beyond the redundancy, where requests may fail
-        // but must never return wrong data.
-        if !damaged.is_empty() && self.mode == Mode::Normal {
-            let compromised = self.compromised();
-            if !self.geometry.is_readable(&|s| !compromised[s]) {
-                trace!(self, "the torn superblocks took the array beyond its redundancy");
-                self.mode = Mode::Overload;
-            }
+        // A superblock the crash tore takes its member out, and with it whatever that
+        // superblock alone recorded (a member failed, a spare's place): md then assembles from
+        // what is left, which may take back a member the array had failed. That is two faults
+        // at once, beyond what the fault plan budgets and beyond what md's metadata survives:
+        // the run ends there.
+        if !damaged.is_empty() {
+            self.end(format!(
+                "a superblock torn by the crash (on {damaged:?}) left md's metadata unable to vouch for the rest"
+            ));
+            return Ok(());
         }
         let states = self.open.engine().slot_states().to_vec();
         let degraded = states.iter().any(|s| *s != SlotState::InSync);
