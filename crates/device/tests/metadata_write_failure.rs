@@ -5,39 +5,17 @@
 use uraid_device::{MemberDevice, MemoryDevice, OpenArray};
 use uraid_engine::metadata::{MetaChange, MetaError, MetaOp};
 use uraid_engine::SlotState;
-use uraid_md_format::create::{plan, CreateSpec};
-use uraid_md_format::MetadataVersion;
+use uraid_testkit::NewMdArray;
 
 const DEVICE_BYTES: u64 = 8 << 20;
 
 /// A new raid1 of `n` members in memory, assembled with its metadata deferred to the caller.
 fn raid1(n: usize) -> OpenArray {
-    let spec = CreateSpec {
-        version: MetadataVersion::V1_2,
-        level: 1,
-        layout: -1,
-        chunk_sectors: 0,
-        raid_disks: n as u32,
-        array_uuid: [9; 16],
-        name: "test:md".into(),
-        ctime: 1_700_000_000,
-        component_sectors: None,
-        bitmap: false,
-        data_offset: None,
-        bitmap_chunk: None,
-    };
-    let uuids: Vec<[u8; 16]> = (0..n).map(|i| [i as u8 + 1; 16]).collect();
-    let p = plan(&spec, &vec![DEVICE_BYTES; n], &uuids).expect("plan");
-    let devs: Vec<Box<dyn MemberDevice>> = (0..n)
-        .map(|m| {
-            let mut img = vec![0u8; DEVICE_BYTES as usize];
-            let mut sb = p.superblocks[m].clone();
-            sb.set_clean(true);
-            let bytes = sb.to_bytes();
-            let at = p.members[m].super_byte_offset as usize;
-            img[at..at + bytes.len()].copy_from_slice(&bytes);
-            Box::new(MemoryDevice::from_bytes(&format!("m{m}"), img)) as Box<dyn MemberDevice>
-        })
+    let devs: Vec<Box<dyn MemberDevice>> = NewMdArray::new(1, n, DEVICE_BYTES)
+        .images()
+        .into_iter()
+        .enumerate()
+        .map(|(m, img)| Box::new(MemoryDevice::from_bytes(&format!("m{m}"), img)) as Box<dyn MemberDevice>)
         .collect();
     let mut open = OpenArray::assemble(devs, true).expect("assemble");
     open.defer_metadata(true);

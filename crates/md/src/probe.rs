@@ -159,6 +159,24 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_superblock_is_reported_before_an_unreadable_location() {
+        let mut img = image(MetadataVersion::V1_2);
+        let at = MetadataVersion::V1_2.superblock_offset(DEVICE_BYTES).unwrap();
+        img[at as usize + 40] ^= 0x5a;
+        let bad_end = |offset: u64, len: usize| {
+            if offset == at {
+                Ok(img[offset as usize..offset as usize + len].to_vec())
+            } else {
+                Err("medium error")
+            }
+        };
+        match probe(DEVICE_BYTES, bad_end) {
+            Err(FindError::Format(FormatError::BadChecksum { .. })) => {}
+            other => panic!("expected the damaged superblock, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn no_superblock_says_why() {
         let small = NoSuperblock { device: "d0".into(), size: 4096 };
         assert_eq!(small.to_string(), "d0: no md superblock (device is only 4096 bytes: truncated?)");

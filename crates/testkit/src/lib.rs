@@ -1,6 +1,7 @@
 //! Test support shared by uraid's crates (dev-dependency only).
 //!
-//! It owns two things every layer's tests need:
+//! It owns what every layer's tests need:
+//! - member images of a new md array with real superblocks ([`NewMdArray`]);
 //! - discovery of the md fixtures that the real Linux kernel made (`shared/fixtures/md/<case>/`),
 //!   with their `case.json` and their member images decompressed on demand into a cache;
 //! - the md-oracle data pattern, so a test can say what any logical sector of a fixture holds.
@@ -15,6 +16,9 @@ use std::process::Command;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+mod new_md;
+pub use new_md::NewMdArray;
 
 /// Where the kernel-made fixtures live: `$URAID_FIXTURES`, else `shared/fixtures/md` beside the
 /// repository (the layout CI uses).

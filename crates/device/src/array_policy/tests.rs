@@ -9,8 +9,6 @@ use std::time::Duration;
 use uraid_engine::array::{Completion, IoResult, Request, RequestId};
 use uraid_engine::metadata::{MetaError, MetaOp};
 use uraid_engine::EngineError;
-use uraid_md_format::create::{plan, CreateSpec};
-use uraid_md_format::MetadataVersion;
 
 use super::*;
 use crate::member::{MemberDevice, MemoryDevice};
@@ -25,34 +23,17 @@ fn ms(n: u64) -> Duration {
 /// Members in memory with fresh md 1.2 superblocks (all zero, so consistent at any level),
 /// recorded clean or not, with a write-intent bitmap of 64 KiB chunks or none.
 fn members(level: i32, n: usize, clean: bool, bitmap: bool) -> Vec<Arc<MemoryDevice>> {
-    let spec = CreateSpec {
-        version: MetadataVersion::V1_2,
-        level,
-        layout: -1,
+    let array = uraid_testkit::NewMdArray {
         chunk_sectors: if level == 1 { 0 } else { 16 },
-        raid_disks: n as u32,
-        array_uuid: [9; 16],
-        name: "policy:0".into(),
-        ctime: 1_700_000_000,
-        component_sectors: None,
-        bitmap,
-        data_offset: None,
+        clean,
         bitmap_chunk: bitmap.then_some(64 << 10),
+        ..uraid_testkit::NewMdArray::new(level, n, MEMBER_BYTES)
     };
-    let uuids: Vec<[u8; 16]> = (0..n).map(|i| [i as u8 + 1; 16]).collect();
-    let made = plan(&spec, &vec![MEMBER_BYTES; n], &uuids).expect("create plan");
-    (0..n)
-        .map(|i| {
-            let dev = Arc::new(MemoryDevice::new(&format!("mem{i}"), MEMBER_BYTES));
-            if let (Some(mut image), Some((at, _))) = (made.bitmap_image(), made.members[i].bitmap) {
-                image[uraid_md_format::bitmap::HEADER_BYTES..].fill(0);
-                dev.write_at(at, &image).unwrap();
-            }
-            let mut sb = made.superblocks[i].clone();
-            sb.set_clean(clean);
-            dev.write_at(made.members[i].super_byte_offset, &sb.to_bytes()).unwrap();
-            dev
-        })
+    array
+        .images()
+        .into_iter()
+        .enumerate()
+        .map(|(i, img)| Arc::new(MemoryDevice::from_bytes(&format!("mem{i}"), img)))
         .collect()
 }
 

@@ -1,0 +1,78 @@
+//! What the service tests share: arrays of in-memory members with real md superblocks, and
+//! small helpers to serve, read and damage them.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use uraid_device::service::{BlockOp, BlockReply, ServiceHandle};
+use uraid_device::{probe, MemberDevice, MemoryDevice, OpenArray};
+use uraid_testkit::NewMdArray;
+
+pub const MEMBER_BYTES: u64 = 8 << 20;
+
+/// Members in memory carrying fresh md 1.2 superblocks (marked clean, contents all zero, which
+/// is consistent for every level).
+pub fn members(level: i32, n: usize, chunk_sectors: u32) -> Vec<Arc<MemoryDevice>> {
+    members_marked(level, n, chunk_sectors, true)
+}
+
+pub fn members_marked(level: i32, n: usize, chunk_sectors: u32, clean: bool) -> Vec<Arc<MemoryDevice>> {
+    members_with(level, n, chunk_sectors, clean, false)
+}
+
+/// The same, with a write-intent bitmap of 64 KiB chunks when `bitmap`.
+pub fn members_with(level: i32, n: usize, chunk_sectors: u32, clean: bool, bitmap: bool) -> Vec<Arc<MemoryDevice>> {
+    let array = NewMdArray {
+        chunk_sectors,
+        clean,
+        bitmap_chunk: bitmap.then_some(64 << 10),
+        ..NewMdArray::new(level, n, MEMBER_BYTES)
+    };
+    array
+        .images()
+        .into_iter()
+        .enumerate()
+        .map(|(i, img)| Arc::new(MemoryDevice::from_bytes(&format!("mem{i}"), img)))
+        .collect()
+}
+
+pub fn open(devs: &[Arc<dyn MemberDevice>], writable: bool) -> OpenArray {
+    let boxed: Vec<Box<dyn MemberDevice>> =
+        devs.iter().map(|d| Box::new(Arc::clone(d)) as Box<dyn MemberDevice>).collect();
+    OpenArray::assemble(boxed, writable).expect("assemble")
+}
+
+pub fn as_dyn(devs: &[Arc<MemoryDevice>]) -> Vec<Arc<dyn MemberDevice>> {
+    devs.iter().map(|d| Arc::clone(d) as Arc<dyn MemberDevice>).collect()
+}
+
+pub fn clean_on_disk(dev: &dyn MemberDevice) -> bool {
+    probe(dev).unwrap().expect("superblock").superblock.info().state_clean
+}
+
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    uraid_testkit::noise(seed, len)
+}
+
+pub fn read(h: &ServiceHandle, offset: u64, len: u64) -> Vec<u8> {
+    match h.call(BlockOp::Read { offset, len }).expect("read") {
+        BlockReply::Data(d) => d.into_vec(),
+        other => panic!("read answered {other:?}"),
+    }
+}
+
+/// Flip one byte of member `i` inside its data area, `at` bytes from the data start.
+pub fn corrupt(devs: &[Arc<dyn MemberDevice>], i: usize, at: u64) {
+    let info = probe(devs[i].as_ref()).unwrap().unwrap().superblock.info();
+    let pos = info.data_offset * 512 + at;
+    let mut b = [0u8; 1];
+    devs[i].read_at(pos, &mut b).unwrap();
+    b[0] ^= 0x5a;
+    devs[i].write_at(pos, &b).unwrap();
+}
+
+/// Copy of the members as they are on "disk" right now: what a crash would leave.
+pub fn crash_copy(mem: &[Arc<MemoryDevice>]) -> Vec<Arc<MemoryDevice>> {
+    mem.iter().map(|m| Arc::new(MemoryDevice::from_bytes(m.name(), m.snapshot()))).collect()
+}
