@@ -123,10 +123,12 @@ impl OpenArray {
         let mut plan = assemble::plan_with(&candidates, rules)?;
         // A rebuild resumes from its checkpoint after a clean stop. After an unclean one, the
         // part already rebuilt may disagree with the rest of its stripes or copies wherever a
-        // write was cut short (it went to the rebuilding member as well), and neither a log
-        // replay nor a resync, which leave a member that is not in sync alone, would set that
-        // right: the rebuild starts again from the beginning.
-        if !plan.clean {
+        // write was cut short (it went to the rebuilding member as well). On a mirror the
+        // resync owed sets that right, as md's does: it runs after the rebuild, once the member
+        // is in sync, and makes every copy alike (the policy holds it back until then). On a
+        // parity array neither a log replay nor a resync would (md refuses such an array unless
+        // it has a log): the rebuild starts again from the beginning.
+        if !plan.clean && plan.geometry.is_parity() {
             for checkpoint in plan.recovering.iter_mut().flatten() {
                 *checkpoint = 0;
             }
@@ -177,7 +179,7 @@ impl OpenArray {
         let unreplayed = ppl.is_some() && !writable && !plan.clean && plan.degraded();
         if let (Some(config), true) = (&ppl, writable) {
             let targets = member_targets_of(&plan, &members);
-            if !plan.clean {
+            if !plan.clean && plan.geometry.is_parity() {
                 let r = crate::ppl::replay_logs(&plan.geometry, array.slot_states(), &targets, config)?;
                 // Every log read and applied: parity matches data wherever a write was in
                 // flight, and nowhere else could it differ, so no resync is owed (md marks the

@@ -86,10 +86,12 @@ fn replay() {
 ///   back after a spare had taken the slot, and the stripes queued for that slot's log were
 ///   never sent (the engine stalled).
 /// - [`P1_SEEDS`] (`URAID_SIM_PPL=1 URAID_SIM_EXPOSE_KNOWN_BUGS=1`): P1.
+/// - [`METADATA_SEEDS`] (default configuration): found once the simulation ran md's metadata.
 #[test]
 fn seeds_of_fixed_bugs_pass() {
     let mut runs =
         vec![uraid_fault_sim::Config::new(1_013_616, "raid6-5-rs"), uraid_fault_sim::Config::new(3_002_713, "raid1-3")];
+    runs.extend(METADATA_SEEDS.iter().map(|&(geometry, seed, _)| uraid_fault_sim::Config::new(seed, geometry)));
     let mut stalled = uraid_fault_sim::Config::new(5_056_093, "raid6-5-rs6");
     stalled.ppl = Some(true);
     runs.push(stalled);
@@ -105,6 +107,18 @@ fn seeds_of_fixed_bugs_pass() {
         }
     }
 }
+
+/// Seeds of the campaigns over md's metadata that found bugs (or runs the simulation judged
+/// wrongly), with what each found.
+const METADATA_SEEDS: &[(&str, u64, &str)] = &[
+    ("raid10-4-n2", 72_249, "a damaged superblock was reported as an unreadable location"),
+    ("raid1-2", 80_184, "a superblock torn by a crash: the run must end there"),
+    ("raid10-4-n2", 56_961, "a rebuild that could not read its source was restarted forever"),
+    ("raid1-3", 89_719, "a member left behind by two lost superblock updates was not counted as lost"),
+    ("raid10-5-f2", 140_039, "a member rebuilt but not yet recorded so was counted as in sync"),
+    ("raid10-4-n2", 147_051, "a member left behind by two lost superblock updates was not counted as lost"),
+    ("raid10-3-n2", 174_518, "writes went out before members assembled one event behind were recorded dirty"),
+];
 
 /// Known bug P1 (`docs/fault-simulation.md`): raid6 with a log, a member holding the only log
 /// entries of a stripe dead at a crash with a second member out; data rebuilt through the

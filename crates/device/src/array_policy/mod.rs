@@ -56,7 +56,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use uraid_engine::array::RequestId;
+use uraid_engine::array::{RequestId, SlotState};
 use uraid_engine::idmap::IdMap;
 use uraid_layout::Level;
 
@@ -213,6 +213,11 @@ pub struct ArrayPolicy {
     resync_due: bool,
     /// Flushes before a clean mark that failed in a row: each retry waits twice as long.
     clean_failures: u32,
+    /// The members whose rebuild failed (a source could not be read and no other copy or
+    /// parity was left): not rebuilt again by itself while these same members wait, as md's
+    /// `recovery_disabled`, or it would fail at the same place forever. A member added, or
+    /// the array assembled again, tries anew.
+    rebuild_blocked: Option<Vec<String>>,
 }
 
 impl ArrayPolicy {
@@ -251,16 +256,28 @@ impl ArrayPolicy {
             last_pass: None,
             resync_due: false,
             clean_failures: 0,
+            rebuild_blocked: None,
         };
         // Members assembled one event behind the array (their last update was lost in a crash)
         // get the array's superblock now, before anything else is recorded: another lost update
         // would leave them two behind, and a later assembly would take them for stale.
+        // Their superblocks may also still say clean (the update a crash lost was the dirty
+        // mark): no write, the resync's included, goes out before they say dirty, or another
+        // crash would assemble the array clean and leave its copies different.
         if array.writable() && array.members_behind() {
-            if let Err(e) = policy.record(array, uraid_engine::metadata::MetaChange::Roles) {
-                policy.notice(format!("bringing the members' superblocks up to date failed: {e}"));
+            match policy.record(array, uraid_engine::metadata::MetaChange::Roles) {
+                Ok(ticket) if array.is_dirty() => policy.meta.dirty_ticket = ticket,
+                Ok(_) => {}
+                Err(e) => policy.notice(format!("bringing the members' superblocks up to date failed: {e}")),
             }
         }
-        if policy.config.auto_resync && array.writable() && array.needs_resync() {
+        // A rebuild owed goes first and the resync after it, as md's `md_check_recovery`
+        // orders them: the resync then covers the rebuilt members too (see
+        // `OpenArray::assemble` on a rebuild after an unclean stop).
+        let rebuild_owed = array.engine().slot_states().contains(&SlotState::Recovering);
+        if policy.config.auto_resync && array.writable() && array.needs_resync() && rebuild_owed {
+            policy.resync_due = true;
+        } else if policy.config.auto_resync && array.writable() && array.needs_resync() {
             if let Err(e) = policy.start_pass(array, SyncAction::Resync, now) {
                 policy.notice(format!("resync not started: {e}"));
             }

@@ -71,6 +71,20 @@ impl ArrayPolicy {
         array.engine().slot_states().iter().enumerate().filter(|(_, s)| **s == SlotState::Recovering).map(|(i, _)| i)
     }
 
+    /// The names of the members waiting to be rebuilt.
+    fn recovering_devices(array: &OpenArray) -> Vec<String> {
+        Self::recovering_slots(array).map(|s| array.slot_device_name(s).unwrap_or_default().to_string()).collect()
+    }
+
+    /// Whether a rebuild is owed and may start by itself: members wait to be rebuilt, the array
+    /// is writable, and the rebuild of these same members has not already failed.
+    fn rebuild_due(&self, array: &OpenArray) -> bool {
+        if self.shape.read_only || Self::recovering_slots(array).next().is_none() {
+            return false;
+        }
+        self.rebuild_blocked.as_ref().is_none_or(|blocked| *blocked != Self::recovering_devices(array))
+    }
+
     /// Rebuild every recovering slot, from the lowest checkpoint among them.
     fn start_recovery(&mut self, array: &OpenArray, now: Duration) -> Result<(), SyncError> {
         let slots: Vec<usize> = Self::recovering_slots(array).collect();
@@ -116,12 +130,7 @@ impl ArrayPolicy {
             let (request, _) = self.meta.parked_step.take().expect("looked at");
             return Some(request);
         }
-        if !self.stopping
-            && self.pass.is_none()
-            && !self.shape.read_only
-            && !self.meta.recording_rebuilt()
-            && Self::recovering_slots(array).next().is_some()
-        {
+        if !self.stopping && self.pass.is_none() && !self.meta.recording_rebuilt() && self.rebuild_due(array) {
             // md starts recovery by itself whenever a slot has a member to rebuild.
             if let Err(e) = self.start_recovery(array, now) {
                 self.notice(format!("recovery not started: {e}"));
@@ -353,6 +362,16 @@ impl ArrayPolicy {
                 // Cut short (stop, idle, a new spare): record how far it got.
                 self.flush_then(AfterFlush::Checkpoint { slots: run.rebuilt_devices(array), sectors: run.pos / 512 });
             }
+            if !complete && self.pass_failure.is_some() {
+                let devices = Self::recovering_devices(array);
+                if !devices.is_empty() {
+                    self.notice(format!(
+                        "the rebuild of {} is not retried by itself until a member is added or the array is assembled again",
+                        devices.join(", ")
+                    ));
+                    self.rebuild_blocked = Some(devices);
+                }
+            }
         }
         if run.action == SyncAction::Resync && !complete {
             // Likewise a resync, which resumes there.
@@ -403,9 +422,9 @@ impl ArrayPolicy {
 
     /// Whether no pass runs, none is about to (a member waits to be rebuilt, and
     /// [`ArrayPolicy::next_pass_step`] starts that by itself, as between a rebuild cut short for
-    /// a new member and the one that covers it), and no rebuild's end is still being recorded.
+    /// a new member and the one that covers it, unless these members' rebuild already failed),
+    /// and no rebuild's end is still being recorded.
     pub fn pass_idle(&self, array: &OpenArray) -> bool {
-        let rebuild_due = !self.shape.read_only && Self::recovering_slots(array).next().is_some();
-        self.pass.is_none() && !self.meta.recording_rebuilt() && !rebuild_due
+        self.pass.is_none() && !self.meta.recording_rebuilt() && !self.rebuild_due(array)
     }
 }

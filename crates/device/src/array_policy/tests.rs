@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use uraid_engine::array::{Completion, IoResult, Request, RequestId};
+use uraid_engine::array::{Completion, IoResult, MemberIoError, MemberOp, Request, RequestId};
 use uraid_engine::metadata::{MetaError, MetaOp};
 use uraid_engine::EngineError;
 
@@ -64,6 +64,8 @@ struct Driver {
     events: Vec<PolicyEvent>,
     /// Kinds of the metadata jobs performed, in order.
     performed: Vec<MetadataIoKind>,
+    /// Reads of this slot fail (a member with unreadable sectors).
+    unreadable: Option<usize>,
 }
 
 impl Driver {
@@ -71,7 +73,8 @@ impl Driver {
     fn new(mut array: OpenArray, config: PolicyConfig) -> Driver {
         array.defer_metadata(true);
         let policy = ArrayPolicy::new(&mut array, config, Duration::ZERO);
-        let mut d = Driver { array, policy, now: Duration::ZERO, events: Vec::new(), performed: Vec::new() };
+        let mut d =
+            Driver { array, policy, now: Duration::ZERO, events: Vec::new(), performed: Vec::new(), unreadable: None };
         d.take_events();
         d
     }
@@ -128,7 +131,12 @@ impl Driver {
             }
             let io = self.array.engine_mut().next_io().expect("engine stalled");
             let target = targets[io.slot].as_ref().expect("member in slot");
-            let result = target.perform(&io).unwrap_or_else(IoResult::Failed);
+            let result = if self.unreadable == Some(io.slot) && matches!(io.op, MemberOp::Read { .. }) {
+                let error = std::io::Error::from_raw_os_error(5);
+                IoResult::Failed(MemberIoError::os(format!("slot {}: read at byte {}", io.slot, io.offset), &error))
+            } else {
+                target.perform(&io).unwrap_or_else(IoResult::Failed)
+            };
             self.array.engine_mut().complete_io(io.id, result.handing_back(io.op));
         }
     }
@@ -465,4 +473,143 @@ fn a_resync_resumes_from_its_checkpoint() {
     again.now = ms(1);
     let (request, _) = again.submit_pass_step().expect("a step");
     assert!(matches!(request, Request::Sync { offset, repair: true, .. } if offset == from), "{request:?}");
+}
+
+/// A raid1 of two: one member and a fresh one added, rebuilt by itself.
+fn rebuilding_mirror(config: PolicyConfig) -> (Vec<Arc<MemoryDevice>>, Driver) {
+    let mem = members(1, 2, true, false);
+    let mut array = assemble(&mem[..1]);
+    let fresh = Arc::new(MemoryDevice::new("fresh", MEMBER_BYTES));
+    assert_eq!(array.add_member(Box::new(Arc::clone(&fresh))).unwrap(), Some(1));
+    (vec![Arc::clone(&mem[0]), fresh], Driver::new(array, config))
+}
+
+fn pass_summary(d: &Driver) -> Option<&str> {
+    d.events.iter().rev().find_map(|e| match e {
+        PolicyEvent::PassEnded { summary } => Some(summary.as_str()),
+        _ => None,
+    })
+}
+
+/// A rebuild whose source cannot be read, with no other copy left, fails; it is not started
+/// again by itself for the same member (it would fail at the same place forever), as md's
+/// `recovery_disabled`, and the array counts as idle. A new policy (the array assembled
+/// again) tries anew.
+#[test]
+fn a_failed_rebuild_is_not_restarted_by_itself() {
+    let (_, mut d) = rebuilding_mirror(PolicyConfig::default());
+    d.unreadable = Some(0);
+    d.now += ms(1);
+    let (request, rid) = d.submit_pass_step().expect("the rebuild starts by itself");
+    assert!(matches!(request, Request::Recover { offset: 0, .. }), "{request:?}");
+    d.complete_pass_step(rid);
+    d.settle_metadata();
+    let summary = pass_summary(&d).expect("the rebuild ended");
+    assert!(summary.starts_with("recover failed at byte 0"), "{summary}");
+    assert!(
+        d.events.iter().any(|e| matches!(e, PolicyEvent::Notice(n) if n.contains("not retried by itself"))),
+        "{:?}",
+        d.events
+    );
+    for _ in 0..10 {
+        d.now += ms(500);
+        assert!(d.submit_pass_step().is_none(), "the failed rebuild started again");
+        d.settle_metadata();
+    }
+    assert!(d.policy.pass_idle(&d.array), "nothing will run: waiting for the passes must end");
+    assert_eq!(d.array.engine().slot_states()[1], SlotState::Recovering, "the member waits, still to be rebuilt");
+
+    d.unreadable = None;
+    d.policy = ArrayPolicy::new(&mut d.array, PolicyConfig::default(), d.now);
+    d.now += ms(1);
+    assert!(d.submit_pass_step().is_some(), "assembled again, the rebuild tries anew");
+}
+
+/// Run the pass that is due, step by step with its metadata, until it has ended and left
+/// nothing to record; the requests it made.
+fn run_passes(d: &mut Driver) -> Vec<Request> {
+    let mut requests = Vec::new();
+    for _ in 0..100_000 {
+        d.now += ms(10);
+        d.settle_metadata();
+        match d.submit_pass_step() {
+            Some((request, rid)) => {
+                requests.push(request);
+                d.complete_pass_step(rid);
+            }
+            None if d.policy.pass_idle(&d.array) && d.array.metadata_pending().is_none() => {
+                d.settle_metadata();
+                if d.policy.pass_idle(&d.array) {
+                    return requests;
+                }
+            }
+            None => {}
+        }
+    }
+    panic!("the passes never ended: {:?}", d.events)
+}
+
+/// After an unclean stop in the middle of a mirror's rebuild, the rebuild resumes from its
+/// checkpoint, as md's does, and the resync owed runs after it, once the rebuilt member is in
+/// sync: the resync then makes its copies alike wherever a write was cut short.
+#[test]
+fn after_an_unclean_stop_a_mirror_rebuild_resumes_and_the_resync_follows() {
+    let (devs, mut d) = rebuilding_mirror(PolicyConfig::default());
+    for _ in 0..7 {
+        d.now += ms(500);
+        let (_, rid) = d.submit_pass_step().expect("a rebuild step");
+        d.complete_pass_step(rid);
+        d.settle_metadata();
+    }
+    // A write makes the array dirty, and the service dies without stopping.
+    assert_eq!(d.policy.write_starts(&mut d.array, WriteId(1), 0..4096), Ok(WriteStart::Parked));
+    d.settle_metadata();
+    assert!(d.released(1));
+    let checkpoint = d.array.recovery_checkpoint(1).expect("rebuilding");
+    assert!(checkpoint > 0, "the rebuild recorded its progress");
+    drop(d);
+
+    let array = assemble(&devs);
+    assert!(array.needs_resync(), "found dirty");
+    assert_eq!(array.recovery_checkpoint(1), Some(checkpoint), "a mirror's rebuild keeps its checkpoint");
+    let mut d = Driver::new(array, PolicyConfig::default());
+    assert!(d.policy.pass().is_none(), "the resync waits for the rebuild");
+    let requests = run_passes(&mut d);
+    let first_sync = requests.iter().position(|r| matches!(r, Request::Sync { .. })).expect("a resync ran");
+    assert!(
+        matches!(requests[0], Request::Recover { offset, .. } if offset == checkpoint * 512),
+        "the rebuild resumed from its checkpoint: {:?}",
+        requests[0]
+    );
+    assert!(requests[first_sync..].iter().all(|r| matches!(r, Request::Sync { repair: true, .. })), "{requests:?}");
+    assert!(matches!(requests[first_sync], Request::Sync { offset: 0, .. }), "{:?}", requests[first_sync]);
+    assert!(d.events.contains(&PolicyEvent::RebuildRecorded));
+    assert!(!d.array.needs_resync(), "the resync completed");
+    assert_eq!(d.array.engine().slot_states(), &[SlotState::InSync, SlotState::InSync]);
+}
+
+/// A parity array's rebuild after an unclean stop starts over: neither a log replay nor a
+/// resync would make what it rebuilt agree with the rest of its stripes.
+#[test]
+fn after_an_unclean_stop_a_parity_rebuild_starts_over() {
+    let mem = members(5, 3, true, false);
+    let mut array = assemble(&mem[..2]);
+    let fresh = Arc::new(MemoryDevice::new("fresh", MEMBER_BYTES));
+    assert_eq!(array.add_member(Box::new(Arc::clone(&fresh))).unwrap(), Some(2));
+    let mut d = Driver::new(array, PolicyConfig::default());
+    for _ in 0..7 {
+        d.now += ms(500);
+        let (_, rid) = d.submit_pass_step().expect("a rebuild step");
+        d.complete_pass_step(rid);
+        d.settle_metadata();
+    }
+    assert_eq!(d.policy.write_starts(&mut d.array, WriteId(1), 0..4096), Ok(WriteStart::Parked));
+    d.settle_metadata();
+    assert!(d.array.recovery_checkpoint(2).is_some_and(|c| c > 0));
+    drop(d);
+    let devs = [Arc::clone(&mem[0]), Arc::clone(&mem[1]), fresh];
+    let boxed = devs.iter().map(|d| Box::new(Arc::clone(d)) as Box<dyn MemberDevice>).collect();
+    let rules = uraid_md::assemble::AssemblyRules { start_dirty_degraded: true, ..Default::default() };
+    let array = OpenArray::assemble_with(boxed, true, rules).expect("assembled as start_dirty_degraded allows");
+    assert_eq!(array.recovery_checkpoint(2), Some(0));
 }

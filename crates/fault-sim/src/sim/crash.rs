@@ -121,6 +121,12 @@ impl Sim {
         self.open = open;
         configure_reads(self.open.engine_mut(), self.cfg.read_policy());
         self.refresh_slots();
+        let states = self.open.engine().slot_states();
+        self.rebuilding = (0..states.len())
+            .filter(|&s| states[s] == SlotState::Recovering)
+            .filter_map(|s| self.slot_dev[s])
+            .collect();
+        self.rebuilt_unrecorded = None;
         // A superblock the crash tore takes its member out, and with it whatever that
         // superblock alone recorded (a member failed, a spare's place): md then assembles from
         // what is left, which may take back a member the array had failed. That is two faults
@@ -135,6 +141,20 @@ impl Sim {
         let states = self.open.engine().slot_states().to_vec();
         let degraded = states.iter().any(|s| *s != SlotState::InSync);
         trace!(self, "assembled: slots {states:?}, devices {:?}", self.slot_dev);
+        // A member that never failed but whose superblock updates two crashes lost is two
+        // events behind: md assembles without it (only `mdadm --assemble --force` takes it
+        // back). That is a member lost to the crashes, which the fault plan never budgeted for;
+        // what the array survives after that says nothing about the code. The run ends there.
+        if self.mode == Mode::Normal {
+            let lost_updates: Vec<usize> =
+                self.members_left_behind(&offered).into_iter().filter(|d| !self.slot_dev.contains(&Some(*d))).collect();
+            if !lost_updates.is_empty() {
+                self.end(format!(
+                    "members {lost_updates:?} are two events behind (their superblock updates lost in crashes): md assembles without them, beyond the fault plan"
+                ));
+                return Ok(());
+            }
+        }
         if let Some(r) = &self.open.log_replay {
             self.report.log_entries_replayed += (r.report.recovered + r.report.rebuilt) as u64;
             trace!(self, "log replay: {:?}", r);

@@ -22,8 +22,14 @@ impl Sim {
                         Some(d) => {
                             let oldest = self.reqs.keys().next();
                             let recently_bad = self.cleared_while[d].is_some_and(|r| oldest.is_some_and(|o| *o <= r));
+                            let unrecorded = self.rebuilding.contains(&d)
+                                || self
+                                    .rebuilt_unrecorded
+                                    .as_ref()
+                                    .is_some_and(|(t, devs)| devs.contains(&d) && !self.open.metadata_durable(*t));
                             let d = &self.devices[d];
-                            d.dead
+                            unrecorded
+                                || d.dead
                                 || d.has_bad_sectors()
                                 || d.fail_next_write
                                 || recently_bad

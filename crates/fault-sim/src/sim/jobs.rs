@@ -44,6 +44,7 @@ impl Sim {
                 Ok(Some(s)) => {
                     trace!(self, "spare d{d} added in slot {s}");
                     self.joined.push(d);
+                    self.rebuilding.insert(d);
                     self.report.spares_added += 1;
                 }
                 Ok(None) => return Err(self.fail(Invariant::Protocol, format!("spare d{d} found no empty slot"))),

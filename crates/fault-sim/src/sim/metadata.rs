@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use uraid_device::array_policy::{PolicyEvent, WriteId as PolicyWrite, WriteStart};
-use uraid_engine::array::{Completion, Request, RequestId};
+use uraid_engine::array::{Completion, Request, RequestId, SlotState};
 use uraid_engine::metadata::{MetaError, MetaOp};
 use uraid_engine::EngineError;
 
@@ -173,6 +173,21 @@ impl Sim {
                 PolicyEvent::PassEnded { summary } => trace!(self, "policy: {summary}"),
                 PolicyEvent::RebuildRecorded => {
                     trace!(self, "policy: rebuild recorded");
+                    // The devices this record makes in sync, with those of a record before it
+                    // that is not durable yet either (this one is queued after it).
+                    let states = self.open.engine().slot_states();
+                    let mut rebuilt: Vec<usize> = (0..states.len())
+                        .filter(|&s| states[s] == SlotState::InSync)
+                        .filter_map(|s| self.slot_dev[s])
+                        .filter(|d| self.rebuilding.contains(d))
+                        .collect();
+                    self.rebuilding.retain(|d| !rebuilt.contains(d));
+                    if let Some((t, before)) = self.rebuilt_unrecorded.take() {
+                        if !self.open.metadata_durable(t) {
+                            rebuilt.extend(before);
+                        }
+                    }
+                    self.rebuilt_unrecorded = self.open.metadata_pending().map(|t| (t, rebuilt));
                     self.report.rebuilds += 1;
                     self.verify.push(Verify::AfterRebuild);
                 }

@@ -170,6 +170,15 @@ pub struct Sim {
     /// flight. Those requests may still hold it as a copy that failed them (the engine does not
     /// read such a copy again), so it counts as compromised until they are done.
     cleared_while: Vec<Option<RequestId>>,
+    /// Devices that joined a slot to be rebuilt (spares, or members assembled as rebuilding)
+    /// since the last assembly. Once the rebuild is recorded the engine takes them as in sync at
+    /// once, but the members' superblocks say so only when `rebuilt_unrecorded` is durable: a
+    /// crash before that assembles them as rebuilding again, so until then they count as
+    /// compromised.
+    rebuilding: std::collections::BTreeSet<usize>,
+    /// The devices the last rebuilds recorded made in sync, and the metadata that says so,
+    /// while it may not be durable yet.
+    rebuilt_unrecorded: Option<(uraid_engine::metadata::Ticket, Vec<usize>)>,
     last_rid: RequestId,
     slow_chance: u64,
     /// Half the reads continue the previous one (mirrors under a policy other than md's, whose

@@ -141,6 +141,8 @@ impl Sim {
             ppl,
             latency: Vec::new(),
             cleared_while: Vec::new(),
+            rebuilding: Default::default(),
+            rebuilt_unrecorded: None,
             last_rid: 0,
             slow_chance,
             sequential_reads: cfg_sequential_reads,
