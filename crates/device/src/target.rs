@@ -31,8 +31,9 @@ pub struct Placement {
 }
 
 impl MemberTarget {
-    /// Check one member I/O against the member's data area (or, for a log write, its log area)
-    /// and say where it goes on the device. Every driver calls this before touching the device,
+    /// Check one member I/O against the member's data area (or, for a log write, its log area;
+    /// for a metadata write, the device outside its data area) and say where it goes on the
+    /// device. Every driver calls this before touching the device,
     /// so a bug can never overwrite a superblock or bitmap; the error text is for a panic or a
     /// member failure, since an I/O outside its area is a bug upstream.
     pub fn placement(&self, io: &MemberIo) -> Result<Placement, String> {
@@ -50,10 +51,30 @@ impl MemberTarget {
             }
             return Ok(Placement { at: at + io.offset, len: data.len() as u64 });
         }
+        if let MemberOp::MetadataWrite { data } = &io.op {
+            // Metadata has its own places on the device, never among the data: a write there
+            // would destroy what the array holds.
+            let len = data.len() as u64;
+            let data_area = self.base..self.base + self.data_bytes;
+            let end = io.offset.checked_add(len);
+            let overlaps = end.is_none_or(|end| io.offset < data_area.end && data_area.start < end);
+            if overlaps || end.is_none_or(|end| end > self.dev.size()) {
+                return Err(format!(
+                    "metadata write {}+{len} on {} overlaps its data area ({}+{}) or runs past its end ({} bytes)",
+                    io.offset,
+                    self.dev.name(),
+                    self.base,
+                    self.data_bytes,
+                    self.dev.size()
+                ));
+            }
+            return Ok(Placement { at: io.offset, len });
+        }
         let len = match &io.op {
             MemberOp::Read { len } | MemberOp::Discard { len } => *len,
             MemberOp::Write { data } => data.len() as u64,
             MemberOp::LogWrite { data } => data.len() as u64,
+            MemberOp::MetadataWrite { data } => data.len() as u64,
             MemberOp::Flush => 0,
         };
         if io.offset.checked_add(len).is_none_or(|end| end > self.data_bytes) {
@@ -91,6 +112,10 @@ impl MemberTarget {
                 // with FUA).
                 self.dev.write_at(at, data).map_err(failed("writing the partial parity log"))?;
                 self.dev.flush().map_err(|e| self.failure("flushing the partial parity log", None, &e))?;
+                IoResult::Done
+            }
+            MemberOp::MetadataWrite { data } => {
+                self.dev.write_at(at, data).map_err(failed("writing metadata"))?;
                 IoResult::Done
             }
         })

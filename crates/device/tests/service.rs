@@ -75,20 +75,6 @@ fn four_clients(service: &ArrayService, level: i32) -> Vec<u8> {
 
 /// Member files (which the io_uring backend drives directly, O_DIRECT where it can) served by
 /// each backend: the same clients, zeroing, flushes and a clean stop give the same array.
-/// A new array's members as files in a scratch directory named `name`.
-fn file_members(name: &str, level: i32, n: usize, chunk: u32) -> Vec<Arc<dyn MemberDevice>> {
-    let dir = uraid_testkit::scratch_dir(name);
-    members(level, n, chunk)
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let path = dir.join(format!("m{i}.img"));
-            std::fs::write(&path, m.snapshot()).unwrap();
-            Arc::new(uraid_device::FileDevice::open(&path, true).unwrap()) as Arc<dyn MemberDevice>
-        })
-        .collect()
-}
-
 #[test]
 fn file_members_on_both_backends() {
     use uraid_device::service::IoBackend;
@@ -108,6 +94,10 @@ fn file_members_on_both_backends() {
             assert!(read(&h, 0, size) == expect, "{io}, level {level}: array differs from what was written");
             let report = service.stop().expect("stop");
             assert!(report.failed_members.is_empty(), "{io}, level {level}: {:?}", report.failed_members);
+            // Dirty marks and the like went down the members' own paths; with no spare, none
+            // needed the metadata thread.
+            assert!(report.metadata_ios_on_member_paths > 0, "{io}, level {level}: {report:?}");
+            assert_eq!(report.metadata_ios_on_thread, 0, "{io}, level {level}: {report:?}");
             for d in &devs {
                 assert!(clean_on_disk(d.as_ref()), "{io}, level {level}: {} not clean after stop", d.name());
             }

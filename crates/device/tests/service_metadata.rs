@@ -479,3 +479,33 @@ fn a_member_whose_flush_fails_is_failed_and_the_survivor_is_marked_clean() {
     assert_eq!(report.failed_members.len(), 1, "one member failed for its flush: {report:?}");
     assert!(report.failed_members[0].0.contains("mem1"), "{report:?}");
 }
+
+/// The array's metadata goes down the members' own I/O paths (their rings or I/O threads),
+/// beside their data: the dirty mark and bitmap bits of a write, the clean mark at the stop.
+/// Only a spare, which has no path of its own, has its superblock written by the metadata
+/// thread. Either way the superblocks end up as md would have them.
+#[test]
+fn metadata_goes_down_the_members_own_paths() {
+    use uraid_device::service::{IoBackend, ManageOp};
+    for io in [IoBackend::Uring, IoBackend::Threads] {
+        let name = format!("service-metadata-paths-{io}");
+        let devs = file_members(&name, 1, 2, 0);
+        let spare = uraid_testkit::scratch_dir(&name).join("spare.img");
+        std::fs::write(&spare, vec![0u8; devs[0].size() as usize]).unwrap();
+        let config = ServiceConfig { io, ..ServiceConfig::default() };
+        let service = ArrayService::start(open(&devs, true), config);
+        let h = service.handle();
+        h.call(BlockOp::Write { offset: 4096, data: pattern(3, 8192).into(), fua: true }).unwrap();
+        assert!(!clean_on_disk(devs[0].as_ref()) && !clean_on_disk(devs[1].as_ref()), "{io}: marked dirty first");
+        h.manage(ManageOp::Add(spare.clone())).unwrap();
+        h.call(BlockOp::Flush).unwrap();
+        let report = service.stop().unwrap();
+        assert!(report.metadata_ios_on_member_paths >= 4, "{io}: {report:?}");
+        assert!(report.metadata_ios_on_thread >= 1, "{io}: the spare's superblock: {report:?}");
+        assert!(devs.iter().all(|d| clean_on_disk(d.as_ref())), "{io}: marked clean at the stop");
+        let spare_dev = uraid_device::FileDevice::open(&spare, false).unwrap();
+        let found = probe(&spare_dev).unwrap().expect("the spare carries a superblock");
+        assert_eq!(found.superblock.info().role, uraid_md_format::Role::Spare, "{io}");
+        assert_eq!(open(&devs, false).read(4096, 8192).unwrap(), pattern(3, 8192), "{io}");
+    }
+}

@@ -38,6 +38,13 @@ pub enum MemberOp {
     LogWrite {
         data: Vec<u8>,
     },
+    /// Write `data` at `offset` bytes from the start of the device itself, into the member's
+    /// metadata (superblock, write-intent bitmap, log header: a [`crate::metadata::MetaOp`]),
+    /// never into its data. The engine never emits it: a driver sends the array's metadata
+    /// writes down the members' own I/O paths with it. Durable only after a later `Flush`.
+    MetadataWrite {
+        data: Bytes,
+    },
 }
 
 /// The driver's answer for one member I/O.

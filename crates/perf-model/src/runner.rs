@@ -180,6 +180,7 @@ pub fn member_io_to_disk(io: &MemberIo, id: u64) -> Option<DiskRequest> {
         MemberOp::Write { data } => (DiskOp::Write, data.len() as u64),
         MemberOp::Flush | MemberOp::Discard { .. } => return None,
         MemberOp::LogWrite { .. } => panic!("perf-model arrays run without a partial parity log"),
+        MemberOp::MetadataWrite { .. } => panic!("the engine never emits metadata writes"),
     };
     Some(DiskRequest { id, op, offset: io.offset, len })
 }

@@ -1,12 +1,13 @@
-//! The metadata I/O thread: performs the array's metadata steps (superblock and bitmap writes
-//! and their flushes, see `uraid_engine::metadata`) and the member flushes that must precede a
-//! clean mark or the clearing of bitmap bits, so the engine thread never waits on a metadata
-//! `pwrite` or `fsync`.
+//! The metadata I/O thread: performs the metadata ops (superblock and bitmap writes and their
+//! flushes, see `uraid_engine::metadata`) for devices that have no I/O path of their own, which
+//! are spares: the ops for members in a slot go down those members' own paths, beside their data
+//! (see `runner::metadata`). Either way the engine thread never waits on a metadata `pwrite` or
+//! `fsync`.
 //!
-//! The engine thread hands it one job at a time and waits for the answer before the next, because
-//! each metadata step must be complete before the one after it starts; its queue and its channel
-//! of answers therefore hold at most one each, and neither side ever waits for room. The ops of
-//! one step are independent of each other and run in order on this thread.
+//! The engine thread hands it at most one job at a time and waits for the answer before the
+//! next, because each metadata step must be complete before the one after it starts; its queue
+//! and its channel of answers therefore hold at most one each, and neither side ever waits for
+//! room. The ops of one job are independent of each other and run in order on this thread.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;

@@ -159,6 +159,11 @@ pub struct StopReport {
     pub resync_needed: bool,
     /// Members that failed while serving, with the reason.
     pub failed_members: Vec<(String, String)>,
+    /// Metadata writes and flushes (superblocks, bitmap, log headers) performed on the members'
+    /// own I/O paths, beside their data, and on the metadata thread (for devices that have no
+    /// path: spares).
+    pub metadata_ios_on_member_paths: u64,
+    pub metadata_ios_on_thread: u64,
 }
 
 /// One slot as reported by [`ServiceHandle::status`](super::ServiceHandle::status).

@@ -116,6 +116,7 @@ enum Kind {
     Read,
     Write,
     LogWrite,
+    MetadataWrite,
     Flush,
     Discard,
 }
@@ -126,6 +127,7 @@ impl Kind {
             Kind::Read => "read",
             Kind::Write => "write",
             Kind::LogWrite => "writing the partial parity log",
+            Kind::MetadataWrite => "writing metadata",
             Kind::Flush => "flush",
             Kind::Discard => "discard",
         }
@@ -372,6 +374,7 @@ impl MemberRing {
             MemberOp::Read { len } => (Kind::Read, len as usize, None),
             MemberOp::Write { data } => (Kind::Write, data.len(), Some(data)),
             MemberOp::LogWrite { data } => (Kind::LogWrite, data.len(), Some(IoBuf::from(data))),
+            MemberOp::MetadataWrite { data } => (Kind::MetadataWrite, data.len(), Some(IoBuf::from(data))),
             MemberOp::Flush => (Kind::Flush, 0, None),
             MemberOp::Discard { len } => (Kind::Discard, len as usize, None),
         };
@@ -525,7 +528,7 @@ impl MemberRing {
                 let fd = types::Fd(self.handle.fd);
                 opcode::Writev::new(fd, iov.0.as_ptr(), iov.0.len() as u32).offset(op.at + op.done as u64).build()
             }
-            Kind::Read | Kind::Write | Kind::LogWrite => {
+            Kind::Read | Kind::Write | Kind::LogWrite | Kind::MetadataWrite => {
                 let at = op.at + op.done as u64;
                 let piece = (op.len - op.done).min(MAX_PIECE);
                 // SAFETY: `done < len` and the memory holds `len` bytes.
@@ -570,7 +573,7 @@ impl MemberRing {
             self.finish_failed(index);
             return self.fail(id, kind, at, io::Error::from_raw_os_error(err));
         }
-        if matches!(op.kind, Kind::Read | Kind::Write | Kind::LogWrite) {
+        if matches!(op.kind, Kind::Read | Kind::Write | Kind::LogWrite | Kind::MetadataWrite) {
             if res == 0 {
                 let (id, kind, at, len, done) = (op.id, op.kind, op.at, op.len, op.done);
                 self.finish_failed(index);

@@ -76,3 +76,17 @@ pub fn corrupt(devs: &[Arc<dyn MemberDevice>], i: usize, at: u64) {
 pub fn crash_copy(mem: &[Arc<MemoryDevice>]) -> Vec<Arc<MemoryDevice>> {
     mem.iter().map(|m| Arc::new(MemoryDevice::from_bytes(m.name(), m.snapshot()))).collect()
 }
+
+/// A new array's members as files in a scratch directory named `name`.
+pub fn file_members(name: &str, level: i32, n: usize, chunk: u32) -> Vec<Arc<dyn MemberDevice>> {
+    let dir = uraid_testkit::scratch_dir(name);
+    members(level, n, chunk)
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let path = dir.join(format!("m{i}.img"));
+            std::fs::write(&path, m.snapshot()).unwrap();
+            Arc::new(uraid_device::FileDevice::open(&path, true).unwrap()) as Arc<dyn MemberDevice>
+        })
+        .collect()
+}

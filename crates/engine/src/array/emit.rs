@@ -69,6 +69,7 @@ impl Array {
             MemberOp::Read { len } | MemberOp::Discard { len } => *len,
             MemberOp::Write { data } => data.len() as u64,
             MemberOp::LogWrite { data } => data.len() as u64,
+            MemberOp::MetadataWrite { data } => data.len() as u64,
             MemberOp::Flush => 0,
         };
         // Log writes land in the log area, not at a data offset.
@@ -83,7 +84,9 @@ impl Array {
         let kind = match op {
             MemberOp::Read { .. } => IoKind::Read,
             MemberOp::Write { .. } => IoKind::Write,
-            MemberOp::Flush | MemberOp::Discard { .. } | MemberOp::LogWrite { .. } => IoKind::Other,
+            MemberOp::Flush | MemberOp::Discard { .. } | MemberOp::LogWrite { .. } | MemberOp::MetadataWrite { .. } => {
+                IoKind::Other
+            }
         };
         self.emit_io(rid, tag, offset, op, kind);
     }

@@ -96,6 +96,7 @@ impl Members {
                 IoResult::Done
             }
             MemberOp::Flush => IoResult::Done,
+            MemberOp::MetadataWrite { .. } => panic!("the engine emitted a metadata write"),
             MemberOp::Discard { len } => {
                 assert!(at + *len as usize <= disk.len(), "discard past member end");
                 self.unreadable[io.slot][at..at + *len as usize].fill(false);

@@ -137,6 +137,8 @@ impl Sim {
                     Ok(()) => IoResult::Done,
                     Err(e) => IoResult::Failed(MemberIoError::other(e)),
                 },
+                // The run performs the policy's metadata jobs itself (see `metadata.rs`).
+                MemberOp::MetadataWrite { .. } => unreachable!("the engine never emits metadata writes"),
             }
         };
         if destage && !d.dead {

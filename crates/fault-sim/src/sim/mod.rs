@@ -226,6 +226,7 @@ fn op_len(op: &MemberOp) -> u64 {
         MemberOp::Read { len } | MemberOp::Discard { len } => *len,
         MemberOp::Write { data } => data.len() as u64,
         MemberOp::LogWrite { data } => data.len() as u64,
+        MemberOp::MetadataWrite { data } => data.len() as u64,
         MemberOp::Flush => 0,
     }
 }
@@ -237,6 +238,7 @@ fn op_name(op: &MemberOp) -> &'static str {
         MemberOp::Flush => "flush",
         MemberOp::Discard { .. } => "discard",
         MemberOp::LogWrite { .. } => "log write",
+        MemberOp::MetadataWrite { .. } => "metadata write",
     }
 }
 

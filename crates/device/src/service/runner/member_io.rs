@@ -1,10 +1,22 @@
 //! Handing the engine's member I/O out, to each member's ring or I/O threads, and driving them
-//! (submitting, reaping, handing the answers back to the engine), paths retired from their slot
-//! included.
+//! (submitting, reaping, handing the answers back to the engine, or to the metadata job whose
+//! ops went down the same paths), paths retired from their slot included.
 
+use uraid_engine::array::{IoId, IoResult};
+
+use super::metadata::is_metadata_io;
 use super::{MemberPath, Runner};
 
 impl Runner {
+    /// A member path's answer: to the engine, or to the metadata job whose op it was.
+    fn hand_back(&mut self, id: IoId, result: IoResult) {
+        if is_metadata_io(id) {
+            self.metadata_io_answered(id, result);
+        } else {
+            self.array.engine_mut().complete_io(id, result);
+        }
+    }
+
     /// Hand the engine's member I/O to the members' paths (a ring's is submitted by
     /// [`Runner::drive_members`], so a batch of requests costs one submission per ring). Never
     /// waits: what a path has no room for waits on its side.
@@ -33,7 +45,7 @@ impl Runner {
             }
             any = true;
             for (id, result) in done.drain(..) {
-                self.array.engine_mut().complete_io(id, result);
+                self.hand_back(id, result);
             }
             self.after_completions();
             self.pump();
@@ -51,7 +63,7 @@ impl Runner {
             path.drain();
             let done: Vec<_> = path.take_done().collect();
             for (id, result) in done {
-                self.array.engine_mut().complete_io(id, result);
+                self.hand_back(id, result);
             }
             self.after_completions();
         }
@@ -61,8 +73,8 @@ impl Runner {
     pub(super) fn drain_retired(&mut self) {
         for mut path in std::mem::take(&mut self.retired) {
             path.drain();
-            for (id, result) in path.take_done() {
-                self.array.engine_mut().complete_io(id, result);
+            for (id, result) in path.take_done().collect::<Vec<_>>() {
+                self.hand_back(id, result);
             }
         }
         self.after_completions();

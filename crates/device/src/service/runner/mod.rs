@@ -74,8 +74,14 @@ pub(in crate::service) struct Runner {
     started: Instant,
     /// Answers to writes the policy holds (while a member failure is being recorded), by job.
     held: IdMap<u64, (Done, Result<BlockReply, ServiceError>)>,
-    /// The metadata I/O thread: its queue, its answers, the thread.
+    /// The metadata I/O thread, for devices with no I/O path of their own (spares): its queue,
+    /// its answers, the thread. Gone once the runner is finishing.
     meta_io: Option<MetadataIo>,
+    /// The policy's metadata job out, if one is.
+    meta_job: Option<metadata::JobOut>,
+    /// Its ops on the members' paths, by I/O id: the device index and what the op does.
+    meta_flight: IdMap<IoId, (usize, String)>,
+    next_meta_io: u64,
 }
 
 impl Runner {
@@ -125,6 +131,9 @@ impl Runner {
             started,
             held: IdMap::default(),
             meta_io: Some(meta_io),
+            meta_job: None,
+            meta_flight: IdMap::default(),
+            next_meta_io: 0,
         };
         runner.update_inline();
         runner.policy_events();
@@ -165,7 +174,7 @@ impl Runner {
                 Next::Msg(m) => m,
                 Next::Timeout => {
                     // Clearing idle bitmap bits, the idle clean mark: each after a flush, which
-                    // goes out on the metadata thread from `next_msg`.
+                    // goes out down the members' paths from `next_msg`.
                     let now = self.now();
                     self.policy.run_timers(&mut self.array, now);
                     self.policy_events();
@@ -272,7 +281,8 @@ impl Runner {
         }
     }
 
-    /// The next message, driving member I/O and taking the metadata thread's answer meanwhile;
+    /// The next message, driving member I/O (metadata ops included) and taking the metadata
+    /// thread's answer meanwhile;
     /// `Timeout` once `deadline` passes with nothing to do. Queued messages are taken in batches
     /// of [`MESSAGE_BATCH`] between submissions, so the I/O of many requests goes to the kernel
     /// together.
@@ -283,7 +293,7 @@ impl Runner {
         self.dispatch_metadata();
         loop {
             if let Some(result) = self.meta_io.as_ref().and_then(|m| m.answers.try_recv().ok()) {
-                self.metadata_done(result);
+                self.metadata_thread_answered(result);
                 return Next::Progress;
             }
             if let Some(m) = notifier::take_looped_back() {
@@ -367,8 +377,8 @@ impl Runner {
         self.inline_on = false;
         (self.report.inline_reads, self.report.inline_writes, self.report.spliced_reads) = self.inline.served();
         self.report.requests += self.report.inline_reads + self.report.inline_writes;
-        // Nothing is out with the metadata thread (the stop waited for it): from here on the
-        // metadata is written on this thread, as the engine is done.
+        // No metadata job is out (the stop waited for it): from here on the metadata is written
+        // on this thread, as the engine is done.
         if let Some(MetadataIo { jobs, answers, thread }) = self.meta_io.take() {
             drop((jobs, answers));
             let _ = thread.join();
