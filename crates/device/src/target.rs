@@ -130,3 +130,52 @@ impl MemberTarget {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::member::MemoryDevice;
+
+    fn target() -> MemberTarget {
+        let dev = Arc::new(MemoryDevice::new("m", 1 << 20));
+        MemberTarget { dev, base: 64 << 10, data_bytes: 512 << 10, log_area: Some((8 << 10, 32 << 10)) }
+    }
+
+    fn io(offset: u64, op: MemberOp) -> MemberIo {
+        MemberIo { id: 1, slot: 0, offset, op }
+    }
+
+    #[test]
+    fn data_and_log_io_stay_in_their_areas() {
+        let t = target();
+        let write = |len| MemberOp::Write { data: vec![1u8; len].into() };
+        assert_eq!(t.placement(&io(4096, write(4096))), Ok(Placement { at: (64 << 10) + 4096, len: 4096 }));
+        assert!(t.placement(&io((512 << 10) - 100, write(4096))).is_err(), "past the data area");
+        let log = MemberOp::LogWrite { data: vec![2; 4096] };
+        assert_eq!(t.placement(&io(0, log.clone())), Ok(Placement { at: 8 << 10, len: 4096 }));
+        assert!(t.placement(&io(30 << 10, log)).is_err(), "past the log area");
+    }
+
+    /// A metadata write lands where it says, on the device itself, but never in the data area
+    /// nor past the device's end.
+    #[test]
+    fn metadata_writes_stay_out_of_the_data_area() {
+        let t = target();
+        let meta = |len| MemberOp::MetadataWrite { data: Bytes::from(vec![3u8; len]) };
+        assert_eq!(t.placement(&io(4096, meta(512))), Ok(Placement { at: 4096, len: 512 }));
+        assert_eq!(t.placement(&io(576 << 10, meta(4096))), Ok(Placement { at: 576 << 10, len: 4096 }));
+        for (offset, len) in [((64 << 10) - 512, 1024), (100 << 10, 512), ((576 << 10) - 1, 1), ((1 << 20) - 100, 512)]
+        {
+            let refused = t.placement(&io(offset, meta(len)));
+            assert!(refused.is_err(), "{offset}+{len}: {refused:?}");
+        }
+        assert!(t.placement(&io(u64::MAX - 10, meta(512))).is_err(), "an offset that overflows");
+        // Performed, it writes exactly there.
+        t.perform(&io(4096, meta(512))).unwrap();
+        let mut back = vec![0u8; 512];
+        t.dev.read_at(4096, &mut back).unwrap();
+        assert_eq!(back, vec![3u8; 512]);
+    }
+}
