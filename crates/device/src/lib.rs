@@ -26,7 +26,7 @@ mod syscall;
 mod target;
 
 pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};
-pub use open_array::{MemberTarget, OpenArray, OpenError, Placement};
+pub use open_array::{MemberTarget, OpenArray, OpenError, Placement, PlacementError};
 pub use probe::{probe, ProbeError, Probed};
 pub use service::{
     ArrayService, BlockOp, BlockReply, IoBackend, ServiceConfig, ServiceError, ServiceHandle, ServiceInfo,

@@ -32,7 +32,7 @@ pub use crate::error::OpenError;
 use crate::member::{FileDevice, MemberDevice};
 use crate::ppl::LogReplay;
 use crate::probe::{no_superblock, probe, Probed};
-pub use crate::target::{MemberTarget, Placement};
+pub use crate::target::{MemberTarget, Placement, PlacementError};
 
 /// One device given for assembly, with what was found on it.
 pub struct OpenMember {

@@ -21,6 +21,21 @@ pub struct MemberTarget {
     pub log_area: Option<(u64, u64)>,
 }
 
+/// A member I/O that would land outside the member's areas: a bug upstream, never performed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    #[error("log write to {device}, which has no log area")]
+    NoLogArea { device: String },
+    #[error("log write {offset}+{len} outside the log area ({area} bytes) of {device}")]
+    OutsideLog { device: String, offset: u64, len: u64, area: u64 },
+    #[error(
+        "metadata write {offset}+{len} on {device} overlaps its data area ({data_start}+{data_bytes}) or runs past its end ({size} bytes)"
+    )]
+    MetadataOutside { device: String, offset: u64, len: u64, data_start: u64, data_bytes: u64, size: u64 },
+    #[error("member I/O {offset}+{len} outside the data area ({area} bytes) of {device}")]
+    OutsideData { device: String, offset: u64, len: u64, area: u64 },
+}
+
 /// Where one member I/O lands on its device, once checked against the member's areas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Placement {
@@ -36,20 +51,17 @@ impl MemberTarget {
     /// device. Every driver calls this before touching the device,
     /// so a bug can never overwrite a superblock or bitmap; the error text is for a panic or a
     /// member failure, since an I/O outside its area is a bug upstream.
-    pub fn placement(&self, io: &MemberIo) -> Result<Placement, String> {
+    pub fn placement(&self, io: &MemberIo) -> Result<Placement, PlacementError> {
+        let device = || self.dev.name().to_string();
         if let MemberOp::LogWrite { data } = &io.op {
             let Some((at, len)) = self.log_area else {
-                return Err(format!("log write to {}, which has no log area", self.dev.name()));
+                return Err(PlacementError::NoLogArea { device: device() });
             };
-            if io.offset.checked_add(data.len() as u64).is_none_or(|end| end > len) {
-                return Err(format!(
-                    "log write {}+{} outside the log area ({len} bytes) of {}",
-                    io.offset,
-                    data.len(),
-                    self.dev.name()
-                ));
+            let n = data.len() as u64;
+            if io.offset.checked_add(n).is_none_or(|end| end > len) {
+                return Err(PlacementError::OutsideLog { device: device(), offset: io.offset, len: n, area: len });
             }
-            return Ok(Placement { at: at + io.offset, len: data.len() as u64 });
+            return Ok(Placement { at: at + io.offset, len: n });
         }
         if let MemberOp::MetadataWrite { data } = &io.op {
             // Metadata has its own places on the device, never among the data: a write there
@@ -59,14 +71,14 @@ impl MemberTarget {
             let end = io.offset.checked_add(len);
             let overlaps = end.is_none_or(|end| io.offset < data_area.end && data_area.start < end);
             if overlaps || end.is_none_or(|end| end > self.dev.size()) {
-                return Err(format!(
-                    "metadata write {}+{len} on {} overlaps its data area ({}+{}) or runs past its end ({} bytes)",
-                    io.offset,
-                    self.dev.name(),
-                    self.base,
-                    self.data_bytes,
-                    self.dev.size()
-                ));
+                return Err(PlacementError::MetadataOutside {
+                    device: device(),
+                    offset: io.offset,
+                    len,
+                    data_start: self.base,
+                    data_bytes: self.data_bytes,
+                    size: self.dev.size(),
+                });
             }
             return Ok(Placement { at: io.offset, len });
         }
@@ -78,13 +90,12 @@ impl MemberTarget {
             MemberOp::Flush => 0,
         };
         if io.offset.checked_add(len).is_none_or(|end| end > self.data_bytes) {
-            return Err(format!(
-                "member I/O {}+{} outside the data area ({} bytes) of {}",
-                io.offset,
+            return Err(PlacementError::OutsideData {
+                device: device(),
+                offset: io.offset,
                 len,
-                self.data_bytes,
-                self.dev.name()
-            ));
+                area: self.data_bytes,
+            });
         }
         Ok(Placement { at: self.base + io.offset, len })
     }

@@ -67,7 +67,7 @@ impl Sim {
                     ),
                 ))
             }
-            Some(Err(e)) => return Err(self.fail(Invariant::Protocol, e)),
+            Some(Err(e)) => return Err(self.fail(Invariant::Protocol, e.to_string())),
             None => return Err(self.fail(Invariant::Protocol, format!("slot {} has no member target", io.slot))),
         };
         if matches!(io.op, MemberOp::Read { .. }) && self.open.engine().slot_states()[io.slot] == SlotState::Recovering
