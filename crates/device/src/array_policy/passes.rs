@@ -136,7 +136,7 @@ impl ArrayPolicy {
                 self.notice(format!("recovery not started: {e}"));
             }
         }
-        if self.resync_due && self.pass.is_none() && !self.stopping && Self::recovering_slots(array).next().is_none() {
+        if self.pass.is_none() && self.resync_will_start(array) {
             self.resync_due = false;
             if array.needs_resync() {
                 if let Err(e) = self.start_pass(array, SyncAction::Resync, now) {
@@ -420,11 +420,21 @@ impl ArrayPolicy {
         }
     }
 
+    /// Whether a resync owed (after a rebuild, or held back until one is done) starts with the
+    /// next [`ArrayPolicy::next_pass_step`]: no member waits to be rebuilt any more.
+    fn resync_will_start(&self, array: &OpenArray) -> bool {
+        self.resync_due && !self.stopping && Self::recovering_slots(array).next().is_none()
+    }
+
     /// Whether no pass runs, none is about to (a member waits to be rebuilt, and
     /// [`ArrayPolicy::next_pass_step`] starts that by itself, as between a rebuild cut short for
-    /// a new member and the one that covers it, unless these members' rebuild already failed),
-    /// and no rebuild's end is still being recorded.
+    /// a new member and the one that covers it, unless these members' rebuild already failed;
+    /// or a resync owed starts once the rebuild is recorded), and no rebuild's end is still
+    /// being recorded.
     pub fn pass_idle(&self, array: &OpenArray) -> bool {
-        self.pass.is_none() && !self.meta.recording_rebuilt() && !self.rebuild_due(array)
+        self.pass.is_none()
+            && !self.meta.recording_rebuilt()
+            && !self.rebuild_due(array)
+            && !self.resync_will_start(array)
     }
 }
