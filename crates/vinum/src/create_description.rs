@@ -8,8 +8,8 @@
 //!   counting such unnamed subdisks of that plex from 0; without `plex` it joins that plex;
 //! - a subdisk without `len` (or with `len` 0 or negative) takes the largest free extent on
 //!   its drive, without `driveoffset` the first fitting one, without `plexoffset` the next
-//!   place in its plex. These are decided when the objects are placed, so they stay `None`
-//!   here.
+//!   place in its plex. These are decided when the objects are placed
+//!   ([`crate::placement`]), so they stay `None` here.
 //!
 //! `gvinum` skips lines it cannot split into tokens and refuses the whole file if any object
 //! line is malformed; here every such line is an error naming its line. A plex or subdisk

@@ -20,6 +20,8 @@
 //! - [`objects`]: volumes, plexes, subdisks, drives; states; names; validation rules.
 //! - [`mapping`]: plex offset to subdisk offset for concat, striped and raid5.
 //! - [`newest`]: merging the configurations of several drives as the kernel does.
+//! - [`placement`]: create descriptions and the shortcut commands laid out on drives as the
+//!   kernel lays them out (free lists, autosize, plex offsets, stripe trimming).
 
 pub mod config_text;
 pub mod create_description;
@@ -29,6 +31,7 @@ pub mod line_syntax;
 pub mod mapping;
 pub mod newest;
 pub mod objects;
+pub mod placement;
 pub mod tokens;
 
 pub use config_text::{format_config, parse_config, parse_config_as_kernel, ConfigTextError, KernelReading};
@@ -41,4 +44,8 @@ pub use newest::{merge_in_taste_order, merge_newest_first, MergedConfig, TastedD
 pub use objects::{
     ConfigProblem, Drive, DriveState, ObjectKind, Plex, PlexMembership, PlexOrganization, PlexState, Subdisk,
     SubdiskState, VinumConfig, Volume, VolumeState,
+};
+pub use placement::{
+    concat, mirror, place, raid5, stripe, Extent, PlacedDrive, Placement, PlacementError, Present, ShortcutCommand,
+    SizedDrive,
 };
