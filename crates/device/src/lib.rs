@@ -10,6 +10,9 @@
 //!   fault simulator can run in virtual time;
 //! - [`splice`]: reads handed over as pipes of page references, for front ends that send them
 //!   to a socket;
+//! - [`vinum_drives`]: FreeBSD gvinum drives on member devices: reading their metadata,
+//!   finding the drives among a set of devices, and saving or resetting their configuration
+//!   as gvinum does;
 //! - [`service`]: the same array served to many clients at once, the engine on one thread and
 //!   member I/O on an io_uring or a thread pool per member (the NBD server and the FUSE file run
 //!   on it).
@@ -24,6 +27,7 @@ pub mod service;
 pub mod splice;
 mod syscall;
 mod target;
+pub mod vinum_drives;
 
 pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};
 pub use open_array::{MemberTarget, OpenArray, OpenError, Placement, PlacementError};
