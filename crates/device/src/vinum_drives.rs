@@ -239,8 +239,8 @@ pub struct StartedDrive {
 /// The gvinum drives among a set of devices and the configuration they make together.
 #[derive(Debug)]
 pub struct Startup {
-    /// The active drives, in the kernel's list order: the kernel inserts each drive it tastes
-    /// at the head of its list, and these were tasted newest first, so the oldest comes first.
+    /// The active drives, in the kernel's list order ([`MergedConfig::drive_list`], tasted
+    /// newest first).
     pub drives: Vec<StartedDrive>,
     /// Their configurations merged newest first ([`merge_newest_first`]).
     pub merged: MergedConfig,
@@ -295,11 +295,11 @@ pub fn startup(devices: &[&dyn MemberDevice]) -> Result<Startup, StartupError> {
     let tasted: Vec<TastedDrive> =
         found.iter().map(|d| TastedDrive { header: d.drive.header.clone(), config: d.drive.config.clone() }).collect();
     let merged = merge_newest_first(&tasted);
-    // Reading order is newest first; the kernel's list has the last one read at its head.
     let mut drives = Vec::with_capacity(found.len());
-    for name in merged.drives.iter().rev() {
-        let at = found.iter().position(|d| &d.drive.header.label.name == name).expect("a drive that was read");
-        drives.push(found.swap_remove(at));
+    for name in &merged.drive_list {
+        if let Some(at) = found.iter().position(|d| &d.drive.header.label.name == name) {
+            drives.push(found.swap_remove(at));
+        }
     }
     Ok(Startup { drives, merged, skipped })
 }

@@ -108,6 +108,12 @@ pub struct MergedConfig {
     pub state_updates: Vec<StateUpdate>,
     /// Drives that subdisks live on but that were not read (missing or not active).
     pub missing_drives: Vec<String>,
+    /// Every drive the kernel holds afterwards, in its list order: a drive it tastes goes to
+    /// the head of the list, unless a subdisk already named it; a subdisk line naming a drive
+    /// the kernel does not hold yet makes a placeholder ("referenced") drive right after the
+    /// head (`gv_create_sd`, `gv_create_drive`), which a drive of that name tasted later takes
+    /// over in place. Placeholders never taken over are drives that were not read.
+    pub drive_list: Vec<String>,
 }
 
 impl MergedConfig {
@@ -159,6 +165,16 @@ fn merge_in_order(drives: &[TastedDrive], order: &[usize]) -> MergedConfig {
         }
         let stamp = drive.header.label.last_update;
         let is_newer = read_stamps.iter().any(|earlier| stamp > *earlier);
+        if !merged.drive_list.contains(&name) {
+            merged.drive_list.insert(0, name.clone());
+        }
+        for s in &drive.config.subdisks {
+            let known = merged.config.subdisk(&s.name).is_some();
+            if !known && !merged.drive_list.contains(&s.drive) {
+                let at = merged.drive_list.len().min(1);
+                merged.drive_list.insert(at, s.drive.clone());
+            }
+        }
         merge_one(&mut merged, &name, &drive.config, is_newer);
         read_stamps.push(stamp);
         merged.drives.push(name);
@@ -311,6 +327,19 @@ sd name v.p0.s0 drive a len 2048s driveoffset 265s plex v.p0 plexoffset 0s state
         let drives = [drive("a", 100, CONFIG), drive("b", 200, CONFIG), drive("c", 150, &third)];
         let merged = merge_in_taste_order(&drives);
         assert_eq!(merged.config.subdisk("v.p0.s1").unwrap().state, SubdiskState::Reviving);
+    }
+
+    #[test]
+    fn the_drive_list_is_the_kernels() {
+        // Tasting b first makes a placeholder for a (b's config names it) after b; a, tasted
+        // next, takes the placeholder's place; c, named by no subdisk, goes to the head.
+        let drives = [drive("b", 300, CONFIG), drive("a", 200, CONFIG), drive("c", 100, "volume w state up\n")];
+        assert_eq!(merge_newest_first(&drives).drive_list, ["c", "b", "a"]);
+        // Drives only named by subdisks stay in the list as placeholders.
+        let text = CONFIG.replace("drive a", "drive x").replace("drive b", "drive y");
+        let merged = merge_newest_first(&[drive("a", 1, &text)]);
+        assert_eq!(merged.drive_list, ["a", "x", "y"]);
+        assert_eq!(merged.missing_drives, ["x", "y"]);
     }
 
     #[test]

@@ -125,9 +125,9 @@ fn startup_knows_drives_by_name_and_merges_newest_first() {
         drive_device("/dev/y", "b", 200, &failed),
     ];
     let started = startup(&devs(&list)).unwrap();
-    // Tasted newest first (b, a); the kernel's list has the last tasted first.
+    // Tasted newest first: b, whose configuration names a, which then takes its place after b.
     let names: Vec<&str> = started.drives.iter().map(|d| d.drive.header.label.name.as_str()).collect();
-    assert_eq!(names, ["a", "b"]);
+    assert_eq!(names, ["b", "a"]);
     assert_eq!(started.drive("b").unwrap().index, 2);
     assert_eq!(started.drive("a").unwrap().media_size, 4 * MIB);
     assert_eq!(started.merged.config, parse_config(&failed).unwrap());
