@@ -52,6 +52,10 @@ enum Command {
     Add(AddArgs),
     /// Measure parity kernels and memory bandwidth (reports speeds; asserts none).
     Bench(commands::bench::BenchArgs),
+    /// FreeBSD gvinum (Vinum) drives, volumes, plexes and subdisks on drive files or block
+    /// devices: create, list/l, ld, lv, lp, ls, printconfig, saveconfig, resetconfig, concat,
+    /// stripe, raid5, mirror, as gvinum's verbs.
+    Vinum(commands::vinum::VinumArgs),
     /// Simulate in virtual time: the seed benchmarks over modelled disks (`seeds`), or the real
     /// engine under injected faults and crashes, judged against a model (`faults`).
     Sim(commands::sim::SimArgs),
@@ -416,6 +420,7 @@ fn main() -> ExitCode {
         Command::Add(a) => commands::add::run(&a),
         Command::Bench(a) => commands::bench::run(&a),
         Command::Sim(a) => commands::sim::run(&a),
+        Command::Vinum(a) => commands::vinum::run(&a),
         Command::Check(a) => commands::pass::run(uraid_device::service::SyncAction::Check, &a),
         Command::Repair(a) => commands::pass::run(uraid_device::service::SyncAction::Repair, &a),
         Command::Resync(a) => commands::pass::run(uraid_device::service::SyncAction::Resync, &a),

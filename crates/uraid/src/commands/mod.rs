@@ -12,6 +12,7 @@ pub mod mount;
 pub mod pass;
 pub mod serve;
 pub mod sim;
+pub mod vinum;
 pub mod write;
 
 use std::collections::BTreeMap;
@@ -61,9 +62,7 @@ pub fn open_and_probe(path: &Path) -> CliResult<(FileDevice, Option<Probed>)> {
 /// Every regular file or block device under `dir` (recursively) that carries an md superblock,
 /// grouped by array UUID. Damaged superblocks are reported and skipped.
 pub fn scan_groups(dir: &Path) -> CliResult<Vec<([u8; 16], Vec<PathBuf>)>> {
-    let mut files = Vec::new();
-    walk(dir, &mut files).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
-    files.sort();
+    let files = files_under(dir)?;
     let mut groups: BTreeMap<[u8; 16], Vec<PathBuf>> = BTreeMap::new();
     for f in files {
         match open_and_probe(&f) {
@@ -73,6 +72,14 @@ pub fn scan_groups(dir: &Path) -> CliResult<Vec<([u8; 16], Vec<PathBuf>)>> {
         }
     }
     Ok(groups.into_iter().collect())
+}
+
+/// Every regular file or block device under `dir` (recursively), sorted.
+pub fn files_under(dir: &Path) -> CliResult<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    walk(dir, &mut files).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
+    files.sort();
+    Ok(files)
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {

@@ -1,0 +1,193 @@
+//! `uraid vinum VERB`: FreeBSD gvinum's verbs on drive files and block devices, with gvinum's
+//! on-disk format written byte for byte (`uraid_vinum` makes the bytes, `uraid_device::
+//! vinum_drives` reads and writes them).
+//!
+//! There is no kernel holding the configuration between commands: each command finds the
+//! gvinum drives among the devices it is given (paths, and every file or block device under
+//! `--scan DIR`), by the drive names in their headers, merges their configurations as the
+//! kernel does when it tastes them, and works on that. A verb that changes anything saves the
+//! configuration to every drive, as gvinum does after each change.
+//!
+//! - `create`, `concat`, `stripe`, `raid5`, `mirror`: [`create`];
+//! - `list`/`l`, `ld`, `lv`, `lp`, `ls`: [`list`] (gvinum's listing formats);
+//! - `printconfig`: [`printconfig`];
+//! - `saveconfig`, `resetconfig`: [`save`].
+
+mod create;
+mod drives;
+mod list;
+mod printconfig;
+mod save;
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::CliResult;
+
+#[derive(Args)]
+pub struct VinumArgs {
+    #[command(subcommand)]
+    pub verb: Verb,
+}
+
+#[derive(Subcommand)]
+pub enum Verb {
+    /// Create drives, volumes, plexes and subdisks from a gvinum create description (FILE, or -
+    /// or nothing for stdin); `drive NAME device PATH` lines make new drives, and the drives
+    /// that exist are looked for among DEVICES and under --scan.
+    Create(CreateArgs),
+    /// List drives, volumes, plexes and subdisks as gvinum does (all, or the objects named).
+    #[command(visible_alias = "l")]
+    List(ListArgs),
+    /// List drives.
+    Ld(ListArgs),
+    /// List volumes.
+    Lv(ListArgs),
+    /// List plexes.
+    Lp(ListArgs),
+    /// List subdisks.
+    Ls(ListArgs),
+    /// Print the configuration as a create description (gvinum printconfig).
+    Printconfig(DrivesArgs),
+    /// Save the configuration to every drive again, with a new last_update.
+    Saveconfig(DrivesArgs),
+    /// Wipe the gvinum configuration off every drive, as gvinum resetconfig does.
+    Resetconfig(ResetArgs),
+    /// Make a concatenated volume: one new drive per device, one subdisk filling each.
+    Concat(ShortcutArgs),
+    /// Make a striped volume (256 KiB stripes) over new drives on the devices (at least 2).
+    Stripe(StripeArgs),
+    /// Make a RAID-5 volume over new drives on the devices (at least 3).
+    Raid5(Raid5Args),
+    /// Make a mirrored volume: two plexes, even-numbered devices in the first.
+    Mirror(MirrorArgs),
+}
+
+/// Where existing gvinum drives are looked for.
+#[derive(Args, Clone, Debug, Default)]
+pub struct Search {
+    /// Also look for gvinum drives among every regular file and block device under DIR.
+    #[arg(long, value_name = "DIR")]
+    pub scan: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct CreateArgs {
+    /// Overwrite devices that hold something else (an md superblock, data where gvinum's
+    /// metadata goes) and, as gvinum's -f, skip objects whose names exist already.
+    #[arg(short, long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub search: Search,
+    /// The create description: a file, or - for stdin (the default).
+    pub file: Option<PathBuf>,
+    /// Devices that may hold existing gvinum drives.
+    pub devices: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    /// Recursive: a volume with its plexes and their subdisks, a drive with its subdisks.
+    #[arg(short)]
+    pub r: bool,
+    /// Verbose.
+    #[arg(short)]
+    pub v: bool,
+    /// Very verbose (implies -v): a volume's plexes, a plex's subdisks, a drive's free list.
+    #[arg(short = 'V')]
+    pub very_verbose: bool,
+    /// Print JSON: the objects the listing shows, under "drives", "volumes", "plexes" and
+    /// "subdisks", sizes in bytes.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub search: Search,
+    /// Devices to look for drives on (paths that exist), and names of objects to list.
+    pub args: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct DrivesArgs {
+    #[command(flatten)]
+    pub search: Search,
+    /// Devices that hold the drives.
+    pub devices: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ResetArgs {
+    /// Do not ask; without -f a terminal is needed to confirm on.
+    #[arg(short, long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub search: Search,
+    /// Devices that hold the drives.
+    pub devices: Vec<PathBuf>,
+}
+
+/// What every shortcut takes.
+#[derive(Args)]
+pub struct ShortcutArgs {
+    /// The volume's name (default: the first free gvinumvolumeN).
+    #[arg(short, value_name = "NAME")]
+    pub n: Option<String>,
+    /// Overwrite devices that hold something else (an md superblock, data where gvinum's
+    /// metadata goes).
+    #[arg(short, long)]
+    pub force: bool,
+    /// Accepted, as gvinum accepts it; changes nothing.
+    #[arg(short)]
+    pub v: bool,
+    #[command(flatten)]
+    pub search: Search,
+    /// The devices to make new drives on, in order.
+    #[arg(required = true)]
+    pub devices: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct StripeArgs {
+    /// Accepted, as gvinum accepts it; the stripe size stays 256 KiB.
+    #[arg(short)]
+    pub s: bool,
+    #[command(flatten)]
+    pub common: ShortcutArgs,
+}
+
+#[derive(Args)]
+pub struct Raid5Args {
+    /// Stripe size as gvinum reads sizes: bytes, or with s, k, m, g (default 256k).
+    #[arg(short, value_name = "SIZE")]
+    pub s: Option<String>,
+    #[command(flatten)]
+    pub common: ShortcutArgs,
+}
+
+#[derive(Args)]
+pub struct MirrorArgs {
+    /// Striped plexes (256 KiB stripes, at least 4 devices) instead of concatenated ones.
+    #[arg(short)]
+    pub s: bool,
+    #[command(flatten)]
+    pub common: ShortcutArgs,
+}
+
+pub fn run(args: &VinumArgs) -> CliResult {
+    use list::Kind;
+    match &args.verb {
+        Verb::Create(a) => create::create(a),
+        Verb::List(a) => list::run(Kind::All, a),
+        Verb::Ld(a) => list::run(Kind::Drives, a),
+        Verb::Lv(a) => list::run(Kind::Volumes, a),
+        Verb::Lp(a) => list::run(Kind::Plexes, a),
+        Verb::Ls(a) => list::run(Kind::Subdisks, a),
+        Verb::Printconfig(a) => printconfig::run(a),
+        Verb::Saveconfig(a) => save::saveconfig(a),
+        Verb::Resetconfig(a) => save::resetconfig(a),
+        Verb::Concat(a) => create::shortcut(create::Shortcut::Concat, a),
+        Verb::Stripe(a) => create::shortcut(create::Shortcut::Stripe, &a.common),
+        Verb::Raid5(a) => create::shortcut(create::Shortcut::Raid5(a.s.clone()), &a.common),
+        Verb::Mirror(a) => create::shortcut(create::Shortcut::Mirror { striped: a.s }, &a.common),
+    }
+}

@@ -1,0 +1,78 @@
+//! `saveconfig` and `resetconfig`.
+//!
+//! `saveconfig` saves the configuration the drives make together to every one of them again,
+//! as the kernel's `gv_save_config` does: its lists in the kernel's order (which, as in the
+//! kernel after it tasted the drives, is the reverse of the order on disk), one new
+//! `last_update` on all.
+//!
+//! `resetconfig` writes what the kernel's `gv_resetconfig` writes (see
+//! [`uraid_device::vinum_drives::prepare_reset`]): every drive's header marked removed
+//! (`VINUM--`), so gvinum finds no drive there any more. gvinum asks for the words "NO
+//! FUTURE"; here the question is y/N. Without a terminal to ask on, `-f` is needed.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use uraid_device::vinum_drives::{prepare_reset, prepare_save, DriveToWrite};
+use uraid_device::FileDevice;
+
+use super::super::{err, CliResult};
+use super::drives::{now, DriveSet};
+use super::{DrivesArgs, ResetArgs};
+
+/// The drives found, opened for writing, in the kernel's list order; an error when there are
+/// none or one is damaged.
+fn writable_drives(set: &DriveSet) -> CliResult<Vec<FileDevice>> {
+    set.report_skipped(true)?;
+    if set.startup.drives.is_empty() {
+        return err("no gvinum drives found (give the devices that hold them, or --scan DIR)");
+    }
+    set.startup.drives.iter().map(|d| set.writable(d)).collect()
+}
+
+fn to_write<'a>(set: &DriveSet, devices: &'a [FileDevice]) -> Vec<DriveToWrite<'a>> {
+    set.startup
+        .drives
+        .iter()
+        .zip(devices)
+        .map(|(d, dev)| DriveToWrite { device: dev, header: d.drive.header.clone() })
+        .collect()
+}
+
+pub fn saveconfig(args: &DrivesArgs) -> CliResult {
+    let set = DriveSet::start(&args.devices, &args.search, &[])?;
+    let devices = writable_drives(&set)?;
+    let plan = prepare_save(to_write(&set, &devices), &set.config(), now())?;
+    plan.run()?;
+    Ok(())
+}
+
+pub fn resetconfig(args: &ResetArgs) -> CliResult {
+    let set = DriveSet::start(&args.devices, &args.search, &[])?;
+    let devices = writable_drives(&set)?;
+    let plan = prepare_reset(to_write(&set, &devices), &set.config(), now())?;
+    if !args.force {
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            return err(format!(
+                "resetconfig wipes the gvinum configuration off {} drive(s); with no terminal to ask on, give -f",
+                devices.len()
+            ));
+        }
+        let names: Vec<String> = set.startup.drives.iter().map(|d| set.path_of(d).display().to_string()).collect();
+        print!(
+            " WARNING!  This command will completely wipe out your gvinum configuration\n \
+             on {}.\n All data will be lost.  Go on? [y/N] ",
+            names.join(", ")
+        );
+        std::io::stdout().flush()?;
+        let mut reply = String::new();
+        stdin.lock().read_line(&mut reply)?;
+        if !matches!(reply.trim(), "y" | "Y" | "yes" | "YES") {
+            println!("\n No change");
+            return Ok(());
+        }
+    }
+    plan.run()?;
+    println!("gvinum configuration obliterated");
+    Ok(())
+}
