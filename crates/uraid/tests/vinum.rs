@@ -508,6 +508,18 @@ fn saveconfig_stamps_every_drive_again() {
     for (b, a) in before.iter().zip(&after) {
         assert_eq!(b[4096..4096 + 96], a[4096..4096 + 96]);
     }
+    // The same description again: refused, or with gvinum's -f every object that exists is
+    // skipped and only the save happens.
+    let o = create(dir.path(), &text, &[]);
+    assert!(
+        stderr(&o).contains("drive \"d0\": ") && stderr(&o).contains("is already gvinum drive \"d0\""),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(metadata(&paths), after);
+    ok(create(dir.path(), &(text + "sd length 1m drive d1 plex v.p0\n"), &["-f".to_string()]));
+    let json: Value = serde_json::from_str(&ok(run(&with(&["vinum", "ls", "--json"], &paths)))).unwrap();
+    assert_eq!(json["subdisks"].as_array().unwrap().len(), 3);
 }
 
 #[test]
