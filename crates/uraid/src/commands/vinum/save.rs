@@ -7,8 +7,8 @@
 //!
 //! `resetconfig` writes what the kernel's `gv_resetconfig` writes (see
 //! [`uraid_device::vinum_drives::prepare_reset`]): every drive's header marked removed
-//! (`VINUM--`), so gvinum finds no drive there any more. gvinum asks for the words "NO
-//! FUTURE"; here the question is y/N. Without a terminal to ask on, `-f` is needed.
+//! (`VINUM--`), so gvinum finds no drive there any more. As gvinum, it asks for the words
+//! "NO FUTURE" first; without a terminal to ask on, `-f` is needed.
 
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -60,14 +60,15 @@ pub fn resetconfig(args: &ResetArgs) -> CliResult {
         }
         let names: Vec<String> = set.startup.drives.iter().map(|d| set.path_of(d).display().to_string()).collect();
         print!(
-            " WARNING!  This command will completely wipe out your gvinum configuration\n \
-             on {}.\n All data will be lost.  Go on? [y/N] ",
+            " WARNING!  This command will completely wipe out the gvinum configuration\n \
+             on {}.\n All data will be lost.  If you really want to do this, enter the text\n\n NO FUTURE\n Enter text -> ",
             names.join(", ")
         );
         std::io::stdout().flush()?;
         let mut reply = String::new();
         stdin.lock().read_line(&mut reply)?;
-        if !matches!(reply.trim(), "y" | "Y" | "yes" | "YES") {
+        // As gvinum: only the words themselves go on; anything else changes nothing.
+        if reply.trim_end_matches(['\n', '\r']) != "NO FUTURE" {
             println!("\n No change");
             return Ok(());
         }
