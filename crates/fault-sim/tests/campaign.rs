@@ -118,6 +118,10 @@ const METADATA_SEEDS: &[(&str, u64, &str)] = &[
     ("raid10-5-f2", 140_039, "a member rebuilt but not yet recorded so was counted as in sync"),
     ("raid10-4-n2", 147_051, "a member left behind by two lost superblock updates was not counted as lost"),
     ("raid10-3-n2", 174_518, "writes went out before members assembled one event behind were recorded dirty"),
+    ("raid10-4-f2", 302_074, "a member failure was recorded only after every bitmap update queued before it"),
+    ("raid10-4-o2", 550_800, "the same: a member failed for its metadata, then a crash"),
+    ("raid10-5-o3", 741_020, "the same: two members failed, then a crash"),
+    ("raid10-5-o3", 931_700, "the same: a member failed for its metadata, then a crash"),
 ];
 
 /// Known bug P1 (`docs/fault-simulation.md`): raid6 with a log, a member holding the only log

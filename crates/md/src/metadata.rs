@@ -441,6 +441,14 @@ impl MdMetadata {
                 b.events_cleared = self.events;
             }
         }
+        // This update writes the whole bitmap and every live superblock as they are now, so the
+        // steps still queued behind the one out (older copies of the same bytes, as superblock
+        // and bitmap writes always hold the whole) are superseded: dropped, their tickets
+        // completing with this one's. Without that, a member failure would be recorded only
+        // after every bitmap update queued before it, while the array goes on degraded with the
+        // failed member still in sync on disk; md writes its superblocks promptly too. A log
+        // header write is not held here by any update, and is kept.
+        self.queue.retain(|step| step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Log, .. })));
         let mut steps = self.bitmap_steps(&takes_part, cleared);
         self.note_bitmap_written(&takes_part, cleared);
         let mut writes = MetaStep::default();
@@ -840,6 +848,51 @@ mod tests {
         let from = at as usize + bitmap::HEADER_BYTES;
         assert_eq!(bitmap::count_dirty(&images[0][from..from + bms.bits_bytes()], bms.chunks()), 0);
         assert_eq!(bms.events_cleared, meta.events());
+    }
+
+    /// A member failure recorded while bitmap updates are queued is not held up behind them:
+    /// the update that records it writes the whole bitmap and every superblock as they are now,
+    /// supersedes the queued steps (their tickets complete with it), and its superblocks go out
+    /// after one bitmap step, with every queued bit on the members.
+    #[test]
+    fn a_failure_record_supersedes_the_queued_bitmap_updates() {
+        let mut images = raid5_images(true);
+        let mut meta = start(&images);
+        meta.record(MetaChange::Dirty, &whole(), 1).unwrap();
+        meta.record(MetaChange::Clean, &whole(), 2).unwrap();
+        run(&mut meta, &mut images);
+        // One bitmap update out, three queued behind it.
+        meta.record(MetaChange::IntentSet(1..2), &whole(), 3).unwrap().expect("bits changed");
+        let out = meta.next_step().expect("the first bitmap step");
+        let queued: Vec<Ticket> = [2..3, 3..4, 4..5]
+            .into_iter()
+            .map(|c| meta.record(MetaChange::IntentSet(c), &whole(), 3).unwrap().expect("bits changed"))
+            .collect();
+        let mut failed = whole();
+        failed[2] = DeviceRole::Slot { slot: 2, state: SlotState::Faulty, rebuilt: 0 };
+        let recorded = meta.record(MetaChange::Roles, &failed, 4).unwrap().expect("the failure is recorded");
+        // The step out finishes (on the members too); then the failure's own steps come next.
+        for op in &out.ops {
+            if let MetaOp::Write { device, offset, data, .. } = op {
+                images[*device][*offset as usize..*offset as usize + data.len()].copy_from_slice(data);
+            }
+        }
+        meta.step_done(Ok(()));
+        let order = run(&mut meta, &mut images);
+        let bitmap_writes = order.iter().filter(|(_, w)| *w == MetaWhat::Bitmap).count();
+        assert_eq!(bitmap_writes, 3, "one bitmap write per live member, not one per queued update: {order:?}");
+        assert!(order.iter().any(|(_, w)| *w == MetaWhat::Label));
+        assert!(queued.iter().chain([&recorded]).all(|t| meta.durable(*t)));
+        for (i, img) in images.iter().enumerate() {
+            let (at, bms) = bitmap_at(img, &superblock(img)).unwrap();
+            let from = at as usize + bitmap::HEADER_BYTES;
+            let bits = &img[from..from + bms.bits_bytes()];
+            let all = (1..5).all(|c| bitmap::is_dirty(bits, c));
+            assert_eq!(all, i != 2, "member {i}: every queued bit is on the live members");
+            if i != 2 {
+                assert_eq!(superblock(img).info().roles[2], Role::Faulty, "member {i} records the failure");
+            }
+        }
     }
 
     #[test]
