@@ -441,14 +441,6 @@ impl MdMetadata {
                 b.events_cleared = self.events;
             }
         }
-        // This update writes the whole bitmap and every live superblock as they are now, so the
-        // steps still queued behind the one out (older copies of the same bytes, as superblock
-        // and bitmap writes always hold the whole) are superseded: dropped, their tickets
-        // completing with this one's. Without that, a member failure would be recorded only
-        // after every bitmap update queued before it, while the array goes on degraded with the
-        // failed member still in sync on disk; md writes its superblocks promptly too. A log
-        // header write is not held here by any update, and is kept.
-        self.queue.retain(|step| step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Log, .. })));
         let mut steps = self.bitmap_steps(&takes_part, cleared);
         self.note_bitmap_written(&takes_part, cleared);
         let mut writes = MetaStep::default();
@@ -489,6 +481,17 @@ impl MdMetadata {
         self.dirty = !clean;
         self.devs_changed = false;
         self.resync_recorded = if idle && needs_resync { resync_from } else { 0 };
+        // This update writes the whole bitmap and every live superblock as they are now, so the
+        // steps still queued behind the one out (older copies of the same bytes, as superblock
+        // and bitmap writes always hold the whole) are superseded: dropped, their tickets
+        // completing with this one's. Without that, a member failure would be recorded only
+        // after every bitmap update queued before it, while the array goes on degraded with the
+        // failed member still in sync on disk; md writes its superblocks promptly too. Only an
+        // update that writes something supersedes (with no live member left, the queued steps
+        // must still run, or fail, for their tickets to end); a log header write is kept.
+        if steps.iter().any(|step| !step.ops.is_empty()) {
+            self.queue.retain(|step| step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Log, .. })));
+        }
         self.queue_steps(steps)
     }
 
