@@ -999,7 +999,12 @@ mod tests {
                 sleeper.drain();
                 start.elapsed()
             });
-            std::thread::sleep(Duration::from_millis(5));
+            // Send once the sleeper has said it sleeps (a loaded machine may not have run it yet;
+            // a message sent before that is rightly not signalled). Whether it is already in
+            // `wait` or about to be, the signal wakes it.
+            while !notifier.sleeping.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             inbox.send(Msg::Idle(crossbeam_channel::bounded(1).0)).unwrap();
             let slept = t.join().unwrap();
             assert!(slept < Duration::from_secs(10), "woken only by the timeout: {slept:?}");
