@@ -77,6 +77,15 @@ impl MemberThreads {
         }
     }
 
+    /// Take a member I/O ahead of those waiting (the array's metadata, which writes wait for).
+    pub(super) fn queue_first(&mut self, io: MemberIo) {
+        if self.in_flight < self.depth {
+            self.hand_over(io);
+        } else {
+            self.waiting.push_front(io);
+        }
+    }
+
     fn hand_over(&mut self, io: MemberIo) {
         match self.queue.try_send(io) {
             Ok(()) => self.in_flight += 1,

@@ -254,6 +254,16 @@ impl MemberRing {
         }
     }
 
+    /// Take a member I/O ahead of those waiting for room (the array's metadata, which writes
+    /// wait for): into the ring if it has room, else first in line.
+    pub(super) fn queue_first(&mut self, io: MemberIo) {
+        if self.in_flight < self.slots.len() {
+            self.start(io);
+        } else {
+            self.queued.push_front(io);
+        }
+    }
+
     /// Hand what was put in the ring to the kernel, without waiting. Reads of cached pages are
     /// often complete when this returns.
     pub(super) fn submit(&mut self) {

@@ -52,6 +52,15 @@ impl MemberPath {
         }
     }
 
+    /// Take a member I/O ahead of those waiting for room: the array's metadata, which the
+    /// writes parked for their records wait for.
+    pub(super) fn queue_first(&mut self, io: MemberIo) {
+        match self {
+            MemberPath::Threads(t) => t.queue_first(io),
+            MemberPath::Ring(r) => r.queue_first(io),
+        }
+    }
+
     /// Hand the ring's new entries to the kernel (threads need no such step).
     pub(super) fn submit(&mut self) {
         if let MemberPath::Ring(r) = self {

@@ -63,7 +63,8 @@ impl Runner {
                 MetaOp::Flush { .. } => (0, MemberOp::Flush, "flushing metadata".to_string()),
             };
             self.meta_flight.insert(id, (op.device(), what));
-            path.queue(MemberIo { id, slot, offset, op: member_op });
+            // Ahead of the data waiting for room: writes parked for their records wait on it.
+            path.queue_first(MemberIo { id, slot, offset, op: member_op });
             out.left += 1;
             self.report.metadata_ios_on_member_paths += 1;
         }
