@@ -2,29 +2,14 @@
 //! write and read them back (healthy and degraded), and every kind of bad input: each must fail
 //! with one clear line naming the file and the problem, and must leave the members unchanged.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
 use uraid_testkit::sha256_hex;
 
-fn uraid(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_uraid")).args(args).output().expect("run uraid")
-}
-
-fn uraid_stdin(args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn uraid");
-    // uraid may refuse before reading its input; a closed pipe is then expected.
-    let _ = child.stdin.take().unwrap().write_all(input);
-    child.wait_with_output().unwrap()
-}
+mod common;
+use common::{uraid, uraid_stdin};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

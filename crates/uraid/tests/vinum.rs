@@ -3,31 +3,17 @@
 //! the drives checked against gvinum's format; saveconfig and resetconfig; and bad input, each
 //! refused with a clear message and no drive written.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
 use tempfile::TempDir;
 use uraid_testkit::{scratch_dir, NewMdArray};
 
+mod common;
+use common::{uraid, uraid_stdin};
+
 const MIB: u64 = 1 << 20;
-
-fn uraid(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_uraid")).args(args).output().expect("run uraid")
-}
-
-fn uraid_stdin(args: &[&str], input: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn uraid");
-    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
-    child.wait_with_output().unwrap()
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -476,7 +462,7 @@ fn printconfig_creates_the_same_objects_again() {
     }
     assert_ne!(description, printed);
     // From stdin, as gvinum reads a description it is given.
-    ok(uraid_stdin(&["vinum", "create", "-"], &description));
+    ok(uraid_stdin(&["vinum", "create", "-"], description.as_bytes()));
     let before = metadata(&old);
     let after = metadata(&fresh);
     for (b, a) in before.iter().zip(&after) {

@@ -56,7 +56,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use uraid_engine::array::{RequestId, SlotState};
+use uraid_engine::array::RequestId;
 use uraid_engine::idmap::IdMap;
 use uraid_layout::Level;
 
@@ -274,11 +274,10 @@ impl ArrayPolicy {
         // A rebuild owed goes first and the resync after it, as md's `md_check_recovery`
         // orders them: the resync then covers the rebuilt members too (see
         // `OpenArray::assemble` on a rebuild after an unclean stop).
-        let rebuild_owed = array.engine().slot_states().contains(&SlotState::Recovering);
-        if policy.config.auto_resync && array.writable() && array.needs_resync() && rebuild_owed {
-            policy.resync_due = true;
-        } else if policy.config.auto_resync && array.writable() && array.needs_resync() {
-            if let Err(e) = policy.start_pass(array, SyncAction::Resync, now) {
+        if policy.config.auto_resync && array.writable() && array.needs_resync() {
+            if Self::recovering_slots(array).next().is_some() {
+                policy.resync_due = true;
+            } else if let Err(e) = policy.start_pass(array, SyncAction::Resync, now) {
                 policy.notice(format!("resync not started: {e}"));
             }
         }

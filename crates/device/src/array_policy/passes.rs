@@ -67,7 +67,7 @@ impl ArrayPolicy {
         Ok(())
     }
 
-    fn recovering_slots(array: &OpenArray) -> impl Iterator<Item = usize> + '_ {
+    pub(super) fn recovering_slots(array: &OpenArray) -> impl Iterator<Item = usize> + '_ {
         array.engine().slot_states().iter().enumerate().filter(|(_, s)| **s == SlotState::Recovering).map(|(i, _)| i)
     }
 

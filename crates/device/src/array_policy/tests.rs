@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use uraid_engine::array::{Completion, IoResult, MemberIoError, MemberOp, Request, RequestId};
+use uraid_engine::array::{Completion, IoResult, MemberIoError, MemberOp, Request, RequestId, SlotState};
 use uraid_engine::metadata::{MetaError, MetaOp};
 use uraid_engine::EngineError;
 
@@ -475,13 +475,35 @@ fn a_resync_resumes_from_its_checkpoint() {
     assert!(matches!(request, Request::Sync { offset, repair: true, .. } if offset == from), "{request:?}");
 }
 
+/// An array of `n` members at `level`, its last member left out and a fresh one added in its
+/// place, rebuilt by itself; the devices in slot order, and the policy's driver.
+fn rebuilding(level: i32, n: usize, config: PolicyConfig) -> (Vec<Arc<MemoryDevice>>, Driver) {
+    let mem = members(level, n, true, false);
+    let mut array = assemble(&mem[..n - 1]);
+    let fresh = Arc::new(MemoryDevice::new("fresh", MEMBER_BYTES));
+    assert_eq!(array.add_member(Box::new(Arc::clone(&fresh))).unwrap(), Some(n - 1));
+    let mut devs = mem[..n - 1].to_vec();
+    devs.push(fresh);
+    (devs, Driver::new(array, config))
+}
+
 /// A raid1 of two: one member and a fresh one added, rebuilt by itself.
 fn rebuilding_mirror(config: PolicyConfig) -> (Vec<Arc<MemoryDevice>>, Driver) {
-    let mem = members(1, 2, true, false);
-    let mut array = assemble(&mem[..1]);
-    let fresh = Arc::new(MemoryDevice::new("fresh", MEMBER_BYTES));
-    assert_eq!(array.add_member(Box::new(Arc::clone(&fresh))).unwrap(), Some(1));
-    (vec![Arc::clone(&mem[0]), fresh], Driver::new(array, config))
+    rebuilding(1, 2, config)
+}
+
+/// Seven rebuild steps half a second apart (past the first checkpoint), then a write that
+/// makes the array dirty, all recorded: what an unclean stop then leaves on the members.
+fn rebuild_a_while_then_write(d: &mut Driver) {
+    for _ in 0..7 {
+        d.now += ms(500);
+        let (_, rid) = d.submit_pass_step().expect("a rebuild step");
+        d.complete_pass_step(rid);
+        d.settle_metadata();
+    }
+    assert_eq!(d.policy.write_starts(&mut d.array, WriteId(1), 0..4096), Ok(WriteStart::Parked));
+    d.settle_metadata();
+    assert!(d.released(1));
 }
 
 fn pass_summary(d: &Driver) -> Option<&str> {
@@ -555,16 +577,8 @@ fn run_passes(d: &mut Driver) -> Vec<Request> {
 #[test]
 fn after_an_unclean_stop_a_mirror_rebuild_resumes_and_the_resync_follows() {
     let (devs, mut d) = rebuilding_mirror(PolicyConfig::default());
-    for _ in 0..7 {
-        d.now += ms(500);
-        let (_, rid) = d.submit_pass_step().expect("a rebuild step");
-        d.complete_pass_step(rid);
-        d.settle_metadata();
-    }
     // A write makes the array dirty, and the service dies without stopping.
-    assert_eq!(d.policy.write_starts(&mut d.array, WriteId(1), 0..4096), Ok(WriteStart::Parked));
-    d.settle_metadata();
-    assert!(d.released(1));
+    rebuild_a_while_then_write(&mut d);
     let checkpoint = d.array.recovery_checkpoint(1).expect("rebuilding");
     assert!(checkpoint > 0, "the rebuild recorded its progress");
     drop(d);
@@ -592,22 +606,10 @@ fn after_an_unclean_stop_a_mirror_rebuild_resumes_and_the_resync_follows() {
 /// resync would make what it rebuilt agree with the rest of its stripes.
 #[test]
 fn after_an_unclean_stop_a_parity_rebuild_starts_over() {
-    let mem = members(5, 3, true, false);
-    let mut array = assemble(&mem[..2]);
-    let fresh = Arc::new(MemoryDevice::new("fresh", MEMBER_BYTES));
-    assert_eq!(array.add_member(Box::new(Arc::clone(&fresh))).unwrap(), Some(2));
-    let mut d = Driver::new(array, PolicyConfig::default());
-    for _ in 0..7 {
-        d.now += ms(500);
-        let (_, rid) = d.submit_pass_step().expect("a rebuild step");
-        d.complete_pass_step(rid);
-        d.settle_metadata();
-    }
-    assert_eq!(d.policy.write_starts(&mut d.array, WriteId(1), 0..4096), Ok(WriteStart::Parked));
-    d.settle_metadata();
+    let (devs, mut d) = rebuilding(5, 3, PolicyConfig::default());
+    rebuild_a_while_then_write(&mut d);
     assert!(d.array.recovery_checkpoint(2).is_some_and(|c| c > 0));
     drop(d);
-    let devs = [Arc::clone(&mem[0]), Arc::clone(&mem[1]), fresh];
     let boxed = devs.iter().map(|d| Box::new(Arc::clone(d)) as Box<dyn MemberDevice>).collect();
     let rules = uraid_md::assemble::AssemblyRules { start_dirty_degraded: true, ..Default::default() };
     let array = OpenArray::assemble_with(boxed, true, rules).expect("assembled as start_dirty_degraded allows");
