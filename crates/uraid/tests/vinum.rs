@@ -472,13 +472,20 @@ fn printconfig_creates_the_same_objects_again() {
     assert_saved(&fresh, PAPER_FOUR_DISKS_ON_DISK);
 }
 
+/// Two 4 MiB drives d0 and d1 under `dir` with a concat volume `v` of a 1 MiB subdisk on each,
+/// created; the drive files and the description that made them.
+fn two_drive_concat(dir: &Path) -> (Vec<String>, String) {
+    let paths = drive_files(dir, &["d0", "d1"], 4 * MIB);
+    let text = drive_lines(&["d0", "d1"], &paths)
+        + "volume v\nplex org concat\nsd length 1m drive d0\nsd length 1m drive d1\n";
+    ok(create(dir, &text, &[]));
+    (paths, text)
+}
+
 #[test]
 fn saveconfig_stamps_every_drive_again() {
     let dir = scratch();
-    let paths = drive_files(dir.path(), &["d0", "d1"], 4 * MIB);
-    let text = drive_lines(&["d0", "d1"], &paths)
-        + "volume v\nplex org concat\nsd length 1m drive d0\nsd length 1m drive d1\n";
-    ok(create(dir.path(), &text, &[]));
+    let (paths, text) = two_drive_concat(dir.path());
     let before = metadata(&paths);
     std::thread::sleep(std::time::Duration::from_millis(5));
     ok(run(&with(&["vinum", "saveconfig"], &paths)));
@@ -511,10 +518,7 @@ fn saveconfig_stamps_every_drive_again() {
 #[test]
 fn resetconfig_asks_then_removes_every_drive() {
     let dir = scratch();
-    let paths = drive_files(dir.path(), &["d0", "d1"], 4 * MIB);
-    let text = drive_lines(&["d0", "d1"], &paths)
-        + "volume v\nplex org concat\nsd length 1m drive d0\nsd length 1m drive d1\n";
-    ok(create(dir.path(), &text, &[]));
+    let (paths, _) = two_drive_concat(dir.path());
     let before = metadata(&paths);
     // No terminal to ask on and no -f: refused.
     let o = run(&with(&["vinum", "resetconfig"], &paths));
