@@ -2,7 +2,7 @@
 //!
 //! Every gvinum drive starts with the same metadata: its header at byte 4096 and two copies of
 //! the whole configuration after it, up to [`DATA_START`] (135680). What the bytes mean is
-//! `uraid_vinum`'s knowledge (pure); this module reads them off a [`MemberDevice`], writes
+//! `uraid_vinum_format`'s knowledge (pure); this module reads them off a [`MemberDevice`], writes
 //! them back, and names the device in every error:
 //!
 //! - [`read_drive`]: the header and configuration copy 1, as the kernel tastes a drive
@@ -24,9 +24,9 @@ use std::sync::Arc;
 
 use thiserror::Error;
 use uraid_md_format::uuid::format_md;
-use uraid_vinum::drive_layout::{config_area_bytes, ConfigAreaError, CONFIG_LEN, CONFIG_OFFSET, DATA_START};
-use uraid_vinum::header::{HeaderError, HeaderLayout, CANONICAL_CONFIG_LENGTH, HEADER_BYTES_READ, HEADER_OFFSET};
-use uraid_vinum::{
+use uraid_vinum_format::drive_layout::{config_area_bytes, ConfigAreaError, CONFIG_LEN, CONFIG_OFFSET, DATA_START};
+use uraid_vinum_format::header::{HeaderError, HEADER_BYTES_READ, HEADER_OFFSET};
+use uraid_vinum_format::{
     format_config, merge_newest_first, parse_config, ConfigTextError, DriveHeader, DriveMetadata, DriveMetadataError,
     HeaderStatus, MergedConfig, TastedDrive, Timeval, VinumConfig,
 };
@@ -394,17 +394,6 @@ impl WritePlan<'_> {
     }
 }
 
-/// The header a save writes: active, canonical, config length 65536, `last_update` the save's
-/// time; name, host name, date of birth and drive size kept.
-fn saved_header(header: &DriveHeader, now: Timeval) -> DriveHeader {
-    let mut saved = header.clone();
-    saved.status = HeaderStatus::Active;
-    saved.layout = HeaderLayout::Canonical;
-    saved.config_length = CANONICAL_CONFIG_LENGTH;
-    saved.label.last_update = now;
-    saved
-}
-
 fn header_bytes(device: &dyn MemberDevice, header: &DriveHeader) -> Result<Arc<Vec<u8>>, SaveError> {
     let bytes = header.to_bytes().map_err(|source| SaveError::Header { device: device.name().to_string(), source })?;
     Ok(Arc::new(bytes.to_vec()))
@@ -445,7 +434,7 @@ pub fn prepare_save<'a>(
     let mut devices = Vec::new();
     for (i, d) in drives.into_iter().enumerate() {
         check_size(d.device)?;
-        let header = saved_header(&d.header, now);
+        let header = d.header.saved_at(now);
         save_steps(&mut steps, i, header_bytes(d.device, &header)?, &area);
         headers.push(header);
         devices.push(d.device);
@@ -479,7 +468,7 @@ pub fn prepare_reset<'a>(
         headers[i].status = HeaderStatus::Removed;
         steps.push(Step::Write { drive: i, offset: HEADER_OFFSET, bytes: header_bytes(devices[i], &headers[i])? });
         for j in i + 1..devices.len() {
-            headers[j] = saved_header(&headers[j], now);
+            headers[j] = headers[j].saved_at(now);
             save_steps(&mut steps, j, header_bytes(devices[j], &headers[j])?, &area);
         }
     }

@@ -1,5 +1,5 @@
 //! Layouts the engine does not know run on it: FreeBSD gvinum's plexes (`common/vinum.rs`,
-//! mapped by `uraid_vinum`), handed over through `Geometry::custom`. Each is written, read,
+//! mapped by `uraid_vinum_format`), handed over through `Geometry::custom`. Each is written, read,
 //! read with members missing, rebuilt onto a replaced member and checked, and its bytes must
 //! sit where gvinum puts them. (The same layouts also run through every test that goes over
 //! `common::geometries()`.)
@@ -13,12 +13,12 @@ use uraid_engine::blocking::execute;
 use uraid_engine::geometry::{Geometry, Redundancy};
 use uraid_engine::EngineError;
 use uraid_layout::{Level, ParityAlgorithm, ParityLayout};
-use uraid_vinum::drive_layout::DATA_START;
-use uraid_vinum::PlexLayout;
+use uraid_vinum_format::drive_layout::DATA_START;
+use uraid_vinum_format::PlexLayout;
 
 /// gvinum(8)'s raid5 example, as gvinum writes its configuration: three subdisks of 32538
 /// sectors, a stripe of 986 sectors (neither a power of two nor whole 4 KiB), and s2 stale.
-const MANUAL_RAID5: &str = include_str!("../../vinum/tests/data/man-page-raid5.conf");
+const MANUAL_RAID5: &str = include_str!("../../vinum/format/tests/data/man-page-raid5.conf");
 
 /// A concatenated plex whose subdisks end at odd sectors, mid-row.
 const ODD_CONCAT_PLEX: &str = "\

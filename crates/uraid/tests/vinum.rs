@@ -362,7 +362,7 @@ fn gvinum8s_raid5_example() {
     // disks of 33000 sectors.
     let paths = drive_files(dir.path(), &["ada1", "ada2", "ada3"], 33_000 * 512);
     ok(run(&with(&["vinum", "raid5", "-s", "493k", "-n", "myraid5vol"], &paths)));
-    let page = include_str!("../../vinum/tests/data/man-page-raid5.conf");
+    let page = include_str!("../../vinum/format/tests/data/man-page-raid5.conf");
     // The page shows the volume after a drive failed; new, everything is up.
     assert_saved(&paths, &page.replace("state degraded", "state up").replace("state stale", "state up"));
     let names: Vec<String> = metadata(&paths).iter().map(|m| drive_name(m)).collect();

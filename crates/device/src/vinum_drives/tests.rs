@@ -5,8 +5,8 @@ use std::io;
 use std::sync::Mutex;
 
 use uraid_testkit::NewMdArray;
-use uraid_vinum::drive_layout::{read_config_copy, ConfigCopy};
-use uraid_vinum::header::MAGIC_REMOVED;
+use uraid_vinum_format::drive_layout::{read_config_copy, ConfigCopy};
+use uraid_vinum_format::header::MAGIC_REMOVED;
 
 use super::*;
 use crate::member::MemoryDevice;

@@ -1,4 +1,4 @@
-//! Layouts defined outside the engine: FreeBSD gvinum's plexes, mapped by `uraid_vinum` (the
+//! Layouts defined outside the engine: FreeBSD gvinum's plexes, mapped by `uraid_vinum_format` (the
 //! kernel's `gv_plex_offset` and `gv_raid5_offset`), and handed to the engine as a format crate
 //! would hand them, through `Geometry::custom`. The engine's source names none of them.
 //!
@@ -8,9 +8,9 @@
 //!   volume, one slot per drive; its subdisks sit anywhere on the drives.
 
 use uraid_engine::geometry::{Copies, CopyPlacement, Geometry, Layout, MemberExtent, Redundancy, StripeRoles};
-use uraid_vinum::drive_layout::DATA_START;
-use uraid_vinum::mapping::Column;
-use uraid_vinum::{parse_config, PlexLayout, PlexOrganization, SubdiskState, VinumConfig};
+use uraid_vinum_format::drive_layout::DATA_START;
+use uraid_vinum_format::mapping::Column;
+use uraid_vinum_format::{parse_config, PlexLayout, PlexOrganization, SubdiskState, VinumConfig};
 
 /// The configuration in `text` (gvinum's configuration text).
 pub fn config(text: &str) -> VinumConfig {

@@ -1,8 +1,8 @@
 //! `create` and the shortcuts `concat`, `stripe`, `raid5`, `mirror`.
 //!
 //! Both make a create description (read from a file, or built by
-//! `uraid_vinum::placement::{concat, stripe, raid5, mirror}` from the devices given), lay it
-//! out with `uraid_vinum::placement::place` on the drives that exist and the devices of the new
+//! `uraid_vinum_format::placement::{concat, stripe, raid5, mirror}` from the devices given), lay it
+//! out with `uraid_vinum_format::placement::place` on the drives that exist and the devices of the new
 //! ones, and save the result to every drive, new and present, as gvinum does after a create.
 //!
 //! Every check comes before the first write: the description, the devices (each new drive's
@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 
 use uraid_device::vinum_drives::{foreign_content, prepare_save, DriveToWrite, VinumDriveError};
 use uraid_device::{FileDevice, MemberDevice};
-use uraid_vinum::drive_layout::DATA_START;
-use uraid_vinum::objects::DEFAULT_STRIPE_SIZE;
-use uraid_vinum::placement::{concat, mirror, place, raid5, stripe, PlacementError, Present, SizedDrive};
-use uraid_vinum::tokens::parse_size;
-use uraid_vinum::{parse_create_description, CreateDescription, DriveHeader};
+use uraid_vinum_format::drive_layout::DATA_START;
+use uraid_vinum_format::objects::DEFAULT_STRIPE_SIZE;
+use uraid_vinum_format::placement::{concat, mirror, place, raid5, stripe, PlacementError, Present, SizedDrive};
+use uraid_vinum_format::tokens::parse_size;
+use uraid_vinum_format::{parse_create_description, CreateDescription, DriveHeader};
 
 use super::super::{err, open_member, CliError, CliResult};
 use super::drives::{header_hostname, identity, now, DriveSet};

@@ -7,8 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use uraid_device::vinum_drives::{startup, StartedDrive, Startup};
 use uraid_device::{FileDevice, MemberDevice};
-use uraid_vinum::drive_layout::DATA_START;
-use uraid_vinum::{Timeval, VinumConfig};
+use uraid_vinum_format::drive_layout::DATA_START;
+use uraid_vinum_format::{Timeval, VinumConfig};
 
 use super::super::{err, files_under, open_member, CliError, CliResult};
 use super::Search;

@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
-use uraid_vinum::{Plex, PlexOrganization, Subdisk, SubdiskState, VinumConfig, Volume};
+use uraid_vinum_format::{Plex, PlexOrganization, Subdisk, SubdiskState, VinumConfig, Volume};
 
 use super::super::{err, CliResult};
 use super::drives::{DriveSet, DriveView};

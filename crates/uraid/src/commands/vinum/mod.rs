@@ -1,5 +1,5 @@
 //! `uraid vinum VERB`: FreeBSD gvinum's verbs on drive files and block devices, with gvinum's
-//! on-disk format written byte for byte (`uraid_vinum` makes the bytes, `uraid_device::
+//! on-disk format written byte for byte (`uraid_vinum_format` makes the bytes, `uraid_device::
 //! vinum_drives` reads and writes them).
 //!
 //! There is no kernel holding the configuration between commands: each command finds the

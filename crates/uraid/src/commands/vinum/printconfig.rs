@@ -10,8 +10,8 @@
 
 use std::fmt::Write as _;
 
-use uraid_vinum::drive_layout::SECTOR_SIZE;
-use uraid_vinum::VinumConfig;
+use uraid_vinum_format::drive_layout::SECTOR_SIZE;
+use uraid_vinum_format::VinumConfig;
 
 use super::super::CliResult;
 use super::drives::{hostname, now, DriveSet, DriveView};

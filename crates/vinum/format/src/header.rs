@@ -172,6 +172,18 @@ impl DriveHeader {
         }
     }
 
+    /// The header a configuration save writes (`gv_save_config`): active, canonical, config
+    /// length 65536, `last_update` the save's time; name, host name, date of birth and drive
+    /// size kept. A classic drive is rewritten in canonical form so.
+    pub fn saved_at(&self, now: Timeval) -> DriveHeader {
+        let mut saved = self.clone();
+        saved.status = HeaderStatus::Active;
+        saved.layout = HeaderLayout::Canonical;
+        saved.config_length = CANONICAL_CONFIG_LENGTH;
+        saved.label.last_update = now;
+        saved
+    }
+
     /// True when the magic marks an active drive (the only kind the kernel tastes).
     pub fn is_active(&self) -> bool {
         self.status == HeaderStatus::Active

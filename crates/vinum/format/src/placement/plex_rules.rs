@@ -76,7 +76,7 @@ pub(crate) fn default_plex_offset(organization: PlexOrganization, members: &[(u6
 /// subdisk was added to grow it); with a subdisk down or stale (reviving counts as unusable
 /// too) a raid5 plex missing exactly one is degraded and any other plex down; otherwise
 /// (initializing subdisks, or none at all) down.
-pub(crate) fn plex_state(organization: PlexOrganization, members: &[SubdiskState], grows: bool) -> PlexState {
+pub fn plex_state(organization: PlexOrganization, members: &[SubdiskState], grows: bool) -> PlexState {
     let any = |wanted: &[SubdiskState]| members.iter().any(|s| wanted.contains(s));
     let unusable = members
         .iter()
@@ -101,7 +101,7 @@ pub(crate) fn plex_state(organization: PlexOrganization, members: &[SubdiskState
 
 /// A volume's state from its plexes (`gv_update_vol_state`): up when a plex is usable
 /// (growable or up, or a degraded raid5 plex), down otherwise and without plexes.
-pub(crate) fn volume_state(plexes: &[(PlexOrganization, PlexState)]) -> VolumeState {
+pub fn volume_state(plexes: &[(PlexOrganization, PlexState)]) -> VolumeState {
     let usable = plexes.iter().any(|&(organization, state)| {
         state > PlexState::Degraded
             || (matches!(organization, PlexOrganization::Raid5 { .. }) && state == PlexState::Degraded)

@@ -4,10 +4,10 @@
 mod common;
 
 use proptest::prelude::*;
-use uraid_vinum::drive_layout::{config_area_bytes, parse_config_area, DATA_START};
-use uraid_vinum::mapping::PlexLayout;
-use uraid_vinum::objects::PlexOrganization;
-use uraid_vinum::{
+use uraid_vinum_format::drive_layout::{config_area_bytes, parse_config_area, DATA_START};
+use uraid_vinum_format::mapping::PlexLayout;
+use uraid_vinum_format::objects::PlexOrganization;
+use uraid_vinum_format::{
     format_config, parse_config, parse_config_as_kernel, parse_create_description, ConfigCopy, DriveHeader,
     DriveMetadata,
 };

@@ -4,9 +4,9 @@
 #![allow(dead_code)]
 
 use proptest::prelude::*;
-use uraid_vinum::drive_layout::DATA_START;
-use uraid_vinum::objects::{check_name, ObjectKind};
-use uraid_vinum::{
+use uraid_vinum_format::drive_layout::DATA_START;
+use uraid_vinum_format::objects::{check_name, ObjectKind};
+use uraid_vinum_format::{
     DriveHeader, HeaderLayout, HeaderStatus, Plex, PlexMembership, PlexOrganization, PlexState, Subdisk, SubdiskState,
     Timeval, VinumConfig, Volume, VolumeState,
 };

@@ -5,10 +5,10 @@
 mod common;
 
 use proptest::prelude::*;
-use uraid_vinum::drive_layout::{parse_config_area, read_config_copy, CONFIG_LEN, CONFIG_OFFSET, DATA_START};
-use uraid_vinum::header::HEADER_BYTES_READ;
-use uraid_vinum::tokens::{parse_size, tokenize, Blanks};
-use uraid_vinum::{
+use uraid_vinum_format::drive_layout::{parse_config_area, read_config_copy, CONFIG_LEN, CONFIG_OFFSET, DATA_START};
+use uraid_vinum_format::header::HEADER_BYTES_READ;
+use uraid_vinum_format::tokens::{parse_size, tokenize, Blanks};
+use uraid_vinum_format::{
     format_config, merge_in_taste_order, merge_newest_first, parse_config, parse_config_as_kernel,
     parse_create_description, ConfigAreaError, ConfigCopy, ConfigTextError, DriveHeader, DriveMetadata, HeaderError,
     PlexLayout, TastedDrive, Timeval,
@@ -179,7 +179,7 @@ fn the_sample_drive_reads_whole() {
 
 #[test]
 fn the_largest_sizes_a_text_can_hold_do_not_overflow() {
-    use uraid_vinum::objects::MAX_TEXT_SIZE;
+    use uraid_vinum_format::objects::MAX_TEXT_SIZE;
     let max = MAX_TEXT_SIZE / 512;
     for org in ["concat ".to_string(), "striped 1s ".into(), "raid5 1s ".into(), format!("raid5 {max}s ")] {
         let mut text = format!("volume v state up\nplex name v.p0 org {org}vol v state up\n");
@@ -194,7 +194,10 @@ fn the_largest_sizes_a_text_can_hold_do_not_overflow() {
         assert_eq!(config.plex_size("v.p0"), Some(u64::MAX));
         let sizes = std::collections::BTreeMap::from([("d0".to_string(), u64::MAX)]);
         assert!(!config.problems_on_drives(&sizes).is_empty());
-        assert!(matches!(PlexLayout::from_config(&config, "v.p0"), Err(uraid_vinum::MappingError::TooLarge { .. })));
+        assert!(matches!(
+            PlexLayout::from_config(&config, "v.p0"),
+            Err(uraid_vinum_format::MappingError::TooLarge { .. })
+        ));
     }
     let one_more = format!("sd name s drive d len {}s driveoffset 265s\n", max + 1);
     assert!(parse_config(&one_more).is_err());
@@ -278,7 +281,7 @@ proptest! {
             text = changed;
         }
         parse_every_text_parser(&text);
-        let area = uraid_vinum::drive_layout::config_area_bytes(&text);
+        let area = uraid_vinum_format::drive_layout::config_area_bytes(&text);
         if let Ok(area) = area {
             parse_every_byte_parser(&area);
         }

@@ -47,6 +47,7 @@ use crate::objects::{
 };
 
 pub use free_list::{data_area_end, Extent, FreeList};
+pub use plex_rules::{plex_state, volume_state};
 pub use shortcuts::{concat, mirror, raid5, stripe, ShortcutCommand};
 
 use free_list::Refusal;

@@ -154,6 +154,11 @@ impl PlexLayout {
         Ok(PlexLayout { name: name.to_string(), organization, columns, column_length })
     }
 
+    /// The plex's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The plex's columns in plex-offset order.
     pub fn columns(&self) -> &[Column] {
         &self.columns

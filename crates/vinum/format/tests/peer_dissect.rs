@@ -18,8 +18,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use uraid_vinum::drive_layout::DATA_START;
-use uraid_vinum::{
+use uraid_vinum_format::drive_layout::DATA_START;
+use uraid_vinum_format::{
     format_config, DriveHeader, DriveMetadata, Plex, PlexLayout, PlexMembership, PlexOrganization, PlexState, Subdisk,
     SubdiskState, Timeval, VinumConfig, Volume, VolumeState,
 };

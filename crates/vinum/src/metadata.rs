@@ -1,0 +1,399 @@
+//! A running gvinum volume's metadata: subdisk, plex and volume states, recorded as gvinum
+//! records them, by saving the whole configuration to every up drive (`gv_save_config`), as
+//! ordered writes and flushes behind the engine's [`ArrayMetadata`].
+//!
+//! What is recorded, and when:
+//!
+//! - **Membership.** A subdisk whose member fails, or falls behind (its drive gone, a rebuild
+//!   not finished), is recorded `stale`: its contents are out of date, and gvinum's `start`, or
+//!   uraid when it next runs the volume writable, revives it. A subdisk whose drive was not
+//!   found is `down`, as the kernel has it (`gv_update_sd_state`). Plex and volume states
+//!   follow from their subdisks by the kernel's rules (`gv_update_plex_state`,
+//!   `gv_update_vol_state`).
+//! - **Clean and dirty.** gvinum keeps no clean flag: after a crash FreeBSD runs a mirrored
+//!   volume whose plexes may disagree wherever a write was cut short. uraid records a volume of
+//!   several plexes dirty before its first write by saving every plex but the first up one as
+//!   `stale`, and clean again once idle and flushed, with every plex up. A crash in between
+//!   leaves the others stale: FreeBSD then reads the first plex only until `gvinum start`
+//!   copies it over them, and uraid rebuilds them from it before it reads them. Both make the
+//!   plexes agree before the volume reads from more than one. A volume of one plex has nothing
+//!   a crash could leave disagreeing but a raid5 plex's parity, which gvinum's configuration
+//!   cannot mark: such a volume is not recorded dirty (`checkparity` finds what a crash left).
+//!
+//! A save writes, on every up drive, configuration copy 2, then copy 1, then the header with
+//! the save's time, each group flushed before the next starts. gvinum writes the same bytes
+//! header first, without flushes; the order here means a crash inside a save leaves every
+//! drive with a configuration that reads whole: the header, which says how new the drive's
+//! configuration is, moves on only once both copies hold the new text (the kernel reads copy
+//! 1; a copy torn mid-write is caught by the other).
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use bytes::Bytes;
+use uraid_engine::metadata::{
+    ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, MetaStep, MetaWhat, Ticket, UnixSeconds,
+};
+use uraid_engine::SlotState;
+use uraid_vinum_format::drive_layout::{config_area_bytes, CONFIG_LEN, CONFIG_OFFSET};
+use uraid_vinum_format::header::HEADER_OFFSET;
+use uraid_vinum_format::placement::{plex_state, volume_state};
+use uraid_vinum_format::{format_config, DriveHeader, SubdiskState, Timeval, VinumConfig};
+
+/// A drive the configuration is saved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaveDrive {
+    /// Its header as read (the save keeps its name, host name, birth and size).
+    pub header: DriveHeader,
+    /// Whether saves still go to it: a drive whose metadata write failed is left out, as
+    /// `gv_save_config` leaves a drive that is not up.
+    pub up: bool,
+}
+
+/// What a running volume's metadata starts from.
+#[derive(Debug, Clone)]
+pub struct VinumStart {
+    /// The whole configuration, every volume, plex and subdisk the drives hold, in the kernel's
+    /// list order (the order a save writes).
+    pub config: VinumConfig,
+    /// The volume run.
+    pub volume: String,
+    /// Per slot of the volume's layout, its subdisk's name.
+    pub slot_subdisks: Vec<String>,
+    /// The volume's plexes, as ranges of slots, in plex order.
+    pub plex_slots: Vec<Range<usize>>,
+    /// The drives found, in the kernel's list order: every one of them gets every save.
+    pub drives: Vec<SaveDrive>,
+    /// The driver's devices, in its order, as drive indexes. Each device is one drive; a drive
+    /// may appear more than once (once per subdisk of the volume on it). Ops for a drive go to
+    /// its first device.
+    pub devices: Vec<usize>,
+    /// Opened for writing.
+    pub writable: bool,
+}
+
+/// The volume's metadata as gvinum keeps it; see the module documentation.
+#[derive(Debug)]
+pub struct VinumMetadata {
+    config: VinumConfig,
+    volume: String,
+    slot_subdisks: Vec<String>,
+    plex_slots: Vec<Range<usize>>,
+    drives: Vec<SaveDrive>,
+    devices: Vec<usize>,
+    writable: bool,
+    /// Recorded dirty: every plex but the first up one saved stale.
+    dirty: bool,
+    /// Membership changed since the last save.
+    roles_changed: bool,
+    /// The configuration text the last save wrote (none yet: the drives hold what was read).
+    last_saved: Option<String>,
+    queue: VecDeque<MetaStep>,
+    step_out: Option<MetaStep>,
+    next_ticket: u64,
+    durable_through: u64,
+    failed: Option<MetaError>,
+}
+
+impl VinumMetadata {
+    pub fn new(start: VinumStart) -> VinumMetadata {
+        VinumMetadata {
+            config: start.config,
+            volume: start.volume,
+            slot_subdisks: start.slot_subdisks,
+            plex_slots: start.plex_slots,
+            drives: start.drives,
+            devices: start.devices,
+            writable: start.writable,
+            dirty: false,
+            roles_changed: false,
+            last_saved: None,
+            queue: VecDeque::new(),
+            step_out: None,
+            next_ticket: 1,
+            durable_through: 0,
+            failed: None,
+        }
+    }
+
+    /// The configuration as it stands in memory, states as the running volume has them.
+    pub fn config(&self) -> &VinumConfig {
+        &self.config
+    }
+
+    /// The drives saves go to, with their headers as last written.
+    pub fn drives(&self) -> &[SaveDrive] {
+        &self.drives
+    }
+
+    /// Why no more metadata can be written, once a write failed with no drive to leave out.
+    pub fn failed(&self) -> Option<&MetaError> {
+        self.failed.as_ref()
+    }
+
+    /// The newest update recorded, if any.
+    pub fn newest(&self) -> Option<Ticket> {
+        (self.next_ticket > 1).then(|| Ticket(self.next_ticket - 1))
+    }
+
+    /// Whether the volume keeps copies a crash could leave disagreeing (several plexes).
+    fn mirrored(&self) -> bool {
+        self.plex_slots.len() > 1
+    }
+
+    /// Set each of the volume's subdisks to the state its slot has now, then the plexes and
+    /// the volume by the kernel's rules.
+    fn take_roles(&mut self, devices: &[DeviceRole]) {
+        for role in devices {
+            let DeviceRole::Slot { slot, state, .. } = *role else { continue };
+            let sd_state = match state {
+                SlotState::InSync => SubdiskState::Up,
+                // Behind, failed or being rebuilt: its contents are out of date until revived.
+                SlotState::Recovering | SlotState::Faulty | SlotState::Missing => SubdiskState::Stale,
+            };
+            let name = &self.slot_subdisks[slot];
+            if let Some(sd) = self.config.subdisks.iter_mut().find(|s| &s.name == name) {
+                sd.state = sd_state;
+            }
+        }
+        // A slot that lost its device entirely (the driver lists it as out) fell behind too.
+        let held: Vec<usize> = devices
+            .iter()
+            .filter_map(|r| match r {
+                DeviceRole::Slot { slot, .. } => Some(*slot),
+                _ => None,
+            })
+            .collect();
+        for (slot, name) in self.slot_subdisks.iter().enumerate() {
+            if held.contains(&slot) {
+                continue;
+            }
+            if let Some(sd) = self.config.subdisks.iter_mut().find(|s| &s.name == name) {
+                if sd.state == SubdiskState::Up {
+                    sd.state = SubdiskState::Stale;
+                }
+            }
+        }
+        refresh_states(&mut self.config);
+    }
+
+    /// The configuration a save writes: as in memory, but while dirty every plex of the volume
+    /// after the first whose subdisks are all up has its up subdisks saved stale.
+    fn config_to_save(&self) -> VinumConfig {
+        let mut config = self.config.clone();
+        if self.dirty && self.mirrored() {
+            let plexes: Vec<String> = config.plexes_of(&self.volume).iter().map(|p| p.name.clone()).collect();
+            let all_up =
+                |config: &VinumConfig, plex: &str| config.subdisks_of(plex).iter().all(|s| s.state == SubdiskState::Up);
+            if let Some(primary) = plexes.iter().position(|p| all_up(&config, p)) {
+                for (i, plex) in plexes.iter().enumerate() {
+                    if i == primary {
+                        continue;
+                    }
+                    for sd in config.subdisks.iter_mut().filter(|s| s.plex() == Some(plex.as_str())) {
+                        if sd.state == SubdiskState::Up {
+                            sd.state = SubdiskState::Stale;
+                        }
+                    }
+                }
+                refresh_states(&mut config);
+            }
+        }
+        config
+    }
+
+    /// Queue a save of the configuration to every up drive, unless it would write the text the
+    /// drives already hold from the last save. Returns its ticket.
+    fn save(&mut self, now: UnixSeconds, force: bool) -> Result<Option<Ticket>, MetaError> {
+        let config = self.config_to_save();
+        let text = format_config(&config).map_err(|e| MetaError::Format(format!("configuration save: {e}")))?;
+        if !force && self.last_saved.as_deref() == Some(text.as_str()) {
+            return Ok(None);
+        }
+        let area =
+            Bytes::from(config_area_bytes(&text).map_err(|e| MetaError::Format(format!("configuration save: {e}")))?);
+        let stamp = Timeval::new(now, 0);
+        let targets: Vec<(usize, usize)> = (0..self.drives.len())
+            .filter(|&d| self.drives[d].up)
+            .filter_map(|d| self.devices.iter().position(|&x| x == d).map(|device| (d, device)))
+            .collect();
+        if targets.is_empty() {
+            return Err(MetaError::Format("no up drive is left to save the configuration to".into()));
+        }
+        let ticket = Ticket(self.next_ticket);
+        self.next_ticket += 1;
+        let flushes =
+            || MetaStep { ops: targets.iter().map(|&(_, device)| MetaOp::Flush { device }).collect(), completes: None };
+        let writes = |offset: u64, data: &Bytes| MetaStep {
+            ops: targets
+                .iter()
+                .map(|&(_, device)| MetaOp::Write { device, offset, data: data.clone(), what: MetaWhat::Label })
+                .collect(),
+            completes: None,
+        };
+        self.queue.push_back(writes(CONFIG_OFFSET + CONFIG_LEN as u64, &area));
+        self.queue.push_back(flushes());
+        self.queue.push_back(writes(CONFIG_OFFSET, &area));
+        self.queue.push_back(flushes());
+        let mut headers = Vec::new();
+        for &(d, device) in &targets {
+            let header = self.drives[d].header.saved_at(stamp);
+            let bytes =
+                header.to_bytes().map_err(|e| MetaError::Format(format!("drive {}: {e}", header.label.name)))?;
+            headers.push(MetaOp::Write {
+                device,
+                offset: HEADER_OFFSET,
+                data: Bytes::copy_from_slice(&bytes),
+                what: MetaWhat::Label,
+            });
+            self.drives[d].header = header;
+        }
+        self.queue.push_back(MetaStep { ops: headers, completes: None });
+        let mut last = flushes();
+        last.completes = Some(ticket);
+        self.queue.push_back(last);
+        self.last_saved = Some(text);
+        self.roles_changed = false;
+        Ok(Some(ticket))
+    }
+}
+
+/// Every plex's and volume's state from their subdisks', by the kernel's rules.
+pub fn refresh_states(config: &mut VinumConfig) {
+    for p in 0..config.plexes.len() {
+        let name = config.plexes[p].name.clone();
+        let states: Vec<SubdiskState> = config.subdisks_of(&name).iter().map(|s| s.state).collect();
+        let grows = config.plexes[p].state == uraid_vinum_format::PlexState::Growable;
+        config.plexes[p].state = plex_state(config.plexes[p].organization, &states, grows);
+    }
+    for v in 0..config.volumes.len() {
+        let name = config.volumes[v].name.clone();
+        let plexes: Vec<_> = config.plexes_of(&name).iter().map(|p| (p.organization, p.state)).collect();
+        config.volumes[v].state = volume_state(&plexes);
+    }
+}
+
+impl ArrayMetadata for VinumMetadata {
+    fn record(
+        &mut self,
+        change: MetaChange,
+        devices: &[DeviceRole],
+        now: UnixSeconds,
+    ) -> Result<Option<Ticket>, MetaError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if !self.writable {
+            return Err(MetaError::ReadOnly);
+        }
+        if devices.len() != self.devices.len() {
+            return Err(MetaError::Format(format!(
+                "{} device roles given for {} devices",
+                devices.len(),
+                self.devices.len()
+            )));
+        }
+        match change {
+            MetaChange::Dirty => {
+                if !self.mirrored() || self.dirty {
+                    return Ok(None);
+                }
+                self.take_roles(devices);
+                self.dirty = true;
+                self.save(now, false)
+            }
+            MetaChange::Clean => {
+                if !self.dirty && !self.roles_changed {
+                    return Ok(None);
+                }
+                self.take_roles(devices);
+                self.dirty = false;
+                self.save(now, false)
+            }
+            MetaChange::Roles => {
+                self.take_roles(devices);
+                self.save(now, false)
+            }
+            MetaChange::IntentSet(_)
+            | MetaChange::IntentClear(_)
+            | MetaChange::ResyncCheckpoint { .. }
+            | MetaChange::ResyncDone => Ok(None),
+        }
+    }
+
+    fn next_step(&mut self) -> Option<MetaStep> {
+        if self.step_out.is_some() || self.failed.is_some() {
+            return None;
+        }
+        let step = self.queue.pop_front()?;
+        self.step_out = Some(step.clone());
+        Some(step)
+    }
+
+    fn step_done(&mut self, result: Result<(), MetaError>) {
+        let Some(MetaStep { completes, .. }) = self.step_out.take() else { return };
+        match result {
+            Ok(()) => {
+                if let Some(t) = completes {
+                    self.durable_through = self.durable_through.max(t.0);
+                }
+            }
+            Err(e) => {
+                self.queue.clear();
+                self.failed = Some(e);
+            }
+        }
+    }
+
+    fn membership_changed(&mut self) {
+        self.roles_changed = true;
+    }
+
+    fn step_failed_on(&mut self, device: usize) {
+        // As `gv_save_config` skips a drive that is not up: the drive is left out of this save
+        // and every later one; the other drives still get every step.
+        let drive = self.devices[device];
+        self.drives[drive].up = false;
+        let devices = self.devices.clone();
+        let keep = |step: &mut MetaStep| step.ops.retain(|op| devices[op.device()] != drive);
+        if let Some(mut step) = self.step_out.take() {
+            keep(&mut step);
+            self.queue.push_front(step);
+        }
+        self.queue.iter_mut().for_each(keep);
+        self.roles_changed = true;
+    }
+
+    fn durable(&self, ticket: Ticket) -> bool {
+        ticket.0 <= self.durable_through
+    }
+
+    fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    fn writes_recorded(&self) -> bool {
+        // A volume of one plex is never recorded dirty, so its writes wait for nothing.
+        self.dirty || !self.mirrored()
+    }
+
+    fn needs_resync(&self) -> bool {
+        // Plexes a crash left stale come back as subdisks to rebuild, not as a resync.
+        false
+    }
+
+    fn resync_checkpoint(&self) -> u64 {
+        0
+    }
+
+    fn intent_dirty(&self, _region: u64) -> bool {
+        false
+    }
+
+    fn intent_region_bytes(&self) -> Option<u64> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;
