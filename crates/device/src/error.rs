@@ -27,6 +27,9 @@ pub enum OpenError {
     Metadata { device: String, what: String, reason: String },
     #[error("array is degraded ({missing} member(s) missing) and was not shut down cleanly: parity may not match the data, so rebuilt data could be wrong; refusing to assemble (md refuses too)")]
     DirtyDegraded { missing: usize },
+    /// An operation this array's format does not have.
+    #[error("{0}")]
+    Unsupported(String),
     #[error("array is open read-only")]
     ReadOnly,
     #[error("array is degraded ({missing} member(s) missing) and was not shut down cleanly; its partial parity log must be replayed before it can be read safely, which needs it opened writable")]

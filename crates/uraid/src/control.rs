@@ -180,7 +180,7 @@ pub fn status_json(s: &ArrayStatus) -> Value {
     };
     json!({
         "uuid": s.uuid,
-        "level": s.level.name(),
+        "level": s.level,
         "size_bytes": s.size,
         "chunk_bytes": s.chunk_bytes,
         "state": state_text(s),

@@ -203,8 +203,8 @@ pub struct CatArgs {
     /// Bytes to write out (default: to the end of the array).
     #[arg(long)]
     pub length: Option<String>,
-    #[arg(required = true)]
-    pub members: Vec<PathBuf>,
+    #[command(flatten)]
+    pub source: ArraySource,
 }
 
 #[derive(Args)]
@@ -212,7 +212,26 @@ pub struct WriteArgs {
     /// Logical byte offset to write at (suffixes K, M, G allowed).
     #[arg(long)]
     pub offset: String,
-    #[arg(required = true)]
+    #[command(flatten)]
+    pub source: ArraySource,
+}
+
+/// Which array a command runs: md members (or those under `--scan DIR`), or with `--volume` a
+/// FreeBSD gvinum volume of the drives given (or found under `--scan DIR`).
+#[derive(Args, Clone, Debug, Default)]
+pub struct ArraySource {
+    /// Run the gvinum volume NAME of the drives given (or found under --scan) instead of an md
+    /// array.
+    #[arg(long, value_name = "NAME")]
+    pub volume: Option<String>,
+    /// Find the members (or gvinum drives) under DIR instead of naming them.
+    #[arg(long, value_name = "DIR")]
+    pub scan: Option<PathBuf>,
+    /// With --scan: the md array to run, by UUID (needed when DIR holds several).
+    #[arg(long, requires = "scan", conflicts_with = "volume")]
+    pub uuid: Option<String>,
+    /// md members, or gvinum drives with --volume.
+    #[arg(required_unless_present = "scan")]
     pub members: Vec<PathBuf>,
 }
 
@@ -258,15 +277,8 @@ pub struct ServeArgs {
     /// speed_limit_min. Default 1M.
     #[arg(long)]
     pub speed_limit_min: Option<String>,
-    /// Find the members under DIR instead of naming them.
-    #[arg(long, value_name = "DIR")]
-    pub scan: Option<PathBuf>,
-    /// With --scan: the array to serve, by md UUID (needed when DIR holds several arrays).
-    #[arg(long, requires = "scan")]
-    pub uuid: Option<String>,
-    /// Member files or block devices.
-    #[arg(required_unless_present = "scan", conflicts_with = "scan")]
-    pub members: Vec<PathBuf>,
+    #[command(flatten)]
+    pub source: ArraySource,
 }
 
 /// How member I/O is done (`serve`, `mount`, `bench engine`).
@@ -391,14 +403,17 @@ pub struct MountArgs {
     /// Let other users open the file (FUSE's allow_other).
     #[arg(long)]
     pub allow_other: bool,
-    /// Find the members under DIR instead of naming them.
+    /// Find the members (or gvinum drives) under DIR instead of naming them.
     #[arg(long, value_name = "DIR")]
     pub scan: Option<PathBuf>,
-    /// With --scan: the array to mount, by md UUID.
-    #[arg(long, requires = "scan")]
+    /// With --scan: the md array to mount, by UUID.
+    #[arg(long, requires = "scan", conflicts_with = "volume")]
     pub uuid: Option<String>,
-    /// Member files or block devices, then the FILE to show the array as (created if missing,
-    /// removed again at unmount).
+    /// Mount the gvinum volume NAME of the drives given (or found under --scan).
+    #[arg(long, value_name = "NAME")]
+    pub volume: Option<String>,
+    /// Member files or block devices (gvinum drives with --volume), then the FILE to show the
+    /// array as (created if missing, removed again at unmount).
     #[arg(required = true, num_args = 1..)]
     pub paths: Vec<PathBuf>,
     #[arg(skip)]

@@ -19,6 +19,9 @@
 //!   plexes agree before the volume reads from more than one. A volume of one plex has nothing
 //!   a crash could leave disagreeing but a raid5 plex's parity, which gvinum's configuration
 //!   cannot mark: such a volume is not recorded dirty (`checkparity` finds what a crash left).
+//!   Before its first write it saves its states if they changed since they were read (a
+//!   subdisk whose drive was not found is saved down), so that the subdisk, which misses the
+//!   writes, is not read as up once its drive is back.
 //!
 //! A save writes, on every up drive, configuration copy 2, then copy 1, then the header with
 //! the save's time, each group flushed before the next starts. gvinum writes the same bytes
@@ -54,8 +57,11 @@ pub struct SaveDrive {
 #[derive(Debug, Clone)]
 pub struct VinumStart {
     /// The whole configuration, every volume, plex and subdisk the drives hold, in the kernel's
-    /// list order (the order a save writes).
+    /// list order (the order a save writes), with the states the volume starts with.
     pub config: VinumConfig,
+    /// The configuration as the drives hold it: a save that would write the same text is not
+    /// made.
+    pub on_disk: VinumConfig,
     /// The volume run.
     pub volume: String,
     /// Per slot of the volume's layout, its subdisk's name.
@@ -86,7 +92,10 @@ pub struct VinumMetadata {
     dirty: bool,
     /// Membership changed since the last save.
     roles_changed: bool,
-    /// The configuration text the last save wrote (none yet: the drives hold what was read).
+    /// A write was let through: a volume of one plex has recorded what its subdisks are (it
+    /// records nothing else before writes).
+    writes_seen: bool,
+    /// The configuration text the drives hold, as read or as the last save wrote it.
     last_saved: Option<String>,
     queue: VecDeque<MetaStep>,
     step_out: Option<MetaStep>,
@@ -107,7 +116,8 @@ impl VinumMetadata {
             writable: start.writable,
             dirty: false,
             roles_changed: false,
-            last_saved: None,
+            writes_seen: false,
+            last_saved: format_config(&start.on_disk).ok(),
             queue: VecDeque::new(),
             step_out: None,
             next_ticket: 1,
@@ -295,11 +305,15 @@ impl ArrayMetadata for VinumMetadata {
         }
         match change {
             MetaChange::Dirty => {
-                if !self.mirrored() || self.dirty {
+                if self.writes_recorded() {
                     return Ok(None);
                 }
+                // Whatever else, the states the volume runs with are on every drive before it
+                // is written: a subdisk left out (its drive not found) must not be read again
+                // as up once its drive is back.
                 self.take_roles(devices);
-                self.dirty = true;
+                self.writes_seen = true;
+                self.dirty = self.mirrored();
                 self.save(now, false)
             }
             MetaChange::Clean => {
@@ -373,8 +387,9 @@ impl ArrayMetadata for VinumMetadata {
     }
 
     fn writes_recorded(&self) -> bool {
-        // A volume of one plex is never recorded dirty, so its writes wait for nothing.
-        self.dirty || !self.mirrored()
+        // A volume of one plex is never recorded dirty: once its states are saved, its writes
+        // wait for nothing.
+        self.dirty || (self.writes_seen && !self.mirrored())
     }
 
     fn needs_resync(&self) -> bool {

@@ -69,6 +69,7 @@ pub struct SlotSubdisk {
 /// A gvinum volume as an engine layout.
 #[derive(Debug, Clone)]
 pub struct VolumeLayout {
+    /// The layout's kind, as status reports give it ("vinum-raid5", "vinum-mirror").
     name: String,
     plexes: Vec<PlexLayout>,
     /// Per slot: its plex and its column in that plex.
@@ -117,23 +118,25 @@ impl VolumeLayout {
             });
         }
         let size = plexes.iter().map(PlexLayout::size).min().expect("a plex");
-        let kind = match plexes.as_slice() {
-            [one] => format!("{} plex", one.organization().name()),
-            many => format!("{} plexes", many.len()),
+        let name = match plexes.as_slice() {
+            [one] => format!("vinum-{}", one.organization().name()),
+            _ => "vinum-mirror".to_string(),
         };
-        Ok(VolumeLayout {
-            name: format!("vinum volume {volume} ({kind})"),
-            plexes,
-            slots,
-            first_slot,
-            column_bytes,
-            size,
-        })
+        Ok(VolumeLayout { name, plexes, slots, first_slot, column_bytes, size })
     }
 
     /// The layout as the engine takes it.
     pub fn geometry(config: &VinumConfig, volume: &str) -> Result<Geometry, VolumeLayoutError> {
         Ok(Geometry::custom(VolumeLayout::new(config, volume)?))
+    }
+
+    /// What the volume is made of, for messages: "raid5 plex", "2 plexes: concat, striped".
+    pub fn summary(&self) -> String {
+        let orgs: Vec<&str> = self.plexes.iter().map(|p| p.organization().name()).collect();
+        match orgs.as_slice() {
+            [one] => format!("{one} plex"),
+            many => format!("{} plexes: {}", many.len(), many.join(", ")),
+        }
     }
 
     /// Each slot's subdisk, in slot order.

@@ -1,8 +1,6 @@
 //! What can go wrong in the running array's policy: its metadata could not be updated, or a pass
 //! could not be started.
 
-use uraid_layout::Level;
-
 use super::SyncAction;
 use crate::error::OpenError;
 
@@ -41,7 +39,7 @@ pub enum SyncError {
     #[error("a {0} is already running; stop it first (idle)")]
     AlreadyRunning(SyncAction),
     #[error("{level} has no redundancy to {action}")]
-    NoRedundancy { level: Level, action: SyncAction },
+    NoRedundancy { level: String, action: SyncAction },
     #[error("array is read-only: cannot {0}")]
     ReadOnly(SyncAction),
     /// A check, repair or resync of parity needs every member (raid6 can do without one).

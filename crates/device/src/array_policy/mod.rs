@@ -58,7 +58,6 @@ use std::time::Duration;
 
 use uraid_engine::array::RequestId;
 use uraid_engine::idmap::IdMap;
-use uraid_layout::Level;
 
 use crate::open_array::{OpenArray, WriteIntentBits};
 
@@ -163,7 +162,7 @@ pub enum PolicyEvent {
 struct Shape {
     size: u64,
     read_only: bool,
-    level: Level,
+    level: String,
     chunk_bytes: u64,
     stripe_data_bytes: Option<u64>,
     max_degraded: usize,
@@ -228,7 +227,7 @@ impl ArrayPolicy {
         let shape = Shape {
             size: array.size(),
             read_only: !array.writable(),
-            level: array.plan.level,
+            level: geometry.name().to_string(),
             chunk_bytes: geometry.chunk_bytes(),
             stripe_data_bytes: geometry.stripe_data_bytes(),
             max_degraded: geometry.max_degraded(),

@@ -27,7 +27,7 @@ impl ArrayPolicy {
             return Err(SyncError::AlreadyRunning(run.action));
         }
         if self.shape.max_degraded == 0 {
-            return Err(SyncError::NoRedundancy { level: self.shape.level, action });
+            return Err(SyncError::NoRedundancy { level: self.shape.level.clone(), action });
         }
         if action != SyncAction::Check && self.shape.read_only {
             return Err(SyncError::ReadOnly(action));

@@ -33,7 +33,7 @@ impl ArrayService {
             discards,
             size: array.size(),
             read_only: !array.writable(),
-            level: array.plan.level,
+            level: geometry.name().to_string(),
             chunk_bytes: geometry.chunk_bytes(),
             stripe_data_bytes: geometry.stripe_data_bytes(),
         });

@@ -4,7 +4,6 @@
 
 use bytes::Bytes;
 use uraid_engine::{EngineError, IoBuf, SlotState};
-use uraid_layout::Level;
 
 use super::SyncAction;
 use crate::array_policy::MetadataError;
@@ -113,7 +112,8 @@ pub type Done = Box<dyn FnOnce(Result<BlockReply, ServiceError>) + Send>;
 pub struct ServiceInfo {
     pub size: u64,
     pub read_only: bool,
-    pub level: Level,
+    /// The layout's kind: md's level ("raid5"), or another format's ("vinum-mirror").
+    pub level: String,
     /// Chunk size in bytes (0 where the level has none).
     pub chunk_bytes: u64,
     /// Data bytes in a full stripe, for parity levels: writes of whole stripes need no reads.
@@ -189,7 +189,8 @@ pub struct SyncProgress {
 #[derive(Debug, Clone)]
 pub struct ArrayStatus {
     pub uuid: String,
-    pub level: Level,
+    /// The layout's kind: md's level ("raid5"), or another format's ("vinum-mirror").
+    pub level: String,
     pub size: u64,
     pub chunk_bytes: u64,
     pub slots: Vec<SlotReport>,

@@ -155,7 +155,7 @@ impl Sim {
                 return Ok(());
             }
         }
-        if let Some(r) = &self.open.log_replay {
+        if let Some(r) = self.open.md().and_then(|md| md.log_replay.as_ref()) {
             self.report.log_entries_replayed += (r.report.recovered + r.report.rebuilt) as u64;
             trace!(self, "log replay: {:?}", r);
         }

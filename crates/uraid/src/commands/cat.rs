@@ -1,11 +1,9 @@
-//! `uraid cat`: stream the array's logical contents to stdout, rebuilding from redundancy where
-//! members are missing, failed or stale.
+//! `uraid cat`: stream the array's (or a gvinum volume's) logical contents to stdout,
+//! rebuilding from redundancy where members are missing, failed or stale.
 
 use std::io::{self, Write};
 
-use uraid_device::OpenArray;
-
-use super::{err, CliResult};
+use super::{err, open_source, CliResult};
 use crate::size::parse_size;
 use crate::CatArgs;
 
@@ -14,16 +12,7 @@ use crate::CatArgs;
 const STEP: u64 = 4 << 20;
 
 pub fn run(args: &CatArgs) -> CliResult {
-    let mut array = OpenArray::open_paths(&args.members, false)?;
-    if array.log_unreplayed() {
-        // Refuse before saying anything about reading degraded.
-        return Err(uraid_device::OpenError::DirtyDegradedReadOnly { missing: array.plan.missing_slots().len() }.into());
-    }
-    for (slot, idx) in array.plan.slots.iter().enumerate() {
-        if idx.is_none() {
-            eprintln!("uraid: slot {slot} is missing; reading degraded from redundancy");
-        }
-    }
+    let mut array = open_source(&args.source, false)?;
     let size = array.size();
     let offset = parse_size(&args.offset, 1).map_err(super::CliError)?;
     let length = match &args.length {

@@ -180,7 +180,8 @@ pub fn run(args: &CreateArgs) -> CliResult {
     }
     array.mark_clean_now()?;
     let size = array.size();
-    let info = &array.members[array.plan.reference].info;
+    let md = array.md().expect("an md array was created");
+    let info = &md.members[md.plan.reference].info;
     println!("uraid: created {} array {}", level.name(), format_md(&assembled.array_uuid));
     println!("     Raid Level : {}", level.name());
     println!("     Array Size : {}", mdadm_size(size));

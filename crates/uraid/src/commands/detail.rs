@@ -49,9 +49,10 @@ pub fn run(args: &DetailArgs) -> CliResult {
 
 fn describe(paths: &[PathBuf]) -> CliResult<(String, Value)> {
     let array = OpenArray::open_paths(paths, false)?;
-    let infos: Vec<_> = array.members.iter().map(|m| m.info.clone()).collect();
-    let names: Vec<String> = array.members.iter().map(|m| m.dev.name().to_string()).collect();
     let size = array.size();
-    let text = format!("{}:\n{}", array.plan.uuid_string(), detail_text(&array.plan, &infos, &names, size));
-    Ok((text, detail_json(&array.plan, &infos, &names, size)))
+    let md = array.md().expect("an md array was assembled");
+    let infos: Vec<_> = md.members.iter().map(|m| m.info.clone()).collect();
+    let names: Vec<String> = md.members.iter().map(|m| m.dev.name().to_string()).collect();
+    let text = format!("{}:\n{}", md.plan.uuid_string(), detail_text(&md.plan, &infos, &names, size));
+    Ok((text, detail_json(&md.plan, &infos, &names, size)))
 }

@@ -22,7 +22,7 @@ use signal_hook::iterator::Signals;
 use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, ServiceHandle};
 use uraid_engine::EngineError;
 
-use super::{assemble_for_service, err, report_stop, select_members, CliError, CliResult};
+use super::{assemble_for_service, err, open_volume, report_stop, select_members, CliError, CliResult};
 use crate::MountArgs;
 
 /// The array as a single-file FUSE file system.
@@ -65,9 +65,14 @@ fn prepare_mountpoint(file: &Path) -> CliResult<bool> {
 }
 
 fn mount_and_serve(args: &MountArgs, file: &Path) -> CliResult {
-    let paths = select_members(&args.members, args.scan.as_deref(), args.uuid.as_deref())?;
-    let array = assemble_for_service(&paths, !args.read_only)?;
-    let summary = format!("{} array {} ({} bytes)", array.plan.level.name(), array.plan.uuid_string(), array.size());
+    let array = match &args.volume {
+        Some(volume) => open_volume(&args.members, args.scan.as_deref(), volume, !args.read_only)?,
+        None => {
+            let paths = select_members(&args.members, args.scan.as_deref(), args.uuid.as_deref())?;
+            assemble_for_service(&paths, !args.read_only)?
+        }
+    };
+    let summary = format!("{} ({} bytes)", array.describe(), array.size());
     let service = ArrayService::start(array, args.member_io.apply(ServiceConfig::default())?);
     let handle = service.handle();
     let now = SystemTime::now();
@@ -90,10 +95,8 @@ fn mount_and_serve(args: &MountArgs, file: &Path) -> CliResult {
         blksize: handle.info().preferred_block_size() as u32,
         flags: 0,
     };
-    let mut options = vec![
-        MountOption::FSName(format!("uraid:{}", handle.info().level.name())),
-        MountOption::Subtype("uraid".into()),
-    ];
+    let mut options =
+        vec![MountOption::FSName(format!("uraid:{}", handle.info().level)), MountOption::Subtype("uraid".into())];
     if args.read_only {
         options.push(MountOption::RO);
     }

@@ -19,7 +19,7 @@ use uraid_nbd::{
     parse_listen, Errno, Export, ExportCommand, ExportError, ExportReply, Server, ServerConfig, SplicedData,
 };
 
-use super::{assemble_for_service, report_stop, select_members, CliError, CliResult};
+use super::{open_source, report_stop, CliError, CliResult};
 use crate::size::parse_size;
 use crate::ServeArgs;
 
@@ -37,17 +37,16 @@ pub fn run(args: &ServeArgs) -> CliResult {
     }
     let addr = parse_listen(&args.listen, args.allow_remote)
         .map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
-    let paths = select_members(&args.members, args.scan.as_deref(), args.uuid.as_deref())?;
-    let array = assemble_for_service(&paths, !args.read_only)?;
-    let description = format!("{} array {} from uraid", array.plan.level.name(), array.plan.uuid_string());
+    let array = open_source(&args.source, !args.read_only)?;
+    let description = format!("{} from uraid", array.describe());
+    let slots = array.engine().slot_states().len();
     let summary = format!(
-        "{} array {} ({} bytes{}, {} of {} members)",
-        array.plan.level.name(),
-        array.plan.uuid_string(),
+        "{} ({} bytes{}, {} of {} members)",
+        array.describe(),
         array.size(),
         if args.read_only { ", read-only" } else { "" },
-        array.plan.slots.iter().filter(|s| s.is_some()).count(),
-        array.plan.raid_disks,
+        slots - array.missing_slots().len(),
+        slots,
     );
     let config = args.member_io.apply(ServiceConfig {
         workers_per_member: args.member_threads.max(1),

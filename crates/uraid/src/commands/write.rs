@@ -1,14 +1,12 @@
-//! `uraid write`: write stdin into the array at an offset, keeping parity and copies consistent
-//! (also on a degraded array), with md's dirty/clean superblock bookkeeping around it.
+//! `uraid write`: write stdin into the array (or a gvinum volume) at an offset, keeping parity
+//! and copies consistent (also degraded), with the format's dirty/clean bookkeeping around it.
 //!
 //! The input is read completely (up to the space left in the array) before anything is written,
 //! so input that does not fit is refused without touching a member.
 
 use std::io::{self, Read};
 
-use uraid_device::OpenArray;
-
-use super::{err, report_log_replay, CliError, CliResult, RESYNC_NEEDED};
+use super::{err, open_source, CliError, CliResult, RESYNC_NEEDED};
 use crate::size::parse_size;
 use crate::WriteArgs;
 
@@ -17,8 +15,7 @@ const STEP: usize = 4 << 20;
 
 pub fn run(args: &WriteArgs) -> CliResult {
     let offset = parse_size(&args.offset, 1).map_err(CliError)?;
-    let mut array = OpenArray::open_paths(&args.members, true)?;
-    report_log_replay(&array);
+    let mut array = open_source(&args.source, true)?;
     let size = array.size();
     if offset > size {
         return err(format!("offset {offset} is beyond the end of the array ({size} bytes)"));
@@ -30,11 +27,6 @@ pub fn run(args: &WriteArgs) -> CliResult {
         return err(format!(
             "input is larger than the {room} bytes left in the array after offset {offset}; nothing written"
         ));
-    }
-    for (slot, idx) in array.plan.slots.iter().enumerate() {
-        if idx.is_none() {
-            eprintln!("uraid: slot {slot} is missing; writing degraded");
-        }
     }
     let mut pos = 0usize;
     while pos < input.len() {

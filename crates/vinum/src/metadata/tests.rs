@@ -37,6 +37,7 @@ fn drives() -> Vec<SaveDrive> {
 fn mirror() -> VinumMetadata {
     VinumMetadata::new(VinumStart {
         config: parse_config(CONFIG).unwrap(),
+        on_disk: parse_config(CONFIG).unwrap(),
         volume: "m".into(),
         slot_subdisks: vec!["m.p0.s0".into(), "m.p1.s0".into()],
         plex_slots: vec![0..1, 1..2],
@@ -49,6 +50,7 @@ fn mirror() -> VinumMetadata {
 fn raid5() -> VinumMetadata {
     VinumMetadata::new(VinumStart {
         config: parse_config(CONFIG).unwrap(),
+        on_disk: parse_config(CONFIG).unwrap(),
         volume: "r".into(),
         slot_subdisks: vec!["r.p0.s0".into(), "r.p0.s1".into(), "r.p0.s2".into()],
         plex_slots: std::iter::once(0..3).collect(),
@@ -167,13 +169,30 @@ fn while_the_first_plex_is_out_the_second_is_the_one_kept_up_when_dirty() {
 #[test]
 fn a_volume_of_one_plex_is_never_recorded_dirty() {
     let mut meta = raid5();
-    assert!(meta.writes_recorded());
+    assert!(!meta.writes_recorded(), "its states are checked before the first write");
     let roles =
         vec![slot(0, SlotState::InSync), slot(1, SlotState::InSync), slot(2, SlotState::InSync), DeviceRole::Spare];
-    assert_eq!(meta.record(MetaChange::Dirty, &roles, NOW).unwrap(), None);
-    assert!(!meta.is_dirty());
+    assert_eq!(meta.record(MetaChange::Dirty, &roles, NOW).unwrap(), None, "the drives hold these states");
+    assert!(!meta.is_dirty() && meta.writes_recorded());
     assert_eq!(meta.record(MetaChange::Clean, &roles, NOW).unwrap(), None);
     assert_eq!(meta.next_step(), None);
+}
+
+#[test]
+fn a_subdisk_that_misses_writes_is_saved_before_the_first_write() {
+    // Drive c was not found: its subdisk has no device, and is down in the states run with.
+    let mut start = start_of(raid5());
+    start.config.subdisks.iter_mut().find(|s| s.name == "r.p0.s2").unwrap().state = SubdiskState::Down;
+    start.devices = vec![0, 1, 3];
+    let mut meta = VinumMetadata::new(start);
+    let roles = vec![slot(0, SlotState::InSync), slot(1, SlotState::InSync), DeviceRole::Spare];
+    let ticket = meta.record(MetaChange::Dirty, &roles, NOW).unwrap().expect("the down subdisk saved");
+    let mut imgs = images();
+    perform(&mut meta, &mut imgs);
+    assert!(meta.durable(ticket) && !meta.is_dirty() && meta.writes_recorded());
+    let (_, config) = saved(&imgs[0]);
+    assert_eq!(config.subdisk("r.p0.s2").unwrap().state, SubdiskState::Down);
+    assert_eq!(config.plex("r.p0").unwrap().state, PlexState::Degraded);
 }
 
 #[test]
@@ -205,7 +224,9 @@ fn nothing_is_recorded_read_only_or_after_a_failure() {
     assert!(meta.record(MetaChange::Roles, &roles, NOW).is_err());
     let mut meta = raid5();
     assert!(meta.record(MetaChange::Roles, &roles[..2], NOW).is_err(), "roles for every device");
-    meta.record(MetaChange::Roles, &roles, NOW).unwrap();
+    let roles =
+        vec![slot(0, SlotState::InSync), slot(1, SlotState::Faulty), slot(2, SlotState::InSync), DeviceRole::Spare];
+    meta.record(MetaChange::Roles, &roles, NOW).unwrap().expect("a save");
     meta.next_step().unwrap();
     meta.step_done(Err(uraid_engine::metadata::MetaError::Format("gone".into())));
     assert!(meta.failed().is_some());
@@ -215,7 +236,8 @@ fn nothing_is_recorded_read_only_or_after_a_failure() {
 
 fn start_of(meta: VinumMetadata) -> VinumStart {
     VinumStart {
-        config: meta.config,
+        config: meta.config.clone(),
+        on_disk: meta.config,
         volume: meta.volume,
         slot_subdisks: meta.slot_subdisks,
         plex_slots: meta.plex_slots,

@@ -102,9 +102,8 @@ impl Runner {
         let canon = |p: &str| std::fs::canonicalize(p).ok();
         let want = canon(given);
         self.array
-            .members
-            .iter()
-            .map(|m| m.dev.name().to_string())
+            .device_names()
+            .into_iter()
             .find(|name| name == given || (want.is_some() && canon(name) == want))
             .ok_or_else(|| ManageError::NotAMember { given: given.to_string() })
     }

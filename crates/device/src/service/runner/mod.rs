@@ -256,8 +256,8 @@ impl Runner {
             })
             .collect();
         ArrayStatus {
-            uuid: self.array.plan.uuid_string(),
-            level: self.info.level,
+            uuid: self.array.identity(),
+            level: self.info.level.clone(),
             size: self.info.size,
             chunk_bytes: self.info.chunk_bytes,
             slots,

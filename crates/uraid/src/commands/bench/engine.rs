@@ -126,7 +126,7 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
     }
     let writes = matches!(pattern, Pattern::Write | Pattern::RandWrite);
     let array = OpenArray::open_paths(&args.members, writes)?;
-    let level = array.plan.level;
+    let level = array.engine().geometry().name().to_string();
     let mut config = args.member_io.apply(ServiceConfig::default())?;
     if let Some(t) = args.member_threads {
         config.workers_per_member = t;

@@ -14,7 +14,7 @@
 //! - `saveconfig`, `resetconfig`: [`save`].
 
 mod create;
-mod drives;
+pub(super) mod drives;
 mod list;
 mod printconfig;
 mod save;

@@ -1,0 +1,270 @@
+//! FreeBSD gvinum volumes: one volume of the drives found among the devices given, run on the
+//! engine with its subdisks as slots ([`uraid_vinum::VolumeLayout`]), its states recorded by
+//! configuration saves on every drive ([`uraid_vinum::VinumMetadata`]).
+//!
+//! The drives are found as Vinum's startup finds them, by the name in their headers, whatever
+//! the order or paths given ([`crate::vinum_drives::startup`]). A subdisk's member target is
+//! its drive at its drive offset, as long as the plex uses it: two subdisks on one drive are
+//! two targets on one device.
+//!
+//! The metadata's devices are the devices of the volume's subdisks, slot by slot (a subdisk
+//! whose drive was not found has none), then every other drive found, which holds nothing of
+//! this volume but still gets every save, as gvinum saves to every up drive.
+
+use std::sync::Arc;
+
+use thiserror::Error;
+use uraid_engine::array::Array;
+use uraid_engine::geometry::Geometry;
+use uraid_engine::metadata::DeviceRole;
+use uraid_engine::SlotState;
+use uraid_vinum::metadata::{SaveDrive, VinumStart};
+use uraid_vinum::volume_plan::SlotStart;
+use uraid_vinum::{VinumMetadata, VolumePlan, VolumePlanError};
+
+use super::md::MetadataFailure;
+use super::{Format, OpenArray};
+use crate::error::OpenError;
+use crate::member::{FileDevice, MemberDevice};
+use crate::target::MemberTarget;
+use crate::vinum_drives::{startup, StartupError, VinumDriveError};
+
+/// Why a Vinum volume could not be opened.
+#[derive(Debug, Error)]
+pub enum VolumeOpenError {
+    #[error("{path}: {source}")]
+    Open { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Startup(#[from] StartupError),
+    #[error("no gvinum drives among the devices given")]
+    NoDrives,
+    #[error("{0}")]
+    Plan(#[from] VolumePlanError),
+    #[error(
+        "{device}: drive {drive:?} is {size} bytes, but subdisk {subdisk:?} needs it to reach byte {end} (a truncated image?)"
+    )]
+    DriveTooSmall { device: String, drive: String, size: u64, subdisk: String, end: u64 },
+    #[error(transparent)]
+    Engine(#[from] uraid_engine::EngineError),
+}
+
+/// What only a Vinum volume has: its plan, the drives found and gvinum's metadata.
+pub struct VinumVolume {
+    /// The volume's name.
+    pub volume: String,
+    /// Its layout, subdisks and states as startup decided them.
+    pub plan: VolumePlan,
+    /// The drives found, in the kernel's list order, by name, with their devices.
+    pub drives: Vec<(String, Arc<dyn MemberDevice>)>,
+    /// Devices that were not read as drives, with why (not gvinum, removed, damaged).
+    pub skipped: Vec<VinumDriveError>,
+    /// Per metadata device, its drive (an index into `drives`).
+    devices: Vec<usize>,
+    /// Per slot, its metadata device.
+    slot_device: Vec<Option<usize>>,
+    /// Per metadata device, the slot it holds.
+    device_slot: Vec<Option<usize>>,
+    pub(super) meta: VinumMetadata,
+    /// Per slot: how far its rebuild has come (member sectors), while it is rebuilt.
+    pub(super) recovering: Vec<Option<u64>>,
+}
+
+impl OpenArray {
+    /// Find the gvinum drives among the files or block devices at `paths` and open `volume`.
+    pub fn open_volume_paths(
+        paths: &[impl AsRef<std::path::Path>],
+        volume: &str,
+        writable: bool,
+    ) -> Result<OpenArray, VolumeOpenError> {
+        let mut devs: Vec<Box<dyn MemberDevice>> = Vec::new();
+        for p in paths {
+            let p = p.as_ref();
+            let dev = FileDevice::open(p, writable)
+                .map_err(|source| VolumeOpenError::Open { path: p.display().to_string(), source })?;
+            devs.push(Box::new(dev));
+        }
+        OpenArray::open_volume(devs, volume, writable)
+    }
+
+    /// Find the gvinum drives among `devs` and open `volume`. Opened writable, subdisks that
+    /// are not up on drives that were found come back as slots to rebuild (revived, as
+    /// `gvinum start` revives them); read-only, they are left out.
+    pub fn open_volume(
+        devs: Vec<Box<dyn MemberDevice>>,
+        volume: &str,
+        writable: bool,
+    ) -> Result<OpenArray, VolumeOpenError> {
+        let devs: Vec<Arc<dyn MemberDevice>> = devs.into_iter().map(Arc::from).collect();
+        let refs: Vec<&dyn MemberDevice> = devs.iter().map(|d| d.as_ref()).collect();
+        let found = startup(&refs)?;
+        if found.drives.is_empty() {
+            return Err(VolumeOpenError::NoDrives);
+        }
+        let config = found.merged.config_in_kernel_list_order();
+        let names: Vec<String> = found.drives.iter().map(|d| d.drive.header.label.name.clone()).collect();
+        let plan = VolumePlan::new(&config, volume, &names)?;
+        for (sd, drive, _) in &plan.slots {
+            let Some(d) = drive else { continue };
+            let started = &found.drives[*d];
+            let end = sd.drive_offset + sd.used_bytes;
+            if started.media_size < end {
+                return Err(VolumeOpenError::DriveTooSmall {
+                    device: devs[started.index].name().to_string(),
+                    drive: sd.drive.clone(),
+                    size: started.media_size,
+                    subdisk: sd.subdisk.clone(),
+                    end,
+                });
+            }
+        }
+        let drives: Vec<(String, Arc<dyn MemberDevice>)> =
+            found.drives.iter().map(|d| (d.drive.header.label.name.clone(), Arc::clone(&devs[d.index]))).collect();
+        let mut devices = Vec::new();
+        let mut device_slot = Vec::new();
+        let mut slot_device = Vec::new();
+        for (slot, (_, drive, _)) in plan.slots.iter().enumerate() {
+            slot_device.push(drive.map(|d| {
+                devices.push(d);
+                device_slot.push(Some(slot));
+                devices.len() - 1
+            }));
+        }
+        for d in 0..drives.len() {
+            if !devices.contains(&d) {
+                devices.push(d);
+                device_slot.push(None);
+            }
+        }
+        let states = plan.slot_states(writable);
+        let recovering = states.iter().map(|s| (*s == SlotState::Recovering).then_some(0)).collect();
+        let array = Array::new(Geometry::custom(plan.layout.clone()), states)?;
+        let meta = VinumMetadata::new(VinumStart {
+            config: plan.config.clone(),
+            on_disk: config.clone(),
+            volume: volume.to_string(),
+            slot_subdisks: plan.slots.iter().map(|(sd, _, _)| sd.subdisk.clone()).collect(),
+            plex_slots: plan.layout.plex_slots(),
+            drives: found.drives.iter().map(|d| SaveDrive { header: d.drive.header.clone(), up: true }).collect(),
+            devices: devices.clone(),
+            writable,
+        });
+        let skipped = found.skipped.into_iter().map(|(_, e)| e).collect();
+        let vinum = VinumVolume {
+            volume: volume.to_string(),
+            plan,
+            drives,
+            skipped,
+            devices,
+            slot_device,
+            device_slot,
+            meta,
+            recovering,
+        };
+        Ok(OpenArray::with_format(Format::Vinum(Box::new(vinum)), array, writable))
+    }
+}
+
+impl VinumVolume {
+    /// Subdisks that are not up on drives that were found (revived when run writable).
+    pub fn stale_subdisks(&self) -> Vec<&str> {
+        self.plan
+            .slots
+            .iter()
+            .filter(|(_, _, s)| *s == SlotStart::Stale)
+            .map(|(sd, _, _)| sd.subdisk.as_str())
+            .collect()
+    }
+
+    /// Subdisks whose drives were not found, with their drives' names.
+    pub fn absent_subdisks(&self) -> Vec<(&str, &str)> {
+        self.plan
+            .slots
+            .iter()
+            .filter(|(_, _, s)| *s == SlotStart::Absent)
+            .map(|(sd, _, _)| (sd.subdisk.as_str(), sd.drive.as_str()))
+            .collect()
+    }
+
+    pub(super) fn member_targets(&self) -> Vec<Option<MemberTarget>> {
+        self.plan
+            .slots
+            .iter()
+            .map(|(sd, drive, _)| {
+                drive.map(|d| MemberTarget {
+                    dev: Arc::clone(&self.drives[d].1),
+                    base: sd.drive_offset,
+                    data_bytes: sd.used_bytes,
+                    log_area: None,
+                })
+            })
+            .collect()
+    }
+
+    pub(super) fn meta_device(&self, idx: usize) -> Option<&Arc<dyn MemberDevice>> {
+        self.devices.get(idx).map(|&d| &self.drives[d].1)
+    }
+
+    pub(super) fn drive_of_device(&self, idx: usize) -> usize {
+        self.devices[idx]
+    }
+
+    pub(super) fn slot_device(&self, slot: usize) -> Option<usize> {
+        self.slot_device.get(slot).copied().flatten()
+    }
+
+    /// "subdisk v.p0.s1 on DEVICE" (or "on drive d2, not found").
+    pub(super) fn slot_member_name(&self, slot: usize) -> String {
+        let (sd, drive, _) = &self.plan.slots[slot];
+        match drive {
+            Some(d) => format!("subdisk {} on {}", sd.subdisk, self.drives[*d].1.name()),
+            None => format!("subdisk {} on drive {} (not found)", sd.subdisk, sd.drive),
+        }
+    }
+
+    pub(super) fn device_roles(&self, states: &[SlotState]) -> Vec<DeviceRole> {
+        self.device_slot
+            .iter()
+            .map(|slot| match slot {
+                Some(slot) => DeviceRole::Slot {
+                    slot: *slot,
+                    state: states[*slot],
+                    rebuilt: self.recovering[*slot].unwrap_or(0) * uraid_engine::SECTOR_BYTES,
+                },
+                None => DeviceRole::Spare,
+            })
+            .collect()
+    }
+
+    /// A metadata write to device `idx` failed: its drive takes no more saves, and every
+    /// subdisk of the volume on it is failed, if the volume can do without them (gvinum takes
+    /// a drive whose I/O fails down, and its subdisks with it).
+    pub(super) fn fail_for_metadata(&mut self, array: &mut Array, idx: usize) -> MetadataFailure {
+        let drive = self.devices[idx];
+        let on_drive: Vec<usize> = (0..self.plan.slots.len())
+            .filter(|&s| self.slot_device(s).is_some_and(|i| self.devices[i] == drive))
+            .filter(|&s| matches!(array.slot_states()[s], SlotState::InSync | SlotState::Recovering))
+            .collect();
+        let states = array.slot_states().to_vec();
+        let alive = |s: usize| states[s] == SlotState::InSync && !on_drive.contains(&s);
+        if !on_drive.is_empty() && !array.geometry().is_readable(&alive) {
+            return MetadataFailure::Refused;
+        }
+        for &slot in &on_drive {
+            if array.set_slot_state(slot, SlotState::Faulty, true).is_err() {
+                return MetadataFailure::Refused;
+            }
+            self.recovering[slot] = None;
+        }
+        MetadataFailure::Failed
+    }
+}
+
+impl From<VolumeOpenError> for OpenError {
+    fn from(e: VolumeOpenError) -> OpenError {
+        match e {
+            VolumeOpenError::Open { path, source } => OpenError::Open { path, source },
+            VolumeOpenError::Engine(e) => OpenError::Engine(e),
+            other => OpenError::BadMember(other.to_string()),
+        }
+    }
+}
