@@ -1,0 +1,240 @@
+//! gvinum volumes through the engine, the real binary on drive files: volumes made by
+//! `uraid vinum create` are written with `uraid write --volume` and read back with `uraid cat
+//! --volume`, whole, with drives missing, and degraded; every byte must sit on the drives where
+//! gvinum's mapping puts it (checked with the format crate's plex mapping, not the engine's
+//! layout); and volumes that cannot run are refused with what is wrong, nothing written.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use tempfile::TempDir;
+use uraid_testkit::scratch_dir;
+use uraid_vinum_format::{parse_config, DriveMetadata, PlexLayout, SubdiskState, VinumConfig};
+
+mod common;
+use common::{uraid, uraid_stdin};
+
+const MIB: u64 = 1 << 20;
+
+/// Two volumes on four drives of 24 MiB:
+/// - `mv`, a concat plex (a, b) mirrored by a striped plex (c, d, and a again), 16 MiB;
+/// - `r5`, a raid5 plex with 32 KiB stripes over b, c and d, 8 MiB.
+const VOLUMES: &str = "\
+volume mv
+  plex org concat
+    sd length 8m drive a
+    sd length 8m drive b
+  plex org striped 64k
+    sd length 6m drive c
+    sd length 6m drive d
+    sd length 6m drive a
+volume r5
+  plex org raid5 32k
+    sd length 4m drive b
+    sd length 4m drive c
+    sd length 4m drive d
+";
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[track_caller]
+fn ok(o: Output) -> Vec<u8> {
+    assert!(o.status.success(), "exit {:?}: {}", o.status, stderr(&o));
+    o.stdout
+}
+
+#[track_caller]
+fn refused(o: Output) -> String {
+    assert!(!o.status.success(), "expected a refusal, got success: {}", stderr(&o));
+    assert_ne!(o.status.code(), Some(101), "a panic, not a refusal: {}", stderr(&o));
+    stderr(&o)
+}
+
+struct Drives {
+    _dir: TempDir,
+    dir: PathBuf,
+    paths: Vec<String>,
+}
+
+impl Drives {
+    /// Drives a, b, c, d with both volumes made by `uraid vinum create`.
+    fn new() -> Drives {
+        let dir = tempfile::tempdir_in(scratch_dir("vinum-volumes")).unwrap();
+        let path = dir.path().to_path_buf();
+        let paths: Vec<String> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| {
+                let p = path.join(format!("{n}.img"));
+                std::fs::File::create(&p).unwrap().set_len(24 * MIB).unwrap();
+                p.display().to_string()
+            })
+            .collect();
+        let drives: String =
+            ["a", "b", "c", "d"].iter().zip(&paths).map(|(n, p)| format!("drive {n} device {p}\n")).collect();
+        ok(uraid_stdin(&["vinum", "create", "-"], format!("{drives}{VOLUMES}").as_bytes()));
+        Drives { _dir: dir, dir: path, paths }
+    }
+
+    fn path(&self, name: &str) -> &str {
+        &self.paths[["a", "b", "c", "d"].iter().position(|n| *n == name).unwrap()]
+    }
+
+    /// `uraid VERB --volume VOLUME [args] DRIVES...` with the drives named.
+    fn run(&self, verb: &str, volume: &str, args: &[&str], drives: &[&str], input: &[u8]) -> Output {
+        let mut all: Vec<&str> = vec![verb, "--volume", volume];
+        all.extend_from_slice(args);
+        all.extend(drives.iter().map(|d| self.path(d)));
+        uraid_stdin(&all, input)
+    }
+
+    fn write(&self, volume: &str, offset: u64, data: &[u8], drives: &[&str]) -> Output {
+        self.run("write", volume, &["--offset", &offset.to_string()], drives, data)
+    }
+
+    fn cat(&self, volume: &str, drives: &[&str]) -> Vec<u8> {
+        ok(self.run("cat", volume, &[], drives, b""))
+    }
+
+    /// The configuration the drives hold (copy 1 of the newest).
+    fn config(&self) -> VinumConfig {
+        let newest = self
+            .paths
+            .iter()
+            .map(|p| DriveMetadata::parse(&std::fs::read(p).unwrap()[..135_680]).unwrap())
+            .max_by_key(|m| m.header.label.last_update)
+            .unwrap();
+        parse_config(&newest.config_text).unwrap()
+    }
+
+    /// Every byte of `volume` where gvinum's mapping puts it, on every plex, equals `model`
+    /// (sampled every 997 bytes and at both ends of every stripe unit or subdisk).
+    fn assert_placed(&self, volume: &str, model: &[u8]) {
+        let config = self.config();
+        let images: Vec<Vec<u8>> = self.paths.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        for plex in config.plexes_of(volume) {
+            let layout = PlexLayout::from_config(&config, &plex.name).unwrap();
+            let mut offsets: Vec<u64> = (0..model.len() as u64).step_by(997).collect();
+            let mut at = 0;
+            while at < model.len() as u64 {
+                let loc = layout.locate(at).unwrap();
+                offsets.extend([at, at + loc.run - 1]);
+                at += loc.run;
+            }
+            for offset in offsets.into_iter().filter(|&o| o < model.len() as u64) {
+                let loc = layout.locate(offset).unwrap();
+                let column = &layout.columns()[loc.column];
+                let drive = ["a", "b", "c", "d"].iter().position(|n| *n == column.drive).unwrap();
+                let byte = images[drive][(column.drive_offset + loc.offset) as usize];
+                assert_eq!(
+                    byte, model[offset as usize],
+                    "{volume} byte {offset}: plex {} puts it on {} at {}",
+                    plex.name, column.subdisk, column.drive_offset + loc.offset
+                );
+            }
+        }
+    }
+
+    fn subdisk_state(&self, name: &str) -> SubdiskState {
+        self.config().subdisk(name).unwrap().state
+    }
+
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+fn random(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn a_mirror_of_a_concat_and_a_striped_plex_is_written_to_both_and_read_from_either() {
+    let d = Drives::new();
+    let model = random(16 * MIB as usize, 1);
+    // Drives named in any order: they are known by the names in their headers.
+    ok(d.write("mv", 0, &model, &["d", "b", "a", "c"]));
+    assert_eq!(d.cat("mv", &["a", "b", "c", "d"]), model);
+    d.assert_placed("mv", &model);
+    // Each plex alone: the concat plex on a and b, the striped plex on c, d and a.
+    assert_eq!(d.cat("mv", &["a", "b"]), model, "the concat plex alone");
+    assert_eq!(d.cat("mv", &["c", "d", "a"]), model, "the striped plex alone");
+    // Written and stopped cleanly: every subdisk is up on the drives again.
+    for sd in ["mv.p0.s0", "mv.p0.s1", "mv.p1.s0", "mv.p1.s1", "mv.p1.s2"] {
+        assert_eq!(d.subdisk_state(sd), SubdiskState::Up, "{sd}");
+    }
+}
+
+#[test]
+fn a_raid5_plex_reads_around_a_missing_drive_and_remembers_what_it_missed() {
+    let d = Drives::new();
+    let size = 8 * MIB as usize;
+    let mut model = random(size, 2);
+    ok(d.write("r5", 0, &model, &["b", "c", "d"]));
+    assert_eq!(d.cat("r5", &["b", "c", "d"]), model);
+    d.assert_placed("r5", &model);
+    // Without c, read by reconstruction.
+    assert_eq!(d.cat("r5", &["b", "d"]), model, "reconstructed without c");
+    // Written without d: d's subdisk is saved down on b and c before the write goes out.
+    let patch = random(100_000, 3);
+    let out = d.write("r5", 33_000, &patch, &["b", "c"]);
+    assert!(stderr(&out).contains("subdisk r5.p0.s2 is down: its drive d was not found"), "{}", stderr(&out));
+    ok(out);
+    model[33_000..133_000].copy_from_slice(&patch);
+    assert_eq!(d.subdisk_state("r5.p0.s2"), SubdiskState::Down);
+    // With d back, its old contents are never read: the subdisk is stale, read around.
+    let out = d.run("cat", "r5", &[], &["b", "c", "d"], b"");
+    assert!(stderr(&out).contains("r5.p0.s2 not up (stale): left out"), "{}", stderr(&out));
+    assert_eq!(ok(out), model);
+}
+
+#[test]
+fn drives_are_found_under_scan_and_a_volume_is_named_by_its_name() {
+    let d = Drives::new();
+    let model = random(300_000, 4);
+    let dir = d.dir().display().to_string();
+    ok(uraid_stdin(&["write", "--volume", "mv", "--offset", "4095", "--scan", &dir], &model));
+    let out = ok(uraid(&["cat", "--volume", "mv", "--offset", "4095", "--length", "300000", "--scan", &dir]));
+    assert_eq!(out, model);
+}
+
+#[test]
+fn volumes_that_cannot_run_are_refused_and_nothing_is_written() {
+    let d = Drives::new();
+    let before: Vec<Vec<u8>> = d.paths.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let unchanged = || {
+        for (p, b) in d.paths.iter().zip(&before) {
+            assert!(std::fs::read(p).unwrap() == *b, "{p} was written");
+        }
+    };
+    let e = refused(d.write("nosuch", 0, b"x", &["a", "b", "c", "d"]));
+    assert!(e.contains("no volume named \"nosuch\""), "{e}");
+    // Two of r5's three subdisks gone: no copy of some data.
+    let e = refused(d.write("r5", 0, b"x", &["b"]));
+    assert!(e.contains("volume \"r5\" cannot be read") && e.contains("r5.p0.s1 (drive c not found)"), "{e}");
+    // The mirror without a (it holds one subdisk of each plex).
+    let e = refused(d.write("mv", 0, b"x", &["b", "c", "d"]));
+    assert!(e.contains("volume \"mv\" cannot be read"), "{e}");
+    // Past the end of the volume.
+    let e = refused(d.write("r5", 8 * MIB - 1, b"xy", &["b", "c", "d"]));
+    assert!(e.contains("larger than the 1 bytes left"), "{e}");
+    // A file that is no gvinum drive, named among the drives, is said so.
+    let stray = d.dir().join("stray.img");
+    std::fs::write(&stray, vec![0u8; 200_000]).unwrap();
+    let out = uraid(&["cat", "--volume", "r5", "--length", "10", &stray.display().to_string(), d.path("b"), d.path("c")]);
+    assert!(stderr(&out).contains("no gvinum drive header"), "{}", stderr(&out));
+    assert_eq!(ok(out).len(), 10);
+    // No drives at all.
+    let e = refused(uraid(&["cat", "--volume", "r5", &stray.display().to_string()]));
+    assert!(e.contains("no gvinum drives"), "{e}");
+    unchanged();
+}
