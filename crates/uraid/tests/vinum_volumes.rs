@@ -128,9 +128,12 @@ impl Drives {
                 let drive = ["a", "b", "c", "d"].iter().position(|n| *n == column.drive).unwrap();
                 let byte = images[drive][(column.drive_offset + loc.offset) as usize];
                 assert_eq!(
-                    byte, model[offset as usize],
+                    byte,
+                    model[offset as usize],
                     "{volume} byte {offset}: plex {} puts it on {} at {}",
-                    plex.name, column.subdisk, column.drive_offset + loc.offset
+                    plex.name,
+                    column.subdisk,
+                    column.drive_offset + loc.offset
                 );
             }
         }
@@ -230,11 +233,54 @@ fn volumes_that_cannot_run_are_refused_and_nothing_is_written() {
     // A file that is no gvinum drive, named among the drives, is said so.
     let stray = d.dir().join("stray.img");
     std::fs::write(&stray, vec![0u8; 200_000]).unwrap();
-    let out = uraid(&["cat", "--volume", "r5", "--length", "10", &stray.display().to_string(), d.path("b"), d.path("c")]);
+    let out =
+        uraid(&["cat", "--volume", "r5", "--length", "10", &stray.display().to_string(), d.path("b"), d.path("c")]);
     assert!(stderr(&out).contains("no gvinum drive header"), "{}", stderr(&out));
     assert_eq!(ok(out).len(), 10);
     // No drives at all.
     let e = refused(uraid(&["cat", "--volume", "r5", &stray.display().to_string()]));
     assert!(e.contains("no gvinum drives"), "{e}");
     unchanged();
+}
+
+#[test]
+fn a_stale_subdisk_is_revived_while_the_volume_is_served() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let d = Drives::new();
+    let mut model = random(8 * MIB as usize, 5);
+    ok(d.write("r5", 0, &model, &["b", "c", "d"]));
+    let patch = random(200_000, 6);
+    ok(d.write("r5", 70_000, &patch, &["b", "c"]));
+    model[70_000..270_000].copy_from_slice(&patch);
+    let sock = d.dir().join("nbd.sock");
+    let ctl = d.dir().join("ctl.sock");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(["serve", "--volume", "r5"])
+        .arg(format!("--listen=unix:{}", sock.display()))
+        .arg(format!("--control={}", ctl.display()))
+        .args(["a", "b", "c", "d"].map(|n| d.path(n)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ctl.exists() {
+        assert!(Instant::now() < deadline && serve.try_wait().unwrap().is_none(), "uraid serve did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ctl = ctl.display().to_string();
+    ok(uraid(&["ctl", &ctl, "wait"]));
+    let status = String::from_utf8(ok(uraid(&["ctl", &ctl, "status"]))).unwrap();
+    assert!(status.contains("[UUU]") && status.contains("recover completed"), "{status}");
+    // SIGTERM: the server stops cleanly and saves the revived subdisk up.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    let out = serve.wait_with_output().unwrap();
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("r5.p0.s2 not up (stale): revived"), "{log}");
+    assert_eq!(d.subdisk_state("r5.p0.s2"), SubdiskState::Up);
+    // d now holds what the writes without it left to parity: read without b, every byte.
+    assert_eq!(d.cat("r5", &["c", "d"]), model);
 }

@@ -222,7 +222,11 @@ impl VinumMetadata {
         }
         let area =
             Bytes::from(config_area_bytes(&text).map_err(|e| MetaError::Format(format!("configuration save: {e}")))?);
-        let stamp = Timeval::new(now, 0);
+        // Which drive's configuration wins is decided by `last_update` alone: a save must be
+        // newer than anything on the drives, even with the clock in whole seconds and a drive
+        // saved earlier in the same second (gvinum's own saves carry microseconds).
+        let newest = self.drives.iter().map(|d| d.header.label.last_update).max().unwrap_or_default();
+        let stamp = Timeval::new(now, 0).max(newest.next());
         let targets: Vec<(usize, usize)> = (0..self.drives.len())
             .filter(|&d| self.drives[d].up)
             .filter_map(|d| self.devices.iter().position(|&x| x == d).map(|device| (d, device)))

@@ -60,6 +60,15 @@ impl Timeval {
     pub const fn new(seconds: u64, microseconds: u64) -> Self {
         Timeval { seconds, microseconds }
     }
+
+    /// One microsecond later.
+    pub fn next(self) -> Timeval {
+        if self.microseconds >= 999_999 {
+            Timeval { seconds: self.seconds + 1, microseconds: 0 }
+        } else {
+            Timeval { seconds: self.seconds, microseconds: self.microseconds + 1 }
+        }
+    }
 }
 
 /// Whether the magic marks a drive in use or one removed from the configuration.

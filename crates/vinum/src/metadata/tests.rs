@@ -246,3 +246,21 @@ fn start_of(meta: VinumMetadata) -> VinumStart {
         writable: meta.writable,
     }
 }
+
+#[test]
+fn a_save_is_newer_than_every_drive_even_within_one_second() {
+    // The drives were saved half a second into NOW; the clock says NOW, in whole seconds.
+    let mut start = start_of(raid5());
+    for d in &mut start.drives {
+        d.header.label.last_update = Timeval::new(NOW, 500_000);
+    }
+    start.drives[2].header.label.last_update = Timeval::new(NOW, 999_999);
+    let mut meta = VinumMetadata::new(start);
+    let roles =
+        vec![slot(0, SlotState::InSync), slot(1, SlotState::Faulty), slot(2, SlotState::InSync), DeviceRole::Spare];
+    meta.record(MetaChange::Roles, &roles, NOW).unwrap().unwrap();
+    let mut imgs = images();
+    perform(&mut meta, &mut imgs);
+    let (header, _) = saved(&imgs[0]);
+    assert_eq!(header.label.last_update, Timeval::new(NOW + 1, 0));
+}
