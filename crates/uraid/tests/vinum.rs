@@ -535,6 +535,54 @@ fn resetconfig_asks_then_removes_every_drive() {
     assert_eq!(drive_name(&metadata(&paths[..1])[0]), "n0");
 }
 
+/// Run `uraid` with its stdout a pipe whose reader has already gone, as `uraid ... | head`
+/// after head has its lines: every write to it fails with a broken pipe.
+fn run_into_closed_pipe(args: &[String]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    std::process::Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run uraid")
+}
+
+/// A reader that closes early (`uraid vinum list | head -1`) ends the output quietly: no panic,
+/// no error, exit 0, for every verb that prints; resetconfig still does its work.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    let dir = scratch();
+    let (paths, _) = two_drive_concat(dir.path());
+    let verbs: [&[&str]; 9] = [
+        &["list", "-r", "-v"],
+        &["list", "-V"],
+        &["l"],
+        &["ld"],
+        &["lv", "-r"],
+        &["lp"],
+        &["ls", "-v"],
+        &["list", "--json"],
+        &["printconfig"],
+    ];
+    for verb in verbs {
+        let o = run_into_closed_pipe(&with(&[&["vinum"], verb].concat(), &paths));
+        let what = verb.join(" ");
+        assert!(!stderr(&o).contains("panicked"), "{what}: {}", stderr(&o));
+        assert_ne!(o.status.code(), Some(101), "{what}: {}", stderr(&o));
+        assert!(o.status.success(), "{what}: exit {:?}: {}", o.status, stderr(&o));
+        assert_eq!(stderr(&o), "", "{what}");
+    }
+    // The same verbs with a reader print something: the pipe was what stopped them.
+    assert!(ok(run(&with(&["vinum", "printconfig"], &paths))).contains("volume v"));
+    let o = run_into_closed_pipe(&with(&["vinum", "resetconfig", "-f"], &paths));
+    assert!(o.status.success() && stderr(&o).is_empty(), "exit {:?}: {}", o.status, stderr(&o));
+    for meta in metadata(&paths) {
+        assert_eq!(&meta[4096..4104], b"VINUM--\0");
+    }
+}
+
 /// Each must fail with a message naming the problem and leave every device as it was.
 #[test]
 fn bad_input_writes_nothing() {
