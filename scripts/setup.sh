@@ -9,15 +9,30 @@ cd "$(dirname "$0")/.."
 # fuse3 (fusermount3, for mounting without root), e2fsprogs and util-linux (mkfs.ext4, e2fsck,
 # losetup, mount). The benchmarks in bench/ (python3) compare uraid with peers: libisal-dev
 # (ISA-L, bench/parity.sh), nbdkit beside qemu-nbd (bench/nbd.py), bonnie++ (bench/bonnie.py).
-# The md-oracle installs its own packages when first run.
+# python3-venv holds the virtualenv of the Vinum cross-check (below). The md-oracle installs its
+# own packages when first run.
 packages=(xz-utils ca-certificates gcc pkg-config libnbd-bin qemu-utils fio fuse3 e2fsprogs util-linux
-  python3 libisal-dev nbdkit bonnie++)
+  python3 python3-venv libisal-dev nbdkit bonnie++)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
   sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${missing[@]}"
+fi
+# The Vinum cross-check (crates/vinum/format/tests/peer_dissect.rs, part of the test suite)
+# reads drive images with PyPI's dissect.volume at the versions pinned in its requirements.txt,
+# from a virtualenv outside the repository (where the test looks for it). A copy of the
+# requirements kept in the virtualenv after a good install says it is up to date; otherwise it
+# is made anew.
+peer_reqs=crates/vinum/format/tests/peer/requirements.txt
+peer_venv="${XDG_CACHE_HOME:-$HOME/.cache}/uraid/peer-venv"
+if ! cmp -s "$peer_reqs" "$peer_venv/requirements.txt" ||
+  ! "$peer_venv/bin/python" -c 'import dissect.volume' 2>/dev/null; then
+  rm -rf "$peer_venv"
+  python3 -m venv "$peer_venv"
+  "$peer_venv/bin/pip" install -q --disable-pip-version-check -r "$peer_reqs"
+  cp "$peer_reqs" "$peer_venv/requirements.txt"
 fi
 command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust with rustup first" >&2; exit 1; }
 # The test suite's house checks need rustfmt and clippy beside the compiler.

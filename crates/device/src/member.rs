@@ -271,6 +271,15 @@ impl FileDevice {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// A block device's logical sector size (`BLKSSZGET`), the smallest unit it reads and
+    /// writes; `None` for a regular file, which has no sector size of its own.
+    pub fn logical_sector_size(&self) -> io::Result<Option<u32>> {
+        if !self.is_block_device {
+            return Ok(None);
+        }
+        logical_block_size(&self.file).map(Some)
+    }
 }
 
 impl MemberDevice for FileDevice {

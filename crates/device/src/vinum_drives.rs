@@ -5,6 +5,7 @@
 //! `uraid_vinum_format`'s knowledge (pure); this module reads them off a [`MemberDevice`], writes
 //! them back, and names the device in every error:
 //!
+//! - [`check_media`]: whether gvinum can use a device at all (its logical sector size);
 //! - [`read_drive`]: the header and configuration copy 1, as the kernel tastes a drive
 //!   (`gv_drive_tasted`), telling a device without a gvinum header apart from a damaged header
 //!   or an unreadable configuration;
@@ -24,14 +25,16 @@ use std::sync::Arc;
 
 use thiserror::Error;
 use uraid_md_format::uuid::format_md;
-use uraid_vinum_format::drive_layout::{config_area_bytes, ConfigAreaError, CONFIG_LEN, CONFIG_OFFSET, DATA_START};
+use uraid_vinum_format::drive_layout::{
+    config_area_bytes, supports_sector_size, ConfigAreaError, CONFIG_LEN, CONFIG_OFFSET, DATA_START,
+};
 use uraid_vinum_format::header::{HeaderError, HEADER_BYTES_READ, HEADER_OFFSET};
 use uraid_vinum_format::{
     format_config, merge_newest_first, parse_config, ConfigTextError, DriveHeader, DriveMetadata, DriveMetadataError,
     HeaderStatus, MergedConfig, TastedDrive, Timeval, VinumConfig,
 };
 
-use crate::member::MemberDevice;
+use crate::member::{FileDevice, MemberDevice};
 use crate::probe::{self, ProbeError};
 
 /// Why a device's gvinum metadata could not be read, or why it is not a gvinum drive.
@@ -90,6 +93,46 @@ pub enum ConfigDamage {
         "the device ends at byte {size}, inside the configuration copies (a drive's metadata takes {DATA_START} bytes)"
     )]
     CutShort { size: u64 },
+}
+
+/// Why a device cannot hold a gvinum drive, whatever is on it.
+#[derive(Debug, Error)]
+pub enum VinumMediaError {
+    /// The block device did not say its logical sector size.
+    #[error("{device}: cannot read its logical sector size: {source}")]
+    SectorSizeUnknown { device: String, source: std::io::Error },
+    /// Sectors that do not divide 512 bytes (4Kn media): see [`check_media`].
+    #[error(
+        "{device}: logical sector size {sector_size} bytes; gvinum only uses media whose sectors divide 512 \
+         bytes (it reads the 512-byte drive header at byte 4096 in whole sectors), so this device cannot hold \
+         a gvinum drive"
+    )]
+    SectorSize { device: String, sector_size: u32 },
+}
+
+/// The sector size a regular file counts as having: what FreeBSD's md(4) gives a file it
+/// attaches unless told otherwise, so an image file moves to gvinum as 512-byte media.
+pub const FILE_SECTOR_SIZE: u32 = 512;
+
+/// The logical sector size of `dev` as gvinum would see it: a block device's own, and
+/// [`FILE_SECTOR_SIZE`] for a regular file.
+pub fn media_sector_size(dev: &FileDevice) -> Result<u32, VinumMediaError> {
+    let size = dev
+        .logical_sector_size()
+        .map_err(|source| VinumMediaError::SectorSizeUnknown { device: dev.name().to_string(), source })?;
+    Ok(size.unwrap_or(FILE_SECTOR_SIZE))
+}
+
+/// Refuse a device gvinum cannot use: one whose logical sectors do not divide 512 bytes. The
+/// kernel reads a drive's header only when the header's offset (4096) and length (512) are
+/// whole sectors (`gv_read_header`) and otherwise does not taste the device, so a drive made
+/// there would never be found. Returns the sector size.
+pub fn check_media(dev: &FileDevice) -> Result<u32, VinumMediaError> {
+    let sector_size = media_sector_size(dev)?;
+    if !supports_sector_size(u64::from(sector_size)) {
+        return Err(VinumMediaError::SectorSize { device: dev.name().to_string(), sector_size });
+    }
+    Ok(sector_size)
 }
 
 /// An active gvinum drive as read from its device.

@@ -1,7 +1,8 @@
 //! `uraid vinum`, the real binary on drive files: the Vinum paper's and gvinum.8's examples
 //! created, listed in gvinum's formats, printed and created again from the print; the bytes on
 //! the drives checked against gvinum's format; saveconfig and resetconfig; and bad input, each
-//! refused with a clear message and no drive written.
+//! refused with a clear message and no drive written, block devices with 4096-byte sectors too
+//! (that test needs root and util-linux's losetup, for its loop devices).
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -535,6 +536,54 @@ fn resetconfig_asks_then_removes_every_drive() {
     assert_eq!(drive_name(&metadata(&paths[..1])[0]), "n0");
 }
 
+/// Run `uraid` with its stdout a pipe whose reader has already gone, as `uraid ... | head`
+/// after head has its lines: every write to it fails with a broken pipe.
+fn run_into_closed_pipe(args: &[String]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    std::process::Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run uraid")
+}
+
+/// A reader that closes early (`uraid vinum list | head -1`) ends the output quietly: no panic,
+/// no error, exit 0, for every verb that prints; resetconfig still does its work.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    let dir = scratch();
+    let (paths, _) = two_drive_concat(dir.path());
+    let verbs: [&[&str]; 9] = [
+        &["list", "-r", "-v"],
+        &["list", "-V"],
+        &["l"],
+        &["ld"],
+        &["lv", "-r"],
+        &["lp"],
+        &["ls", "-v"],
+        &["list", "--json"],
+        &["printconfig"],
+    ];
+    for verb in verbs {
+        let o = run_into_closed_pipe(&with(&[&["vinum"], verb].concat(), &paths));
+        let what = verb.join(" ");
+        assert!(!stderr(&o).contains("panicked"), "{what}: {}", stderr(&o));
+        assert_ne!(o.status.code(), Some(101), "{what}: {}", stderr(&o));
+        assert!(o.status.success(), "{what}: exit {:?}: {}", o.status, stderr(&o));
+        assert_eq!(stderr(&o), "", "{what}");
+    }
+    // The same verbs with a reader print something: the pipe was what stopped them.
+    assert!(ok(run(&with(&["vinum", "printconfig"], &paths))).contains("volume v"));
+    let o = run_into_closed_pipe(&with(&["vinum", "resetconfig", "-f"], &paths));
+    assert!(o.status.success() && stderr(&o).is_empty(), "exit {:?}: {}", o.status, stderr(&o));
+    for meta in metadata(&paths) {
+        assert_eq!(&meta[4096..4104], b"VINUM--\0");
+    }
+}
+
 /// Each must fail with a message naming the problem and leave every device as it was.
 #[test]
 fn bad_input_writes_nothing() {
@@ -639,4 +688,68 @@ fn a_device_named_twice_is_one_device() {
     let scan = dir.path().display().to_string();
     let out = ok(uraid(&["vinum", "ld", &paths[0], &alias.display().to_string(), "--scan", &scan]));
     assert!(out.starts_with("1 drive:\n"), "{out}");
+}
+
+/// A loop device over `file` with `sector_size`-byte logical sectors, detached on drop so that
+/// a failed assertion leaves none behind.
+struct LoopDevice(String);
+
+impl LoopDevice {
+    fn attach(file: &str, sector_size: u32) -> LoopDevice {
+        let o = std::process::Command::new("losetup")
+            .args(["--sector-size", &sector_size.to_string(), "-f", "--show", file])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run losetup (Debian package util-linux): {e}"));
+        assert!(o.status.success(), "losetup (needs root and /dev/loop-control): {}", stderr(&o));
+        let dev = stdout(&o).trim().to_string();
+        assert!(dev.starts_with("/dev/loop"), "losetup printed {dev:?}");
+        LoopDevice(dev)
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup").args(["-d", &self.0]).status();
+    }
+}
+
+/// gvinum uses only media whose logical sectors divide 512 bytes (`gv_read_header` does not
+/// taste the rest): a block device with 4096-byte sectors is refused by every verb, naming it
+/// and its sector size, before anything is written, even beside a device that would do; under
+/// --scan it is passed over; a block device with 512-byte sectors is taken.
+#[test]
+fn block_devices_with_4096_byte_sectors_are_refused() {
+    let dir = scratch();
+    let files = drive_files(dir.path(), &["k", "s"], 4 * MIB);
+    let four_k = LoopDevice::attach(&files[0], 4096);
+    let small = LoopDevice::attach(&files[1], 512);
+    let (k, s) = (four_k.0.as_str(), small.0.as_str());
+    let refusals = [
+        create(dir.path(), &format!("drive k device {k}\nvolume v\nplex org concat\nsd drive k\n"), &[]),
+        uraid(&["vinum", "concat", "-f", "-n", "c", k]),
+        uraid(&["vinum", "stripe", s, k]),
+        uraid(&["vinum", "list", k]),
+        uraid(&["vinum", "printconfig", k]),
+        uraid(&["vinum", "saveconfig", k]),
+    ];
+    for o in &refusals {
+        assert!(!o.status.success(), "{}", stdout(o));
+        assert!(stderr(o).contains(&format!("{k}: logical sector size 4096 bytes")), "{}", stderr(o));
+        assert!(stderr(o).contains("divide 512"), "{}", stderr(o));
+    }
+    for file in &files {
+        assert!(std::fs::read(file).unwrap().iter().all(|&b| b == 0), "{file} was written");
+    }
+    // Under --scan, as the kernel when tasting, it is not a drive and not an error.
+    let scan = dir.path().join("scan");
+    std::fs::create_dir(&scan).unwrap();
+    let node = std::ffi::CString::new(scan.join("node").display().to_string()).unwrap();
+    let rdev = std::os::unix::fs::MetadataExt::rdev(&std::fs::metadata(k).unwrap());
+    // SAFETY: mknod reads a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mknod(node.as_ptr(), libc::S_IFBLK | 0o600, rdev) }, 0, "mknod");
+    assert_eq!(ok(uraid(&["vinum", "ld", "--scan", &scan.display().to_string()])), "0 drives:\n");
+    // 512-byte sectors: a drive as on any file.
+    ok(uraid(&["vinum", "concat", "-n", "c", s]));
+    let json: Value = serde_json::from_str(&ok(uraid(&["vinum", "ld", "--json", s]))).unwrap();
+    assert_eq!(json["drives"].as_array().unwrap().len(), 1, "{json}");
 }

@@ -291,3 +291,15 @@ fn a_reset_leaves_every_drive_removed_as_the_kernel_does() {
     let again = startup(&devs(&list)).unwrap();
     assert!(again.drives.is_empty() && again.damaged().count() == 0);
 }
+
+/// A regular file has no sector size of its own: gvinum's rule takes it as 512-byte media.
+#[test]
+fn a_regular_file_counts_as_512_byte_sector_media() {
+    let path = uraid_testkit::scratch_dir("vinum-drives").join(format!("media-{}.img", std::process::id()));
+    std::fs::File::create(&path).unwrap().set_len(4 * MIB).unwrap();
+    let dev = FileDevice::open(&path, false).unwrap();
+    assert_eq!(dev.logical_sector_size().unwrap(), None);
+    assert_eq!(media_sector_size(&dev).unwrap(), 512);
+    assert_eq!(check_media(&dev).unwrap(), 512);
+    std::fs::remove_file(&path).unwrap();
+}

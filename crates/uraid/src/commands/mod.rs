@@ -1,5 +1,5 @@
-//! One module per `uraid` command. Shared here: the error type every command returns and how
-//! member paths are opened and probed.
+//! One module per `uraid` command. Shared here: the error type every command returns, how
+//! output reaches stdout, and how member paths are opened and probed.
 
 pub mod add;
 pub mod bench;
@@ -47,6 +47,17 @@ pub type CliResult<T = ()> = Result<T, CliError>;
 /// Build an error from anything printable.
 pub fn err<T>(message: impl Into<String>) -> CliResult<T> {
     Err(CliError(message.into()))
+}
+
+/// Write `text` to stdout. A reader that went away (`uraid ... | head`) ends the output quietly:
+/// a closed pipe is the reader's choice, not an error (`print!` would panic on it).
+pub fn emit(text: &str) -> CliResult {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => err(format!("stdout: {e}")),
+        _ => Ok(()),
+    }
 }
 
 /// Open a member file or block device.

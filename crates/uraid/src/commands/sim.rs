@@ -18,7 +18,7 @@ use uraid_fault_sim::campaign::{run_plan, Plan};
 use uraid_fault_sim::{geometries, Mutation, Scenario};
 use uraid_perf_model::seeds::{self, Figure, Options};
 
-use super::{err, CliResult};
+use super::{emit, err, CliResult};
 
 #[derive(Args)]
 pub struct SimArgs {
@@ -216,15 +216,6 @@ fn keep_buffers_in_the_heap() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
         libc::mallopt(libc::M_TOP_PAD, 64 << 20);
-    }
-}
-
-/// Write to stdout; a reader that went away (`| head`) ends the output quietly.
-fn emit(text: &str) -> CliResult {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => err(format!("stdout: {e}")),
-        _ => Ok(()),
     }
 }
 

@@ -203,12 +203,21 @@ mod tests {
         assert_eq!(usable_size(100_000), None);
     }
 
+    /// `gv_read_header` tastes a device only when 4096 and 512 are both whole sectors: sizes
+    /// that divide 512 are taken, 4Kn and every other size refused (0 too, where the kernel
+    /// would divide by zero).
     #[test]
     fn only_sector_sizes_dividing_512_are_supported() {
-        assert!(supports_sector_size(512));
-        assert!(supports_sector_size(256));
-        assert!(!supports_sector_size(4096));
-        assert!(!supports_sector_size(0));
+        for taken in [512, 256, 128, 64, 2, 1] {
+            assert!(supports_sector_size(taken), "{taken}");
+        }
+        for refused in [0, 3, 520, 1024, 2048, 4096, 8192, 65536, 1 << 40] {
+            assert!(!supports_sector_size(refused), "{refused}");
+        }
+        // Equivalently: exactly the divisors of 512.
+        for size in 0..=70_000u64 {
+            assert_eq!(supports_sector_size(size), size != 0 && 512 % size == 0, "{size}");
+        }
     }
 
     #[test]

@@ -2,10 +2,13 @@
 //! configuration copies, and subdisk data placed by [`PlexLayout`]) are read by the Python
 //! package `dissect.volume`, which must find the same volumes with the same contents.
 //!
-//! Ignored by default: it needs Python with `dissect.volume` installed
-//! (`pip install dissect.volume`). Run it with
-//! `URAID_VINUM_PEER_PYTHON=/path/to/python cargo test -p uraid-vinum --test peer_dissect -- --ignored`
-//! (the variable defaults to `python3`).
+//! Part of the test suite. It needs Python with `dissect.volume` at the version pinned in
+//! `tests/peer/requirements.txt`: `scripts/setup.sh` installs it into a virtualenv at
+//! `${XDG_CACHE_HOME:-$HOME/.cache}/uraid/peer-venv`, where the test looks for it; without it
+//! (or with another version there) the tests fail and say to run `scripts/setup.sh`.
+//! `URAID_VINUM_PEER_PYTHON=/path/to/python` runs them with another Python instead (any
+//! `dissect.volume` version it has). Alone:
+//! `cargo test -p uraid-vinum-format --test peer_dissect`.
 //!
 //! dissect.volume's own limits shape the images: it assumes each subdisk starts at the
 //! data start of its drive, one subdisk per drive; it takes a drive's data length from the
@@ -17,6 +20,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use uraid_vinum_format::drive_layout::DATA_START;
 use uraid_vinum_format::{
@@ -116,8 +120,72 @@ impl Scenario {
     }
 }
 
-fn python() -> String {
-    std::env::var("URAID_VINUM_PEER_PYTHON").unwrap_or_else(|_| "python3".into())
+/// The variable that names another Python to run the peer with.
+const PYTHON_VAR: &str = "URAID_VINUM_PEER_PYTHON";
+
+/// The virtualenv `scripts/setup.sh` makes: `${XDG_CACHE_HOME:-$HOME/.cache}/uraid/peer-venv`.
+fn default_venv() -> PathBuf {
+    let set = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let cache = set("XDG_CACHE_HOME").or_else(|| set("HOME").map(|home| home.join(".cache"))).unwrap_or_else(|| {
+        panic!("neither XDG_CACHE_HOME nor HOME is set, so the peer's virtualenv cannot be found; set {PYTHON_VAR}")
+    });
+    cache.join("uraid/peer-venv")
+}
+
+/// The `dissect.volume` version pinned in `tests/peer/requirements.txt`.
+fn pinned_version() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peer/requirements.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("dissect.volume=="))
+        .unwrap_or_else(|| panic!("{}: no dissect.volume==VERSION line", path.display()))
+        .to_string()
+}
+
+/// Where the peer's Python is and whether it is usable, checked once: a missing Python or
+/// module fails every test with what to do, so that a machine without the peer cannot pass
+/// the suite by skipping it.
+fn python() -> &'static Path {
+    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let found = PYTHON.get_or_init(|| {
+        let (python, pinned, fix) = match std::env::var_os(PYTHON_VAR).filter(|v| !v.is_empty()) {
+            Some(p) => (
+                PathBuf::from(p),
+                None,
+                format!("install dissect.volume there, or unset {PYTHON_VAR} and run scripts/setup.sh"),
+            ),
+            None => (
+                default_venv().join("bin/python"),
+                Some(pinned_version()),
+                format!("run scripts/setup.sh to install it (or set {PYTHON_VAR} to a Python that has it)"),
+            ),
+        };
+        let probe = "import importlib.metadata as m, dissect.volume.vinum.vinum; print(m.version('dissect.volume'))";
+        let output = Command::new(&python)
+            .args(["-c", probe])
+            .output()
+            .map_err(|e| format!("cannot run the peer's Python {}: {e}; {fix}", python.display()))?;
+        if !output.status.success() {
+            return Err(format!(
+                "{} cannot import dissect.volume: {}; {fix}",
+                python.display(),
+                // The traceback's last line says what is missing.
+                String::from_utf8_lossy(&output.stderr).trim().lines().last().unwrap_or("")
+            ));
+        }
+        let version = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        match pinned {
+            Some(pinned) if version != pinned => Err(format!(
+                "{} has dissect.volume {version}, but tests/peer/requirements.txt pins {pinned}; {fix}",
+                python.display()
+            )),
+            _ => Ok(python),
+        }
+    });
+    match found {
+        Ok(python) => python,
+        Err(message) => panic!("{message}"),
+    }
 }
 
 fn run_peer(dir: &Path, images: &[PathBuf]) -> Vec<Vec<String>> {
@@ -158,7 +226,6 @@ fn check(scenario: Scenario, expected_level: &str) {
 }
 
 #[test]
-#[ignore = "needs Python with dissect.volume"]
 fn dissect_reads_a_raid5_volume_written_here() {
     let stripe = 65_536;
     check(
@@ -172,7 +239,6 @@ fn dissect_reads_a_raid5_volume_written_here() {
 }
 
 #[test]
-#[ignore = "needs Python with dissect.volume"]
 fn dissect_reads_a_striped_volume_written_here() {
     let stripe = 16_384;
     check(
@@ -186,7 +252,6 @@ fn dissect_reads_a_striped_volume_written_here() {
 }
 
 #[test]
-#[ignore = "needs Python with dissect.volume"]
 fn dissect_reads_a_concat_volume_written_here() {
     check(
         Scenario {
@@ -199,7 +264,6 @@ fn dissect_reads_a_concat_volume_written_here() {
 }
 
 #[test]
-#[ignore = "needs Python with dissect.volume"]
 fn dissect_reads_a_mirrored_volume_written_here() {
     check(
         Scenario {

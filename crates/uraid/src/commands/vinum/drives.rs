@@ -5,7 +5,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use uraid_device::vinum_drives::{startup, StartedDrive, Startup};
+use uraid_device::vinum_drives::{check_media, startup, StartedDrive, Startup, VinumMediaError};
 use uraid_device::{FileDevice, MemberDevice};
 use uraid_vinum_format::drive_layout::DATA_START;
 use uraid_vinum_format::{Timeval, VinumConfig};
@@ -49,6 +49,10 @@ impl DriveSet {
     /// Open (read-only) every device given, every regular file and block device under
     /// `--scan`, and `new_drives` (the devices of drives about to be made), each device once
     /// however it is named, and find the gvinum drives on them.
+    ///
+    /// A device gvinum cannot use (logical sectors that do not divide 512 bytes) is refused
+    /// when named, before any verb writes; under `--scan` it is passed over, as the kernel
+    /// passes over it when tasting.
     pub fn start(given: &[PathBuf], search: &Search, new_drives: &[PathBuf]) -> CliResult<DriveSet> {
         // New drives' devices first: a device named twice is looked at as what it is first.
         let mut wanted: Vec<(PathBuf, Origin)> = new_drives.iter().map(|p| (p.clone(), Origin::NewDrive)).collect();
@@ -63,6 +67,11 @@ impl DriveSet {
                 continue;
             }
             let dev = open_member(&path, false)?;
+            match check_media(&dev) {
+                Ok(_) => {}
+                Err(VinumMediaError::SectorSize { .. }) if origin == Origin::Scanned => continue,
+                Err(e) => return Err(e.into()),
+            }
             seen.push(Seen { path, dev, origin, identity });
         }
         let devices: Vec<&dyn MemberDevice> = seen.iter().map(|s| &s.dev as &dyn MemberDevice).collect();

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 use uraid_vinum_format::{Plex, PlexOrganization, Subdisk, SubdiskState, VinumConfig, Volume};
 
-use super::super::{err, CliResult};
+use super::super::{emit, err, CliResult};
 use super::drives::{DriveSet, DriveView};
 use super::ListArgs;
 
@@ -440,9 +440,8 @@ pub fn run(kind: Kind, args: &ListArgs) -> CliResult {
         lister.named(kind, &names)?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&lister.json()).expect("JSON"));
+        emit(&format!("{}\n", serde_json::to_string_pretty(&lister.json()).expect("JSON")))
     } else {
-        print!("{}", lister.out);
+        emit(&lister.out)
     }
-    Ok(())
 }

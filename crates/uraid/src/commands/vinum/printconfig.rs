@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use uraid_vinum_format::drive_layout::SECTOR_SIZE;
 use uraid_vinum_format::VinumConfig;
 
-use super::super::CliResult;
+use super::super::{emit, CliResult};
 use super::drives::{hostname, now, DriveSet, DriveView};
 use super::DrivesArgs;
 
@@ -83,7 +83,6 @@ pub fn run(args: &DrivesArgs) -> CliResult {
     set.report_skipped(false)?;
     let config = set.config();
     let views = set.views(&config);
-    print!("# Vinum configuration of {}, saved at {}", hostname(), ctime(now().seconds));
-    print!("{}", format_printconfig(&views, &config, ""));
-    Ok(())
+    let head = format!("# Vinum configuration of {}, saved at {}", hostname(), ctime(now().seconds));
+    emit(&(head + &format_printconfig(&views, &config, "")))
 }

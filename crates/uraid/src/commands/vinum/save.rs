@@ -10,12 +10,12 @@
 //! (`VINUM--`), so gvinum finds no drive there any more. As gvinum, it asks for the words
 //! "NO FUTURE" first; without a terminal to ask on, `-f` is needed.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 
 use uraid_device::vinum_drives::{prepare_reset, prepare_save, DriveToWrite};
 use uraid_device::FileDevice;
 
-use super::super::{err, CliResult};
+use super::super::{emit, err, CliResult};
 use super::drives::{now, DriveSet};
 use super::{DrivesArgs, ResetArgs};
 
@@ -59,21 +59,18 @@ pub fn resetconfig(args: &ResetArgs) -> CliResult {
             ));
         }
         let names: Vec<String> = set.startup.drives.iter().map(|d| set.path_of(d).display().to_string()).collect();
-        print!(
+        emit(&format!(
             " WARNING!  This command will completely wipe out the gvinum configuration\n \
              on {}.\n All data will be lost.  If you really want to do this, enter the text\n\n NO FUTURE\n Enter text -> ",
             names.join(", ")
-        );
-        std::io::stdout().flush()?;
+        ))?;
         let mut reply = String::new();
         stdin.lock().read_line(&mut reply)?;
         // As gvinum: only the words themselves go on; anything else changes nothing.
         if reply.trim_end_matches(['\n', '\r']) != "NO FUTURE" {
-            println!("\n No change");
-            return Ok(());
+            return emit("\n No change\n");
         }
     }
     plan.run()?;
-    println!("gvinum configuration obliterated");
-    Ok(())
+    emit("gvinum configuration obliterated\n")
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Read gvinum drive images with dissect.volume (an independent Vinum reader) and report
-what it finds, for the ignored peer test in ../peer_dissect.rs.
+what it finds, for the peer test in ../peer_dissect.rs.
 
 Usage: dissect_read.py OUT_DIR IMAGE...
 
