@@ -284,3 +284,71 @@ fn a_stale_subdisk_is_revived_while_the_volume_is_served() {
     // d now holds what the writes without it left to parity: read without b, every byte.
     assert_eq!(d.cat("r5", &["c", "d"]), model);
 }
+
+#[test]
+fn checkparity_counts_bad_rows_and_rebuildparity_fixes_them() {
+    let d = Drives::new();
+    let model = random(8 * MIB as usize, 7);
+    ok(d.write("r5", 0, &model, &["b", "c", "d"]));
+    let drives: Vec<&str> = ["b", "c", "d"].iter().map(|n| d.path(n)).collect();
+    let vinum = |verb: &str, extra: &[&str]| {
+        let mut args = vec!["vinum", verb];
+        args.extend_from_slice(extra);
+        args.push("r5.p0");
+        args.extend(drives.iter().copied());
+        uraid(&args)
+    };
+    let out = String::from_utf8(ok(vinum("checkparity", &[]))).unwrap();
+    assert!(out.contains("128 rows, all correct"), "{out}");
+    // Flip a byte of row 0 (its parity is on d, column 2) and one of row 5's data on b.
+    let flip = |drive: &str, at: u64| {
+        let mut bytes = std::fs::read(d.path(drive)).unwrap();
+        bytes[at as usize] ^= 0x55;
+        std::fs::write(d.path(drive), bytes).unwrap();
+    };
+    let start = |sd: &str| d.config().subdisk(sd).unwrap().drive_offset;
+    flip("d", start("r5.p0.s2") + 100);
+    flip("b", start("r5.p0.s0") + 5 * 32_768 + 7);
+    let e = refused(vinum("checkparity", &["-v"]));
+    assert!(e.contains("2 of 128 rows have parity that disagrees"), "{e}");
+    assert!(e.contains("row 0 (plex offset 0)") && e.contains("row 5 (plex offset 327680)"), "{e}");
+    let out = String::from_utf8(ok(vinum("rebuildparity", &[]))).unwrap();
+    assert!(out.contains("2 of 128 rows had parity that disagreed"), "{out}");
+    ok(vinum("checkparity", &[]));
+    // Parity now matches the data as it is (the flipped data byte included): c rebuilt from
+    // b and d reads back what c holds.
+    let now = d.cat("r5", &["b", "c", "d"]);
+    assert_eq!(d.cat("r5", &["b", "d"]), now, "c reconstructed from b and d's parity");
+    // Not raid5, not up, unknown: refused.
+    let e = refused(uraid(&["vinum", "checkparity", "mv.p0", d.path("a"), d.path("b")]));
+    assert!(e.contains("'mv.p0' is concat, not raid5"), "{e}");
+    ok(d.write("r5", 0, b"x", &["b", "c"]));
+    let e = refused(vinum("checkparity", &[]));
+    assert!(e.contains("subdisk r5.p0.s2 is down; start it first"), "{e}");
+}
+
+#[test]
+fn start_revives_what_a_write_missed_and_refuses_what_gvinum_cannot_start() {
+    let d = Drives::new();
+    let model = random(16 * MIB as usize, 8);
+    // Written without drive b: the concat plex's second subdisk misses it.
+    ok(d.write("mv", 0, &model, &["a", "c", "d"]));
+    assert_eq!(d.subdisk_state("mv.p0.s1"), SubdiskState::Down);
+    let all: Vec<&str> = ["a", "b", "c", "d"].iter().map(|n| d.path(n)).collect();
+    let mut args = vec!["vinum", "start", "mv"];
+    args.extend(all.iter().copied());
+    let out = String::from_utf8(ok(uraid(&args))).unwrap();
+    assert!(out.contains("volume mv: revived mv.p0.s1"), "{out}");
+    assert_eq!(d.subdisk_state("mv.p0.s1"), SubdiskState::Up);
+    assert_eq!(d.cat("mv", &["a", "b"]), model, "the concat plex alone, revived");
+    let out = String::from_utf8(ok(uraid(&args))).unwrap();
+    assert!(out.contains("nothing to start"), "{out}");
+    for (object, says) in
+        [("mv.p0.s1", "cannot start 'mv.p0.s1' - not yet supported"), ("nosuch", "unknown object 'nosuch'")]
+    {
+        let mut args = vec!["vinum", "start", object];
+        args.extend(all.iter().copied());
+        let e = refused(uraid(&args));
+        assert!(e.contains(says), "{e}");
+    }
+}

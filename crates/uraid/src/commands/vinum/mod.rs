@@ -16,6 +16,7 @@
 mod create;
 pub(super) mod drives;
 mod list;
+mod passes;
 mod printconfig;
 mod save;
 
@@ -62,6 +63,13 @@ pub enum Verb {
     Raid5(Raid5Args),
     /// Make a mirrored volume: two plexes, even-numbered devices in the first.
     Mirror(MirrorArgs),
+    /// Start volumes or plexes: revive their stale subdisks (rebuilt from the other plexes, or
+    /// from a raid5 plex's parity), with progress.
+    Start(passes::StartArgs),
+    /// Check a raid5 plex's parity, row by row; exits non-zero if any row disagrees.
+    Checkparity(passes::ParityArgs),
+    /// Rewrite a raid5 plex's parity from its data, row by row.
+    Rebuildparity(passes::ParityArgs),
 }
 
 /// Where existing gvinum drives are looked for.
@@ -189,5 +197,8 @@ pub fn run(args: &VinumArgs) -> CliResult {
         Verb::Stripe(a) => create::shortcut(create::Shortcut::Stripe, &a.common),
         Verb::Raid5(a) => create::shortcut(create::Shortcut::Raid5(a.s.clone()), &a.common),
         Verb::Mirror(a) => create::shortcut(create::Shortcut::Mirror { striped: a.s }, &a.common),
+        Verb::Start(a) => passes::start(a),
+        Verb::Checkparity(a) => passes::parity(a, false),
+        Verb::Rebuildparity(a) => passes::parity(a, true),
     }
 }
