@@ -352,3 +352,42 @@ fn start_revives_what_a_write_missed_and_refuses_what_gvinum_cannot_start() {
         assert!(e.contains(says), "{e}");
     }
 }
+
+#[test]
+fn start_initialises_a_raid5_plex_that_is_down() {
+    let d = Drives::new();
+    ok(d.write("r5", 0, &random(8 * MIB as usize, 9), &["b", "c", "d"]));
+    // Two of its three subdisks stale and the plex down, as the drives would hold them after
+    // the plex lost them: its data cannot be rebuilt, only initialised.
+    for drive in ["a", "b", "c", "d"] {
+        let path = d.path(drive);
+        let mut bytes = std::fs::read(path).unwrap();
+        let mut meta = DriveMetadata::parse(&bytes[..135_680]).unwrap();
+        meta.config_text = meta
+            .config_text
+            .lines()
+            .map(|l| match l {
+                l if l.starts_with("sd name r5.p0.s0 ") || l.starts_with("sd name r5.p0.s1 ") => {
+                    l.replace("state up", "state stale")
+                }
+                l if l.starts_with("plex name r5.p0 ") => l.replace("state up", "state down"),
+                l => l.to_string(),
+            })
+            .map(|l| l + "\n")
+            .collect();
+        bytes[..135_680].copy_from_slice(&meta.to_bytes().unwrap());
+        std::fs::write(path, bytes).unwrap();
+    }
+    let e = refused(d.run("cat", "r5", &[], &["b", "c", "d"], b""));
+    assert!(e.contains("r5.p0.s0 (stale), r5.p0.s1 (stale)"), "{e}");
+    let out = uraid(&["vinum", "start", "r5", d.path("b"), d.path("c"), d.path("d")]);
+    assert!(stderr(&out).contains("every subdisk is zero-filled"), "{}", stderr(&out));
+    assert!(String::from_utf8(ok(out)).unwrap().contains("volume r5: initialised"));
+    for sd in ["r5.p0.s0", "r5.p0.s1", "r5.p0.s2"] {
+        assert_eq!(d.subdisk_state(sd), SubdiskState::Up, "{sd}");
+    }
+    assert!(d.cat("r5", &["b", "c", "d"]).iter().all(|&b| b == 0), "zero-filled");
+    // Every row's parity is right: any one drive can go.
+    assert!(d.cat("r5", &["b", "d"]).iter().all(|&b| b == 0), "c rebuilt from parity");
+    ok(uraid(&["vinum", "checkparity", "r5.p0", d.path("b"), d.path("c"), d.path("d")]));
+}

@@ -98,6 +98,31 @@ impl VolumePlan {
         Ok(plan)
     }
 
+    /// `volume` about to be initialised (`gvinum start` of a raid5 plex that is down: every
+    /// subdisk is zero-filled, which makes every row's parity right): every subdisk serves
+    /// whatever its state, so every drive must have been found. Only a volume of one raid5
+    /// plex is initialised.
+    pub fn initialising(config: &VinumConfig, volume: &str, found: &[String]) -> Result<VolumePlan, VolumePlanError> {
+        let layout = VolumeLayout::new(config, volume)?;
+        if !matches!(layout.redundancy(), uraid_engine::geometry::Redundancy::Parity { .. }) {
+            return Err(VolumePlanError::Down {
+                volume: volume.to_string(),
+                why: format!("only a raid5 plex is initialised, and this is a {}", layout.summary()),
+            });
+        }
+        let mut slots = Vec::new();
+        for sd in layout.slot_subdisks() {
+            let Some(drive) = found.iter().position(|d| *d == sd.drive) else {
+                return Err(VolumePlanError::Down {
+                    volume: volume.to_string(),
+                    why: format!("cannot initialise: drive {} of subdisk {} was not found", sd.drive, sd.subdisk),
+                });
+            };
+            slots.push((sd, Some(drive), SlotStart::Serves));
+        }
+        Ok(VolumePlan { layout, slots, config: config.clone() })
+    }
+
     /// The engine's state for each slot: serving subdisks in sync, stale ones to be rebuilt
     /// (`revive`) or failed, absent ones missing.
     pub fn slot_states(&self, revive: bool) -> Vec<SlotState> {

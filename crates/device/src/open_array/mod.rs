@@ -159,6 +159,16 @@ impl OpenArray {
         self.run(Request::Write { offset, data: data.into() }).map(|_| ())
     }
 
+    /// Make `[offset, offset+len)` read back as zeros (whole stripes on parity layouts; see
+    /// `Request::Discard`).
+    pub fn discard(&mut self, offset: u64, len: u64) -> Result<(), OpenError> {
+        if !self.writable {
+            return Err(OpenError::ReadOnly);
+        }
+        self.written = true;
+        self.run(Request::Discard { offset, len }).map(|_| ())
+    }
+
     /// Flush every member.
     pub fn flush(&mut self) -> Result<(), OpenError> {
         self.run(Request::Flush).map(|_| ())

@@ -48,6 +48,15 @@ pub enum VolumeOpenError {
     Engine(#[from] uraid_engine::EngineError),
 }
 
+/// How a volume is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VolumeStart {
+    /// To run: subdisks that are not up are left out or revived.
+    Run,
+    /// To be initialised: every subdisk taken, to be zeroed.
+    Initialise,
+}
+
 /// What only a Vinum volume has: its plan, the drives found and gvinum's metadata.
 pub struct VinumVolume {
     /// The volume's name.
@@ -94,6 +103,33 @@ impl OpenArray {
         volume: &str,
         writable: bool,
     ) -> Result<OpenArray, VolumeOpenError> {
+        OpenArray::open_volume_as(devs, volume, writable, VolumeStart::Run)
+    }
+
+    /// Find the gvinum drives at `paths` and open `volume`, a single raid5 plex, to be
+    /// initialised: every subdisk taken as it is, whatever its state, for the caller to zero
+    /// the whole volume through the engine and then record every subdisk up
+    /// ([`uraid_vinum::VolumePlan::initialising`]).
+    pub fn open_volume_to_initialise(
+        paths: &[impl AsRef<std::path::Path>],
+        volume: &str,
+    ) -> Result<OpenArray, VolumeOpenError> {
+        let mut devs: Vec<Box<dyn MemberDevice>> = Vec::new();
+        for p in paths {
+            let p = p.as_ref();
+            let dev = FileDevice::open(p, true)
+                .map_err(|source| VolumeOpenError::Open { path: p.display().to_string(), source })?;
+            devs.push(Box::new(dev));
+        }
+        OpenArray::open_volume_as(devs, volume, true, VolumeStart::Initialise)
+    }
+
+    fn open_volume_as(
+        devs: Vec<Box<dyn MemberDevice>>,
+        volume: &str,
+        writable: bool,
+        how: VolumeStart,
+    ) -> Result<OpenArray, VolumeOpenError> {
         let devs: Vec<Arc<dyn MemberDevice>> = devs.into_iter().map(Arc::from).collect();
         let refs: Vec<&dyn MemberDevice> = devs.iter().map(|d| d.as_ref()).collect();
         let found = startup(&refs)?;
@@ -102,7 +138,10 @@ impl OpenArray {
         }
         let config = found.merged.config_in_kernel_list_order();
         let names: Vec<String> = found.drives.iter().map(|d| d.drive.header.label.name.clone()).collect();
-        let plan = VolumePlan::new(&config, volume, &names)?;
+        let plan = match how {
+            VolumeStart::Run => VolumePlan::new(&config, volume, &names)?,
+            VolumeStart::Initialise => VolumePlan::initialising(&config, volume, &names)?,
+        };
         for (sd, drive, _) in &plan.slots {
             let Some(d) = drive else { continue };
             let started = &found.drives[*d];

@@ -14,7 +14,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use uraid_device::service::{ArrayService, ServiceConfig, SpeedLimits};
 use uraid_device::OpenArray;
-use uraid_vinum_format::{PlexOrganization, SubdiskState, VinumConfig};
+use uraid_vinum::VolumePlan;
+use uraid_vinum_format::{PlexOrganization, PlexState, SubdiskState, VinumConfig};
 
 use super::super::{err, open_volume, report_stop, CliError, CliResult};
 use super::drives::DriveSet;
@@ -58,14 +59,17 @@ fn devices_and_names(args: &[String]) -> (Vec<PathBuf>, Vec<String>) {
     (devices.into_iter().map(PathBuf::from).collect(), names.into_iter().cloned().collect())
 }
 
-/// The merged configuration of the drives among `devices` and under `--scan`.
-fn configuration(devices: &[PathBuf], search: &Search) -> CliResult<VinumConfig> {
+/// The merged configuration of the drives among `devices` and under `--scan`, with the names
+/// of the drives found and their paths.
+fn configuration(devices: &[PathBuf], search: &Search) -> CliResult<(VinumConfig, Vec<(String, PathBuf)>)> {
     let set = DriveSet::start(devices, search, &[])?;
     set.report_skipped(false)?;
     if set.startup.drives.is_empty() {
         return err("no gvinum drives found: name their devices or give --scan DIR");
     }
-    Ok(set.config())
+    let found =
+        set.startup.drives.iter().map(|d| (d.drive.header.label.name.clone(), set.path_of(d).to_path_buf())).collect();
+    Ok((set.config(), found))
 }
 
 /// `gvinum start VOLUME|PLEX...`: revive every stale subdisk of the volume (rebuilt from its
@@ -76,7 +80,7 @@ pub fn start(args: &StartArgs) -> CliResult {
     if names.is_empty() {
         return err("start: name the volumes or plexes to start");
     }
-    let config = configuration(&devices, &args.search)?;
+    let (config, found) = configuration(&devices, &args.search)?;
     let mut volumes: Vec<String> = Vec::new();
     for name in &names {
         let volume = if config.volume(name).is_some() {
@@ -97,8 +101,48 @@ pub fn start(args: &StartArgs) -> CliResult {
         speed.max_bytes_per_sec = parse_size(max, 1).map_err(CliError)?.max(1);
     }
     for volume in &volumes {
-        start_volume(&devices, &args.search, volume, speed)?;
+        if must_initialise(&config, volume, &found) {
+            initialise(&found, volume)?;
+        } else {
+            start_volume(&devices, &args.search, volume, speed)?;
+        }
     }
+    Ok(())
+}
+
+/// Whether starting `volume` initialises it, as `gv_start_plex` does a raid5 plex that is
+/// down (or initialising): too few of its subdisks are up to rebuild the others from parity,
+/// every drive is there, and the plex says so.
+fn must_initialise(config: &VinumConfig, volume: &str, found: &[(String, PathBuf)]) -> bool {
+    let names: Vec<String> = found.iter().map(|(n, _)| n.clone()).collect();
+    let plexes = config.plexes_of(volume);
+    let [plex] = plexes.as_slice() else { return false };
+    matches!(plex.organization, PlexOrganization::Raid5 { .. })
+        && matches!(plex.state, PlexState::Down | PlexState::Initializing)
+        && VolumePlan::new(config, volume, &names).is_err()
+        && VolumePlan::initialising(config, volume, &names).is_ok()
+}
+
+/// Zero every subdisk of a raid5 volume's plex through the engine (whole rows, so every row's
+/// parity is right), then record every subdisk up.
+fn initialise(found: &[(String, PathBuf)], volume: &str) -> CliResult {
+    let paths: Vec<&PathBuf> = found.iter().map(|(_, p)| p).collect();
+    let mut array = OpenArray::open_volume_to_initialise(&paths, volume)?;
+    eprintln!(
+        "uraid: volume {volume}: initialising its raid5 plex: every subdisk is zero-filled, as gvinum start does"
+    );
+    let size = array.size();
+    let step = array.engine().geometry().stripe_data_bytes().expect("a raid5 plex") * 64;
+    let mut at = 0;
+    while at < size {
+        let len = step.min(size - at);
+        array.discard(at, len)?;
+        at += len;
+    }
+    array.flush()?;
+    array.record_roles()?;
+    array.close()?;
+    println!("volume {volume}: initialised");
     Ok(())
 }
 
@@ -134,7 +178,7 @@ pub fn parity(args: &ParityArgs, repair: bool) -> CliResult {
     let [plex] = names.as_slice() else {
         return err(format!("{verb}: name one raid5 plex"));
     };
-    let config = configuration(&devices, &args.search)?;
+    let (config, _) = configuration(&devices, &args.search)?;
     let Some(p) = config.plex(plex) else {
         return err(format!("{verb}: unknown plex '{plex}'"));
     };
