@@ -18,6 +18,7 @@
 //! fault simulator crash an array between and inside these writes and assemble it again from
 //! the bytes, with the same code that serves it.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::ops::Range;
 
@@ -179,4 +180,100 @@ pub trait ArrayMetadata: Send {
     /// Bytes per intent region (of each member, or of the array for layouts that say so), or
     /// `None` when the format keeps no intent log for this array.
     fn intent_region_bytes(&self) -> Option<u64>;
+}
+
+/// The queue every format keeps behind [`ArrayMetadata`]: its updates as steps in order, the
+/// one step out with the driver, how far updates are durable, and the failure that ends them.
+/// A format decides what to write; this keeps the protocol of handing it out the same for all.
+#[derive(Debug, Default)]
+pub struct StepQueue {
+    /// Steps not yet handed out, in order.
+    queue: VecDeque<MetaStep>,
+    /// The step out with the driver.
+    out: Option<MetaStep>,
+    /// Tickets issued so far.
+    issued: u64,
+    durable_through: u64,
+    failed: Option<MetaError>,
+}
+
+impl StepQueue {
+    pub fn new() -> StepQueue {
+        StepQueue::default()
+    }
+
+    /// Queue `steps` (empty ones dropped); the last completes a new ticket, returned. `None`
+    /// when nothing is left to write.
+    pub fn push(&mut self, mut steps: Vec<MetaStep>) -> Option<Ticket> {
+        steps.retain(|s| !s.ops.is_empty());
+        if steps.is_empty() {
+            return None;
+        }
+        self.issued += 1;
+        let ticket = Ticket(self.issued);
+        if let Some(last) = steps.last_mut() {
+            last.completes = Some(ticket);
+        }
+        self.queue.extend(steps);
+        Some(ticket)
+    }
+
+    /// Keep only the queued steps (not the one out) for which `keep` holds: a format drops
+    /// steps a newer update supersedes. Their tickets complete with a later one's.
+    pub fn retain_queued(&mut self, keep: impl FnMut(&MetaStep) -> bool) {
+        self.queue.retain(keep);
+    }
+
+    /// [`ArrayMetadata::next_step`].
+    pub fn next_step(&mut self) -> Option<MetaStep> {
+        if self.out.is_some() || self.failed.is_some() {
+            return None;
+        }
+        let step = self.queue.pop_front()?;
+        self.out = Some(step.clone());
+        Some(step)
+    }
+
+    /// [`ArrayMetadata::step_done`]: a failure ends every update still queued.
+    pub fn step_done(&mut self, result: Result<(), MetaError>) {
+        let Some(MetaStep { completes, .. }) = self.out.take() else { return };
+        match result {
+            Ok(()) => {
+                if let Some(t) = completes {
+                    self.durable_through = self.durable_through.max(t.0);
+                }
+            }
+            Err(e) => {
+                self.queue.clear();
+                self.failed = Some(e);
+            }
+        }
+    }
+
+    /// The step out failed on a device the driver has failed: it is to be performed again,
+    /// and so are the queued steps, without the ops for which `gone` holds. Ops that completed
+    /// on other devices are performed again: they write the same bytes.
+    pub fn without(&mut self, gone: impl Fn(&MetaOp) -> bool) {
+        let keep = |step: &mut MetaStep| step.ops.retain(|op| !gone(op));
+        if let Some(mut step) = self.out.take() {
+            keep(&mut step);
+            self.queue.push_front(step);
+        }
+        self.queue.iter_mut().for_each(keep);
+    }
+
+    /// [`ArrayMetadata::durable`].
+    pub fn durable(&self, ticket: Ticket) -> bool {
+        ticket.0 <= self.durable_through
+    }
+
+    /// Why no more metadata can be written, once a step failed.
+    pub fn failed(&self) -> Option<&MetaError> {
+        self.failed.as_ref()
+    }
+
+    /// The newest update queued, if any.
+    pub fn newest(&self) -> Option<Ticket> {
+        (self.issued > 0).then_some(Ticket(self.issued))
+    }
 }

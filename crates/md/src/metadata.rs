@@ -21,12 +21,10 @@
 //! superblock is written, as md's `md_bitmap_update_sb` completes before `md_update_sb` writes
 //! the superblocks, so a bitmap's events are never behind its superblock's after a crash.
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
 use uraid_engine::array::SlotState;
 use uraid_engine::metadata::{
-    ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, MetaStep, MetaWhat, Ticket, UnixSeconds,
+    ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, MetaStep, MetaWhat, StepQueue, Ticket, UnixSeconds,
 };
 use uraid_engine::SECTOR_BYTES;
 use uraid_md_format::bitmap::{self, BitmapSuper};
@@ -154,13 +152,7 @@ pub struct MdMetadata {
     /// Membership changed since the last superblock update.
     devs_changed: bool,
     bitmap: Option<WriteIntentBits>,
-    /// Steps not yet handed out, in order.
-    queue: VecDeque<MetaStep>,
-    /// A step is out with the driver.
-    step_out: Option<MetaStep>,
-    issued: u64,
-    durable_through: u64,
-    failed: Option<MetaError>,
+    steps: StepQueue,
 }
 
 impl MdMetadata {
@@ -178,11 +170,7 @@ impl MdMetadata {
             can_decrease_events: false,
             devs_changed: false,
             bitmap: start.bitmap,
-            queue: VecDeque::new(),
-            step_out: None,
-            issued: 0,
-            durable_through: 0,
-            failed: None,
+            steps: StepQueue::new(),
         }
     }
 
@@ -203,7 +191,7 @@ impl MdMetadata {
 
     /// Why the metadata can no longer be written, once a step failed.
     pub fn failed(&self) -> Option<&MetaError> {
-        self.failed.as_ref()
+        self.steps.failed()
     }
 
     /// md's resync position for "consistent below `array_bytes`": raid1/4/5/6 resync walks the
@@ -240,7 +228,7 @@ impl MdMetadata {
 
     /// The newest update recorded, if any.
     pub fn newest(&self) -> Option<Ticket> {
-        (self.issued > 0).then_some(Ticket(self.issued))
+        self.steps.newest()
     }
 
     /// A device joins the driver's list (a new member or spare, whose own superblock the driver
@@ -323,23 +311,9 @@ impl MdMetadata {
         }
     }
 
-    fn ticket(&mut self) -> Ticket {
-        self.issued += 1;
-        Ticket(self.issued)
-    }
-
     /// Queue `steps`, the last of which completes a new ticket.
-    fn queue_steps(&mut self, mut steps: Vec<MetaStep>) -> Option<Ticket> {
-        steps.retain(|s| !s.ops.is_empty());
-        if steps.is_empty() {
-            return None;
-        }
-        let ticket = self.ticket();
-        if let Some(last) = steps.last_mut() {
-            last.completes = Some(ticket);
-        }
-        self.queue.extend(steps);
-        Some(ticket)
+    fn queue_steps(&mut self, steps: Vec<MetaStep>) -> Option<Ticket> {
+        self.steps.push(steps)
     }
 
     fn slot_states(&self, devices: &[DeviceRole]) -> Vec<SlotState> {
@@ -490,7 +464,9 @@ impl MdMetadata {
         // update that writes something supersedes (with no live member left, the queued steps
         // must still run, or fail, for their tickets to end); a log header write is kept.
         if steps.iter().any(|step| !step.ops.is_empty()) {
-            self.queue.retain(|step| step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Log, .. })));
+            self.steps.retain_queued(|step| {
+                step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Log, .. }))
+            });
         }
         self.queue_steps(steps)
     }
@@ -535,7 +511,7 @@ impl ArrayMetadata for MdMetadata {
         devices: &[DeviceRole],
         now: UnixSeconds,
     ) -> Result<Option<Ticket>, MetaError> {
-        if let Some(e) = &self.failed {
+        if let Some(e) = self.steps.failed() {
             return Err(e.clone());
         }
         if !self.writable {
@@ -583,27 +559,11 @@ impl ArrayMetadata for MdMetadata {
     }
 
     fn next_step(&mut self) -> Option<MetaStep> {
-        if self.step_out.is_some() || self.failed.is_some() {
-            return None;
-        }
-        let step = self.queue.pop_front()?;
-        self.step_out = Some(step.clone());
-        Some(step)
+        self.steps.next_step()
     }
 
     fn step_done(&mut self, result: Result<(), MetaError>) {
-        let Some(MetaStep { completes, .. }) = self.step_out.take() else { return };
-        match result {
-            Ok(()) => {
-                if let Some(t) = completes {
-                    self.durable_through = self.durable_through.max(t.0);
-                }
-            }
-            Err(e) => {
-                self.queue.clear();
-                self.failed = Some(e);
-            }
-        }
+        self.steps.step_done(result);
     }
 
     fn membership_changed(&mut self) {
@@ -612,19 +572,13 @@ impl ArrayMetadata for MdMetadata {
 
     fn step_failed_on(&mut self, device: usize) {
         // md (`super_written`): a member whose superblock write fails is failed, and the update
-        // is written again to the others (`MD_SB_NEED_REWRITE`). Ops of the step that completed
-        // on the others are written again: they hold the same bytes.
-        let keep = |step: &mut MetaStep| step.ops.retain(|op| op.device() != device);
-        if let Some(mut step) = self.step_out.take() {
-            keep(&mut step);
-            self.queue.push_front(step);
-        }
-        self.queue.iter_mut().for_each(keep);
+        // is written again to the others (`MD_SB_NEED_REWRITE`).
+        self.steps.without(|op| op.device() == device);
         self.devs_changed = true;
     }
 
     fn durable(&self, ticket: Ticket) -> bool {
-        ticket.0 <= self.durable_through
+        self.steps.durable(ticket)
     }
 
     fn is_dirty(&self) -> bool {

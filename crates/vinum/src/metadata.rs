@@ -30,12 +30,11 @@
 //! configuration is, moves on only once both copies hold the new text (the kernel reads copy
 //! 1; a copy torn mid-write is caught by the other).
 
-use std::collections::VecDeque;
 use std::ops::Range;
 
 use bytes::Bytes;
 use uraid_engine::metadata::{
-    ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, MetaStep, MetaWhat, Ticket, UnixSeconds,
+    ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, MetaStep, MetaWhat, StepQueue, Ticket, UnixSeconds,
 };
 use uraid_engine::SlotState;
 use uraid_vinum_format::drive_layout::{config_area_bytes, CONFIG_LEN, CONFIG_OFFSET};
@@ -97,11 +96,7 @@ pub struct VinumMetadata {
     writes_seen: bool,
     /// The configuration text the drives hold, as read or as the last save wrote it.
     last_saved: Option<String>,
-    queue: VecDeque<MetaStep>,
-    step_out: Option<MetaStep>,
-    next_ticket: u64,
-    durable_through: u64,
-    failed: Option<MetaError>,
+    steps: StepQueue,
 }
 
 impl VinumMetadata {
@@ -118,11 +113,7 @@ impl VinumMetadata {
             roles_changed: false,
             writes_seen: false,
             last_saved: format_config(&start.on_disk).ok(),
-            queue: VecDeque::new(),
-            step_out: None,
-            next_ticket: 1,
-            durable_through: 0,
-            failed: None,
+            steps: StepQueue::new(),
         }
     }
 
@@ -138,12 +129,12 @@ impl VinumMetadata {
 
     /// Why no more metadata can be written, once a write failed with no drive to leave out.
     pub fn failed(&self) -> Option<&MetaError> {
-        self.failed.as_ref()
+        self.steps.failed()
     }
 
     /// The newest update recorded, if any.
     pub fn newest(&self) -> Option<Ticket> {
-        (self.next_ticket > 1).then(|| Ticket(self.next_ticket - 1))
+        self.steps.newest()
     }
 
     /// Whether the volume keeps copies a crash could leave disagreeing (several plexes).
@@ -214,10 +205,10 @@ impl VinumMetadata {
 
     /// Queue a save of the configuration to every up drive, unless it would write the text the
     /// drives already hold from the last save. Returns its ticket.
-    fn save(&mut self, now: UnixSeconds, force: bool) -> Result<Option<Ticket>, MetaError> {
+    fn save(&mut self, now: UnixSeconds) -> Result<Option<Ticket>, MetaError> {
         let config = self.config_to_save();
         let text = format_config(&config).map_err(|e| MetaError::Format(format!("configuration save: {e}")))?;
-        if !force && self.last_saved.as_deref() == Some(text.as_str()) {
+        if self.last_saved.as_deref() == Some(text.as_str()) {
             return Ok(None);
         }
         let area =
@@ -234,8 +225,6 @@ impl VinumMetadata {
         if targets.is_empty() {
             return Err(MetaError::Format("no up drive is left to save the configuration to".into()));
         }
-        let ticket = Ticket(self.next_ticket);
-        self.next_ticket += 1;
         let flushes =
             || MetaStep { ops: targets.iter().map(|&(_, device)| MetaOp::Flush { device }).collect(), completes: None };
         let writes = |offset: u64, data: &Bytes| MetaStep {
@@ -245,10 +234,6 @@ impl VinumMetadata {
                 .collect(),
             completes: None,
         };
-        self.queue.push_back(writes(CONFIG_OFFSET + CONFIG_LEN as u64, &area));
-        self.queue.push_back(flushes());
-        self.queue.push_back(writes(CONFIG_OFFSET, &area));
-        self.queue.push_back(flushes());
         let mut headers = Vec::new();
         for &(d, device) in &targets {
             let header = self.drives[d].header.saved_at(stamp);
@@ -262,13 +247,17 @@ impl VinumMetadata {
             });
             self.drives[d].header = header;
         }
-        self.queue.push_back(MetaStep { ops: headers, completes: None });
-        let mut last = flushes();
-        last.completes = Some(ticket);
-        self.queue.push_back(last);
+        let ticket = self.steps.push(vec![
+            writes(CONFIG_OFFSET + CONFIG_LEN as u64, &area),
+            flushes(),
+            writes(CONFIG_OFFSET, &area),
+            flushes(),
+            MetaStep { ops: headers, completes: None },
+            flushes(),
+        ]);
         self.last_saved = Some(text);
         self.roles_changed = false;
-        Ok(Some(ticket))
+        Ok(ticket)
     }
 }
 
@@ -294,7 +283,7 @@ impl ArrayMetadata for VinumMetadata {
         devices: &[DeviceRole],
         now: UnixSeconds,
     ) -> Result<Option<Ticket>, MetaError> {
-        if let Some(e) = &self.failed {
+        if let Some(e) = self.steps.failed() {
             return Err(e.clone());
         }
         if !self.writable {
@@ -318,7 +307,7 @@ impl ArrayMetadata for VinumMetadata {
                 self.take_roles(devices);
                 self.writes_seen = true;
                 self.dirty = self.mirrored();
-                self.save(now, false)
+                self.save(now)
             }
             MetaChange::Clean => {
                 if !self.dirty && !self.roles_changed {
@@ -326,11 +315,11 @@ impl ArrayMetadata for VinumMetadata {
                 }
                 self.take_roles(devices);
                 self.dirty = false;
-                self.save(now, false)
+                self.save(now)
             }
             MetaChange::Roles => {
                 self.take_roles(devices);
-                self.save(now, false)
+                self.save(now)
             }
             MetaChange::IntentSet(_)
             | MetaChange::IntentClear(_)
@@ -340,27 +329,11 @@ impl ArrayMetadata for VinumMetadata {
     }
 
     fn next_step(&mut self) -> Option<MetaStep> {
-        if self.step_out.is_some() || self.failed.is_some() {
-            return None;
-        }
-        let step = self.queue.pop_front()?;
-        self.step_out = Some(step.clone());
-        Some(step)
+        self.steps.next_step()
     }
 
     fn step_done(&mut self, result: Result<(), MetaError>) {
-        let Some(MetaStep { completes, .. }) = self.step_out.take() else { return };
-        match result {
-            Ok(()) => {
-                if let Some(t) = completes {
-                    self.durable_through = self.durable_through.max(t.0);
-                }
-            }
-            Err(e) => {
-                self.queue.clear();
-                self.failed = Some(e);
-            }
-        }
+        self.steps.step_done(result);
     }
 
     fn membership_changed(&mut self) {
@@ -372,18 +345,13 @@ impl ArrayMetadata for VinumMetadata {
         // and every later one; the other drives still get every step.
         let drive = self.devices[device];
         self.drives[drive].up = false;
-        let devices = self.devices.clone();
-        let keep = |step: &mut MetaStep| step.ops.retain(|op| devices[op.device()] != drive);
-        if let Some(mut step) = self.step_out.take() {
-            keep(&mut step);
-            self.queue.push_front(step);
-        }
-        self.queue.iter_mut().for_each(keep);
+        let devices = &self.devices;
+        self.steps.without(|op| devices[op.device()] == drive);
         self.roles_changed = true;
     }
 
     fn durable(&self, ticket: Ticket) -> bool {
-        ticket.0 <= self.durable_through
+        self.steps.durable(ticket)
     }
 
     fn is_dirty(&self) -> bool {
