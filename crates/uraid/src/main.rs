@@ -188,6 +188,9 @@ pub struct ExamineArgs {
 pub struct DetailArgs {
     #[arg(long)]
     pub json: bool,
+    /// Describe the gvinum volume NAME of the drives given (or found under --scan).
+    #[arg(long, value_name = "NAME")]
+    pub volume: Option<String>,
     /// Find members under DIR and describe every array found there.
     #[arg(long, value_name = "DIR")]
     pub scan: Option<PathBuf>,

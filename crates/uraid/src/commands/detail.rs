@@ -6,11 +6,22 @@ use std::path::PathBuf;
 use serde_json::Value;
 use uraid_device::OpenArray;
 
-use super::{err, scan_groups, CliResult};
+use super::vinum::describe::detail_volume;
+use super::{emit, err, open_volume, scan_groups, CliResult};
 use crate::report::{detail_json, detail_text};
 use crate::DetailArgs;
 
 pub fn run(args: &DetailArgs) -> CliResult {
+    if let Some(volume) = &args.volume {
+        let array = open_volume(&args.members, args.scan.as_deref(), volume, false)?;
+        let (text, value) = detail_volume(&array);
+        if args.json {
+            emit(&format!("{}\n", serde_json::to_string_pretty(&value).expect("JSON")))?;
+        } else {
+            emit(&text)?;
+        }
+        return Ok(());
+    }
     let groups: Vec<Vec<PathBuf>> = match &args.scan {
         None => vec![args.members.clone()],
         Some(dir) => scan_groups(dir)?.into_iter().map(|(_, g)| g).collect(),
@@ -26,7 +37,7 @@ pub fn run(args: &DetailArgs) -> CliResult {
                 if args.json {
                     json.push(value);
                 } else {
-                    println!("{text}");
+                    emit(&format!("{text}\n"))?;
                 }
             }
             Err(e) if groups.len() == 1 => return Err(e),
@@ -39,7 +50,7 @@ pub fn run(args: &DetailArgs) -> CliResult {
     if args.json {
         // One array: an object; a scan: a list, one per array.
         let out = if args.scan.is_none() { json.pop().unwrap_or(Value::Null) } else { Value::Array(json) };
-        println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
+        emit(&format!("{}\n", serde_json::to_string_pretty(&out).expect("JSON")))?;
     }
     if failed > 0 {
         return err(format!("{failed} of {} arrays could not be assembled", groups.len()));

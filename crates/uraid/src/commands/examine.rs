@@ -1,13 +1,16 @@
-//! `uraid examine`: print each member's md superblock, as `mdadm --examine` does.
+//! `uraid examine`: print each member's md superblock, as `mdadm --examine` does, or the header
+//! and subdisks of a gvinum drive.
 //!
 //! Every member is reported; a member without a superblock, or with a damaged one, is an error
 //! for that member (named in the message) and makes the command exit non-zero after printing the
 //! others.
 
 use serde_json::Value;
+use uraid_device::vinum_drives::{read_drive, VinumDriveError};
 use uraid_device::MemberDevice;
 
-use super::{open_and_probe, CliError, CliResult};
+use super::vinum::describe::examine_drive;
+use super::{emit, open_and_probe, CliError, CliResult};
 use crate::report::{examine_json, examine_text};
 use crate::ExamineArgs;
 
@@ -22,15 +25,29 @@ pub fn run(args: &ExamineArgs) -> CliResult {
                 if args.json {
                     json.push(examine_json(&name, &info, dev.size()));
                 } else {
-                    println!("{}", examine_text(&name, &info));
+                    emit(&format!("{}\n", examine_text(&name, &info)))?;
                 }
             }
-            Ok((dev, None)) => failures.push(uraid_device::probe::no_superblock(&dev as &dyn MemberDevice).to_string()),
+            Ok((dev, None)) => match read_drive(&dev as &dyn MemberDevice) {
+                Ok(drive) => {
+                    let (text, value) = examine_drive(&name, dev.size(), &drive);
+                    if args.json {
+                        json.push(value);
+                    } else {
+                        emit(&format!("{text}\n"))?;
+                    }
+                }
+                Err(VinumDriveError::NoHeader { .. }) => failures.push(format!(
+                    "{}; no gvinum drive header either",
+                    uraid_device::probe::no_superblock(&dev as &dyn MemberDevice)
+                )),
+                Err(e) => failures.push(e.to_string()),
+            },
             Err(e) => failures.push(e.0),
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json).expect("JSON"));
+        emit(&format!("{}\n", serde_json::to_string_pretty(&json).expect("JSON")))?;
     }
     if failures.len() == 1 {
         return Err(CliError(failures.remove(0)));

@@ -14,6 +14,7 @@
 //! - `saveconfig`, `resetconfig`: [`save`].
 
 mod create;
+pub(super) mod describe;
 pub(super) mod drives;
 mod list;
 mod passes;
