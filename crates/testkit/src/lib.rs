@@ -4,7 +4,8 @@
 //! - member images of a new md array with real superblocks ([`NewMdArray`]);
 //! - discovery of the md fixtures that the real Linux kernel made (`shared/fixtures/md/<case>/`),
 //!   with their `case.json` and their member images decompressed on demand into a cache;
-//! - the md-oracle data pattern, so a test can say what any logical sector of a fixture holds.
+//! - the md-oracle data pattern, so a test can say what any logical sector of a fixture holds;
+//! - the independent Vinum reader (`dissect.volume`) the gvinum cross-checks run ([`vinum_peer`]).
 //!
 //! Fixture cases are discovered, never listed, so new cases are picked up without code changes.
 //! A missing fixture folder is an error, not a skip: a suite that silently tests nothing is worse
@@ -19,6 +20,7 @@ use sha2::{Digest, Sha256};
 
 mod new_md;
 pub use new_md::NewMdArray;
+pub mod vinum_peer;
 
 /// Where the kernel-made fixtures live: `$URAID_FIXTURES`, else `shared/fixtures/md` beside the
 /// repository (the layout CI uses).

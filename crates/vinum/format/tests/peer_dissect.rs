@@ -4,7 +4,8 @@
 //!
 //! Part of the test suite. It needs Python with `dissect.volume` at the version pinned in
 //! `tests/peer/requirements.txt`: `scripts/setup.sh` installs it into a virtualenv at
-//! `${XDG_CACHE_HOME:-$HOME/.cache}/uraid/peer-venv`, where the test looks for it; without it
+//! `${XDG_CACHE_HOME:-$HOME/.cache}/uraid/peer-venv`, where the test looks for it (with
+//! `uraid_testkit::vinum_peer`, shared with the binary's end-to-end cross-check); without it
 //! (or with another version there) the tests fail and say to run `scripts/setup.sh`.
 //! `URAID_VINUM_PEER_PYTHON=/path/to/python` runs them with another Python instead (any
 //! `dissect.volume` version it has). Alone:
@@ -20,7 +21,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+
+use uraid_testkit::vinum_peer;
 
 use uraid_vinum_format::drive_layout::DATA_START;
 use uraid_vinum_format::{
@@ -120,77 +122,13 @@ impl Scenario {
     }
 }
 
-/// The variable that names another Python to run the peer with.
-const PYTHON_VAR: &str = "URAID_VINUM_PEER_PYTHON";
-
-/// The virtualenv `scripts/setup.sh` makes: `${XDG_CACHE_HOME:-$HOME/.cache}/uraid/peer-venv`.
-fn default_venv() -> PathBuf {
-    let set = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let cache = set("XDG_CACHE_HOME").or_else(|| set("HOME").map(|home| home.join(".cache"))).unwrap_or_else(|| {
-        panic!("neither XDG_CACHE_HOME nor HOME is set, so the peer's virtualenv cannot be found; set {PYTHON_VAR}")
-    });
-    cache.join("uraid/peer-venv")
-}
-
-/// The `dissect.volume` version pinned in `tests/peer/requirements.txt`.
-fn pinned_version() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peer/requirements.txt");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("dissect.volume=="))
-        .unwrap_or_else(|| panic!("{}: no dissect.volume==VERSION line", path.display()))
-        .to_string()
-}
-
-/// Where the peer's Python is and whether it is usable, checked once: a missing Python or
-/// module fails every test with what to do, so that a machine without the peer cannot pass
-/// the suite by skipping it.
-fn python() -> &'static Path {
-    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let found = PYTHON.get_or_init(|| {
-        let (python, pinned, fix) = match std::env::var_os(PYTHON_VAR).filter(|v| !v.is_empty()) {
-            Some(p) => (
-                PathBuf::from(p),
-                None,
-                format!("install dissect.volume there, or unset {PYTHON_VAR} and run scripts/setup.sh"),
-            ),
-            None => (
-                default_venv().join("bin/python"),
-                Some(pinned_version()),
-                format!("run scripts/setup.sh to install it (or set {PYTHON_VAR} to a Python that has it)"),
-            ),
-        };
-        let probe = "import importlib.metadata as m, dissect.volume.vinum.vinum; print(m.version('dissect.volume'))";
-        let output = Command::new(&python)
-            .args(["-c", probe])
-            .output()
-            .map_err(|e| format!("cannot run the peer's Python {}: {e}; {fix}", python.display()))?;
-        if !output.status.success() {
-            return Err(format!(
-                "{} cannot import dissect.volume: {}; {fix}",
-                python.display(),
-                // The traceback's last line says what is missing.
-                String::from_utf8_lossy(&output.stderr).trim().lines().last().unwrap_or("")
-            ));
-        }
-        let version = String::from_utf8_lossy(&output.stdout).trim().to_string();
-        match pinned {
-            Some(pinned) if version != pinned => Err(format!(
-                "{} has dissect.volume {version}, but tests/peer/requirements.txt pins {pinned}; {fix}",
-                python.display()
-            )),
-            _ => Ok(python),
-        }
-    });
-    match found {
-        Ok(python) => python,
-        Err(message) => panic!("{message}"),
-    }
-}
-
 fn run_peer(dir: &Path, images: &[PathBuf]) -> Vec<Vec<String>> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peer/dissect_read.py");
-    let output = Command::new(python()).arg(script).arg(dir).args(images).output().expect("run python");
+    let output = Command::new(vinum_peer::python())
+        .arg(vinum_peer::script("dissect_read.py"))
+        .arg(dir)
+        .args(images)
+        .output()
+        .expect("run python");
     assert!(output.status.success(), "dissect.volume failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).unwrap().lines().map(|l| l.split('\t').map(str::to_string).collect()).collect()
 }

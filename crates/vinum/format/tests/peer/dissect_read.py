@@ -15,23 +15,18 @@ import sys
 
 from dissect.volume.vinum.vinum import Vinum
 
+# The helper beside this script is imported from the source tree: leave no __pycache__ there.
+sys.dont_write_bytecode = True
+from dissect_volumes import read_units  # noqa: E402
+
 
 def read_volume(disk) -> bytes:
-    """The volume's bytes, read one stripe unit (or 64 KiB) at a time: dissect.volume 3.18's
-    raid5 stream returns more bytes than asked for when one read spans several units."""
-    stream = disk.open()
-    step = disk.stripe_size or 65536
-    chunks = []
-    offset = 0
-    while offset < disk.size:
-        length = min(step - offset % step, disk.size - offset)
-        stream.seek(offset)
-        chunk = stream.read(length)
-        if len(chunk) != length:
-            raise RuntimeError(f"{disk.name}: read of {length} bytes at {offset} returned {len(chunk)}")
-        chunks.append(chunk)
-        offset += length
-    return b"".join(chunks)
+    """The volume's bytes, read one stripe unit (or 64 KiB) at a time (see `read_units`); a
+    stream that gives out early is an error here."""
+    data, holes = read_units(disk.open(), disk.size, disk.stripe_size or 65536)
+    if holes:
+        raise RuntimeError(f"{disk.name}: the stream returned nothing for the ranges {holes}")
+    return data
 
 
 def main() -> int:
