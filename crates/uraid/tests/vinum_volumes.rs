@@ -391,3 +391,37 @@ fn start_initialises_a_raid5_plex_that_is_down() {
     assert!(d.cat("r5", &["b", "d"]).iter().all(|&b| b == 0), "c rebuilt from parity");
     ok(uraid(&["vinum", "checkparity", "r5.p0", d.path("b"), d.path("c"), d.path("d")]));
 }
+
+#[test]
+fn examine_and_detail_describe_drives_and_volumes() {
+    let d = Drives::new();
+    let out = String::from_utf8(ok(uraid(&["examine", d.path("a")]))).unwrap();
+    assert!(out.contains("Format : gvinum drive, canonical") && out.contains("Drive : a"), "{out}");
+    assert!(out.contains("mv.p0.s0 at byte 135680, 8388608 bytes, up, plex mv.p0"), "{out}");
+    assert!(out.contains("mv.p1.s2 at byte 8524288"), "{out}");
+    let json: serde_json::Value = serde_json::from_slice(&ok(uraid(&["examine", "--json", d.path("b")]))).unwrap();
+    assert_eq!(json[0]["format"], "gvinum");
+    assert_eq!(json[0]["subdisks"].as_array().unwrap().len(), 2);
+    // detail of a volume missing a drive: what serves and what does not.
+    let out =
+        String::from_utf8(ok(uraid(&["detail", "--volume", "mv", d.path("a"), d.path("c"), d.path("d")]))).unwrap();
+    assert!(out.contains("Layout : 2 plexes: concat, striped") && out.contains("Array Size : 16777216 bytes"), "{out}");
+    assert!(out.contains("mv.p0.s1") && out.contains("(drive not found)"), "{out}");
+    let json: serde_json::Value = serde_json::from_slice(&ok(uraid(&[
+        "detail",
+        "--json",
+        "--volume",
+        "r5",
+        "--scan",
+        &d.dir().display().to_string(),
+    ])))
+    .unwrap();
+    assert_eq!(json["size"], 8 * MIB);
+    assert_eq!(json["subdisks"].as_array().unwrap().len(), 3);
+    assert_eq!(json["plexes"][0]["stripe_size"], 32768);
+    // Neither md nor gvinum: said so.
+    let stray = d.dir().join("stray.img");
+    std::fs::write(&stray, vec![0u8; 200_000]).unwrap();
+    let e = refused(uraid(&["examine", &stray.display().to_string()]));
+    assert!(e.contains("no gvinum drive header either"), "{e}");
+}
