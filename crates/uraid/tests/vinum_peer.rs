@@ -543,3 +543,92 @@ fn dissect_cannot_read_a_raid5_volume_with_a_drive_missing() {
         assert!(!read["error"].is_null(), "dissect.volume now reads r5 without d{missing}: compare the bytes ({read})");
     }
 }
+
+/// A random volume on fresh drives, in a shape dissect.volume reads (one subdisk per drive at
+/// its data start, drives of whole stripes): its description and how many drives it takes.
+fn random_shape(seed: u64) -> (String, usize) {
+    let mut x = seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1;
+    let mut pick = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let stripes = ["16k", "32k", "64k", "128k", "256k"];
+    match pick(3) {
+        0 => {
+            let n = 2 + pick(3) as usize;
+            let sds: String = (0..n).map(|i| format!("    sd drive d{i}\n")).collect();
+            (format!("volume v\n  plex org striped {}\n{sds}", stripes[pick(5) as usize]), n)
+        }
+        1 => {
+            let n = 3 + pick(3) as usize;
+            let sds: String = (0..n).map(|i| format!("    sd drive d{i}\n")).collect();
+            (format!("volume v\n  plex org raid5 {}\n{sds}", stripes[pick(5) as usize]), n)
+        }
+        _ => {
+            // Two plexes, each concat on one drive or striped over two; the same length.
+            let mut text = String::from("volume v\n");
+            let mut drive = 0;
+            for _ in 0..2 {
+                if pick(2) == 0 {
+                    text.push_str(&format!("  plex org concat\n    sd length 1m drive d{drive}\n"));
+                    drive += 1;
+                } else {
+                    text.push_str(&format!(
+                        "  plex org striped {}\n    sd length 512k drive d{drive}\n    sd length 512k drive d{}\n",
+                        stripes[pick(5) as usize],
+                        drive + 1
+                    ));
+                    drive += 2;
+                }
+            }
+            (text, drive)
+        }
+    }
+}
+
+/// Random volumes written through `uraid serve` by an NBD client (nbdcopy), then read back by
+/// `uraid cat --volume` and by dissect.volume, byte for byte.
+#[test]
+fn random_volumes_written_through_serve_read_the_same_in_uraid_and_dissect() {
+    use std::time::{Duration, Instant};
+    for seed in 1..=10u64 {
+        let (description, drives) = random_shape(seed);
+        let set = Set::files(&vec![2 * MIB; drives]);
+        set.create(&description);
+        let list = set.list();
+        let size = named(&list["volumes"], "v")["size"].as_u64().unwrap();
+        let data = random(size, 100 + seed);
+        let dir = tempfile::tempdir_in(scratch_dir("vinum-peer")).unwrap();
+        let input = dir.path().join("input");
+        std::fs::write(&input, &data).unwrap();
+        let sock = dir.path().join("nbd.sock");
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_uraid"))
+            .args(["serve", "--volume", "v"])
+            .arg(format!("--listen=unix:{}", sock.display()))
+            .args(set.all())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !sock.exists() {
+            assert!(Instant::now() < deadline && serve.try_wait().unwrap().is_none(), "{description}: no server");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let uri = format!("nbd+unix:///?socket={}", sock.display());
+        let copy = Command::new("nbdcopy").arg(&input).arg(&uri).output().expect("nbdcopy (Debian libnbd-bin)");
+        assert!(copy.status.success(), "{description}: nbdcopy: {}", String::from_utf8_lossy(&copy.stderr));
+        // SAFETY: the server is our child; SIGTERM asks it to flush and stop.
+        unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+        let out = serve.wait_with_output().unwrap();
+        assert!(out.status.success(), "{description}: uraid serve: {}", String::from_utf8_lossy(&out.stderr));
+        let ours = set.cat("v", &set.all());
+        assert_bytes(&format!("{description}: uraid cat --volume"), &ours, &data);
+        let peer = Peer::read(&set.all());
+        assert_same_objects(&set.list(), &peer);
+        peer.assert_reads("v", &data);
+    }
+}
