@@ -1,6 +1,7 @@
 //! Cross-check of uraid-made gvinum drives with an independent reader, end to end: drives
 //! are made by the real binary (`uraid vinum create` and the shortcut verbs), every volume is
-//! filled with random bytes by `uraid write --volume`, and then the Python package
+//! filled with random bytes by `uraid write --volume` (or, for random shapes, by an NBD client
+//! through `uraid serve --volume`), and then the Python package
 //! `dissect.volume` reads the drives (`crates/vinum/format/tests/peer/dissect_volumes.py`).
 //! It must see the volumes, plexes and subdisks `uraid vinum list --json` lists (names, sizes,
 //! organisations, stripe sizes, offsets, states), and read every volume, and every plex of a
