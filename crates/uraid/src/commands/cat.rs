@@ -3,7 +3,8 @@
 
 use std::io::{self, Write};
 
-use super::{err, open_source, CliResult};
+use super::source::open_source;
+use super::{err, CliResult};
 use crate::size::parse_size;
 use crate::CatArgs;
 

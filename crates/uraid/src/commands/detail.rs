@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use serde_json::Value;
 use uraid_device::OpenArray;
 
+use super::source::open_volume;
 use super::vinum::describe::detail_volume;
-use super::{emit, err, open_volume, scan_groups, CliResult};
+use super::{emit, err, scan_groups, CliResult};
 use crate::report::{detail_json, detail_text};
 use crate::DetailArgs;
 

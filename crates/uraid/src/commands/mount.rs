@@ -22,7 +22,8 @@ use signal_hook::iterator::Signals;
 use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, ServiceHandle};
 use uraid_engine::EngineError;
 
-use super::{assemble_for_service, err, open_volume, report_stop, select_members, CliError, CliResult};
+use super::source::open_volume;
+use super::{assemble_for_service, err, report_stop, select_members, CliError, CliResult};
 use crate::MountArgs;
 
 /// The array as a single-file FUSE file system.

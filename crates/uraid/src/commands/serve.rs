@@ -19,7 +19,9 @@ use uraid_nbd::{
     parse_listen, Errno, Export, ExportCommand, ExportError, ExportReply, Server, ServerConfig, SplicedData,
 };
 
-use super::{open_source, report_stop, CliError, CliResult};
+use super::report_stop;
+use super::source::open_source;
+use super::{CliError, CliResult};
 use crate::size::parse_size;
 use crate::ServeArgs;
 

@@ -6,7 +6,8 @@
 
 use std::io::{self, Read};
 
-use super::{err, open_source, CliError, CliResult, RESYNC_NEEDED};
+use super::source::open_source;
+use super::{err, CliError, CliResult, RESYNC_NEEDED};
 use crate::size::parse_size;
 use crate::WriteArgs;
 

@@ -23,8 +23,9 @@ use uraid_vinum_format::tokens::parse_size;
 use uraid_vinum_format::{parse_create_description, CreateDescription, DriveHeader};
 
 use super::super::{err, open_member, CliError, CliResult};
+use super::drives::Search;
 use super::drives::{header_hostname, identity, now, DriveSet};
-use super::{CreateArgs, Search, ShortcutArgs};
+use super::{CreateArgs, ShortcutArgs};
 
 /// One of the shortcut verbs, with its own option.
 pub enum Shortcut {

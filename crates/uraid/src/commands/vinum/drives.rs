@@ -5,13 +5,21 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use clap::Args;
 use uraid_device::vinum_drives::{check_media, startup, StartedDrive, Startup, VinumMediaError};
 use uraid_device::{FileDevice, MemberDevice};
 use uraid_vinum_format::drive_layout::DATA_START;
 use uraid_vinum_format::{Timeval, VinumConfig};
 
 use super::super::{err, files_under, open_member, CliError, CliResult};
-use super::Search;
+
+/// Where existing gvinum drives are looked for.
+#[derive(Args, Clone, Debug, Default)]
+pub struct Search {
+    /// Also look for gvinum drives among every regular file and block device under DIR.
+    #[arg(long, value_name = "DIR")]
+    pub scan: Option<PathBuf>,
+}
 
 /// How a device came to be looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,6 +16,7 @@
 mod create;
 pub(super) mod describe;
 pub(super) mod drives;
+pub use drives::Search;
 mod list;
 mod passes;
 mod printconfig;
@@ -71,14 +72,6 @@ pub enum Verb {
     Checkparity(passes::ParityArgs),
     /// Rewrite a raid5 plex's parity from its data, row by row.
     Rebuildparity(passes::ParityArgs),
-}
-
-/// Where existing gvinum drives are looked for.
-#[derive(Args, Clone, Debug, Default)]
-pub struct Search {
-    /// Also look for gvinum drives among every regular file and block device under DIR.
-    #[arg(long, value_name = "DIR")]
-    pub scan: Option<PathBuf>,
 }
 
 #[derive(Args)]

@@ -17,9 +17,9 @@ use uraid_device::OpenArray;
 use uraid_vinum::VolumePlan;
 use uraid_vinum_format::{PlexOrganization, PlexState, SubdiskState, VinumConfig};
 
-use super::super::{err, open_volume, report_stop, CliError, CliResult};
-use super::drives::DriveSet;
-use super::Search;
+use super::super::source::open_volume;
+use super::super::{err, report_stop, CliError, CliResult};
+use super::drives::{DriveSet, Search};
 use crate::control::status_json;
 use crate::size::parse_size;
 
