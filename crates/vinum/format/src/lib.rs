@@ -22,10 +22,13 @@
 //! - [`newest`]: merging the configurations of several drives as the kernel does.
 //! - [`placement`]: create descriptions and the shortcut commands laid out on drives as the
 //!   kernel lays them out (free lists, autosize, plex offsets, stripe trimming).
+//! - [`edit`]: the verbs that change objects and states (`rm`, `rename`, `setstate`,
+//!   `attach`, `detach`, `move`) as the kernel carries them out.
 
 pub mod config_text;
 pub mod create_description;
 pub mod drive_layout;
+pub mod edit;
 pub mod header;
 pub mod line_syntax;
 pub mod mapping;
@@ -40,7 +43,9 @@ pub use drive_layout::{ConfigAreaError, ConfigCopy, DriveMetadata, DriveMetadata
 pub use header::{DriveHeader, DriveLabel, HeaderError, HeaderLayout, HeaderStatus, Timeval};
 pub use line_syntax::LineProblem;
 pub use mapping::{Location, MappingError, PlexLayout, Raid5Location};
-pub use newest::{merge_in_taste_order, merge_newest_first, MergedConfig, TastedDrive};
+pub use newest::{
+    merge_in_taste_order, merge_newest_first, merge_newest_first_keeping_detached, MergedConfig, TastedDrive,
+};
 pub use objects::{
     ConfigProblem, Drive, DriveState, ObjectKind, Plex, PlexMembership, PlexOrganization, PlexState, Subdisk,
     SubdiskState, VinumConfig, Volume, VolumeState,

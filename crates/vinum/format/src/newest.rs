@@ -140,16 +140,28 @@ pub fn newest_first_order(drives: &[TastedDrive]) -> Vec<usize> {
 /// Merge the drives' configurations reading the newest drive first (see the module
 /// documentation).
 pub fn merge_newest_first(drives: &[TastedDrive]) -> MergedConfig {
-    merge_in_order(drives, &newest_first_order(drives))
+    merge_in_order(drives, &newest_first_order(drives), false)
+}
+
+/// [`merge_newest_first`], but a detached plex (one naming no volume) or a detached subdisk
+/// (naming no plex) is kept rather than dropped.
+///
+/// The kernel drops them when it tastes the drives, so what gvinum's `detach` leaves lasts
+/// until gvinum is restarted, and can be attached or removed until then. uraid has no memory
+/// between commands and tastes the drives for every one, so it keeps them to give `detach`
+/// the same reach. Plexes and subdisks naming a volume or plex that is not there are still
+/// dropped.
+pub fn merge_newest_first_keeping_detached(drives: &[TastedDrive]) -> MergedConfig {
+    merge_in_order(drives, &newest_first_order(drives), true)
 }
 
 /// Merge the drives' configurations reading them in the order given, as the kernel would.
 pub fn merge_in_taste_order(drives: &[TastedDrive]) -> MergedConfig {
     let order: Vec<usize> = (0..drives.len()).collect();
-    merge_in_order(drives, &order)
+    merge_in_order(drives, &order, false)
 }
 
-fn merge_in_order(drives: &[TastedDrive], order: &[usize]) -> MergedConfig {
+fn merge_in_order(drives: &[TastedDrive], order: &[usize], keep_detached: bool) -> MergedConfig {
     let mut merged = MergedConfig::default();
     let mut read_stamps: Vec<Timeval> = Vec::new();
     for &index in order {
@@ -175,7 +187,7 @@ fn merge_in_order(drives: &[TastedDrive], order: &[usize]) -> MergedConfig {
                 merged.drive_list.insert(at, s.drive.clone());
             }
         }
-        merge_one(&mut merged, &name, &drive.config, is_newer);
+        merge_one(&mut merged, &name, &drive.config, is_newer, keep_detached);
         read_stamps.push(stamp);
         merged.drives.push(name);
     }
@@ -189,7 +201,7 @@ fn merge_in_order(drives: &[TastedDrive], order: &[usize]) -> MergedConfig {
     merged
 }
 
-fn merge_one(merged: &mut MergedConfig, drive: &str, config: &VinumConfig, is_newer: bool) {
+fn merge_one(merged: &mut MergedConfig, drive: &str, config: &VinumConfig, is_newer: bool, keep_detached: bool) {
     let update = |kind: ObjectKind, name: &str, from: &'static str, to: &'static str| StateUpdate {
         drive: drive.to_string(),
         kind,
@@ -217,6 +229,7 @@ fn merge_one(merged: &mut MergedConfig, drive: &str, config: &VinumConfig, is_ne
             continue;
         }
         let reason = match &p.volume {
+            None if keep_detached => None,
             None => Some(DropReason::NoVolume),
             Some(v) if merged.config.volume(v).is_none() => Some(DropReason::UnknownVolume(v.clone())),
             Some(_) => None,
@@ -240,6 +253,7 @@ fn merge_one(merged: &mut MergedConfig, drive: &str, config: &VinumConfig, is_ne
             continue;
         }
         let reason = match s.plex() {
+            None if keep_detached => None,
             None => Some(DropReason::NoPlex),
             Some(p) if merged.config.plex(p).is_none() => Some(DropReason::UnknownPlex(p.to_string())),
             Some(_) => None,
@@ -385,5 +399,12 @@ sd name v.p0.s0 drive a len 2048s driveoffset 265s plex v.p0 plexoffset 0s state
         );
         let order = merged.config_in_kernel_list_order();
         assert_eq!(order.volumes[0].name, "w");
+
+        // Kept when asked: the detached ones only; broken references still go.
+        let kept = merge_newest_first_keeping_detached(&drives);
+        assert!(kept.config.plex("loose").is_some_and(|p| p.volume.is_none()));
+        assert!(kept.config.subdisk("free").is_some_and(|s| s.membership.is_none()));
+        let dropped: Vec<&str> = kept.dropped.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(dropped, ["lost.p0", "stray"]);
     }
 }

@@ -29,8 +29,8 @@
 //! given. Given the present objects in the kernel's order, [`crate::format_config`] of the
 //! result is the text the kernel saves.
 
-mod free_list;
-mod plex_rules;
+pub(crate) mod free_list;
+pub(crate) mod plex_rules;
 mod shortcuts;
 #[cfg(test)]
 mod tests;
