@@ -30,8 +30,8 @@ use uraid_vinum_format::drive_layout::{
 };
 use uraid_vinum_format::header::{HeaderError, HEADER_BYTES_READ, HEADER_OFFSET};
 use uraid_vinum_format::{
-    format_config, merge_newest_first, parse_config, ConfigTextError, DriveHeader, DriveMetadata, DriveMetadataError,
-    HeaderStatus, MergedConfig, TastedDrive, Timeval, VinumConfig,
+    format_config, merge_newest_first_keeping_detached, parse_config, ConfigTextError, DriveHeader, DriveMetadata,
+    DriveMetadataError, HeaderStatus, MergedConfig, TastedDrive, Timeval, VinumConfig,
 };
 
 use crate::member::{FileDevice, MemberDevice};
@@ -285,7 +285,10 @@ pub struct Startup {
     /// The active drives, in the kernel's list order ([`MergedConfig::drive_list`], tasted
     /// newest first).
     pub drives: Vec<StartedDrive>,
-    /// Their configurations merged newest first ([`merge_newest_first`]).
+    /// Their configurations merged newest first, detached plexes and subdisks kept
+    /// ([`merge_newest_first_keeping_detached`]: the kernel drops them when it tastes, but
+    /// uraid tastes for every command, and `detach` is meant to last until an `attach` or
+    /// `rm`).
     pub merged: MergedConfig,
     /// Devices that are not read as drives, with the reason: no gvinum header, removed, or
     /// damaged ([`VinumDriveError::is_damage`]).
@@ -337,7 +340,7 @@ pub fn startup(devices: &[&dyn MemberDevice]) -> Result<Startup, StartupError> {
     }
     let tasted: Vec<TastedDrive> =
         found.iter().map(|d| TastedDrive { header: d.drive.header.clone(), config: d.drive.config.clone() }).collect();
-    let merged = merge_newest_first(&tasted);
+    let merged = merge_newest_first_keeping_detached(&tasted);
     let mut drives = Vec::with_capacity(found.len());
     for name in &merged.drive_list {
         if let Some(at) = found.iter().position(|d| &d.drive.header.label.name == name) {
@@ -479,6 +482,44 @@ pub fn prepare_save<'a>(
         check_size(d.device)?;
         let header = d.header.saved_at(now);
         save_steps(&mut steps, i, header_bytes(d.device, &header)?, &area);
+        headers.push(header);
+        devices.push(d.device);
+    }
+    steps.extend((0..devices.len()).map(|drive| Step::Flush { drive }));
+    Ok(WritePlan { devices, steps, headers })
+}
+
+/// Plan what `gv_rm_drive` and the save after it write: each of `removed` gets its header
+/// with the removed magic (`VINUM--`), the rest of the header as it stands (the kernel writes
+/// the header it holds, with no new stamp; the configuration copies stay as they are); then
+/// `config` is saved to every drive of `kept` as [`prepare_save`] saves it; then every device
+/// is flushed. With no drive removed this is [`prepare_save`].
+pub fn prepare_remove<'a>(
+    kept: Vec<DriveToWrite<'a>>,
+    removed: Vec<DriveToWrite<'a>>,
+    config: &VinumConfig,
+    now: Timeval,
+) -> Result<WritePlan<'a>, SaveError> {
+    let area = config_area(config)?;
+    let mut steps = Vec::new();
+    let mut headers = Vec::new();
+    let mut devices = Vec::new();
+    for d in removed {
+        check_size(d.device)?;
+        let mut header = d.header;
+        header.status = HeaderStatus::Removed;
+        steps.push(Step::Write {
+            drive: devices.len(),
+            offset: HEADER_OFFSET,
+            bytes: header_bytes(d.device, &header)?,
+        });
+        headers.push(header);
+        devices.push(d.device);
+    }
+    for d in kept {
+        check_size(d.device)?;
+        let header = d.header.saved_at(now);
+        save_steps(&mut steps, devices.len(), header_bytes(d.device, &header)?, &area);
         headers.push(header);
         devices.push(d.device);
     }

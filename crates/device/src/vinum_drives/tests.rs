@@ -292,6 +292,54 @@ fn a_reset_leaves_every_drive_removed_as_the_kernel_does() {
     assert!(again.drives.is_empty() && again.damaged().count() == 0);
 }
 
+#[test]
+fn a_removed_drive_gets_only_its_header_marked_and_the_others_the_save() {
+    let list = [drive_device("d0", "a", 100, CONFIG), drive_device("d1", "b", 100, CONFIG)];
+    let started = startup(&devs(&list)).unwrap();
+    let now = Timeval::new(700, 0);
+    let to_write = |d: &StartedDrive| DriveToWrite { device: &list[d.index], header: d.drive.header.clone() };
+    let (removed, kept): (Vec<&StartedDrive>, Vec<&StartedDrive>) =
+        started.drives.iter().partition(|d| d.drive.header.label.name == "a");
+    let text = "volume v state up\n";
+    let config = parse_config(text).unwrap();
+    let plan = prepare_remove(
+        kept.into_iter().map(to_write).collect(),
+        removed.into_iter().map(to_write).collect(),
+        &config,
+        now,
+    )
+    .unwrap();
+    // The removed drive's header, the kept drive's save (header, two copies), two flushes.
+    assert_eq!(
+        plan.outline(),
+        [(0, 4096, 512), (1, 4096, 512), (1, 4608, 65536), (1, 70144, 65536), (0, 0, 0), (1, 0, 0)]
+    );
+    plan.run().unwrap();
+    let a = list[0].snapshot();
+    let header = DriveHeader::parse(&a[4096..4608]).unwrap();
+    assert_eq!((header.status, header.label.last_update), (HeaderStatus::Removed, Timeval::new(100, 0)));
+    assert_eq!(read_config_copy(&a, ConfigCopy::First).unwrap(), CONFIG, "the removed drive's copies stay");
+    let b = read_drive(&list[1]).unwrap();
+    assert_eq!((b.header.label.last_update, b.config), (now, config));
+    let again = startup(&devs(&list)).unwrap();
+    assert_eq!(again.drives.len(), 1);
+    assert!(matches!(again.skipped[0].1, VinumDriveError::Removed { .. }));
+}
+
+#[test]
+fn startup_keeps_detached_plexes_and_subdisks() {
+    let text = "volume v state up\n\
+        plex name v.p0 org concat vol v state up\n\
+        plex name loose.p0 org concat  state down\n\
+        sd name v.p0.s0 drive a len 2048s driveoffset 265s plex v.p0 plexoffset 0s state up\n\
+        sd name loose.s0 drive a len 2048s driveoffset 2313s state stale\n";
+    let list = [drive_device("d0", "a", 100, text)];
+    let started = startup(&devs(&list)).unwrap();
+    assert!(started.merged.config.plex("loose.p0").is_some_and(|p| p.volume.is_none()));
+    assert!(started.merged.config.subdisk("loose.s0").is_some_and(|s| s.membership.is_none()));
+    assert!(started.merged.dropped.is_empty());
+}
+
 /// A regular file has no sector size of its own: gvinum's rule takes it as 512-byte media.
 #[test]
 fn a_regular_file_counts_as_512_byte_sector_media() {
