@@ -753,3 +753,206 @@ fn block_devices_with_4096_byte_sectors_are_refused() {
     let json: Value = serde_json::from_str(&ok(uraid(&["vinum", "ld", "--json", s]))).unwrap();
     assert_eq!(json["drives"].as_array().unwrap().len(), 1, "{json}");
 }
+
+/// Drives a to f (4 MiB files): a mirror `m` of two concat plexes on a and b, a raid5 volume
+/// `r` (64 KiB stripes) on c, d and e, 1 MiB subdisks; f holds no subdisk.
+fn edit_fixture(dir: &Path) -> Vec<String> {
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let paths = drive_files(dir, &names, 4 * MIB);
+    let text = drive_lines(&names, &paths)
+        + "volume m\nplex org concat\nsd length 1m drive a\nplex org concat\nsd length 1m drive b\n\
+           volume r\nplex org raid5 64k\nsd length 1m drive c\nsd length 1m drive d\nsd length 1m drive e\n";
+    ok(create(dir, &text, &[]));
+    paths
+}
+
+/// `vinum ARGS... PATHS...`.
+fn vinum_args(args: &[&str], paths: &[String]) -> Vec<String> {
+    std::iter::once("vinum").chain(args.iter().copied()).map(String::from).chain(paths.iter().cloned()).collect()
+}
+
+fn vinum_ok(paths: &[String], args: &[&str]) -> String {
+    ok(run(&vinum_args(args, paths)))
+}
+
+/// `uraid vinum list --json` of the drives.
+fn listing(paths: &[String]) -> Value {
+    serde_json::from_str(&vinum_ok(paths, &["list", "--json"])).unwrap()
+}
+
+/// The object called `name` in a listing's `kind` ("volumes", "plexes", ...), or Null.
+fn object<'a>(json: &'a Value, kind: &str, name: &str) -> &'a Value {
+    json[kind].as_array().unwrap().iter().find(|o| o["name"] == name).unwrap_or(&Value::Null)
+}
+
+/// Run a vinum verb that must be refused: its message contains `message`, and no drive was
+/// written.
+#[track_caller]
+fn refused_unchanged(paths: &[String], args: &[&str], message: &str) {
+    let before = metadata(paths);
+    let o = run(&vinum_args(args, paths));
+    assert!(!o.status.success(), "{args:?}: accepted");
+    assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+    assert_eq!(metadata(paths), before, "{args:?}: a drive was written");
+}
+
+#[test]
+fn rm_removes_what_it_holds_with_r_and_marks_a_drive_removed() {
+    let dir = scratch();
+    let paths = edit_fixture(dir.path());
+    refused_unchanged(&paths, &["rm", "m"], "volume 'm' has attached plexes - need recursive removal");
+    refused_unchanged(&paths, &["rm", "r.p0.s1"], "subdisk 'r.p0.s1' is still attached to plex 'r.p0'");
+    refused_unchanged(&paths, &["rm", "-r", "m.p1", "m.p0"], "plex 'm.p0' is still attached to volume 'm'");
+    refused_unchanged(&paths, &["rm", "nosuch"], "unknown object 'nosuch'");
+
+    vinum_ok(&paths, &["rm", "-r", "m"]);
+    let json = listing(&paths);
+    for (kind, name) in [("volumes", "m"), ("plexes", "m.p0"), ("plexes", "m.p1"), ("subdisks", "m.p0.s0")] {
+        assert!(object(&json, kind, name).is_null(), "{name} still there");
+    }
+    assert_eq!(object(&json, "volumes", "r")["state"], "up");
+    assert_eq!(object(&json, "drives", "a")["available"], object(&json, "drives", "a")["size"]);
+
+    // A drive with nothing on it: its header is marked removed, the others save without it.
+    vinum_ok(&paths, &["rm", "f"]);
+    let metas = metadata(&paths);
+    assert_eq!(&metas[5][4096..4104], b"VINUM--\0");
+    assert_saved(&paths[..5], &copy_text(&metas[0], 1));
+    // A drive holding a raid5 column, without -r: the column stays, down, on a drive that is
+    // gone.
+    vinum_ok(&paths, &["rm", "d"]);
+    assert_eq!(&metadata(&paths)[3][4096..4104], b"VINUM--\0");
+    let json = listing(&paths);
+    assert_eq!(object(&json, "subdisks", "r.p0.s1")["state"], "down");
+    assert_eq!(object(&json, "plexes", "r.p0")["state"], "degraded");
+    assert_eq!(
+        (&object(&json, "drives", "d")["device"], &object(&json, "drives", "d")["state"]),
+        (&Value::Null, &Value::from("down"))
+    );
+    assert!(object(&json, "drives", "f").is_null());
+}
+
+#[test]
+fn rename_r_renames_the_children_and_a_drive_its_header() {
+    let dir = scratch();
+    let paths = edit_fixture(dir.path());
+    refused_unchanged(&paths, &["rename", "m", "r"], "volume name 'r' already in use");
+    refused_unchanged(&paths, &["rename", "m.p0", "plain"], "proposed plex name 'plain' is not a valid plex name");
+    refused_unchanged(&paths, &["rename", "m"], "no new name specified");
+
+    vinum_ok(&paths, &["rename", "-r", "m", "mirror"]);
+    let json = listing(&paths);
+    assert_eq!(object(&json, "volumes", "mirror")["plexes"].as_array().unwrap().len(), 2);
+    assert_eq!(object(&json, "plexes", "mirror.p1")["volume"], "mirror");
+    assert_eq!(object(&json, "subdisks", "mirror.p0.s0")["plex"], "mirror.p0");
+    assert!(object(&json, "volumes", "m").is_null() && object(&json, "subdisks", "m.p0.s0").is_null());
+
+    vinum_ok(&paths, &["rename", "a", "alpha"]);
+    assert_eq!(drive_name(&metadata(&paths)[0]), "alpha");
+    let json = listing(&paths);
+    assert_eq!(object(&json, "subdisks", "mirror.p0.s0")["drive"], "alpha");
+    assert_eq!(object(&json, "drives", "alpha")["state"], "up");
+    assert!(vinum_ok(&paths, &["printconfig"]).contains("drive alpha device "));
+}
+
+#[test]
+fn setstate_follows_the_kernels_rules_and_saves() {
+    let dir = scratch();
+    let paths = edit_fixture(dir.path());
+    refused_unchanged(&paths, &["setstate", "degraded", "r.p0"], "invalid state 'degraded'");
+    refused_unchanged(&paths, &["setstate", "stale", "r.p0"], "invalid plex state 'stale'");
+    refused_unchanged(&paths, &["setstate", "stale", "m.p1.s0"], "only with -f");
+    refused_unchanged(&paths, &["setstate", "down", "m"], "only with -f");
+
+    vinum_ok(&paths, &["setstate", "-f", "stale", "m.p1.s0"]);
+    let json = listing(&paths);
+    assert_eq!(object(&json, "subdisks", "m.p1.s0")["state"], "stale");
+    assert_eq!(object(&json, "plexes", "m.p1")["state"], "down");
+    assert_eq!(object(&json, "volumes", "m")["state"], "up");
+    // Stale in a mirrored plex it must be revived; the last plex up stays up.
+    refused_unchanged(&paths, &["setstate", "up", "m.p1.s0"], "which another plex mirrors");
+    refused_unchanged(&paths, &["setstate", "down", "m.p0"], "the only plex of volume 'm' that is not down");
+
+    // A drive taken down: its subdisk goes down, and the drive itself takes no save.
+    let d_before = metadata(&paths[3..4]);
+    vinum_ok(&paths, &["setstate", "down", "d"]);
+    assert_eq!(metadata(&paths[3..4]), d_before, "the drive set down was written");
+    let json = listing(&paths);
+    assert_eq!(object(&json, "subdisks", "r.p0.s1")["state"], "down");
+    assert_eq!(object(&json, "plexes", "r.p0")["state"], "degraded");
+}
+
+#[test]
+fn detach_and_attach_a_plex_and_a_subdisk() {
+    let dir = scratch();
+    let paths = edit_fixture(dir.path());
+    refused_unchanged(&paths, &["detach", "m.p1"], "plex 'm.p1' is busy: it is up in volume 'm'");
+    refused_unchanged(&paths, &["detach", "r.p0.s2"], "is busy");
+    refused_unchanged(&paths, &["detach", "m"], "only plexes and subdisks are attached and detached");
+
+    vinum_ok(&paths, &["detach", "-f", "m.p1"]);
+    assert!(copy_text(&metadata(&paths)[0], 1).contains("plex name m.p1 org concat  state up\n"));
+    // The detached plex lasts into the next command (gvinum keeps it until it restarts).
+    let json = listing(&paths);
+    assert_eq!(object(&json, "plexes", "m.p1")["volume"], Value::Null);
+    assert_eq!(object(&json, "volumes", "m")["plexes"].as_array().unwrap().len(), 1);
+    refused_unchanged(&paths, &["attach", "m.p1", "r.p0"], "no such volume to attach to: 'r.p0'");
+    refused_unchanged(&paths, &["attach", "m.p0", "r"], "plex 'm.p0' is already attached to 'm'");
+
+    vinum_ok(&paths, &["attach", "m.p1", "m", "rename"]);
+    let json = listing(&paths);
+    assert_eq!(object(&json, "plexes", "m.p2")["volume"], "m");
+    assert_eq!(object(&json, "plexes", "m.p2")["state"], "down");
+    assert_eq!(object(&json, "subdisks", "m.p1.s0")["plex"], "m.p2");
+    assert_eq!(object(&json, "subdisks", "m.p1.s0")["state"], "stale");
+    assert_eq!(object(&json, "volumes", "m")["state"], "up");
+
+    // A subdisk out of its concat plex and back at an offset.
+    vinum_ok(&paths, &["detach", "-f", "m.p0.s0"]);
+    assert_eq!(object(&listing(&paths), "subdisks", "m.p0.s0")["plex"], Value::Null);
+    refused_unchanged(&paths, &["attach", "m.p0.s0", "m.p0", "1000"], "not a whole number of 512-byte sectors");
+    vinum_ok(&paths, &["attach", "m.p0.s0", "m.p0", "0", "rename"]);
+    let json = listing(&paths);
+    let s = object(&json, "subdisks", "m.p0.s1");
+    assert_eq!(s["plex"], "m.p0");
+    assert_eq!(s["plex_offset"], 0);
+    assert_eq!(s["state"], "stale");
+}
+
+#[test]
+fn move_puts_a_subdisk_on_another_drive_stale_and_the_volume_reads_around_it() {
+    let dir = scratch();
+    let paths = edit_fixture(dir.path());
+    let data: Vec<u8> = (0..2 * MIB as usize).map(|i| (i * 31 + 7) as u8).collect();
+    let uraid_with = |head: &[&str], paths: &[String], input: &[u8]| {
+        let args = with(head, paths);
+        uraid_stdin(&args.iter().map(String::as_str).collect::<Vec<_>>(), input)
+    };
+    ok(uraid_with(&["write", "--volume", "r", "--offset", "0"], &paths, &data));
+
+    refused_unchanged(&paths, &["move", "f", "r.p0.s1"], "-f flag not passed; move would be destructive");
+    refused_unchanged(&paths, &["mv", "-f", "r", "r.p0.s1"], "destination 'r' is not a drive");
+    refused_unchanged(&paths, &["mv", "-f", "f", "r.p0"], "you can only move subdisks; 'r.p0' isn't one");
+    refused_unchanged(&paths, &["mv", "-f", "d", "r.p0.s1"], "subdisk 'r.p0.s1' already on drive 'd'");
+
+    vinum_ok(&paths, &["mv", "-f", "f", "r.p0.s1"]);
+    let json = listing(&paths);
+    let s = object(&json, "subdisks", "r.p0.s1");
+    assert_eq!(s["drive"], "f");
+    assert_eq!(s["drive_offset"], 135_680);
+    assert_eq!(s["state"], "stale");
+    assert_eq!(object(&json, "plexes", "r.p0")["state"], "degraded");
+    assert_eq!(object(&json, "drives", "d")["subdisks"].as_array().unwrap().len(), 0);
+
+    // The stale column is read around (rebuilt from parity), so the data is all there, also
+    // without the drive the column left.
+    let cat = |paths: &[String]| {
+        let o = uraid_with(&["cat", "--volume", "r", "--length", &data.len().to_string()], paths, b"");
+        assert!(o.status.success(), "cat: {}", stderr(&o));
+        assert!(stderr(&o).contains("r.p0.s1 not up (stale): left out"), "{}", stderr(&o));
+        o.stdout
+    };
+    assert_eq!(cat(&paths), data);
+    let without_d: Vec<String> = paths.iter().enumerate().filter(|(i, _)| *i != 3).map(|(_, p)| p.clone()).collect();
+    assert_eq!(cat(&without_d), data);
+}

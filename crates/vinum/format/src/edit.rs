@@ -184,7 +184,7 @@ pub enum EditError {
     NoSpace { drive: String, subdisk: String, length: u64, largest: u64 },
     /// The edit would leave a configuration that does not come up as written.
     #[error("{what}: {problem}")]
-    WouldBreak { what: String, problem: ConfigProblem },
+    WouldBreak { what: String, problem: Box<ConfigProblem> },
 }
 
 impl Edited {
@@ -273,7 +273,7 @@ impl Edited {
             let detached =
                 matches!(problem, ConfigProblem::PlexWithoutVolume { .. } | ConfigProblem::SubdiskWithoutPlex { .. });
             if !detached && !known.contains(&problem) {
-                return Err(EditError::WouldBreak { what: what(), problem });
+                return Err(EditError::WouldBreak { what: what(), problem: Box::new(problem) });
             }
         }
         Ok(())

@@ -11,12 +11,14 @@
 //! - `create`, `concat`, `stripe`, `raid5`, `mirror`: [`create`];
 //! - `list`/`l`, `ld`, `lv`, `lp`, `ls`: [`list`] (gvinum's listing formats);
 //! - `printconfig`: [`printconfig`];
-//! - `saveconfig`, `resetconfig`: [`save`].
+//! - `saveconfig`, `resetconfig`: [`save`];
+//! - `rm`, `rename`, `setstate`, `attach`, `detach`, `move`/`mv`: [`edit`].
 
 mod create;
 pub(super) mod describe;
 pub(super) mod drives;
 pub use drives::Search;
+mod edit;
 mod list;
 mod passes;
 mod printconfig;
@@ -72,6 +74,21 @@ pub enum Verb {
     Checkparity(passes::ParityArgs),
     /// Rewrite a raid5 plex's parity from its data, row by row.
     Rebuildparity(passes::ParityArgs),
+    /// Remove volumes, plexes, subdisks or drives; -r also what they hold.
+    Rm(RmArgs),
+    /// Rename a volume, plex, subdisk or drive; -r also its plexes and subdisks.
+    Rename(RenameArgs),
+    /// Set the state of a volume, plex, subdisk or drive: up, down or stale.
+    Setstate(SetstateArgs),
+    /// Attach a plex to a volume (PLEX VOLUME [rename]) or a subdisk to a plex (SUBDISK PLEX
+    /// [OFFSET] [rename]); what is attached is stale until revived.
+    Attach(AttachArgs),
+    /// Detach a plex from its volume or a subdisk from its plex.
+    Detach(DetachArgs),
+    /// Move subdisks to another drive (DRIVE SUBDISK...); their data is not copied, they come
+    /// back stale. -f is required.
+    #[command(visible_alias = "mv")]
+    Move(MoveArgs),
 }
 
 #[derive(Args)]
@@ -175,6 +192,76 @@ pub struct MirrorArgs {
     pub common: ShortcutArgs,
 }
 
+#[derive(Args)]
+pub struct RmArgs {
+    /// Recursive: a volume with its plexes and their subdisks, a plex with its subdisks, a
+    /// drive with every volume that has a subdisk on it.
+    #[arg(short)]
+    pub r: bool,
+    /// Accepted, as gvinum accepts it: it lets gvinum remove a drive that is open, and no
+    /// drive is open between uraid's commands.
+    #[arg(short, long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub search: Search,
+    /// The objects to remove, and the devices that hold the drives (paths that exist).
+    pub args: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct RenameArgs {
+    /// Rename a volume's plexes and subdisks, or a plex's subdisks, to match: v.p0.s1 becomes
+    /// NEWNAME.p0.s1.
+    #[arg(short)]
+    pub r: bool,
+    #[command(flatten)]
+    pub search: Search,
+    /// OBJECT NEWNAME, and the devices that hold the drives (paths that exist).
+    pub args: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct SetstateArgs {
+    /// Set the state even where gvinum's rules refuse it.
+    #[arg(short, long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub search: Search,
+    /// STATE OBJECT, and the devices that hold the drives (paths that exist).
+    pub args: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct AttachArgs {
+    #[command(flatten)]
+    pub search: Search,
+    /// PLEX VOLUME [rename] or SUBDISK PLEX [OFFSET] [rename] (OFFSET in bytes, or with s, k,
+    /// m, g), and the devices that hold the drives (paths that exist).
+    pub args: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct DetachArgs {
+    /// Detach even a plex that is up, or a subdisk its plex needs.
+    #[arg(short, long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub search: Search,
+    /// PLEX or SUBDISK, and the devices that hold the drives (paths that exist).
+    pub args: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct MoveArgs {
+    /// Required, as in gvinum: the subdisks' data is not moved.
+    #[arg(short, long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub search: Search,
+    /// DRIVE SUBDISK..., and the devices that hold the drives (paths that exist).
+    pub args: Vec<String>,
+}
+
 pub fn run(args: &VinumArgs) -> CliResult {
     use list::Kind;
     match &args.verb {
@@ -194,5 +281,11 @@ pub fn run(args: &VinumArgs) -> CliResult {
         Verb::Start(a) => passes::start(a),
         Verb::Checkparity(a) => passes::parity(a, false),
         Verb::Rebuildparity(a) => passes::parity(a, true),
+        Verb::Rm(a) => edit::rm(a),
+        Verb::Rename(a) => edit::rename(a),
+        Verb::Setstate(a) => edit::setstate(a),
+        Verb::Attach(a) => edit::attach(a),
+        Verb::Detach(a) => edit::detach(a),
+        Verb::Move(a) => edit::move_subdisks(a),
     }
 }
