@@ -202,6 +202,16 @@ pub enum PlacementError {
     Unsound { problems: Vec<ConfigProblem> },
 }
 
+/// The problems that stop a create. A detached plex or subdisk is none: it is what gvinum's
+/// `detach` leaves, kept as it is until attached or removed (the kernel drops it only when it
+/// next tastes the drives), and a create's own plexes and subdisks always have a parent.
+fn blocking(problems: Vec<ConfigProblem>) -> Vec<ConfigProblem> {
+    problems
+        .into_iter()
+        .filter(|p| !matches!(p, ConfigProblem::PlexWithoutVolume { .. } | ConfigProblem::SubdiskWithoutPlex { .. }))
+        .collect()
+}
+
 fn list(problems: &[ConfigProblem]) -> String {
     problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
@@ -306,7 +316,7 @@ impl Builder {
                 new: false,
             });
         }
-        let problems = present.config.problems_on_drives(&builder.media_sizes());
+        let problems = blocking(present.config.problems_on_drives(&builder.media_sizes()));
         if !problems.is_empty() {
             return Err(PlacementError::PresentUnsound { problems });
         }
@@ -644,7 +654,7 @@ impl Builder {
         }
         self.set_states();
         let config = self.config_in_kernel_order();
-        let problems = config.problems_on_drives(&self.media_sizes());
+        let problems = blocking(config.problems_on_drives(&self.media_sizes()));
         if !problems.is_empty() {
             return Err(PlacementError::Unsound { problems });
         }

@@ -556,6 +556,28 @@ fn an_unsound_present_configuration_is_refused() {
     assert_eq!(place_text("volume v\n", &present), Err(PlacementError::PresentDriveListedTwice { drive: "a".into() }));
 }
 
+#[test]
+fn detached_plexes_and_subdisks_stay_and_keep_their_space() {
+    // What `detach` leaves: old.p0 out of its volume, its subdisk still in it, on c.
+    let mut present = errors_present();
+    present.config.plexes[0].volume = None;
+    let placed = place_text("volume v\nplex org concat\nsd drive c len 1m\n", &present).unwrap();
+    assert_eq!(spot(&placed, "v.p0.s0"), ("c".into(), DS + MIB, MIB, 0));
+    assert_eq!(placed.config.plex("old.p0").unwrap().volume, None);
+    // And a detached subdisk after it.
+    let mut present = errors_present();
+    let loose = Subdisk {
+        name: "loose".into(),
+        drive_offset: DS + MIB,
+        membership: None,
+        ..present.config.subdisks[0].clone()
+    };
+    present.config.subdisks.push(loose);
+    let placed = place_text("volume v\nplex org concat\nsd drive c len 1m\n", &present).unwrap();
+    assert_eq!(spot(&placed, "v.p0.s0").1, DS + 2 * MIB);
+    assert!(placed.config.subdisk("loose").is_some_and(|s| s.membership.is_none()));
+}
+
 /// Every subdisk inside its drive's data area, none overlapping another, the free extents
 /// exactly the rest, and the configuration sound.
 fn assert_laid_out(placement: &Placement) -> Result<(), TestCaseError> {
