@@ -13,12 +13,11 @@
 //! would give the subdisk no drive offset at all); an object that is not a subdisk; a
 //! subdisk already on the drive or in no plex; a drive without room.
 
-use crate::objects::ObjectKind;
+use crate::objects::{ObjectKind, SubdiskState};
 use crate::placement::free_list::Refusal;
 use crate::placement::{Extent, FreeList};
 
 use super::{EditError, Edited, Workspace};
-use crate::objects::SubdiskState;
 
 /// Move `subdisks` to `drive`, in order (see the module documentation).
 pub fn move_subdisks(ws: &Workspace, drive: &str, subdisks: &[String], force: bool) -> Result<Edited, EditError> {
