@@ -920,7 +920,7 @@ fn detach_and_attach_a_plex_and_a_subdisk() {
 }
 
 #[test]
-fn move_puts_a_subdisk_on_another_drive_stale_and_the_volume_reads_around_it() {
+fn move_puts_a_subdisk_on_another_drive_stale_and_start_revives_it() {
     let dir = scratch();
     let paths = edit_fixture(dir.path());
     let data: Vec<u8> = (0..2 * MIB as usize).map(|i| (i * 31 + 7) as u8).collect();
@@ -953,6 +953,15 @@ fn move_puts_a_subdisk_on_another_drive_stale_and_the_volume_reads_around_it() {
         o.stdout
     };
     assert_eq!(cat(&paths), data);
-    let without_d: Vec<String> = paths.iter().enumerate().filter(|(i, _)| *i != 3).map(|(_, p)| p.clone()).collect();
-    assert_eq!(cat(&without_d), data);
+    let without = |drive: usize| -> Vec<String> {
+        paths.iter().enumerate().filter(|(i, _)| *i != drive).map(|(_, p)| p.clone()).collect()
+    };
+    assert_eq!(cat(&without(3)), data);
+
+    // start rebuilds the column on f from the other two; then it serves reads with e gone.
+    vinum_ok(&paths, &["start", "r"]);
+    assert_eq!(object(&listing(&paths), "subdisks", "r.p0.s1")["state"], "up");
+    let o = uraid_with(&["cat", "--volume", "r", "--length", &data.len().to_string()], &without(4), b"");
+    assert!(o.status.success(), "cat: {}", stderr(&o));
+    assert_eq!(o.stdout, data);
 }

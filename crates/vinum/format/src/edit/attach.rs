@@ -3,8 +3,8 @@
 //! `gv_attach_sd`, `gv_detach_plex`, `gv_detach_sd` (`geom_vinum_subr.c`).
 //!
 //! Attaching a plex to a volume makes its subdisks stale: the plex is down until its data is
-//! synced from the volume's other plexes (uraid revives stale subdisks when it runs the volume
-//! writable). With `rename` it is called `<volume>.p<N>`, N the number of plexes the volume
+//! synced from the volume's other plexes (`uraid vinum start` revives stale subdisks, and so
+//! does running the volume writable). With `rename` it is called `<volume>.p<N>`, N the number of plexes the volume
 //! has with it; its subdisks keep their names and follow it (the kernel leaves them naming the
 //! old plex, which loses them when the drives are next read).
 //!
@@ -28,7 +28,7 @@
 //! Detached plexes and subdisks are saved in gvinum's form (`plex name P org ORG  state S`,
 //! `sd name S drive D len … driveoffset …`). The kernel drops them when it next reads the
 //! drives; uraid keeps them (see `newest::merge_newest_first_keeping_detached`), so that they
-//! can be attached or removed by later commands, as they can in one gvinum session.
+//! can be attached or removed by later commands, as they can until gvinum restarts.
 
 use crate::drive_layout::SECTOR_SIZE;
 use crate::objects::{check_name, plex_name, subdisk_name, ObjectKind, PlexMembership, PlexState, SubdiskState};

@@ -3,8 +3,9 @@
 //! Each subdisk is made again on the destination drive: same name, length, plex and plex
 //! offset, in the first free extent of the drive that holds it (`gv_sd_to_drive` with no
 //! drive offset), state stale; its old extent becomes free. Its data is not copied: gvinum
-//! says the move destroys it and leaves the plex to be synced or rebuilt; uraid revives stale
-//! subdisks from the volume's other plexes or from parity when it runs the volume writable.
+//! says the move destroys it and leaves the plex to be synced or rebuilt; `uraid vinum start`
+//! revives stale subdisks from the volume's other plexes or from parity (so does running the
+//! volume writable).
 //! A subdisk of a volume with no other copy of its bytes loses them, as in gvinum ("perhaps a
 //! bug to permit this", gvinum.8), so `-f` is required for every move. The kernel puts the new
 //! subdisk at the head of its list, so the next save writes it first.

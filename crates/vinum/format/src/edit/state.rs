@@ -178,7 +178,7 @@ impl Edited {
                             new = SubdiskState::Stale;
                             self.notes.push(format!(
                                 "sd '{subdisk}' of raid5 plex '{}' was down: it is now stale and must be rebuilt \
-                                 from parity (uraid does when the volume runs writable); -f sets it up",
+                                 from parity (uraid vinum start does); -f sets it up",
                                 plex.as_ref().map_or("", |p| p.name.as_str())
                             ));
                         }
@@ -196,8 +196,7 @@ impl Edited {
                                     format!("it is stale in plex '{}', which another plex mirrors", p.name)
                                 };
                                 return Err(refuse(format!(
-                                    "{why}: it must be revived (uraid revives it when the volume runs writable; \
-                                     -f forces it up)"
+                                    "{why}: it must be revived (uraid vinum start does; -f forces it up)"
                                 )));
                             }
                         }
