@@ -281,6 +281,10 @@ impl OpenArray {
         Ok(OpenArray::with_format(Format::Md(Box::new(md)), array, writable))
     }
 
+    /// Add `dev` to the array (md's `--add`): it takes the first missing or failed slot and is
+    /// rebuilt there (returned as `Some(slot)`), or becomes a spare when every slot is filled.
+    /// A device that already carries an md superblock is refused, whatever array it names: it
+    /// may hold someone's data.
     pub fn add_member(&mut self, dev: Box<dyn MemberDevice>) -> Result<Option<usize>, OpenError> {
         self.require_md("adding a member")?;
         if !self.writable {
