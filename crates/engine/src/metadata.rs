@@ -262,6 +262,11 @@ impl StepQueue {
         self.queue.iter_mut().for_each(keep);
     }
 
+    /// The step out with the driver, if one is.
+    pub fn out(&self) -> Option<&MetaStep> {
+        self.out.as_ref()
+    }
+
     /// [`ArrayMetadata::durable`].
     pub fn durable(&self, ticket: Ticket) -> bool {
         ticket.0 <= self.durable_through

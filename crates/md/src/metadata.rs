@@ -153,6 +153,13 @@ pub struct MdMetadata {
     devs_changed: bool,
     bitmap: Option<WriteIntentBits>,
     steps: StepQueue,
+    /// The event count of each superblock step still queued, in order.
+    queued_events: std::collections::VecDeque<u64>,
+    /// The event count of the newest superblock step handed out: the newest any member may
+    /// hold. An update that supersedes queued superblock steps counts on from it, since theirs
+    /// never reached a member (md bumps the count once per superblock write, and a member one
+    /// update behind is taken back at assembly while one two behind is not).
+    events_written: u64,
 }
 
 impl MdMetadata {
@@ -171,6 +178,8 @@ impl MdMetadata {
             devs_changed: false,
             bitmap: start.bitmap,
             steps: StepQueue::new(),
+            queued_events: std::collections::VecDeque::new(),
+            events_written: start.events,
         }
     }
 
@@ -375,13 +384,6 @@ impl MdMetadata {
         let states = self.slot_states(devices);
         let degraded = states.iter().any(|s| *s != SlotState::InSync);
         let nospares = !self.devs_changed && !degraded;
-        if nospares && clean && self.can_decrease_events && self.events != 1 {
-            self.events -= 1;
-            self.can_decrease_events = false;
-        } else {
-            self.events += 1;
-            self.can_decrease_events = nospares;
-        }
         // A member holds its slot while it is in sync or being rebuilt (md writes a rebuilding
         // member's slot as its role, with its progress in its own recovery_offset).
         let live_role = |d: &DeviceRole| match *d {
@@ -393,6 +395,19 @@ impl MdMetadata {
         };
         let takes_part: Vec<bool> =
             (0..self.devices.len()).map(|i| devices.get(i).and_then(live_role).is_some()).collect();
+        // Superblock steps still queued are superseded by this update, which writes every live
+        // member (below), and never reach a member: count on from what members may hold.
+        if !self.queued_events.is_empty() && takes_part.iter().any(|t| *t) {
+            self.events = self.events_written;
+            self.can_decrease_events = false;
+        }
+        if nospares && clean && self.can_decrease_events && self.events != 1 {
+            self.events -= 1;
+            self.can_decrease_events = false;
+        } else {
+            self.events += 1;
+            self.can_decrease_events = nospares;
+        }
         let live: Vec<(u32, Role)> = self
             .devices
             .iter()
@@ -463,10 +478,23 @@ impl MdMetadata {
         // failed member still in sync on disk; md writes its superblocks promptly too. Only an
         // update that writes something supersedes (with no live member left, the queued steps
         // must still run, or fail, for their tickets to end); a log header write is kept.
+        //
+        // A flush step at the head of the queue is kept: the writes before it are out already,
+        // and md has every superblock update durable before the next is written (it waits for
+        // its superblock writes, which carry a preflush and FUA). Dropping it would let a
+        // member lose two updates to one crash, and assembly leaves a member two events behind.
         if steps.iter().any(|step| !step.ops.is_empty()) {
+            let mut front = true;
             self.steps.retain_queued(|step| {
-                step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Log, .. }))
+                let pending_flush =
+                    front && !step.ops.is_empty() && step.ops.iter().all(|op| matches!(op, MetaOp::Flush { .. }));
+                front = false;
+                pending_flush || step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Log, .. }))
             });
+            self.queued_events.clear();
+        }
+        if steps.iter().any(is_superblock_step) {
+            self.queued_events.push_back(self.events);
         }
         self.queue_steps(steps)
     }
@@ -559,7 +587,13 @@ impl ArrayMetadata for MdMetadata {
     }
 
     fn next_step(&mut self) -> Option<MetaStep> {
-        self.steps.next_step()
+        let step = self.steps.next_step()?;
+        if is_superblock_step(&step) {
+            if let Some(events) = self.queued_events.pop_front() {
+                self.events_written = self.events_written.max(events);
+            }
+        }
+        Some(step)
     }
 
     fn step_done(&mut self, result: Result<(), MetaError>) {
@@ -572,7 +606,10 @@ impl ArrayMetadata for MdMetadata {
 
     fn step_failed_on(&mut self, device: usize) {
         // md (`super_written`): a member whose superblock write fails is failed, and the update
-        // is written again to the others (`MD_SB_NEED_REWRITE`).
+        // is written again to the others (`MD_SB_NEED_REWRITE`), with the event count it had.
+        if self.steps.out().is_some_and(is_superblock_step) {
+            self.queued_events.push_front(self.events_written);
+        }
         self.steps.without(|op| op.device() == device);
         self.devs_changed = true;
     }
@@ -608,6 +645,11 @@ impl ArrayMetadata for MdMetadata {
     fn intent_region_bytes(&self) -> Option<u64> {
         self.bitmap.as_ref().map(|b| b.chunk_bytes)
     }
+}
+
+/// Whether a step writes superblocks.
+fn is_superblock_step(step: &MetaStep) -> bool {
+    step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Label, .. }))
 }
 
 #[cfg(test)]
