@@ -160,9 +160,6 @@ pub struct MdMetadata {
     /// never reached a member (md bumps the count once per superblock write, and a member one
     /// update behind is taken back at assembly while one two behind is not).
     events_written: u64,
-    /// The step at the head of the queue was handed out before and put back, without a member
-    /// whose write failed: its writes are out on the others.
-    requeued_front: bool,
 }
 
 impl MdMetadata {
@@ -183,7 +180,6 @@ impl MdMetadata {
             steps: StepQueue::new(),
             queued_events: std::collections::VecDeque::new(),
             events_written: start.events,
-            requeued_front: false,
         }
     }
 
@@ -487,17 +483,13 @@ impl MdMetadata {
         // and md has every superblock update durable before the next is written (it waits for
         // its superblock writes, which carry a preflush and FUA). Dropping it would let a
         // member lose two updates to one crash, and assembly leaves a member two events behind.
-        // So is a step put back after a member's write failed, with the steps up to its flush.
         if steps.iter().any(|step| !step.ops.is_empty()) {
-            let mut in_prefix = true;
-            let requeued = self.requeued_front;
+            let mut front = true;
             self.steps.retain_queued(|step| {
-                let flush_only = !step.ops.is_empty() && step.ops.iter().all(|op| matches!(op, MetaOp::Flush { .. }));
-                let keep = in_prefix && (requeued || flush_only);
-                if flush_only || !requeued {
-                    in_prefix = false;
-                }
-                keep || step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Log, .. }))
+                let pending_flush =
+                    front && !step.ops.is_empty() && step.ops.iter().all(|op| matches!(op, MetaOp::Flush { .. }));
+                front = false;
+                pending_flush || step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Log, .. }))
             });
             self.queued_events.clear();
         }
@@ -596,7 +588,6 @@ impl ArrayMetadata for MdMetadata {
 
     fn next_step(&mut self) -> Option<MetaStep> {
         let step = self.steps.next_step()?;
-        self.requeued_front = false;
         if is_superblock_step(&step) {
             if let Some(events) = self.queued_events.pop_front() {
                 self.events_written = self.events_written.max(events);
@@ -619,7 +610,6 @@ impl ArrayMetadata for MdMetadata {
         if self.steps.out().is_some_and(is_superblock_step) {
             self.queued_events.push_front(self.events_written);
         }
-        self.requeued_front = self.steps.out().is_some();
         self.steps.without(|op| op.device() == device);
         self.devs_changed = true;
     }
