@@ -122,6 +122,10 @@ const METADATA_SEEDS: &[(&str, u64, &str)] = &[
     ("raid10-4-o2", 550_800, "the same: a member failed for its metadata, then a crash"),
     ("raid10-5-o3", 741_020, "the same: two members failed, then a crash"),
     ("raid10-5-o3", 931_700, "the same: a member failed for its metadata, then a crash"),
+    ("raid10-3-n2", 17_564, "an update superseding a queued one skipped its event number: a member two behind"),
+    ("raid1-3", 807_919, "the same, after a member was failed by hand"),
+    ("raid10-5-f2", 893_897, "the same, during a rebuild"),
+    ("raid4-3", 819_435, "an update superseded the flush of the one before: two updates lost to one crash"),
 ];
 
 /// Known bug P1 (`docs/fault-simulation.md`): raid6 with a log, a member holding the only log
