@@ -224,6 +224,21 @@ impl StepQueue {
         self.queue.retain(keep);
     }
 
+    /// What every [`ArrayMetadata::record`] checks first: no step has failed, the array is
+    /// writable, and one role was given per device.
+    pub fn admit(&self, writable: bool, roles: usize, devices: usize) -> Result<(), MetaError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if !writable {
+            return Err(MetaError::ReadOnly);
+        }
+        if roles != devices {
+            return Err(MetaError::Format(format!("{roles} device roles given for {devices} devices")));
+        }
+        Ok(())
+    }
+
     /// [`ArrayMetadata::next_step`].
     pub fn next_step(&mut self) -> Option<MetaStep> {
         if self.out.is_some() || self.failed.is_some() {

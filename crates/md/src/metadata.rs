@@ -539,19 +539,7 @@ impl ArrayMetadata for MdMetadata {
         devices: &[DeviceRole],
         now: UnixSeconds,
     ) -> Result<Option<Ticket>, MetaError> {
-        if let Some(e) = self.steps.failed() {
-            return Err(e.clone());
-        }
-        if !self.writable {
-            return Err(MetaError::ReadOnly);
-        }
-        if devices.len() != self.devices.len() {
-            return Err(MetaError::Format(format!(
-                "{} device roles given for {} devices",
-                devices.len(),
-                self.devices.len()
-            )));
-        }
+        self.steps.admit(self.writable, devices.len(), self.devices.len())?;
         Ok(match change {
             MetaChange::Dirty => self.update(false, false, devices, now),
             MetaChange::Clean => {

@@ -80,8 +80,8 @@ pub enum Verb {
     Rename(RenameArgs),
     /// Set the state of a volume, plex, subdisk or drive: up, down or stale.
     Setstate(SetstateArgs),
-    /// Attach a plex to a volume (PLEX VOLUME [rename]) or a subdisk to a plex (SUBDISK PLEX
-    /// [OFFSET] [rename]); what is attached is stale until revived.
+    /// Attach a plex to a volume (PLEX VOLUME, then optionally rename) or a subdisk to a plex
+    /// (SUBDISK PLEX, then optionally OFFSET and rename); what is attached is stale until revived.
     Attach(AttachArgs),
     /// Detach a plex from its volume or a subdisk from its plex.
     Detach(DetachArgs),
@@ -235,7 +235,7 @@ pub struct SetstateArgs {
 pub struct AttachArgs {
     #[command(flatten)]
     pub search: Search,
-    /// PLEX VOLUME [rename] or SUBDISK PLEX [OFFSET] [rename] (OFFSET in bytes, or with s, k,
+    /// PLEX VOLUME then optionally rename, or SUBDISK PLEX then optionally OFFSET and rename (OFFSET in bytes, or with s, k,
     /// m, g), and the devices that hold the drives (paths that exist).
     pub args: Vec<String>,
 }
