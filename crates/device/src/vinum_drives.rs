@@ -474,19 +474,7 @@ pub fn prepare_save<'a>(
     config: &VinumConfig,
     now: Timeval,
 ) -> Result<WritePlan<'a>, SaveError> {
-    let area = config_area(config)?;
-    let mut steps = Vec::new();
-    let mut headers = Vec::new();
-    let mut devices = Vec::new();
-    for (i, d) in drives.into_iter().enumerate() {
-        check_size(d.device)?;
-        let header = d.header.saved_at(now);
-        save_steps(&mut steps, i, header_bytes(d.device, &header)?, &area);
-        headers.push(header);
-        devices.push(d.device);
-    }
-    steps.extend((0..devices.len()).map(|drive| Step::Flush { drive }));
-    Ok(WritePlan { devices, steps, headers })
+    prepare_remove(drives, Vec::new(), config, now)
 }
 
 /// Plan what `gv_rm_drive` and the save after it write: each of `removed` gets its header

@@ -258,3 +258,17 @@ mod tests {
         assert_eq!(fs::metadata(img).unwrap().len(), 4 << 20);
     }
 }
+
+/// `len` bytes that differ at every offset and from seed to seed (xorshift), for tests that
+/// write data and read it back.
+pub fn random_bytes(len: u64, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}

@@ -35,15 +35,7 @@ fn ok(o: Output) -> Vec<u8> {
 }
 
 fn random(len: u64, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    uraid_testkit::random_bytes(len, seed)
 }
 
 /// Equal bytes, or the first offset where they differ (not megabytes of both).
