@@ -240,6 +240,20 @@ pub fn noise(seed: u64, len: usize) -> Vec<u8> {
     out
 }
 
+/// `len` bytes that differ at every offset and from seed to seed (xorshift), for tests that
+/// write data and read it back.
+pub fn random_bytes(len: u64, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,18 +271,4 @@ mod tests {
         let img = case.member_image(0).expect("member 0 image");
         assert_eq!(fs::metadata(img).unwrap().len(), 4 << 20);
     }
-}
-
-/// `len` bytes that differ at every offset and from seed to seed (xorshift), for tests that
-/// write data and read it back.
-pub fn random_bytes(len: u64, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
 }
