@@ -160,6 +160,11 @@ pub struct MdMetadata {
     /// never reached a member (md bumps the count once per superblock write, and a member one
     /// update behind is taken back at assembly while one two behind is not).
     events_written: u64,
+    /// Queued steps at the head of the queue that no later update may supersede: a superblock
+    /// write put back to be written again after a member failed under it (md's
+    /// `MD_SB_NEED_REWRITE`), and the flush after it. Its members may hold the update already,
+    /// undurably; md has every update durable on the members left before the next goes out.
+    pinned: usize,
 }
 
 impl MdMetadata {
@@ -180,6 +185,7 @@ impl MdMetadata {
             steps: StepQueue::new(),
             queued_events: std::collections::VecDeque::new(),
             events_written: start.events,
+            pinned: 0,
         }
     }
 
@@ -485,13 +491,21 @@ impl MdMetadata {
         // member lose two updates to one crash, and assembly leaves a member two events behind.
         if steps.iter().any(|step| !step.ops.is_empty()) {
             let mut front = true;
+            let mut pinned = self.pinned;
+            let mut pinned_events = 0;
             self.steps.retain_queued(|step| {
                 let pending_flush =
                     front && !step.ops.is_empty() && step.ops.iter().all(|op| matches!(op, MetaOp::Flush { .. }));
                 front = false;
-                pending_flush || step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Log, .. }))
+                let pin = pinned > 0;
+                pinned = pinned.saturating_sub(1);
+                if pin && is_superblock_step(step) {
+                    pinned_events += 1;
+                }
+                pin || pending_flush
+                    || step.ops.iter().any(|op| matches!(op, MetaOp::Write { what: MetaWhat::Log, .. }))
             });
-            self.queued_events.clear();
+            self.queued_events.truncate(pinned_events);
         }
         if steps.iter().any(is_superblock_step) {
             self.queued_events.push_back(self.events);
@@ -576,6 +590,7 @@ impl ArrayMetadata for MdMetadata {
 
     fn next_step(&mut self) -> Option<MetaStep> {
         let step = self.steps.next_step()?;
+        self.pinned = self.pinned.saturating_sub(1);
         if is_superblock_step(&step) {
             if let Some(events) = self.queued_events.pop_front() {
                 self.events_written = self.events_written.max(events);
@@ -597,6 +612,8 @@ impl ArrayMetadata for MdMetadata {
         // is written again to the others (`MD_SB_NEED_REWRITE`), with the event count it had.
         if self.steps.out().is_some_and(is_superblock_step) {
             self.queued_events.push_front(self.events_written);
+            // The write put back and the flush after it.
+            self.pinned = 2;
         }
         self.steps.without(|op| op.device() == device);
         self.devs_changed = true;
@@ -801,6 +818,50 @@ mod tests {
         meta.record(MetaChange::Dirty, &roles, 7).unwrap();
         run(&mut meta, &mut images);
         assert_eq!(superblock(&images[0]).info().events, before + 2);
+    }
+
+    #[test]
+    fn a_superblock_write_put_back_is_durable_before_the_update_that_records_its_failure() {
+        // A member's superblock write fails while the others' went out: md writes the update
+        // again to the others and waits for it (MD_SB_NEED_REWRITE) before the update that
+        // records the failure. Superseding the rewrite would let a member that had the first
+        // update only in its cache lose both to one crash, two events behind.
+        let mut images = raid5_images(false);
+        let mut meta = start(&images);
+        let before = meta.events();
+        meta.record(MetaChange::Dirty, &whole(), 5).unwrap();
+        let writes = meta.next_step().expect("superblock writes");
+        assert!(is_superblock_step(&writes));
+        meta.step_failed_on(3);
+        let mut roles = whole();
+        roles[3] = DeviceRole::Out;
+        let failure = meta.record(MetaChange::Roles, &roles, 6).unwrap().expect("writes");
+        // The rewrite (the first update's count, to the three left) and its flush come first.
+        let rewrite = meta.next_step().expect("the rewrite");
+        let devices: Vec<usize> = rewrite.ops.iter().map(MetaOp::device).collect();
+        assert_eq!(devices, [0, 1, 2]);
+        for op in &rewrite.ops {
+            let MetaOp::Write { data, .. } = op else { panic!("a write: {op:?}") };
+            assert_eq!(superblock(&pad(data)).info().events, before + 1);
+        }
+        meta.step_done(Ok(()));
+        let flush = meta.next_step().expect("its flush");
+        assert!(flush.ops.iter().all(|op| matches!(op, MetaOp::Flush { .. })), "{flush:?}");
+        meta.step_done(Ok(()));
+        assert!(!meta.durable(failure));
+        run(&mut meta, &mut images);
+        assert!(meta.durable(failure));
+        for img in &images[..3] {
+            assert_eq!(superblock(img).info().events, before + 2);
+        }
+    }
+
+    /// A superblock write's bytes, placed where `superblock` finds them in an image.
+    fn pad(data: &[u8]) -> Vec<u8> {
+        let mut img = raid5_images(false).swap_remove(0);
+        let at = superblock(&img).byte_offset() as usize;
+        img[at..at + data.len()].copy_from_slice(data);
+        img
     }
 
     #[test]

@@ -24,6 +24,9 @@ impl Sim {
             self.model.uncertain_sectors()
         );
         let exposed = self.model.unflushed_ranges(self.last_flush);
+        // The members the array held when the crash hit: only their superblock updates can have
+        // been lost to it (a member the array had failed is behind by design).
+        let live_at_crash: Vec<usize> = self.slot_dev.iter().flatten().copied().collect();
         let in_metadata = !self.meta_ios.is_empty() || self.open.metadata_pending().is_some();
         if in_metadata {
             self.report.crashes_in_metadata_writes += 1;
@@ -104,7 +107,7 @@ impl Sim {
                 // failed (a very slow one): md takes a member two events behind for stale, and
                 // only `mdadm --assemble --force` takes it back. Beyond the redundancy, not a
                 // failure of the code.
-                let lost_updates = self.members_left_behind(&offered);
+                let lost_updates = self.members_left_behind(&offered, &live_at_crash);
                 if !lost_updates.is_empty() {
                     trace!(self, "members whose superblock updates the crashes lost: {lost_updates:?}");
                 }
@@ -146,8 +149,11 @@ impl Sim {
         // back). That is a member lost to the crashes, which the fault plan never budgeted for;
         // what the array survives after that says nothing about the code. The run ends there.
         if self.mode == Mode::Normal {
-            let lost_updates: Vec<usize> =
-                self.members_left_behind(&offered).into_iter().filter(|d| !self.slot_dev.contains(&Some(*d))).collect();
+            let lost_updates: Vec<usize> = self
+                .members_left_behind(&offered, &live_at_crash)
+                .into_iter()
+                .filter(|d| !self.slot_dev.contains(&Some(*d)))
+                .collect();
             if !lost_updates.is_empty() {
                 self.end(format!(
                     "members {lost_updates:?} are two events behind (their superblock updates lost in crashes): md assembles without them, beyond the fault plan"
@@ -186,9 +192,11 @@ impl Sim {
         Ok(())
     }
 
-    /// Devices among `offered` that never failed but whose superblock is two or more events
-    /// behind the freshest: their updates were lost in crashes.
-    fn members_left_behind(&self, offered: &[usize]) -> Vec<usize> {
+    /// Devices among `offered` that the array held when the crash hit (`live`) but whose
+    /// superblock is two or more events behind the freshest: their updates were lost in crashes.
+    /// A member with latent sector errors the array never failed counts: its superblock writes
+    /// are as exposed to a crash as any other member's.
+    fn members_left_behind(&self, offered: &[usize], live: &[usize]) -> Vec<usize> {
         let events: Vec<(usize, u64)> = offered
             .iter()
             .filter_map(|&d| {
@@ -199,7 +207,7 @@ impl Sim {
             })
             .collect();
         let newest = events.iter().map(|e| e.1).max().unwrap_or(0);
-        events.into_iter().filter(|&(d, ev)| ev + 1 < newest && !self.devices[d].faulted).map(|(d, _)| d).collect()
+        events.into_iter().filter(|&(d, ev)| ev + 1 < newest && live.contains(&d)).map(|(d, _)| d).collect()
     }
 
     /// The write-hole scenario after its crash: read the degraded array and say what is wrong.
