@@ -166,7 +166,8 @@ pub const KNOWN_BUGS: &[KnownBug] = &[KnownBug {
           others, and retires its log entry. A crash before the failure is on the superblocks brings \
           the member back in sync at assembly, holding the old bytes of that chunk while parity holds \
           the new: with nothing in the log for the stripe and no resync owed after a complete replay, \
-          a check finds the stripe inconsistent (seed 1623 on raid5-4-ra). md's log seems to share \
-          it; keeping such entries until the failure record is durable would close it.",
+          a check finds the stripe inconsistent (seed 1623 on raid5-4-ra). md does not share it: \
+          raid5's handle_stripe leaves stripes alone while a member failure is not yet on the \
+          superblocks (MD_SB_CHANGE_PENDING); the fix is the same stall in the engine.",
     guard: "with a log: no crash while a member failure is being recorded",
 }];
