@@ -467,7 +467,8 @@ fn save_steps(steps: &mut Vec<Step>, drive: usize, header: Arc<Vec<u8>>, area: &
 
 /// Plan a save of `config` (its lists in the kernel's order: that is the order written) to
 /// every drive given, in the order given (the kernel's drive list), as `gv_save_config`: one
-/// `last_update`, `now`, for all; for each drive its header, configuration copy 1 and copy 2;
+/// `last_update`, `now` (or just after the newest drive's, keeping its unclean mark, see
+/// [`Timeval::save_stamp`]), for all; for each drive its header, configuration copy 1 and copy 2;
 /// then a flush of each device. Bytes 0..4096 and the data area are never touched.
 pub fn prepare_save<'a>(
     drives: Vec<DriveToWrite<'a>>,
@@ -489,6 +490,10 @@ pub fn prepare_remove<'a>(
     now: Timeval,
 ) -> Result<WritePlan<'a>, SaveError> {
     let area = config_area(config)?;
+    // Newer than every drive, keeping the unclean mark the newest carries (a raid5 volume
+    // whose parity a crash may have left stale stays owed its rewrite).
+    let newest = kept.iter().chain(&removed).map(|d| d.header.label.last_update).max().unwrap_or_default();
+    let now = Timeval::save_stamp(now, newest, newest.marks_unclean());
     let mut steps = Vec::new();
     let mut headers = Vec::new();
     let mut devices = Vec::new();

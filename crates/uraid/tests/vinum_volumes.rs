@@ -319,6 +319,59 @@ fn checkparity_counts_bad_rows_and_rebuildparity_fixes_them() {
     assert!(e.contains("subdisk r5.p0.s2 is down; start it first"), "{e}");
 }
 
+/// The microseconds of a drive's `last_update` (header at 4096, big-endian, bytes 104..112).
+fn last_update_microseconds(path: &str) -> u64 {
+    let bytes = std::fs::read(path).unwrap();
+    u64::from_be_bytes(bytes[4096 + 104..4096 + 112].try_into().unwrap())
+}
+
+#[test]
+fn a_raid5_volume_left_unclean_has_its_parity_rewritten_before_it_is_saved_clean() {
+    let d = Drives::new();
+    let model = random(MIB as usize, 11);
+    ok(d.write("r5", 0, &model, &["b", "c", "d"]));
+    for n in ["b", "c", "d"] {
+        assert_ne!(last_update_microseconds(d.path(n)) % 1000, 999, "closed clean: no unclean mark");
+    }
+    // A crash while writing, as the drives would keep it: the unclean mark on every drive's
+    // stamp, and a row whose parity no longer matches its data (row 3's data on b).
+    for n in ["a", "b", "c", "d"] {
+        let mut bytes = std::fs::read(d.path(n)).unwrap();
+        let us = u64::from_be_bytes(bytes[4096 + 104..4096 + 112].try_into().unwrap());
+        bytes[4096 + 104..4096 + 112].copy_from_slice(&(us - us % 1000 + 999).to_be_bytes());
+        if n == "b" {
+            let at = d.config().subdisk("r5.p0.s0").unwrap().drive_offset + 3 * 32_768 + 9;
+            bytes[at as usize] ^= 0x0f;
+        }
+        std::fs::write(d.path(n), bytes).unwrap();
+    }
+    let drives: Vec<&str> = ["b", "c", "d"].iter().map(|n| d.path(n)).collect();
+    let vinum = |verb: &str, extra: &[&str]| {
+        let mut args = vec!["vinum", verb];
+        args.extend_from_slice(extra);
+        args.extend(drives.iter().copied());
+        uraid(&args)
+    };
+    let e = refused(vinum("checkparity", &["r5.p0"]));
+    assert!(e.contains("1 of 128 rows"), "{e}");
+    // Degraded, it is not run at all: data rebuilt from that row's parity would be wrong.
+    let e = refused(d.run("cat", "r5", &[], &["b", "c"], b""));
+    assert!(e.contains("was not stopped cleanly") && e.contains("refusing"), "{e}");
+    // A command-line save keeps the mark.
+    ok(uraid(&["vinum", "saveconfig", d.path("a"), d.path("b"), d.path("c"), d.path("d")]));
+    assert_eq!(last_update_microseconds(d.path("c")) % 1000, 999);
+    // `start` rewrites the parity and saves the volume clean.
+    let out = String::from_utf8(ok(vinum("start", &["r5"]))).unwrap();
+    assert!(out.contains("volume r5: parity rewritten; saved clean"), "{out}");
+    ok(vinum("checkparity", &["r5.p0"]));
+    for n in ["b", "c", "d"] {
+        assert_ne!(last_update_microseconds(d.path(n)) % 1000, 999, "saved clean");
+    }
+    // Parity follows the data as it was found: c rebuilt from b and d reads what c holds.
+    let now = d.cat("r5", &["b", "c", "d"]);
+    assert_eq!(d.cat("r5", &["b", "d"]), now);
+}
+
 #[test]
 fn start_revives_what_a_write_missed_and_refuses_what_gvinum_cannot_start() {
     let d = Drives::new();

@@ -16,12 +16,15 @@
 //!   `stale`, and clean again once idle and flushed, with every plex up. A crash in between
 //!   leaves the others stale: FreeBSD then reads the first plex only until `gvinum start`
 //!   copies it over them, and uraid rebuilds them from it before it reads them. Both make the
-//!   plexes agree before the volume reads from more than one. A volume of one plex has nothing
-//!   a crash could leave disagreeing but a raid5 plex's parity, which gvinum's configuration
-//!   cannot mark: such a volume is not recorded dirty (`checkparity` finds what a crash left).
-//!   Before its first write it saves its states if they changed since they were read (a
-//!   subdisk whose drive was not found is saved down), so that the subdisk, which misses the
-//!   writes, is not read as up once its drive is back.
+//!   plexes agree before the volume reads from more than one. A volume of one raid5 plex could
+//!   be left with parity that disagrees with its data, which gvinum's configuration has no
+//!   state for: uraid saves it before its first write with its unclean mark in the time stamp
+//!   (`Timeval::save_stamp`, invisible to FreeBSD), and without it once idle and flushed; found
+//!   marked, it owes a resync (every row's parity from its data) before it is saved clean. A
+//!   volume of one concat or striped plex has nothing a crash could leave disagreeing and is
+//!   never recorded dirty. Before its first write every volume saves its states if they
+//!   changed since they were read (a subdisk whose drive was not found is saved down), so that
+//!   the subdisk, which misses the writes, is not read as up once its drive is back.
 //!
 //! A save writes, on every up drive, configuration copy 2, then copy 1, then the header with
 //! the save's time, each group flushed before the next starts. gvinum writes the same bytes
@@ -75,6 +78,12 @@ pub struct VinumStart {
     pub devices: Vec<usize>,
     /// Opened for writing.
     pub writable: bool,
+    /// The volume is one raid5 plex: it is recorded dirty by the unclean mark in the saves'
+    /// time stamps (`Timeval::save_stamp`).
+    pub parity: bool,
+    /// The newest drive's stamp carries the unclean mark: a raid5 volume owes a resync (every
+    /// row's parity from its data) before it is saved clean.
+    pub unclean: bool,
 }
 
 /// The volume's metadata as gvinum keeps it; see the module documentation.
@@ -87,8 +96,14 @@ pub struct VinumMetadata {
     drives: Vec<SaveDrive>,
     devices: Vec<usize>,
     writable: bool,
-    /// Recorded dirty: every plex but the first up one saved stale.
+    parity: bool,
+    /// Recorded dirty: every plex but the first up one saved stale, or a raid5 plex saved with
+    /// the unclean mark.
     dirty: bool,
+    /// A resync is owed before the volume may be saved clean (found with the unclean mark).
+    needs_resync: bool,
+    /// Whether the last save (or the drives as read) carried the unclean mark.
+    saved_unclean: bool,
     /// Membership changed since the last save.
     roles_changed: bool,
     /// A write was let through: a volume of one plex has recorded what its subdisks are (it
@@ -109,7 +124,10 @@ impl VinumMetadata {
             drives: start.drives,
             devices: start.devices,
             writable: start.writable,
-            dirty: false,
+            parity: start.parity,
+            dirty: start.parity && start.unclean,
+            needs_resync: start.parity && start.unclean,
+            saved_unclean: start.unclean,
             roles_changed: false,
             writes_seen: false,
             last_saved: format_config(&start.on_disk).ok(),
@@ -208,7 +226,8 @@ impl VinumMetadata {
     fn save(&mut self, now: UnixSeconds) -> Result<Option<Ticket>, MetaError> {
         let config = self.config_to_save();
         let text = format_config(&config).map_err(|e| MetaError::Format(format!("configuration save: {e}")))?;
-        if self.last_saved.as_deref() == Some(text.as_str()) {
+        let unclean = self.parity && self.dirty;
+        if self.last_saved.as_deref() == Some(text.as_str()) && self.saved_unclean == unclean {
             return Ok(None);
         }
         let area =
@@ -217,7 +236,7 @@ impl VinumMetadata {
         // newer than anything on the drives, even with the clock in whole seconds and a drive
         // saved earlier in the same second (gvinum's own saves carry microseconds).
         let newest = self.drives.iter().map(|d| d.header.label.last_update).max().unwrap_or_default();
-        let stamp = Timeval::new(now, 0).max(newest.next());
+        let stamp = Timeval::save_stamp(Timeval::new(now, 0), newest, unclean);
         let targets: Vec<(usize, usize)> = (0..self.drives.len())
             .filter(|&d| self.drives[d].up)
             .filter_map(|d| self.devices.iter().position(|&x| x == d).map(|device| (d, device)))
@@ -256,6 +275,7 @@ impl VinumMetadata {
             flushes(),
         ]);
         self.last_saved = Some(text);
+        self.saved_unclean = unclean;
         self.roles_changed = false;
         Ok(ticket)
     }
@@ -294,10 +314,18 @@ impl ArrayMetadata for VinumMetadata {
                 // as up once its drive is back.
                 self.take_roles(devices);
                 self.writes_seen = true;
-                self.dirty = self.mirrored();
+                self.dirty = self.mirrored() || self.parity;
                 self.save(now)
             }
             MetaChange::Clean => {
+                if self.needs_resync {
+                    // Still owed its resync: only membership changes are saved, still marked.
+                    if !self.roles_changed {
+                        return Ok(None);
+                    }
+                    self.take_roles(devices);
+                    return self.save(now);
+                }
                 if !self.dirty && !self.roles_changed {
                     return Ok(None);
                 }
@@ -309,10 +337,14 @@ impl ArrayMetadata for VinumMetadata {
                 self.take_roles(devices);
                 self.save(now)
             }
-            MetaChange::IntentSet(_)
-            | MetaChange::IntentClear(_)
-            | MetaChange::ResyncCheckpoint { .. }
-            | MetaChange::ResyncDone => Ok(None),
+            MetaChange::ResyncDone => {
+                // Saved clean by the next `Clean` (the volume stays recorded dirty until then).
+                self.needs_resync = false;
+                Ok(None)
+            }
+            // gvinum's configuration has nowhere to keep a resync's progress: one cut short
+            // starts over.
+            MetaChange::IntentSet(_) | MetaChange::IntentClear(_) | MetaChange::ResyncCheckpoint { .. } => Ok(None),
         }
     }
 
@@ -347,14 +379,15 @@ impl ArrayMetadata for VinumMetadata {
     }
 
     fn writes_recorded(&self) -> bool {
-        // A volume of one plex is never recorded dirty: once its states are saved, its writes
-        // wait for nothing.
-        self.dirty || (self.writes_seen && !self.mirrored())
+        // A volume of one concat or striped plex is never recorded dirty: once its states are
+        // saved, its writes wait for nothing.
+        self.dirty || (self.writes_seen && !self.mirrored() && !self.parity)
     }
 
     fn needs_resync(&self) -> bool {
-        // Plexes a crash left stale come back as subdisks to rebuild, not as a resync.
-        false
+        // Plexes a crash left stale come back as subdisks to rebuild, not as a resync; a raid5
+        // plex found with the unclean mark has its parity rewritten.
+        self.needs_resync
     }
 
     fn resync_checkpoint(&self) -> u64 {

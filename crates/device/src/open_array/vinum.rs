@@ -44,6 +44,10 @@ pub enum VolumeOpenError {
         "{device}: drive {drive:?} is {size} bytes, but subdisk {subdisk:?} needs it to reach byte {end} (a truncated image?)"
     )]
     DriveTooSmall { device: String, drive: String, size: u64, subdisk: String, end: u64 },
+    #[error(
+        "volume {volume:?} is a raid5 plex with {missing} subdisk(s) not up, and was not stopped cleanly (its drives carry uraid's unclean mark): parity may not match the data, so data rebuilt from it could be wrong; refusing to run it (md refuses a dirty degraded array too)"
+    )]
+    DirtyDegraded { volume: String, missing: usize },
     #[error(transparent)]
     Engine(#[from] uraid_engine::EngineError),
 }
@@ -176,7 +180,19 @@ impl OpenArray {
         }
         let states = plan.slot_states(writable);
         let recovering = states.iter().map(|s| (*s == SlotState::Recovering).then_some(0)).collect();
-        let array = Array::new(Geometry::custom(plan.layout.clone()), states)?;
+        let mut array = Array::new(Geometry::custom(plan.layout.clone()), states)?;
+        // A raid5 volume saved while writes were in flight (the newest stamp carries uraid's
+        // unclean mark) may have rows whose parity disagrees with their data: rebuilding a
+        // subdisk from such parity returns wrong data with no error, so, as md refuses a dirty
+        // degraded array, such a volume is not run degraded.
+        let parity = array.geometry().is_parity();
+        let newest = found.drives.iter().map(|d| d.drive.header.label.last_update).max().unwrap_or_default();
+        let unclean = parity && newest.marks_unclean() && how == VolumeStart::Run;
+        if unclean && array.slot_states().iter().any(|s| *s != SlotState::InSync) {
+            let missing = array.slot_states().iter().filter(|s| **s != SlotState::InSync).count();
+            return Err(VolumeOpenError::DirtyDegraded { volume: volume.to_string(), missing });
+        }
+        array.set_resync_pending(unclean);
         let meta = VinumMetadata::new(VinumStart {
             config: plan.config.clone(),
             on_disk: config.clone(),
@@ -186,6 +202,8 @@ impl OpenArray {
             drives: found.drives.iter().map(|d| SaveDrive { header: d.drive.header.clone(), up: true }).collect(),
             devices: devices.clone(),
             writable,
+            parity,
+            unclean,
         });
         let skipped = found.skipped.into_iter().map(|(_, e)| e).collect();
         let vinum = VinumVolume {

@@ -8,19 +8,22 @@ use uraid_vinum_format::{
 
 use super::{SaveDrive, VinumMetadata, VinumStart};
 
-/// Volume m: two concat plexes (a, b); volume r: a raid5 plex over a, b, c. Drive d holds
-/// nothing of either volume.
+/// Volume m: two concat plexes (a, b); volume r: a raid5 plex over a, b, c; volume c: one
+/// concat plex on d. Drive d holds nothing of m or r.
 const CONFIG: &str = "\
 volume m state up
 volume r state up
+volume c state up
 plex name m.p0 org concat vol m state up
 plex name m.p1 org concat vol m state up
 plex name r.p0 org raid5 16s vol r state up
+plex name c.p0 org concat vol c state up
 sd name m.p0.s0 drive a len 1024s driveoffset 265s plex m.p0 plexoffset 0s state up
 sd name m.p1.s0 drive b len 1024s driveoffset 265s plex m.p1 plexoffset 0s state up
 sd name r.p0.s0 drive a len 512s driveoffset 1289s plex r.p0 plexoffset 0s state up
 sd name r.p0.s1 drive b len 512s driveoffset 1289s plex r.p0 plexoffset 16s state up
 sd name r.p0.s2 drive c len 512s driveoffset 265s plex r.p0 plexoffset 32s state up
+sd name c.p0.s0 drive d len 512s driveoffset 265s plex c.p0 plexoffset 0s state up
 ";
 
 const NOW: u64 = 1_800_000_000;
@@ -44,6 +47,24 @@ fn mirror() -> VinumMetadata {
         drives: drives(),
         devices: vec![0, 1, 2, 3],
         writable: true,
+        parity: false,
+        unclean: false,
+    })
+}
+
+/// Volume c's metadata: its one slot on drive d (device 0), then drives a, b, c.
+fn concat() -> VinumMetadata {
+    VinumMetadata::new(VinumStart {
+        config: parse_config(CONFIG).unwrap(),
+        on_disk: parse_config(CONFIG).unwrap(),
+        volume: "c".into(),
+        slot_subdisks: vec!["c.p0.s0".into()],
+        plex_slots: std::iter::once(0..1).collect(),
+        drives: drives(),
+        devices: vec![3, 0, 1, 2],
+        writable: true,
+        parity: false,
+        unclean: false,
     })
 }
 
@@ -57,6 +78,8 @@ fn raid5() -> VinumMetadata {
         drives: drives(),
         devices: vec![0, 1, 2, 3],
         writable: true,
+        parity: true,
+        unclean: false,
     })
 }
 
@@ -167,15 +190,59 @@ fn while_the_first_plex_is_out_the_second_is_the_one_kept_up_when_dirty() {
 }
 
 #[test]
-fn a_volume_of_one_plex_is_never_recorded_dirty() {
-    let mut meta = raid5();
+fn a_volume_of_one_concat_plex_is_never_recorded_dirty() {
+    let mut meta = concat();
     assert!(!meta.writes_recorded(), "its states are checked before the first write");
-    let roles =
-        vec![slot(0, SlotState::InSync), slot(1, SlotState::InSync), slot(2, SlotState::InSync), DeviceRole::Spare];
+    let roles = vec![slot(0, SlotState::InSync), DeviceRole::Spare, DeviceRole::Spare, DeviceRole::Spare];
     assert_eq!(meta.record(MetaChange::Dirty, &roles, NOW).unwrap(), None, "the drives hold these states");
     assert!(!meta.is_dirty() && meta.writes_recorded());
     assert_eq!(meta.record(MetaChange::Clean, &roles, NOW).unwrap(), None);
     assert_eq!(meta.next_step(), None);
+}
+
+fn raid5_whole() -> Vec<DeviceRole> {
+    vec![slot(0, SlotState::InSync), slot(1, SlotState::InSync), slot(2, SlotState::InSync), DeviceRole::Spare]
+}
+
+#[test]
+fn a_raid5_volume_is_saved_with_the_unclean_mark_before_writes_and_without_it_once_clean() {
+    let mut meta = raid5();
+    let mut imgs = images();
+    let dirty = meta.record(MetaChange::Dirty, &raid5_whole(), NOW).unwrap().expect("a save");
+    assert!(meta.is_dirty() && meta.writes_recorded());
+    perform(&mut meta, &mut imgs);
+    assert!(meta.durable(dirty));
+    let (header, config) = saved(&imgs[0]);
+    assert!(header.label.last_update.marks_unclean(), "{:?}", header.label.last_update);
+    assert_eq!(config.subdisk("r.p0.s1").unwrap().state, SubdiskState::Up, "the states are as they were");
+    assert_eq!(meta.record(MetaChange::Dirty, &raid5_whole(), NOW).unwrap(), None, "recorded already");
+    meta.record(MetaChange::Clean, &raid5_whole(), NOW).unwrap().expect("a save");
+    perform(&mut meta, &mut imgs);
+    let (clean, _) = saved(&imgs[0]);
+    assert!(!clean.label.last_update.marks_unclean() && clean.label.last_update > header.label.last_update);
+    assert!(!meta.is_dirty() && !meta.writes_recorded());
+}
+
+#[test]
+fn a_raid5_volume_found_unclean_is_saved_clean_only_after_its_resync() {
+    let mut meta = VinumMetadata::new(VinumStart { unclean: true, ..start_of(raid5()) });
+    let mut imgs = images();
+    assert!(meta.needs_resync() && meta.is_dirty() && meta.writes_recorded());
+    assert_eq!(meta.record(MetaChange::Clean, &raid5_whole(), NOW).unwrap(), None, "still owed its resync");
+    // A member failure meanwhile is saved, still marked.
+    let mut roles = raid5_whole();
+    roles[1] = slot(1, SlotState::Faulty);
+    meta.membership_changed();
+    meta.record(MetaChange::Clean, &roles, NOW).unwrap().expect("the failure saved");
+    perform(&mut meta, &mut imgs);
+    let (header, config) = saved(&imgs[0]);
+    assert!(header.label.last_update.marks_unclean());
+    assert_eq!(config.subdisk("r.p0.s1").unwrap().state, SubdiskState::Stale);
+    assert_eq!(meta.record(MetaChange::ResyncDone, &roles, NOW).unwrap(), None);
+    assert!(!meta.needs_resync());
+    meta.record(MetaChange::Clean, &roles, NOW).unwrap().expect("saved clean");
+    perform(&mut meta, &mut imgs);
+    assert!(!saved(&imgs[0]).0.label.last_update.marks_unclean());
 }
 
 #[test]
@@ -189,8 +256,9 @@ fn a_subdisk_that_misses_writes_is_saved_before_the_first_write() {
     let ticket = meta.record(MetaChange::Dirty, &roles, NOW).unwrap().expect("the down subdisk saved");
     let mut imgs = images();
     perform(&mut meta, &mut imgs);
-    assert!(meta.durable(ticket) && !meta.is_dirty() && meta.writes_recorded());
-    let (_, config) = saved(&imgs[0]);
+    assert!(meta.durable(ticket) && meta.is_dirty() && meta.writes_recorded());
+    let (header, config) = saved(&imgs[0]);
+    assert!(header.label.last_update.marks_unclean(), "the same save records the volume dirty");
     assert_eq!(config.subdisk("r.p0.s2").unwrap().state, SubdiskState::Down);
     assert_eq!(config.plex("r.p0").unwrap().state, PlexState::Degraded);
 }
@@ -244,6 +312,8 @@ fn start_of(meta: VinumMetadata) -> VinumStart {
         drives: meta.drives,
         devices: meta.devices,
         writable: meta.writable,
+        parity: meta.parity,
+        unclean: false,
     }
 }
 

@@ -150,11 +150,14 @@ fn start_volume(devices: &[PathBuf], search: &Search, volume: &str, speed: Speed
     let array = open_volume(devices, search.scan.as_deref(), volume, true)?;
     let stale: Vec<String> =
         array.vinum().expect("a vinum volume").stale_subdisks().into_iter().map(str::to_string).collect();
-    if stale.is_empty() {
+    // A raid5 volume not stopped cleanly has its parity rewritten too (what `serve` would do
+    // first), so that it is saved clean.
+    let resync = array.needs_resync();
+    if stale.is_empty() && !resync {
         println!("volume {volume}: every subdisk is up; nothing to start");
         return Ok(());
     }
-    let config = ServiceConfig { auto_resync: false, speed, ..ServiceConfig::default() };
+    let config = ServiceConfig { auto_resync: resync, speed, ..ServiceConfig::default() };
     let service = ArrayService::start(array, config);
     let handle = service.handle();
     let last = crate::progress::follow(
@@ -164,10 +167,16 @@ fn start_volume(devices: &[PathBuf], search: &Search, volume: &str, speed: Speed
     let report = service.stop().map_err(|e| CliError(format!("stopping volume {volume}: {e}")))?;
     report_stop(&report, false, "done");
     let outcome = last["last_sync"].as_str().unwrap_or("no result").to_string();
-    if !outcome.contains("completed") || !report.failed_members.is_empty() {
-        return err(format!("volume {volume}: reviving {} did not complete: {outcome}", stale.join(", ")));
+    let what =
+        if stale.is_empty() { "rewriting its parity".to_string() } else { format!("reviving {}", stale.join(", ")) };
+    if !outcome.contains("completed") || !report.failed_members.is_empty() || !report.clean {
+        return err(format!("volume {volume}: {what} did not complete: {outcome}"));
     }
-    println!("volume {volume}: revived {}", stale.join(", "));
+    if stale.is_empty() {
+        println!("volume {volume}: parity rewritten; saved clean");
+    } else {
+        println!("volume {volume}: revived {}", stale.join(", "));
+    }
     Ok(())
 }
 
@@ -200,6 +209,8 @@ pub fn parity(args: &ParityArgs, repair: bool) -> CliResult {
     }
     let (rows, bad) = each_row(&mut array, plex, repair, args.v)?;
     if repair {
+        // Every row's parity now matches its data: a volume found unclean is owed nothing more.
+        array.resync_done();
         let clean = array.close()?;
         if !clean {
             return err(format!("{verb}: plex '{plex}': the volume could not be recorded clean"));
