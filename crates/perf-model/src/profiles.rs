@@ -7,7 +7,7 @@
 //! hardware runs with the same profile.
 
 use crate::bus::BusParams;
-use crate::disk::hdd::HddParams;
+use crate::disk::hdd::{HardDisk, HddParams};
 use crate::disk::ssd::SsdParams;
 use crate::disk::Scheduling;
 use crate::us;
@@ -49,6 +49,14 @@ impl Profile {
         match &self.disk {
             DiskModel::Hdd(p) => Some(p),
             DiskModel::Ssd(_) => None,
+        }
+    }
+
+    /// Bytes one disk of the profile holds.
+    pub fn disk_capacity_bytes(&self) -> u64 {
+        match &self.disk {
+            DiskModel::Hdd(p) => HardDisk::new(p.clone(), 0).capacity_bytes(),
+            DiskModel::Ssd(p) => p.capacity_bytes,
         }
     }
 }
