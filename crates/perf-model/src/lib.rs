@@ -2,7 +2,7 @@
 //!
 //! The real engine ([`uraid_engine::Array`], sans-I/O) runs over modelled disks and buses in
 //! virtual time, so the seed documents' benchmarks (bonnie, parallel `dd`, rawio, a tar
-//! extraction, Vinum's stripe-size sweep) can be replayed on the seeds' hardware and compared
+//! extraction, Vinum's rawio sweeps) can be replayed on the seeds' hardware and compared
 //! with their published figures, and read-balancing policies compared on identical workloads.
 //!
 //! Time is integer nanoseconds ([`Nanos`]); nothing reads the wall clock and every random choice
@@ -12,6 +12,8 @@
 //! - [`bus`]: a shared SCSI/SATA/PCI channel that serializes data transfers;
 //! - [`profiles`]: named hardware profiles with their parameters and sources;
 //! - [`storage`]: disks, their buses and host queues, as one discrete-event system;
+//! - [`volume`]: a gvinum volume on simulated drives (subdisks may share a drive), and Vinum's
+//!   request structure;
 //! - [`workload`]: the benchmarks as streams of block requests from closed-loop clients;
 //! - [`runner`]: the event loop driving the engine (or one bare disk) under a workload;
 //! - [`seeds`]: the seed figures, how each is modelled, and their simulated values;
@@ -24,6 +26,7 @@ pub mod profiles;
 pub mod runner;
 pub mod seeds;
 pub mod storage;
+pub mod volume;
 pub mod workload;
 
 pub use uraid_fault_sim::rng::SimRng;

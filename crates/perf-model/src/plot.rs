@@ -155,7 +155,7 @@ mod tests {
     #[test]
     fn draws_every_series_and_point() {
         let chart = Chart {
-            file: "t.svg",
+            file: "t.svg".into(),
             title: "a <title>".into(),
             x_label: "x",
             y_label: "y",

@@ -7,7 +7,7 @@
 //! hardware runs with the same profile.
 
 use crate::bus::BusParams;
-use crate::disk::hdd::HddParams;
+use crate::disk::hdd::{HardDisk, HddParams};
 use crate::disk::ssd::SsdParams;
 use crate::disk::Scheduling;
 use crate::us;
@@ -49,6 +49,14 @@ impl Profile {
         match &self.disk {
             DiskModel::Hdd(p) => Some(p),
             DiskModel::Ssd(_) => None,
+        }
+    }
+
+    /// Bytes one disk of the profile holds.
+    pub fn disk_capacity_bytes(&self) -> u64 {
+        match &self.disk {
+            DiskModel::Hdd(p) => HardDisk::new(p.clone(), 0).capacity_bytes(),
+            DiskModel::Ssd(p) => p.capacity_bytes,
         }
     }
 }
@@ -218,17 +226,20 @@ pub fn st41200n_1542c() -> Profile {
 }
 
 /// The "very old pre-SCSI-1 disk drives" of Lehey's Vinum measurements (seed
-/// `004_693d145518e9b74e.txt`). Nothing about them is published: this is an assumed late-1980s
-/// drive, 3600 rpm, 35 sectors per track (about 1 MB/s), 8 heads, 1200 cylinders, seeks 8 / 28 /
-/// 50 ms, no queueing, no cache, on an asynchronous SCSI bus of 4 MB/s. Only relative
-/// results on this profile mean anything, as the seed itself says of its graphs.
+/// `004_693d145518e9b74e.txt`). Nothing about them is published but what the seed's
+/// configurations imply: a drive holds two `sd length 102480k` subdisks (its mirror "both
+/// plexes on the same disks"), so at least 210 MB with gvinum's metadata; 1500 cylinders of 8
+/// heads and 35 sectors make 215 MB. The rest is an assumed late-1980s drive: 3600 rpm, 35
+/// sectors per track (about 1 MB/s), seeks 8 / 28 / 50 ms, no queueing, no cache, on an
+/// asynchronous SCSI bus of 4 MB/s. Only relative results on this profile mean anything, as
+/// the seed itself says of its graphs.
 pub fn vinum_prescsi() -> Profile {
     Profile {
         name: "vinum-prescsi",
         description: "late-1980s pre-SCSI-1 drive (assumed 3600 rpm, 1 MB/s) on a 4 MB/s bus",
         disk: DiskModel::Hdd(HddParams {
             rpm: 3600.0,
-            cylinders: 1200,
+            cylinders: 1500,
             heads: 8,
             spt_outer: 35,
             spt_inner: 35,

@@ -2,13 +2,16 @@
 //! completions back through the engine to the streams, all in virtual time.
 //!
 //! What it owns: building the array ([`ArraySpec`] → [`Geometry`] sized to the profile's
-//! disks), the loop itself, and the places where engine types and simulated I/O meet: a member
-//! I/O becomes a disk request in [`member_io_to_disk`], a completion becomes the engine's
-//! [`IoResult`] in [`disk_result_to_engine`], and a stream's request becomes an engine
-//! [`Request`] in [`engine_request`]. The engine's data-buffer types may change; only these
-//! three functions know them. The baseline target
-//! [`Target::Disk`] runs the same streams on one bare disk with no engine in between, as the
-//! seeds measured their single disks (`sdf1`, "base hd", a single disk without RAIDframe).
+//! disks, or a gvinum volume placed on drives, [`DriveVolume`]), the loop itself, and the places
+//! where engine types and simulated I/O meet: a member I/O becomes a disk request in
+//! [`member_io_to_disk`], a completion becomes the engine's [`IoResult`] in
+//! [`disk_result_to_engine`], and a stream's request becomes an engine [`Request`] in
+//! [`engine_request`]. The engine's data-buffer types may change; only these three functions
+//! know them. An md array's slot `s` is disk `s`, from its first byte; a volume's slot is a
+//! subdisk, placed on its drive at its drive offset, and several may share one disk. The
+//! baseline target [`Target::Disk`] runs the same streams on one bare disk with no engine in
+//! between, as the seeds measured their single disks (`sdf1`, "base hd", a single disk without
+//! RAIDframe).
 
 use std::collections::HashMap;
 
@@ -21,6 +24,7 @@ use uraid_layout::{
 use crate::disk::{DiskOp, DiskRequest};
 use crate::profiles::Profile;
 use crate::storage::Storage;
+use crate::volume::DriveVolume;
 use crate::workload::{IoReq, Stream};
 use crate::{Nanos, SimRng};
 
@@ -105,13 +109,17 @@ pub enum Target {
     Disk,
     /// An md array through the engine.
     Array(ArraySpec),
+    /// A gvinum volume through the engine, its subdisks on the drives the volume places them on.
+    Volume(DriveVolume),
 }
 
 impl Target {
+    /// How many simulated disks the target needs.
     pub fn disks(&self) -> usize {
         match self {
             Target::Disk => 1,
             Target::Array(spec) => spec.disks(),
+            Target::Volume(v) => v.drives(),
         }
     }
 }
@@ -142,6 +150,8 @@ pub struct RunResult {
     pub streams: Vec<StreamResult>,
     /// Member media time per disk.
     pub disk_busy: Vec<Nanos>,
+    /// Requests the disks were given (member I/Os, or the streams' own on a bare disk).
+    pub disk_requests: u64,
 }
 
 impl RunResult {
@@ -203,6 +213,31 @@ pub fn engine_request(req: &IoReq) -> Request {
     }
 }
 
+/// Where the engine's member bytes are on the simulated disks.
+enum SlotMap<'a> {
+    /// Slot `s` is disk `s`, from its first byte (md arrays).
+    Identity,
+    /// Slots are subdisks placed on drives.
+    Volume(&'a DriveVolume),
+}
+
+impl SlotMap<'_> {
+    fn place(&self, slot: usize, offset: u64) -> (usize, u64) {
+        match self {
+            SlotMap::Identity => (slot, offset),
+            SlotMap::Volume(v) => v.place(slot, offset),
+        }
+    }
+}
+
+/// A stream's request on its way: whose it is, and how many of the pieces it was cut into
+/// (one but for Vinum's request structure) are still out.
+struct InFlight {
+    stream: usize,
+    req: IoReq,
+    pieces_left: usize,
+}
+
 /// Run `streams` against `target` on disks of `profile`; one seed decides everything random
 /// (platter phases, the streams' choices).
 pub fn run(
@@ -214,31 +249,59 @@ pub fn run(
 ) -> RunResult {
     let mut rng = SimRng::new(seed);
     let mut storage = Storage::new(profile, target.disks(), &mut rng.fork());
-    let mut array = match target {
-        Target::Disk => None,
+    let (mut array, slots) = match target {
+        Target::Disk => (None, SlotMap::Identity),
         Target::Array(spec) => {
             let member = storage.capacity_bytes(0);
             let geometry = spec.geometry(member).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
-            let mut a = Array::new(geometry, vec![SlotState::InSync; spec.disks()]).expect("a whole array");
-            configure(&mut a);
-            Some(a)
+            (
+                Some(Array::new(geometry, vec![SlotState::InSync; spec.disks()]).expect("a whole array")),
+                SlotMap::Identity,
+            )
         }
+        Target::Volume(v) => {
+            let slots = vec![SlotState::InSync; v.slots().len()];
+            (Some(Array::new(v.geometry().clone(), slots).expect("a whole volume")), SlotMap::Volume(v))
+        }
+    };
+    if let Some(a) = array.as_mut() {
+        configure(a);
+    }
+    let cut = |req: &IoReq| match target {
+        Target::Volume(v) => v.pieces(req.offset, req.len),
+        _ => vec![(req.offset, req.len)],
     };
     let n = streams.len();
     let mut results = vec![StreamResult::default(); n];
     let mut in_flight = vec![0usize; n];
     // A stream thinking (spending CPU), or not started yet, issues nothing until then.
     let mut wake_at: Vec<Nanos> = streams.iter().map(|s| s.starts_at()).collect();
-    // Requests in the engine (or on the bare disk): id → (stream, request).
-    let mut requests: HashMap<u64, (usize, IoReq)> = HashMap::new();
+    // Streams' requests on their way, by a number of the runner's own.
+    let mut on_way: HashMap<u64, InFlight> = HashMap::new();
+    let mut next_on_way = 0u64;
+    // Pieces in the engine (or on the bare disk): engine request id (or disk request id) →
+    // the stream request it is part of.
+    let mut pieces: HashMap<u64, u64> = HashMap::new();
     // Disk requests the engine caused: disk request id → engine member I/O id.
     let mut member_ios: HashMap<u64, u64> = HashMap::new();
     let mut next_disk_id = 0u64;
+    let mut done_pieces: Vec<(u64, Nanos)> = Vec::new();
     loop {
         let now = storage.now();
         let mut progress = true;
         while progress {
             progress = false;
+            // Pieces finished since the last pass (by the engine, or on the bare disk): a stream
+            // request is done with its last piece.
+            for (id, at) in done_pieces.drain(..) {
+                let key = pieces.remove(&id).expect("a known piece");
+                let whole = on_way.get_mut(&key).expect("a request on its way");
+                whole.pieces_left -= 1;
+                if whole.pieces_left == 0 {
+                    let InFlight { stream: i, req, .. } = on_way.remove(&key).expect("present");
+                    finish(&mut streams[i], &mut results[i], &mut in_flight[i], &mut wake_at[i], &req, at, &mut rng);
+                }
+            }
             for (i, s) in streams.iter_mut().enumerate() {
                 if wake_at[i] > now {
                     continue;
@@ -248,16 +311,23 @@ pub fn run(
                     if req.wait {
                         in_flight[i] += 1;
                     }
-                    match array.as_mut() {
-                        Some(a) => {
-                            let id = a.submit(engine_request(&req)).unwrap_or_else(|e| panic!("{req:?}: {e}"));
-                            requests.insert(id, (i, req));
-                        }
-                        None => {
-                            let id = next_disk_id;
-                            next_disk_id += 1;
-                            requests.insert(id, (i, req));
-                            storage.submit(0, DiskRequest { id, op: req.op, offset: req.offset, len: req.len });
+                    let parts = cut(&req);
+                    let key = next_on_way;
+                    next_on_way += 1;
+                    on_way.insert(key, InFlight { stream: i, req, pieces_left: parts.len() });
+                    for (offset, len) in parts {
+                        let piece = IoReq { offset, len, ..req };
+                        match array.as_mut() {
+                            Some(a) => {
+                                let id = a.submit(engine_request(&piece)).unwrap_or_else(|e| panic!("{piece:?}: {e}"));
+                                pieces.insert(id, key);
+                            }
+                            None => {
+                                let id = next_disk_id;
+                                next_disk_id += 1;
+                                pieces.insert(id, key);
+                                storage.submit(0, DiskRequest { id, op: piece.op, offset, len });
+                            }
                         }
                     }
                 }
@@ -269,7 +339,8 @@ pub fn run(
                         Some(dr) => {
                             member_ios.insert(next_disk_id, io.id);
                             next_disk_id += 1;
-                            storage.submit(io.slot, dr);
+                            let (disk, offset) = slots.place(io.slot, dr.offset);
+                            storage.submit(disk, DiskRequest { offset, ..dr });
                         }
                         None => a.complete_io(io.id, disk_result_to_engine(None)),
                     }
@@ -279,9 +350,9 @@ pub fn run(
                     if let Err(e) = result {
                         panic!("request failed in a fault-free run: {e}");
                     }
-                    let (i, req) = requests.remove(&id).expect("a known request");
-                    finish(&mut streams[i], &mut results[i], &mut in_flight[i], &mut wake_at[i], &req, now, &mut rng);
+                    done_pieces.push((id, now));
                 }
+                progress |= !done_pieces.is_empty();
             }
         }
         let all_done = streams.iter().zip(&in_flight).all(|(s, &f)| s.finished() && f == 0);
@@ -303,10 +374,7 @@ pub fn run(
                     let io = member_ios.remove(&c.request.id).expect("a known member I/O");
                     a.complete_io(io, disk_result_to_engine(Some(&c.request)));
                 }
-                None => {
-                    let (i, req) = requests.remove(&c.request.id).expect("a known request");
-                    finish(&mut streams[i], &mut results[i], &mut in_flight[i], &mut wake_at[i], &req, c.at, &mut rng);
-                }
+                None => done_pieces.push((c.request.id, c.at)),
             }
         }
     }
@@ -315,6 +383,7 @@ pub fn run(
         elapsed,
         streams: results,
         disk_busy: (0..storage.disk_count()).map(|d| storage.busy_time(d)).collect(),
+        disk_requests: next_disk_id,
     }
 }
 
@@ -345,6 +414,7 @@ pub fn no_configure(_: &mut Array) {}
 mod tests {
     use super::*;
     use crate::profiles;
+    use crate::volume::RequestStructure;
     use crate::workload::{Rawio, Sequential, Sizes};
 
     fn seq(op: DiskOp, bytes: u64) -> Vec<Box<dyn Stream>> {
@@ -487,5 +557,67 @@ mod tests {
             run(&p, &spec, &no_configure, streams(), 9).elapsed,
             run(&p, &spec, &no_configure, streams(), 10).elapsed
         );
+    }
+
+    fn random_reads(procs: usize, span: u64, ops: u64) -> Vec<Box<dyn Stream>> {
+        (0..procs)
+            .map(|_| {
+                Box::new(Rawio { op: DiskOp::Read, start: 0, span, sizes: Sizes::Fixed(4096), ops_left: ops })
+                    as Box<dyn Stream>
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_subdisks_on_one_drive_are_queued_on_that_one_disk() {
+        // One striped plex of two subdisks: on two drives, and both on one drive.
+        let p = profiles::uw_scsi_1998();
+        let media = p.disk_capacity_bytes();
+        let plex = |second: &str| {
+            format!(
+                "drive a device da0\ndrive b device da1\nvolume s\nplex org striped 64k\nsd length 64m drive a\nsd length 64m drive {second}\n"
+            )
+        };
+        let volume = |second| Target::Volume(DriveVolume::create(&plex(second), "s", media).unwrap());
+        let (apart, shared) = (volume("b"), volume("a"));
+        let two = run(&p, &apart, &no_configure, random_reads(4, 128 << 20, 150), 11);
+        let one = run(&p, &shared, &no_configure, random_reads(4, 128 << 20, 150), 11);
+        assert!(two.disk_busy.iter().all(|&b| b > 0), "both drives work: {:?}", two.disk_busy);
+        assert_eq!(one.disk_busy[1], 0, "drive b holds nothing: {:?}", one.disk_busy);
+        assert_eq!(one.disk_requests, two.disk_requests, "the same member I/Os");
+        // One head serves what two did.
+        let ratio = one.elapsed as f64 / two.elapsed as f64;
+        assert!(ratio > 1.5, "one drive took {ratio:.2}x the time of two");
+    }
+
+    #[test]
+    fn vinum_issues_a_member_io_per_stripe_unit_where_the_engine_merges() {
+        // Seed 004's transfer: 32.5 kB from the third data unit of a raid5 plex of five
+        // subdisks with 4 KiB stripes; Vinum makes 2 + 4 + 3 transfers, the optimum 5.
+        let p = profiles::uw_scsi_1998();
+        let mut text = String::new();
+        for d in 0..5 {
+            text.push_str(&format!("drive d{d} device da{d}\n"));
+        }
+        text.push_str("volume r\nplex org raid5 4k\n");
+        for d in 0..5 {
+            text.push_str(&format!("sd length 1m drive d{d}\n"));
+        }
+        let volume = DriveVolume::create(&text, "r", p.disk_capacity_bytes()).unwrap();
+        let transfer = || -> Vec<Box<dyn Stream>> {
+            vec![Box::new(Rawio {
+                op: DiskOp::Read,
+                start: 8192,
+                span: 33_280,
+                sizes: Sizes::Fixed(33_280),
+                ops_left: 1,
+            })]
+        };
+        let ios = |structure| {
+            let target = Target::Volume(volume.clone().with_structure(structure));
+            run(&p, &target, &no_configure, transfer(), 12).disk_requests
+        };
+        assert_eq!(ios(RequestStructure::Vinum), 9);
+        assert_eq!(ios(RequestStructure::Engine), 5);
     }
 }

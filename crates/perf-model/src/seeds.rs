@@ -17,8 +17,10 @@ use uraid_engine::{Array, ReadPolicy};
 use crate::disk::DiskOp;
 use crate::profiles::{self, Profile};
 use crate::runner::{run, ArraySpec, RunResult, Target};
-use crate::workload::{Rawio, Rewrite, Seeker, Sequential, Sizes, SmallFiles, Stream};
+use crate::workload::{Rawio, Rewrite, Seeker, Sequential, SmallFiles, Stream};
 use crate::{Nanos, SimRng};
+
+mod vinum;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * 1024;
@@ -62,8 +64,9 @@ pub struct Figure {
     pub unit: &'static str,
     pub seed_value: Option<f64>,
     pub policy: &'static str,
-    /// The md read policy of the seed's era (`md-1998` for Linux 2.2, `md-2006` for 2.6.15 to
-    /// 2.6.3x): the one whose figure reproduces the seed's md. `md` is today's.
+    /// The read policy the seed's system ran: the md of its era (`md-1998` for Linux 2.2,
+    /// `md-2006` for 2.6.15 to 2.6.3x, `md` for today's), whose figure reproduces the seed's md;
+    /// `round-robin` for Vinum, which reads a mirror's plexes in turn.
     pub seed_md_policy: &'static str,
     pub profile: &'static str,
     pub sim_value: f64,
@@ -94,7 +97,7 @@ pub struct Series {
 /// One chart.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Chart {
-    pub file: &'static str,
+    pub file: String,
     pub title: String,
     pub x_label: &'static str,
     pub y_label: &'static str,
@@ -255,10 +258,6 @@ pub fn dd_readers(
 pub fn rawio(profile: &Profile, target: &Target, policy: ReadPolicy, procs: u64, each: &Rawio, seed: u64) -> f64 {
     let streams: Vec<Box<dyn Stream>> = (0..procs).map(|_| Box::new(each.clone()) as Box<dyn Stream>).collect();
     go(profile, target, policy, streams, seed).throughput() / 1e6
-}
-
-fn random(op: DiskOp, sizes: Sizes, span: u64, ops: u64) -> Rawio {
-    Rawio { op, start: 0, span, sizes, ops_left: ops }
 }
 
 struct Out {
@@ -645,24 +644,9 @@ fn parkes(opts: &Options, out: &mut Out) {
 
 /// Every modelled figure, each under every policy, and with `charts` the sweeps the plots draw.
 /// Baker's runs (eight start trials per reader count, then every policy) serve both, once.
+/// Lehey's sweeps on the seed's drives likewise serve his figures and charts.
 pub fn reproduce(opts: &Options, charts: bool) -> (Vec<Figure>, Vec<Chart>) {
-    let baker = baker_sweep(opts);
-    let figures = figures(opts, &baker);
-    let charts = if charts {
-        vec![
-            chart_mirrors(opts),
-            chart_readers(&baker),
-            chart_stripes(opts),
-            chart_processes(opts),
-            chart_request_size(opts),
-        ]
-    } else {
-        Vec::new()
-    };
-    (figures, charts)
-}
-
-fn figures(opts: &Options, baker_runs: &BakerSweep) -> Vec<Figure> {
+    let baker_runs = baker_sweep(opts);
     let mut out = Out { figures: Vec::new(), era: ReadPolicy::Md };
     // Molnar ran Linux 2.1/2.2's raid1; Baker 2.6.15 or so; the 2008 table a 2.6.2x kernel,
     // whose raid1 read_balance was still 2.6.15's. Parkes measured RAIDframe without mirrors.
@@ -670,13 +654,23 @@ fn figures(opts: &Options, baker_runs: &BakerSweep) -> Vec<Figure> {
     molnar(opts, &mut out);
     out.era = ReadPolicy::Md2006;
     bonnie2008(opts, &mut out);
-    baker(baker_runs, &mut out);
+    baker(&baker_runs, &mut out);
     out.era = ReadPolicy::Md;
     parkes(opts, &mut out);
+    // Vinum reads a mirror's plexes in turn (`gv_volume_start`): the engine's round-robin.
+    out.era = ReadPolicy::RoundRobin;
+    let lehey_charts = vinum::lehey(opts, charts, &mut out);
     // One block per policy, figures in a fixed order within it.
     let order: Vec<&str> = ReadPolicy::ALL.iter().map(|p| p.name()).collect();
     out.figures.sort_by_key(|f| order.iter().position(|p| *p == f.policy));
-    out.figures
+    let charts = if charts {
+        let mut all = vec![chart_mirrors(opts), chart_readers(&baker_runs)];
+        all.extend(lehey_charts);
+        all
+    } else {
+        Vec::new()
+    };
+    (out.figures, charts)
 }
 
 fn series(label: impl Into<String>, points: Vec<(f64, f64)>, published: bool) -> Series {
@@ -702,7 +696,7 @@ fn chart_mirrors(opts: &Options) -> Chart {
     }
     out.push(series("seed (Molnar 1998)", vec![(1.0, 94.9), (4.0, 175.6)], true));
     Chart {
-        file: "mirrors-vs-seeks.svg",
+        file: "mirrors-vs-seeks.svg".into(),
         title: "bonnie random seeks vs mirrors (1998 UW SCSI disks, one bus)".into(),
         x_label: "mirrors (1 = single disk)",
         y_label: "seeks/s",
@@ -729,163 +723,12 @@ fn chart_readers(sweep: &BakerSweep) -> Chart {
         true,
     ));
     Chart {
-        file: "readers-vs-mbps.svg",
+        file: "readers-vs-mbps.svg".into(),
         title: "parallel dd readers, Cheetah 15K.3 x2 on Ultra160".into(),
         x_label: "parallel readers",
         y_label: "MB/s (total)",
         log_x: true,
         series: out,
-    }
-}
-
-/// Vinum's random-transfer sizes: 512 bytes to 32 KiB, "roughly UFS usage".
-const UFS_SIZES: Sizes = Sizes::Uniform { min: 512, max: 32 * KIB };
-
-/// Vinum's stripe-size sweep: 8 rawio processes on 4 of the old drives, striped and RAID-5
-/// (md's smallest chunk is 4 KiB where Vinum went down to 1 KiB), plus a 4-disk raid10 (the
-/// seed's "both plexes on the same disks") under each policy, and one bare disk for scale.
-fn chart_stripes(opts: &Options) -> Chart {
-    let p = profiles::vinum_prescsi();
-    let span = 120 * MIB;
-    let ops = opts.count(300);
-    let stripes: Vec<u64> = (2..=9).map(|k| (1u64 << k) * KIB).collect();
-    let mut out = Vec::new();
-    let single = rawio(&p, &Target::Disk, ReadPolicy::Md, 8, &random(DiskOp::Read, UFS_SIZES, span, ops), opts.seed);
-    out.push(series("single disk, read", stripes.iter().map(|&c| ((c / KIB) as f64, single)).collect(), false));
-    for (name, op) in [("read", DiskOp::Read), ("write", DiskOp::Write)] {
-        for (level, make) in [("raid0 x4", 0), ("raid5 x4", 1)] {
-            let pts = stripes
-                .iter()
-                .map(|&chunk| {
-                    let spec = if make == 0 {
-                        ArraySpec::Raid0 { disks: 4, chunk }
-                    } else {
-                        ArraySpec::Raid5 { disks: 4, chunk }
-                    };
-                    (
-                        (chunk / KIB) as f64,
-                        rawio(
-                            &p,
-                            &Target::Array(spec),
-                            ReadPolicy::Md,
-                            8,
-                            &random(op, UFS_SIZES, span, ops),
-                            opts.seed,
-                        ),
-                    )
-                })
-                .collect();
-            out.push(series(format!("{level}, {name}"), pts, false));
-        }
-    }
-    for policy in ReadPolicy::ALL {
-        let pts = stripes
-            .iter()
-            .map(|&chunk| {
-                let target = Target::Array(ArraySpec::Raid10 { disks: 4, chunk, far: false });
-                (
-                    (chunk / KIB) as f64,
-                    rawio(&p, &target, policy, 8, &random(DiskOp::Read, UFS_SIZES, span, ops), opts.seed),
-                )
-            })
-            .collect();
-        out.push(series(format!("raid10 x4, read, {}", policy.name()), pts, false));
-    }
-    Chart {
-        file: "stripe-size.svg",
-        title: "stripe size, 8 rawio processes, 512 B-32 KiB (Vinum's old drives)".into(),
-        x_label: "stripe (chunk) size, KiB",
-        y_label: "MB/s",
-        log_x: true,
-        series: out,
-    }
-}
-
-/// Vinum's concurrency graph: 1 to 128 processes of random 512 B–32 KiB reads on one disk and
-/// on 4 disks striped (256 KiB, Vinum's recommendation).
-fn chart_processes(opts: &Options) -> Chart {
-    let p = profiles::vinum_prescsi();
-    let span = 120 * MIB;
-    let procs: [u64; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
-    let ops = |n: u64| opts.count(2400).div_ceil(n).max(20);
-    let single = procs
-        .iter()
-        .map(|&n| {
-            (
-                n as f64,
-                rawio(&p, &Target::Disk, ReadPolicy::Md, n, &random(DiskOp::Read, UFS_SIZES, span, ops(n)), opts.seed),
-            )
-        })
-        .collect();
-    let striped = procs
-        .iter()
-        .map(|&n| {
-            (
-                n as f64,
-                rawio(
-                    &p,
-                    &Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }),
-                    ReadPolicy::Md,
-                    n,
-                    &random(DiskOp::Read, UFS_SIZES, span, ops(n)),
-                    opts.seed,
-                ),
-            )
-        })
-        .collect();
-    Chart {
-        file: "processes.svg",
-        title: "concurrent random reads, 512 B-32 KiB (Vinum's old drives)".into(),
-        x_label: "processes",
-        y_label: "MB/s",
-        log_x: true,
-        series: vec![series("single disk", single, false), series("raid0 x4, 256 KiB stripes", striped, false)],
-    }
-}
-
-/// Vinum's transfer-size graph: one process of random reads of a fixed size.
-fn chart_request_size(opts: &Options) -> Chart {
-    let p = profiles::vinum_prescsi();
-    let span = 120 * MIB;
-    let sizes: Vec<u64> = (9..=17).map(|k| 1u64 << k).collect();
-    let ops = opts.count(400);
-    let line = |target: Target, procs: u64| -> Vec<(f64, f64)> {
-        sizes
-            .iter()
-            .map(|&s| {
-                (
-                    s as f64,
-                    rawio(
-                        &p,
-                        &target,
-                        ReadPolicy::Md,
-                        procs,
-                        &random(DiskOp::Read, Sizes::Fixed(s), span, ops),
-                        opts.seed,
-                    ),
-                )
-            })
-            .collect()
-    };
-    Chart {
-        file: "request-size.svg",
-        title: "random reads vs transfer size (Vinum's old drives)".into(),
-        x_label: "transfer size, bytes",
-        y_label: "MB/s",
-        log_x: true,
-        series: vec![
-            series("single disk, 1 process", line(Target::Disk, 1), false),
-            series(
-                "raid0 x4 256 KiB, 1 process",
-                line(Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), 1),
-                false,
-            ),
-            series(
-                "raid0 x4 256 KiB, 8 processes",
-                line(Target::Array(ArraySpec::Raid0 { disks: 4, chunk: 256 * KIB }), 8),
-                false,
-            ),
-        ],
     }
 }
 

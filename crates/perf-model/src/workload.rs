@@ -210,6 +210,16 @@ pub enum Sizes {
     },
 }
 
+impl Sizes {
+    /// One transfer's size.
+    pub fn draw(&self, rng: &mut SimRng) -> u64 {
+        match *self {
+            Sizes::Fixed(n) => n,
+            Sizes::Uniform { min, max } => rng.between(min / 512, max / 512) * 512,
+        }
+    }
+}
+
 /// A rawio process: random transfers over `[start, start+span)` aligned to 512 bytes, one at a
 /// time, `ops` of them.
 #[derive(Debug, Clone)]
@@ -227,11 +237,47 @@ impl Stream for Rawio {
             return None;
         }
         self.ops_left -= 1;
-        let len = match self.sizes {
-            Sizes::Fixed(n) => n,
-            Sizes::Uniform { min, max } => rng.between(min / 512, max / 512) * 512,
-        };
+        let len = self.sizes.draw(rng);
         let offset = self.start + rng.below((self.span - len) / 512 + 1) * 512;
+        Some(IoReq { op: self.op, offset, len, wait: true })
+    }
+    fn complete(&mut self, _req: &IoReq, _rng: &mut SimRng) {}
+    fn finished(&self) -> bool {
+        self.ops_left == 0
+    }
+}
+
+/// rawio's sequential test, one process: transfers one after another from `start`, each of a
+/// size drawn as [`Rawio`]'s, one at a time, going round to `start` at the end of the span.
+#[derive(Debug, Clone)]
+pub struct SequentialRawio {
+    pub op: DiskOp,
+    pub start: u64,
+    pub span: u64,
+    pub sizes: Sizes,
+    pub ops_left: u64,
+    /// Where the next transfer starts, from `start`.
+    at: u64,
+}
+
+impl SequentialRawio {
+    pub fn new(op: DiskOp, start: u64, span: u64, sizes: Sizes, ops: u64) -> SequentialRawio {
+        SequentialRawio { op, start, span, sizes, ops_left: ops, at: 0 }
+    }
+}
+
+impl Stream for SequentialRawio {
+    fn next(&mut self, rng: &mut SimRng, in_flight: usize) -> Option<IoReq> {
+        if in_flight > 0 || self.ops_left == 0 {
+            return None;
+        }
+        self.ops_left -= 1;
+        let len = self.sizes.draw(rng);
+        if self.at + len > self.span {
+            self.at = 0;
+        }
+        let offset = self.start + self.at;
+        self.at += len;
         Some(IoReq { op: self.op, offset, len, wait: true })
     }
     fn complete(&mut self, _req: &IoReq, _rng: &mut SimRng) {}
@@ -456,6 +502,24 @@ mod tests {
         }
         let mean = reqs.iter().map(|r| r.len).sum::<u64>() as f64 / 2000.0;
         assert!((15_000.0..18_000.0).contains(&mean), "mean transfer {mean}");
+    }
+
+    #[test]
+    fn sequential_rawio_runs_on_from_each_transfer_and_goes_round_at_the_end() {
+        let sizes = Sizes::Uniform { min: 512, max: 32768 };
+        let mut s = SequentialRawio::new(DiskOp::Write, 1 << 20, 256 << 10, sizes, 100);
+        let reqs = drain(&mut s, &mut SimRng::new(5), 1000);
+        assert_eq!(reqs.len(), 100);
+        let mut wrapped = 0;
+        for w in reqs.windows(2) {
+            if w[1].offset == 1 << 20 {
+                wrapped += 1;
+            } else {
+                assert_eq!(w[1].offset, w[0].offset + w[0].len, "{w:?}");
+            }
+        }
+        assert!(wrapped >= 1, "100 transfers of 16 KiB on average go round a 256 KiB span");
+        assert!(reqs.iter().all(|r| r.offset >= 1 << 20 && r.offset + r.len <= (1 << 20) + (256 << 10)));
     }
 
     #[test]

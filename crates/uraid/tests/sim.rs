@@ -4,8 +4,10 @@
 //!
 //! `uraid sim seeds` on the real binary: every JSON line has the fields the project promises,
 //! ids are stable and unique per policy, every figure is there under every policy, the run is
-//! deterministic, and `--plots` writes the charts. It checks structure and determinism, never a
-//! speed: the simulated values are only required to be positive and finite.
+//! deterministic, and `--plots` writes the charts. Seed 004's figures (ids `lehey-vinum-`) are
+//! all there, in their units, the same under every policy but where reads have a choice of copy.
+//! It checks structure and determinism, never a speed: the simulated values are only required to
+//! be positive and finite, and within what their unit allows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output};
@@ -35,6 +37,7 @@ fn seeds_json_has_every_field_stable_unique_ids_and_is_deterministic() {
         "001_16bcdf9fbfe374c3.txt",
         "002_702c458d4dea2a7a.txt",
         "003_43b5c8654f6efe43.txt",
+        "004_693d145518e9b74e.txt",
     ]
     .into();
     let mut ids_by_policy: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -48,12 +51,14 @@ fn seeds_json_has_every_field_stable_unique_ids_and_is_deterministic() {
         assert!(seed_files.contains(r["seed_file"].as_str().unwrap()), "{r}");
         let policy = r["policy"].as_str().unwrap();
         assert!(policies.contains(policy), "{r}");
-        // The md of the seed's era is one of the policies, and the same for every line of a seed.
+        // The policy of the seed's system (the md of its era, Vinum's round-robin) is one of
+        // the policies, and the same for every line of a seed.
         let era = r["seed_md_policy"].as_str().unwrap();
-        assert!(policies.contains(era) && era.starts_with("md"), "{r}");
+        assert!(policies.contains(era), "{r}");
         let expected = match r["seed_file"].as_str().unwrap() {
             "000_d8827bf9b2d28a48.txt" => "md-1998",
             "003_43b5c8654f6efe43.txt" => "md",
+            "004_693d145518e9b74e.txt" => "round-robin",
             _ => "md-2006",
         };
         assert_eq!(era, expected, "{r}");
@@ -85,6 +90,94 @@ fn seeds_json_has_every_field_stable_unique_ids_and_is_deterministic() {
     assert_eq!(first.stdout, second.stdout, "two runs with one seed differ");
 }
 
+/// Every figure of seed 004 (Lehey's Vinum paper), by the id after `lehey-vinum-`.
+const LEHEY_IDS: &[&str] = &[
+    "single-disk-random-read",
+    "single-disk-random-write",
+    "striped-1k-random-read",
+    "striped-1k-random-write",
+    "striped-256k-random-read",
+    "striped-256k-random-write",
+    "striped-1k-random-read-uraid",
+    "striped-1k-random-write-uraid",
+    "striped-1k-random-read-uraid-over-vinum",
+    "striped-1k-random-write-uraid-over-vinum",
+    "mirror-8drives-read-over-striped",
+    "mirror-8drives-write-over-striped",
+    "mirror-4shared-read-over-striped",
+    "mirror-4shared-write-over-striped",
+    "transfer-1k-random-read",
+    "transfer-16k-random-read",
+    "transfer-128k-random-read",
+    "processes-1-single-disk",
+    "processes-1-striped",
+    "processes-128-single-disk",
+    "processes-128-striped",
+    "saturation-processes-single-disk",
+    "saturation-processes-striped",
+    "raid5-256k-random-read",
+    "raid5-256k-random-write",
+    "raid5-256k-read-over-striped",
+    "raid5-sequential-read-peak-stripe",
+    "raid5-sequential-write-peak-stripe",
+    "raid5-4k-random-read-uraid-over-vinum",
+    "raid5-4k-random-write-uraid-over-vinum",
+    "raid5-32k5-transfer-member-ios-vinum",
+    "raid5-32k5-transfer-member-ios-uraid",
+    "one-subdisk-share-256k",
+    "raid5-write-over-raid1",
+    "raid5-write-over-striped",
+];
+
+#[test]
+fn seed_004s_figures_are_all_there_and_sane() {
+    let rows = json_lines(&uraid(SMALL));
+    let lehey: Vec<&Value> = rows.iter().filter(|r| r["id"].as_str().unwrap().starts_with("lehey-vinum-")).collect();
+    let ids: BTreeSet<&str> = lehey.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let expected: BTreeSet<String> = LEHEY_IDS.iter().map(|id| format!("lehey-vinum-{id}")).collect();
+    assert_eq!(ids, expected.iter().map(String::as_str).collect(), "the seed 004 figures");
+    assert_eq!(lehey.len(), LEHEY_IDS.len() * 6, "each once under each policy");
+    for r in &lehey {
+        let id = r["id"].as_str().unwrap();
+        assert_eq!(r["seed_file"], "004_693d145518e9b74e.txt", "{r}");
+        assert_eq!(r["profile"], "vinum-prescsi", "{r}");
+        let sim = r["sim_value"].as_f64().unwrap();
+        match r["unit"].as_str().unwrap() {
+            "fraction" => assert!(sim > 0.0 && sim <= 1.0, "{r}"),
+            "processes" => assert!([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0].contains(&sim), "{r}"),
+            "I/Os" | "KiB" => assert!(sim >= 1.0 && sim.fract() == 0.0, "{r}"),
+            "x" | "MB/s" => {}
+            unit => panic!("unexpected unit {unit}: {r}"),
+        }
+        // A seed value gives a ratio to it; none gives none.
+        match r["seed_value"].as_f64() {
+            Some(seed) => {
+                assert!(seed > 0.0, "{r}");
+                let ratio = r["sim_to_seed"].as_f64().unwrap();
+                assert!((ratio - sim / seed).abs() < 1e-9 * ratio.abs().max(1.0), "{r}");
+            }
+            None => assert!(r["sim_to_seed"].is_null(), "{r}"),
+        }
+        if let Some(x1) = r["ratio_to_single_disk"].as_f64() {
+            assert!(x1 > 0.0 && x1.is_finite(), "{r}");
+        }
+        // Only the mirrors' reads have a choice of copy; every other figure is the same under
+        // every policy.
+        let sensitive = id.starts_with("lehey-vinum-mirror-") && id.contains("-read-");
+        assert_eq!(r["policy_sensitive"].as_bool(), Some(sensitive), "{r}");
+        if !sensitive {
+            let md = lehey.iter().find(|o| o["id"] == r["id"] && o["policy"] == "md").unwrap();
+            assert_eq!(md["sim_value"], r["sim_value"], "{id} differs between policies");
+        }
+    }
+    // The seed's 32.5 kB transfer: Vinum's structure makes more member I/Os than uraid's.
+    let ios = |who: &str| {
+        let id = format!("lehey-vinum-raid5-32k5-transfer-member-ios-{who}");
+        lehey.iter().find(|r| r["id"] == id.as_str()).unwrap()["sim_value"].as_f64().unwrap()
+    };
+    assert!(ios("vinum") > ios("uraid"), "Vinum {} vs uraid {}", ios("vinum"), ios("uraid"));
+}
+
 #[test]
 fn plots_are_written_and_bad_scales_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -93,10 +186,19 @@ fn plots_are_written_and_bad_scales_refused() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let table = String::from_utf8(o.stdout).unwrap();
     assert!(table.contains("molnar1998-raid1-4way-seeks"));
-    for f in ["mirrors-vs-seeks.svg", "readers-vs-mbps.svg", "stripe-size.svg", "processes.svg", "request-size.svg"] {
+    let mut files =
+        vec!["mirrors-vs-seeks.svg".to_string(), "readers-vs-mbps.svg".into(), "lehey-vinum-one-subdisk.svg".into()];
+    for profile in ["vinum-prescsi", "hdd-7200", "nvme"] {
+        for sweep in ["stripe-size", "mirrors", "transfer-size", "processes", "raid5"] {
+            files.push(format!("lehey-vinum-{sweep}-{profile}.svg"));
+        }
+    }
+    for f in &files {
         let svg = std::fs::read_to_string(dir.path().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(svg.starts_with("<svg") && svg.contains("<polyline"), "{f}");
     }
+    let written = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(written, files.len(), "no other charts");
     let bad = uraid(&["sim", "seeds", "--scale", "0"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--scale"));

@@ -144,6 +144,8 @@ struct Queued {
     seq: u64,
     request: DiskRequest,
     acked: bool,
+    /// When the disk took it.
+    accepted_at: Nanos,
 }
 
 /// What serving one request costs from the disk's present state.
@@ -311,12 +313,28 @@ impl HardDisk {
         seek + wait
     }
 
-    /// What serving `request` at `now` would cost from the present head position and buffer.
+    /// What serving `request` at `now` would cost from the present head position and buffer,
+    /// for a command the disk takes now.
     pub fn service_time(&self, now: Nanos, request: &DiskRequest) -> Service {
+        self.service_time_of(now, request, self.params.queue_depth > 1)
+    }
+
+    /// Whether the disk decoded `q` while the last command ran. A disk that queues commands is
+    /// taken to have held the next one by then (its queue is fed ahead of it); a disk without a
+    /// queue (depth 1) holds one command at a time, so it took `q` during the last one only if
+    /// it took it before that one's media phase ended: the host sends the next command only
+    /// when it has seen the last one end.
+    fn decoded(&self, q: &Queued) -> bool {
+        self.params.queue_depth > 1 || q.accepted_at < self.stream_at
+    }
+
+    /// What serving `request` at `now` would cost; `decoded` if the disk took it while the
+    /// previous command ran.
+    fn service_time_of(&self, now: Nanos, request: &DiskRequest, decoded: bool) -> Service {
         let start = request.offset / SECTOR;
         let end = (request.offset + request.len).div_ceil(SECTOR);
-        // A command queued while the previous one ran was decoded meanwhile.
-        let overhead = if now == self.stream_at { 0 } else { ms(self.params.command_overhead_ms) };
+        // A command decoded while the previous one ran starts the moment that one ends.
+        let overhead = if decoded && now == self.stream_at { 0 } else { ms(self.params.command_overhead_ms) };
         if request.op == DiskOp::Read {
             if self.segments.iter().any(|s| s.start <= start && end <= s.end) {
                 return Service { positioning: overhead, transfer: 0, buffer_hit: true };
@@ -386,14 +404,14 @@ impl HardDisk {
         slot && (!cacheable || self.cache_used + request.len <= cap)
     }
 
-    pub fn accept(&mut self, _now: Nanos, request: DiskRequest) -> Accepted {
+    pub fn accept(&mut self, now: Nanos, request: DiskRequest) -> Accepted {
         let cached = request.op == DiskOp::Write
             && self.params.write_cache_bytes > 0
             && self.cache_used + request.len <= self.params.write_cache_bytes;
         if cached {
             self.cache_used += request.len;
         }
-        self.queue.push(Queued { seq: self.next_seq, request, acked: cached });
+        self.queue.push(Queued { seq: self.next_seq, request, acked: cached, accepted_at: now });
         self.next_seq += 1;
         if cached {
             Accepted::Cached
@@ -414,7 +432,7 @@ impl HardDisk {
                 let mut best = 0;
                 let mut best_key = (u64::MAX, u64::MAX);
                 for (i, q) in self.queue.iter().enumerate() {
-                    let key = (self.service_time(now, &q.request).positioning, q.seq);
+                    let key = (self.service_time_of(now, &q.request, self.decoded(q)).positioning, q.seq);
                     if key < best_key {
                         best_key = key;
                         best = i;
@@ -425,7 +443,7 @@ impl HardDisk {
         };
         let q = self.queue.remove(pick);
         let r = q.request;
-        let service = self.service_time(now, &r);
+        let service = self.service_time_of(now, &r, self.decoded(&q));
         let media_start = now + service.positioning;
         let mut media_end = media_start + service.transfer;
         if r.op == DiskOp::Write && !q.acked {
@@ -529,13 +547,27 @@ mod tests {
     }
 
     #[test]
+    fn a_command_the_disk_takes_only_when_the_last_ends_misses_the_next_sector() {
+        // Back to back on one track, a disk without a queue: the command overhead lets the next
+        // sector pass, and the disk waits most of a revolution for it; with a queue, it streams on.
+        let p = HddParams { readahead_bytes: 0, scheduling: Scheduling::Fifo, ..params() };
+        let reqs: Vec<DiskRequest> =
+            (0..50).map(|i| DiskRequest { id: i, op: DiskOp::Read, offset: i * 4096, len: 4096 }).collect();
+        let alone = run_alone(&mut HardDisk::new(HddParams { queue_depth: 1, ..p.clone() }, 777), &reqs);
+        let queued = run_queued(p.clone(), &reqs, 2);
+        let rev = p.revolution();
+        assert!(alone > queued + 40 * rev / 2, "alone {alone} ns, queued {queued} ns, a revolution {rev} ns");
+    }
+
+    #[test]
     fn sequential_reads_run_at_the_outer_zone_media_rate() {
-        let p = params();
-        let mut disk = HardDisk::new(p.clone(), 12345);
+        // In order, the next command queued while each runs.
+        let p = HddParams { scheduling: Scheduling::Fifo, ..params() };
+        let disk = HardDisk::new(p.clone(), 12345);
         let len = 256 << 10;
         let reqs: Vec<DiskRequest> =
             (0..200).map(|i| DiskRequest { id: i, op: DiskOp::Read, offset: i * len, len }).collect();
-        let t = run_alone(&mut disk, &reqs);
+        let t = run_queued(p.clone(), &reqs, 2);
         let rate = (200 * len) as f64 / (t as f64 / 1e9);
         let media = p.sustained_rate(p.spt_outer);
         assert!((rate - media).abs() / media < 0.03, "sequential {rate:.0} B/s vs media {media:.0} B/s");

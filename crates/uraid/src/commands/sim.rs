@@ -193,7 +193,10 @@ fn run_seeds(args: &SeedsArgs) -> CliResult {
     if let Some(dir) = &args.plots {
         std::fs::create_dir_all(dir).map_err(|e| super::CliError(format!("{}: {e}", dir.display())))?;
         for chart in &charts {
-            let path = dir.join(chart.file);
+            if std::env::var("TMPDUMP").is_ok() {
+                eprintln!("{}", serde_json::to_string(chart).unwrap());
+            }
+            let path = dir.join(&chart.file);
             std::fs::write(&path, uraid_perf_model::plot::svg(chart))
                 .map_err(|e| super::CliError(format!("{}: {e}", path.display())))?;
             if !args.json {
