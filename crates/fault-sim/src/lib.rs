@@ -143,6 +143,7 @@ pub mod member_device;
 pub mod model;
 pub mod rng;
 pub mod sim;
+pub mod vinum_geometries;
 
 pub use campaign::{run_one, run_plan, Plan, Summary};
 pub use sim::{Config, Failure, Invariant, Mode, Mutation, Report, Scenario};

@@ -11,20 +11,20 @@
 //!   follow from their subdisks by the kernel's rules (`gv_update_plex_state`,
 //!   `gv_update_vol_state`).
 //! - **Clean and dirty.** gvinum keeps no clean flag: after a crash FreeBSD runs a mirrored
-//!   volume whose plexes may disagree wherever a write was cut short. uraid records a volume of
-//!   several plexes dirty before its first write by saving every plex but the first up one as
-//!   `stale`, and clean again once idle and flushed, with every plex up. A crash in between
-//!   leaves the others stale: FreeBSD then reads the first plex only until `gvinum start`
-//!   copies it over them, and uraid rebuilds them from it before it reads them. Both make the
-//!   plexes agree before the volume reads from more than one. A volume of one raid5 plex could
-//!   be left with parity that disagrees with its data, which gvinum's configuration has no
-//!   state for: uraid saves it before its first write with its unclean mark in the time stamp
-//!   (`Timeval::save_stamp`, invisible to FreeBSD), and without it once idle and flushed; found
-//!   marked, it owes a resync (every row's parity from its data) before it is saved clean. A
-//!   volume of one concat or striped plex has nothing a crash could leave disagreeing and is
-//!   never recorded dirty. Before its first write every volume saves its states if they
-//!   changed since they were read (a subdisk whose drive was not found is saved down), so that
-//!   the subdisk, which misses the writes, is not read as up once its drive is back.
+//!   volume whose plexes may disagree wherever a write was cut short, and a raid5 plex whose
+//!   parity may disagree with its data. gvinum's configuration has no state for either (and
+//!   rejects any keyword it does not know), so uraid records a volume with redundancy dirty in
+//!   the one place FreeBSD does not look: the save before its first write carries the unclean
+//!   mark in its time stamp (`Timeval::save_stamp`), and the save once it is idle and flushed
+//!   does not. Found marked, the volume owes a resync (a mirror's plexes made alike, a raid5
+//!   plex's parity rewritten from its data) before it is saved clean; a raid5 plex found marked
+//!   with a subdisk not up is refused (the write hole), a mirror runs on its whole plexes. (An
+//!   earlier scheme saved every plex but the first stale while dirty: a crash after the first
+//!   plex's drives died then left no plex up, though the others held every write.) A volume of
+//!   one concat or striped plex has nothing a crash could leave disagreeing and is never
+//!   recorded dirty. Before its first write every volume saves its states if they changed
+//!   since they were read (a subdisk whose drive was not found is saved down), so that the
+//!   subdisk, which misses the writes, is not read as up once its drive is back.
 //!
 //! A save writes, on every up drive, configuration copy 2, then copy 1, then the header with
 //! the save's time, each group flushed before the next starts. gvinum writes the same bytes
@@ -32,8 +32,6 @@
 //! drive with a configuration that reads whole: the header, which says how new the drive's
 //! configuration is, moves on only once both copies hold the new text (the kernel reads copy
 //! 1; a copy torn mid-write is caught by the other).
-
-use std::ops::Range;
 
 use bytes::Bytes;
 use uraid_engine::metadata::{
@@ -64,12 +62,8 @@ pub struct VinumStart {
     /// The configuration as the drives hold it: a save that would write the same text is not
     /// made.
     pub on_disk: VinumConfig,
-    /// The volume run.
-    pub volume: String,
     /// Per slot of the volume's layout, its subdisk's name.
     pub slot_subdisks: Vec<String>,
-    /// The volume's plexes, as ranges of slots, in plex order.
-    pub plex_slots: Vec<Range<usize>>,
     /// The drives found, in the kernel's list order: every one of them gets every save.
     pub drives: Vec<SaveDrive>,
     /// The driver's devices, in its order, as drive indexes. Each device is one drive; a drive
@@ -78,11 +72,11 @@ pub struct VinumStart {
     pub devices: Vec<usize>,
     /// Opened for writing.
     pub writable: bool,
-    /// The volume is one raid5 plex: it is recorded dirty by the unclean mark in the saves'
-    /// time stamps (`Timeval::save_stamp`).
-    pub parity: bool,
-    /// The newest drive's stamp carries the unclean mark: a raid5 volume owes a resync (every
-    /// row's parity from its data) before it is saved clean.
+    /// The volume keeps redundancy (several plexes, or a raid5 plex): it is recorded dirty by
+    /// the unclean mark in the saves' time stamps (`Timeval::save_stamp`).
+    pub redundant: bool,
+    /// The newest drive's stamp carries the unclean mark: a volume with redundancy owes a
+    /// resync before it is saved clean.
     pub unclean: bool,
 }
 
@@ -90,15 +84,12 @@ pub struct VinumStart {
 #[derive(Debug)]
 pub struct VinumMetadata {
     config: VinumConfig,
-    volume: String,
     slot_subdisks: Vec<String>,
-    plex_slots: Vec<Range<usize>>,
     drives: Vec<SaveDrive>,
     devices: Vec<usize>,
     writable: bool,
-    parity: bool,
-    /// Recorded dirty: every plex but the first up one saved stale, or a raid5 plex saved with
-    /// the unclean mark.
+    redundant: bool,
+    /// Recorded dirty: saved with the unclean mark.
     dirty: bool,
     /// A resync is owed before the volume may be saved clean (found with the unclean mark).
     needs_resync: bool,
@@ -118,15 +109,13 @@ impl VinumMetadata {
     pub fn new(start: VinumStart) -> VinumMetadata {
         VinumMetadata {
             config: start.config,
-            volume: start.volume,
             slot_subdisks: start.slot_subdisks,
-            plex_slots: start.plex_slots,
             drives: start.drives,
             devices: start.devices,
             writable: start.writable,
-            parity: start.parity,
-            dirty: start.parity && start.unclean,
-            needs_resync: start.parity && start.unclean,
+            redundant: start.redundant,
+            dirty: start.redundant && start.unclean,
+            needs_resync: start.redundant && start.unclean,
             saved_unclean: start.unclean,
             roles_changed: false,
             writes_seen: false,
@@ -153,11 +142,6 @@ impl VinumMetadata {
     /// The newest update recorded, if any.
     pub fn newest(&self) -> Option<Ticket> {
         self.steps.newest()
-    }
-
-    /// Whether the volume keeps copies a crash could leave disagreeing (several plexes).
-    fn mirrored(&self) -> bool {
-        self.plex_slots.len() > 1
     }
 
     /// Set each of the volume's subdisks to the state its slot has now, then the plexes and
@@ -196,37 +180,11 @@ impl VinumMetadata {
         refresh_states(&mut self.config);
     }
 
-    /// The configuration a save writes: as in memory, but while dirty every plex of the volume
-    /// after the first whose subdisks are all up has its up subdisks saved stale.
-    fn config_to_save(&self) -> VinumConfig {
-        let mut config = self.config.clone();
-        if self.dirty && self.mirrored() {
-            let plexes: Vec<String> = config.plexes_of(&self.volume).iter().map(|p| p.name.clone()).collect();
-            let all_up =
-                |config: &VinumConfig, plex: &str| config.subdisks_of(plex).iter().all(|s| s.state == SubdiskState::Up);
-            if let Some(primary) = plexes.iter().position(|p| all_up(&config, p)) {
-                for (i, plex) in plexes.iter().enumerate() {
-                    if i == primary {
-                        continue;
-                    }
-                    for sd in config.subdisks.iter_mut().filter(|s| s.plex() == Some(plex.as_str())) {
-                        if sd.state == SubdiskState::Up {
-                            sd.state = SubdiskState::Stale;
-                        }
-                    }
-                }
-                refresh_states(&mut config);
-            }
-        }
-        config
-    }
-
     /// Queue a save of the configuration to every up drive, unless it would write the text the
     /// drives already hold from the last save. Returns its ticket.
     fn save(&mut self, now: UnixSeconds) -> Result<Option<Ticket>, MetaError> {
-        let config = self.config_to_save();
-        let text = format_config(&config).map_err(|e| MetaError::Format(format!("configuration save: {e}")))?;
-        let unclean = self.parity && self.dirty;
+        let text = format_config(&self.config).map_err(|e| MetaError::Format(format!("configuration save: {e}")))?;
+        let unclean = self.dirty;
         if self.last_saved.as_deref() == Some(text.as_str()) && self.saved_unclean == unclean {
             return Ok(None);
         }
@@ -314,7 +272,7 @@ impl ArrayMetadata for VinumMetadata {
                 // as up once its drive is back.
                 self.take_roles(devices);
                 self.writes_seen = true;
-                self.dirty = self.mirrored() || self.parity;
+                self.dirty = self.redundant;
                 self.save(now)
             }
             MetaChange::Clean => {
@@ -381,12 +339,12 @@ impl ArrayMetadata for VinumMetadata {
     fn writes_recorded(&self) -> bool {
         // A volume of one concat or striped plex is never recorded dirty: once its states are
         // saved, its writes wait for nothing.
-        self.dirty || (self.writes_seen && !self.mirrored() && !self.parity)
+        self.dirty || (self.writes_seen && !self.redundant)
     }
 
     fn needs_resync(&self) -> bool {
-        // Plexes a crash left stale come back as subdisks to rebuild, not as a resync; a raid5
-        // plex found with the unclean mark has its parity rewritten.
+        // Found with the unclean mark: a mirror's plexes are made alike, a raid5 plex's parity
+        // rewritten. (Subdisks saved stale come back as slots to rebuild, not as a resync.)
         self.needs_resync
     }
 

@@ -116,6 +116,12 @@ impl OpenArray {
         }
     }
 
+    /// The name of metadata device `idx` (the device a [`MetaOp`]'s index stands for): md's
+    /// member `idx`; for a Vinum volume, the drive of that device (several may be one drive).
+    pub fn metadata_device_name(&self, idx: usize) -> Option<&str> {
+        self.meta_device(idx).map(|d| d.name())
+    }
+
     /// Slots no device fills.
     pub fn missing_slots(&self) -> Vec<usize> {
         (0..self.array.slot_states().len()).filter(|&s| self.slot_device(s).is_none()).collect()

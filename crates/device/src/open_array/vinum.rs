@@ -181,14 +181,16 @@ impl OpenArray {
         let states = plan.slot_states(writable);
         let recovering = states.iter().map(|s| (*s == SlotState::Recovering).then_some(0)).collect();
         let mut array = Array::new(Geometry::custom(plan.layout.clone()), states)?;
-        // A raid5 volume saved while writes were in flight (the newest stamp carries uraid's
-        // unclean mark) may have rows whose parity disagrees with their data: rebuilding a
-        // subdisk from such parity returns wrong data with no error, so, as md refuses a dirty
-        // degraded array, such a volume is not run degraded.
+        // A volume saved while writes were in flight (the newest stamp carries uraid's unclean
+        // mark) owes a resync. A raid5 plex's rows may have parity that disagrees with their
+        // data: rebuilding a subdisk from such parity returns wrong data with no error, so, as
+        // md refuses a dirty degraded array, such a volume is not run degraded. A mirror runs
+        // on the plexes it has (md's raid1 does too).
+        let redundant = array.geometry().max_degraded() > 0;
         let parity = array.geometry().is_parity();
         let newest = found.drives.iter().map(|d| d.drive.header.label.last_update).max().unwrap_or_default();
-        let unclean = parity && newest.marks_unclean() && how == VolumeStart::Run;
-        if unclean && array.slot_states().iter().any(|s| *s != SlotState::InSync) {
+        let unclean = redundant && newest.marks_unclean() && how == VolumeStart::Run;
+        if unclean && parity && array.slot_states().iter().any(|s| *s != SlotState::InSync) {
             let missing = array.slot_states().iter().filter(|s| **s != SlotState::InSync).count();
             return Err(VolumeOpenError::DirtyDegraded { volume: volume.to_string(), missing });
         }
@@ -196,13 +198,11 @@ impl OpenArray {
         let meta = VinumMetadata::new(VinumStart {
             config: plan.config.clone(),
             on_disk: config.clone(),
-            volume: volume.to_string(),
             slot_subdisks: plan.slots.iter().map(|(sd, _, _)| sd.subdisk.clone()).collect(),
-            plex_slots: plan.layout.plex_slots(),
             drives: found.drives.iter().map(|d| SaveDrive { header: d.drive.header.clone(), up: true }).collect(),
             devices: devices.clone(),
             writable,
-            parity,
+            redundant,
             unclean,
         });
         let skipped = found.skipped.into_iter().map(|(_, e)| e).collect();
@@ -218,6 +218,27 @@ impl OpenArray {
             recovering,
         };
         Ok(OpenArray::with_format(Format::Vinum(Box::new(vinum)), array, writable))
+    }
+}
+
+impl OpenArray {
+    /// Take the subdisk in `slot` out of the volume while it runs, as `gvinum setstate -f stale`
+    /// does: its state is saved stale to every drive, and it is revived (rebuilt) when the
+    /// volume is next started. Refused when that would lose data, unless `force`.
+    pub fn fail_subdisk(&mut self, slot: usize, force: bool) -> Result<(), OpenError> {
+        let Format::Vinum(v) = &mut self.format else {
+            return Err(OpenError::Unsupported(format!("failing a subdisk is a Vinum operation; {}", self.describe())));
+        };
+        let Some((sd, _, _)) = v.plan.slots.get(slot) else {
+            return Err(OpenError::BadMember(format!("slot {slot}: the volume has no such subdisk")));
+        };
+        if !matches!(self.array.slot_states()[slot], SlotState::InSync | SlotState::Recovering) {
+            return Err(OpenError::BadMember(format!("subdisk {}: not up", sd.subdisk)));
+        }
+        self.array.set_slot_state(slot, SlotState::Faulty, force)?;
+        v.recovering[slot] = None;
+        self.roles_moved();
+        self.record_roles()
     }
 }
 
@@ -321,6 +342,7 @@ impl From<VolumeOpenError> for OpenError {
         match e {
             VolumeOpenError::Open { path, source } => OpenError::Open { path, source },
             VolumeOpenError::Engine(e) => OpenError::Engine(e),
+            VolumeOpenError::DirtyDegraded { missing, .. } => OpenError::DirtyDegraded { missing },
             other => OpenError::BadMember(other.to_string()),
         }
     }

@@ -11,7 +11,7 @@ use uraid_engine::metadata::MetaOp;
 use crate::disk::SECTOR;
 use crate::model::Mismatch;
 
-use super::{configure_reads, md_members, result_name, Failure, Invariant, Mode, Scenario, Sim};
+use super::{configure_reads, md_members, result_name, vinum_members, Failure, Invariant, Mode, Scenario, Sim};
 
 impl Sim {
     pub(super) fn crash(&mut self) -> Result<(), Failure> {
@@ -87,7 +87,17 @@ impl Sim {
         trace!(self, "reassembly from devices {offered:?}");
         let rules = self.assembly_rules();
         let mut damaged = Vec::new();
-        let assembled = md_members::assemble(&mut self.devices, &offered, rules, &mut damaged);
+        let assembled = if self.vinum {
+            // gvinum's startup: drives found by their headers, the newest configuration wins.
+            vinum_members::open(&mut self.devices, &offered)
+        } else {
+            md_members::assemble(&mut self.devices, &offered, rules, &mut damaged)
+        };
+        if let Some(v) = assembled.as_ref().ok().and_then(|o| o.vinum()) {
+            for skipped in &v.skipped {
+                trace!(self, "drive left out at startup: {skipped}");
+            }
+        }
         if !damaged.is_empty() {
             trace!(self, "superblocks torn by the crash on {damaged:?}: those members are left out");
             self.report.torn_superblocks += damaged.len() as u32;
@@ -122,6 +132,9 @@ impl Sim {
             }
         };
         self.open = open;
+        // A Vinum volume's slots follow its plexes in the order the drives list them now,
+        // which a save may have changed (md's slots never move).
+        self.geometry = self.open.engine().geometry().clone();
         configure_reads(self.open.engine_mut(), self.cfg.read_policy());
         self.refresh_slots();
         let states = self.open.engine().slot_states();
@@ -197,6 +210,11 @@ impl Sim {
     /// A member with latent sector errors the array never failed counts: its superblock writes
     /// are as exposed to a crash as any other member's.
     fn members_left_behind(&self, offered: &[usize], live: &[usize]) -> Vec<usize> {
+        if self.vinum {
+            // gvinum keeps no event counts: a drive whose saves a crash lost holds an older
+            // configuration, which the newest simply outvotes.
+            return Vec::new();
+        }
         let events: Vec<(usize, u64)> = offered
             .iter()
             .filter_map(|&d| {

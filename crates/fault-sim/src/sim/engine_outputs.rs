@@ -183,7 +183,9 @@ impl Sim {
             if reason.contains("covers only part of unreadable sector") {
                 self.report.partial_sector_kicks += 1;
             }
-            let explained = device_id(name).is_some_and(|d| self.devices[d].faulted);
+            // md names a member by its device; a Vinum volume "subdisk NAME on DEVICE".
+            let device = name.rsplit(" on ").next().unwrap_or(name);
+            let explained = device_id(device).is_some_and(|d| self.devices[d].faulted);
             if !explained {
                 return Err(self.fail(
                     Invariant::Protocol,

@@ -51,10 +51,18 @@ impl Sim {
         })
     }
 
-    /// Whether compromising `slot` as well leaves every byte readable.
+    /// Whether compromising `slot` as well leaves every byte readable: with it every slot on
+    /// the same device (a gvinum drive may hold several subdisks of the volume).
     fn within_budget_with(&self, slot: usize) -> bool {
         let mut c = self.compromised();
         c[slot] = true;
+        if let Some(d) = self.slot_dev[slot] {
+            for (s, dev) in self.slot_dev.iter().enumerate() {
+                if *dev == Some(d) {
+                    c[s] = true;
+                }
+            }
+        }
         self.geometry.is_readable(&|s| !c[s])
     }
 
@@ -146,9 +154,10 @@ impl Sim {
                     FaultKind::Latent => {
                         // In the data area: a member whose superblock cannot be read is one
                         // assembly leaves out, which this run does not model.
-                        let total = self.geometry.member_data_bytes() / SECTOR;
+                        let target = self.targets[s].as_ref();
+                        let total = target.map_or(self.geometry.member_data_bytes(), |t| t.data_bytes) / SECTOR;
                         let count = self.frng.between(1, 8).min(total);
-                        let base = self.targets[s].as_ref().map_or(0, |t| t.base) / SECTOR;
+                        let base = target.map_or(0, |t| t.base) / SECTOR;
                         let first = base + self.frng.below(total - count + 1);
                         let bad = self.devices[d].add_latent(first, count, &mut self.frng);
                         if bad.is_empty() {
@@ -171,7 +180,13 @@ impl Sim {
                         // As `mdadm --fail`: through the array, which records it in the
                         // survivors' superblocks.
                         let name = crate::member_device::device_name(d);
-                        if let Err(e) = self.open.fail_member(&name, false) {
+                        let failed = if self.vinum {
+                            // As `gvinum setstate -f stale` on the subdisk.
+                            self.open.fail_subdisk(s, false).map(|_| s)
+                        } else {
+                            self.open.fail_member(&name, false)
+                        };
+                        if let Err(e) = failed {
                             return Err(self.fail(
                                 Invariant::Protocol,
                                 format!("failing slot {s} within redundancy was refused: {e}"),

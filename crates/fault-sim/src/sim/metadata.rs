@@ -278,7 +278,7 @@ impl Sim {
 
     fn schedule_metadata(&mut self, op: MetaOp) -> Result<(), Failure> {
         let idx = op.device();
-        let name = self.open.device_names().get(idx).cloned().unwrap_or_default();
+        let name = self.open.metadata_device_name(idx).unwrap_or_default().to_string();
         let Some(dev) = device_id(&name) else {
             return Err(self.fail(Invariant::Protocol, format!("a metadata op for device {idx} ({name:?}), unknown")));
         };

@@ -8,7 +8,8 @@
 //! Everything random comes from the seed; nothing depends on the wall clock or on hash order.
 //!
 //! This module holds the run's state ([`Sim`]) and the helpers every part shares; each part of
-//! the run is a submodule: `setup` and `md_members` (creating and assembling the members),
+//! the run is a submodule: `setup`, `md_members` and `vinum_members` (creating the members and
+//! opening the array on them, md's or a gvinum volume),
 //! `event_loop`, `engine_outputs`, `metadata` (the policy and its metadata I/O), `workload`,
 //! `faults`, `crash`, `jobs` (spares) and `checks`. What a run is asked to do is in `config`,
 //! what it reports in `report`.
@@ -47,6 +48,7 @@ mod md_members;
 mod metadata;
 mod report;
 mod setup;
+mod vinum_members;
 mod workload;
 
 pub use config::{Config, Mode, Mutation, Scenario};
@@ -192,8 +194,11 @@ pub struct Sim {
     targets: Vec<Option<MemberTarget>>,
     /// Every device that ever joined the array, in the order assembly gets them.
     joined: Vec<usize>,
-    /// The array as `uraid` runs it: the engine, and md's metadata, deferred to the run.
+    /// The array as `uraid` runs it: the engine, and md's metadata (or gvinum's), deferred to
+    /// the run.
     open: OpenArray,
+    /// The members are gvinum drives holding one volume, not md members.
+    vinum: bool,
     meta: metadata::MetaRun,
     model: Model,
     now: u64,

@@ -14,8 +14,10 @@ use crate::geometries;
 use crate::member_device::device_id;
 use crate::model::Model;
 use crate::rng::SimRng;
+use crate::vinum_geometries;
 
 use super::md_members::{self, Consistency};
+use super::vinum_members;
 use super::{
     configure_reads, metadata, Config, Failure, Fault, FaultKind, Invariant, Mode, Mutation, Report, Scenario, Sim,
     Workload,
@@ -32,10 +34,16 @@ impl Sim {
             explained_by_write_hole: false,
         };
         let mut rng = SimRng::new(cfg.seed);
-        let built = geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?;
-        let n = built.member_sectors.len();
-        let parity = built.geometry.is_parity();
-        let redundant = built.geometry.max_degraded() > 0;
+        let vinum = vinum_geometries::is_vinum(&cfg.geometry);
+        if vinum && cfg.scenario == Scenario::WriteHole {
+            return Err(setup(&cfg, "the write-hole scenario runs md arrays, not Vinum volumes".into()));
+        }
+        let (built, vinum_built) = if vinum {
+            (None, Some(vinum_geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?))
+        } else {
+            (Some(geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?), None)
+        };
+        let parity = built.as_ref().is_some_and(|b| b.geometry.is_parity());
         if cfg.scenario == Scenario::WriteHole && !parity {
             return Err(setup(
                 &cfg,
@@ -46,31 +54,32 @@ impl Sim {
         let crng = rng.fork();
         // The log's own generator, so runs without it keep their sequence of events.
         let mut lrng = rng.fork();
-        let want_ppl = match cfg.ppl {
-            Some(v) => v,
-            None => cfg.scenario == Scenario::WriteHole || lrng.chance(1, 2),
+        let (devices, disk_bytes, mut open, consistency, description) = match (&built, &vinum_built) {
+            (Some(built), _) => {
+                let (devices, disk_bytes, open, consistency) =
+                    Sim::md_start(&cfg, built, &mut lrng).map_err(|e| setup(&cfg, e))?;
+                let name = match consistency {
+                    Consistency::Resync => "resync",
+                    Consistency::Bitmap { .. } => "bitmap",
+                    Consistency::Log { .. } => "ppl",
+                };
+                (devices, disk_bytes, open, name, built.description.clone())
+            }
+            (None, Some(vb)) => {
+                let (devices, disk_bytes, open) = vinum_members::start(vb).map_err(|e| setup(&cfg, e))?;
+                (devices, disk_bytes, open, "vinum", vb.summary.clone())
+            }
+            (None, None) => unreachable!("one of the two was built"),
         };
-        let row = uraid_engine::ppl::ROW_BYTES;
-        let consistency = if parity && want_ppl && built.geometry.chunk_bytes() % row == 0 {
-            // Small areas too, so stripe writes get split and log writes queue.
-            let rows = lrng.pick(&[2u64, 4, 8, 32, 256]);
-            Consistency::Log { sectors: (4096 + rows * 8192) / 512 }
-        } else if redundant && lrng.chance(1, 2) {
-            // Bitmap chunks of a few KiB, so that members of 64-256 KiB have tens of them.
-            Consistency::Bitmap { chunk: lrng.pick(&[4096u64, 8192, 16384]) }
-        } else {
-            Consistency::Resync
-        };
-        let disk_bytes = md_members::device_bytes(&built, consistency);
-        let mut devices: Vec<SimDisk> = (0..n).map(|id| SimDisk::new(id, disk_bytes)).collect();
-        md_members::create(&built, consistency, &mut devices, &mut lrng).map_err(|e| setup(&cfg, e))?;
+        let n = devices.len();
         let ids: Vec<usize> = (0..n).collect();
-        let mut open = md_members::assemble(&mut devices, &ids, AssemblyRules::default(), &mut Vec::new())
-            .map_err(|e| setup(&cfg, format!("assembling the new array: {e}")))?;
         let geometry = open.engine().geometry().clone();
-        if geometry.array_bytes() != built.geometry.array_bytes()
-            || geometry.member_data_bytes() != built.geometry.member_data_bytes()
-        {
+        let parity = geometry.is_parity();
+        let redundant = geometry.max_degraded() > 0;
+        if let Some(built) = built.as_ref().filter(|b| {
+            geometry.array_bytes() != b.geometry.array_bytes()
+                || geometry.member_data_bytes() != b.geometry.member_data_bytes()
+        }) {
             return Err(setup(
                 &cfg,
                 format!(
@@ -117,14 +126,10 @@ impl Sim {
             report: Report {
                 seed: cfg.seed,
                 geometry: cfg.geometry.clone(),
-                description: format!("{}, read policy {}", built.description, cfg.read_policy()),
+                description: format!("{description}, read policy {}", cfg.read_policy()),
                 overload: mode == Mode::Overload,
                 ppl: ppl.is_some(),
-                consistency: match consistency {
-                    Consistency::Resync => "resync".into(),
-                    Consistency::Bitmap { .. } => "bitmap".into(),
-                    Consistency::Log { .. } => "ppl".into(),
-                },
+                consistency: consistency.into(),
                 ..Report::default()
             },
             destage: cfg.mutation != Some(Mutation::LyingFlush),
@@ -151,6 +156,7 @@ impl Sim {
             targets: vec![None; n],
             joined: ids,
             open,
+            vinum,
             meta: metadata::MetaRun::default(),
             model: Model::new(size),
             now: 0,
@@ -190,7 +196,46 @@ impl Sim {
         sim.refresh_slots();
         sim.plan_workload();
         sim.plan_faults();
+        if vinum {
+            // gvinum has no hot spares: a volume runs on with what it has, and revives what a
+            // crash or a write left stale when it is started again.
+            sim.spares = false;
+        }
         Ok(sim)
+    }
+
+    /// md's members for a run: the consistency mechanism drawn from `lrng`, the devices with
+    /// the array created on them as `mdadm --create` would, and the array assembled.
+    fn md_start(
+        cfg: &Config,
+        built: &geometries::Built,
+        lrng: &mut SimRng,
+    ) -> Result<(Vec<SimDisk>, u64, uraid_device::OpenArray, Consistency), String> {
+        let parity = built.geometry.is_parity();
+        let redundant = built.geometry.max_degraded() > 0;
+        let want_ppl = match cfg.ppl {
+            Some(v) => v,
+            None => cfg.scenario == Scenario::WriteHole || lrng.chance(1, 2),
+        };
+        let row = uraid_engine::ppl::ROW_BYTES;
+        let consistency = if parity && want_ppl && built.geometry.chunk_bytes() % row == 0 {
+            // Small areas too, so stripe writes get split and log writes queue.
+            let rows = lrng.pick(&[2u64, 4, 8, 32, 256]);
+            Consistency::Log { sectors: (4096 + rows * 8192) / 512 }
+        } else if redundant && lrng.chance(1, 2) {
+            // Bitmap chunks of a few KiB, so that members of 64-256 KiB have tens of them.
+            Consistency::Bitmap { chunk: lrng.pick(&[4096u64, 8192, 16384]) }
+        } else {
+            Consistency::Resync
+        };
+        let n = built.member_sectors.len();
+        let disk_bytes = md_members::device_bytes(built, consistency);
+        let mut devices: Vec<SimDisk> = (0..n).map(|id| SimDisk::new(id, disk_bytes)).collect();
+        md_members::create(built, consistency, &mut devices, lrng)?;
+        let ids: Vec<usize> = (0..n).collect();
+        let open = md_members::assemble(&mut devices, &ids, AssemblyRules::default(), &mut Vec::new())
+            .map_err(|e| format!("assembling the new array: {e}"))?;
+        Ok((devices, disk_bytes, open, consistency))
     }
 
     /// md's assembly rules, or the departure a mutation plants.

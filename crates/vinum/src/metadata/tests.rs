@@ -41,13 +41,11 @@ fn mirror() -> VinumMetadata {
     VinumMetadata::new(VinumStart {
         config: parse_config(CONFIG).unwrap(),
         on_disk: parse_config(CONFIG).unwrap(),
-        volume: "m".into(),
         slot_subdisks: vec!["m.p0.s0".into(), "m.p1.s0".into()],
-        plex_slots: vec![0..1, 1..2],
         drives: drives(),
         devices: vec![0, 1, 2, 3],
         writable: true,
-        parity: false,
+        redundant: true,
         unclean: false,
     })
 }
@@ -57,13 +55,11 @@ fn concat() -> VinumMetadata {
     VinumMetadata::new(VinumStart {
         config: parse_config(CONFIG).unwrap(),
         on_disk: parse_config(CONFIG).unwrap(),
-        volume: "c".into(),
         slot_subdisks: vec!["c.p0.s0".into()],
-        plex_slots: std::iter::once(0..1).collect(),
         drives: drives(),
         devices: vec![3, 0, 1, 2],
         writable: true,
-        parity: false,
+        redundant: false,
         unclean: false,
     })
 }
@@ -72,13 +68,11 @@ fn raid5() -> VinumMetadata {
     VinumMetadata::new(VinumStart {
         config: parse_config(CONFIG).unwrap(),
         on_disk: parse_config(CONFIG).unwrap(),
-        volume: "r".into(),
         slot_subdisks: vec!["r.p0.s0".into(), "r.p0.s1".into(), "r.p0.s2".into()],
-        plex_slots: std::iter::once(0..3).collect(),
         drives: drives(),
         devices: vec![0, 1, 2, 3],
         writable: true,
-        parity: true,
+        redundant: true,
         unclean: false,
     })
 }
@@ -153,7 +147,7 @@ fn a_failed_subdisk_is_saved_stale_to_every_drive_copies_first_header_last() {
 }
 
 #[test]
-fn a_mirror_is_saved_dirty_with_its_second_plex_stale_and_clean_with_both_up() {
+fn a_mirror_is_saved_dirty_with_the_unclean_mark_and_every_plex_up() {
     let mut meta = mirror();
     assert!(!meta.writes_recorded());
     let roles = mirror_roles(SlotState::InSync);
@@ -161,32 +155,38 @@ fn a_mirror_is_saved_dirty_with_its_second_plex_stale_and_clean_with_both_up() {
     assert!(meta.writes_recorded() && meta.is_dirty());
     let mut imgs = images();
     perform(&mut meta, &mut imgs);
-    let (_, dirty) = saved(&imgs[2]);
+    let (header, dirty) = saved(&imgs[2]);
+    assert!(header.label.last_update.marks_unclean());
+    // Every plex stays up: after a crash any whole plex serves (the others are made alike
+    // with it), even if the first plex's drives are gone.
     assert_eq!(dirty.subdisk("m.p0.s0").unwrap().state, SubdiskState::Up);
-    assert_eq!(dirty.subdisk("m.p1.s0").unwrap().state, SubdiskState::Stale);
-    assert_eq!(dirty.plex("m.p1").unwrap().state, PlexState::Down);
-    assert_eq!(dirty.volume("m").unwrap().state, VolumeState::Up);
-    // In memory both plexes stay up; recording dirty again writes nothing.
-    assert_eq!(meta.config().subdisk("m.p1.s0").unwrap().state, SubdiskState::Up);
+    assert_eq!(dirty.subdisk("m.p1.s0").unwrap().state, SubdiskState::Up);
     assert_eq!(meta.record(MetaChange::Dirty, &roles, NOW).unwrap(), None);
     meta.record(MetaChange::Clean, &roles, NOW + 5).unwrap().expect("a save");
     perform(&mut meta, &mut imgs);
     let (header, clean) = saved(&imgs[3]);
     assert_eq!(clean.subdisk("m.p1.s0").unwrap().state, SubdiskState::Up);
     assert_eq!(header.label.last_update.seconds, NOW + 5);
+    assert!(!header.label.last_update.marks_unclean());
     assert!(!meta.is_dirty());
 }
 
 #[test]
-fn while_the_first_plex_is_out_the_second_is_the_one_kept_up_when_dirty() {
-    let mut meta = mirror();
+fn a_mirror_found_unclean_owes_a_resync_and_runs_on_the_plexes_it_has() {
+    let mut meta = VinumMetadata::new(VinumStart { unclean: true, ..start_of(mirror()) });
+    assert!(meta.needs_resync() && meta.is_dirty());
     let roles = vec![slot(0, SlotState::Faulty), slot(1, SlotState::InSync), DeviceRole::Spare, DeviceRole::Spare];
-    meta.record(MetaChange::Dirty, &roles, NOW).unwrap();
+    meta.membership_changed();
+    meta.record(MetaChange::Clean, &roles, NOW).unwrap().expect("the missing plex saved");
     let mut imgs = images();
     perform(&mut meta, &mut imgs);
-    let (_, config) = saved(&imgs[1]);
+    let (header, config) = saved(&imgs[1]);
+    assert!(header.label.last_update.marks_unclean(), "still owed its resync");
     assert_eq!(config.subdisk("m.p0.s0").unwrap().state, SubdiskState::Stale);
-    assert_eq!(config.subdisk("m.p1.s0").unwrap().state, SubdiskState::Up);
+    meta.record(MetaChange::ResyncDone, &roles, NOW).unwrap();
+    meta.record(MetaChange::Clean, &roles, NOW).unwrap().expect("saved clean");
+    perform(&mut meta, &mut imgs);
+    assert!(!saved(&imgs[1]).0.label.last_update.marks_unclean());
 }
 
 #[test]
@@ -306,13 +306,11 @@ fn start_of(meta: VinumMetadata) -> VinumStart {
     VinumStart {
         config: meta.config.clone(),
         on_disk: meta.config,
-        volume: meta.volume,
         slot_subdisks: meta.slot_subdisks,
-        plex_slots: meta.plex_slots,
         drives: meta.drives,
         devices: meta.devices,
         writable: meta.writable,
-        parity: meta.parity,
+        redundant: meta.redundant,
         unclean: false,
     }
 }

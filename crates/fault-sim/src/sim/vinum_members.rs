@@ -1,0 +1,71 @@
+//! The members as gvinum keeps them: drives made by the code `uraid vinum create` runs (the
+//! create description placed as the kernel places it, then saved as `gv_save_config` saves,
+//! header and two configuration copies on every drive), and the volume opened from the drives'
+//! bytes by `OpenArray::open_volume`, the code `uraid serve --volume` runs: drives found by
+//! the names in their headers, the newest configuration taken, stale subdisks revived.
+//!
+//! A drive may hold several subdisks of the volume (`vinum-shared-*`): its device is then the
+//! target of several slots, and its death fails all of them.
+
+use std::collections::BTreeMap;
+
+use uraid_device::vinum_drives::{prepare_save, DriveToWrite};
+use uraid_device::{MemberDevice, OpenArray, OpenError};
+use uraid_vinum_format::create_description::parse_create_description;
+use uraid_vinum_format::drive_layout::DATA_START;
+use uraid_vinum_format::placement::{place, Present};
+use uraid_vinum_format::{DriveHeader, Timeval};
+
+use crate::disk::SimDisk;
+use crate::member_device::{device_name, SimMember};
+use crate::vinum_geometries::{VinumBuilt, VOLUME};
+
+/// When the drives were made (the configuration's first `last_update`).
+const CREATED: Timeval = Timeval::new(1_700_000_000, 0);
+
+/// Make the drives of `built` on new simulated devices and open its volume.
+pub(super) fn start(built: &VinumBuilt) -> Result<(Vec<SimDisk>, u64, OpenArray), String> {
+    // Room for the metadata, the subdisks, and a little more (placement may round).
+    let disk_bytes = DATA_START + built.data_bytes_per_drive + 64 * 1024;
+    let mut devices: Vec<SimDisk> = (0..built.drives).map(|id| SimDisk::new(id, disk_bytes)).collect();
+    let description = parse_create_description(&built.description).map_err(|e| format!("the description: {e}"))?;
+    let sizes: BTreeMap<String, u64> = (0..built.drives).map(|d| (device_name(d), disk_bytes)).collect();
+    let placement = place(&description, &Present::default(), &sizes).map_err(|e| format!("placing the volume: {e}"))?;
+    let views: Vec<SimMember> = devices.iter().map(SimMember::of).collect();
+    let mut to_write = Vec::new();
+    for placed in &placement.drives {
+        let device = crate::member_device::device_id(&placed.drive.device)
+            .ok_or_else(|| format!("drive {} is on an unknown device {}", placed.drive.name, placed.drive.device))?;
+        to_write.push(DriveToWrite {
+            device: &views[device] as &dyn MemberDevice,
+            header: DriveHeader::new(&placed.drive.name, "sim", CREATED),
+        });
+    }
+    let plan = prepare_save(to_write, &placement.config, CREATED).map_err(|e| format!("saving the drives: {e}"))?;
+    plan.run().map_err(|e| format!("saving the drives: {e}"))?;
+    for (d, view) in views.iter().enumerate() {
+        for (offset, data) in view.take_writes() {
+            devices[d].write_durable(offset, &data)?;
+        }
+    }
+    let ids: Vec<usize> = (0..built.drives).collect();
+    let open = open(&mut devices, &ids).map_err(|e| format!("opening the new volume: {e}"))?;
+    Ok((devices, disk_bytes, open))
+}
+
+/// Open the volume from the current bytes of `disks` (those with ids `ids`), as `uraid`
+/// opens it, writable, with the metadata deferred to the simulation. Opening writes nothing:
+/// what it decides (subdisks revived, states changed) is saved by later metadata steps.
+pub(super) fn open(disks: &mut [SimDisk], ids: &[usize]) -> Result<OpenArray, OpenError> {
+    let views: Vec<SimMember> = ids.iter().map(|&d| SimMember::of(&disks[d])).collect();
+    let devs: Vec<Box<dyn MemberDevice>> = views.iter().map(|v| Box::new(v.clone()) as Box<dyn MemberDevice>).collect();
+    let result = OpenArray::open_volume(devs, VOLUME, true);
+    for (view, &d) in views.iter().zip(ids) {
+        if !view.take_writes().is_empty() {
+            return Err(OpenError::BadMember(format!("d{d}: opening the volume wrote to it outside the run")));
+        }
+    }
+    let mut open = result.map_err(OpenError::from)?;
+    open.defer_metadata(true);
+    Ok(open)
+}
