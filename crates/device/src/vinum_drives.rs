@@ -26,7 +26,8 @@ use std::sync::Arc;
 use thiserror::Error;
 use uraid_md_format::uuid::format_md;
 use uraid_vinum_format::drive_layout::{
-    config_area_bytes, supports_sector_size, ConfigAreaError, CONFIG_LEN, CONFIG_OFFSET, DATA_START,
+    config_area_bytes, read_config_copy, supports_sector_size, ConfigAreaError, ConfigCopy, CONFIG_LEN, CONFIG_OFFSET,
+    DATA_START,
 };
 use uraid_vinum_format::header::{HeaderError, HEADER_BYTES_READ, HEADER_OFFSET};
 use uraid_vinum_format::{
@@ -140,10 +141,13 @@ pub fn check_media(dev: &FileDevice) -> Result<u32, VinumMediaError> {
 pub struct VinumDrive {
     /// The header at byte 4096.
     pub header: DriveHeader,
-    /// The text of configuration copy 1 (the only copy the kernel reads).
+    /// The text of configuration copy 1 (the only copy the kernel reads), or of copy 2 when
+    /// copy 1 could not be read (see [`read_drive`]).
     pub config_text: String,
     /// That text, parsed.
     pub config: VinumConfig,
+    /// Copy 1 could not be read or parsed, and this is copy 2's configuration.
+    pub from_second_copy: bool,
 }
 
 /// Read the first [`DATA_START`] bytes of `dev` (fewer if it is smaller).
@@ -156,18 +160,43 @@ fn read_start(dev: &dyn MemberDevice) -> Result<Vec<u8>, VinumDriveError> {
 
 /// The gvinum drive on `dev`: its header and configuration copy 1.
 ///
+/// Where copy 1 cannot be read or parsed and copy 2 can, copy 2 is taken (the kernel reads
+/// copy 1 only, and would leave the drive out). A save writes and flushes copy 2 before copy
+/// 1 and the header after both, so a copy 1 torn by a crash sits under the header of the save
+/// before, with copy 2 holding the whole text of the save that was cut short: a save a little
+/// newer than the header says, but one whose states were all true when it was made.
+///
 /// Errors say which: no gvinum header ([`VinumDriveError::NoHeader`], also for devices too
 /// small to hold one), a removed drive, a damaged header, an unreadable configuration, or a
 /// read error.
 pub fn read_drive(dev: &dyn MemberDevice) -> Result<VinumDrive, VinumDriveError> {
-    let device = || dev.name().to_string();
     let bytes = read_start(dev)?;
+    match read_drive_copy_one(dev, &bytes) {
+        Err(VinumDriveError::ConfigUnreadable { device, drive, source }) => {
+            let second = read_config_copy(&bytes, ConfigCopy::Second)
+                .ok()
+                .and_then(|text| parse_config(text).ok().map(|config| (text.to_string(), config)));
+            let header = DriveHeader::parse(&bytes[HEADER_OFFSET as usize..]).ok();
+            match (second, header) {
+                (Some((config_text, config)), Some(header)) if dev.size() >= DATA_START => {
+                    Ok(VinumDrive { header, config_text, config, from_second_copy: true })
+                }
+                _ => Err(VinumDriveError::ConfigUnreadable { device, drive, source }),
+            }
+        }
+        other => other,
+    }
+}
+
+/// [`read_drive`] from copy 1 alone, as the kernel reads.
+fn read_drive_copy_one(dev: &dyn MemberDevice, bytes: &[u8]) -> Result<VinumDrive, VinumDriveError> {
+    let device = || dev.name().to_string();
     let header_end = HEADER_OFFSET as usize + HEADER_BYTES_READ;
     if bytes.len() < header_end {
         let magic = magic_at(&bytes);
         return Err(VinumDriveError::NoHeader { device: device(), magic });
     }
-    let metadata = match DriveMetadata::parse(&bytes) {
+    let metadata = match DriveMetadata::parse(bytes) {
         Ok(m) => m,
         Err(DriveMetadataError::Header(HeaderError::NotVinum { magic })) => {
             return Err(VinumDriveError::NoHeader { device: device(), magic })
@@ -201,7 +230,7 @@ pub fn read_drive(dev: &dyn MemberDevice) -> Result<VinumDrive, VinumDriveError>
         drive: metadata.header.label.name.clone(),
         source: Box::new(e.into()),
     })?;
-    Ok(VinumDrive { header: metadata.header, config_text: metadata.config_text, config })
+    Ok(VinumDrive { header: metadata.header, config_text: metadata.config_text, config, from_second_copy: false })
 }
 
 /// The big-endian word at byte 4096, or what there is of it.

@@ -1,7 +1,8 @@
 //! The simulation campaigns: what CI runs, the long campaign, replay, and the opt-in scenarios.
 //!
 //! - `ci_<level>`: `URAID_SIM_CI_SEEDS` seeds (default 2000) per level, spread over the level's
-//!   geometries; the first failure panics with a message ending in its replay command.
+//!   geometries (`ci_vinum`: over the gvinum volumes); the first failure panics with a message
+//!   ending in its replay command.
 //! - `replay`: `URAID_SIM_SEED=.. URAID_SIM_GEOMETRY=.. cargo test -p uraid-fault-sim --test campaign
 //!   replay -- --nocapture` runs one seed with a step-by-step trace (does nothing without them).
 //! - `long_campaign` (ignored): `URAID_SIM_SEEDS=1000000 cargo test -p uraid-fault-sim --release --test
@@ -23,6 +24,13 @@ fn ci_level(level: &str) {
         panic!("{f}");
     }
     println!("{level}: {}", summary.line());
+}
+
+/// gvinum volumes (`uraid_fault_sim::vinum_geometries`): concat, striped and raid5 plexes,
+/// one to four plexes per volume, drives shared between plexes.
+#[test]
+fn ci_vinum() {
+    ci_level("vinum");
 }
 
 #[test]

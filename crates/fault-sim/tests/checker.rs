@@ -192,3 +192,51 @@ fn a_checkpoint_ahead_of_its_data_is_caught() {
         &[Invariant::Inconsistent, Invariant::WrongData, Invariant::DegradedReadDiffers],
     );
 }
+
+/// The first seed below `limit` over the Vinum volumes with redundancy whose run with `mutation`
+/// fails, with what broke.
+fn first_caught_on_vinum(mutation: Mutation, limit: u64) -> Option<(u64, String, Invariant)> {
+    let redundant: Vec<&str> = uraid_fault_sim::vinum_geometries::ALL
+        .iter()
+        .copied()
+        .filter(|g| !g.starts_with("vinum-concat") && !g.starts_with("vinum-striped"))
+        .collect();
+    (0..limit).find_map(|seed| {
+        let g = redundant[(seed % redundant.len() as u64) as usize];
+        let mut cfg = Config::new(seed, g);
+        cfg.mutation = Some(mutation);
+        run_one(&cfg).err().map(|f| (seed, g.to_string(), f.invariant))
+    })
+}
+
+/// Vinum saves that forget the unclean mark: a volume crashed while writes were in flight is
+/// taken as clean, and its plexes (or a raid5 plex's parity) are never made to agree.
+#[test]
+fn a_vinum_save_without_its_dirty_mark_is_caught() {
+    let caught = first_caught_on_vinum(Mutation::VinumNoDirtyMark, 200);
+    println!("vinum-no-dirty-mark: first caught by {caught:?}");
+    let (seed, g, invariant) = caught.expect("vinum-no-dirty-mark went unnoticed over 200 seeds");
+    assert!(
+        matches!(
+            invariant,
+            Invariant::Inconsistent
+                | Invariant::WrongData
+                | Invariant::DegradedReadDiffers
+                | Invariant::LostDurableWrite
+        ),
+        "caught as {invariant:?} (seed {seed} on {g})"
+    );
+}
+
+/// Vinum saves that reach one drive only: once that drive is lost, the others' configuration
+/// (as created) says a subdisk taken out since is up, and its stale data is read.
+#[test]
+fn a_vinum_save_that_skips_drives_is_caught() {
+    let caught = first_caught_on_vinum(Mutation::VinumSaveSkipsDrive, 400);
+    println!("vinum-save-skips-drive: first caught by {caught:?}");
+    let (seed, g, invariant) = caught.expect("vinum-save-skips-drive went unnoticed over 400 seeds");
+    assert!(
+        matches!(invariant, Invariant::WrongData | Invariant::LostDurableWrite | Invariant::Inconsistent),
+        "caught as {invariant:?} (seed {seed} on {g})"
+    );
+}

@@ -63,8 +63,10 @@ fn damaged_headers_and_configurations_name_the_device() {
     assert!(matches!(err, VinumDriveError::DamagedHeader { .. }) && err.is_damage(), "{err}");
     assert!(err.to_string().starts_with("d0: gvinum drive header is damaged"), "{err}");
 
+    // Both copies damaged (with copy 2 whole, copy 2 is read: see below).
     let mut bytes = drive_device("d", "a", 1, CONFIG).snapshot();
     bytes[4608..4608 + 6].copy_from_slice(b"vilume");
+    bytes[70_144..70_144 + 6].copy_from_slice(b"vilume");
     let err = read_drive(&MemoryDevice::from_bytes("d1", bytes)).unwrap_err();
     assert!(
         matches!(&err, VinumDriveError::ConfigUnreadable { source, .. } if matches!(**source, ConfigDamage::Text(_))),
@@ -74,7 +76,7 @@ fn damaged_headers_and_configurations_name_the_device() {
 
     // A copy with no NUL in its 64 KiB.
     let mut bytes = drive_device("d", "a", 1, CONFIG).snapshot();
-    bytes[4608..4608 + 65536].fill(b'x');
+    bytes[4608..4608 + 2 * 65536].fill(b'x');
     let err = read_drive(&MemoryDevice::from_bytes("d2", bytes)).unwrap_err();
     assert!(
         matches!(&err, VinumDriveError::ConfigUnreadable { source, .. } if matches!(**source, ConfigDamage::Area(_))),
@@ -87,6 +89,27 @@ fn damaged_headers_and_configurations_name_the_device() {
         let err = read_drive(&MemoryDevice::from_bytes("d3", bytes)).unwrap_err();
         assert!(matches!(err, VinumDriveError::ConfigUnreadable { .. }), "{err}");
     }
+}
+
+#[test]
+fn a_first_copy_torn_by_a_crash_is_read_from_the_second() {
+    // A save cut short inside copy 1's write: copy 2 (written and flushed first) holds the new
+    // text whole, copy 1 a mixture of sectors.
+    let new = CONFIG.replace("plexoffset 0s state up", "plexoffset 0s state stale");
+    let mut bytes = drive_device("d", "a", 1, CONFIG).snapshot();
+    let area = uraid_vinum_format::drive_layout::config_area_bytes(&new).unwrap();
+    bytes[70_144..70_144 + 65_536].copy_from_slice(&area);
+    bytes[4608 + 100..4608 + 110].copy_from_slice(b"\x01garbage\xffz");
+    let drive = read_drive(&MemoryDevice::from_bytes("d0", bytes)).unwrap();
+    assert!(drive.from_second_copy);
+    assert_eq!(drive.config_text, new);
+    assert_eq!(drive.config.subdisk("v.p0.s0").unwrap().state, uraid_vinum_format::SubdiskState::Stale);
+    // A readable copy 1 is read, as the kernel reads it, even where copy 2 differs.
+    let mut bytes = drive_device("d", "a", 1, CONFIG).snapshot();
+    bytes[70_144..70_144 + 65_536].copy_from_slice(&area);
+    let drive = read_drive(&MemoryDevice::from_bytes("d0", bytes)).unwrap();
+    assert!(!drive.from_second_copy);
+    assert_eq!(drive.config_text, CONFIG);
 }
 
 #[test]

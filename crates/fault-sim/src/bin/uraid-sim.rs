@@ -2,12 +2,12 @@
 //!
 //! ```text
 //! uraid-sim --seed 123 --geometry raid5-4-ls --trace     one run, step by step
-//! uraid-sim --seeds 100000 [--first 0] [--level raid6]   a campaign (all cores)
+//! uraid-sim --seeds 100000 [--first 0] [--level raid6]   a campaign (all cores; --level vinum: gvinum volumes)
 //! uraid-sim --write-hole --seeds 1000                    the write-hole scenario
 //! uraid-sim --list                                       the geometries
 //! ```
 //!
-//! Other flags: `--threads N`, `--keep-going` (report every failing run), `--ppl on|off`, `--expose-known-bugs`, `--mutation silent-corruption|extra-death|lying-flush`.
+//! Other flags: `--threads N`, `--keep-going` (report every failing run), `--ppl on|off`, `--expose-known-bugs`, `--mutation NAME` (see `usage.txt`).
 //! Exit status 1 when a run fails; the failure ends with the command that replays it.
 
 use std::process::ExitCode;
@@ -73,7 +73,7 @@ fn main() -> ExitCode {
                 }));
             }
             "--list" => {
-                for g in geometries::ALL {
+                for g in geometries::ALL.iter().chain(uraid_fault_sim::vinum_geometries::ALL) {
                     println!("{g}");
                 }
                 return ExitCode::SUCCESS;

@@ -33,16 +33,24 @@ pub enum Mutation {
     DataBeforeBitmap,
     /// The policy records a rebuild's checkpoint without flushing, ahead of the data it covers.
     CheckpointAhead,
+    /// Vinum: saves never carry the unclean mark, so a volume crashed while dirty is taken as
+    /// clean (Vinum geometries only).
+    VinumNoDirtyMark,
+    /// Vinum: configuration saves reach drive `g0`'s device (d0) only: every other drive keeps
+    /// the configuration it was created with (Vinum geometries only).
+    VinumSaveSkipsDrive,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 6] = [
+    pub const ALL: [Mutation; 8] = [
         Mutation::SilentCorruption,
         Mutation::ExtraDeath,
         Mutation::LyingFlush,
         Mutation::IgnoreEvents,
         Mutation::DataBeforeBitmap,
         Mutation::CheckpointAhead,
+        Mutation::VinumNoDirtyMark,
+        Mutation::VinumSaveSkipsDrive,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +61,8 @@ impl Mutation {
             Mutation::IgnoreEvents => "ignore-events",
             Mutation::DataBeforeBitmap => "data-before-bitmap",
             Mutation::CheckpointAhead => "checkpoint-ahead",
+            Mutation::VinumNoDirtyMark => "vinum-no-dirty-mark",
+            Mutation::VinumSaveSkipsDrive => "vinum-save-skips-drive",
         }
     }
 

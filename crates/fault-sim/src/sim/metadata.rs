@@ -23,7 +23,7 @@ use crate::model::{FlushToken, WriteId};
 /// Flushes are known to the policy by their request id with this bit set, apart from writes.
 const FLUSH_ANSWER: u64 = 1 << 63;
 
-use super::{Failure, Invariant, MetaFlight, Pending, Queued, Sim, Verify};
+use super::{Failure, Invariant, MetaFlight, Mutation, Pending, Queued, Sim, Verify};
 
 /// The metadata job out on the members.
 struct Out {
@@ -318,6 +318,16 @@ impl Sim {
             Err("member is dead".to_string())
         } else {
             match &f.op {
+                // The planted Vinum bugs: a save that skips a drive, or forgets the unclean mark.
+                MetaOp::Write { .. } if self.cfg.mutation == Some(Mutation::VinumSaveSkipsDrive) && f.dev != 0 => {
+                    Ok(())
+                }
+                MetaOp::Write { offset, data, .. }
+                    if self.cfg.mutation == Some(Mutation::VinumNoDirtyMark)
+                        && *offset == uraid_vinum_format::header::HEADER_OFFSET =>
+                {
+                    d.write(*offset, &without_unclean_mark(data))
+                }
                 MetaOp::Write { offset, data, .. } => d.write(*offset, data),
                 MetaOp::Flush { .. } => {
                     d.flush_done(f.mark.expect("flushes carry a mark"));
@@ -358,6 +368,19 @@ impl Sim {
         self.pump_events()?;
         self.policy_events()
     }
+}
+
+/// A gvinum drive header (canonical layout) as written, its `last_update` moved back off the
+/// unclean mark (microseconds ending in 999) if it carries it.
+fn without_unclean_mark(header: &[u8]) -> Vec<u8> {
+    let mut out = header.to_vec();
+    if let Ok(bytes) = <[u8; 8]>::try_from(&out[104..112]) {
+        let us = u64::from_be_bytes(bytes);
+        if us % 1000 == uraid_vinum_format::header::UNCLEAN_MARK {
+            out[104..112].copy_from_slice(&(us - 1).to_be_bytes());
+        }
+    }
+    out
 }
 
 fn meta_op_name(op: &MetaOp) -> String {

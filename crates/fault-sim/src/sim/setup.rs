@@ -218,7 +218,7 @@ impl Sim {
             None => cfg.scenario == Scenario::WriteHole || lrng.chance(1, 2),
         };
         let row = uraid_engine::ppl::ROW_BYTES;
-        let consistency = if parity && want_ppl && built.geometry.chunk_bytes() % row == 0 {
+        let consistency = if parity && want_ppl && built.geometry.chunk_bytes().is_multiple_of(row) {
             // Small areas too, so stripe writes get split and log writes queue.
             let rows = lrng.pick(&[2u64, 4, 8, 32, 256]);
             Consistency::Log { sectors: (4096 + rows * 8192) / 512 }
@@ -335,6 +335,18 @@ impl Sim {
                 for _ in 0..2 {
                     faults.push((at(r, 15, 95), FaultKind::Crash));
                 }
+            }
+            (_, Some(Mutation::VinumNoDirtyMark), _) => {
+                for _ in 0..2 {
+                    faults.push((at(r, 15, 95), FaultKind::Crash));
+                }
+            }
+            (_, Some(Mutation::VinumSaveSkipsDrive), _) => {
+                // A subdisk taken out (saved stale, on d0 only), the drive holding that save
+                // lost, then a crash: the drives left say what they were created with.
+                faults.push((at(r, 5, 30), FaultKind::OperatorFail));
+                faults.push((at(r, 35, 60), FaultKind::Death));
+                faults.push((at(r, 65, 95), FaultKind::Crash));
             }
             (_, Some(Mutation::CheckpointAhead), _) => {
                 // A rebuild onto a spare, cut short by crashes while it runs.
