@@ -1,9 +1,11 @@
 //! The control socket of a running array (`uraid serve --control=PATH`) and what it says.
 //!
 //! One request per connection line, one answer line, both JSON: `{"op":"status"}`,
-//! `{"op":"check"}`, `{"op":"repair"}`, `{"op":"idle"}`, `{"op":"wait"}`. Answers are
-//! `{"ok":true, ...}` or `{"ok":false,"error":"..."}`. `wait` answers when no pass is running,
-//! like `mdadm --wait`. The socket is created mode 0600: whoever can use it can stop passes.
+//! `{"op":"check"}`, `{"op":"repair"}`, `{"op":"idle"}`, `{"op":"wait"}`, `{"op":"stop"}`.
+//! Answers are `{"ok":true, ...}` or `{"ok":false,"error":"..."}`. `wait` answers when no pass
+//! is running, like `mdadm --wait`; `stop` answers at once and stops the server as SIGTERM does
+//! (it raises SIGTERM in the process, so that the one way of stopping is the signal's). The
+//! socket is created mode 0600: whoever can use it can stop passes and the array.
 //!
 //! The same module renders a status as JSON (for `uraid ctl status --json`) and as
 //! /proc/mdstat-like text.
@@ -115,8 +117,12 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
                 Err(e) => fail(e.to_string()),
             }
         }
+        "stop" => match signal_hook::low_level::raise(signal_hook::consts::SIGTERM) {
+            Ok(()) => json!({"ok": true}),
+            Err(e) => fail(format!("stopping: {e}")),
+        },
         "" => fail("no \"op\" in the request".into()),
-        other => fail(format!("unknown op {other:?} (status, check, repair, idle, wait, add, fail, remove)")),
+        other => fail(format!("unknown op {other:?} (status, check, repair, idle, wait, add, fail, remove, stop)")),
     }
 }
 

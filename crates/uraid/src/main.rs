@@ -110,6 +110,9 @@ pub enum CtlOp {
     },
     /// Remove a failed member or a spare (an active member must be failed first).
     Remove { member: PathBuf },
+    /// Stop the running array as SIGTERM does (requests in flight finished, members flushed,
+    /// the array recorded clean), and wait until it has stopped (like mdadm --stop).
+    Stop,
 }
 
 #[derive(Args)]

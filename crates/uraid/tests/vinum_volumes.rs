@@ -266,8 +266,12 @@ fn a_stale_subdisk_is_revived_while_the_volume_is_served() {
     ok(uraid(&["ctl", &ctl, "wait"]));
     let status = String::from_utf8(ok(uraid(&["ctl", &ctl, "status"]))).unwrap();
     assert!(status.contains("[UUU]") && status.contains("recover completed"), "{status}");
-    // SIGTERM: the server stops cleanly and saves the revived subdisk up.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    // `vinum stop`: the server stops cleanly (as on SIGTERM) and saves the revived subdisk up;
+    // it returns once the server is gone.
+    let stopped = uraid(&["vinum", "stop", &ctl]);
+    assert!(stderr(&stopped).contains("stopped"), "{}", stderr(&stopped));
+    ok(stopped);
+    assert!(!Path::new(&ctl).exists(), "the control socket goes with the server");
     let out = serve.wait_with_output().unwrap();
     let log = stderr(&out);
     assert!(out.status.success(), "{log}");

@@ -46,6 +46,7 @@ pub fn run(args: &CtlArgs) -> CliResult {
         CtlOp::Add { member } => manage(socket, "add", member, false)?,
         CtlOp::Fail { member, force } => manage(socket, "fail", member, *force)?,
         CtlOp::Remove { member } => manage(socket, "remove", member, false)?,
+        CtlOp::Stop => stop(socket)?,
         CtlOp::Wait { json } => {
             let status = crate::progress::follow(
                 || Ok(request(socket, json!({"op": "status"}))?["status"].clone()),
@@ -54,6 +55,18 @@ pub fn run(args: &CtlArgs) -> CliResult {
             print_status(&status, *json);
         }
     }
+    Ok(())
+}
+
+/// Ask the server on `socket` to stop, and wait until it has: its control socket is removed
+/// once the array is stopped and recorded clean.
+pub fn stop(socket: &Path) -> CliResult {
+    request(socket, json!({"op": "stop"}))?;
+    eprintln!("uraid: {}: stopping", socket.display());
+    while UnixStream::connect(socket).is_ok() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    eprintln!("uraid: {}: stopped", socket.display());
     Ok(())
 }
 

@@ -70,6 +70,10 @@ pub enum Verb {
     /// Start volumes or plexes: revive their stale subdisks (rebuilt from the other plexes, or
     /// from a raid5 plex's parity), with progress.
     Start(passes::StartArgs),
+    /// Stop the volume served in the background by `uraid serve --volume ... --control SOCKET`
+    /// (gvinum's stop unloads the kernel module, stopping every volume): requests finished,
+    /// drives flushed, the volume saved clean; waits until it has stopped.
+    Stop(StopArgs),
     /// Check a raid5 plex's parity, row by row; exits non-zero if any row disagrees.
     Checkparity(passes::ParityArgs),
     /// Rewrite a raid5 plex's parity from its data, row by row.
@@ -132,6 +136,18 @@ pub struct DrivesArgs {
     pub search: Search,
     /// Devices that hold the drives.
     pub devices: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct StopArgs {
+    /// Accepted and ignored, as gvinum ignores it.
+    #[arg(short)]
+    pub f: bool,
+    /// The control sockets of the volumes to stop (`uraid serve --volume NAME --control SOCKET`).
+    /// uraid runs no volume in the background otherwise: a volume opened by any other command
+    /// stops when that command ends.
+    #[arg(required = true, value_name = "SOCKET")]
+    pub sockets: Vec<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -279,6 +295,7 @@ pub fn run(args: &VinumArgs) -> CliResult {
         Verb::Raid5(a) => create::shortcut(create::Shortcut::Raid5(a.s.clone()), &a.common),
         Verb::Mirror(a) => create::shortcut(create::Shortcut::Mirror { striped: a.s }, &a.common),
         Verb::Start(a) => passes::start(a),
+        Verb::Stop(a) => a.sockets.iter().try_for_each(|s| crate::commands::ctl::stop(s)),
         Verb::Checkparity(a) => passes::parity(a, false),
         Verb::Rebuildparity(a) => passes::parity(a, true),
         Verb::Rm(a) => edit::rm(a),
