@@ -155,7 +155,12 @@ impl Sim {
                         // In the data area: a member whose superblock cannot be read is one
                         // assembly leaves out, which this run does not model.
                         let target = self.targets[s].as_ref();
-                        let total = target.map_or(self.geometry.member_data_bytes(), |t| t.data_bytes) / SECTOR;
+                        // A Vinum slot's subdisk has its own size; md's members all hold the
+                        // geometry's member data.
+                        let total = match target {
+                            Some(t) if self.vinum => t.data_bytes,
+                            _ => self.geometry.member_data_bytes(),
+                        } / SECTOR;
                         let count = self.frng.between(1, 8).min(total);
                         let base = target.map_or(0, |t| t.base) / SECTOR;
                         let first = base + self.frng.below(total - count + 1);
