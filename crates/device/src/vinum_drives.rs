@@ -193,7 +193,7 @@ fn read_drive_copy_one(dev: &dyn MemberDevice, bytes: &[u8]) -> Result<VinumDriv
     let device = || dev.name().to_string();
     let header_end = HEADER_OFFSET as usize + HEADER_BYTES_READ;
     if bytes.len() < header_end {
-        let magic = magic_at(&bytes);
+        let magic = magic_at(bytes);
         return Err(VinumDriveError::NoHeader { device: device(), magic });
     }
     let metadata = match DriveMetadata::parse(bytes) {
