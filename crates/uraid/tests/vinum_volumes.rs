@@ -361,6 +361,8 @@ fn a_raid5_volume_left_unclean_has_its_parity_rewritten_before_it_is_saved_clean
     // Degraded, it is not run at all: data rebuilt from that row's parity would be wrong.
     let e = refused(d.run("cat", "r5", &[], &["b", "c"], b""));
     assert!(e.contains("was not stopped cleanly") && e.contains("refusing"), "{e}");
+    let examined = String::from_utf8(ok(uraid(&["examine", d.path("c")]))).unwrap();
+    assert!(examined.contains("uraid's unclean mark"), "{examined}");
     // A command-line save keeps the mark.
     ok(uraid(&["vinum", "saveconfig", d.path("a"), d.path("b"), d.path("c"), d.path("d")]));
     assert_eq!(last_update_microseconds(d.path("c")) % 1000, 999);
@@ -451,6 +453,14 @@ fn examine_and_detail_describe_drives_and_volumes() {
     let json: serde_json::Value = serde_json::from_slice(&ok(uraid(&["examine", "--json", d.path("b")]))).unwrap();
     assert_eq!(json[0]["format"], "gvinum");
     assert_eq!(json[0]["subdisks"].as_array().unwrap().len(), 2);
+    assert_eq!(json[0]["config_from_second_copy"], false);
+    // Copy 1 damaged (a save cut short inside it): read from copy 2, and said so.
+    let mut bytes = std::fs::read(d.path("b")).unwrap();
+    bytes[4608..4608 + 13].copy_from_slice(b"\x01\x02 not a line");
+    std::fs::write(d.path("b"), bytes).unwrap();
+    let out = String::from_utf8(ok(uraid(&["examine", d.path("b")]))).unwrap();
+    assert!(out.contains("Configuration : copy 2 (copy 1 cannot be read"), "{out}");
+    assert!(out.contains("mv.p0.s1 at byte 135680"), "{out}");
     // detail of a volume missing a drive: what serves and what does not.
     let out =
         String::from_utf8(ok(uraid(&["detail", "--volume", "mv", d.path("a"), d.path("c"), d.path("d")]))).unwrap();

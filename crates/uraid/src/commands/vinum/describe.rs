@@ -37,6 +37,16 @@ pub fn examine_drive(device: &str, size: u64, drive: &VinumDrive) -> (String, Va
         size.saturating_sub(DATA_START),
         subdisks.len(),
     );
+    if drive.from_second_copy {
+        text.push_str(
+            "   Configuration : copy 2 (copy 1 cannot be read: a save cut short by a crash?)
+",
+        );
+    }
+    if h.label.last_update.marks_unclean() {
+        text.push_str("           State : saved while writes were in flight (uraid's unclean mark): a mirror or raid5 volume on it is resynced when next run
+");
+    }
     for s in &subdisks {
         text.push_str(&format!(
             "                   {} at byte {}, {} bytes, {}{}\n",
@@ -55,6 +65,8 @@ pub fn examine_drive(device: &str, size: u64, drive: &VinumDrive) -> (String, Va
         "date_of_birth": h.label.date_of_birth.seconds,
         "last_update": h.label.last_update.seconds,
         "canonical": h.layout == HeaderLayout::Canonical,
+        "config_from_second_copy": drive.from_second_copy,
+        "unclean_mark": h.label.last_update.marks_unclean(),
         "size": size,
         "subdisks": subdisks.iter().map(|s| json!({
             "name": s.name, "drive_offset": s.drive_offset, "length": s.length,
