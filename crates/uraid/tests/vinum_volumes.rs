@@ -9,7 +9,7 @@ use std::process::Output;
 
 use tempfile::TempDir;
 use uraid_testkit::scratch_dir;
-use uraid_vinum_format::{parse_config, DriveMetadata, PlexLayout, SubdiskState, VinumConfig};
+use uraid_vinum_format::{parse_config, DriveHeader, DriveMetadata, PlexLayout, SubdiskState, Timeval, VinumConfig};
 
 mod common;
 use common::{uraid, uraid_stdin};
@@ -323,10 +323,10 @@ fn checkparity_counts_bad_rows_and_rebuildparity_fixes_them() {
     assert!(e.contains("subdisk r5.p0.s2 is down; start it first"), "{e}");
 }
 
-/// The microseconds of a drive's `last_update` (header at 4096, big-endian, bytes 104..112).
-fn last_update_microseconds(path: &str) -> u64 {
+/// Whether a drive's header (at 4096) carries uraid's unclean mark.
+fn marked_unclean(path: &str) -> bool {
     let bytes = std::fs::read(path).unwrap();
-    u64::from_be_bytes(bytes[4096 + 104..4096 + 112].try_into().unwrap())
+    DriveHeader::parse(&bytes[4096..]).unwrap().label.last_update.marks_unclean()
 }
 
 #[test]
@@ -335,14 +335,16 @@ fn a_raid5_volume_left_unclean_has_its_parity_rewritten_before_it_is_saved_clean
     let model = random(MIB as usize, 11);
     ok(d.write("r5", 0, &model, &["b", "c", "d"]));
     for n in ["b", "c", "d"] {
-        assert_ne!(last_update_microseconds(d.path(n)) % 1000, 999, "closed clean: no unclean mark");
+        assert!(!marked_unclean(d.path(n)), "closed clean: no unclean mark");
     }
     // A crash while writing, as the drives would keep it: the unclean mark on every drive's
     // stamp, and a row whose parity no longer matches its data (row 3's data on b).
     for n in ["a", "b", "c", "d"] {
         let mut bytes = std::fs::read(d.path(n)).unwrap();
-        let us = u64::from_be_bytes(bytes[4096 + 104..4096 + 112].try_into().unwrap());
-        bytes[4096 + 104..4096 + 112].copy_from_slice(&(us - us % 1000 + 999).to_be_bytes());
+        let mut header = DriveHeader::parse(&bytes[4096..]).unwrap();
+        let newest = header.label.last_update;
+        header.label.last_update = Timeval::save_stamp(newest, newest, true);
+        bytes[4096..4096 + 512].copy_from_slice(&header.to_bytes().unwrap());
         if n == "b" {
             let at = d.config().subdisk("r5.p0.s0").unwrap().drive_offset + 3 * 32_768 + 9;
             bytes[at as usize] ^= 0x0f;
@@ -365,13 +367,13 @@ fn a_raid5_volume_left_unclean_has_its_parity_rewritten_before_it_is_saved_clean
     assert!(examined.contains("uraid's unclean mark"), "{examined}");
     // A command-line save keeps the mark.
     ok(uraid(&["vinum", "saveconfig", d.path("a"), d.path("b"), d.path("c"), d.path("d")]));
-    assert_eq!(last_update_microseconds(d.path("c")) % 1000, 999);
+    assert!(marked_unclean(d.path("c")));
     // `start` rewrites the parity and saves the volume clean.
     let out = String::from_utf8(ok(vinum("start", &["r5"]))).unwrap();
     assert!(out.contains("volume r5: parity rewritten; saved clean"), "{out}");
     ok(vinum("checkparity", &["r5.p0"]));
     for n in ["b", "c", "d"] {
-        assert_ne!(last_update_microseconds(d.path(n)) % 1000, 999, "saved clean");
+        assert!(!marked_unclean(d.path(n)), "saved clean");
     }
     // Parity follows the data as it was found: c rebuilt from b and d reads what c holds.
     let now = d.cat("r5", &["b", "c", "d"]);

@@ -370,17 +370,23 @@ impl Sim {
     }
 }
 
-/// A gvinum drive header (canonical layout) as written, its `last_update` moved back off the
-/// unclean mark (microseconds ending in 999) if it carries it.
+/// A gvinum drive header as written, its `last_update` moved back off the unclean mark if it
+/// carries it (the bytes as they are if they are not a header).
 fn without_unclean_mark(header: &[u8]) -> Vec<u8> {
-    let mut out = header.to_vec();
-    if let Ok(bytes) = <[u8; 8]>::try_from(&out[104..112]) {
-        let us = u64::from_be_bytes(bytes);
-        if us % 1000 == uraid_vinum_format::header::UNCLEAN_MARK {
-            out[104..112].copy_from_slice(&(us - 1).to_be_bytes());
-        }
+    use uraid_vinum_format::DriveHeader;
+    let Ok(mut h) = DriveHeader::parse(header) else { return header.to_vec() };
+    if !h.label.last_update.marks_unclean() {
+        return header.to_vec();
     }
-    out
+    h.label.last_update.microseconds -= 1;
+    match h.to_bytes() {
+        Ok(bytes) => {
+            let mut out = header.to_vec();
+            out[..bytes.len()].copy_from_slice(&bytes);
+            out
+        }
+        Err(_) => header.to_vec(),
+    }
 }
 
 fn meta_op_name(op: &MetaOp) -> String {

@@ -23,6 +23,13 @@ use super::{
     Workload,
 };
 
+/// What a run's geometry name builds: an md array's geometry and sizes, or a gvinum volume's
+/// create description.
+enum Built {
+    Md(geometries::Built),
+    Vinum(vinum_geometries::VinumBuilt),
+}
+
 impl Sim {
     pub fn new(cfg: Config) -> Result<Sim, Failure> {
         let setup = |cfg: &Config, detail: String| Failure {
@@ -38,12 +45,12 @@ impl Sim {
         if vinum && cfg.scenario == Scenario::WriteHole {
             return Err(setup(&cfg, "the write-hole scenario runs md arrays, not Vinum volumes".into()));
         }
-        let (built, vinum_built) = if vinum {
-            (None, Some(vinum_geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?))
+        let built = if vinum {
+            Built::Vinum(vinum_geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?)
         } else {
-            (Some(geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?), None)
+            Built::Md(geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?)
         };
-        let parity = built.as_ref().is_some_and(|b| b.geometry.is_parity());
+        let parity = matches!(&built, Built::Md(b) if b.geometry.is_parity());
         if cfg.scenario == Scenario::WriteHole && !parity {
             return Err(setup(
                 &cfg,
@@ -54,8 +61,8 @@ impl Sim {
         let crng = rng.fork();
         // The log's own generator, so runs without it keep their sequence of events.
         let mut lrng = rng.fork();
-        let (devices, disk_bytes, mut open, consistency, description) = match (&built, &vinum_built) {
-            (Some(built), _) => {
+        let (devices, disk_bytes, mut open, consistency, description) = match &built {
+            Built::Md(built) => {
                 let (devices, disk_bytes, open, consistency) =
                     Sim::md_start(&cfg, built, &mut lrng).map_err(|e| setup(&cfg, e))?;
                 let name = match consistency {
@@ -65,31 +72,31 @@ impl Sim {
                 };
                 (devices, disk_bytes, open, name, built.description.clone())
             }
-            (None, Some(vb)) => {
+            Built::Vinum(vb) => {
                 let (devices, disk_bytes, open) = vinum_members::start(vb).map_err(|e| setup(&cfg, e))?;
                 (devices, disk_bytes, open, "vinum", vb.summary.clone())
             }
-            (None, None) => unreachable!("one of the two was built"),
         };
         let n = devices.len();
         let ids: Vec<usize> = (0..n).collect();
         let geometry = open.engine().geometry().clone();
         let parity = geometry.is_parity();
         let redundant = geometry.max_degraded() > 0;
-        if let Some(built) = built.as_ref().filter(|b| {
-            geometry.array_bytes() != b.geometry.array_bytes()
-                || geometry.member_data_bytes() != b.geometry.member_data_bytes()
-        }) {
-            return Err(setup(
-                &cfg,
-                format!(
-                    "md made a different array: {} bytes, {} per member, where {} and {} were asked",
-                    geometry.array_bytes(),
-                    geometry.member_data_bytes(),
-                    built.geometry.array_bytes(),
-                    built.geometry.member_data_bytes()
-                ),
-            ));
+        if let Built::Md(built) = &built {
+            if geometry.array_bytes() != built.geometry.array_bytes()
+                || geometry.member_data_bytes() != built.geometry.member_data_bytes()
+            {
+                return Err(setup(
+                    &cfg,
+                    format!(
+                        "md made a different array: {} bytes, {} per member, where {} and {} were asked",
+                        geometry.array_bytes(),
+                        geometry.member_data_bytes(),
+                        built.geometry.array_bytes(),
+                        built.geometry.member_data_bytes()
+                    ),
+                ));
+            }
         }
         configure_reads(open.engine_mut(), cfg.read_policy());
         // The service's policy, with delays and steps scaled to members of a few hundred KiB

@@ -69,3 +69,27 @@ pub(super) fn open(disks: &mut [SimDisk], ids: &[usize]) -> Result<OpenArray, Op
     open.defer_metadata(true);
     Ok(open)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SimRng;
+    use uraid_engine::SlotState;
+
+    #[test]
+    fn a_subdisk_is_taken_out_only_while_the_volume_can_do_without_it() {
+        let built = crate::vinum_geometries::build("vinum-mirror-2-concat", &mut SimRng::new(1)).unwrap();
+        let (_, _, mut open) = start(&built).unwrap();
+        let e = open.fail_subdisk(9, false).unwrap_err().to_string();
+        assert!(e.contains("slot 9") && e.contains("no such subdisk"), "{e}");
+        open.fail_subdisk(0, false).unwrap();
+        assert_eq!(open.engine().slot_states()[0], SlotState::Faulty);
+        let e = open.fail_subdisk(0, false).unwrap_err().to_string();
+        assert!(e.contains("v.p") && e.contains("not up"), "{e}");
+        // The other plex holds the only copy of what subdisk 0 held: refused, nothing changed.
+        let other = (1..open.engine().slot_states().len())
+            .find(|&s| open.fail_subdisk(s, false).is_err())
+            .expect("a subdisk the volume cannot do without");
+        assert_eq!(open.engine().slot_states()[other], SlotState::InSync);
+    }
+}
