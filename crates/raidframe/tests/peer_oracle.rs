@@ -1,20 +1,22 @@
-//! Sets written entirely by this crate, for NetBSD's driver to judge (ignored: needs the
-//! raidframe oracle; run tests/peer/check-with-oracle.sh).
+//! Sets written entirely by this crate, judged by NetBSD's own driver (the raidframe oracle, see
+//! `uraid_testkit::raidframe_oracle`).
 //!
-//! `RAIDFRAME_PEER_DIR=DIR cargo test -p uraid-raidframe --test peer_oracle -- --ignored`
-//! writes, for each set NAME, the component images `NAME.cI.img`, the config file
-//! `NAME.conf` and the RAID contents `NAME.data`. The labels are what `raidctl -C`, `-I`,
-//! `-iv` and `-u` would leave; the data is the test pattern with its parity or mirror copies
-//! laid out by [`Geometry::map`].
-
+//! For each set: `raidctl -c` configures it only if the labels agree; every component must be
+//! optimal and parity clean; the RAID contents read back through the driver must be the test
+//! pattern; then, on levels with redundancy, the parity map is turned off and the driver rewrites
+//! every stripe's parity or mirror copy (`-iv`), which must change no byte of the data areas.
+//!
+//! `RAIDFRAME_PEER_DIR=DIR cargo test -p uraid-raidframe --test peer_oracle -- --ignored` also
+//! writes the sets into DIR for `tests/peer/label-checks.sh`.
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use uraid_raidframe::config_file::{LayoutLine, QueueLine, RaidConfig};
 use uraid_raidframe::label::{ComponentLabel, PMLABEL_VALID, PMLABEL_WASUSED, RAID_CLEAN};
 use uraid_raidframe::layout::{self, ParityMap};
 use uraid_raidframe::mapping::{Geometry, Level};
+use uraid_testkit::raidframe_oracle::Kernel;
 
 const S: u64 = 512;
 
@@ -27,7 +29,7 @@ struct Spec {
     data_sectors: u64,
 }
 
-fn write_set(dir: &std::path::Path, spec: &Spec) {
+fn write_set(dir: &Path, spec: &Spec) {
     let num_blocks = layout::usable_sectors(spec.partition_sectors).unwrap();
     let g = Geometry::new(spec.level, spec.columns, spec.sect_per_su, num_blocks).unwrap();
     let mut images = vec![vec![0u8; (spec.partition_sectors * S) as usize]; spec.columns as usize];
@@ -90,46 +92,60 @@ fn write_set(dir: &std::path::Path, spec: &Spec) {
     std::fs::write(dir.join(format!("{}.data", spec.name)), data).unwrap();
 }
 
+const SPECS: [Spec; 4] = [
+    Spec { name: "ur0", level: Level::Raid0, columns: 3, sect_per_su: 16, partition_sectors: 2048, data_sectors: 480 },
+    Spec { name: "ur1", level: Level::Raid1, columns: 4, sect_per_su: 8, partition_sectors: 3000, data_sectors: 400 },
+    Spec { name: "ur4", level: Level::Raid4, columns: 4, sect_per_su: 4, partition_sectors: 2048, data_sectors: 600 },
+    Spec { name: "ur5", level: Level::Raid5, columns: 5, sect_per_su: 8, partition_sectors: 2600, data_sectors: 2000 },
+];
+
 #[test]
-#[ignore = "writes images for NetBSD's driver to judge; see tests/peer/check-with-oracle.sh"]
+#[ignore = "writes the sets into RAIDFRAME_PEER_DIR for tests/peer/label-checks.sh"]
 fn write_sets_for_the_oracle() {
     let dir = PathBuf::from(std::env::var("RAIDFRAME_PEER_DIR").expect("RAIDFRAME_PEER_DIR"));
     std::fs::create_dir_all(&dir).unwrap();
-    let specs = [
-        Spec {
-            name: "ur0",
-            level: Level::Raid0,
-            columns: 3,
-            sect_per_su: 16,
-            partition_sectors: 2048,
-            data_sectors: 480,
-        },
-        Spec {
-            name: "ur1",
-            level: Level::Raid1,
-            columns: 4,
-            sect_per_su: 8,
-            partition_sectors: 3000,
-            data_sectors: 400,
-        },
-        Spec {
-            name: "ur4",
-            level: Level::Raid4,
-            columns: 4,
-            sect_per_su: 4,
-            partition_sectors: 2048,
-            data_sectors: 600,
-        },
-        Spec {
-            name: "ur5",
-            level: Level::Raid5,
-            columns: 5,
-            sect_per_su: 8,
-            partition_sectors: 2600,
-            data_sectors: 2000,
-        },
-    ];
-    for spec in &specs {
+    for spec in &SPECS {
         write_set(&dir, spec);
+    }
+}
+
+#[test]
+fn netbsds_driver_configures_reads_and_keeps_the_parity_of_sets_written_here() {
+    for spec in &SPECS {
+        let dir = uraid_testkit::scratch_dir(&format!("raidframe-peer-oracle/{}", spec.name));
+        write_set(&dir, spec);
+        let images: Vec<PathBuf> = (0..spec.columns).map(|c| dir.join(format!("{}.c{c}.img", spec.name))).collect();
+        let originals: Vec<Vec<u8>> = images.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        let conf = dir.join(format!("{}.conf", spec.name));
+        let conf = conf.to_str().unwrap();
+        let data = std::fs::read(dir.join(format!("{}.data", spec.name))).unwrap();
+
+        let kernel = Kernel::start(&dir.join("k"), &images);
+        kernel.raidctl_ok(&["-c", conf, "raid0"]);
+        let status = kernel.raidctl_ok(&["-s", "raid0"]);
+        let components: Vec<&str> = status.lines().filter(|l| l.trim_start().starts_with("/disk")).collect();
+        assert_eq!(components.len(), spec.columns as usize, "{}: {status}", spec.name);
+        assert!(components.iter().all(|l| l.ends_with(": optimal")), "{}: {status}", spec.name);
+        let parity = kernel.raidctl_ok(&["-p", "raid0"]);
+        assert!(parity.contains("clean"), "{}: {parity}", spec.name);
+        assert!(kernel.read("/dev/rraid0d", data.len() as u64) == data, "{}: data read back differs", spec.name);
+        if spec.level != Level::Raid0 {
+            kernel.raidctl_ok(&["-M", "no", "raid0"]);
+            kernel.raidctl_ok(&["-u", "raid0"]);
+            kernel.raidctl_ok(&["-c", conf, "raid0"]);
+            kernel.raidctl_ok(&["-iv", "raid0"]);
+        }
+        kernel.raidctl_ok(&["-u", "raid0"]);
+        drop(kernel);
+        for (path, original) in images.iter().zip(&originals) {
+            let now = std::fs::read(path).unwrap();
+            let data_start = layout::component_byte_offset(0, S) as usize;
+            assert!(
+                now[data_start..] == original[data_start..],
+                "{}: the driver's full parity rewrite changed the data area of {}",
+                spec.name,
+                path.display()
+            );
+        }
     }
 }

@@ -5,7 +5,8 @@
 //! - discovery of the md fixtures that the real Linux kernel made (`shared/fixtures/md/<case>/`),
 //!   with their `case.json` and their member images decompressed on demand into a cache;
 //! - the md-oracle data pattern, so a test can say what any logical sector of a fixture holds;
-//! - the independent Vinum reader (`dissect.volume`) the gvinum cross-checks run ([`vinum_peer`]).
+//! - the independent Vinum reader (`dissect.volume`) the gvinum cross-checks run ([`vinum_peer`]);
+//! - NetBSD's own RAIDframe driver, run as a judge ([`raidframe_oracle`]).
 //!
 //! Fixture cases are discovered, never listed, so new cases are picked up without code changes.
 //! A missing fixture folder is an error, not a skip: a suite that silently tests nothing is worse
@@ -20,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 mod new_md;
 pub use new_md::NewMdArray;
+pub mod raidframe_oracle;
 pub mod vinum_peer;
 
 /// Where the kernel-made fixtures live: `$URAID_FIXTURES`, else `shared/fixtures/md` beside the

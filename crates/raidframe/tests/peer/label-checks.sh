@@ -2,7 +2,7 @@
 # The `raidctl -c` cases of src/configure_check.rs, run against NetBSD's driver on copies of
 # the sets tests/peer_oracle.rs writes (ur0: RAID 0 over 3, ur1: RAID 1 over 4, ur5: RAID 5
 # over 5; serial 4242, mod_counter 15).
-# Usage: label-checks.sh ORACLE_DIR WORK_DIR   (WORK_DIR as left by check-with-oracle.sh, or
+# Usage: label-checks.sh ORACLE_DIR WORK_DIR   (WORK_DIR holding the sets peer_oracle.rs writes, or
 # empty: then the sets are written first)
 set -euo pipefail
 O=$1; W=$2
