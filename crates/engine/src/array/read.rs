@@ -77,8 +77,18 @@ pub(super) struct MergedRead {
     slot: usize,
     offset: u64,
     len: u64,
-    /// `(part, offset of its bytes in the member read)`, by member offset.
-    pieces: Vec<(usize, u64)>,
+    /// `(piece, offset of its bytes in the member read)`, by member offset.
+    pieces: Vec<(Piece, u64)>,
+}
+
+/// What a member read (merged or not) of a fresh request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Piece {
+    /// The bytes of read part `part`, from the member that holds them.
+    Part(usize),
+    /// This member's rows of the stripe that parity part `part` is rebuilt from (its member
+    /// is not in sync).
+    Rows(usize),
 }
 
 #[derive(Debug)]
@@ -116,8 +126,17 @@ impl Array {
                 }
             }
         }
-        let groups = self.merge_read_parts(r);
-        let held: BTreeSet<usize> = groups.iter().flat_map(|g| g.pieces.iter().map(|&(p, _)| p)).collect();
+        let rebuilds = self.plan_rebuild_rows(r);
+        let (groups, lone_rows) = self.merge_read_parts(r, &rebuilds);
+        let held: BTreeSet<usize> = groups
+            .iter()
+            .flat_map(|g| g.pieces.iter())
+            .filter_map(|&(piece, _)| match piece {
+                Piece::Part(p) => Some(p),
+                Piece::Rows(_) => None,
+            })
+            .chain(rebuilds.iter().map(|&(_, _, _, part)| part))
+            .collect();
         let first_merged = r.parts.len();
         r.remaining = r.parts.len() + groups.len();
         for part in 0..first_merged {
@@ -125,6 +144,9 @@ impl Array {
                 let step = self.start_read_part(rid, r, part);
                 r.settle(step);
             }
+        }
+        for (slot, offset, len, part) in lone_rows {
+            self.emit(rid, IoTag { part, slot }, offset, MemberOp::Read { len });
         }
         for g in groups {
             let part = r.parts.len();
@@ -184,43 +206,85 @@ impl Array {
     ///
     /// Under the `split` policy only contiguous pieces merge: a gap there is what another copy
     /// reads.
-    fn merge_read_parts(&self, r: &ReadOp) -> Vec<MergedRead> {
+    ///
+    /// The rows a degraded parity part is rebuilt from (`rebuilds`, from
+    /// [`Array::plan_rebuild_rows`]) take part too, so a read across several stripes of a
+    /// degraded array reads each surviving member once rather than once per stripe. Returned:
+    /// the merged reads, and the rebuild rows left on their own, `(slot, offset, len, part)`,
+    /// to be read as they are.
+    fn merge_read_parts(
+        &self,
+        r: &ReadOp,
+        rebuilds: &[(usize, u64, u64, usize)],
+    ) -> (Vec<MergedRead>, Vec<(usize, u64, u64, usize)>) {
         if r.parts.len() < 2 {
             // Nothing to merge (most small reads): no lists to build.
-            return Vec::new();
+            return (Vec::new(), rebuilds.to_vec());
         }
         let gap = if self.split_reads() { 0 } else { self.geometry.chunk_bytes() };
-        let mut located: Vec<(usize, u64, u64, usize)> = r
+        let mut located: Vec<(usize, u64, u64, Piece)> = r
             .parts
             .iter()
             .enumerate()
-            .filter_map(|(part, p)| self.direct_location(p).map(|(slot, off, len)| (slot, off, len, part)))
+            .filter_map(|(part, p)| self.direct_location(p).map(|(slot, off, len)| (slot, off, len, Piece::Part(part))))
+            .chain(rebuilds.iter().map(|&(slot, off, len, part)| (slot, off, len, Piece::Rows(part))))
             .collect();
         located.sort_unstable();
         let mut groups: Vec<MergedRead> = Vec::new();
+        let mut lone_rows = Vec::new();
+        let mut close = |g: MergedRead, groups: &mut Vec<MergedRead>| match g.pieces[..] {
+            [(Piece::Rows(part), _)] => lone_rows.push((g.slot, g.offset, g.len, part)),
+            [(Piece::Part(_), _)] => {}
+            _ => groups.push(g),
+        };
         let mut current: Option<MergedRead> = None;
-        for (slot, off, len, part) in located {
+        for (slot, off, len, piece) in located {
             if let Some(g) = current.as_mut() {
                 let end = g.offset + g.len;
-                if g.slot == slot && off >= end && off - end <= gap && off + len - g.offset <= MAX_MERGE_BYTES {
-                    g.pieces.push((part, off - g.offset));
-                    g.len = off + len - g.offset;
+                // Pieces may overlap: a survivor's rows for a rebuild can be the very bytes it
+                // holds of the request itself.
+                let new_end = end.max(off + len);
+                if g.slot == slot && off <= end + gap && new_end - g.offset <= MAX_MERGE_BYTES {
+                    g.pieces.push((piece, off - g.offset));
+                    g.len = new_end - g.offset;
                     continue;
                 }
             }
             if let Some(g) = current.take() {
-                if g.pieces.len() > 1 {
-                    groups.push(g);
-                }
+                close(g, &mut groups);
             }
-            current = Some(MergedRead { slot, offset: off, len, pieces: vec![(part, 0)] });
+            current = Some(MergedRead { slot, offset: off, len, pieces: vec![(piece, 0)] });
         }
         if let Some(g) = current.take() {
-            if g.pieces.len() > 1 {
-                groups.push(g);
-            }
+            close(g, &mut groups);
         }
-        groups
+        (groups, lone_rows)
+    }
+
+    /// For each parity part of a fresh read whose member is not in sync: its phase set to a
+    /// rebuild awaiting one read per in-sync member of the same rows, and those reads, `(slot,
+    /// member offset, len, part)`, returned for [`Array::merge_read_parts`] to issue. A part
+    /// with no in-sync member to rebuild from is left to [`Array::start_read_part`], which
+    /// fails it.
+    fn plan_rebuild_rows(&self, r: &mut ReadOp) -> Vec<(usize, u64, u64, usize)> {
+        let mut reads = Vec::new();
+        for (part, p) in r.parts.iter_mut().enumerate() {
+            let ReadPart::Parity { run, phase } = p else { continue };
+            if self.in_sync(run.slot) {
+                continue;
+            }
+            let offset = run.stripe * self.geometry.chunk_bytes() + run.chunk_offset;
+            let sources: Vec<usize> =
+                (0..self.slots.len()).filter(|&slot| slot != run.slot && self.in_sync(slot)).collect();
+            if sources.is_empty() {
+                continue;
+            }
+            let mut rows = Rows::new(offset, run.len, self.slots.len(), Vec::new());
+            rows.pending = sources.len();
+            *phase = ParityRead::Rebuild(rows);
+            reads.extend(sources.into_iter().map(|slot| (slot, offset, run.len, part)));
+        }
+        reads
     }
 
     /// A merged member read completed. With its data every piece is handed out; otherwise each
@@ -229,10 +293,23 @@ impl Array {
     /// member that failed meanwhile sends its pieces to another copy or to a rebuild.
     fn merged_read_done(&mut self, rid: RequestId, r: &mut ReadOp, part: usize, outcome: Outcome) {
         let ReadPart::Merged(g) = &r.parts[part] else { unreachable!("a merged read part") };
-        let pieces = g.pieces.clone();
+        let (slot, pieces) = (g.slot, g.pieces.clone());
+        let rows_len = |r: &ReadOp, p: usize| match &r.parts[p] {
+            ReadPart::Parity { run, .. } => run.len,
+            _ => unreachable!("rebuild rows belong to a parity part"),
+        };
         match outcome {
             Outcome::Data(data) => {
-                for (p, at) in pieces {
+                for (piece, at) in pieces {
+                    let p = match piece {
+                        Piece::Part(p) => p,
+                        Piece::Rows(p) => {
+                            let len = rows_len(r, p);
+                            let rows = data.slice(at as usize..(at + len) as usize);
+                            self.read_io_done(rid, r, IoTag { part: p, slot }, Outcome::Data(rows));
+                            continue;
+                        }
+                    };
                     let (logical, len) = match &r.parts[p] {
                         ReadPart::Copies { logical, unit } => (*logical, unit.len),
                         ReadPart::Parity { run, .. } => (run.logical, run.len),
@@ -245,9 +322,23 @@ impl Array {
                 }
             }
             Outcome::ReadError | Outcome::Done | Outcome::Lost => {
-                for (p, _) in pieces {
-                    let step = self.start_read_part(rid, r, p);
-                    r.settle(step);
+                let group_offset = g.offset;
+                for (piece, at) in pieces {
+                    match piece {
+                        Piece::Part(p) => {
+                            let step = self.start_read_part(rid, r, p);
+                            r.settle(step);
+                        }
+                        // A read error may lie in another piece's bytes: read these rows alone.
+                        Piece::Rows(p) if matches!(outcome, Outcome::ReadError) => {
+                            let len = rows_len(r, p);
+                            self.emit(rid, IoTag { part: p, slot }, group_offset + at, MemberOp::Read { len });
+                        }
+                        // The member is gone: the rebuild goes on without it.
+                        Piece::Rows(p) => {
+                            self.read_io_done(rid, r, IoTag { part: p, slot }, Outcome::Lost);
+                        }
+                    }
                 }
             }
         }
