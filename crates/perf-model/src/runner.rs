@@ -152,6 +152,10 @@ pub struct RunResult {
     pub disk_busy: Vec<Nanos>,
     /// Requests the disks were given (member I/Os, or the streams' own on a bare disk).
     pub disk_requests: u64,
+    /// Time each channel was held (data and per-command overhead).
+    pub bus_busy: Vec<Nanos>,
+    /// CPU time the streams spent thinking between requests.
+    pub think: Nanos,
 }
 
 impl RunResult {
@@ -286,6 +290,7 @@ pub fn run(
     let mut member_ios: HashMap<u64, u64> = HashMap::new();
     let mut next_disk_id = 0u64;
     let mut done_pieces: Vec<(u64, Nanos)> = Vec::new();
+    let mut thought: Nanos = 0;
     loop {
         let now = storage.now();
         let mut progress = true;
@@ -299,7 +304,15 @@ pub fn run(
                 whole.pieces_left -= 1;
                 if whole.pieces_left == 0 {
                     let InFlight { stream: i, req, .. } = on_way.remove(&key).expect("present");
-                    finish(&mut streams[i], &mut results[i], &mut in_flight[i], &mut wake_at[i], &req, at, &mut rng);
+                    thought += finish(
+                        &mut streams[i],
+                        &mut results[i],
+                        &mut in_flight[i],
+                        &mut wake_at[i],
+                        &req,
+                        at,
+                        &mut rng,
+                    );
                 }
             }
             for (i, s) in streams.iter_mut().enumerate() {
@@ -384,6 +397,8 @@ pub fn run(
         streams: results,
         disk_busy: (0..storage.disk_count()).map(|d| storage.busy_time(d)).collect(),
         disk_requests: next_disk_id,
+        bus_busy: storage.bus_busy(),
+        think: thought,
     }
 }
 
@@ -395,16 +410,18 @@ fn finish(
     req: &IoReq,
     now: Nanos,
     rng: &mut SimRng,
-) {
+) -> Nanos {
     if !req.wait {
-        return;
+        return 0;
     }
     *in_flight -= 1;
     result.bytes += req.len;
     result.ops += 1;
     result.finished_at = now;
     stream.complete(req, rng);
-    *wake_at = now + stream.think();
+    let think = stream.think();
+    *wake_at = now + think;
+    think
 }
 
 /// Nothing to configure.

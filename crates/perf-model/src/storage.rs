@@ -101,6 +101,11 @@ impl Storage {
         self.units[disk].busy_time
     }
 
+    /// Time each channel has been held.
+    pub fn bus_busy(&self) -> Vec<Nanos> {
+        self.buses.iter().map(|b| b.busy_total()).collect()
+    }
+
     fn schedule(&mut self, at: Nanos, event: Event) {
         let id = self.next_event;
         self.next_event += 1;

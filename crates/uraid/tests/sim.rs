@@ -79,6 +79,8 @@ fn seeds_json_has_every_field_stable_unique_ids_and_is_deterministic() {
         "baker2006-raid1-2readers",
         "bonnie2008-striped-block-read",
         "parkes2000-raid5-tar-seconds",
+        "parkes2000-single-softdep-tar-seconds",
+        "parkes2000-raid0-softdep-tar-seconds",
     ] {
         assert!(md.contains(id), "{id} missing");
     }
