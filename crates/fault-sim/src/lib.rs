@@ -17,7 +17,7 @@
 //!     cargo test -p uraid-fault-sim --test campaign replay -- --nocapture     # replay one seed, traced
 //! URAID_SIM_SEEDS=1000000 cargo test -p uraid-fault-sim --release --test campaign -- --ignored long_campaign
 //! cargo test -p uraid-fault-sim --release --test campaign -- --ignored write_hole   # long write-hole campaign
-//! cargo test -p uraid-fault-sim --release --test campaign -- --ignored known_bugs   # guards off (P3)
+//! cargo test -p uraid-fault-sim --release --test campaign -- --ignored known_bugs   # guards off (none today)
 //! cargo run -p uraid-fault-sim --release -- --help          # the same from the command line
 //! ```
 //!
@@ -131,10 +131,10 @@
 //!
 //! [`KNOWN_BUGS`] lists what the simulation found in the engine and the narrow guard that keeps
 //! the default campaign (and CI) clear of each until it is fixed; `URAID_SIM_EXPOSE_KNOWN_BUGS=1`
-//! turns the guards off (`--ignored known_bugs`). Remove a guard with its fix. One entry today,
-//! P3 (a log entry retired for a stripe whose write failed on a member whose failure is not yet
-//! recorded); P1 (raid6 log entries lost with the one parity member that held them) was fixed
-//! and its guard removed.
+//! turns the guards off (`--ignored known_bugs`). Remove a guard with its fix. None today: P1
+//! (raid6 log entries lost with the one parity member that held them) and P3 (a log entry
+//! retired for a stripe whose write failed on a member whose failure was not yet recorded) were
+//! fixed and their guards removed.
 
 pub mod campaign;
 pub mod disk;
@@ -156,19 +156,12 @@ pub struct KnownBug {
     pub guard: &'static str,
 }
 
-/// Engine bugs the simulation found and the guards that keep the default campaign clear of them.
-/// The last two fixed: G2 (read-error corrections on mirrors rewrote the exact bytes of the
-/// failed member read, splicing two disagreeing copies inside the sectors at its edges; mirrors
-/// now rewrite whole 4 KiB rows read from one good copy) and P1 (raid6 log entries lived on one
-/// parity member and died with it at a crash; they are now written to both P and Q).
-pub const KNOWN_BUGS: &[KnownBug] = &[KnownBug {
-    name: "P3: with a log, a stripe whose write failed on a member whose failure is not yet recorded",
-    bug: "a write fails on one member, the engine fails the member and finishes the stripe on the \
-          others, and retires its log entry. A crash before the failure is on the superblocks brings \
-          the member back in sync at assembly, holding the old bytes of that chunk while parity holds \
-          the new: with nothing in the log for the stripe and no resync owed after a complete replay, \
-          a check finds the stripe inconsistent (seed 1623 on raid5-4-ra). md does not share it: \
-          raid5's handle_stripe leaves stripes alone while a member failure is not yet on the \
-          superblocks (MD_SB_CHANGE_PENDING); the fix is the same stall in the engine.",
-    guard: "with a log: no crash while a member failure is being recorded",
-}];
+/// Engine bugs the simulation found and the guards that keep the default campaign clear of them:
+/// none today. The last three fixed: G2 (read-error corrections on mirrors rewrote the exact
+/// bytes of the failed member read, splicing two disagreeing copies inside the sectors at its
+/// edges; mirrors now rewrite whole 4 KiB rows read from one good copy), P1 (raid6 log entries
+/// lived on one parity member and died with it at a crash; they are now written to both P and
+/// Q) and P3 (with a log, a stripe whose write failed on a member was finished on the others and
+/// its entry retired before the failure was on the superblocks; a member failure now holds the
+/// log until it is recorded, as md stalls its stripes while `MD_SB_CHANGE_PENDING` is set).
+pub const KNOWN_BUGS: &[KnownBug] = &[];

@@ -93,11 +93,13 @@ fn replay() {
 /// - raid6-5-rs6 5056093 (`URAID_SIM_PPL=1`): a raid6 log write lost with its dead member came
 ///   back after a spare had taken the slot, and the stripes queued for that slot's log were
 ///   never sent (the engine stalled).
-/// - [`P1_SEEDS`] (`URAID_SIM_PPL=1`): P1. They were found with the guards off, but P1's guard
-///   is gone with P1, and the one guard left is P3's: since a superblock update put back after a
-///   member's write failed is made durable before the next one (md's rewrite), a member failure
-///   takes a round of writes and flushes longer to record, and raid6-5-pf 5171957 crashes in that
-///   window with the guard off (P3, not P1). They run with the guards on.
+/// - [`P1_SEEDS`] (`URAID_SIM_PPL=1`): P1, found with the guards off.
+/// - raid5-4-ra 1623 (default configuration) and raid6-5-pf 5171957 (`URAID_SIM_PPL=1`): P3, a
+///   stripe whose write failed on a member finished on the others and its log entry retired
+///   before the failure was on the superblocks; a crash then brought the member back in sync
+///   with the old bytes of its chunk and nothing in the log to set parity right. Both failed
+///   without the fix (a member failure holding the log until it is recorded), once P3's guard
+///   was off.
 /// - [`METADATA_SEEDS`] (default configuration): found once the simulation ran md's metadata.
 #[test]
 fn seeds_of_fixed_bugs_pass() {
@@ -107,6 +109,10 @@ fn seeds_of_fixed_bugs_pass() {
     let mut stalled = uraid_fault_sim::Config::new(5_056_093, "raid6-5-rs6");
     stalled.ppl = Some(true);
     runs.push(stalled);
+    runs.push(uraid_fault_sim::Config::new(1623, "raid5-4-ra"));
+    let mut p3 = uraid_fault_sim::Config::new(5_171_957, "raid6-5-pf");
+    p3.ppl = Some(true);
+    runs.push(p3);
     for &(geometry, seed) in P1_SEEDS {
         let mut cfg = uraid_fault_sim::Config::new(seed, geometry);
         cfg.ppl = Some(true);

@@ -93,6 +93,9 @@ impl ArrayPolicy {
             Ok(_) => self.membership_changed(array),
             Err(e) => self.notice(format!("recording the failed member in the superblocks failed: {e}")),
         }
+        // Written at once by an array that does not defer its metadata, or not at all after a
+        // failure: then the log goes on now.
+        self.release_held(array);
         self.member_left(array, now);
     }
 
@@ -102,12 +105,18 @@ impl ArrayPolicy {
         self.meta.roles.is_some_and(|t| !array.metadata_durable(t)) && array.metadata_pending().is_some()
     }
 
-    /// Release the held answers once the failure record is durable, or can no longer be.
-    pub(super) fn release_held(&mut self, array: &OpenArray) {
+    /// Release the held answers, and a partial parity log the failure holds (see
+    /// `Array::set_log_hold_on_failure`), once the failure record is durable, or can no longer
+    /// be.
+    pub(super) fn release_held(&mut self, array: &mut OpenArray) {
         if self.failure_being_recorded(array) {
             return;
         }
         self.meta.roles = None;
         self.events.extend(self.meta.held.drain(..).map(PolicyEvent::AnswerReleased));
+        // A failure whose event the driver has not taken yet is not recorded at all.
+        if !array.engine().has_events() {
+            array.engine_mut().release_log_hold();
+        }
     }
 }

@@ -22,7 +22,7 @@ mod vinum;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberIoError, Request};
+use uraid_engine::array::{Array, Completion, IoResult, MemberIoError, Request};
 use uraid_engine::metadata::{ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, Ticket, UnixSeconds};
 use uraid_engine::ppl::PplConfig;
 use uraid_engine::{EngineError, EngineEvent, SlotState};
@@ -61,7 +61,10 @@ pub struct OpenArray {
 }
 
 impl OpenArray {
-    fn with_format(format: Format, array: Array, writable: bool) -> OpenArray {
+    fn with_format(format: Format, mut array: Array, writable: bool) -> OpenArray {
+        // A member failure holds a partial parity log until the failure is recorded: `run`, and
+        // drivers running the engine themselves, record it and release the log.
+        array.set_log_hold_on_failure(writable);
         OpenArray {
             format,
             array,
@@ -252,20 +255,43 @@ impl OpenArray {
         self.record(MetaChange::Clean)
     }
 
+    /// Run one request to its end, performing its member I/O on this thread. A member failure
+    /// that holds the log (see [`Array::set_log_hold_on_failure`]) is recorded on the spot,
+    /// then the log released.
     fn run(&mut self, request: Request) -> Result<Completion, OpenError> {
         let targets = self.member_targets();
         let mut io_error: Option<MemberIoError> = None;
-        let result = uraid_engine::blocking::execute(&mut self.array, request, &mut |io: &MemberIo| {
-            let target = targets[io.slot].as_ref().expect("engine used an empty slot");
-            match target.perform(io) {
-                Ok(r) => r,
-                Err(e) => {
-                    io_error.get_or_insert_with(|| e.clone());
-                    IoResult::Failed(e)
+        let mut meta_error: Option<OpenError> = None;
+        let id = self.array.submit(request).map_err(OpenError::from)?;
+        let result = 'run: loop {
+            while let Some((done, result)) = self.array.next_completion() {
+                if done == id {
+                    break 'run result;
                 }
             }
-        });
+            if let Some(io) = self.array.next_io() {
+                let target = targets[io.slot].as_ref().expect("engine used an empty slot");
+                let result = target.perform(&io).unwrap_or_else(|e| {
+                    io_error.get_or_insert_with(|| e.clone());
+                    IoResult::Failed(e)
+                });
+                self.array.complete_io(io.id, result.handing_back(io.op));
+            } else if self.array.log_held() {
+                self.note_events();
+                // A record that failed is reported once the request is over; the log goes on
+                // either way (as the service's does once the record can no longer be made).
+                if let Err(e) = self.record(MetaChange::Roles) {
+                    meta_error.get_or_insert(e);
+                }
+                self.array.release_log_hold();
+            } else {
+                panic!("engine stalled: request {id} unfinished and no member I/O to do");
+            }
+        };
         self.note_events();
+        if let Some(e) = meta_error {
+            return Err(e);
+        }
         match result {
             Ok(c) => Ok(c),
             Err(EngineError::ArrayFailed) if io_error.is_some() => Err(io_error.expect("checked").into()),

@@ -30,6 +30,14 @@
 //! and a log write takes the front of its queue. The oldest stripe not finished therefore has
 //! only finished stripes ahead of it, and its log writes can always go out.
 //!
+//! A member failure holds the log until the driver has recorded it (opted into with
+//! [`Array::set_log_hold_on_failure`]): no header is written meanwhile, so no entry is retired.
+//! md does the same by leaving every stripe alone while `MD_SB_CHANGE_PENDING` is set. A stripe
+//! whose write failed on a member finishes on the others; were its entry retired before the
+//! failure reached the superblocks, a crash would bring the member back in sync holding the old
+//! bytes of that chunk beside parity computed with the new, and nothing left in the log to set
+//! the stripe right.
+//!
 //! Log writes belong to no request: they carry [`LOG_RID`], and the tag's part tells a header
 //! write (`HEADER_PART`) from a flush made for the log of slot `part - FLUSH_PART_BASE`.
 
@@ -141,6 +149,42 @@ impl Array {
         self.log.is_some()
     }
 
+    /// From now on (`on`), a member failing holds the log until [`Array::release_log_hold`]:
+    /// for drivers that record member failures in the array's metadata and say when that
+    /// record is durable (see the module's comment). Off by default, for drivers that record
+    /// nothing.
+    pub fn set_log_hold_on_failure(&mut self, on: bool) {
+        self.log_hold_on_failure = on;
+        if !on {
+            self.release_log_hold();
+        }
+    }
+
+    /// Whether a member failure holds the log: the driver must record it and then call
+    /// [`Array::release_log_hold`], or logged writes wait forever.
+    pub fn log_held(&self) -> bool {
+        self.log_held
+    }
+
+    /// The member failures the engine reported are recorded durably (or can no longer be): log
+    /// headers may be written again.
+    pub fn release_log_hold(&mut self) {
+        if !std::mem::take(&mut self.log_held) {
+            return;
+        }
+        let n = self.log.as_ref().map_or(0, |log| log.slots.len());
+        for slot in 0..n {
+            self.log_kick(slot);
+        }
+    }
+
+    /// A member failed: hold the log if the driver asked for it.
+    pub(super) fn hold_log_for_failure(&mut self) {
+        if self.log_hold_on_failure && self.log.is_some() {
+            self.log_held = true;
+        }
+    }
+
     /// Largest row range (bytes) one stripe write may span so its partial parity fits in one
     /// log write; `None` without a log.
     pub(super) fn log_max_rows(&self) -> Option<u64> {
@@ -178,6 +222,9 @@ impl Array {
     fn log_kick(&mut self, slot: usize) {
         if !self.writable(slot) {
             return; // its stripes are taken care of by `log_maintenance`
+        }
+        if self.log_held {
+            return; // `release_log_hold` kicks every log again
         }
         let writable: Vec<bool> = (0..self.slots.len()).map(|s| self.writable(s)).collect();
         let Some(log) = self.log.as_mut() else { return };

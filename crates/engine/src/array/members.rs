@@ -74,6 +74,7 @@ impl Array {
         if self.writable(slot) {
             self.change_state(slot, SlotState::Faulty);
             self.events.push(EngineEvent::MemberFailed { slot, reason: reason.to_string() });
+            self.hold_log_for_failure();
         }
     }
 }

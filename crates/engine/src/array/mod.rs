@@ -188,6 +188,10 @@ pub struct Array {
     resync_pending: bool,
     /// The partial parity log, when writes are logged (see `array/logging.rs`).
     log: Option<logging::PplLog>,
+    /// Whether a member failing holds the log (see [`Array::set_log_hold_on_failure`]).
+    log_hold_on_failure: bool,
+    /// A member failed and its failure is not yet recorded: no log header is written.
+    log_held: bool,
     /// Bound on `stripe_memory` (see [`Array::set_stripe_memory_limit`]).
     stripe_memory_limit: u64,
     /// Stripe buffer bytes charged to parity stripe writes in progress.
@@ -229,6 +233,8 @@ impl Array {
             rescan: false,
             resync_pending: false,
             log: None,
+            log_hold_on_failure: false,
+            log_held: false,
             stripe_memory_limit: DEFAULT_STRIPE_MEMORY,
             stripe_memory: 0,
             stripe_memory_peak: 0,
@@ -317,5 +323,10 @@ impl Array {
     /// Events since the last call (members that failed, read errors corrected).
     pub fn take_events(&mut self) -> Vec<EngineEvent> {
         std::mem::take(&mut self.events)
+    }
+
+    /// Whether events wait to be taken with [`Array::take_events`].
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
     }
 }

@@ -238,13 +238,6 @@ impl Sim {
                     if !self.degraded_for_assembly() {
                         return Ok(false);
                     }
-                } else if !self.cfg.expose_known_bugs
-                    && self.ppl.is_some()
-                    && self.open.metadata_pending().is_some()
-                    && self.policy_holds_answers()
-                {
-                    // Known-bug guard P3: see `crate::KNOWN_BUGS`.
-                    return Ok(false);
                 } else if self.parity && self.ppl.is_some() && self.live_members_sound() {
                     // The log makes parity match data again whatever was in flight: a crash
                     // while degraded is survivable, and nothing waits for a resync.

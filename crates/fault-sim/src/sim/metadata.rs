@@ -142,11 +142,6 @@ impl Sim {
         }
     }
 
-    /// Whether a member failure is being recorded (the policy holds answers meanwhile).
-    pub(super) fn policy_holds_answers(&self) -> bool {
-        self.policy.failure_being_recorded(&self.open)
-    }
-
     /// A client write ended (answered or failed).
     pub(super) fn write_ended(&mut self, wid: WriteId) -> Result<(), Failure> {
         self.policy.write_ends(PolicyWrite(wid), self.clock());
