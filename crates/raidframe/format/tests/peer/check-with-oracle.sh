@@ -7,7 +7,7 @@
 set -euo pipefail
 O=$1; W=$2; HERE=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$W"; mkdir -p "$W"
-RAIDFRAME_PEER_DIR=$(readlink -f "$W") cargo test -q -p uraid-raidframe --locked --test peer_oracle -- --ignored \
+RAIDFRAME_PEER_DIR=$(readlink -f "$W") cargo test -q -p uraid-raidframe-format --locked --test peer_oracle -- --ignored \
   > /dev/null
 cd "$W"
 rfo() { "$O/rfo" "$@"; }

@@ -1,7 +1,7 @@
 //! Sets written entirely by this crate, for NetBSD's driver to judge (ignored: needs the
 //! raidframe oracle; run tests/peer/check-with-oracle.sh).
 //!
-//! `RAIDFRAME_PEER_DIR=DIR cargo test -p uraid-raidframe --test peer_oracle -- --ignored`
+//! `RAIDFRAME_PEER_DIR=DIR cargo test -p uraid-raidframe-format --test peer_oracle -- --ignored`
 //! writes, for each set NAME, the component images `NAME.cI.img`, the config file
 //! `NAME.conf` and the RAID contents `NAME.data`. The labels are what `raidctl -C`, `-I`,
 //! `-iv` and `-u` would leave; the data is the test pattern with its parity or mirror copies
@@ -11,10 +11,10 @@ mod common;
 
 use std::path::PathBuf;
 
-use uraid_raidframe::config_file::{LayoutLine, QueueLine, RaidConfig};
-use uraid_raidframe::label::{ComponentLabel, PMLABEL_VALID, PMLABEL_WASUSED, RAID_CLEAN};
-use uraid_raidframe::layout::{self, ParityMap};
-use uraid_raidframe::mapping::{Geometry, Level};
+use uraid_raidframe_format::config_file::{LayoutLine, QueueLine, RaidConfig};
+use uraid_raidframe_format::label::{ComponentLabel, PMLABEL_VALID, PMLABEL_WASUSED, RAID_CLEAN};
+use uraid_raidframe_format::layout::{self, ParityMap};
+use uraid_raidframe_format::mapping::{Geometry, Level};
 
 const S: u64 = 512;
 
