@@ -1,6 +1,6 @@
 //! Which components of a RAIDframe set serve, from their labels, as NetBSD decides it: at
 //! autoconfiguration (components found by scanning, grouped by `rf_does_it_fit`, the freshest
-//! members by mod_counter) or at `raidctl -c` (the components a configuration file names,
+//! members of the set by mod_counter) or at `raidctl -c` (the components a configuration file names,
 //! checked against each other by `rf_CheckLabels`). Pure over labels already read.
 //!
 //! A column serves when its component is fresh; a component that is present but stale (an
@@ -29,6 +29,10 @@ pub enum SetPlanError {
     NoComponents,
     #[error("{} RAIDframe sets found (serial numbers {}); choose one with --serial", .serials.len(), list(.serials))]
     SeveralSets { serials: Vec<i32> },
+    #[error(
+        "{sets} RAIDframe sets share serial number {serial} (their geometry or settings differ); give the components of one of them"
+    )]
+    SameSerial { serial: i32, sets: usize },
     #[error("no RAIDframe set with serial number {serial} (found {})", list(.found))]
     NoSuchSerial { serial: i32, found: Vec<i32> },
     #[error("RAIDframe set {serial}: its label says RAID level {level:?}, which uraid does not run (RAID 0, 1, 4 and 5 only)")]
@@ -131,7 +135,7 @@ pub struct SetPlan {
 
 impl SetPlan {
     /// The set found among `components` by autoconfiguration: the one with serial number
-    /// `serial` if given, else the only one; of several groups with that serial, the freshest.
+    /// `serial` if given, else the only one. Its freshest members (by mod_counter) serve.
     pub fn autoconfigure(components: &[ReadComponent], serial: Option<i32>) -> Result<SetPlan, SetPlanError> {
         let labels: Vec<ComponentLabel> = components.iter().map(|c| c.label.clone()).collect();
         let groups = group_sets(&labels);
@@ -139,6 +143,7 @@ impl SetPlan {
             return Err(SetPlanError::NoComponents);
         }
         let mut serials: Vec<i32> = groups.iter().map(|g| labels[g[0]].serial_number).collect();
+        serials.sort_unstable();
         serials.dedup();
         let want = match serial {
             Some(s) if serials.contains(&s) => s,
@@ -146,13 +151,14 @@ impl SetPlan {
             None if serials.iter().all(|&s| s == serials[0]) => serials[0],
             None => return Err(SetPlanError::SeveralSets { serials }),
         };
-        let group_counter = |g: &Vec<usize>| g.iter().map(|&i| labels[i].mod_counter).max().unwrap_or(i32::MIN);
-        let chosen = groups
-            .iter()
-            .filter(|g| labels[g[0]].serial_number == want)
-            .max_by_key(|g| group_counter(g))
-            .expect("a group with the serial chosen");
-        let assessment = assess_set(&labels, chosen).expect("grouped labels are candidates");
+        // Components of one set that differ in anything but mod_counter, clean and status
+        // (`rf_does_it_fit`) make two sets for the kernel, which would configure both; which
+        // one holds the data is not for uraid to guess.
+        let matching: Vec<&Vec<usize>> = groups.iter().filter(|g| labels[g[0]].serial_number == want).collect();
+        let [chosen] = matching.as_slice() else {
+            return Err(SetPlanError::SameSerial { serial: want, sets: matching.len() });
+        };
+        let assessment = assess_set(&labels, chosen.as_slice()).expect("grouped labels are candidates");
         let first = &labels[chosen[0]];
         let level = level_of(first)?;
         let columns: Vec<ColumnStart> = assessment

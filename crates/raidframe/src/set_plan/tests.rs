@@ -62,6 +62,10 @@ fn autoconfiguration_chooses_by_serial_and_refuses_what_netbsd_refuses() {
         SetPlanError::NotEnoughComponents { serial: 77, level: '5', missing: vec![1, 2] }
     );
     assert_eq!(SetPlan::autoconfigure(&[], None).unwrap_err(), SetPlanError::NoComponents);
+    // Two sets under one serial (here RAID 5 and RAID 1): the kernel would run both.
+    let mut same = vec![component(b'5', 3, 0, 20), component(b'5', 3, 1, 20), component(b'5', 3, 2, 20)];
+    same.extend([component(b'1', 2, 0, 4), component(b'1', 2, 1, 4)]);
+    assert_eq!(SetPlan::autoconfigure(&same, None).unwrap_err(), SetPlanError::SameSerial { serial: 77, sets: 2 });
 }
 
 #[test]
