@@ -13,6 +13,8 @@
 //! - [`vinum_drives`]: FreeBSD gvinum drives on member devices: reading their metadata,
 //!   finding the drives among a set of devices, and saving or resetting their configuration
 //!   as gvinum does;
+//! - [`raidframe_components`]: NetBSD RAIDframe components on member devices: reading their
+//!   labels and parity maps;
 //! - [`service`]: the same array served to many clients at once, the engine on one thread and
 //!   member I/O on an io_uring or a thread pool per member (the NBD server and the FUSE file run
 //!   on it).
@@ -23,6 +25,7 @@ pub mod member;
 pub mod open_array;
 pub mod ppl;
 pub mod probe;
+pub mod raidframe_components;
 pub mod service;
 pub mod splice;
 mod syscall;

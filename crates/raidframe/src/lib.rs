@@ -1,34 +1,19 @@
-//! NetBSD RAIDframe on disk: the component label, where label, parity map and data sit on a
-//! component, raidctl's configuration file, the RAID 0/1/4/5 address mapping, and which
-//! components are fresh at autoconfiguration.
+//! NetBSD RAIDframe on uraid's engine.
 //!
-//! Everything here is pure: no I/O. Callers read the first
-//! [`layout::data_offset`] bytes of each component (32 KiB on 512-byte sectors) and hand
-//! in the slices; the serializers return the bytes to write back.
+//! The on-disk format is `uraid_raidframe_format` (pure); this crate is what running a set
+//! needs on top of it, still without I/O:
 //!
-//! The specification is NetBSD's `sys/dev/raidframe` (`raidframevar.h`,
-//! `rf_netbsdkintf.c`, `rf_paritymap.c`, `rf_raid0.c`, `rf_raid1.c`, `rf_raid4.c`,
-//! `rf_raid5.c`) and `sbin/raidctl` (`rf_configure.c`, `raidctl.c`); the tests check the
-//! crate against component images NetBSD's own driver wrote (`tests/data/README.md`).
-//!
-//! Layout of the crate:
-//! - [`label`]: the 392-byte component label, parsed and written byte for byte.
-//! - [`layout`]: offsets of label, parity map and data; the on-disk parity map.
-//! - [`config_file`]: raidctl's configuration file, read and printed.
-//! - [`mapping`]: RAID sector to column and component sector for RAID 0, 1, 4 and 5.
-//! - [`freshness`]: grouping components into sets and picking the fresh ones.
-//! - [`configure_check`]: which components `raidctl -c` fails, or whether it refuses them.
+//! - [`set_layout`]: a set as one engine layout (its slots are its columns), through
+//!   RAIDframe's own RAID 0/1/4/5 mapping;
+//! - [`set_plan`]: which components serve, from their labels, as the kernel decides at
+//!   autoconfiguration or at `raidctl -c`;
+//! - [`metadata`]: the running set's component label updates (mod_counter, clean flag, status)
+//!   and its parity map, behind the engine's format-neutral `ArrayMetadata`.
 
-pub mod config_file;
-pub mod configure_check;
-pub mod freshness;
-pub mod label;
-pub mod layout;
-pub mod mapping;
+pub mod metadata;
+pub mod set_layout;
+pub mod set_plan;
 
-pub use config_file::{ConfigFileError, LayoutLine, QueueLine, RaidConfig};
-pub use configure_check::{check_labels, ConfigureCheck, Refusal};
-pub use freshness::{assess_all, assess_set, group_sets, same_set, ColumnState, SetAssessment};
-pub use label::{ByteOrder, ComponentLabel, DiskStatus, LabelError};
-pub use layout::{ParityMap, ParityMapError, ParityMapVerdict};
-pub use mapping::{Geometry, Level, Location, Mapped, MappingError};
+pub use metadata::RaidframeMetadata;
+pub use set_layout::{SetLayout, SetLayoutError};
+pub use set_plan::{SetPlan, SetPlanError};

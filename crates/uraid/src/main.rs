@@ -194,10 +194,17 @@ pub struct DetailArgs {
     /// Describe the gvinum volume NAME of the drives given (or found under --scan).
     #[arg(long, value_name = "NAME")]
     pub volume: Option<String>,
+    /// Describe the NetBSD RAIDframe set the raidctl configuration file CONFIG describes.
+    #[arg(long, value_name = "CONFIG", conflicts_with_all = ["volume", "scan", "serial"])]
+    pub raidframe: Option<PathBuf>,
+    /// Of RAIDframe components given: the set to describe, by serial number.
+    #[arg(long, value_name = "N", conflicts_with_all = ["volume", "scan"])]
+    pub serial: Option<u32>,
     /// Find members under DIR and describe every array found there.
     #[arg(long, value_name = "DIR")]
     pub scan: Option<PathBuf>,
-    #[arg(required_unless_present = "scan", conflicts_with = "scan")]
+    /// md members, gvinum drives with --volume, or RAIDframe components.
+    #[arg(required_unless_present_any = ["scan", "raidframe"], conflicts_with = "scan")]
     pub members: Vec<PathBuf>,
 }
 
@@ -222,22 +229,32 @@ pub struct WriteArgs {
     pub source: ArraySource,
 }
 
-/// Which array a command runs: md members (or those under `--scan DIR`), or with `--volume` a
-/// FreeBSD gvinum volume of the drives given (or found under `--scan DIR`).
+/// Which array a command runs: md members (or those under `--scan DIR`), with `--volume` a
+/// FreeBSD gvinum volume of the drives given (or found under `--scan DIR`), or a NetBSD
+/// RAIDframe set: of the components given or found (known by their labels), or with
+/// `--raidframe CONFIG` of the components a raidctl configuration file names.
 #[derive(Args, Clone, Debug, Default)]
 pub struct ArraySource {
     /// Run the gvinum volume NAME of the drives given (or found under --scan) instead of an md
     /// array.
     #[arg(long, value_name = "NAME")]
     pub volume: Option<String>,
-    /// Find the members (or gvinum drives) under DIR instead of naming them.
+    /// Run the NetBSD RAIDframe set the raidctl configuration file CONFIG describes, on the
+    /// components its START disks section names, as `raidctl -c` configures it.
+    #[arg(long, value_name = "CONFIG", conflicts_with_all = ["volume", "scan", "uuid", "serial"])]
+    pub raidframe: Option<PathBuf>,
+    /// Find the members (gvinum drives, RAIDframe components) under DIR instead of naming them.
     #[arg(long, value_name = "DIR")]
     pub scan: Option<PathBuf>,
     /// With --scan: the md array to run, by UUID (needed when DIR holds several).
     #[arg(long, requires = "scan", conflicts_with = "volume")]
     pub uuid: Option<String>,
-    /// md members, or gvinum drives with --volume.
-    #[arg(required_unless_present = "scan")]
+    /// The RAIDframe set to run, by serial number, among the components given or found under
+    /// --scan (needed when they belong to several sets).
+    #[arg(long, value_name = "N", conflicts_with_all = ["volume", "uuid"])]
+    pub serial: Option<u32>,
+    /// md members, gvinum drives with --volume, or RAIDframe components (known by their labels).
+    #[arg(required_unless_present_any = ["scan", "raidframe"])]
     pub members: Vec<PathBuf>,
 }
 
@@ -418,6 +435,13 @@ pub struct MountArgs {
     /// Mount the gvinum volume NAME of the drives given (or found under --scan).
     #[arg(long, value_name = "NAME")]
     pub volume: Option<String>,
+    /// Mount the NetBSD RAIDframe set the raidctl configuration file CONFIG describes (then
+    /// the only path given is the FILE).
+    #[arg(long, value_name = "CONFIG", conflicts_with_all = ["volume", "scan", "uuid", "serial"])]
+    pub raidframe: Option<PathBuf>,
+    /// Of RAIDframe components given or found: the set to mount, by serial number.
+    #[arg(long, value_name = "N", conflicts_with_all = ["volume", "uuid"])]
+    pub serial: Option<u32>,
     /// Member files or block devices (gvinum drives with --volume), then the FILE to show the
     /// array as (created if missing, removed again at unmount).
     #[arg(required = true, num_args = 1..)]

@@ -480,9 +480,9 @@ fn examine_and_detail_describe_drives_and_volumes() {
     assert_eq!(json["size"], 8 * MIB);
     assert_eq!(json["subdisks"].as_array().unwrap().len(), 3);
     assert_eq!(json["plexes"][0]["stripe_size"], 32768);
-    // Neither md nor gvinum: said so.
+    // Neither md, gvinum nor RAIDframe: said so.
     let stray = d.dir().join("stray.img");
     std::fs::write(&stray, vec![0u8; 200_000]).unwrap();
     let e = refused(uraid(&["examine", &stray.display().to_string()]));
-    assert!(e.contains("no gvinum drive header either"), "{e}");
+    assert!(e.contains("no gvinum drive header or RAIDframe component label either"), "{e}");
 }

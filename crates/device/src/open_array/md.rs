@@ -535,7 +535,7 @@ impl OpenArray {
     fn mdp_mut(&mut self) -> &mut MdArray {
         match &mut self.format {
             Format::Md(md) => md,
-            Format::Vinum(_) => panic!("an md-only operation checked the format"),
+            Format::Vinum(_) | Format::Raidframe(_) => panic!("an md-only operation checked the format"),
         }
     }
 
@@ -543,7 +543,7 @@ impl OpenArray {
     fn require_md(&self, what: &str) -> Result<(), OpenError> {
         match &self.format {
             Format::Md(_) => Ok(()),
-            Format::Vinum(_) => Err(OpenError::Unsupported(format!(
+            Format::Vinum(_) | Format::Raidframe(_) => Err(OpenError::Unsupported(format!(
                 "{what} is an md operation; {} is not an md array",
                 self.describe()
             ))),

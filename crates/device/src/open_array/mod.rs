@@ -12,11 +12,13 @@
 //! - absent and failed members are recorded, so a later assembly leaves a stale one out.
 //!
 //! Each format has a file: `md.rs` (Linux md: superblocks, events, bitmap, partial parity log,
-//! adding and re-adding members) and `vinum.rs` (FreeBSD gvinum: a volume's subdisks on drives,
-//! configuration saves). This file holds what they share: requests, the metadata's steps, and
+//! adding and re-adding members), `vinum.rs` (FreeBSD gvinum: a volume's subdisks on drives,
+//! configuration saves) and `raidframe.rs` (NetBSD RAIDframe: a set's components, component
+//! labels and parity map). This file holds what they share: requests, the metadata's steps, and
 //! failures.
 
 mod md;
+mod raidframe;
 mod vinum;
 
 use std::sync::Arc;
@@ -29,6 +31,7 @@ use uraid_engine::{EngineError, EngineEvent, SlotState};
 
 use self::md::MetadataFailure;
 pub use self::md::{MdArray, OpenMember, WriteIntentBits};
+pub use self::raidframe::{RaidframeSet, SetOpenError, SetSource};
 pub use self::vinum::{VinumVolume, VolumeOpenError};
 pub use crate::error::OpenError;
 use crate::member::MemberDevice;
@@ -38,6 +41,7 @@ pub use crate::target::{MemberTarget, Placement, PlacementError};
 enum Format {
     Md(Box<MdArray>),
     Vinum(Box<VinumVolume>),
+    Raidframe(Box<RaidframeSet>),
 }
 
 /// An assembled array over real devices.
@@ -83,7 +87,7 @@ impl OpenArray {
     pub fn md(&self) -> Option<&MdArray> {
         match &self.format {
             Format::Md(md) => Some(md),
-            Format::Vinum(_) => None,
+            Format::Vinum(_) | Format::Raidframe(_) => None,
         }
     }
 
@@ -91,7 +95,15 @@ impl OpenArray {
     pub fn vinum(&self) -> Option<&VinumVolume> {
         match &self.format {
             Format::Vinum(v) => Some(v),
-            Format::Md(_) => None,
+            Format::Md(_) | Format::Raidframe(_) => None,
+        }
+    }
+
+    /// The RAIDframe parts of a RAIDframe set; `None` for another format.
+    pub fn raidframe(&self) -> Option<&RaidframeSet> {
+        match &self.format {
+            Format::Raidframe(r) => Some(r),
+            Format::Md(_) | Format::Vinum(_) => None,
         }
     }
 
@@ -100,6 +112,7 @@ impl OpenArray {
         match &self.format {
             Format::Md(md) => format!("{} array {}", md.plan.level.name(), md.plan.uuid_string()),
             Format::Vinum(v) => format!("vinum volume {} ({})", v.volume, v.plan.layout.summary()),
+            Format::Raidframe(r) => format!("RAIDframe set {} ({})", r.serial_number(), r.plan.layout),
         }
     }
 
@@ -108,6 +121,7 @@ impl OpenArray {
         match &self.format {
             Format::Md(md) => md.plan.uuid_string(),
             Format::Vinum(v) => format!("vinum:{}", v.volume),
+            Format::Raidframe(r) => format!("raidframe:{}", r.serial_number()),
         }
     }
 
@@ -116,6 +130,7 @@ impl OpenArray {
         match &self.format {
             Format::Md(md) => md.members.iter().map(|m| m.dev.name().to_string()).collect(),
             Format::Vinum(v) => v.drives.iter().map(|(_, d)| d.name().to_string()).collect(),
+            Format::Raidframe(r) => r.device_names(),
         }
     }
 
@@ -235,7 +250,8 @@ impl OpenArray {
     pub fn members_behind(&self) -> bool {
         match &self.format {
             Format::Md(md) => md.members_behind(),
-            Format::Vinum(_) => false,
+            // A RAIDframe component behind the set is stale, and left out at opening.
+            Format::Vinum(_) | Format::Raidframe(_) => false,
         }
     }
 
@@ -311,6 +327,7 @@ impl OpenArray {
         match &self.format {
             Format::Md(md) => md.member_targets(),
             Format::Vinum(v) => v.member_targets(),
+            Format::Raidframe(r) => r.member_targets(),
         }
     }
 
@@ -359,6 +376,7 @@ impl OpenArray {
         match &self.format {
             Format::Md(_) => self.slot_device_name(slot).unwrap_or_default().to_string(),
             Format::Vinum(v) => v.slot_member_name(slot),
+            Format::Raidframe(r) => r.slot_member_name(slot),
         }
     }
 
@@ -479,6 +497,7 @@ impl OpenArray {
         match &self.format {
             Format::Md(md) => md.device_roles(states),
             Format::Vinum(v) => v.device_roles(states),
+            Format::Raidframe(r) => r.device_roles(states),
         }
     }
 
@@ -555,6 +574,7 @@ impl OpenArray {
         let outcome = match &mut self.format {
             Format::Md(md) => md.fail_for_metadata(&mut self.array, idx),
             Format::Vinum(v) => v.fail_for_metadata(&mut self.array, idx),
+            Format::Raidframe(r) => r.fail_for_metadata(&mut self.array, idx),
         };
         match outcome {
             MetadataFailure::Failed => {}
@@ -586,6 +606,7 @@ impl OpenArray {
         let newest = match &self.format {
             Format::Md(md) => md.meta.newest(),
             Format::Vinum(v) => v.meta.newest(),
+            Format::Raidframe(r) => r.meta.newest(),
         };
         newest.filter(|t| !self.meta().durable(*t))
     }
@@ -594,6 +615,7 @@ impl OpenArray {
         match &self.format {
             Format::Md(md) => md.meta.failed().cloned(),
             Format::Vinum(v) => v.meta.failed().cloned(),
+            Format::Raidframe(r) => r.meta.failed().cloned(),
         }
     }
 
@@ -662,6 +684,7 @@ impl OpenArray {
         match &self.format {
             Format::Md(md) => &md.meta,
             Format::Vinum(v) => &v.meta,
+            Format::Raidframe(r) => &r.meta,
         }
     }
 
@@ -669,6 +692,7 @@ impl OpenArray {
         match &mut self.format {
             Format::Md(md) => &mut md.meta,
             Format::Vinum(v) => &mut v.meta,
+            Format::Raidframe(r) => &mut r.meta,
         }
     }
 
@@ -678,13 +702,14 @@ impl OpenArray {
         match &self.format {
             Format::Md(md) => md.members.get(idx).map(|m| &m.dev),
             Format::Vinum(v) => v.meta_device(idx),
+            Format::Raidframe(r) => r.meta_device(idx),
         }
     }
 
     /// What tells devices apart for flushing: several Vinum devices may be one drive.
     fn device_key(&self, idx: usize) -> usize {
         match &self.format {
-            Format::Md(_) => idx,
+            Format::Md(_) | Format::Raidframe(_) => idx,
             Format::Vinum(v) => v.drive_of_device(idx),
         }
     }
@@ -694,6 +719,7 @@ impl OpenArray {
         match &self.format {
             Format::Md(md) => md.plan.slots.get(slot).copied().flatten(),
             Format::Vinum(v) => v.slot_device(slot),
+            Format::Raidframe(r) => r.slot_device(slot),
         }
     }
 
@@ -701,6 +727,7 @@ impl OpenArray {
         match &self.format {
             Format::Md(md) => &md.plan.recovering,
             Format::Vinum(v) => &v.recovering,
+            Format::Raidframe(r) => &r.recovering,
         }
     }
 
@@ -708,6 +735,7 @@ impl OpenArray {
         match &mut self.format {
             Format::Md(md) => &mut md.plan.recovering,
             Format::Vinum(v) => &mut v.recovering,
+            Format::Raidframe(r) => &mut r.recovering,
         }
     }
 }

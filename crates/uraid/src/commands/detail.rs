@@ -1,18 +1,36 @@
 //! `uraid detail`: assemble read-only and describe the array (`mdadm --detail`), from the given
-//! members or from every member found under a folder (`--scan DIR`), grouped by array UUID.
+//! members or from every member found under a folder (`--scan DIR`), grouped by array UUID; or
+//! a gvinum volume (`--volume`), or a RAIDframe set (`--raidframe CONFIG`, or components given).
 
 use std::path::PathBuf;
 
 use serde_json::Value;
 use uraid_device::OpenArray;
 
-use super::source::open_volume;
+use super::raidframe_describe::detail_set;
+use super::source::{open_raidframe_config, open_raidframe_found, open_volume, raidframe_candidates};
 use super::vinum::describe::detail_volume;
 use super::{emit, err, scan_groups, CliResult};
 use crate::report::{detail_json, detail_text};
 use crate::DetailArgs;
 
 pub fn run(args: &DetailArgs) -> CliResult {
+    let raidframe = match &args.raidframe {
+        Some(config) => Some(open_raidframe_config(config, false)?),
+        None => match raidframe_candidates(&args.members, None, args.serial)? {
+            Some(paths) if args.volume.is_none() => Some(open_raidframe_found(&paths, args.serial, false)?),
+            _ => None,
+        },
+    };
+    if let Some(array) = raidframe {
+        let (text, value) = detail_set(&array);
+        if args.json {
+            emit(&format!("{}\n", serde_json::to_string_pretty(&value).expect("JSON")))?;
+        } else {
+            emit(&text)?;
+        }
+        return Ok(());
+    }
     if let Some(volume) = &args.volume {
         let array = open_volume(&args.members, args.scan.as_deref(), volume, false)?;
         let (text, value) = detail_volume(&array);

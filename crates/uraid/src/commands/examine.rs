@@ -1,14 +1,16 @@
-//! `uraid examine`: print each member's md superblock, as `mdadm --examine` does, or the header
-//! and subdisks of a gvinum drive.
+//! `uraid examine`: print each member's md superblock, as `mdadm --examine` does, the header
+//! and subdisks of a gvinum drive, or a RAIDframe component's label as `raidctl -g` does.
 //!
 //! Every member is reported; a member without a superblock, or with a damaged one, is an error
 //! for that member (named in the message) and makes the command exit non-zero after printing the
 //! others.
 
 use serde_json::Value;
+use uraid_device::raidframe_components::read_label;
 use uraid_device::vinum_drives::{read_drive, VinumDriveError};
 use uraid_device::MemberDevice;
 
+use super::raidframe_describe::examine_component;
 use super::vinum::describe::examine_drive;
 use super::{emit, open_and_probe, CliError, CliResult};
 use crate::report::{examine_json, examine_text};
@@ -28,6 +30,15 @@ pub fn run(args: &ExamineArgs) -> CliResult {
                     emit(&format!("{}\n", examine_text(&name, &info)))?;
                 }
             }
+            Ok((dev, None)) if read_label(&dev as &dyn MemberDevice).is_ok() => {
+                let label = read_label(&dev as &dyn MemberDevice).expect("checked");
+                let (text, value) = examine_component(&name, &label);
+                if args.json {
+                    json.push(value);
+                } else {
+                    emit(&format!("{text}\n"))?;
+                }
+            }
             Ok((dev, None)) => match read_drive(&dev as &dyn MemberDevice) {
                 Ok(drive) => {
                     let (text, value) = examine_drive(&name, dev.size(), &drive);
@@ -37,10 +48,14 @@ pub fn run(args: &ExamineArgs) -> CliResult {
                         emit(&format!("{text}\n"))?;
                     }
                 }
-                Err(VinumDriveError::NoHeader { .. }) => failures.push(format!(
-                    "{}; no gvinum drive header either",
-                    uraid_device::probe::no_superblock(&dev as &dyn MemberDevice)
-                )),
+                Err(VinumDriveError::NoHeader { .. }) => match read_label(&dev as &dyn MemberDevice) {
+                    // A RAIDframe version word with fields the kernel refuses: say what is wrong.
+                    Err(e) if e.is_damage() => failures.push(e.to_string()),
+                    _ => failures.push(format!(
+                        "{}; no gvinum drive header or RAIDframe component label either",
+                        uraid_device::probe::no_superblock(&dev as &dyn MemberDevice)
+                    )),
+                },
                 Err(e) => failures.push(e.to_string()),
             },
             Err(e) => failures.push(e.0),

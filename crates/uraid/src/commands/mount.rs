@@ -22,9 +22,9 @@ use signal_hook::iterator::Signals;
 use uraid_device::service::{ArrayService, BlockOp, BlockReply, ServiceConfig, ServiceError, ServiceHandle};
 use uraid_engine::EngineError;
 
-use super::source::open_volume;
-use super::{assemble_for_service, err, report_stop, select_members, CliError, CliResult};
-use crate::MountArgs;
+use super::source::open_source;
+use super::{err, report_stop, CliError, CliResult};
+use crate::{ArraySource, MountArgs};
 
 /// The array as a single-file FUSE file system.
 struct ArrayFile {
@@ -66,13 +66,15 @@ fn prepare_mountpoint(file: &Path) -> CliResult<bool> {
 }
 
 fn mount_and_serve(args: &MountArgs, file: &Path) -> CliResult {
-    let array = match &args.volume {
-        Some(volume) => open_volume(&args.members, args.scan.as_deref(), volume, !args.read_only)?,
-        None => {
-            let paths = select_members(&args.members, args.scan.as_deref(), args.uuid.as_deref())?;
-            assemble_for_service(&paths, !args.read_only)?
-        }
+    let source = ArraySource {
+        volume: args.volume.clone(),
+        raidframe: args.raidframe.clone(),
+        scan: args.scan.clone(),
+        uuid: args.uuid.clone(),
+        serial: args.serial,
+        members: args.members.clone(),
     };
+    let array = open_source(&source, !args.read_only)?;
     let summary = format!("{} ({} bytes)", array.describe(), array.size());
     let service = ArrayService::start(array, args.member_io.apply(ServiceConfig::default())?);
     let handle = service.handle();

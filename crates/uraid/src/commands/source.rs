@@ -1,27 +1,111 @@
-//! Which array a command runs: an md array of the members given (or found under `--scan`), or
-//! with `--volume` a gvinum volume of the drives given or found. What assembly decided is said
-//! on stderr.
+//! Which array a command runs: an md array of the members given (or found under `--scan`),
+//! with `--volume` a gvinum volume of the drives given or found, or a NetBSD RAIDframe set:
+//! with `--raidframe CONFIG` the one a raidctl configuration file describes, else the one
+//! autoconfiguration finds among the devices given or found when they carry RAIDframe labels
+//! and no md superblock. What assembly decided is said on stderr.
 
 use std::path::{Path, PathBuf};
 
-use uraid_device::OpenArray;
+use uraid_device::raidframe_components::read_label;
+use uraid_device::{MemberDevice, OpenArray};
+use uraid_raidframe_format::config_file::RaidConfig;
 
 use super::vinum::drives::{DriveSet, Search};
-use super::{assemble_for_service, err, select_members, CliResult};
+use super::{assemble_for_service, err, files_under, open_and_probe, scan_groups, select_members, CliError, CliResult};
 use crate::ArraySource;
 
-/// Open the array a command names: an md array of the members given (or found under `--scan`),
-/// or with `--volume` a gvinum volume of the drives given or found. Tells the user on stderr
+/// Open the array a command names (see the module documentation). Tells the user on stderr
 /// what assembly decided, as [`assemble_for_service`] does.
 pub fn open_source(source: &ArraySource, writable: bool) -> CliResult<OpenArray> {
-    let Some(volume) = &source.volume else {
-        if source.scan.is_some() && !source.members.is_empty() {
-            return err("give the members or --scan DIR, not both");
+    if let Some(config) = &source.raidframe {
+        if !source.members.is_empty() {
+            return err("--raidframe CONFIG takes its components from the file; give no members");
         }
-        let paths = select_members(&source.members, source.scan.as_deref(), source.uuid.as_deref())?;
-        return assemble_for_service(&paths, writable);
+        return open_raidframe_config(config, writable);
+    }
+    if let Some(volume) = &source.volume {
+        return open_volume(&source.members, source.scan.as_deref(), volume, writable);
+    }
+    if source.scan.is_some() && !source.members.is_empty() {
+        return err("give the members or --scan DIR, not both");
+    }
+    if let Some(paths) = raidframe_candidates(&source.members, source.scan.as_deref(), source.serial)? {
+        return open_raidframe_found(&paths, source.serial, writable);
+    }
+    let paths = select_members(&source.members, source.scan.as_deref(), source.uuid.as_deref())?;
+    assemble_for_service(&paths, writable)
+}
+
+/// The devices to look for a RAIDframe set among, when the command names one: `--serial` was
+/// given, or the members given carry no md superblock and at least one RAIDframe label, or
+/// `--scan DIR` holds no md member but RAIDframe components. `None`: an md array.
+pub fn raidframe_candidates(
+    members: &[PathBuf],
+    scan: Option<&Path>,
+    serial: Option<u32>,
+) -> CliResult<Option<Vec<PathBuf>>> {
+    let paths = match scan {
+        Some(dir) if serial.is_some() || scan_groups(dir)?.is_empty() => files_under(dir)?,
+        Some(_) => return Ok(None),
+        None => members.to_vec(),
     };
-    open_volume(&source.members, source.scan.as_deref(), volume, writable)
+    if serial.is_some() {
+        return Ok(Some(paths));
+    }
+    let mut labelled = false;
+    for p in &paths {
+        let Ok((dev, probed)) = open_and_probe(p) else { continue };
+        if probed.is_some() {
+            return Ok(None);
+        }
+        // A damaged label counts: the set's plan says why that component is left out.
+        labelled |= match read_label(&dev as &dyn MemberDevice) {
+            Ok(_) => true,
+            Err(e) => e.is_damage(),
+        };
+    }
+    Ok(labelled.then_some(paths))
+}
+
+/// Open the RAIDframe set autoconfiguration finds among `paths` (by serial number when given).
+pub fn open_raidframe_found(paths: &[PathBuf], serial: Option<u32>, writable: bool) -> CliResult<OpenArray> {
+    let array = OpenArray::open_raidframe_paths(paths, serial.map(|s| s as i32), writable)?;
+    report_raidframe(&array, writable);
+    Ok(array)
+}
+
+/// Open the RAIDframe set the raidctl configuration file at `path` describes.
+pub fn open_raidframe_config(path: &Path, writable: bool) -> CliResult<OpenArray> {
+    let text = std::fs::read_to_string(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+    let config = RaidConfig::parse(&text).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+    let array = OpenArray::open_raidframe_config(&config, writable)?;
+    report_raidframe(&array, writable);
+    Ok(array)
+}
+
+/// Say on stderr which components were left out and why, which columns are missing, and
+/// whether the set's parity is owed a rewrite.
+fn report_raidframe(array: &OpenArray, writable: bool) {
+    let set = array.raidframe().expect("a RAIDframe set was opened");
+    for why in &set.skipped {
+        eprintln!("uraid: {why}");
+    }
+    let missing = array.missing_slots();
+    if !missing.is_empty() {
+        let list: Vec<String> = missing.iter().map(|c| c.to_string()).collect();
+        eprintln!(
+            "uraid: RAIDframe set {} is degraded: column(s) {} failed; reads of them are rebuilt from redundancy",
+            set.serial_number(),
+            list.join(", ")
+        );
+    }
+    if array.needs_resync() {
+        let what = if writable { "writes use reconstruct-write meanwhile" } else { "reads are served as they are" };
+        eprintln!(
+            "uraid: RAIDframe set {} was not shut down cleanly (dirty labels or parity map regions); its parity is owed a rewrite ({what})",
+            set.serial_number()
+        );
+    }
 }
 
 /// Open gvinum volume `volume` of the drives among `given` and under `scan`, found by the names

@@ -3,14 +3,14 @@
 mod common;
 
 use common::{pattern_sector, set, text, SECTOR, SETS, SPARE_SETS, ZERO_SETS};
-use uraid_raidframe::freshness::{assess_all, ColumnState};
-use uraid_raidframe::label::{ComponentLabel, LABEL_STRUCT_SIZE, PMLABEL_VALID, PMLABEL_WASUSED};
-use uraid_raidframe::layout::{
+use uraid_raidframe_format::freshness::{assess_all, ColumnState};
+use uraid_raidframe_format::label::{ComponentLabel, LABEL_STRUCT_SIZE, PMLABEL_VALID, PMLABEL_WASUSED};
+use uraid_raidframe_format::layout::{
     self, data_offset, label_area_size, parity_map_area_size, parity_map_offset, parity_map_verdict, ParityMap,
     ParityMapVerdict,
 };
-use uraid_raidframe::mapping::{Geometry, Level, Location};
-use uraid_raidframe::{check_labels, ByteOrder, ConfigureCheck, DiskStatus, RaidConfig};
+use uraid_raidframe_format::mapping::{Geometry, Level, Location};
+use uraid_raidframe_format::{check_labels, ByteOrder, ConfigureCheck, DiskStatus, RaidConfig};
 
 const S: u64 = SECTOR as u64;
 

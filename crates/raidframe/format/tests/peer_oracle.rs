@@ -6,16 +6,16 @@
 //! pattern; then, on levels with redundancy, the parity map is turned off and the driver rewrites
 //! every stripe's parity or mirror copy (`-iv`), which must change no byte of the data areas.
 //!
-//! `RAIDFRAME_PEER_DIR=DIR cargo test -p uraid-raidframe --test peer_oracle -- --ignored` also
+//! `RAIDFRAME_PEER_DIR=DIR cargo test -p uraid-raidframe-format --test peer_oracle -- --ignored` also
 //! writes the sets into DIR for `tests/peer/label-checks.sh`.
 mod common;
 
 use std::path::{Path, PathBuf};
 
-use uraid_raidframe::config_file::{LayoutLine, QueueLine, RaidConfig};
-use uraid_raidframe::label::{ComponentLabel, PMLABEL_VALID, PMLABEL_WASUSED, RAID_CLEAN};
-use uraid_raidframe::layout::{self, ParityMap};
-use uraid_raidframe::mapping::{Geometry, Level};
+use uraid_raidframe_format::config_file::{LayoutLine, QueueLine, RaidConfig};
+use uraid_raidframe_format::label::{ComponentLabel, PMLABEL_VALID, PMLABEL_WASUSED, RAID_CLEAN};
+use uraid_raidframe_format::layout::{self, ParityMap};
+use uraid_raidframe_format::mapping::{Geometry, Level};
 use uraid_testkit::raidframe_oracle::Kernel;
 
 const S: u64 = 512;

@@ -8,7 +8,7 @@ set -euo pipefail
 O=$1; W=$2
 if [ ! -e "$W/ur5.conf" ]; then
   mkdir -p "$W"
-  RAIDFRAME_PEER_DIR=$(readlink -f "$W") cargo test -q -p uraid-raidframe --locked --test peer_oracle -- --ignored \
+  RAIDFRAME_PEER_DIR=$(readlink -f "$W") cargo test -q -p uraid-raidframe-format --locked --test peer_oracle -- --ignored \
     > /dev/null
 fi
 cd "$W"

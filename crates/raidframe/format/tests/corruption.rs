@@ -3,10 +3,10 @@
 mod common;
 
 use proptest::prelude::*;
-use uraid_raidframe::freshness::assess_all;
-use uraid_raidframe::label::{ComponentLabel, LabelError, LABEL_STRUCT_SIZE};
-use uraid_raidframe::layout::{self, parity_map_verdict, ParityMap, ParityMapError};
-use uraid_raidframe::{ConfigFileError, RaidConfig};
+use uraid_raidframe_format::freshness::assess_all;
+use uraid_raidframe_format::label::{ComponentLabel, LabelError, LABEL_STRUCT_SIZE};
+use uraid_raidframe_format::layout::{self, parity_map_verdict, ParityMap, ParityMapError};
+use uraid_raidframe_format::{ConfigFileError, RaidConfig};
 
 fn real_label_area() -> Vec<u8> {
     let image = common::component("raid5", 1);
@@ -64,8 +64,8 @@ proptest! {
             labels.push(ComponentLabel::decode(&real_label_area()).unwrap());
         }
         let given: Vec<Option<&ComponentLabel>> = labels.iter().map(Some).chain([None]).collect();
-        let _ = uraid_raidframe::check_labels('5', given.len(), &given);
-        let _ = uraid_raidframe::check_labels('0', 2, &given);
+        let _ = uraid_raidframe_format::check_labels('5', given.len(), &given);
+        let _ = uraid_raidframe_format::check_labels('0', 2, &given);
         for (members, a) in assess_all(&labels) {
             prop_assert!(!members.is_empty());
             prop_assert!(a.columns.len() <= 40);
@@ -161,7 +161,7 @@ fn real_label_in_foreign_byte_order_reads_the_same() {
     }
     let le = ComponentLabel::parse(&area).unwrap();
     let be = ComponentLabel::parse(&swapped).unwrap();
-    assert_eq!(be.byte_order, uraid_raidframe::ByteOrder::Big);
+    assert_eq!(be.byte_order, uraid_raidframe_format::ByteOrder::Big);
     assert_eq!(ComponentLabel { byte_order: le.byte_order, ..be.clone() }, le);
     assert_eq!(&be.to_bytes()[..], &swapped[..LABEL_STRUCT_SIZE]);
 }

@@ -1,11 +1,11 @@
 //! Property tests: whatever the crate writes it reads back unchanged.
 
 use proptest::prelude::*;
-use uraid_raidframe::config_file::{LayoutLine, QueueLine, RaidConfig};
-use uraid_raidframe::label::{ComponentLabel, FUTURE_USE2_WORDS, FUTURE_USE_WORDS, LABEL_STRUCT_SIZE};
-use uraid_raidframe::layout::{ParityMap, PARITY_MAP_BYTES};
-use uraid_raidframe::mapping::{Geometry, Level};
-use uraid_raidframe::ByteOrder;
+use uraid_raidframe_format::config_file::{LayoutLine, QueueLine, RaidConfig};
+use uraid_raidframe_format::label::{ComponentLabel, FUTURE_USE2_WORDS, FUTURE_USE_WORDS, LABEL_STRUCT_SIZE};
+use uraid_raidframe_format::layout::{ParityMap, PARITY_MAP_BYTES};
+use uraid_raidframe_format::mapping::{Geometry, Level};
+use uraid_raidframe_format::ByteOrder;
 
 fn any_level() -> impl Strategy<Value = Level> {
     prop_oneof![Just(Level::Raid0), Just(Level::Raid1), Just(Level::Raid4), Just(Level::Raid5)]

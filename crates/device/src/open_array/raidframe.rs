@@ -1,0 +1,301 @@
+//! NetBSD RAIDframe sets: the components found among the devices given (autoconfiguration) or
+//! named by a raidctl configuration file (`raidctl -c`), run on the engine with its columns as
+//! slots ([`uraid_raidframe::SetLayout`]), its labels and parity map updated as NetBSD updates
+//! them ([`uraid_raidframe::RaidframeMetadata`]).
+//!
+//! Only fresh components are touched: a stale or foreign component, or one whose label cannot
+//! be read, is left out (its column runs degraded) and never written. The metadata's devices
+//! are the fresh components, in column order.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use thiserror::Error;
+use uraid_engine::array::Array;
+use uraid_engine::geometry::{Geometry, Layout};
+use uraid_engine::metadata::DeviceRole;
+use uraid_engine::SlotState;
+use uraid_raidframe::metadata::RaidframeStart;
+use uraid_raidframe::set_plan::{file_components, LeftOut, ReadComponent};
+use uraid_raidframe::{RaidframeMetadata, SetPlan, SetPlanError};
+use uraid_raidframe_format::config_file::RaidConfig;
+use uraid_raidframe_format::layout::data_offset;
+
+use super::md::MetadataFailure;
+use super::{Format, OpenArray};
+use crate::error::OpenError;
+use crate::member::{FileDevice, MemberDevice};
+use crate::raidframe_components::read_component;
+use crate::target::MemberTarget;
+
+/// Why a RAIDframe set could not be opened.
+#[derive(Debug, Error)]
+pub enum SetOpenError {
+    #[error("{path}: {source}")]
+    Open { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Plan(#[from] SetPlanError),
+    #[error(
+        "{device}: column {column} needs {end} bytes (64 protected sectors and {data} bytes of data), but the device holds {size}"
+    )]
+    ComponentTooSmall { device: String, column: usize, size: u64, end: u64, data: u64 },
+    #[error(
+        "RAIDframe set {serial} (RAID {level}) is degraded ({missing} column(s) missing) and its parity is not known good (dirty labels or parity map): data rebuilt from it could be wrong; refusing to run it (rewrite its parity on NetBSD with the missing component back, or md-style: run it whole)"
+    )]
+    DirtyDegraded { serial: i32, level: char, missing: usize },
+    #[error(transparent)]
+    Engine(#[from] uraid_engine::EngineError),
+}
+
+/// Which set to open.
+#[derive(Debug, Clone)]
+pub enum SetSource {
+    /// The set found among the devices by autoconfiguration; by serial number when several.
+    Autoconfigure { serial: Option<i32> },
+    /// The set a raidctl configuration file describes; its devices are the file's.
+    ConfigFile(RaidConfig),
+}
+
+/// What only a RAIDframe set has: its plan, its components and its labels.
+pub struct RaidframeSet {
+    pub plan: SetPlan,
+    /// The components given, by index (the plan's), with their names; `None` where nothing
+    /// could be opened (a config file's `absent`, or a device that cannot be read).
+    pub components: Vec<Option<Arc<dyn MemberDevice>>>,
+    /// Devices that were left out and why: no label, a damaged one, or one NetBSD would not
+    /// take into this set (stale, another set's, a duplicate).
+    pub skipped: Vec<String>,
+    /// Per metadata device, its column.
+    device_columns: Vec<usize>,
+    pub(super) meta: RaidframeMetadata,
+    /// Per slot: how far its rebuild has come (never: RAIDframe sets are not rebuilt here).
+    pub(super) recovering: Vec<Option<u64>>,
+}
+
+impl OpenArray {
+    /// Find the RAIDframe components among the files or block devices at `paths` and open the
+    /// set autoconfiguration picks (the one with `serial`, when given).
+    pub fn open_raidframe_paths(
+        paths: &[impl AsRef<Path>],
+        serial: Option<i32>,
+        writable: bool,
+    ) -> Result<OpenArray, SetOpenError> {
+        let mut devs: Vec<Option<Arc<dyn MemberDevice>>> = Vec::new();
+        for p in paths {
+            let p = p.as_ref();
+            let dev = FileDevice::open(p, writable)
+                .map_err(|source| SetOpenError::Open { path: p.display().to_string(), source })?;
+            devs.push(Some(Arc::new(dev)));
+        }
+        OpenArray::open_raidframe(devs, SetSource::Autoconfigure { serial }, writable)
+    }
+
+    /// Open the set a raidctl configuration file describes, on the devices its `START disks`
+    /// section names. A device that cannot be opened fails its column, as `raidctl -c` does.
+    pub fn open_raidframe_config(config: &RaidConfig, writable: bool) -> Result<OpenArray, SetOpenError> {
+        let mut devs: Vec<Option<Arc<dyn MemberDevice>>> = Vec::new();
+        let mut unopened = Vec::new();
+        for path in file_components(config) {
+            devs.push(match path.map(|p| (p, FileDevice::open(Path::new(p), writable))) {
+                Some((_, Ok(dev))) => Some(Arc::new(dev)),
+                Some((p, Err(e))) => {
+                    unopened.push(format!("{p}: {e}"));
+                    None
+                }
+                None => None,
+            });
+        }
+        let mut array = OpenArray::open_raidframe(devs, SetSource::ConfigFile(config.clone()), writable)?;
+        if let Format::Raidframe(set) = &mut array.format {
+            set.skipped.splice(0..0, unopened);
+        }
+        Ok(array)
+    }
+
+    /// Open a RAIDframe set of `devs` (for a configuration file, one per column, `None` where
+    /// it has none).
+    pub fn open_raidframe(
+        devs: Vec<Option<Arc<dyn MemberDevice>>>,
+        source: SetSource,
+        writable: bool,
+    ) -> Result<OpenArray, SetOpenError> {
+        let mut skipped = Vec::new();
+        let mut read: Vec<Option<ReadComponent>> = Vec::new();
+        for dev in &devs {
+            read.push(match dev {
+                Some(dev) => match read_component(dev.as_ref()) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        // Without a label, a device of a configuration file still fails its
+                        // column; found by scanning, it is simply not a component.
+                        if e.is_damage() || matches!(source, SetSource::ConfigFile(_)) {
+                            skipped.push(e.to_string());
+                        }
+                        None
+                    }
+                },
+                None => None,
+            });
+        }
+        let plan = match &source {
+            SetSource::ConfigFile(config) => SetPlan::from_config_file(config, &read)?,
+            SetSource::Autoconfigure { serial } => {
+                let found: Vec<usize> = (0..read.len()).filter(|&i| read[i].is_some()).collect();
+                let components: Vec<ReadComponent> = found.iter().map(|&i| read[i].clone().expect("found")).collect();
+                let mut plan = SetPlan::autoconfigure(&components, *serial)?;
+                // Back to the indexes of the devices given.
+                for c in plan.columns.iter_mut() {
+                    if let uraid_raidframe::set_plan::ColumnStart::Fresh(i) = c {
+                        *i = found[*i];
+                    }
+                }
+                for (i, _) in plan.left_out.iter_mut() {
+                    *i = found[*i];
+                }
+                plan
+            }
+        };
+        for (i, why) in &plan.left_out {
+            let name = devs[*i].as_ref().map_or_else(|| format!("component {i}"), |d| d.name().to_string());
+            skipped.push(match why {
+                LeftOut::Stale { column, mod_counter, set_mod_counter } => format!(
+                    "{name}: column {column} is stale (mod_counter {mod_counter}, the set's is {set_mod_counter}): left out, not written"
+                ),
+                LeftOut::Maverick { column } => format!(
+                    "{name}: column {column} disagrees with the other labels (serial number or mod_counter): failed, as raidctl -c fails it, not written"
+                ),
+                LeftOut::Duplicate { column } => {
+                    format!("{name}: column {column} is held by another fresh component: left out")
+                }
+                LeftOut::OtherSet { serial } => format!("{name}: belongs to RAIDframe set {serial}, not this one"),
+            });
+        }
+        let layout = plan.layout.clone();
+        let base = data_offset(layout.sector_bytes());
+        let data = layout.member_data_bytes();
+        let columns = plan.columns.len();
+        let mut device_columns = Vec::new();
+        let mut labels = Vec::new();
+        for column in 0..columns {
+            let Some(i) = plan.component_of(column) else {
+                labels.push(None);
+                continue;
+            };
+            let dev = devs[i].as_ref().expect("a fresh component was read from a device");
+            if dev.size() < base + data {
+                return Err(SetOpenError::ComponentTooSmall {
+                    device: dev.name().to_string(),
+                    column,
+                    size: dev.size(),
+                    end: base + data,
+                    data,
+                });
+            }
+            device_columns.push(column);
+            labels.push(read[i].as_ref().map(|c| c.label.clone()));
+        }
+        let states: Vec<SlotState> = (0..columns)
+            .map(|c| if plan.component_of(c).is_some() { SlotState::InSync } else { SlotState::Missing })
+            .collect();
+        let mut array = Array::new(Geometry::custom(layout.clone()), states)?;
+        let redundant = array.geometry().max_degraded() > 0;
+        let unclean = plan.needs_resync();
+        let missing = plan.missing_columns().len();
+        if unclean && array.geometry().is_parity() && missing > 0 {
+            let level = layout.raid_geometry().level.as_char();
+            return Err(SetOpenError::DirtyDegraded { serial: plan.serial_number, level, missing });
+        }
+        array.set_resync_pending(unclean);
+        let meta = RaidframeMetadata::new(RaidframeStart {
+            labels,
+            device_columns: device_columns.clone(),
+            mod_counter: plan.mod_counter,
+            sector_bytes: layout.sector_bytes(),
+            sectors_per_disk: layout.raid_geometry().sectors_per_disk,
+            writable,
+            redundant,
+            labels_clean: plan.labels_clean,
+            needs_resync: unclean,
+            parity_map: plan.parity_map.clone(),
+        });
+        let set =
+            RaidframeSet { recovering: vec![None; columns], plan, components: devs, skipped, device_columns, meta };
+        Ok(OpenArray::with_format(Format::Raidframe(Box::new(set)), array, writable))
+    }
+}
+
+impl RaidframeSet {
+    /// The set's serial number.
+    pub fn serial_number(&self) -> i32 {
+        self.plan.serial_number
+    }
+
+    /// The labels and parity map as they stand.
+    pub fn metadata(&self) -> &RaidframeMetadata {
+        &self.meta
+    }
+
+    fn column_device(&self, column: usize) -> Option<&Arc<dyn MemberDevice>> {
+        self.plan.component_of(column).and_then(|i| self.components[i].as_ref())
+    }
+
+    pub(super) fn member_targets(&self) -> Vec<Option<MemberTarget>> {
+        let base = data_offset(self.plan.layout.sector_bytes());
+        let data_bytes = self.plan.layout.member_data_bytes();
+        (0..self.plan.columns.len())
+            .map(|c| {
+                self.column_device(c).map(|dev| MemberTarget { dev: Arc::clone(dev), base, data_bytes, log_area: None })
+            })
+            .collect()
+    }
+
+    pub(super) fn meta_device(&self, idx: usize) -> Option<&Arc<dyn MemberDevice>> {
+        self.device_columns.get(idx).and_then(|&c| self.column_device(c))
+    }
+
+    pub(super) fn slot_device(&self, slot: usize) -> Option<usize> {
+        self.device_columns.iter().position(|&c| c == slot)
+    }
+
+    /// "column 1 on DEVICE" (or "column 1 (missing)").
+    pub(super) fn slot_member_name(&self, slot: usize) -> String {
+        match self.column_device(slot) {
+            Some(dev) => format!("column {slot} on {}", dev.name()),
+            None => format!("column {slot} (missing)"),
+        }
+    }
+
+    /// The names of the fresh components, in column order.
+    pub(super) fn device_names(&self) -> Vec<String> {
+        (0..self.device_columns.len()).filter_map(|i| self.meta_device(i).map(|d| d.name().to_string())).collect()
+    }
+
+    pub(super) fn device_roles(&self, states: &[SlotState]) -> Vec<DeviceRole> {
+        self.device_columns.iter().map(|&slot| DeviceRole::Slot { slot, state: states[slot], rebuilt: 0 }).collect()
+    }
+
+    /// A label write to device `idx` failed: fail its column, if the set can do without it (the
+    /// kernel fails a component whose I/O fails while the set survives it).
+    pub(super) fn fail_for_metadata(&mut self, array: &mut Array, idx: usize) -> MetadataFailure {
+        let Some(&slot) = self.device_columns.get(idx) else { return MetadataFailure::Refused };
+        if array.slot_states()[slot] != SlotState::InSync {
+            return MetadataFailure::AlreadyOut;
+        }
+        let states = array.slot_states().to_vec();
+        let alive = |s: usize| states[s] == SlotState::InSync && s != slot;
+        if !array.geometry().is_readable(&alive) || array.set_slot_state(slot, SlotState::Faulty, true).is_err() {
+            return MetadataFailure::Refused;
+        }
+        MetadataFailure::Failed
+    }
+}
+
+impl From<SetOpenError> for OpenError {
+    fn from(e: SetOpenError) -> OpenError {
+        match e {
+            SetOpenError::Open { path, source } => OpenError::Open { path, source },
+            SetOpenError::Engine(e) => OpenError::Engine(e),
+            other => OpenError::BadMember(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,186 @@
+use uraid_engine::metadata::{ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, MetaWhat};
+use uraid_engine::SlotState;
+use uraid_raidframe_format::freshness::{assess_all, ColumnState};
+use uraid_raidframe_format::label::{ComponentLabel, PMLABEL_VALID, PMLABEL_WASUSED, RAID_CLEAN};
+use uraid_raidframe_format::layout::{parity_map_offset, ParityMap, LABEL_OFFSET};
+
+use super::{RaidframeMetadata, RaidframeStart};
+use crate::set_plan::MapStart;
+
+fn label(level: u8, columns: i32, column: i32) -> ComponentLabel {
+    ComponentLabel {
+        serial_number: 77,
+        mod_counter: 20,
+        column,
+        num_columns: columns,
+        clean: RAID_CLEAN,
+        sect_per_su: 32,
+        parity_config: i32::from(level),
+        max_outstanding: 100,
+        num_blocks: 1000,
+        partition_size: 1064,
+        parity_map_modcount: 20,
+        parity_map_flags: PMLABEL_VALID | PMLABEL_WASUSED,
+        parity_map_tickms: 40000,
+        parity_map_ntick: 8,
+        parity_map_regions: 1,
+        ..ComponentLabel::default()
+    }
+}
+
+fn start(level: u8, columns: usize, map: MapStart) -> RaidframeStart {
+    RaidframeStart {
+        labels: (0..columns).map(|c| Some(label(level, columns as i32, c as i32))).collect(),
+        device_columns: (0..columns).collect(),
+        mod_counter: 20,
+        sector_bytes: 512,
+        sectors_per_disk: 1000,
+        writable: true,
+        redundant: level != b'0',
+        labels_clean: true,
+        needs_resync: false,
+        parity_map: map,
+    }
+}
+
+fn raid5() -> RaidframeMetadata {
+    RaidframeMetadata::new(start(
+        b'5',
+        3,
+        MapStart::InUse { on_disk: Some(Box::new(ParityMap::clean())), regions: 1, tickms: 40000, ntick: 8 },
+    ))
+}
+
+fn whole(columns: usize) -> Vec<DeviceRole> {
+    (0..columns).map(|slot| DeviceRole::Slot { slot, state: SlotState::InSync, rebuilt: 0 }).collect()
+}
+
+/// Perform every queued step on `disks` (one byte vector per device), as the driver would.
+fn perform(meta: &mut RaidframeMetadata, disks: &mut [Vec<u8>]) -> Vec<Vec<MetaOp>> {
+    let mut steps = Vec::new();
+    while let Some(step) = meta.next_step() {
+        for op in &step.ops {
+            if let MetaOp::Write { device, offset, data, .. } = op {
+                let at = *offset as usize;
+                disks[*device][at..at + data.len()].copy_from_slice(data);
+            }
+        }
+        steps.push(step.ops);
+        meta.step_done(Ok(()));
+    }
+    steps
+}
+
+fn label_on(disk: &[u8]) -> ComponentLabel {
+    ComponentLabel::parse(&disk[LABEL_OFFSET as usize..]).unwrap()
+}
+
+fn map_on(disk: &[u8]) -> ParityMap {
+    ParityMap::parse(&disk[parity_map_offset(512) as usize..][..512]).unwrap()
+}
+
+#[test]
+fn the_first_write_marks_every_label_dirty_and_the_close_marks_them_clean() {
+    let mut meta = raid5();
+    let mut disks = vec![vec![0u8; 32768]; 3];
+    let t = meta.record(MetaChange::Dirty, &whole(3), 0).unwrap().expect("labels written");
+    let steps = perform(&mut meta, &mut disks);
+    assert!(meta.durable(t));
+    // Labels and maps together, then a flush of each component.
+    assert_eq!(steps.len(), 2);
+    assert_eq!(steps[0].iter().filter(|op| matches!(op, MetaOp::Write { what: MetaWhat::Bitmap, .. })).count(), 3);
+    assert!(steps[1].iter().all(|op| matches!(op, MetaOp::Flush { .. })));
+    for disk in &disks {
+        let l = label_on(disk);
+        assert_eq!((l.mod_counter, l.parity_map_modcount, l.clean), (21, 21, 0));
+        assert_eq!(map_on(disk), ParityMap::all_dirty());
+    }
+    assert!(meta.is_dirty() && meta.writes_recorded());
+    assert_eq!(meta.record(MetaChange::Dirty, &whole(3), 0).unwrap(), None, "recorded already");
+    meta.record(MetaChange::Clean, &whole(3), 0).unwrap().expect("labels written");
+    perform(&mut meta, &mut disks);
+    for (c, disk) in disks.iter().enumerate() {
+        let l = label_on(disk);
+        assert_eq!((l.mod_counter, l.clean, l.status, l.column), (22, RAID_CLEAN, 0, c as i32));
+        assert_eq!(l.parity_map_flags, PMLABEL_VALID | PMLABEL_WASUSED);
+        assert_eq!(map_on(disk), ParityMap::clean());
+    }
+    assert!(!meta.is_dirty());
+    assert_eq!(meta.record(MetaChange::Clean, &whole(3), 0).unwrap(), None, "nothing changed");
+}
+
+#[test]
+fn a_failed_component_is_left_behind_and_found_stale() {
+    let mut meta = raid5();
+    let mut disks = vec![vec![0u8; 32768]; 3];
+    for (c, disk) in disks.iter_mut().enumerate() {
+        let l = label(b'5', 3, c as i32);
+        disk[LABEL_OFFSET as usize..][..1024].copy_from_slice(&l.to_area(1024));
+    }
+    meta.record(MetaChange::Dirty, &whole(3), 0).unwrap();
+    perform(&mut meta, &mut disks);
+    let mut roles = whole(3);
+    roles[1] = DeviceRole::Slot { slot: 1, state: SlotState::Faulty, rebuilt: 0 };
+    meta.membership_changed();
+    meta.record(MetaChange::Roles, &roles, 0).unwrap().expect("labels written");
+    let steps = perform(&mut meta, &mut disks);
+    assert!(steps.iter().flatten().all(|op| op.device() != 1), "nothing written to the failed component");
+    meta.record(MetaChange::Clean, &roles, 0).unwrap();
+    perform(&mut meta, &mut disks);
+    let labels: Vec<ComponentLabel> = disks.iter().map(|d| label_on(d)).collect();
+    assert_eq!(labels.iter().map(|l| l.mod_counter).collect::<Vec<_>>(), vec![23, 21, 23]);
+    assert_eq!(labels[0].status, 0, "the survivors record themselves optimal");
+    let (_, set) = &assess_all(&labels)[0];
+    assert_eq!(set.columns, vec![ColumnState::Fresh(0), ColumnState::Missing, ColumnState::Fresh(2)]);
+    assert_eq!(set.stale, vec![1]);
+    assert!(set.configurable && set.clean);
+    assert_eq!(meta.live_columns(), &[true, false, true]);
+}
+
+#[test]
+fn a_set_found_dirty_stays_dirty_until_resynced() {
+    let mut s = start(b'1', 2, MapStart::Disabled);
+    s.labels_clean = false;
+    s.needs_resync = true;
+    s.labels.iter_mut().flatten().for_each(|l| l.clean = 0);
+    let mut meta = RaidframeMetadata::new(s);
+    let mut disks = vec![vec![0u8; 32768]; 2];
+    assert!(meta.writes_recorded(), "the labels say dirty already: writes need nothing first");
+    assert_eq!(meta.record(MetaChange::Dirty, &whole(2), 0).unwrap(), None);
+    assert_eq!(meta.record(MetaChange::Clean, &whole(2), 0).unwrap(), None, "a resync is owed");
+    meta.record(MetaChange::ResyncDone, &whole(2), 0).unwrap();
+    meta.record(MetaChange::Clean, &whole(2), 0).unwrap().expect("labels written");
+    let steps = perform(&mut meta, &mut disks);
+    assert!(steps.iter().flatten().all(|op| !matches!(op, MetaOp::Write { what: MetaWhat::Bitmap, .. })));
+    let l = label_on(&disks[0]);
+    assert_eq!((l.mod_counter, l.clean), (21, RAID_CLEAN));
+    assert_eq!(l.parity_map_flags & super::PMLABEL_DISABLE, super::PMLABEL_DISABLE);
+}
+
+#[test]
+fn raid0_writes_no_dirty_mark() {
+    let mut meta = RaidframeMetadata::new(start(b'0', 2, MapStart::NoParity));
+    assert_eq!(meta.record(MetaChange::Dirty, &whole(2), 0).unwrap(), None);
+    assert!(meta.writes_recorded() && !meta.is_dirty());
+    assert_eq!(meta.record(MetaChange::Clean, &whole(2), 0).unwrap(), None);
+}
+
+#[test]
+fn a_component_whose_label_write_fails_takes_no_more_updates() {
+    let mut meta = raid5();
+    meta.record(MetaChange::Dirty, &whole(3), 0).unwrap();
+    let step = meta.next_step().unwrap();
+    assert!(step.ops.iter().any(|op| op.device() == 2));
+    meta.step_failed_on(2);
+    let again = meta.next_step().unwrap();
+    assert!(again.ops.iter().all(|op| op.device() != 2));
+    assert_eq!(meta.live_columns(), &[true, true, false]);
+}
+
+#[test]
+fn read_only_sets_write_nothing() {
+    let mut s = start(b'5', 3, MapStart::Disabled);
+    s.writable = false;
+    let mut meta = RaidframeMetadata::new(s);
+    assert_eq!(meta.record(MetaChange::Dirty, &whole(3), 0), Err(MetaError::ReadOnly));
+}
