@@ -31,7 +31,9 @@
 //! only finished stripes ahead of it, and its log writes can always go out.
 //!
 //! A member failure holds the log until the driver has recorded it (opted into with
-//! [`Array::set_log_hold_on_failure`]): no header is written meanwhile, so no entry is retired.
+//! [`Array::set_log_hold_on_failure`]): no header is written meanwhile, so no entry is retired,
+//! and stripes with nothing to log (their parity member is the one that failed) wait too, so
+//! none is written without its parity while that member may still come back in sync.
 //! md does the same by leaving every stripe alone while `MD_SB_CHANGE_PENDING` is set. A stripe
 //! whose write failed on a member finishes on the others; were its entry retired before the
 //! failure reached the superblocks, a crash would bring the member back in sync holding the old
@@ -68,6 +70,9 @@ pub(super) struct PplLog {
     slots: Vec<SlotLog>,
     /// Logged stripes whose member writes have not been released yet.
     waiting: HashMap<(RequestId, usize), Wait>,
+    /// Stripes with nothing to log (their parity member is gone), whose member writes wait for
+    /// the hold on the log to end: no stripe is written while a member failure is unrecorded.
+    parked: Vec<(RequestId, usize)>,
 }
 
 /// The log writes a stripe waits for.
@@ -126,6 +131,7 @@ impl PplLog {
             generation: 0,
             slots: (0..slots).map(|_| SlotLog::default()).collect(),
             waiting: HashMap::new(),
+            parked: Vec::new(),
         }
     }
 }
@@ -175,6 +181,22 @@ impl Array {
         let n = self.log.as_ref().map_or(0, |log| log.slots.len());
         for slot in 0..n {
             self.log_kick(slot);
+        }
+        let parked = self.log.as_mut().map(|log| std::mem::take(&mut log.parked)).unwrap_or_default();
+        for (rid, part) in parked {
+            self.release_logged(rid, part, &[]);
+        }
+    }
+
+    /// Whether a stripe's member writes must wait for the hold on the log to end; if so they
+    /// are kept and sent by [`Array::release_log_hold`].
+    pub(super) fn park_while_held(&mut self, rid: RequestId, part: usize) -> bool {
+        match self.log.as_mut() {
+            Some(log) if self.log_held => {
+                log.parked.push((rid, part));
+                true
+            }
+            _ => false,
         }
     }
 
@@ -350,8 +372,9 @@ impl Array {
         }
     }
 
-    /// The logs covering a stripe are durable: send the stripe's member writes. Each of the
-    /// `holders` flushes what they wrote before its next header replaces the one covering them.
+    /// The logs covering a stripe are durable (or it had none and the hold on the log ended):
+    /// send the stripe's member writes. Each of the `holders` flushes what they wrote before
+    /// its next header replaces the one covering them.
     fn release_logged(&mut self, rid: RequestId, part: usize, holders: &[usize]) {
         let mut op = self.ops.remove(&rid).expect("a logged stripe's request is open");
         let OpKind::ParityWrite(w) = &mut op.kind else { unreachable!("only parity writes are logged") };

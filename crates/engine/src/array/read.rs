@@ -81,6 +81,9 @@ pub(super) struct MergedRead {
     pieces: Vec<(Piece, u64)>,
 }
 
+/// A member read a degraded parity part is rebuilt from: `(slot, member offset, len, part)`.
+type RowRead = (usize, u64, u64, usize);
+
 /// What a member read (merged or not) of a fresh request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Piece {
@@ -212,11 +215,7 @@ impl Array {
     /// degraded array reads each surviving member once rather than once per stripe. Returned:
     /// the merged reads, and the rebuild rows left on their own, `(slot, offset, len, part)`,
     /// to be read as they are.
-    fn merge_read_parts(
-        &self,
-        r: &ReadOp,
-        rebuilds: &[(usize, u64, u64, usize)],
-    ) -> (Vec<MergedRead>, Vec<(usize, u64, u64, usize)>) {
+    fn merge_read_parts(&self, r: &ReadOp, rebuilds: &[RowRead]) -> (Vec<MergedRead>, Vec<RowRead>) {
         if r.parts.len() < 2 {
             // Nothing to merge (most small reads): no lists to build.
             return (Vec::new(), rebuilds.to_vec());
@@ -266,7 +265,7 @@ impl Array {
     /// member offset, len, part)`, returned for [`Array::merge_read_parts`] to issue. A part
     /// with no in-sync member to rebuild from is left to [`Array::start_read_part`], which
     /// fails it.
-    fn plan_rebuild_rows(&self, r: &mut ReadOp) -> Vec<(usize, u64, u64, usize)> {
+    fn plan_rebuild_rows(&self, r: &mut ReadOp) -> Vec<RowRead> {
         let mut reads = Vec::new();
         for (part, p) in r.parts.iter_mut().enumerate() {
             let ReadPart::Parity { run, phase } = p else { continue };

@@ -208,6 +208,11 @@ impl Array {
                 }
             }
         }
+        if self.park_while_held(rid, part) {
+            sw.pending = 0;
+            sw.deferred = writes;
+            return false;
+        }
         self.emit_stripe_writes(rid, part, writes);
         false
     }

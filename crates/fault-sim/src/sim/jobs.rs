@@ -20,6 +20,10 @@ impl Sim {
             self.spare_countdown = None;
             return Ok(());
         }
+        if !self.cfg.expose_known_bugs && self.policy.failure_being_recorded(&self.open) {
+            // Known-bug guard P4: see `crate::KNOWN_BUGS`.
+            return Ok(());
+        }
         match self.spare_countdown {
             None => self.spare_countdown = Some(self.frng.between(2, 80)),
             Some(0) => {
