@@ -16,7 +16,7 @@ use uraid_engine::{Array, ReadPolicy};
 
 use crate::disk::DiskOp;
 use crate::profiles::{self, Profile};
-use crate::runner::{run, ArraySpec, RunResult, Target};
+use crate::runner::{run, ArraySpec, Raidframe, RunResult, Target};
 use crate::workload::{Rawio, Rewrite, Seeker, Sequential, SmallFiles, Stream};
 use crate::{Nanos, SimRng};
 
@@ -632,9 +632,23 @@ pub fn parkes_configs() -> [ParkesConfig; 3] {
         // user + system: 6.28 + 622.07; with soft dependencies 5.27 + 678.51
         c("single", Target::Disk, 1824.84, 628.35, 1488.70, 683.78),
         // 5.84 + 734.46; 6.94 + 801.14
-        c("raid0", Target::Array(ArraySpec::Raid0 { disks: 2, chunk: 16 * KIB }), 1541.38, 740.30, 1073.19, 808.08),
+        c(
+            "raid0",
+            Target::Raidframe(Raidframe::new(ArraySpec::Raid0 { disks: 2, chunk: 16 * KIB })),
+            1541.38,
+            740.30,
+            1073.19,
+            808.08,
+        ),
         // 6.8 + 860.77; 8.1 + 801.14
-        c("raid5", Target::Array(ArraySpec::Raid5 { disks: 3, chunk: 16 * KIB }), 3618.41, 867.57, 2657.96, 809.24),
+        c(
+            "raid5",
+            Target::Raidframe(Raidframe::new(ArraySpec::Raid5 { disks: 3, chunk: 16 * KIB })),
+            3618.41,
+            867.57,
+            2657.96,
+            809.24,
+        ),
     ]
 }
 
@@ -794,7 +808,7 @@ mod tests {
         // (N − 1) − (stripe mod N), at stripe·SU, stripe = SUID / (N − 1).
         let su = 32u64;
         for c in parkes_configs() {
-            let Target::Array(spec) = c.target else { continue };
+            let Target::Raidframe(Raidframe { spec, .. }) = c.target else { continue };
             let geometry = spec.geometry(64 << 20).expect("a geometry");
             let n = spec.disks() as u64;
             for sector in (0..4000u64).step_by(7) {
