@@ -1,7 +1,9 @@
 //! Where the time of Parkes' tar extraction goes in the model (seed 003): per configuration,
 //! the elapsed time, the CPU spent as think time, the synchronous writes and their time, the
 //! disks' and the bus's occupancy; then the same runs with the bus made free, the CPU made
-//! free, and both. `cargo run --release -p uraid-perf-model --example parkes`.
+//! free, and both; for the arrays, the same runs under RAIDframe's driver without its openings
+//! limit, without its choice of parity write, and without both (the engine alone).
+//! `cargo run --release -p uraid-perf-model --example parkes`.
 
 use uraid_engine::ParityWriteChoice;
 use uraid_perf_model::bus::BusParams;
