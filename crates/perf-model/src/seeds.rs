@@ -606,7 +606,8 @@ pub struct ParkesConfig {
 
 /// Parkes 2000 (seed `003_43b5c8654f6efe43.txt`): a tar extraction of 700–800 MB into a fresh
 /// FFS, without and with soft dependencies, on one ST41200N, a RAIDframe RAID 0 of two and a
-/// RAID 5 of three, all on one Adaptec 1542C. RAIDframe's RAID 0 and RAID 5 map addresses as
+/// RAID 5 of three, all on one Adaptec 1542C, under RAIDframe's driver ([`Raidframe`]: six
+/// openings, its own choice of parity write). RAIDframe's RAID 0 and RAID 5 map addresses as
 /// md's raid0 and left-symmetric raid5 do (see `docs/performance-model.md`); the stripe unit,
 /// which the seed does not give, is 32 sectors, raidctl's example `32 1 1 5`.
 ///
