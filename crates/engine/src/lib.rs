@@ -26,7 +26,7 @@ pub mod ppl;
 pub mod read_balance;
 mod slot;
 
-pub use array::{Array, Completion, EngineEvent, Request, RequestId};
+pub use array::{Array, Completion, EngineEvent, ParityWriteChoice, Request, RequestId};
 pub use bufpool::PoolBuf;
 pub use error::EngineError;
 pub use geometry::{Geometry, SECTOR_BYTES};

@@ -13,9 +13,11 @@
 //! between, as the seeds measured their single disks (`sdf1`, "base hd", a single disk without
 //! RAIDframe).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
-use uraid_engine::{Array, Geometry, IoResult, MemberIo, MemberOp, Request, SlotState, SECTOR_BYTES};
+use uraid_engine::{
+    Array, Geometry, IoResult, MemberIo, MemberOp, ParityWriteChoice, Request, SlotState, SECTOR_BYTES,
+};
 use uraid_layout::{
     Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format, Raid10Layout,
     Raid1Layout,
@@ -111,6 +113,37 @@ pub enum Target {
     Array(ArraySpec),
     /// A gvinum volume through the engine, its subdisks on the drives the volume places them on.
     Volume(DriveVolume),
+    /// An array under NetBSD's RAIDframe driver (see [`Raidframe`]).
+    Raidframe(Raidframe),
+}
+
+/// An array as NetBSD's RAIDframe driver of early 2000 ran it: the layout of `spec` (RAIDframe's
+/// RAID 0 and RAID 5 place data as md's raid0 and left-symmetric raid5 do), and
+/// - at most `openings` requests inside the driver at once. `raidstrategy` appends every
+///   request to the unit's queue, and `raidstart` takes one off its head only while
+///   `raidPtr->openings` is above zero, one opening per access until it completes
+///   (`rf_netbsdkintf.c`, `RAIDOUTSTANDING` 6); the rest wait in arrival order;
+/// - parity writes planned as `parity_writes` says: RAIDframe's
+///   [`ParityWriteChoice::StripeUnits`] (`rf_RaidFiveDagSelect`), where md's engine counts
+///   reads.
+///
+/// Like the engine, RAIDframe plans each request alone, stripe by stripe, and a write waits
+/// for earlier writes to the same stripe (its stripe locks, `rf_stripelocks.c`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Raidframe {
+    pub spec: ArraySpec,
+    pub openings: usize,
+    pub parity_writes: ParityWriteChoice,
+}
+
+impl Raidframe {
+    /// RAIDframe's default: `RAIDOUTSTANDING` openings.
+    pub const OPENINGS: usize = 6;
+
+    /// `spec` under RAIDframe as it was: its openings and its choice of parity write.
+    pub fn new(spec: ArraySpec) -> Raidframe {
+        Raidframe { spec, openings: Raidframe::OPENINGS, parity_writes: ParityWriteChoice::StripeUnits }
+    }
 }
 
 impl Target {
@@ -118,7 +151,7 @@ impl Target {
     pub fn disks(&self) -> usize {
         match self {
             Target::Disk => 1,
-            Target::Array(spec) => spec.disks(),
+            Target::Array(spec) | Target::Raidframe(Raidframe { spec, .. }) => spec.disks(),
             Target::Volume(v) => v.drives(),
         }
     }
@@ -255,7 +288,7 @@ pub fn run(
     let mut storage = Storage::new(profile, target.disks(), &mut rng.fork());
     let (mut array, slots) = match target {
         Target::Disk => (None, SlotMap::Identity),
-        Target::Array(spec) => {
+        Target::Array(spec) | Target::Raidframe(Raidframe { spec, .. }) => {
             let member = storage.capacity_bytes(0);
             let geometry = spec.geometry(member).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
             (
@@ -268,6 +301,9 @@ pub fn run(
             (Some(Array::new(v.geometry().clone(), slots).expect("a whole volume")), SlotMap::Volume(v))
         }
     };
+    if let (Some(a), Target::Raidframe(r)) = (array.as_mut(), target) {
+        a.set_parity_write_choice(r.parity_writes);
+    }
     if let Some(a) = array.as_mut() {
         configure(a);
     }
@@ -291,6 +327,13 @@ pub fn run(
     let mut next_disk_id = 0u64;
     let mut done_pieces: Vec<(u64, Nanos)> = Vec::new();
     let mut thought: Nanos = 0;
+    // Stream requests not yet let into the driver, in arrival order, and how many are in it.
+    let openings = match target {
+        Target::Raidframe(r) => r.openings,
+        _ => usize::MAX,
+    };
+    let mut waiting: VecDeque<u64> = VecDeque::new();
+    let mut admitted = 0usize;
     loop {
         let now = storage.now();
         let mut progress = true;
@@ -304,6 +347,7 @@ pub fn run(
                 whole.pieces_left -= 1;
                 if whole.pieces_left == 0 {
                     let InFlight { stream: i, req, .. } = on_way.remove(&key).expect("present");
+                    admitted -= 1;
                     thought += finish(
                         &mut streams[i],
                         &mut results[i],
@@ -324,23 +368,33 @@ pub fn run(
                     if req.wait {
                         in_flight[i] += 1;
                     }
-                    let parts = cut(&req);
                     let key = next_on_way;
                     next_on_way += 1;
-                    on_way.insert(key, InFlight { stream: i, req, pieces_left: parts.len() });
-                    for (offset, len) in parts {
-                        let piece = IoReq { offset, len, ..req };
-                        match array.as_mut() {
-                            Some(a) => {
-                                let id = a.submit(engine_request(&piece)).unwrap_or_else(|e| panic!("{piece:?}: {e}"));
-                                pieces.insert(id, key);
-                            }
-                            None => {
-                                let id = next_disk_id;
-                                next_disk_id += 1;
-                                pieces.insert(id, key);
-                                storage.submit(0, DiskRequest { id, op: piece.op, offset, len });
-                            }
+                    on_way.insert(key, InFlight { stream: i, req, pieces_left: 0 });
+                    waiting.push_back(key);
+                }
+            }
+            // Let requests into the driver while it has openings, oldest first.
+            while admitted < openings {
+                let Some(key) = waiting.pop_front() else { break };
+                progress = true;
+                admitted += 1;
+                let whole = on_way.get_mut(&key).expect("a request on its way");
+                let req = whole.req;
+                let parts = cut(&req);
+                whole.pieces_left = parts.len();
+                for (offset, len) in parts {
+                    let piece = IoReq { offset, len, ..req };
+                    match array.as_mut() {
+                        Some(a) => {
+                            let id = a.submit(engine_request(&piece)).unwrap_or_else(|e| panic!("{piece:?}: {e}"));
+                            pieces.insert(id, key);
+                        }
+                        None => {
+                            let id = next_disk_id;
+                            next_disk_id += 1;
+                            pieces.insert(id, key);
+                            storage.submit(0, DiskRequest { id, op: piece.op, offset, len });
                         }
                     }
                 }
@@ -501,6 +555,39 @@ mod tests {
         // Read old data and parity, then write both: two dependent rounds on two disks.
         let ratio = raid5 / single;
         assert!((0.3..0.65).contains(&ratio), "raid5 small writes / single = {ratio:.2}");
+    }
+
+    #[test]
+    fn raidframe_read_modify_writes_a_single_stripe_unit_where_md_reconstructs() {
+        // Three disks: an 8 KiB write inside one 16 KiB stripe unit. md reads the other data
+        // unit's rows (one read); RAIDframe's small-write DAG reads old data and old parity.
+        let p = profiles::uw_scsi_1998();
+        let spec = ArraySpec::Raid5 { disks: 3, chunk: 16 << 10 };
+        let one = || -> Vec<Box<dyn Stream>> {
+            vec![Box::new(Rawio { op: DiskOp::Write, start: 0, span: 8192, sizes: Sizes::Fixed(8192), ops_left: 1 })]
+        };
+        let ios = |target: &Target| run(&p, target, &no_configure, one(), 4).disk_requests;
+        assert_eq!(ios(&Target::Array(spec)), 3);
+        assert_eq!(ios(&Target::Raidframe(Raidframe::new(spec))), 4);
+        let md_choice = Raidframe { parity_writes: ParityWriteChoice::FewestReads, ..Raidframe::new(spec) };
+        assert_eq!(ios(&Target::Raidframe(md_choice)), 3);
+    }
+
+    #[test]
+    fn raidframe_lets_in_only_its_openings() {
+        // Twelve processes of one random read each: with one opening they are served one at a
+        // time, with RAIDframe's six several at once.
+        let p = profiles::uw_scsi_1998();
+        let spec = ArraySpec::Raid0 { disks: 2, chunk: 16 << 10 };
+        let reads = || random_reads(12, 256 << 20, 20);
+        let with = |openings| {
+            let target = Target::Raidframe(Raidframe { openings, ..Raidframe::new(spec) });
+            run(&p, &target, &no_configure, reads(), 5).elapsed
+        };
+        let one = with(1);
+        let six = with(Raidframe::OPENINGS);
+        assert!(one as f64 > 1.3 * six as f64, "one opening {one} ns, six {six} ns");
+        assert_eq!(with(usize::MAX), run(&p, &Target::Array(spec), &no_configure, reads(), 5).elapsed);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use uraid_engine::{Array, ReadPolicy};
 
 use crate::disk::DiskOp;
 use crate::profiles::{self, Profile};
-use crate::runner::{run, ArraySpec, RunResult, Target};
+use crate::runner::{run, ArraySpec, Raidframe, RunResult, Target};
 use crate::workload::{Rawio, Rewrite, Seeker, Sequential, SmallFiles, Stream};
 use crate::{Nanos, SimRng};
 
@@ -606,7 +606,8 @@ pub struct ParkesConfig {
 
 /// Parkes 2000 (seed `003_43b5c8654f6efe43.txt`): a tar extraction of 700–800 MB into a fresh
 /// FFS, without and with soft dependencies, on one ST41200N, a RAIDframe RAID 0 of two and a
-/// RAID 5 of three, all on one Adaptec 1542C. RAIDframe's RAID 0 and RAID 5 map addresses as
+/// RAID 5 of three, all on one Adaptec 1542C, under RAIDframe's driver ([`Raidframe`]: six
+/// openings, its own choice of parity write). RAIDframe's RAID 0 and RAID 5 map addresses as
 /// md's raid0 and left-symmetric raid5 do (see `docs/performance-model.md`); the stripe unit,
 /// which the seed does not give, is 32 sectors, raidctl's example `32 1 1 5`.
 ///
@@ -632,9 +633,23 @@ pub fn parkes_configs() -> [ParkesConfig; 3] {
         // user + system: 6.28 + 622.07; with soft dependencies 5.27 + 678.51
         c("single", Target::Disk, 1824.84, 628.35, 1488.70, 683.78),
         // 5.84 + 734.46; 6.94 + 801.14
-        c("raid0", Target::Array(ArraySpec::Raid0 { disks: 2, chunk: 16 * KIB }), 1541.38, 740.30, 1073.19, 808.08),
+        c(
+            "raid0",
+            Target::Raidframe(Raidframe::new(ArraySpec::Raid0 { disks: 2, chunk: 16 * KIB })),
+            1541.38,
+            740.30,
+            1073.19,
+            808.08,
+        ),
         // 6.8 + 860.77; 8.1 + 801.14
-        c("raid5", Target::Array(ArraySpec::Raid5 { disks: 3, chunk: 16 * KIB }), 3618.41, 867.57, 2657.96, 809.24),
+        c(
+            "raid5",
+            Target::Raidframe(Raidframe::new(ArraySpec::Raid5 { disks: 3, chunk: 16 * KIB })),
+            3618.41,
+            867.57,
+            2657.96,
+            809.24,
+        ),
     ]
 }
 
@@ -794,7 +809,7 @@ mod tests {
         // (N − 1) − (stripe mod N), at stripe·SU, stripe = SUID / (N − 1).
         let su = 32u64;
         for c in parkes_configs() {
-            let Target::Array(spec) = c.target else { continue };
+            let Target::Raidframe(Raidframe { spec, .. }) = c.target else { continue };
             let geometry = spec.geometry(64 << 20).expect("a geometry");
             let n = spec.disks() as u64;
             for sector in (0..4000u64).step_by(7) {

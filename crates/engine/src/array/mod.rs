@@ -158,6 +158,22 @@ pub enum EngineEvent {
     },
 }
 
+/// How a parity write chooses, stripe by stripe, between reading the old data and parity
+/// (read-modify-write) and reading the data it does not overwrite (reconstruct-write), when
+/// both are possible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ParityWriteChoice {
+    /// md's `handle_stripe_dirtying`: the fewer member reads wins, ties go to
+    /// reconstruct-write.
+    #[default]
+    FewestReads,
+    /// RAIDframe's `rf_RaidFiveDagSelect` (`rf_raid5.c`): a read-modify-write (its small-write
+    /// DAG) when the stripe's part of the request touches at most half its data units (one on
+    /// three or four disks, "I want single-stripe-unit updates to use just one disk"), a
+    /// reconstruct-write (its large-write DAG) otherwise.
+    StripeUnits,
+}
+
 /// The engine for one array.
 #[derive(Debug)]
 pub struct Array {
@@ -186,6 +202,8 @@ pub struct Array {
     /// carry old errors into new parity, so only reconstruct-write is used (as md does while
     /// `recovery_cp` is short of the end).
     resync_pending: bool,
+    /// How a parity write chooses between read-modify-write and reconstruct-write.
+    parity_write_choice: ParityWriteChoice,
     /// The partial parity log, when writes are logged (see `array/logging.rs`).
     log: Option<logging::PplLog>,
     /// Whether a member failing holds the log (see [`Array::set_log_hold_on_failure`]).
@@ -232,6 +250,7 @@ impl Array {
             starting: false,
             rescan: false,
             resync_pending: false,
+            parity_write_choice: ParityWriteChoice::FewestReads,
             log: None,
             log_hold_on_failure: false,
             log_held: false,
@@ -271,6 +290,12 @@ impl Array {
             self.readahead_reset();
         }
         self.resync_pending = pending;
+    }
+
+    /// Choose how parity writes pick between read-modify-write and reconstruct-write (see
+    /// [`ParityWriteChoice`]). Takes effect for stripes planned from now on.
+    pub fn set_parity_write_choice(&mut self, choice: ParityWriteChoice) {
+        self.parity_write_choice = choice;
     }
 
     /// Choose how reads pick among the copies of mirrored data (raid1, raid10; other levels

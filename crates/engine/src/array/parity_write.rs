@@ -8,7 +8,7 @@ use smallvec::{smallvec, SmallVec};
 use super::emit::{IoTag, Outcome};
 use super::rows::row_pieces;
 use super::write_merge::{GroupParts, GROUP_PART};
-use super::{Array, RequestId};
+use super::{Array, ParityWriteChoice, RequestId};
 use crate::error::EngineError;
 use crate::geometry::ParityRun;
 use crate::member_io::MemberOp;
@@ -189,8 +189,17 @@ impl Array {
             let rcw_possible = rcw_needs.iter().all(|&s| readable(s));
             let rmw_reads = touched.len() + kept_parity.len();
             let rcw_reads = rcw_needs.len();
+            let prefer_rmw = match self.parity_write_choice {
+                ParityWriteChoice::FewestReads => rmw_reads < rcw_reads,
+                ParityWriteChoice::StripeUnits => {
+                    let mut units = touched.clone();
+                    units.sort_unstable();
+                    units.dedup();
+                    units.len() <= roles.data.len() / 2
+                }
+            };
             match (rmw_possible, rcw_possible) {
-                (true, true) if rmw_reads < rcw_reads => Strategy::ReadModifyWrite,
+                (true, true) if prefer_rmw => Strategy::ReadModifyWrite,
                 (_, true) => Strategy::ReconstructWrite,
                 (true, false) => Strategy::ReadModifyWrite,
                 (false, false) => Strategy::Degraded,
