@@ -17,7 +17,7 @@
 //!     cargo test -p uraid-fault-sim --test campaign replay -- --nocapture     # replay one seed, traced
 //! URAID_SIM_SEEDS=1000000 cargo test -p uraid-fault-sim --release --test campaign -- --ignored long_campaign
 //! cargo test -p uraid-fault-sim --release --test campaign -- --ignored write_hole   # long write-hole campaign
-//! cargo test -p uraid-fault-sim --release --test campaign -- --ignored known_bugs   # guards off (P4)
+//! cargo test -p uraid-fault-sim --release --test campaign -- --ignored known_bugs   # guards off (none today)
 //! cargo run -p uraid-fault-sim --release -- --help          # the same from the command line
 //! ```
 //!
@@ -131,10 +131,10 @@
 //!
 //! [`KNOWN_BUGS`] lists what the simulation found in the engine and the narrow guard that keeps
 //! the default campaign (and CI) clear of each until it is fixed; `URAID_SIM_EXPOSE_KNOWN_BUGS=1`
-//! turns the guards off (`--ignored known_bugs`). Remove a guard with its fix. One today, P4 (a
-//! spare taking a slot whose failure is not yet recorded); P1 (raid6 log entries lost with the
-//! one parity member that held them) and P3 (a log entry retired for a stripe whose write failed
-//! on a member whose failure was not yet recorded) were fixed and their guards removed.
+//! turns the guards off (`--ignored known_bugs`). Remove a guard with its fix. None today: P1
+//! (raid6 log entries lost with the one parity member that held them), P3 (a log entry retired
+//! for a stripe whose write failed on a member whose failure was not yet recorded) and P4 (a
+//! spare taking a slot whose failure was not yet recorded) were fixed and their guards removed.
 
 pub mod campaign;
 pub mod disk;
@@ -156,23 +156,15 @@ pub struct KnownBug {
     pub guard: &'static str,
 }
 
-/// Engine bugs the simulation found and the guards that keep the default campaign clear of them.
-/// The last three fixed: G2 (read-error corrections on mirrors rewrote the exact bytes of the
-/// failed member read, splicing two disagreeing copies inside the sectors at its edges; mirrors
-/// now rewrite whole 4 KiB rows read from one good copy), P1 (raid6 log entries lived on one
-/// parity member and died with it at a crash; they are now written to both P and Q) and P3
+/// Engine bugs the simulation found and the guards that keep the default campaign clear of them:
+/// none today. The last fixed: G2 (read-error corrections on mirrors rewrote the exact bytes of
+/// the failed member read, splicing two disagreeing copies inside the sectors at its edges;
+/// mirrors now rewrite whole 4 KiB rows read from one good copy), P1 (raid6 log entries lived on
+/// one parity member and died with it at a crash; they are now written to both P and Q), P3
 /// (with a log, a stripe whose write failed on a member was finished on the others and its entry
 /// retired before the failure was on the superblocks; a member failure now holds the log, and
 /// every stripe write, until it is recorded, as md stalls its stripes while
-/// `MD_SB_CHANGE_PENDING` is set).
-pub const KNOWN_BUGS: &[KnownBug] = &[KnownBug {
-    name: "P4: with a log, a spare taking a slot whose failure is not yet recorded",
-    bug: "a member fails and a spare is added to its slot at once; stripes are then logged on the \
-          new member and written without the failed one. A crash before the failure is on the \
-          superblocks assembles the failed member back in its slot, holding old bytes, and leaves \
-          out the spare, whose log held the entries (seed 5003009 on raid6-5-la with the log on). \
-          md does not share it: md_check_recovery writes the superblocks before it adds spares. \
-          The fix is the same order in the driver (the service activates spares, and `add` puts \
-          a device in a slot, only once no member failure is being recorded).",
-    guard: "no spare added while a member failure is being recorded",
-}];
+/// `MD_SB_CHANGE_PENDING` is set) and P4 (with a log, a spare took the slot of a member whose
+/// failure was not yet recorded; a slot is now given to a spare only once the failure is
+/// recorded, as md writes the superblocks before it adds spares).
+pub const KNOWN_BUGS: &[KnownBug] = &[];

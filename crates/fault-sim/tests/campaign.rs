@@ -100,6 +100,9 @@ fn replay() {
 ///   with the old bytes of its chunk and nothing in the log to set parity right. Both failed
 ///   without the fix (a member failure holding the log until it is recorded), once P3's guard
 ///   was off.
+/// - [`P3_P4_SEEDS`] (`URAID_SIM_PPL=1`): found by a campaign with the log on and the guards off
+///   once the log was held: stripes with nothing to log written during the hold (P3), and a
+///   spare given the slot of a member whose failure was not yet recorded (P4).
 /// - [`METADATA_SEEDS`] (default configuration): found once the simulation ran md's metadata.
 #[test]
 fn seeds_of_fixed_bugs_pass() {
@@ -113,6 +116,11 @@ fn seeds_of_fixed_bugs_pass() {
     let mut p3 = uraid_fault_sim::Config::new(5_171_957, "raid6-5-pf");
     p3.ppl = Some(true);
     runs.push(p3);
+    for &(geometry, seed) in P3_P4_SEEDS {
+        let mut cfg = uraid_fault_sim::Config::new(seed, geometry);
+        cfg.ppl = Some(true);
+        runs.push(cfg);
+    }
     for &(geometry, seed) in P1_SEEDS {
         let mut cfg = uraid_fault_sim::Config::new(seed, geometry);
         cfg.ppl = Some(true);
@@ -124,6 +132,10 @@ fn seeds_of_fixed_bugs_pass() {
         }
     }
 }
+
+/// Seeds of the campaign with the log on and the guards off that found the rest of P3, and P4.
+const P3_P4_SEEDS: &[(&str, u64)] =
+    &[("raid5-3-ls", 8_794), ("raid5-4-ra", 8_994), ("raid5-4-rs", 13_163), ("raid6-5-la", 5_003_009)];
 
 /// Seeds of the campaigns over md's metadata that found bugs (or runs the simulation judged
 /// wrongly), with what each found.

@@ -155,6 +155,9 @@ pub enum PolicyEvent {
     RebuildRecorded,
     /// Something worth a line in the log (a pass started, a metadata update failed).
     Notice(String),
+    /// The member failures that held the partial parity log are recorded: a spare may take an
+    /// empty slot now (`OpenArray::activate_spare`).
+    FailuresRecorded,
 }
 
 /// What the policy needs to know of the array's shape (it does not change while it runs).

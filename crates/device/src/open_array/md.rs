@@ -308,7 +308,7 @@ impl OpenArray {
                     info.events
                 )));
             }
-            if let Some(slot) = self.readd_slot(&info) {
+            if let Some(slot) = self.readd_slot(&info).filter(|_| !self.array.log_held()) {
                 return self.readd(dev, found, slot, reuse).map(Some);
             }
             // A former member the bitmap cannot vouch for: it is rebuilt in full like a new one.
@@ -330,7 +330,12 @@ impl OpenArray {
             .for_new_member(dev_number, uuid, dev.size())
             .map_err(|e| OpenError::BadMember(format!("{}: {e}", dev.name())))?;
         let states = self.array.slot_states().to_vec();
-        let slot = states.iter().position(|s| matches!(s, SlotState::Missing | SlotState::Faulty));
+        // While a member failure holds the log it is not yet recorded: the device waits as a
+        // spare (see `activate_spare`).
+        let slot = states
+            .iter()
+            .position(|s| matches!(s, SlotState::Missing | SlotState::Faulty))
+            .filter(|_| !self.array.log_held());
         sb.set_role(dev_number, slot.map_or(Role::Spare, |s| Role::Active(s as u32)));
         sb.set_recovery_offset(slot.map(|_| 0));
         let offset = sb.byte_offset();
@@ -440,8 +445,11 @@ impl OpenArray {
     /// Put a spare into the first missing or failed slot to be rebuilt there, as md does when
     /// a member fails and a spare is at hand. Returns the slot, if a spare was used.
     pub fn activate_spare(&mut self) -> Result<Option<usize>, OpenError> {
-        // Only md keeps spares.
-        if !self.writable || self.md().is_none() {
+        // Only md keeps spares. A slot is not given away while the failure that emptied it holds
+        // the partial parity log (not yet recorded): a crash now would bring the failed member
+        // back in that slot, and the stripes logged on the spare would be lost with it (md
+        // writes the superblocks before `remove_and_add_spares` too).
+        if !self.writable || self.md().is_none() || self.array.log_held() {
             return Ok(None);
         }
         let Some(spare) = self.mdp().plan.verdicts.iter().position(|v| matches!(v, MemberVerdict::Spare)) else {

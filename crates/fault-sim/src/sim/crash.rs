@@ -80,6 +80,8 @@ impl Sim {
         self.needs_resync = true;
         self.verify.clear();
         self.spare_countdown = None;
+        // A spare still waiting is assembled as a spare; new ones are added for empty slots.
+        self.waiting_spares.clear();
         // Assemble from what the members hold now, by the code `uraid` assembles with: it reads
         // every superblock, decides which members are fresh and in which role (events, roles,
         // recovery offsets), replays the partial parity logs and says whether a resync is owed.

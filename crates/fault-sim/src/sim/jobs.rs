@@ -20,9 +20,8 @@ impl Sim {
             self.spare_countdown = None;
             return Ok(());
         }
-        if !self.cfg.expose_known_bugs && self.policy.failure_being_recorded(&self.open) {
-            // Known-bug guard P4: see `crate::KNOWN_BUGS`.
-            return Ok(());
+        if !self.waiting_spares.is_empty() {
+            return Ok(()); // they take the empty slots once the failure is recorded
         }
         match self.spare_countdown {
             None => self.spare_countdown = Some(self.frng.between(2, 80)),
@@ -51,6 +50,13 @@ impl Sim {
                     self.rebuilding.insert(d);
                     self.report.spares_added += 1;
                 }
+                // md's order: a slot emptied by a failure not yet recorded is not given away.
+                Ok(None) if self.open.engine().log_held() => {
+                    trace!(self, "spare d{d} added; waits for the failure record");
+                    self.joined.push(d);
+                    self.waiting_spares.push(d);
+                    self.report.spares_added += 1;
+                }
                 Ok(None) => return Err(self.fail(Invariant::Protocol, format!("spare d{d} found no empty slot"))),
                 Err(e) => return Err(self.fail(Invariant::Protocol, format!("adding spare d{d} was refused: {e}"))),
             }
@@ -62,5 +68,34 @@ impl Sim {
         self.policy.membership_changed(&self.open);
         self.policy.interrupt_pass(&mut self.open, now);
         self.policy_events()
+    }
+
+    /// The failures that held the log are recorded: the waiting spares take the empty slots.
+    pub(super) fn spares_join(&mut self) -> Result<(), Failure> {
+        if self.waiting_spares.is_empty() {
+            return Ok(());
+        }
+        let mut joined = false;
+        loop {
+            match self.open.activate_spare() {
+                Ok(Some(slot)) => {
+                    self.refresh_slots();
+                    let d = self.slot_dev[slot].expect("a spare took the slot");
+                    trace!(self, "spare d{d} takes slot {slot}");
+                    self.waiting_spares.retain(|&w| w != d);
+                    self.rebuilding.insert(d);
+                    joined = true;
+                }
+                Ok(None) => break,
+                Err(e) => return Err(self.fail(Invariant::Protocol, format!("a spare could not take its slot: {e}"))),
+            }
+        }
+        self.waiting_spares.clear();
+        if joined {
+            let now = self.clock();
+            self.policy.membership_changed(&self.open);
+            self.policy.interrupt_pass(&mut self.open, now);
+        }
+        Ok(())
     }
 }

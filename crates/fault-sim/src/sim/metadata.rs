@@ -187,6 +187,7 @@ impl Sim {
                     self.verify.push(Verify::AfterRebuild);
                 }
                 PolicyEvent::Notice(line) => trace!(self, "policy: {line}"),
+                PolicyEvent::FailuresRecorded => self.spares_join()?,
             }
         }
         if resync_owed && !self.open.needs_resync() {

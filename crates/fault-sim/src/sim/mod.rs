@@ -194,6 +194,9 @@ pub struct Sim {
     targets: Vec<Option<MemberTarget>>,
     /// Every device that ever joined the array, in the order assembly gets them.
     joined: Vec<usize>,
+    /// Spares added while a member failure held the partial parity log: they wait, as spares,
+    /// for the failure to be recorded, then take the empty slots (`spares_join`).
+    waiting_spares: Vec<usize>,
     /// The array as `uraid` runs it: the engine, and md's metadata (or gvinum's), deferred to
     /// the run.
     open: OpenArray,

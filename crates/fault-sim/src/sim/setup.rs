@@ -162,6 +162,7 @@ impl Sim {
             slot_dev: vec![None; n],
             targets: vec![None; n],
             joined: ids,
+            waiting_spares: Vec::new(),
             open,
             vinum,
             meta: metadata::MetaRun::default(),

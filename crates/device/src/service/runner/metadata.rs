@@ -178,6 +178,7 @@ impl Runner {
                     self.notify_idle_waiters();
                 }
                 PolicyEvent::Notice(line) => log(&line),
+                PolicyEvent::FailuresRecorded => self.use_spare(),
             }
         }
     }
