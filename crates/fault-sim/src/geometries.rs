@@ -69,11 +69,15 @@ pub fn level_of(name: &str) -> &str {
 }
 
 /// Every listed geometry of `level` (`linear`, `raid0`, `raid1`, `raid10`, `raid4`, `raid5`,
-/// `raid6`), or every Vinum volume for `vinum` (`crate::vinum_geometries::ALL`, which the
-/// campaigns over all levels leave out: they cover md's arrays, seed by seed as before).
+/// `raid6`), every Vinum volume for `vinum` (`crate::vinum_geometries::ALL`), or every RAIDframe
+/// set for `raidframe` (`crate::raidframe_geometries::ALL`). The campaigns over all levels leave
+/// the last two out: they cover md's arrays, seed by seed as before.
 pub fn of_level(level: &str) -> Vec<&'static str> {
     if level == "vinum" {
         return crate::vinum_geometries::ALL.to_vec();
+    }
+    if level == "raidframe" {
+        return crate::raidframe_geometries::ALL.to_vec();
     }
     ALL.iter().copied().filter(|n| level_of(n) == level).collect()
 }

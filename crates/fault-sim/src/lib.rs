@@ -141,6 +141,7 @@ pub mod disk;
 pub mod geometries;
 pub mod member_device;
 pub mod model;
+pub mod raidframe_geometries;
 pub mod rng;
 pub mod sim;
 pub mod vinum_geometries;

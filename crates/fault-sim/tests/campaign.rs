@@ -1,8 +1,8 @@
 //! The simulation campaigns: what CI runs, the long campaign, replay, and the opt-in scenarios.
 //!
 //! - `ci_<level>`: `URAID_SIM_CI_SEEDS` seeds (default 2000) per level, spread over the level's
-//!   geometries (`ci_vinum`: over the gvinum volumes); the first failure panics with a message
-//!   ending in its replay command.
+//!   geometries (`ci_vinum`: over the gvinum volumes; `ci_raidframe`: over the RAIDframe sets);
+//!   the first failure panics with a message ending in its replay command.
 //! - `replay`: `URAID_SIM_SEED=.. URAID_SIM_GEOMETRY=.. cargo test -p uraid-fault-sim --test campaign
 //!   replay -- --nocapture` runs one seed with a step-by-step trace (does nothing without them).
 //! - `long_campaign` (ignored): `URAID_SIM_SEEDS=1000000 cargo test -p uraid-fault-sim --release --test
@@ -31,6 +31,13 @@ fn ci_level(level: &str) {
 #[test]
 fn ci_vinum() {
     ci_level("vinum");
+}
+
+/// NetBSD RAIDframe sets (`uraid_fault_sim::raidframe_geometries`): RAID 1, 4 and 5, labels
+/// and parity maps written as NetBSD writes them, crashes inside those writes.
+#[test]
+fn ci_raidframe() {
+    ci_level("raidframe");
 }
 
 #[test]

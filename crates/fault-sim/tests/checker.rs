@@ -240,3 +240,29 @@ fn a_vinum_save_that_skips_drives_is_caught() {
         "caught as {invariant:?} (seed {seed} on {g})"
     );
 }
+
+/// RAIDframe label updates that never say dirty (clean flag kept, parity map kept clear): a set
+/// crashed with writes in flight is taken as clean, and its mirrors or parity are never made to
+/// agree again.
+#[test]
+fn a_raidframe_set_never_recorded_dirty_is_caught() {
+    let geometries = uraid_fault_sim::raidframe_geometries::ALL;
+    let caught = (0..300u64).find_map(|seed| {
+        let g = geometries[(seed % geometries.len() as u64) as usize];
+        let mut cfg = Config::new(seed, g);
+        cfg.mutation = Some(Mutation::RaidframeNoDirtyRecord);
+        run_one(&cfg).err().map(|f| (seed, g.to_string(), f.invariant))
+    });
+    println!("raidframe-no-dirty-record: first caught by {caught:?}");
+    let (seed, g, invariant) = caught.expect("raidframe-no-dirty-record went unnoticed over 300 seeds");
+    assert!(
+        matches!(
+            invariant,
+            Invariant::Inconsistent
+                | Invariant::WrongData
+                | Invariant::DegradedReadDiffers
+                | Invariant::LostDurableWrite
+        ),
+        "caught as {invariant:?} (seed {seed} on {g})"
+    );
+}

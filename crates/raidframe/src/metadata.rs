@@ -204,7 +204,11 @@ impl RaidframeMetadata {
             .filter_map(|c| self.column_device[c].map(|d| (c, d)))
             .collect();
         if targets.is_empty() {
-            return Err(MetaError::Format("no live component is left to write the labels to".into()));
+            // Every component failed: the set is lost, and there is nowhere to record anything
+            // (md and gvinum likewise write nothing then). Asking again must not fail forever.
+            self.labels_clean = clean;
+            self.roles_changed = false;
+            return Ok(None);
         }
         let mod_counter = self
             .mod_counter

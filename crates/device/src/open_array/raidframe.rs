@@ -224,6 +224,30 @@ impl OpenArray {
     }
 }
 
+impl OpenArray {
+    /// Fail the component in `column` (`raidctl -f`): it leaves the set, and the next label
+    /// update goes to the others only, so the component is stale from then on. Refused when the
+    /// set cannot do without it, unless `force`.
+    pub fn fail_column(&mut self, column: usize, force: bool) -> Result<(), OpenError> {
+        let Format::Raidframe(set) = &mut self.format else {
+            return Err(OpenError::Unsupported(format!(
+                "failing a column is a RAIDframe operation; {}",
+                self.describe()
+            )));
+        };
+        let Some(state) = self.array.slot_states().get(column).copied() else {
+            return Err(OpenError::BadMember(format!("column {column}: the set has no such column")));
+        };
+        if !matches!(state, SlotState::InSync | SlotState::Recovering) {
+            return Err(OpenError::BadMember(format!("column {column}: already failed or missing")));
+        }
+        self.array.set_slot_state(column, SlotState::Faulty, force)?;
+        set.recovering[column] = None;
+        self.roles_moved();
+        Ok(())
+    }
+}
+
 impl RaidframeSet {
     /// The set's serial number.
     pub fn serial_number(&self) -> i32 {
@@ -295,6 +319,7 @@ impl From<SetOpenError> for OpenError {
         match e {
             SetOpenError::Open { path, source } => OpenError::Open { path, source },
             SetOpenError::Engine(e) => OpenError::Engine(e),
+            SetOpenError::DirtyDegraded { missing, .. } => OpenError::DirtyDegraded { missing },
             other => OpenError::BadMember(other.to_string()),
         }
     }

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! uraid-sim --seed 123 --geometry raid5-4-ls --trace     one run, step by step
-//! uraid-sim --seeds 100000 [--first 0] [--level raid6]   a campaign (all cores; --level vinum: gvinum volumes)
+//! uraid-sim --seeds 100000 [--first 0] [--level raid6]   a campaign (all cores; --level vinum: gvinum
+//!                                                        volumes; --level raidframe: RAIDframe sets)
 //! uraid-sim --write-hole --seeds 1000                    the write-hole scenario
 //! uraid-sim --list                                       the geometries
 //! ```
@@ -73,7 +74,11 @@ fn main() -> ExitCode {
                 }));
             }
             "--list" => {
-                for g in geometries::ALL.iter().chain(uraid_fault_sim::vinum_geometries::ALL) {
+                for g in geometries::ALL
+                    .iter()
+                    .chain(uraid_fault_sim::vinum_geometries::ALL)
+                    .chain(uraid_fault_sim::raidframe_geometries::ALL)
+                {
                     println!("{g}");
                 }
                 return ExitCode::SUCCESS;

@@ -39,10 +39,14 @@ pub enum Mutation {
     /// Vinum: configuration saves reach drive `g0`'s device (d0) only: every other drive keeps
     /// the configuration it was created with (Vinum geometries only).
     VinumSaveSkipsDrive,
+    /// RAIDframe: label updates always say clean and parity map updates never mark a region
+    /// dirty, so a set crashed with writes in flight is taken as clean (RAIDframe geometries
+    /// only).
+    RaidframeNoDirtyRecord,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 8] = [
+    pub const ALL: [Mutation; 9] = [
         Mutation::SilentCorruption,
         Mutation::ExtraDeath,
         Mutation::LyingFlush,
@@ -51,6 +55,7 @@ impl Mutation {
         Mutation::CheckpointAhead,
         Mutation::VinumNoDirtyMark,
         Mutation::VinumSaveSkipsDrive,
+        Mutation::RaidframeNoDirtyRecord,
     ];
 
     pub fn name(self) -> &'static str {
@@ -63,6 +68,7 @@ impl Mutation {
             Mutation::CheckpointAhead => "checkpoint-ahead",
             Mutation::VinumNoDirtyMark => "vinum-no-dirty-mark",
             Mutation::VinumSaveSkipsDrive => "vinum-save-skips-drive",
+            Mutation::RaidframeNoDirtyRecord => "raidframe-no-dirty-record",
         }
     }
 

@@ -11,7 +11,10 @@ use uraid_engine::metadata::MetaOp;
 use crate::disk::SECTOR;
 use crate::model::Mismatch;
 
-use super::{configure_reads, md_members, result_name, vinum_members, Failure, Invariant, Mode, Scenario, Sim};
+use super::{
+    configure_reads, md_members, raidframe_members, result_name, vinum_members, Failure, Invariant, Mode, Scenario,
+    Sim, SimFormat,
+};
 
 impl Sim {
     pub(super) fn crash(&mut self) -> Result<(), Failure> {
@@ -89,11 +92,12 @@ impl Sim {
         trace!(self, "reassembly from devices {offered:?}");
         let rules = self.assembly_rules();
         let mut damaged = Vec::new();
-        let assembled = if self.vinum {
+        let assembled = match self.format {
             // gvinum's startup: drives found by their headers, the newest configuration wins.
-            vinum_members::open(&mut self.devices, &offered)
-        } else {
-            md_members::assemble(&mut self.devices, &offered, rules, &mut damaged)
+            SimFormat::Vinum => vinum_members::open(&mut self.devices, &offered),
+            // RAIDframe's autoconfiguration: the labels' freshest modification counter wins.
+            SimFormat::Raidframe => raidframe_members::open(&mut self.devices, &offered),
+            SimFormat::Md => md_members::assemble(&mut self.devices, &offered, rules, &mut damaged),
         };
         if let Some(v) = assembled.as_ref().ok().and_then(|o| o.vinum()) {
             for skipped in &v.skipped {
@@ -212,10 +216,12 @@ impl Sim {
     /// A member with latent sector errors the array never failed counts: its superblock writes
     /// are as exposed to a crash as any other member's.
     fn members_left_behind(&self, offered: &[usize], live: &[usize]) -> Vec<usize> {
-        if self.vinum {
+        match self.format {
             // gvinum keeps no event counts: a drive whose saves a crash lost holds an older
             // configuration, which the newest simply outvotes.
-            return Vec::new();
+            SimFormat::Vinum => return Vec::new(),
+            SimFormat::Raidframe => return self.components_left_behind(offered, live),
+            SimFormat::Md => {}
         }
         let events: Vec<(usize, u64)> = offered
             .iter()
@@ -228,6 +234,25 @@ impl Sim {
             .collect();
         let newest = events.iter().map(|e| e.1).max().unwrap_or(0);
         events.into_iter().filter(|&(d, ev)| ev + 1 < newest && live.contains(&d)).map(|(d, _)| d).collect()
+    }
+
+    /// RAIDframe's counterpart of [`Sim::members_left_behind`]: components among `offered` that
+    /// the set held when the crash hit (`live`) but whose label is older than the freshest (a
+    /// crash lost its last update). NetBSD takes any such component for stale, so a crash inside
+    /// a label update can cost a column by itself; past the redundancy that is the fault plan's
+    /// doing, not the code's.
+    fn components_left_behind(&self, offered: &[usize], live: &[usize]) -> Vec<usize> {
+        let counters: Vec<(usize, i32)> = offered
+            .iter()
+            .filter_map(|&d| {
+                let view = crate::member_device::SimMember::of(&self.devices[d]);
+                let found = uraid_device::raidframe_components::read_component(&view).ok();
+                view.take_writes();
+                found.map(|c| (d, c.label.mod_counter))
+            })
+            .collect();
+        let newest = counters.iter().map(|c| c.1).max().unwrap_or(0);
+        counters.into_iter().filter(|&(d, m)| m < newest && live.contains(&d)).map(|(d, _)| d).collect()
     }
 
     /// The write-hole scenario after its crash: read the degraded array and say what is wrong.

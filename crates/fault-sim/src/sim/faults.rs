@@ -7,7 +7,7 @@ use uraid_engine::array::SlotState;
 
 use crate::disk::SECTOR;
 
-use super::{Failure, FaultKind, Invariant, Mode, Mutation, Scenario, Sim};
+use super::{Failure, FaultKind, Invariant, Mode, Mutation, Scenario, Sim, SimFormat};
 
 impl Sim {
     /// Slots that are not fully trustworthy right now: not in sync, without a live device, with
@@ -158,7 +158,7 @@ impl Sim {
                         // A Vinum slot's subdisk has its own size; md's members all hold the
                         // geometry's member data.
                         let total = match target {
-                            Some(t) if self.vinum => t.data_bytes,
+                            Some(t) if self.format == SimFormat::Vinum => t.data_bytes,
                             _ => self.geometry.member_data_bytes(),
                         } / SECTOR;
                         let count = self.frng.between(1, 8).min(total);
@@ -185,11 +185,12 @@ impl Sim {
                         // As `mdadm --fail`: through the array, which records it in the
                         // survivors' superblocks.
                         let name = crate::member_device::device_name(d);
-                        let failed = if self.vinum {
+                        let failed = match self.format {
                             // As `gvinum setstate -f stale` on the subdisk.
-                            self.open.fail_subdisk(s, false).map(|_| s)
-                        } else {
-                            self.open.fail_member(&name, false)
+                            SimFormat::Vinum => self.open.fail_subdisk(s, false).map(|_| s),
+                            // As `raidctl -f` on the component.
+                            SimFormat::Raidframe => self.open.fail_column(s, false).map(|_| s),
+                            SimFormat::Md => self.open.fail_member(&name, false),
                         };
                         if let Err(e) = failed {
                             return Err(self.fail(

@@ -23,7 +23,7 @@ use crate::model::{FlushToken, WriteId};
 /// Flushes are known to the policy by their request id with this bit set, apart from writes.
 const FLUSH_ANSWER: u64 = 1 << 63;
 
-use super::{Failure, Invariant, MetaFlight, Mutation, Pending, Queued, Sim, Verify};
+use super::{Failure, Invariant, MetaFlight, Mutation, Pending, Queued, Sim, SimFormat, Verify};
 
 /// The metadata job out on the members.
 struct Out {
@@ -324,6 +324,12 @@ impl Sim {
                 {
                     d.write(*offset, &without_unclean_mark(data))
                 }
+                MetaOp::Write { offset, data, .. }
+                    if self.cfg.mutation == Some(Mutation::RaidframeNoDirtyRecord)
+                        && self.format == SimFormat::Raidframe =>
+                {
+                    d.write(*offset, &without_dirty_record(*offset, data))
+                }
                 MetaOp::Write { offset, data, .. } => d.write(*offset, data),
                 MetaOp::Flush { .. } => {
                     d.flush_done(f.mark.expect("flushes carry a mark"));
@@ -390,4 +396,20 @@ fn meta_op_name(op: &MetaOp) -> String {
         MetaOp::Write { what, .. } => what.to_string(),
         MetaOp::Flush { .. } => "flush".into(),
     }
+}
+
+/// A RAIDframe label or parity map as written, with what says "dirty" taken out: the label's
+/// clean flag set, the map's regions all clear.
+fn without_dirty_record(offset: u64, data: &bytes::Bytes) -> Vec<u8> {
+    use uraid_raidframe_format::label::{ComponentLabel, RAID_CLEAN};
+    use uraid_raidframe_format::layout::{parity_map_offset, LABEL_OFFSET};
+    if offset == LABEL_OFFSET {
+        if let Ok(mut label) = ComponentLabel::parse(data) {
+            label.clean = RAID_CLEAN;
+            return label.to_area(data.len());
+        }
+    } else if offset == parity_map_offset(512) {
+        return vec![0; data.len()];
+    }
+    data.to_vec()
 }

@@ -46,6 +46,7 @@ mod faults;
 mod jobs;
 mod md_members;
 mod metadata;
+mod raidframe_members;
 mod report;
 mod setup;
 mod vinum_members;
@@ -153,6 +154,14 @@ fn configure_reads(array: &mut Array, policy: ReadPolicy) {
     array.set_split_tuning(SIM_SPLIT);
 }
 
+/// The on-disk format a run's members are in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SimFormat {
+    Md,
+    Vinum,
+    Raidframe,
+}
+
 pub struct Sim {
     cfg: Config,
     geometry: Geometry,
@@ -200,8 +209,9 @@ pub struct Sim {
     /// The array as `uraid` runs it: the engine, and md's metadata (or gvinum's), deferred to
     /// the run.
     open: OpenArray,
-    /// The members are gvinum drives holding one volume, not md members.
-    vinum: bool,
+    /// What the members are: md members, gvinum drives holding one volume, or the components
+    /// of a RAIDframe set.
+    format: SimFormat,
     meta: metadata::MetaRun,
     model: Model,
     now: u64,

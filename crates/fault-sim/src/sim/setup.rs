@@ -14,20 +14,21 @@ use crate::geometries;
 use crate::member_device::device_id;
 use crate::model::Model;
 use crate::rng::SimRng;
-use crate::vinum_geometries;
+use crate::{raidframe_geometries, vinum_geometries};
 
 use super::md_members::{self, Consistency};
-use super::vinum_members;
 use super::{
     configure_reads, metadata, Config, Failure, Fault, FaultKind, Invariant, Mode, Mutation, Report, Scenario, Sim,
     Workload,
 };
+use super::{raidframe_members, vinum_members, SimFormat};
 
-/// What a run's geometry name builds: an md array's geometry and sizes, or a gvinum volume's
-/// create description.
+/// What a run's geometry name builds: an md array's geometry and sizes, a gvinum volume's
+/// create description, or a RAIDframe set's shape.
 enum Built {
     Md(geometries::Built),
     Vinum(vinum_geometries::VinumBuilt),
+    Raidframe(raidframe_geometries::RaidframeBuilt),
 }
 
 impl Sim {
@@ -41,14 +42,27 @@ impl Sim {
             explained_by_write_hole: false,
         };
         let mut rng = SimRng::new(cfg.seed);
-        let vinum = vinum_geometries::is_vinum(&cfg.geometry);
-        if vinum && cfg.scenario == Scenario::WriteHole {
-            return Err(setup(&cfg, "the write-hole scenario runs md arrays, not Vinum volumes".into()));
-        }
-        let built = if vinum {
-            Built::Vinum(vinum_geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?)
+        let format = if vinum_geometries::is_vinum(&cfg.geometry) {
+            SimFormat::Vinum
+        } else if raidframe_geometries::is_raidframe(&cfg.geometry) {
+            SimFormat::Raidframe
         } else {
-            Built::Md(geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?)
+            SimFormat::Md
+        };
+        if format != SimFormat::Md && cfg.scenario == Scenario::WriteHole {
+            return Err(setup(
+                &cfg,
+                "the write-hole scenario runs md arrays, not Vinum volumes or RAIDframe sets".into(),
+            ));
+        }
+        let built = match format {
+            SimFormat::Vinum => {
+                Built::Vinum(vinum_geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?)
+            }
+            SimFormat::Raidframe => {
+                Built::Raidframe(raidframe_geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?)
+            }
+            SimFormat::Md => Built::Md(geometries::build(&cfg.geometry, &mut rng).map_err(|e| setup(&cfg, e))?),
         };
         let parity = matches!(&built, Built::Md(b) if b.geometry.is_parity());
         if cfg.scenario == Scenario::WriteHole && !parity {
@@ -75,6 +89,10 @@ impl Sim {
             Built::Vinum(vb) => {
                 let (devices, disk_bytes, open) = vinum_members::start(vb).map_err(|e| setup(&cfg, e))?;
                 (devices, disk_bytes, open, "vinum", vb.summary.clone())
+            }
+            Built::Raidframe(rb) => {
+                let (devices, disk_bytes, open) = raidframe_members::start(rb).map_err(|e| setup(&cfg, e))?;
+                (devices, disk_bytes, open, "raidframe", rb.summary.clone())
             }
         };
         let n = devices.len();
@@ -164,7 +182,7 @@ impl Sim {
             joined: ids,
             waiting_spares: Vec::new(),
             open,
-            vinum,
+            format,
             meta: metadata::MetaRun::default(),
             model: Model::new(size),
             now: 0,
@@ -204,9 +222,10 @@ impl Sim {
         sim.refresh_slots();
         sim.plan_workload();
         sim.plan_faults();
-        if vinum {
+        if format != SimFormat::Md {
             // gvinum has no hot spares: a volume runs on with what it has, and revives what a
-            // crash or a write left stale when it is started again.
+            // crash or a write left stale when it is started again. RAIDframe has them, but
+            // uraid does not run reconstruction onto them yet: a set runs on degraded.
             sim.spares = false;
         }
         Ok(sim)
@@ -344,7 +363,7 @@ impl Sim {
                     faults.push((at(r, 15, 95), FaultKind::Crash));
                 }
             }
-            (_, Some(Mutation::VinumNoDirtyMark), _) => {
+            (_, Some(Mutation::VinumNoDirtyMark | Mutation::RaidframeNoDirtyRecord), _) => {
                 for _ in 0..2 {
                     faults.push((at(r, 15, 95), FaultKind::Crash));
                 }

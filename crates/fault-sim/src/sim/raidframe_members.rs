@@ -1,0 +1,55 @@
+//! The members as NetBSD's RAIDframe keeps them: components labelled as a new set is once
+//! initialised (`uraid_raidframe_format::NewSet`), and the set opened from the components'
+//! bytes by `OpenArray::open_raidframe`, the code `uraid serve` runs on components found by
+//! scanning: grouped by their labels, the freshest modification counter deciding which columns
+//! serve, stale and failed components left out.
+
+use std::sync::Arc;
+
+use uraid_device::open_array::SetSource;
+use uraid_device::{MemberDevice, OpenArray, OpenError};
+use uraid_raidframe_format::layout::{self, ParityMap};
+
+use crate::disk::SimDisk;
+use crate::member_device::SimMember;
+use crate::raidframe_geometries::{RaidframeBuilt, SERIAL};
+
+/// The modification counter of the new set's labels.
+const NEW_SET_MOD_COUNTER: i32 = 9;
+
+/// Label the components of `built` on new simulated devices and open the set.
+pub(super) fn start(built: &RaidframeBuilt) -> Result<(Vec<SimDisk>, u64, OpenArray), String> {
+    let set = &built.set;
+    let sector = u64::from(set.sector_bytes);
+    let disk_bytes = set.partition_sectors * sector;
+    let mut devices: Vec<SimDisk> = (0..set.num_columns as usize).map(|id| SimDisk::new(id, disk_bytes)).collect();
+    for (column, disk) in devices.iter_mut().enumerate() {
+        let label = set.label(column as u32, NEW_SET_MOD_COUNTER, true).ok_or("components too small for any data")?;
+        disk.write_durable(layout::LABEL_OFFSET, &label.to_area(layout::label_area_size(sector) as usize))?;
+        if label.parity_map_regions > 0 {
+            let map = ParityMap::clean().to_area(layout::parity_map_area_size(sector) as usize);
+            disk.write_durable(layout::parity_map_offset(sector), &map)?;
+        }
+    }
+    let ids: Vec<usize> = (0..devices.len()).collect();
+    let open = open(&mut devices, &ids).map_err(|e| format!("opening the new set: {e}"))?;
+    Ok((devices, disk_bytes, open))
+}
+
+/// Open the set from the current bytes of `disks` (those with ids `ids`), as `uraid` opens
+/// components found by scanning, writable, with the metadata deferred to the simulation.
+/// Opening writes nothing: labels are written by later metadata steps.
+pub(super) fn open(disks: &mut [SimDisk], ids: &[usize]) -> Result<OpenArray, OpenError> {
+    let views: Vec<SimMember> = ids.iter().map(|&d| SimMember::of(&disks[d])).collect();
+    let devs: Vec<Option<Arc<dyn MemberDevice>>> =
+        views.iter().map(|v| Some(Arc::new(v.clone()) as Arc<dyn MemberDevice>)).collect();
+    let result = OpenArray::open_raidframe(devs, SetSource::Autoconfigure { serial: Some(SERIAL) }, true);
+    for (view, &d) in views.iter().zip(ids) {
+        if !view.take_writes().is_empty() {
+            return Err(OpenError::BadMember(format!("d{d}: opening the set wrote to it outside the run")));
+        }
+    }
+    let mut open = result.map_err(OpenError::from)?;
+    open.defer_metadata(true);
+    Ok(open)
+}
