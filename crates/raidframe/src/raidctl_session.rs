@@ -82,7 +82,8 @@ pub enum LabelChange {
     None,
     /// `-i` or `-P`: parity rewritten, so the set is recorded clean.
     ParityRewritten,
-    /// `-I SERIAL`: a new serial number on every live label.
+    /// `-I SERIAL`: a new serial number on every live label, which are initialised anew: not
+    /// autoconfigured, and with a disabled parity map no map fields.
     Serial(i32),
     /// `-A`.
     Autoconfig(Autoconfig),
@@ -140,7 +141,18 @@ impl Session {
             label.parity_map_modcount = survivors_at;
             label.clean = if parity_good { RAID_CLEAN } else { RAID_DIRTY };
             match change {
-                LabelChange::Serial(serial) => label.serial_number = serial,
+                LabelChange::Serial(serial) => {
+                    // `raid_init_component_label` starts the labels afresh: the set configured
+                    // by raidctl is not autoconfigured, and a disabled map leaves its fields 0.
+                    label.serial_number = serial;
+                    (label.autoconfigure, label.root_partition) = Autoconfig::No.words();
+                    if self.map_fields.is_some_and(|(flags, ..)| flags & PMLABEL_DISABLE != 0) {
+                        label.parity_map_flags = 0;
+                        label.parity_map_tickms = 0;
+                        label.parity_map_ntick = 0;
+                        label.parity_map_regions = 0;
+                    }
+                }
                 LabelChange::Autoconfig(a) => (label.autoconfigure, label.root_partition) = a.words(),
                 LabelChange::ParityMap(on) if self.map_fields.is_some() => {
                     if on {

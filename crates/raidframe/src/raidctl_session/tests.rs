@@ -54,7 +54,11 @@ fn autoconfig_and_parity_map_settings() {
     let m = disabled.final_labels(LabelChange::ParityMap(true)).unwrap();
     assert!(m.iter().flatten().all(|l| l.parity_map_flags == PMLABEL_VALID));
     let i = s.final_labels(LabelChange::Serial(99)).unwrap();
-    assert!(i.iter().flatten().all(|l| l.serial_number == 99));
+    assert!(i.iter().flatten().all(|l| l.serial_number == 99 && l.parity_map_flags == 3));
+    let mut auto = disabled.clone();
+    auto.labels.iter_mut().flatten().for_each(|l| l.autoconfigure = 1);
+    let i = auto.final_labels(LabelChange::Serial(99)).unwrap();
+    assert!(i.iter().flatten().all(|l| (l.autoconfigure, l.parity_map_flags, l.parity_map_regions) == (0, 0, 0)));
 }
 
 #[test]

@@ -12,7 +12,7 @@ use uraid_raidframe_format::layout::{region_size_sectors, ParityMap};
 
 use super::super::{emit, err, CliResult};
 use super::session::Configured;
-use super::target::{parity_clean, unit, Target};
+use super::target::{unit, Target};
 
 /// `raidctl -m`.
 pub fn status(target: &Target, json: bool) -> CliResult {
@@ -46,15 +46,13 @@ pub fn status(target: &Target, json: bool) -> CliResult {
             let region_kb = region_size_sectors(g.stripe_units_per_disk(), regions, g.data_sectors_per_stripe())
                 * set.plan.layout.sector_bytes()
                 / 1024;
-            // A map the driver would not trust is replaced at configure: wholly dirty unless
-            // the labels say the parity is good.
-            let map = on_disk.as_deref().cloned().unwrap_or_else(|| {
-                if parity_clean(&array) {
-                    ParityMap::clean()
-                } else {
-                    ParityMap::all_dirty()
-                }
-            });
+            // With dirty labels the whole set's parity is owed a rewrite and the driver counts
+            // no region dirty (measured); a map it would not trust is replaced at configure,
+            // clean since the labels say the parity is good.
+            let map = match on_disk.as_deref() {
+                Some(map) if set.plan.labels_clean => map.clone(),
+                _ => ParityMap::clean(),
+            };
             let dirty: Vec<usize> = map.dirty_regions().filter(|&r| r < regions as usize).collect();
             if json {
                 let v = json!({
