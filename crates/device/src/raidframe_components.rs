@@ -99,7 +99,11 @@ pub fn read_component(dev: &dyn MemberDevice) -> Result<ReadComponent, Component
 
 /// Write `label` (and, when given, `map` beside it) to `dev` where NetBSD keeps them, then
 /// flush: the writes a component label update makes (`raidflush_component_label`).
-pub fn write_component(dev: &dyn MemberDevice, label: &ComponentLabel, map: Option<&ParityMap>) -> Result<(), ComponentError> {
+pub fn write_component(
+    dev: &dyn MemberDevice,
+    label: &ComponentLabel,
+    map: Option<&ParityMap>,
+) -> Result<(), ComponentError> {
     let sector = u64::try_from(label.block_size).ok().filter(|&b| b > 0).unwrap_or(PROBE_SECTOR);
     let write = |offset: u64, bytes: &[u8]| {
         dev.write_at(offset, bytes).map_err(|source| ComponentError::Write { device: dev.name().to_string(), source })

@@ -13,7 +13,10 @@
 //! - **unconfigure** (`-u`): [`UNCONFIGURE_BUMPS`] (its own open, then the shutdown's updates);
 //! - **fail** (`-f`): `rf_FailDisk` updates the survivors' labels [`FAIL_BUMPS`] more times; the
 //!   failed component's label stops at the counter of the verb's open plus one
-//!   ([`FAILED_LABEL_BUMPS`] above the set's counter), and keeps everything else.
+//!   ([`FAILED_LABEL_BUMPS`] above the set's counter), and keeps everything else. These two
+//!   vary with the driver's parity map state (survivors 8 or 10 above, the failed label 3 or 4,
+//!   on sets of the same shape); the larger, first measured, are used. Either way the failed
+//!   component is behind the survivors and the next configuration fails it.
 //!
 //! So a session that changes something leaves every live label at the set's counter plus
 //! [`SESSION_BUMPS`] (plus [`FAIL_BUMPS`] for `-f`). The clean flag at the unconfigure is the
