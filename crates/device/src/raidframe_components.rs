@@ -1,4 +1,4 @@
-//! Reading NetBSD RAIDframe components on member devices.
+//! Reading and writing NetBSD RAIDframe components' labels and parity maps on member devices.
 //!
 //! A component starts with 16 KiB RAIDframe never touches, then its label at byte 16384 and,
 //! on sets with redundancy, the parity map after it; data starts at sector 64. What the bytes
@@ -27,6 +27,8 @@ const PROBE_SECTOR: u64 = 512;
 pub enum ComponentError {
     #[error("{device}: cannot read: {source}")]
     Read { device: String, source: std::io::Error },
+    #[error("{device}: cannot write its RAIDframe label or parity map: {source}")]
+    Write { device: String, source: std::io::Error },
     /// The label area is blank, or holds no RAIDframe version word: not a component.
     #[error("{device}: no RAIDframe component label at byte 16384 ({source})")]
     NoLabel { device: String, source: LabelError },
@@ -45,6 +47,7 @@ impl ComponentError {
     pub fn device(&self) -> &str {
         match self {
             ComponentError::Read { device, .. }
+            | ComponentError::Write { device, .. }
             | ComponentError::NoLabel { device, .. }
             | ComponentError::Damaged { device, .. }
             | ComponentError::TooSmall { device, .. } => device,
@@ -92,6 +95,24 @@ pub fn read_component(dev: &dyn MemberDevice) -> Result<ReadComponent, Component
     let area = read(dev, parity_map_offset(sector), parity_map_area_size(sector))?;
     let parity_map = ParityMap::parse(&area).ok();
     Ok(ReadComponent { label, parity_map })
+}
+
+/// Write `label` (and, when given, `map` beside it) to `dev` where NetBSD keeps them, then
+/// flush: the writes a component label update makes (`raidflush_component_label`).
+pub fn write_component(
+    dev: &dyn MemberDevice,
+    label: &ComponentLabel,
+    map: Option<&ParityMap>,
+) -> Result<(), ComponentError> {
+    let sector = u64::try_from(label.block_size).ok().filter(|&b| b > 0).unwrap_or(PROBE_SECTOR);
+    let write = |offset: u64, bytes: &[u8]| {
+        dev.write_at(offset, bytes).map_err(|source| ComponentError::Write { device: dev.name().to_string(), source })
+    };
+    if let Some(map) = map {
+        write(parity_map_offset(sector), &map.to_area(parity_map_area_size(sector) as usize))?;
+    }
+    write(LABEL_OFFSET, &label.to_area(label_area_size(sector) as usize))?;
+    dev.flush().map_err(|source| ComponentError::Write { device: dev.name().to_string(), source })
 }
 
 #[cfg(test)]

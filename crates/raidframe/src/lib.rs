@@ -8,9 +8,13 @@
 //! - [`set_plan`]: which components serve, from their labels, as the kernel decides at
 //!   autoconfiguration or at `raidctl -c`;
 //! - [`metadata`]: the running set's component label updates (mod_counter, clean flag, status)
-//!   and its parity map, behind the engine's format-neutral `ArrayMetadata`.
+//!   and its parity map, behind the engine's format-neutral `ArrayMetadata`;
+//! - [`new_set`]: the labels `raidctl -C` and `-I` give the components of a new set;
+//! - [`raidctl_session`]: the labels NetBSD leaves after `raidctl -c; VERB; -u`.
 
 pub mod metadata;
+pub mod new_set;
+pub mod raidctl_session;
 pub mod set_layout;
 pub mod set_plan;
 

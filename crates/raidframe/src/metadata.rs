@@ -36,14 +36,12 @@ use uraid_engine::metadata::{
     ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, MetaStep, MetaWhat, StepQueue, Ticket, UnixSeconds,
 };
 use uraid_engine::SlotState;
-use uraid_raidframe_format::label::{
-    ComponentLabel, DiskStatus, PMLABEL_DISABLE, PMLABEL_VALID, PMLABEL_WASUSED, RAID_CLEAN, RAID_DIRTY,
-};
+use uraid_raidframe_format::label::{ComponentLabel, DiskStatus, RAID_CLEAN, RAID_DIRTY};
 use uraid_raidframe_format::layout::{
-    default_region_count, label_area_size, parity_map_area_size, parity_map_offset, ParityMap, LABEL_OFFSET,
+    label_area_size, parity_map_area_size, parity_map_offset, ParityMap, LABEL_OFFSET,
 };
 
-use crate::set_plan::MapStart;
+use crate::set_plan::{map_fields_at_configure, MapStart};
 
 /// What a running set's metadata starts from.
 #[derive(Debug, Clone)]
@@ -118,25 +116,13 @@ impl RaidframeMetadata {
             column_device[column] = Some(device);
         }
         let live = (0..columns).map(|c| column_device[c].is_some() && start.labels[c].is_some()).collect();
-        let (map, map_fields) = match start.parity_map {
-            MapStart::NoParity => (None, None),
-            MapStart::Disabled => {
-                let first = start.labels.iter().flatten().next();
-                let (tickms, ntick, regions) =
-                    first.map_or((0, 0, 0), |l| (l.parity_map_tickms, l.parity_map_ntick, l.parity_map_regions));
-                (None, Some((PMLABEL_VALID | PMLABEL_DISABLE, tickms, ntick, regions)))
+        let first = start.labels.iter().flatten().next();
+        let map_fields = map_fields_at_configure(&start.parity_map, first, start.sectors_per_disk, start.sector_bytes);
+        let map = match (start.parity_map, map_fields) {
+            (MapStart::InUse { on_disk, tickms, ntick, .. }, Some((_, _, _, regions))) => {
+                Some(MapState { on_disk: on_disk.map(|m| *m), regions, tickms, ntick })
             }
-            MapStart::InUse { on_disk, regions, tickms, ntick } => {
-                let regions = if regions == 0 {
-                    default_region_count(start.sectors_per_disk, start.sector_bytes)
-                } else {
-                    regions
-                };
-                (
-                    Some(MapState { on_disk: on_disk.map(|m| *m), regions, tickms, ntick }),
-                    Some((PMLABEL_VALID | PMLABEL_WASUSED, tickms, ntick, regions)),
-                )
-            }
+            _ => None,
         };
         let map_all_dirty = map.as_ref().is_none_or(|m| m.on_disk.as_ref() == Some(&ParityMap::all_dirty()));
         RaidframeMetadata {

@@ -16,8 +16,8 @@ use thiserror::Error;
 use uraid_raidframe_format::config_file::{RaidConfig, ABSENT};
 use uraid_raidframe_format::configure_check::{check_labels, ConfigureCheck, Refusal};
 use uraid_raidframe_format::freshness::{assess_set, group_sets, ColumnState};
-use uraid_raidframe_format::label::ComponentLabel;
-use uraid_raidframe_format::layout::{parity_map_verdict, ParityMap, ParityMapVerdict};
+use uraid_raidframe_format::label::{ComponentLabel, PMLABEL_DISABLE, PMLABEL_VALID, PMLABEL_WASUSED};
+use uraid_raidframe_format::layout::{default_region_count, parity_map_verdict, ParityMap, ParityMapVerdict};
 use uraid_raidframe_format::mapping::{Geometry, Level, MappingError};
 
 use crate::set_layout::{SetLayout, SetLayoutError};
@@ -328,6 +328,13 @@ impl SetPlan {
         }
     }
 
+    /// The labels' parity map fields as this set's configure writes them; see
+    /// [`map_fields_at_configure`].
+    pub fn configured_map_fields(&self, first: Option<&ComponentLabel>) -> Option<(u32, u32, u32, u32)> {
+        let g = self.layout.raid_geometry();
+        map_fields_at_configure(&self.parity_map, first, g.sectors_per_disk, self.layout.sector_bytes())
+    }
+
     /// Columns without a fresh component.
     pub fn missing_columns(&self) -> Vec<usize> {
         (0..self.columns.len()).filter(|&c| self.columns[c] == ColumnStart::Missing).collect()
@@ -338,6 +345,30 @@ impl SetPlan {
         match self.columns.get(column) {
             Some(ColumnStart::Fresh(i)) => Some(*i),
             _ => None,
+        }
+    }
+}
+
+/// The labels' parity map fields as `rf_paritymap_attach` writes them at configure: flags
+/// (VALID and WASUSED, or VALID and DISABLE when a label asked for no map), tick, cooldown and
+/// region count (the kernel's default for `sectors_per_disk` when none is recorded); `None` for
+/// RAID 0. A disabled map keeps the tick, cooldown and count of `first`, a fresh label.
+pub fn map_fields_at_configure(
+    parity_map: &MapStart,
+    first: Option<&ComponentLabel>,
+    sectors_per_disk: u64,
+    sector_bytes: u64,
+) -> Option<(u32, u32, u32, u32)> {
+    match parity_map {
+        MapStart::NoParity => None,
+        MapStart::Disabled => {
+            let (tickms, ntick, regions) =
+                first.map_or((0, 0, 0), |l| (l.parity_map_tickms, l.parity_map_ntick, l.parity_map_regions));
+            Some((PMLABEL_VALID | PMLABEL_DISABLE, tickms, ntick, regions))
+        }
+        MapStart::InUse { regions, tickms, ntick, .. } => {
+            let regions = if *regions == 0 { default_region_count(sectors_per_disk, sector_bytes) } else { *regions };
+            Some((PMLABEL_VALID | PMLABEL_WASUSED, *tickms, *ntick, regions))
         }
     }
 }

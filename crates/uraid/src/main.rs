@@ -56,6 +56,10 @@ enum Command {
     /// devices: create, list/l, ld, lv, lp, ls, printconfig, saveconfig, resetconfig, concat,
     /// stripe, raid5, mirror, as gvinum's verbs.
     Vinum(commands::vinum::VinumArgs),
+    /// NetBSD raidctl's verbs on a RAIDframe set named by its configuration file (or found with
+    /// --scan DIR): -s, -S, -p, -P, -i, -I, -g, -G, -f, -A, -M, -m, -c, -C, -u. Each command
+    /// configures the set, does the verb and unconfigures it, leaving the labels NetBSD leaves.
+    Raidctl(commands::raidctl::RaidctlArgs),
     /// Simulate in virtual time: the seed benchmarks over modelled disks (`seeds`), or the real
     /// engine under injected faults and crashes, judged against a model (`faults`).
     Sim(commands::sim::SimArgs),
@@ -240,7 +244,8 @@ pub struct ArraySource {
     #[arg(long, value_name = "NAME")]
     pub volume: Option<String>,
     /// Run the NetBSD RAIDframe set the raidctl configuration file CONFIG describes, on the
-    /// components its START disks section names, as `raidctl -c` configures it.
+    /// components its START disks section names (relative paths from the file's folder), as
+    /// `raidctl -c` configures it.
     #[arg(long, value_name = "CONFIG", conflicts_with_all = ["volume", "scan", "uuid", "serial"])]
     pub raidframe: Option<PathBuf>,
     /// Find the members (gvinum drives, RAIDframe components) under DIR instead of naming them.
@@ -466,6 +471,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => commands::bench::run(&a),
         Command::Sim(a) => commands::sim::run(&a),
         Command::Vinum(a) => commands::vinum::run(&a),
+        Command::Raidctl(a) => commands::raidctl::run(&a),
         Command::Check(a) => commands::pass::run(uraid_device::service::SyncAction::Check, &a),
         Command::Repair(a) => commands::pass::run(uraid_device::service::SyncAction::Repair, &a),
         Command::Resync(a) => commands::pass::run(uraid_device::service::SyncAction::Resync, &a),

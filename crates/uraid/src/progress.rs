@@ -1,6 +1,6 @@
-//! Progress of a background pass (resync, recovery, check, repair) shown while `uraid` waits
-//! for it in the foreground: an indicatif bar on a terminal, nothing otherwise (scripts get the
-//! final line only).
+//! Progress of a pass shown while `uraid` runs or waits for it in the foreground: an indicatif
+//! bar on a terminal, nothing otherwise (scripts get the final line only). [`follow`] waits for
+//! a background pass of the service; [`bytes_bar`] is for a pass the command drives itself.
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -41,4 +41,21 @@ pub fn follow(mut poll: impl FnMut() -> CliResult<Value>, wait: impl FnOnce() ->
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// A bar over `total` bytes labelled `message`, drawn on stderr when it is a terminal (`None`
+/// otherwise); the caller moves it with `set_position` and clears it with `finish_and_clear`.
+pub fn bytes_bar(total: u64, message: &'static str) -> Option<ProgressBar> {
+    std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(total);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{msg:>8} [{bar:40}] {percent:>3}% {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_message(message);
+        bar
+    })
 }

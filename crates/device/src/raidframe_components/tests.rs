@@ -1,7 +1,7 @@
 use uraid_raidframe_format::label::{ComponentLabel, RAID_CLEAN};
 use uraid_raidframe_format::layout::{ParityMap, LABEL_OFFSET};
 
-use super::{read_component, ComponentError};
+use super::{read_component, write_component, ComponentError};
 use crate::member::{MemberDevice, MemoryDevice};
 
 fn label() -> ComponentLabel {
@@ -47,4 +47,18 @@ fn blank_damaged_and_truncated_components_are_told_apart() {
     let e = read_component(&short).unwrap_err();
     assert!(matches!(e, ComponentError::TooSmall { recorded: 2048, sectors: 1500, .. }), "{e}");
     assert!(e.to_string().starts_with("c0: "), "{e}");
+}
+
+#[test]
+fn a_written_label_and_map_read_back_and_nothing_else_changes() {
+    let dev = MemoryDevice::new("c0", 2048 * 512);
+    dev.write_at(0, &[0xa5; 16384]).unwrap();
+    let mut map = ParityMap::clean();
+    map.set_dirty(3, true);
+    write_component(&dev, &label(), Some(&map)).unwrap();
+    let read = read_component(&dev).unwrap();
+    assert_eq!((read.label, read.parity_map), (label(), Some(map)));
+    let mut head = vec![0u8; 16384];
+    dev.read_at(0, &mut head).unwrap();
+    assert!(head.iter().all(|&b| b == 0xa5), "the 16 KiB before the label are NetBSD's to keep");
 }

@@ -1,7 +1,7 @@
 use uraid_engine::metadata::{ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, MetaWhat};
 use uraid_engine::SlotState;
 use uraid_raidframe_format::freshness::{assess_all, ColumnState};
-use uraid_raidframe_format::label::{ComponentLabel, PMLABEL_VALID, PMLABEL_WASUSED, RAID_CLEAN};
+use uraid_raidframe_format::label::{ComponentLabel, PMLABEL_DISABLE, PMLABEL_VALID, PMLABEL_WASUSED, RAID_CLEAN};
 use uraid_raidframe_format::layout::{parity_map_offset, ParityMap, LABEL_OFFSET};
 
 use super::{RaidframeMetadata, RaidframeStart};
@@ -154,7 +154,7 @@ fn a_set_found_dirty_stays_dirty_until_resynced() {
     assert!(steps.iter().flatten().all(|op| !matches!(op, MetaOp::Write { what: MetaWhat::Bitmap, .. })));
     let l = label_on(&disks[0]);
     assert_eq!((l.mod_counter, l.clean), (21, RAID_CLEAN));
-    assert_eq!(l.parity_map_flags & super::PMLABEL_DISABLE, super::PMLABEL_DISABLE);
+    assert_eq!(l.parity_map_flags & PMLABEL_DISABLE, PMLABEL_DISABLE);
 }
 
 #[test]

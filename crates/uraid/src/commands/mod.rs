@@ -10,6 +10,7 @@ pub mod detail;
 pub mod examine;
 pub mod mount;
 pub mod pass;
+pub mod raidctl;
 pub mod raidframe_describe;
 pub mod serve;
 pub mod sim;

@@ -19,12 +19,11 @@ fn yes_no(b: bool) -> &'static str {
     }
 }
 
-/// A component label as `uraid examine` prints it: `raidctl -g`'s lines, then the parity map
-/// fields raidctl does not print.
-pub fn examine_component(device: &str, label: &ComponentLabel) -> (String, Value) {
+/// A component label as `raidctl -g` prints it (and `raidctl -s` for each optimal component).
+pub fn raidctl_label_text(device: &str, label: &ComponentLabel) -> String {
     let level = label.level_char().unwrap_or('?');
-    let text = format!(
-        "Component label for {device}:\n   Row: {}, Column: {}, Num Rows: {}, Num Columns: {}\n   Version: {}, Serial Number: {}, Mod Counter: {}\n   Clean: {}, Status: {}\n   sectPerSU: {}, SUsPerPU: {}, SUsPerRU: {}\n   Queue size: {}, blocksize: {}, numBlocks: {}\n   RAID Level: {level}\n   Autoconfig: {}\n   Root partition: {}\n   Last configured as: raid{}\n   Parity map: flags {:#x}, mod counter {}, {} region(s), tick {} ms, cooldown {} tick(s)\n",
+    format!(
+        "Component label for {device}:\n   Row: {}, Column: {}, Num Rows: {}, Num Columns: {}\n   Version: {}, Serial Number: {}, Mod Counter: {}\n   Clean: {}, Status: {}\n   sectPerSU: {}, SUsPerPU: {}, SUsPerRU: {}\n   Queue size: {}, blocksize: {}, numBlocks: {}\n   RAID Level: {level}\n   Autoconfig: {}\n   Root partition: {}\n   Last configured as: raid{}\n",
         label.row,
         label.column,
         label.num_rows,
@@ -43,13 +42,28 @@ pub fn examine_component(device: &str, label: &ComponentLabel) -> (String, Value
         yes_no(label.autoconfigure != 0),
         ROOT_PARTITION[(label.root_partition & 3) as usize],
         label.last_unit,
+    )
+}
+
+/// A component label as `uraid examine` prints it: `raidctl -g`'s lines, then the parity map
+/// fields raidctl does not print; and as JSON.
+pub fn examine_component(device: &str, label: &ComponentLabel) -> (String, Value) {
+    let text = format!(
+        "{}   Parity map: flags {:#x}, mod counter {}, {} region(s), tick {} ms, cooldown {} tick(s)\n",
+        raidctl_label_text(device, label),
         label.parity_map_flags,
         label.parity_map_modcount,
         label.parity_map_regions,
         label.parity_map_tickms,
         label.parity_map_ntick,
     );
-    let value = json!({
+    (text, label_json(device, label))
+}
+
+/// A component label as JSON, every field raidctl prints and the parity map fields.
+pub fn label_json(device: &str, label: &ComponentLabel) -> Value {
+    let level = label.level_char().unwrap_or('?');
+    json!({
         "device": device,
         "format": "raidframe",
         "row": label.row,
@@ -79,8 +93,7 @@ pub fn examine_component(device: &str, label: &ComponentLabel) -> (String, Value
             "tickms": label.parity_map_tickms,
             "ntick": label.parity_map_ntick,
         },
-    });
-    (text, value)
+    })
 }
 
 /// A RAIDframe set as `uraid detail` prints it.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use uraid_device::raidframe_components::read_label;
 use uraid_device::{MemberDevice, OpenArray};
-use uraid_raidframe_format::config_file::RaidConfig;
+use uraid_raidframe_format::config_file::{RaidConfig, ABSENT};
 
 use super::vinum::drives::{DriveSet, Search};
 use super::{assemble_for_service, err, files_under, open_and_probe, scan_groups, select_members, CliError, CliResult};
@@ -76,9 +76,33 @@ pub fn open_raidframe_found(paths: &[PathBuf], serial: Option<u32>, writable: bo
 
 /// Open the RAIDframe set the raidctl configuration file at `path` describes.
 pub fn open_raidframe_config(path: &Path, writable: bool) -> CliResult<OpenArray> {
+    let (_, resolved) = read_raidframe_config(path)?;
+    open_raidframe_resolved(&resolved, writable)
+}
+
+/// Read the raidctl configuration file at `path`: as written, and with every relative
+/// component or spare path taken relative to the file's folder (raidctl would take them
+/// relative to where it runs; a file that travels with its images is more useful).
+pub fn read_raidframe_config(path: &Path) -> CliResult<(RaidConfig, RaidConfig)> {
     let text = std::fs::read_to_string(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
     let config = RaidConfig::parse(&text).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
-    let array = OpenArray::open_raidframe_config(&config, writable)?;
+    let folder = path.parent().unwrap_or(Path::new(""));
+    let resolve = |name: &String| {
+        if name == ABSENT || Path::new(name).is_absolute() {
+            name.clone()
+        } else {
+            folder.join(name).display().to_string()
+        }
+    };
+    let mut resolved = config.clone();
+    resolved.disks = config.disks.iter().map(resolve).collect();
+    resolved.spares = config.spares.iter().map(resolve).collect();
+    Ok((config, resolved))
+}
+
+/// Open the set a configuration file describes, its component paths already resolved.
+pub fn open_raidframe_resolved(config: &RaidConfig, writable: bool) -> CliResult<OpenArray> {
+    let array = OpenArray::open_raidframe_config(config, writable)?;
     report_raidframe(&array, writable);
     Ok(array)
 }

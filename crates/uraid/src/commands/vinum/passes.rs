@@ -7,11 +7,9 @@
 //! progress and speed limit), and the parity verbs send one check or repair request per row
 //! of the plex, counting the rows whose parity disagrees.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use uraid_device::service::{ArrayService, ServiceConfig, SpeedLimits};
 use uraid_device::OpenArray;
 use uraid_vinum::VolumePlan;
@@ -231,18 +229,7 @@ fn each_row(array: &mut OpenArray, plex: &str, repair: bool, verbose: bool) -> C
     let geometry = array.engine().geometry().clone();
     let row_bytes = geometry.stripe_data_bytes().expect("a raid5 plex has stripes");
     let rows = array.size() / row_bytes;
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(rows * row_bytes);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{msg:>8} [{bar:40}] {percent:>3}% {binary_bytes}/{binary_total_bytes} eta {eta}",
-            )
-            .expect("a valid template")
-            .progress_chars("=> "),
-        );
-        bar.set_message(if repair { "rebuild" } else { "check" });
-        bar
-    });
+    let bar = crate::progress::bytes_bar(rows * row_bytes, if repair { "rebuild" } else { "check" });
     let mut bad = 0;
     for row in 0..rows {
         let mismatched = array.sync(row * row_bytes, row_bytes, repair)?;

@@ -1,0 +1,91 @@
+//! The set a `uraid raidctl` command works on: the one its configuration file names, or the one
+//! autoconfiguration finds under `--scan DIR` (then described as a configuration file whose
+//! components are the paths found, as `raidctl -G` would print it).
+
+use uraid_device::OpenArray;
+use uraid_raidframe_format::config_file::{QueueLine, RaidConfig, ABSENT};
+
+use super::super::source::{open_raidframe_found, open_raidframe_resolved, read_raidframe_config};
+use super::super::{err, files_under, CliResult};
+use super::RaidctlArgs;
+
+/// A set named by a configuration file.
+pub struct Target {
+    /// The configuration with the component names as the user wrote them (these are the names
+    /// `-s` prints and `-g`, `-f` take).
+    pub shown: RaidConfig,
+    /// The same with relative paths resolved: what is opened.
+    pub resolved: RaidConfig,
+    /// How to name the set in messages: the configuration file, or the scanned folder.
+    pub name: String,
+}
+
+impl Target {
+    pub fn from_args(args: &RaidctlArgs) -> CliResult<Target> {
+        if let Some(path) = &args.config {
+            let (shown, resolved) = read_raidframe_config(path)?;
+            return Ok(Target { shown, resolved, name: path.display().to_string() });
+        }
+        let Some(dir) = &args.scan else {
+            return err("name the set's configuration file, or give --scan DIR");
+        };
+        let files = files_under(dir)?;
+        let array = open_raidframe_found(&files, args.serial, false)?;
+        let set = array.raidframe().expect("a RAIDframe set was opened");
+        let labels = set.metadata().labels();
+        let first = labels.iter().flatten().next().expect("an opened set has a fresh label");
+        let g = set.plan.layout.raid_geometry();
+        let disks = (0..g.columns as usize)
+            .map(|c| array.slot_device_name(c).map_or_else(|| ABSENT.to_string(), str::to_string))
+            .collect();
+        let config = RaidConfig {
+            num_rows: 1,
+            num_columns: g.columns as i32,
+            disks,
+            spares: vec![],
+            layout: uraid_raidframe_format::config_file::LayoutLine {
+                sect_per_su: first.sect_per_su,
+                sus_per_pu: first.sus_per_pu,
+                sus_per_ru: first.sus_per_ru,
+                level: g.level,
+            },
+            queue: QueueLine { queue_type: "fifo".into(), max_outstanding: first.max_outstanding },
+            debug: vec![],
+        };
+        Ok(Target { shown: config.clone(), resolved: config, name: dir.display().to_string() })
+    }
+
+    /// Configure the set as `raidctl -c` does; what was decided is said on stderr.
+    pub fn open(&self, writable: bool) -> CliResult<OpenArray> {
+        open_raidframe_resolved(&self.resolved, writable)
+    }
+
+    /// The column whose component the file names `component` (refused as raidctl refuses a
+    /// name that is not one of the set's).
+    pub fn column_of(&self, component: &str) -> CliResult<usize> {
+        match self.shown.disks.iter().position(|d| d == component && d != ABSENT) {
+            Some(c) => Ok(c),
+            None if self.shown.spares.iter().any(|s| s == component) => {
+                err(format!("{component} is a hot spare of {}, not a column", self.name))
+            }
+            None => err(format!(
+                "{component} is not a component of {} (its components: {})",
+                self.name,
+                self.shown.disks.join(", ")
+            )),
+        }
+    }
+}
+
+/// The unit the set was last configured as (`raidN`), from its labels.
+pub fn unit(array: &OpenArray) -> i32 {
+    let set = array.raidframe().expect("a RAIDframe set");
+    set.metadata().labels().iter().flatten().next().map_or(0, |l| l.last_unit)
+}
+
+/// Whether the set's parity is known good, as `raidctl -p` reports it: every fresh label clean
+/// and, with a parity map in use, no region dirty (RAID 0 has only the clean flags).
+pub fn parity_clean(array: &OpenArray) -> bool {
+    let set = array.raidframe().expect("a RAIDframe set");
+    set.plan.labels_clean && !array.needs_resync()
+}
