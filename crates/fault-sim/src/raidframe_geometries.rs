@@ -1,10 +1,13 @@
 //! Named NetBSD RAIDframe sets the simulation runs: `raidframe-raid1-2`, `raidframe-raid1-4`
 //! (mirrored pairs), `raidframe-raid4-N` and `raidframe-raid5-N` (N columns), each component a
 //! simulated device `dI` holding column I. The seed picks the stripe unit and the component
-//! size. The sets start as NetBSD leaves a new set once it is initialised (`raidctl -C`, `-I`,
-//! `-i`, `-u`): zero-filled (parity of zeros is zero), labels clean, parity maps clear.
+//! size. The sets start as `uraid raidctl -I` labels new components (the labels NetBSD's
+//! `raidctl -C`, `-I` leave), then as a parity rewrite leaves them: zero-filled (parity of zeros
+//! is zero), labels clean, parity maps clear.
 
-use uraid_raidframe_format::{Level, NewSet};
+use uraid_raidframe_format::config_file::{LayoutLine, QueueLine, RaidConfig};
+use uraid_raidframe_format::label::{ComponentLabel, RAID_CLEAN};
+use uraid_raidframe_format::Level;
 
 use crate::rng::SimRng;
 
@@ -30,9 +33,22 @@ pub const SERIAL: i32 = 2026;
 /// A RAIDframe set built for one run.
 #[derive(Debug, Clone)]
 pub struct RaidframeBuilt {
-    pub set: NewSet,
+    /// The set's configuration file, component `dI` in column I.
+    pub config: RaidConfig,
+    /// Sectors of each component.
+    pub partition_sectors: u64,
     /// The sizes the seed chose, for the trace.
     pub summary: String,
+}
+
+impl RaidframeBuilt {
+    /// The components' labels once the set is initialised and its parity written: clean.
+    pub fn labels(&self) -> Result<Vec<ComponentLabel>, String> {
+        let sectors = vec![Some(self.partition_sectors); self.config.disks.len()];
+        let labels = uraid_raidframe::new_set::new_labels(&self.config, &sectors, Some(SERIAL))
+            .map_err(|e| format!("labelling the set: {e}"))?;
+        Ok(labels.into_iter().flatten().map(|label| ComponentLabel { clean: RAID_CLEAN, ..label }).collect())
+    }
 }
 
 /// Build RAIDframe geometry `name` with sizes drawn from `rng`.
@@ -51,14 +67,14 @@ pub fn build(name: &str, rng: &mut SimRng) -> Result<RaidframeBuilt, String> {
     let sect_per_su = rng.pick(&[8u32, 16, 32, 64]);
     let units = rng.between(512 / u64::from(sect_per_su), 1024 / u64::from(sect_per_su));
     let data_sectors = units * u64::from(sect_per_su);
-    let set = NewSet {
-        serial_number: SERIAL,
-        level,
-        num_columns: columns,
-        sect_per_su,
-        max_outstanding: 100,
-        sector_bytes: 512,
-        partition_sectors: uraid_raidframe_format::layout::PROTECTED_SECTORS + data_sectors,
+    let config = RaidConfig {
+        num_rows: 1,
+        num_columns: columns as i32,
+        disks: (0..columns).map(|c| format!("d{c}")).collect(),
+        spares: Vec::new(),
+        layout: LayoutLine { sect_per_su: sect_per_su as i32, sus_per_pu: 1, sus_per_ru: 1, level },
+        queue: QueueLine { queue_type: "fifo".into(), max_outstanding: 100 },
+        debug: Vec::new(),
     };
     let summary = format!(
         "{name}: RAID {} over {columns} components of {} KiB of data, stripe units of {} KiB",
@@ -66,7 +82,8 @@ pub fn build(name: &str, rng: &mut SimRng) -> Result<RaidframeBuilt, String> {
         data_sectors / 2,
         sect_per_su / 2
     );
-    Ok(RaidframeBuilt { set, summary })
+    let partition_sectors = uraid_raidframe_format::layout::PROTECTED_SECTORS + data_sectors;
+    Ok(RaidframeBuilt { config, partition_sectors, summary })
 }
 
 #[cfg(test)]
@@ -78,9 +95,11 @@ mod tests {
         for name in ALL {
             for seed in 0..10 {
                 let b = build(name, &mut SimRng::new(seed)).unwrap_or_else(|e| panic!("{e}"));
-                for column in 0..b.set.num_columns {
-                    let label = b.set.label(column, 9, true).expect("room for data");
-                    label.check_reasonable(Some(b.set.partition_sectors)).unwrap();
+                let labels = b.labels().unwrap();
+                assert_eq!(labels.len(), b.config.disks.len());
+                for label in labels {
+                    label.check_reasonable(Some(b.partition_sectors)).unwrap();
+                    assert!(label.is_clean());
                 }
             }
         }

@@ -1,6 +1,5 @@
 //! The members as NetBSD's RAIDframe keeps them: components labelled as a new set is once
-//! initialised (`uraid_raidframe_format::NewSet`), and the set opened from the components'
-//! bytes by `OpenArray::open_raidframe`, the code `uraid serve` runs on components found by
+//! initialised (`RaidframeBuilt::labels`), and the set opened from the components' bytes by `OpenArray::open_raidframe`, the code `uraid serve` runs on components found by
 //! scanning: grouped by their labels, the freshest modification counter deciding which columns
 //! serve, stale and failed components left out.
 
@@ -14,17 +13,13 @@ use crate::disk::SimDisk;
 use crate::member_device::SimMember;
 use crate::raidframe_geometries::{RaidframeBuilt, SERIAL};
 
-/// The modification counter of the new set's labels.
-const NEW_SET_MOD_COUNTER: i32 = 9;
-
 /// Label the components of `built` on new simulated devices and open the set.
 pub(super) fn start(built: &RaidframeBuilt) -> Result<(Vec<SimDisk>, u64, OpenArray), String> {
-    let set = &built.set;
-    let sector = u64::from(set.sector_bytes);
-    let disk_bytes = set.partition_sectors * sector;
-    let mut devices: Vec<SimDisk> = (0..set.num_columns as usize).map(|id| SimDisk::new(id, disk_bytes)).collect();
-    for (column, disk) in devices.iter_mut().enumerate() {
-        let label = set.label(column as u32, NEW_SET_MOD_COUNTER, true).ok_or("components too small for any data")?;
+    let sector = uraid_raidframe::new_set::SECTOR_BYTES;
+    let disk_bytes = built.partition_sectors * sector;
+    let labels = built.labels()?;
+    let mut devices: Vec<SimDisk> = (0..labels.len()).map(|id| SimDisk::new(id, disk_bytes)).collect();
+    for (label, disk) in labels.iter().zip(devices.iter_mut()) {
         disk.write_durable(layout::LABEL_OFFSET, &label.to_area(layout::label_area_size(sector) as usize))?;
         if label.parity_map_regions > 0 {
             let map = ParityMap::clean().to_area(layout::parity_map_area_size(sector) as usize);

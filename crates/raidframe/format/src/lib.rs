@@ -16,7 +16,6 @@
 //! - [`layout`]: offsets of label, parity map and data; the on-disk parity map.
 //! - [`config_file`]: raidctl's configuration file, read and printed.
 //! - [`mapping`]: RAID sector to column and component sector for RAID 0, 1, 4 and 5.
-//! - [`new_set`]: the labels of a new set, as NetBSD leaves them once it is initialised.
 //! - [`freshness`]: grouping components into sets and picking the fresh ones.
 //! - [`configure_check`]: which components `raidctl -c` fails, or whether it refuses them.
 
@@ -26,7 +25,6 @@ pub mod freshness;
 pub mod label;
 pub mod layout;
 pub mod mapping;
-pub mod new_set;
 
 pub use config_file::{ConfigFileError, LayoutLine, QueueLine, RaidConfig};
 pub use configure_check::{check_labels, ConfigureCheck, Refusal};
@@ -34,4 +32,3 @@ pub use freshness::{assess_all, assess_set, group_sets, same_set, ColumnState, S
 pub use label::{ByteOrder, ComponentLabel, DiskStatus, LabelError};
 pub use layout::{ParityMap, ParityMapError, ParityMapVerdict};
 pub use mapping::{Geometry, Level, Location, Mapped, MappingError};
-pub use new_set::NewSet;
