@@ -479,8 +479,10 @@ fn main() -> ExitCode {
             // The last path is the mount point; the ones before it are members.
             a.file = a.paths.pop().expect("clap requires a path");
             a.members = std::mem::take(&mut a.paths);
-            if a.members.is_empty() && a.scan.is_none() {
-                eprintln!("uraid: mount: give the members (or --scan DIR) and then the FILE to mount on");
+            if a.members.is_empty() && a.scan.is_none() && a.raidframe.is_none() {
+                eprintln!(
+                    "uraid: mount: give the members (or --scan DIR, or --raidframe CONFIG) and then the FILE to mount on"
+                );
                 return ExitCode::FAILURE;
             }
             commands::mount::run(&a)

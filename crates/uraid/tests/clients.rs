@@ -654,8 +654,14 @@ struct Mounted {
 
 impl Mounted {
     fn start(dir: &Path, members: &[PathBuf], size: u64) -> Mounted {
+        let args: Vec<&std::ffi::OsStr> = members.iter().map(|m| m.as_os_str()).collect();
+        Mounted::start_with(dir, &args, size)
+    }
+
+    /// `uraid mount ARGS... FILE`: members, or `--raidframe CONFIG`.
+    fn start_with(dir: &Path, args: &[&std::ffi::OsStr], size: u64) -> Mounted {
         let file = dir.join("array");
-        let mut daemon = Daemon::spawn(uraid().arg("mount").args(members).arg(&file), dir, "mount");
+        let mut daemon = Daemon::spawn(uraid().arg("mount").args(args).arg(&file), dir, "mount");
         // Until FUSE is mounted, the file is the empty one uraid created.
         poll_until(Duration::from_secs(10), "the FUSE file to show the array's size", || {
             daemon.assert_running("uraid mount");
@@ -1356,4 +1362,49 @@ fn serve_by_scan_and_uuid() {
     let size = run_ok(tool("nbdinfo", "libnbd-bin").arg("--size").arg(server.uri())).stdout;
     assert_eq!(String::from_utf8_lossy(&size).trim(), array_size(&r5).to_string());
     server.stop();
+}
+
+/// A NetBSD RAIDframe RAID 5 set made with `uraid raidctl`, mounted by its configuration file:
+/// ext4 made and filled through it, then read back with a component missing.
+#[test]
+fn ext4_on_a_raidframe_set_mounted_by_its_configuration_file() {
+    // SAFETY: geteuid cannot fail.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it attaches loop devices and mounts ext4");
+    let tmp = scratch();
+    let dir = tmp.path();
+    let members = member_files(dir, 3, 32 * MIB);
+    let conf = dir.join("raid0.conf");
+    fs::write(&conf, "START array\n1 3 0\nSTART disks\nm0\nm1\nm2\nSTART layout\n64 1 1 5\nSTART queue\nfifo 100\n")
+        .unwrap();
+    for (i, m) in members.iter().enumerate() {
+        fs::rename(m, dir.join(format!("m{i}"))).unwrap();
+    }
+    run_ok(uraid().args(["raidctl", "-I", "2026"]).arg(&conf));
+    run_ok(uraid().args(["raidctl", "-i"]).arg(&conf));
+    // Two data columns of 32 MiB less the 64 protected sectors, in whole 32 KiB stripe units.
+    let size = 2 * ((32 * MIB - 32 * 1024) / (32 * 1024) * (32 * 1024));
+    let mnt = dir.join("mnt");
+    let mut m = Mounted::start_with(dir, &["--raidframe".as_ref(), conf.as_os_str()], size);
+    let dev = m.attach_loop();
+    run_ok(tool("mkfs.ext4", "e2fsprogs").args(["-q", &dev]));
+    m.mount_fs(&mnt);
+    copy_tree_and_files(&mnt, 300);
+    let written = tree_hashes(&mnt);
+    assert!(written.len() > 50, "too few files to mean anything: {}", written.len());
+    m.unmount_fs();
+    e2fsck_clean(&dev);
+    m.detach_loop();
+    m.stop();
+    let parity = run_ok(uraid().args(["raidctl", "-p"]).arg(&conf));
+    assert!(String::from_utf8_lossy(&parity.stdout).contains("Parity status: clean"), "clean after the unmount");
+
+    // Column 1 failed: the files read back rebuilt from parity.
+    run_ok(uraid().args(["raidctl", "-f"]).arg(dir.join("m1")).arg(&conf));
+    let mut m = Mounted::start_with(dir, &["--raidframe".as_ref(), conf.as_os_str()], size);
+    m.attach_loop();
+    m.mount_fs(&mnt);
+    assert!(tree_hashes(&mnt) == written, "files read back degraded differ from those written");
+    m.unmount_fs();
+    m.detach_loop();
+    m.stop();
 }

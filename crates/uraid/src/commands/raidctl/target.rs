@@ -60,10 +60,17 @@ impl Target {
         open_raidframe_resolved(&self.resolved, writable)
     }
 
-    /// The column whose component the file names `component` (refused as raidctl refuses a
-    /// name that is not one of the set's).
+    /// The column whose component the file names `component`: as written in the file (as
+    /// raidctl matches it), or the same file by another path. Refused as raidctl refuses a name
+    /// that is not one of the set's.
     pub fn column_of(&self, component: &str) -> CliResult<usize> {
-        match self.shown.disks.iter().position(|d| d == component && d != ABSENT) {
+        let canon = |p: &str| std::fs::canonicalize(p).ok();
+        let given = canon(component);
+        let same_file = |c: usize| given.is_some() && canon(&self.resolved.disks[c]) == given;
+        let written = self.shown.disks.iter().position(|d| d == component && d != ABSENT);
+        let found =
+            written.or_else(|| (0..self.shown.disks.len()).find(|&c| self.shown.disks[c] != ABSENT && same_file(c)));
+        match found {
             Some(c) => Ok(c),
             None if self.shown.spares.iter().any(|s| s == component) => {
                 err(format!("{component} is a hot spare of {}, not a column", self.name))
