@@ -171,15 +171,23 @@ pub trait ArrayMetadata: Send {
     /// Whether a resync is owed before the array may be recorded clean.
     fn needs_resync(&self) -> bool;
 
-    /// Where a resync may resume, in array bytes (0: from the start).
-    fn resync_checkpoint(&self) -> u64;
+    /// Where a resync may resume, in array bytes (0: from the start, for formats that keep no
+    /// resync checkpoint).
+    fn resync_checkpoint(&self) -> u64 {
+        0
+    }
 
-    /// Whether intent region `region` may hold writes a crash left inconsistent.
-    fn intent_dirty(&self, region: u64) -> bool;
+    /// Whether intent region `region` may hold writes a crash left inconsistent (never, for
+    /// formats that keep no intent log).
+    fn intent_dirty(&self, _region: u64) -> bool {
+        false
+    }
 
     /// Bytes per intent region (of each member, or of the array for layouts that say so), or
     /// `None` when the format keeps no intent log for this array.
-    fn intent_region_bytes(&self) -> Option<u64>;
+    fn intent_region_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The queue every format keeps behind [`ArrayMetadata`]: its updates as steps in order, the

@@ -350,18 +350,6 @@ impl ArrayMetadata for RaidframeMetadata {
     fn needs_resync(&self) -> bool {
         self.needs_resync
     }
-
-    fn resync_checkpoint(&self) -> u64 {
-        0
-    }
-
-    fn intent_dirty(&self, _region: u64) -> bool {
-        false
-    }
-
-    fn intent_region_bytes(&self) -> Option<u64> {
-        None
-    }
 }
 
 #[cfg(test)]

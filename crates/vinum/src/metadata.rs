@@ -347,18 +347,6 @@ impl ArrayMetadata for VinumMetadata {
         // rewritten. (Subdisks saved stale come back as slots to rebuild, not as a resync.)
         self.needs_resync
     }
-
-    fn resync_checkpoint(&self) -> u64 {
-        0
-    }
-
-    fn intent_dirty(&self, _region: u64) -> bool {
-        false
-    }
-
-    fn intent_region_bytes(&self) -> Option<u64> {
-        None
-    }
 }
 
 #[cfg(test)]
