@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Seed 003's workload for real: extract a tar archive of about 800 MB into a fresh ext4 on one
-member file (no RAID), and on uraid volumes over member files: RAID 0 over 2 and RAID 5 over 3,
-each as an md array and as a NetBSD RAIDframe set. The volumes are the FUSE file of
+member file (no RAID), on the same one file through uraid (md linear over one member), and on
+uraid volumes over member files: RAID 0 over 2 and RAID 5 over 3, each as an md array and as a
+NetBSD RAIDframe set. The volumes are the FUSE file of
 `uraid mount`, turned into a block device by `losetup --direct-io=on`, as bench/bonnie.py does.
 
 The archive is made once, seeded: files of 4 KiB to 400 KiB (88 KiB on average, as the
@@ -34,6 +35,8 @@ ROOT = os.path.dirname(HERE)
 # name, format, level, members
 CONFIGS = [
     ("single", None, None, 1),
+    # The same one file through uraid (md linear over one member): what FUSE and the engine cost.
+    ("md-linear-1", "md", "linear", 1),
     ("md-raid0", "md", "0", 2),
     ("md-raid5", "md", "5", 3),
     ("raidframe-raid0", "raidframe", "0", 2),
