@@ -45,10 +45,9 @@ pub fn run(target: &Target) -> CliResult {
         ));
     }
     let served = set.metadata().labels()[column].clone().expect("a used spare has its label");
-    // A component that carried a label when the set was configured keeps its partition size in
-    // the new label; a new blank one gets 0, as the driver records it.
-    let had_label = uraid_device::raidframe_components::read_label(original.as_ref()).is_ok();
-    let joining = joining_label(&served, column, had_label.then_some(original.size() / sector));
+    // The driver opens the component anew for the copyback and records its size, blank or not
+    // (unlike `-R`, see `raidctl_session`).
+    let joining = joining_label(&served, column, Some(original.size() / sector));
     let mut configured = Configured::of(&array);
     configured.with_spare(Arc::clone(&spare_dev), Some(served));
     configured.joining(column, Arc::clone(&original), joining);
