@@ -269,10 +269,7 @@ impl Pair {
     /// the driver's open image is the new one).
     fn replace_blank(&self, i: usize) {
         for side in ["uraid", "netbsd"] {
-            let f = std::fs::OpenOptions::new().write(true).open(&self.images(side)[i]).unwrap();
-            let size = f.metadata().unwrap().len();
-            f.set_len(0).unwrap();
-            f.set_len(size).unwrap();
+            blank(&self.images(side)[i]);
         }
     }
 
@@ -293,6 +290,15 @@ impl Pair {
         let b = std::fs::read(&self.images("netbsd")[i]).unwrap();
         assert!(a[start..] == b[start..], "after {after}: the data areas of component {i} differ");
     }
+}
+
+/// The component at `path` replaced by a new blank one of the same size, in place (a driver
+/// holding it open sees the new one).
+fn blank(path: &Path) {
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    let size = f.metadata().unwrap().len();
+    f.set_len(0).unwrap();
+    f.set_len(size).unwrap();
 }
 
 /// The driver's `-c; VERB -v; -u`, waiting for the verb's reconstruction or copyback.
@@ -356,20 +362,14 @@ fn reconstruction_in_place_and_to_a_spare_and_copyback_are_what_netbsd_does() {
     // -B: NetBSD copies back within the session that used the spare (its next `-c` takes the
     // file's word: column 1 failed, the spare unused), so its side is `-c; -F; -B; -u` from the
     // same start, and only what does not depend on the number of sessions is compared.
-    for side in ["uraid"] {
-        let f = std::fs::OpenOptions::new().write(true).open(&pair.images(side)[1]).unwrap();
-        f.set_len(0).unwrap();
-        f.set_len(4 * MIB).unwrap();
-    }
+    blank(&pair.images("uraid")[1]);
     pair.uraid(&["-B"]);
     for (i, bytes) in before.iter().enumerate() {
         std::fs::write(&pair.images("netbsd")[i], bytes).unwrap();
     }
     kernel.raidctl_ok(&["-c", &nb, "raid0"]);
     kernel.raidctl_ok(&["-v", "-F", "/disk1", "raid0"]);
-    let f = std::fs::OpenOptions::new().write(true).open(&pair.images("netbsd")[1]).unwrap();
-    f.set_len(0).unwrap();
-    f.set_len(4 * MIB).unwrap();
+    blank(&pair.images("netbsd")[1]);
     kernel.raidctl_ok(&["-v", "-B", "raid0"]);
     kernel.raidctl_ok(&["-u", "raid0"]);
     for i in 0..4 {
