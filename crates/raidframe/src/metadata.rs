@@ -17,6 +17,11 @@
 //!   `rf_update_component_labels(RF_NORMAL_COMPONENT_UPDATE)`: mod_counter + 1, the live labels
 //!   rewritten (status optimal, the clean flag as it stands). No label names the failed column:
 //!   the survivors' newer mod_counter is the record.
+//! - **A column rebuilt** (reconstruction in place or onto a hot spare): nothing is written to
+//!   the component while it is rebuilt (the kernel keeps its status `reconstructing` in memory
+//!   only), so a rebuild cut short leaves it blank or stale and the next configuration does not
+//!   trust it. Once it is in sync, the next update writes its label (the set's, its own column)
+//!   with the others': mod_counter + 1, status optimal.
 //!
 //! The parity map, when the set uses one, is kept coarsely: the whole map is written dirty with
 //! the dirty labels, and clean with the clean labels. NetBSD marks only the regions a write
@@ -48,8 +53,12 @@ use crate::set_plan::{map_fields_at_configure, MapStart};
 pub struct RaidframeStart {
     /// Per column, the label of the fresh component serving it, as read (`None`: missing).
     pub labels: Vec<Option<ComponentLabel>>,
-    /// Per driver device, the column it serves (the fresh components, one device each).
+    /// Per driver device, the column it serves (the fresh components, one device each, and
+    /// the components being rebuilt).
     pub device_columns: Vec<usize>,
+    /// Columns being rebuilt onto their device: their label in `labels` is the one they get
+    /// once in sync; until then nothing is written to them.
+    pub rebuilding: Vec<usize>,
     /// The set's mod_counter, as its fresh labels carry it.
     pub mod_counter: i32,
     /// Bytes per sector of the components.
@@ -86,6 +95,8 @@ pub struct RaidframeMetadata {
     labels: Vec<Option<ComponentLabel>>,
     /// Per column, whether it is live (`rf_ds_optimal`): its label takes updates.
     live: Vec<bool>,
+    /// Per column, whether it is being rebuilt: it becomes live once its slot is in sync.
+    rebuilding: Vec<bool>,
     /// Per column, its driver device.
     column_device: Vec<Option<usize>>,
     device_columns: Vec<usize>,
@@ -115,7 +126,9 @@ impl RaidframeMetadata {
         for (device, &column) in start.device_columns.iter().enumerate() {
             column_device[column] = Some(device);
         }
-        let live = (0..columns).map(|c| column_device[c].is_some() && start.labels[c].is_some()).collect();
+        let rebuilding: Vec<bool> = (0..columns).map(|c| start.rebuilding.contains(&c)).collect();
+        let live =
+            (0..columns).map(|c| column_device[c].is_some() && start.labels[c].is_some() && !rebuilding[c]).collect();
         let first = start.labels.iter().flatten().next();
         let map_fields = map_fields_at_configure(&start.parity_map, first, start.sectors_per_disk, start.sector_bytes);
         let map = match (start.parity_map, map_fields) {
@@ -128,6 +141,7 @@ impl RaidframeMetadata {
         RaidframeMetadata {
             labels: start.labels,
             live,
+            rebuilding,
             column_device,
             device_columns: start.device_columns,
             mod_counter: start.mod_counter,
@@ -171,14 +185,25 @@ impl RaidframeMetadata {
     }
 
     /// Columns live from now on: those whose slot is in sync (a component failed, left out or
-    /// being rebuilt is not `rf_ds_optimal`, and the kernel writes no label to it).
+    /// being rebuilt is not `rf_ds_optimal`, and the kernel writes no label to it). A column
+    /// being rebuilt comes to life once in sync; one that failed never does.
     fn take_roles(&mut self, devices: &[DeviceRole]) {
         for (device, role) in devices.iter().enumerate() {
             let column = self.device_columns[device];
-            let live = matches!(role, DeviceRole::Slot { slot, state: SlotState::InSync, .. } if *slot == column);
-            // A column never comes back to life here: that is a rebuild, which uraid does not do
-            // for RAIDframe sets.
-            self.live[column] &= live;
+            let in_sync = matches!(role, DeviceRole::Slot { slot, state: SlotState::InSync, .. } if *slot == column);
+            let rebuilding =
+                matches!(role, DeviceRole::Slot { slot, state: SlotState::Recovering, .. } if *slot == column);
+            if self.rebuilding[column] {
+                if in_sync {
+                    self.rebuilding[column] = false;
+                    self.live[column] = self.labels[column].is_some();
+                } else if !rebuilding {
+                    // The rebuild target failed: it never joins.
+                    self.rebuilding[column] = false;
+                }
+                continue;
+            }
+            self.live[column] &= in_sync;
         }
     }
 

@@ -18,9 +18,26 @@
 //!   on sets of the same shape); the larger, first measured, are used. Either way the failed
 //!   component is behind the survivors and the next configuration fails it.
 //!
+//! - **reconstruct in place** (`-R`): one update more than a verb ([`RECONSTRUCT_BUMPS`]: the
+//!   labels rewritten when the reconstruction ends); the rebuilt component's label is the set's
+//!   (`raid_init_component_label`), its own column, at the survivors' counter. Nothing is written
+//!   to it while it is rebuilt: its status `reconstructing` is kept in memory only (the
+//!   driver's labels go to optimal components and used spares), so a reconstruction cut short
+//!   leaves it blank or stale. Its partition size is recorded as its size when it had a label at
+//!   configure, and as 0 when it had none (a new blank component), as the driver records it.
+//! - **fail and reconstruct onto a hot spare** (`-F`): [`SPARE_BUMPS`] more than a verb; the
+//!   failed component's label stops at the verb's open ([`SPARED_LABEL_BUMPS`] above the set's
+//!   counter) and is left dirty, as that open marked it; the spare's label is a survivor's with
+//!   the failed column's number, status optimal, at the survivors' counter. That label is all
+//!   that records the spare's use: autoconfiguration then finds the spare fresh in that column
+//!   and the failed component stale.
+//! - **copyback** (`-B`): [`COPYBACK_BUMPS`] more than a verb; the column's own component gets
+//!   the set's label, as after `-R`, and the spare's label stops at the verb's open
+//!   ([`SPARED_LABEL_BUMPS`]), dirty, still naming the column: stale from then on.
+//!
 //! So a session that changes something leaves every live label at the set's counter plus
-//! [`SESSION_BUMPS`] (plus [`FAIL_BUMPS`] for `-f`). The clean flag at the unconfigure is the
-//! set's parity status: clean if its parity was known good (or was just rewritten).
+//! [`SESSION_BUMPS`] (plus the verb's own updates above). The clean flag at the unconfigure is
+//! the set's parity status: clean if its parity was known good (or was just rewritten).
 
 use uraid_raidframe_format::label::{ComponentLabel, DiskStatus, PMLABEL_DISABLE, RAID_CLEAN, RAID_DIRTY};
 
@@ -36,6 +53,16 @@ pub const SESSION_BUMPS: i32 = CONFIGURE_BUMPS + VERB_BUMPS + UNCONFIGURE_BUMPS;
 pub const FAIL_BUMPS: i32 = 3;
 /// How far above the set's counter the label of a component failed by `-f` ends.
 pub const FAILED_LABEL_BUMPS: i32 = CONFIGURE_BUMPS + VERB_BUMPS;
+/// The extra update of a reconstruction in place (`-R`): the labels rewritten at its end.
+pub const RECONSTRUCT_BUMPS: i32 = 1;
+/// The extra updates of `-F`: the column failed, then the labels rewritten when the spare is
+/// rebuilt.
+pub const SPARE_BUMPS: i32 = 2;
+/// The extra update of a copyback (`-B`): the labels rewritten at its end.
+pub const COPYBACK_BUMPS: i32 = 1;
+/// How far above the set's counter a label left behind by `-F` (the failed component's) or
+/// `-B` (the spare's) ends: written last by the verb's open (`rf_markalldirty`), dirty.
+pub const SPARED_LABEL_BUMPS: i32 = CONFIGURE_BUMPS + 1;
 
 /// What `raidctl -A` records: whether the set configures itself at boot, and as root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +121,16 @@ pub enum LabelChange {
     ParityMap(bool),
     /// `-f`: the column fails.
     Fail(usize),
+    /// `-R`: the column was reconstructed in place; its label (given in the session, the
+    /// set's with its column and partition size) is written with the others.
+    Reconstructed(usize),
+    /// `-F`: the column failed and was reconstructed onto a hot spare of `spare_sectors`
+    /// sectors, which takes the column.
+    Spared { column: usize, spare_sectors: u64 },
+    /// `-B`: the column's data was copied back from the spare serving it to its own
+    /// component (its label given in the session, as for `Reconstructed`); the spare keeps a
+    /// label left behind.
+    CopiedBack(usize),
 }
 
 /// A configured set, as a session sees it.
@@ -109,6 +146,8 @@ pub struct Session {
     /// The labels' parity map fields as the configure writes them (`rf_paritymap_attach`):
     /// flags, tick, cooldown, regions; `None` for RAID 0, whose fields stay as they are.
     pub map_fields: Option<(u32, u32, u32, u32)>,
+    /// The label of a hot spare serving a column at configure (for `-B`), as read.
+    pub spare_served: Option<ComponentLabel>,
 }
 
 impl Session {
@@ -116,7 +155,14 @@ impl Session {
     /// Fails when the counter cannot grow that far.
     pub fn final_labels(&self, change: LabelChange) -> Result<Vec<Option<ComponentLabel>>, SessionError> {
         let bump = |by: i32| self.mod_counter.checked_add(by).ok_or(SessionError::CounterOverflow(self.mod_counter));
-        let survivors_at = bump(SESSION_BUMPS + if matches!(change, LabelChange::Fail(_)) { FAIL_BUMPS } else { 0 })?;
+        let extra = match change {
+            LabelChange::Fail(_) => FAIL_BUMPS,
+            LabelChange::Reconstructed(_) => RECONSTRUCT_BUMPS,
+            LabelChange::Spared { .. } => SPARE_BUMPS,
+            LabelChange::CopiedBack(_) => COPYBACK_BUMPS,
+            _ => 0,
+        };
+        let survivors_at = bump(SESSION_BUMPS + extra)?;
         let parity_good = self.parity_good || change == LabelChange::ParityRewritten;
         let mut out = Vec::with_capacity(self.labels.len());
         for (column, label) in self.labels.iter().enumerate() {
@@ -137,6 +183,15 @@ impl Session {
                 let at = bump(FAILED_LABEL_BUMPS)?;
                 label.mod_counter = at;
                 label.parity_map_modcount = at;
+                out.push(Some(label));
+                continue;
+            }
+            if matches!(change, LabelChange::Spared { column: c, .. } if c == column) {
+                // Written last by the verb's open, which marked it dirty; failed after that.
+                let at = bump(SPARED_LABEL_BUMPS)?;
+                label.mod_counter = at;
+                label.parity_map_modcount = at;
+                label.clean = RAID_DIRTY;
                 out.push(Some(label));
                 continue;
             }
@@ -170,6 +225,56 @@ impl Session {
         }
         Ok(out)
     }
+
+    /// The label to write to the hot spare a session used (`None`: no spare is written).
+    /// `-F`: a survivor's final label with the failed column's number (its partition size the
+    /// spare's). `-B`: the label the spare served the column with, left at the verb's open,
+    /// dirty.
+    pub fn spare_label(&self, change: LabelChange) -> Result<Option<ComponentLabel>, SessionError> {
+        match change {
+            LabelChange::Spared { column, spare_sectors } => {
+                let labels = self.final_labels(change)?;
+                let survivor = (0..labels.len()).filter(|&c| c != column).find_map(|c| labels[c].clone());
+                Ok(survivor.map(|mut label| {
+                    label.column = i32::try_from(column).unwrap_or(i32::MAX);
+                    label.partition_size = spare_sectors;
+                    label
+                }))
+            }
+            LabelChange::CopiedBack(column) => {
+                let Some(mut label) = self.spare_served.clone() else { return Ok(None) };
+                let at = self
+                    .mod_counter
+                    .checked_add(SPARED_LABEL_BUMPS)
+                    .ok_or(SessionError::CounterOverflow(self.mod_counter))?;
+                label.column = i32::try_from(column).unwrap_or(i32::MAX);
+                label.mod_counter = at;
+                label.parity_map_modcount = at;
+                label.clean = RAID_DIRTY;
+                label.status = DiskStatus::Optimal.raw();
+                if let Some((flags, tickms, ntick, regions)) = self.map_fields {
+                    label.parity_map_flags = flags;
+                    label.parity_map_tickms = tickms;
+                    label.parity_map_ntick = ntick;
+                    label.parity_map_regions = regions;
+                }
+                Ok(Some(label))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The label a set gives a component that joins it in `column` (`raid_init_component_label`
+/// after a reconstruction or copyback): `set_label`'s (any live component's), with its own
+/// column and partition size. `partition_sectors` is `None` for a component that carried no
+/// label when the set was configured: the driver then records a partition size of 0.
+pub fn joining_label(set_label: &ComponentLabel, column: usize, partition_sectors: Option<u64>) -> ComponentLabel {
+    let mut label = set_label.clone();
+    label.column = i32::try_from(column).unwrap_or(i32::MAX);
+    label.partition_size = partition_sectors.unwrap_or(0);
+    label.status = DiskStatus::Optimal.raw();
+    label
 }
 
 /// Why a session's labels cannot be written.

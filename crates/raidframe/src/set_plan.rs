@@ -335,6 +335,36 @@ impl SetPlan {
         map_fields_at_configure(&self.parity_map, first, g.sectors_per_disk, self.layout.sector_bytes())
     }
 
+    /// Put the configuration file's hot spares that NetBSD's reconstruction left serving a
+    /// column (`raidctl -F`) back in it: a spare whose label is this set's (serial number,
+    /// geometry), at the set's mod_counter, naming a column that has no fresh component. That
+    /// label is the only record the driver writes of a used spare, and autoconfiguration reads
+    /// it so; NetBSD's `raidctl -c` instead takes the file's word, fails the column and leaves
+    /// the spare unused. `spares[k]` is what was read from the file's spare `k`, given to the
+    /// set as component `first_index + k`. Returns (spare, column) for each spare put in.
+    pub fn take_used_spares(&mut self, spares: &[Option<ReadComponent>], first_index: usize) -> Vec<(usize, usize)> {
+        let mut taken = Vec::new();
+        let g = self.layout.raid_geometry();
+        for (k, spare) in spares.iter().enumerate() {
+            let Some(spare) = spare else { continue };
+            let l = &spare.label;
+            let Ok(column) = usize::try_from(l.column) else { continue };
+            let fits = l.serial_number == self.serial_number
+                && l.mod_counter == self.mod_counter
+                && u32::try_from(l.num_columns).ok() == Some(g.columns)
+                && u64::try_from(l.sect_per_su).ok() == Some(g.sect_per_su)
+                && l.level_char() == Some(g.level.as_char())
+                && l.num_blocks == g.sectors_per_disk;
+            if !fits || self.columns.get(column) != Some(&ColumnStart::Missing) {
+                continue;
+            }
+            self.columns[column] = ColumnStart::Fresh(first_index + k);
+            self.labels_clean &= l.clean == uraid_raidframe_format::label::RAID_CLEAN;
+            taken.push((k, column));
+        }
+        taken
+    }
+
     /// Columns without a fresh component.
     pub fn missing_columns(&self) -> Vec<usize> {
         (0..self.columns.len()).filter(|&c| self.columns[c] == ColumnStart::Missing).collect()

@@ -31,7 +31,7 @@ use uraid_engine::{EngineError, EngineEvent, SlotState};
 
 use self::md::MetadataFailure;
 pub use self::md::{MdArray, OpenMember, WriteIntentBits};
-pub use self::raidframe::{RaidframeSet, SetOpenError, SetSource};
+pub use self::raidframe::{RaidframeSet, RebuildOnto, SetOpenError, SetSource};
 pub use self::vinum::{VinumVolume, VolumeOpenError};
 pub use crate::error::OpenError;
 use crate::member::MemberDevice;

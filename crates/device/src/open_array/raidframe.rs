@@ -16,7 +16,8 @@ use uraid_engine::geometry::{Geometry, Layout};
 use uraid_engine::metadata::DeviceRole;
 use uraid_engine::SlotState;
 use uraid_raidframe::metadata::RaidframeStart;
-use uraid_raidframe::set_plan::{file_components, LeftOut, ReadComponent};
+use uraid_raidframe::raidctl_session::joining_label;
+use uraid_raidframe::set_plan::{file_components, ColumnStart, LeftOut, ReadComponent};
 use uraid_raidframe::{RaidframeMetadata, SetPlan, SetPlanError};
 use uraid_raidframe_format::config_file::RaidConfig;
 use uraid_raidframe_format::layout::data_offset;
@@ -43,8 +44,20 @@ pub enum SetOpenError {
         "RAIDframe set {serial} (RAID {level}) is degraded ({missing} column(s) missing) and its parity is not known good (dirty labels or parity map): data rebuilt from it could be wrong; refusing to run it (rewrite its parity on NetBSD with the missing component back, or md-style: run it whole)"
     )]
     DirtyDegraded { serial: i32, level: char, missing: usize },
+    #[error("column {column}: {why}")]
+    CannotRebuild { column: usize, why: String },
     #[error(transparent)]
     Engine(#[from] uraid_engine::EngineError),
+}
+
+/// Where a column is rebuilt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebuildOnto {
+    /// Onto the component the configuration file names for the column (`raidctl -R`): the
+    /// failed one, or the one that replaced it.
+    InPlace,
+    /// Onto the configuration file's hot spare `k` (`raidctl -F`).
+    Spare(usize),
 }
 
 /// Which set to open.
@@ -68,8 +81,14 @@ pub struct RaidframeSet {
     /// Per metadata device, its column.
     device_columns: Vec<usize>,
     pub(super) meta: RaidframeMetadata,
-    /// Per slot: how far its rebuild has come (never: RAIDframe sets are not rebuilt here).
+    /// Per slot: how far its rebuild has come (member sectors), while it is rebuilt.
     pub(super) recovering: Vec<Option<u64>>,
+    /// The configuration file's hot spares serving a column, as (spare, column): put there by
+    /// a reconstruction (see [`SetPlan::take_used_spares`]). The spare is component
+    /// `columns + spare`.
+    pub used_spares: Vec<(usize, usize)>,
+    /// The column being rebuilt, if the set was opened to rebuild one.
+    pub rebuilding: Option<usize>,
 }
 
 impl OpenArray {
@@ -93,9 +112,31 @@ impl OpenArray {
     /// Open the set a raidctl configuration file describes, on the devices its `START disks`
     /// section names. A device that cannot be opened fails its column, as `raidctl -c` does.
     pub fn open_raidframe_config(config: &RaidConfig, writable: bool) -> Result<OpenArray, SetOpenError> {
+        OpenArray::open_raidframe_config_as(config, writable, None)
+    }
+
+    /// Open the set a configuration file describes, writable, to rebuild `column` onto `onto`
+    /// through the engine: its slot is recovering (the array service rebuilds it from the other
+    /// columns while the set serves), and nothing is written to its component until it is in
+    /// sync (see [`uraid_raidframe::RaidframeMetadata`]). Rebuilding in place a column that is
+    /// still live fails it first.
+    pub fn open_raidframe_config_rebuilding(
+        config: &RaidConfig,
+        column: usize,
+        onto: RebuildOnto,
+    ) -> Result<OpenArray, SetOpenError> {
+        OpenArray::open_raidframe_config_as(config, true, Some((column, onto)))
+    }
+
+    fn open_raidframe_config_as(
+        config: &RaidConfig,
+        writable: bool,
+        rebuild: Option<(usize, RebuildOnto)>,
+    ) -> Result<OpenArray, SetOpenError> {
         let mut devs: Vec<Option<Arc<dyn MemberDevice>>> = Vec::new();
         let mut unopened = Vec::new();
-        for path in file_components(config) {
+        let spares = config.spares.iter().map(|s| Some(s.as_str()));
+        for path in file_components(config).into_iter().chain(spares) {
             devs.push(match path.map(|p| (p, FileDevice::open(Path::new(p), writable))) {
                 Some((_, Ok(dev))) => Some(Arc::new(dev)),
                 Some((p, Err(e))) => {
@@ -105,7 +146,7 @@ impl OpenArray {
                 None => None,
             });
         }
-        let mut array = OpenArray::open_raidframe(devs, SetSource::ConfigFile(config.clone()), writable)?;
+        let mut array = OpenArray::open_raidframe_as(devs, SetSource::ConfigFile(config.clone()), writable, rebuild)?;
         if let Format::Raidframe(set) = &mut array.format {
             set.skipped.splice(0..0, unopened);
         }
@@ -113,22 +154,36 @@ impl OpenArray {
     }
 
     /// Open a RAIDframe set of `devs` (for a configuration file, one per column, `None` where
-    /// it has none).
+    /// it has none, then one per hot spare).
     pub fn open_raidframe(
         devs: Vec<Option<Arc<dyn MemberDevice>>>,
         source: SetSource,
         writable: bool,
     ) -> Result<OpenArray, SetOpenError> {
+        OpenArray::open_raidframe_as(devs, source, writable, None)
+    }
+
+    fn open_raidframe_as(
+        devs: Vec<Option<Arc<dyn MemberDevice>>>,
+        source: SetSource,
+        writable: bool,
+        rebuild: Option<(usize, RebuildOnto)>,
+    ) -> Result<OpenArray, SetOpenError> {
         let mut skipped = Vec::new();
         let mut read: Vec<Option<ReadComponent>> = Vec::new();
-        for dev in &devs {
+        let disks = match &source {
+            SetSource::ConfigFile(config) => config.disks.len(),
+            SetSource::Autoconfigure { .. } => devs.len(),
+        };
+        for (i, dev) in devs.iter().enumerate() {
             read.push(match dev {
                 Some(dev) => match read_component(dev.as_ref()) {
                     Ok(c) => Some(c),
                     Err(e) => {
                         // Without a label, a device of a configuration file still fails its
-                        // column; found by scanning, it is simply not a component.
-                        if e.is_damage() || matches!(source, SetSource::ConfigFile(_)) {
+                        // column; found by scanning, it is simply not a component; a hot spare
+                        // is expected to have none.
+                        if i < disks && (e.is_damage() || matches!(source, SetSource::ConfigFile(_))) {
                             skipped.push(e.to_string());
                         }
                         None
@@ -137,15 +192,20 @@ impl OpenArray {
                 None => None,
             });
         }
-        let plan = match &source {
-            SetSource::ConfigFile(config) => SetPlan::from_config_file(config, &read)?,
+        let mut used_spares = Vec::new();
+        let mut plan = match &source {
+            SetSource::ConfigFile(config) => {
+                let mut plan = SetPlan::from_config_file(config, &read[..disks])?;
+                used_spares = plan.take_used_spares(&read[disks..], disks);
+                plan
+            }
             SetSource::Autoconfigure { serial } => {
                 let found: Vec<usize> = (0..read.len()).filter(|&i| read[i].is_some()).collect();
                 let components: Vec<ReadComponent> = found.iter().map(|&i| read[i].clone().expect("found")).collect();
                 let mut plan = SetPlan::autoconfigure(&components, *serial)?;
                 // Back to the indexes of the devices given.
                 for c in plan.columns.iter_mut() {
-                    if let uraid_raidframe::set_plan::ColumnStart::Fresh(i) = c {
+                    if let ColumnStart::Fresh(i) = c {
                         *i = found[*i];
                     }
                 }
@@ -170,6 +230,37 @@ impl OpenArray {
                 LeftOut::OtherSet { serial } => format!("{name}: belongs to RAIDframe set {serial}, not this one"),
             });
         }
+        // The column to rebuild takes its new component; it counts as missing until rebuilt.
+        let mut rebuilding = None;
+        if let Some((column, onto)) = rebuild {
+            let index = match onto {
+                RebuildOnto::InPlace => column,
+                RebuildOnto::Spare(k) => disks + k,
+            };
+            let cannot = |why: String| SetOpenError::CannotRebuild { column, why };
+            if column >= plan.columns.len() {
+                return Err(cannot("the set has no such column".into()));
+            }
+            if devs.get(index).and_then(|d| d.as_ref()).is_none() {
+                return Err(cannot("its new component cannot be opened".into()));
+            }
+            match plan.component_of(column) {
+                // Its own component still serves it: failed first (and rebuilt in place, or left
+                // behind for the spare).
+                Some(i) if i == index || (i == column && matches!(source, SetSource::ConfigFile(_))) => {}
+                Some(_) => return Err(cannot("a hot spare serves it: copy it back first".into())),
+                None => {}
+            }
+            if plan.columns.iter().enumerate().any(|(c, s)| c != column && *s == ColumnStart::Fresh(index)) {
+                return Err(cannot("that hot spare already serves another column".into()));
+            }
+            let sector = plan.layout.sector_bytes();
+            let dev = devs[index].as_ref().expect("checked");
+            let had_label = read[index].is_some();
+            plan.columns[column] = ColumnStart::Fresh(index);
+            plan.left_out.retain(|(i, _)| *i != index);
+            rebuilding = Some((column, had_label.then_some(dev.size() / sector)));
+        }
         let layout = plan.layout.clone();
         let base = data_offset(layout.sector_bytes());
         let data = layout.member_data_bytes();
@@ -192,15 +283,28 @@ impl OpenArray {
                 });
             }
             device_columns.push(column);
-            labels.push(read[i].as_ref().map(|c| c.label.clone()));
+            labels.push(
+                read[i].as_ref().map(|c| c.label.clone()).filter(|_| rebuilding.is_none_or(|(r, _)| r != column)),
+            );
+        }
+        if let Some((column, partition)) = rebuilding {
+            let set_label = (0..columns).filter(|&c| c != column).find_map(|c| labels[c].clone());
+            let Some(set_label) = set_label else {
+                return Err(SetOpenError::CannotRebuild { column, why: "no other column to rebuild it from".into() });
+            };
+            labels[column] = Some(joining_label(&set_label, column, partition));
         }
         let states: Vec<SlotState> = (0..columns)
-            .map(|c| if plan.component_of(c).is_some() { SlotState::InSync } else { SlotState::Missing })
+            .map(|c| match plan.component_of(c) {
+                Some(_) if rebuilding.is_some_and(|(r, _)| r == c) => SlotState::Recovering,
+                Some(_) => SlotState::InSync,
+                None => SlotState::Missing,
+            })
             .collect();
         let mut array = Array::new(Geometry::custom(layout.clone()), states)?;
         let redundant = array.geometry().max_degraded() > 0;
         let unclean = plan.needs_resync();
-        let missing = plan.missing_columns().len();
+        let missing = plan.missing_columns().len() + usize::from(rebuilding.is_some());
         if unclean && array.geometry().is_parity() && missing > 0 {
             let level = layout.raid_geometry().level.as_char();
             return Err(SetOpenError::DirtyDegraded { serial: plan.serial_number, level, missing });
@@ -217,9 +321,19 @@ impl OpenArray {
             labels_clean: plan.labels_clean,
             needs_resync: unclean,
             parity_map: plan.parity_map.clone(),
+            rebuilding: rebuilding.map(|(c, _)| c).into_iter().collect(),
         });
-        let set =
-            RaidframeSet { recovering: vec![None; columns], plan, components: devs, skipped, device_columns, meta };
+        let recovering = (0..columns).map(|c| rebuilding.is_some_and(|(r, _)| r == c).then_some(0)).collect();
+        let set = RaidframeSet {
+            recovering,
+            plan,
+            components: devs,
+            skipped,
+            device_columns,
+            meta,
+            used_spares,
+            rebuilding: rebuilding.map(|(c, _)| c),
+        };
         Ok(OpenArray::with_format(Format::Raidframe(Box::new(set)), array, writable))
     }
 }
@@ -295,7 +409,14 @@ impl RaidframeSet {
     }
 
     pub(super) fn device_roles(&self, states: &[SlotState]) -> Vec<DeviceRole> {
-        self.device_columns.iter().map(|&slot| DeviceRole::Slot { slot, state: states[slot], rebuilt: 0 }).collect()
+        self.device_columns
+            .iter()
+            .map(|&slot| DeviceRole::Slot {
+                slot,
+                state: states[slot],
+                rebuilt: self.recovering[slot].unwrap_or(0) * uraid_engine::SECTOR_BYTES,
+            })
+            .collect()
     }
 
     /// A label write to device `idx` failed: fail its column, if the set can do without it (the

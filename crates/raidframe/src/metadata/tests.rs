@@ -40,6 +40,7 @@ fn start(level: u8, columns: usize, map: MapStart) -> RaidframeStart {
         labels_clean: true,
         needs_resync: false,
         parity_map: map,
+        rebuilding: vec![],
     }
 }
 
@@ -183,4 +184,63 @@ fn read_only_sets_write_nothing() {
     s.writable = false;
     let mut meta = RaidframeMetadata::new(s);
     assert_eq!(meta.record(MetaChange::Dirty, &whole(3), 0), Err(MetaError::ReadOnly));
+}
+
+/// Column 1 rebuilt onto a blank component: at every point a crash could stop the sequence,
+/// autoconfiguration trusts the component only once it is wholly rebuilt.
+#[test]
+fn a_rebuilt_column_is_written_only_once_in_sync() {
+    let mut st = start(
+        b'5',
+        3,
+        MapStart::InUse { on_disk: Some(Box::new(ParityMap::clean())), regions: 1, tickms: 40000, ntick: 8 },
+    );
+    st.rebuilding = vec![1];
+    let mut meta = RaidframeMetadata::new(st);
+    let mut disks = vec![vec![0u8; 32768]; 3];
+    for c in [0, 2] {
+        disks[c][LABEL_OFFSET as usize..][..1024].copy_from_slice(&label(b'5', 3, c as i32).to_area(1024));
+    }
+    let rebuilding = |state: SlotState| -> Vec<DeviceRole> {
+        (0..3)
+            .map(|slot| DeviceRole::Slot { slot, state: if slot == 1 { state } else { SlotState::InSync }, rebuilt: 0 })
+            .collect()
+    };
+    let fresh_columns = |disks: &[Vec<u8>]| -> Vec<usize> {
+        let labels: Vec<ComponentLabel> =
+            disks.iter().filter_map(|d| ComponentLabel::parse(&d[LABEL_OFFSET as usize..]).ok()).collect();
+        let (_, set) = assess_all(&labels).remove(0);
+        (0..3).filter(|&c| set.columns[c] != ColumnState::Missing).collect()
+    };
+    // Before and while it is rebuilt: the survivors are written, the rebuilt component never.
+    meta.record(MetaChange::Roles, &rebuilding(SlotState::Recovering), 0).unwrap();
+    perform(&mut meta, &mut disks);
+    meta.record(MetaChange::Dirty, &rebuilding(SlotState::Recovering), 0).unwrap();
+    perform(&mut meta, &mut disks);
+    assert!(disks[1].iter().all(|&b| b == 0), "nothing is written to a component being rebuilt");
+    assert_eq!(fresh_columns(&disks), vec![0, 2]);
+    // In sync: its label joins the others'.
+    meta.record(MetaChange::Roles, &whole(3), 0).unwrap();
+    perform(&mut meta, &mut disks);
+    let l = label_on(&disks[1]);
+    assert_eq!((l.column, l.status, l.mod_counter), (1, 0, label_on(&disks[0]).mod_counter));
+    assert_eq!(fresh_columns(&disks), vec![0, 1, 2]);
+}
+
+/// A rebuild target that fails before it is in sync never joins.
+#[test]
+fn a_rebuild_target_that_fails_never_joins() {
+    let mut st = start(b'5', 3, MapStart::Disabled);
+    st.rebuilding = vec![2];
+    let mut meta = RaidframeMetadata::new(st);
+    let mut disks = vec![vec![0u8; 32768]; 3];
+    let roles = |state: SlotState| -> Vec<DeviceRole> {
+        (0..3)
+            .map(|slot| DeviceRole::Slot { slot, state: if slot == 2 { state } else { SlotState::InSync }, rebuilt: 0 })
+            .collect()
+    };
+    meta.record(MetaChange::Roles, &roles(SlotState::Faulty), 0).unwrap();
+    meta.record(MetaChange::Roles, &roles(SlotState::InSync), 0).unwrap();
+    perform(&mut meta, &mut disks);
+    assert!(disks[2].iter().all(|&b| b == 0));
 }

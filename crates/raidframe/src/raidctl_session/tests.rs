@@ -17,7 +17,7 @@ fn session(mod_counter: i32, parity_good: bool, map_flags: u32) -> Session {
             })
         })
         .collect();
-    Session { labels, mod_counter, parity_good, map_fields: Some((map_flags, 40000, 8, 1)) }
+    Session { labels, mod_counter, parity_good, map_fields: Some((map_flags, 40000, 8, 1)), spare_served: None }
 }
 
 fn counters(labels: &[Option<ComponentLabel>]) -> Vec<i32> {
@@ -75,4 +75,48 @@ fn autoconfig_words_read_as_raidctl_reads_them() {
 fn a_counter_at_the_top_is_refused() {
     let s = session(i32::MAX - 3, true, 3);
     assert!(s.final_labels(LabelChange::None).is_err());
+}
+
+// Measured on the driver: a RAID 5 over 3 with a spare, parity clean at counter 24 (then 9).
+
+#[test]
+fn reconstruct_in_place_writes_the_new_label_with_the_others() {
+    let mut s = session(24, true, 3);
+    let set_label = s.labels[0].clone().unwrap();
+    s.labels[1] = Some(joining_label(&set_label, 1, None));
+    let after = s.final_labels(LabelChange::Reconstructed(1)).unwrap();
+    assert_eq!(counters(&after), vec![32; 3]);
+    let rebuilt = after[1].as_ref().unwrap();
+    assert_eq!((rebuilt.column, rebuilt.partition_size, rebuilt.clean, rebuilt.status), (1, 0, RAID_CLEAN, 0));
+    let mut survivor = after[0].clone().unwrap();
+    survivor.column = 1;
+    survivor.partition_size = 0;
+    assert_eq!(&survivor, rebuilt, "the rebuilt label is a survivor's but for column and partition size");
+    assert_eq!(s.spare_label(LabelChange::Reconstructed(1)).unwrap(), None);
+}
+
+#[test]
+fn fail_to_a_spare_moves_the_column_to_the_spare() {
+    let s = session(9, true, 3);
+    let change = LabelChange::Spared { column: 1, spare_sectors: 8192 };
+    let after = s.final_labels(change).unwrap();
+    assert_eq!(counters(&after), vec![18, 12, 18]);
+    assert_eq!(after[1].as_ref().unwrap().clean, 0, "the failed label was marked dirty by the verb's open");
+    let spare = s.spare_label(change).unwrap().unwrap();
+    let mut survivor = after[0].clone().unwrap();
+    survivor.column = 1;
+    survivor.partition_size = 8192;
+    assert_eq!(spare, survivor);
+}
+
+#[test]
+fn copyback_gives_the_column_back_and_leaves_the_spare_behind() {
+    let mut s = session(18, true, 3);
+    let served = s.labels[1].take().unwrap();
+    s.spare_served = Some(served.clone());
+    s.labels[1] = Some(joining_label(&served, 1, Some(8192)));
+    let after = s.final_labels(LabelChange::CopiedBack(1)).unwrap();
+    assert_eq!(counters(&after), vec![26; 3]);
+    let spare = s.spare_label(LabelChange::CopiedBack(1)).unwrap().unwrap();
+    assert_eq!((spare.mod_counter, spare.column, spare.clean), (21, 1, 0));
 }

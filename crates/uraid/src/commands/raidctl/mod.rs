@@ -18,15 +18,21 @@
 //! - `-C`, `-I`: [`create`] (new sets; `-I` on an existing set gives it a new serial number);
 //! - `-i`, `-P`: [`rewrite`] (parity rewritten through the engine, with progress);
 //! - `-f`, `-A`: [`settings`], written by [`session`];
+//! - `-R`, `-F`: [`reconstruct`] (a column rebuilt through the array service, in place or onto
+//!   a hot spare); `-B`: [`copyback`];
+//! - `-a`, `-r`: [`spares`] (checked and reported: the spares are the file's);
 //! - `-c`, `-u`: the set is configured (its labels checked as `raidctl -c` checks them) and
 //!   unconfigured; nothing is written.
 
+mod copyback;
 mod create;
 mod parity_map;
+mod reconstruct;
 mod report;
 mod rewrite;
 mod session;
 mod settings;
+mod spares;
 mod target;
 
 use std::path::PathBuf;
@@ -66,6 +72,25 @@ pub struct RaidctlArgs {
     /// Fail COMPONENT: the set runs without it from now on.
     #[arg(short = 'f', value_name = "COMPONENT", group = "verb")]
     pub fail: Option<String>,
+    /// Fail COMPONENT (if it is not failed already) and reconstruct its column onto the
+    /// configuration file's first free hot spare, which takes the column.
+    #[arg(short = 'F', value_name = "COMPONENT", group = "verb")]
+    pub fail_to_spare: Option<String>,
+    /// Reconstruct COMPONENT's column in place, onto it (the failed component, or the one that
+    /// replaced it); a live component is failed first.
+    #[arg(short = 'R', value_name = "COMPONENT", group = "verb")]
+    pub reconstruct: Option<String>,
+    /// Copy the column a hot spare serves back to the column's own component.
+    #[arg(short = 'B', group = "verb")]
+    pub copyback: bool,
+    /// Check COMPONENT as a new hot spare, and say how to add it (spares are the
+    /// configuration file's START spare section); writes nothing.
+    #[arg(short = 'a', value_name = "COMPONENT", group = "verb")]
+    pub add_spare: Option<String>,
+    /// Check that hot spare COMPONENT can be removed, and say how (from the configuration
+    /// file's START spare section); writes nothing.
+    #[arg(short = 'r', value_name = "COMPONENT", group = "verb")]
+    pub remove_spare: Option<String>,
     /// Autoconfiguration at boot: yes, no, forceroot (or root) or softroot.
     #[arg(short = 'A', value_name = "yes|no|forceroot|softroot", group = "verb")]
     pub autoconfig: Option<String>,
@@ -87,7 +112,7 @@ pub struct RaidctlArgs {
     /// the set configures; writes nothing.
     #[arg(short = 'u', group = "verb")]
     pub unconfigure: bool,
-    /// Verbose, as raidctl's -v: a parity rewrite says how far it has come.
+    /// Verbose, as raidctl's -v: a parity rewrite or reconstruction says how far it has come.
     #[arg(short = 'v')]
     pub verbose: bool,
     /// Print JSON (-s, -p, -m, -g).
@@ -138,6 +163,21 @@ pub fn run(args: &RaidctlArgs) -> CliResult {
     }
     if let Some(component) = &args.fail {
         return settings::fail(&target, component);
+    }
+    if let Some(component) = &args.reconstruct {
+        return reconstruct::in_place(&target, component, args.verbose);
+    }
+    if let Some(component) = &args.fail_to_spare {
+        return reconstruct::to_spare(&target, component, args.verbose);
+    }
+    if args.copyback {
+        return copyback::run(&target);
+    }
+    if let Some(component) = &args.add_spare {
+        return spares::add(&target, component);
+    }
+    if let Some(component) = &args.remove_spare {
+        return spares::remove(&target, component);
     }
     if let Some(word) = &args.autoconfig {
         return settings::autoconfig(&target, word);

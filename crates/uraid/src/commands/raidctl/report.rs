@@ -24,10 +24,39 @@ fn parity_word(clean: bool) -> &'static str {
     }
 }
 
-/// Per column: its name in the file, and whether it is optimal (else failed).
+/// Per column: its name in the file, and whether it is optimal (else failed, or spared when a
+/// hot spare serves it).
 fn columns(target: &Target, array: &OpenArray) -> Vec<(String, bool)> {
     let missing = array.missing_slots();
-    target.shown.disks.iter().enumerate().map(|(c, name)| (name.clone(), !missing.contains(&c))).collect()
+    let spared = spared_columns(array);
+    target
+        .shown
+        .disks
+        .iter()
+        .enumerate()
+        .map(|(c, name)| (name.clone(), !missing.contains(&c) && !spared.contains(&c)))
+        .collect()
+}
+
+fn spared_columns(array: &OpenArray) -> Vec<usize> {
+    array.raidframe().expect("a RAIDframe set").used_spares.iter().map(|&(_, c)| c).collect()
+}
+
+/// A column's status word: optimal, spared (a hot spare serves it) or failed.
+fn column_status(array: &OpenArray, column: usize, optimal: bool) -> &'static str {
+    if optimal {
+        "optimal"
+    } else if spared_columns(array).contains(&column) {
+        "spared"
+    } else {
+        "failed"
+    }
+}
+
+/// Per hot spare of the file: the column it serves, if a reconstruction put it there.
+fn spare_columns(target: &Target, array: &OpenArray) -> Vec<Option<usize>> {
+    let used = &array.raidframe().expect("a RAIDframe set").used_spares;
+    (0..target.shown.spares.len()).map(|k| used.iter().find(|&&(s, _)| s == k).map(|&(_, c)| c)).collect()
 }
 
 /// `raidctl -s`.
@@ -45,12 +74,22 @@ pub fn status(target: &Target, json: bool) -> CliResult {
                 json!({
                     "column": c,
                     "name": name,
-                    "status": if *optimal { "optimal" } else { "failed" },
+                    "status": column_status(&array, c, *optimal),
                     "label": labels[c].as_ref().filter(|_| *optimal).map(|l| label_json(name, l)),
                 })
             })
             .collect();
-        let spares: Vec<Value> = target.shown.spares.iter().map(|s| json!({ "name": s, "status": "spare" })).collect();
+        let spares: Vec<Value> = target
+            .shown
+            .spares
+            .iter()
+            .zip(spare_columns(target, &array))
+            .map(|(s, serves)| match serves {
+                Some(c) => json!({ "name": s, "status": "used_spare", "column": c,
+                    "label": labels[c].as_ref().map(|l| label_json(s, l)) }),
+                None => json!({ "name": s, "status": "spare" }),
+            })
+            .collect();
         let value = json!({
             "unit": unit(&array),
             "serial_number": set.serial_number() as u32,
@@ -64,25 +103,31 @@ pub fn status(target: &Target, json: bool) -> CliResult {
         return emit(&format!("{}\n", serde_json::to_string_pretty(&value).expect("JSON")));
     }
     let mut text = String::from("Components:\n");
-    for (name, optimal) in &columns {
-        text.push_str(&format!("{name:>20}: {}\n", if *optimal { "optimal" } else { "failed" }));
+    for (c, (name, optimal)) in columns.iter().enumerate() {
+        text.push_str(&format!("{name:>20}: {}\n", column_status(&array, c, *optimal)));
     }
+    let serves = spare_columns(target, &array);
     if target.shown.spares.is_empty() {
         text.push_str("No spares.\n");
     } else {
         text.push_str("Spares:\n");
-        for s in &target.shown.spares {
-            text.push_str(&format!("{s:>20}: spare\n"));
+        for (s, serving) in target.shown.spares.iter().zip(&serves) {
+            text.push_str(&format!("{s:>20}: {}\n", if serving.is_some() { "used_spare" } else { "spare" }));
         }
     }
     for (c, (name, optimal)) in columns.iter().enumerate() {
         match labels[c].as_ref().filter(|_| *optimal) {
             Some(label) => text.push_str(&raidctl_label_text(name, label)),
-            None => text.push_str(&format!("{name} status is: failed.  Skipping label.\n")),
+            None => {
+                text.push_str(&format!("{name} status is: {}.  Skipping label.\n", column_status(&array, c, *optimal)))
+            }
         }
     }
-    for s in &target.shown.spares {
-        text.push_str(&format!("{s} status is: spare.  Skipping label.\n"));
+    for (s, serving) in target.shown.spares.iter().zip(&serves) {
+        match serving.and_then(|c| labels[c].as_ref()) {
+            Some(label) => text.push_str(&raidctl_label_text(s, label)),
+            None => text.push_str(&format!("{s} status is: spare.  Skipping label.\n")),
+        }
     }
     text.push_str(&format!("Parity status: {}\n{PROGRESS}", parity_word(clean)));
     emit(&text)

@@ -2,6 +2,9 @@
 //! autoconfiguration finds under `--scan DIR` (then described as a configuration file whose
 //! components are the paths found, as `raidctl -G` would print it).
 
+use std::path::{Path, PathBuf};
+
+use uraid_device::open_array::RebuildOnto;
 use uraid_device::OpenArray;
 use uraid_raidframe_format::config_file::{QueueLine, RaidConfig, ABSENT};
 
@@ -18,13 +21,18 @@ pub struct Target {
     pub resolved: RaidConfig,
     /// How to name the set in messages: the configuration file, or the scanned folder.
     pub name: String,
+    /// Found with `--scan` rather than named by a configuration file.
+    pub scanned: bool,
+    /// The folder relative component paths are taken from (the configuration file's).
+    pub folder: PathBuf,
 }
 
 impl Target {
     pub fn from_args(args: &RaidctlArgs) -> CliResult<Target> {
         if let Some(path) = &args.config {
             let (shown, resolved) = read_raidframe_config(path)?;
-            return Ok(Target { shown, resolved, name: path.display().to_string() });
+            let folder = path.parent().map_or_else(PathBuf::new, Path::to_path_buf);
+            return Ok(Target { shown, resolved, name: path.display().to_string(), scanned: false, folder });
         }
         let Some(dir) = &args.scan else {
             return err("name the set's configuration file, or give --scan DIR");
@@ -52,12 +60,27 @@ impl Target {
             queue: QueueLine { queue_type: "fifo".into(), max_outstanding: first.max_outstanding },
             debug: vec![],
         };
-        Ok(Target { shown: config.clone(), resolved: config, name: dir.display().to_string() })
+        Ok(Target {
+            shown: config.clone(),
+            resolved: config,
+            name: dir.display().to_string(),
+            scanned: true,
+            folder: dir.clone(),
+        })
     }
 
     /// Configure the set as `raidctl -c` does; what was decided is said on stderr.
     pub fn open(&self, writable: bool) -> CliResult<OpenArray> {
         open_raidframe_resolved(&self.resolved, writable)
+    }
+
+    /// Configure the set to rebuild `column` onto `onto` (writable; the column's slot
+    /// recovering). Needs a configuration file: the component to rebuild onto is the file's.
+    pub fn open_rebuilding(&self, column: usize, onto: RebuildOnto) -> CliResult<OpenArray> {
+        if self.scanned {
+            return err("reconstruction and copyback need the set's configuration file (the components to rebuild onto are named there), not --scan");
+        }
+        Ok(OpenArray::open_raidframe_config_rebuilding(&self.resolved, column, onto)?)
     }
 
     /// The column whose component the file names `component`: as written in the file (as

@@ -1,0 +1,84 @@
+//! `-B`: copyback. A hot spare serving a column after `-F` has its data copied to the column's
+//! own component (the one the configuration file names for it: the failed component, or the one
+//! that replaced it), which then takes the column back; the spare is a spare again.
+//!
+//! As NetBSD's copyback (`rf_CopybackReconstructedData` suspends new requests while it copies),
+//! the set serves nothing meanwhile: the spare's data area is copied whole, then the component is
+//! flushed, and only then are the labels written (those NetBSD leaves after `raidctl -c; -B; -u`).
+//! Until then the component keeps its old (stale) label or none, so a copyback cut short leaves
+//! the spare serving the column.
+
+use std::sync::Arc;
+
+use uraid_device::MemberDevice;
+use uraid_raidframe::raidctl_session::{joining_label, LabelChange};
+use uraid_raidframe_format::layout::data_offset;
+
+use super::super::{err, CliError, CliResult};
+use super::session::Configured;
+use super::target::Target;
+use crate::progress::bytes_bar;
+
+/// Bytes copied at a time.
+const STEP: u64 = 1 << 20;
+
+pub fn run(target: &Target) -> CliResult {
+    let array = target.open(true)?;
+    let set = array.raidframe().expect("a RAIDframe set");
+    let Some(&(spare, column)) = set.used_spares.first() else {
+        return err(format!("{}: no hot spare serves a column: nothing to copy back", target.name));
+    };
+    let disks = target.resolved.disks.len();
+    let component = &target.shown.disks[column];
+    let Some(original) = set.components[column].clone() else {
+        return err(format!("{component}: column {column}'s component cannot be opened: nothing to copy back to"));
+    };
+    let spare_dev = set.components[disks + spare].clone().expect("a used spare was opened");
+    let sector = set.plan.layout.sector_bytes();
+    let base = data_offset(sector);
+    let data = array.engine().geometry().member_data_bytes();
+    if original.size() < base + data {
+        return err(format!(
+            "{component}: holds {} bytes, column {column} needs {}: nothing written",
+            original.size(),
+            base + data
+        ));
+    }
+    let served = set.metadata().labels()[column].clone().expect("a used spare has its label");
+    // The driver opens the component anew for the copyback and records its size, blank or not
+    // (unlike `-R`, see `raidctl_session`).
+    let joining = joining_label(&served, column, Some(original.size() / sector));
+    let mut configured = Configured::of(&array);
+    configured.with_spare(Arc::clone(&spare_dev), Some(served));
+    configured.joining(column, Arc::clone(&original), joining);
+    array.close()?;
+    copy(spare_dev.as_ref(), original.as_ref(), base, data)?;
+    configured.unconfigure(LabelChange::CopiedBack(column))?;
+    eprintln!(
+        "uraid: column {column} copied back from hot spare {} to {component}; the spare is free again",
+        target.shown.spares[spare]
+    );
+    Ok(())
+}
+
+/// The spare's data area onto the component's, then a flush of the component.
+fn copy(from: &dyn MemberDevice, to: &dyn MemberDevice, base: u64, len: u64) -> CliResult {
+    let bar = bytes_bar(len, "copyback");
+    let mut buf = vec![0u8; STEP as usize];
+    let mut at = 0;
+    while at < len {
+        let n = STEP.min(len - at) as usize;
+        from.read_at(base + at, &mut buf[..n])
+            .map_err(|e| CliError(format!("{}: reading at byte {}: {e}", from.name(), base + at)))?;
+        to.write_at(base + at, &buf[..n])
+            .map_err(|e| CliError(format!("{}: writing at byte {}: {e}", to.name(), base + at)))?;
+        at += n as u64;
+        if let Some(b) = &bar {
+            b.set_position(at);
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    to.flush().map_err(|e| CliError(format!("{}: flush: {e}", to.name())))
+}
