@@ -42,11 +42,18 @@ pub enum SetPlanError {
     #[error("RAIDframe set {serial}: {source}")]
     Layout { serial: i32, source: SetLayoutError },
     #[error(
-        "RAIDframe set {serial} (RAID {level}) cannot run: column(s) {} have no fresh component{}",
+        "RAIDframe set {serial} (RAID {level}) cannot run: column(s) {} have no fresh component{}{}",
         list(.missing),
-        if *.level == '1' { " (a whole mirrored pair is gone)" } else { "" }
+        if *.level == '1' { " (a whole mirrored pair is gone)" } else { "" },
+        .stale.iter().map(|(c, m, set)| format!("; column {c} is stale (mod_counter {m}, the set's is {set})")).collect::<String>()
     )]
-    NotEnoughComponents { serial: i32, level: char, missing: Vec<usize> },
+    NotEnoughComponents {
+        serial: i32,
+        level: char,
+        missing: Vec<usize>,
+        /// Stale components of the missing columns: `(column, mod_counter, the set's)`.
+        stale: Vec<(usize, i32, i32)>,
+    },
     #[error("raidctl -c would refuse these components: {}", refusal_text(.0))]
     Refused(Refusal),
     #[error(
@@ -186,10 +193,20 @@ impl SetPlan {
             }
         }
         if !assessment.configurable {
+            let stale = left_out
+                .iter()
+                .filter_map(|(_, why)| match why {
+                    LeftOut::Stale { column, mod_counter, set_mod_counter } => {
+                        Some((*column, *mod_counter, *set_mod_counter))
+                    }
+                    _ => None,
+                })
+                .collect();
             return Err(SetPlanError::NotEnoughComponents {
                 serial: want,
                 level: level.as_char(),
                 missing: assessment.missing_columns(),
+                stale,
             });
         }
         SetPlan::build(components, first, columns, left_out, assessment.mod_counter, assessment.clean)
@@ -237,6 +254,7 @@ impl SetPlan {
                 serial,
                 level: level.as_char(),
                 missing: (0..n).collect(),
+                stale: Vec::new(),
             });
         };
         for (c, label) in columns.iter().filter_map(|c| match c {
@@ -253,7 +271,12 @@ impl SetPlan {
             Level::Raid4 | Level::Raid5 => missing.len() <= 1,
         };
         if !enough {
-            return Err(SetPlanError::NotEnoughComponents { serial, level: level.as_char(), missing });
+            return Err(SetPlanError::NotEnoughComponents {
+                serial,
+                level: level.as_char(),
+                missing,
+                stale: Vec::new(),
+            });
         }
         let owned: Vec<ReadComponent> = components.iter().map(|c| c.clone().unwrap_or_else(blank)).collect();
         SetPlan::build(&owned, first, columns, left_out, mod_counter, parity_good)

@@ -59,7 +59,7 @@ fn autoconfiguration_chooses_by_serial_and_refuses_what_netbsd_refuses() {
     let two_gone = vec![component(b'5', 3, 0, 20), component(b'5', 3, 1, 13)];
     assert_eq!(
         SetPlan::autoconfigure(&two_gone, None).unwrap_err(),
-        SetPlanError::NotEnoughComponents { serial: 77, level: '5', missing: vec![1, 2] }
+        SetPlanError::NotEnoughComponents { serial: 77, level: '5', missing: vec![1, 2], stale: vec![(1, 13, 20)] }
     );
     assert_eq!(SetPlan::autoconfigure(&[], None).unwrap_err(), SetPlanError::NoComponents);
     // Two sets under one serial (here RAID 5 and RAID 1): the kernel would run both.
