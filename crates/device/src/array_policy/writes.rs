@@ -115,7 +115,7 @@ impl ArrayPolicy {
         self.meta.roles = None;
         self.events.extend(self.meta.held.drain(..).map(PolicyEvent::AnswerReleased));
         // A failure whose event the driver has not taken yet is not recorded at all.
-        if array.engine().log_held() && !array.engine().has_events() {
+        if array.engine().log_held() && !array.engine().failure_untaken() {
             array.engine_mut().release_log_hold();
             self.events.push_back(PolicyEvent::FailuresRecorded);
         }

@@ -350,8 +350,9 @@ impl Array {
         std::mem::take(&mut self.events)
     }
 
-    /// Whether events wait to be taken with [`Array::take_events`].
-    pub fn has_events(&self) -> bool {
-        !self.events.is_empty()
+    /// Whether a member failure waits to be taken with [`Array::take_events`] (the driver has
+    /// not recorded it yet).
+    pub fn failure_untaken(&self) -> bool {
+        self.events.iter().any(|e| matches!(e, EngineEvent::MemberFailed { .. }))
     }
 }
