@@ -243,6 +243,11 @@ pub struct ArraySource {
     /// array.
     #[arg(long, value_name = "NAME")]
     pub volume: Option<String>,
+    /// With --volume: read only the plex NAME of the volume, as if it were its only plex
+    /// (read-only; nothing is written). Reads a volume uraid cannot run whole, such as a raid5
+    /// plex mirrored with others, without detaching anything.
+    #[arg(long, value_name = "NAME", requires = "volume")]
+    pub plex: Option<String>,
     /// Run the NetBSD RAIDframe set the raidctl configuration file CONFIG describes, on the
     /// components its START disks section names (relative paths from the file's folder), as
     /// `raidctl -c` configures it.
@@ -440,6 +445,10 @@ pub struct MountArgs {
     /// Mount the gvinum volume NAME of the drives given (or found under --scan).
     #[arg(long, value_name = "NAME")]
     pub volume: Option<String>,
+    /// With --volume and --read-only: mount only the plex NAME of the volume, as if it were its
+    /// only plex.
+    #[arg(long, value_name = "NAME", requires = "volume")]
+    pub plex: Option<String>,
     /// Mount the NetBSD RAIDframe set the raidctl configuration file CONFIG describes (then
     /// the only path given is the FILE).
     #[arg(long, value_name = "CONFIG", conflicts_with_all = ["volume", "scan", "uuid", "serial"])]

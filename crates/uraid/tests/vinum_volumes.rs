@@ -486,3 +486,52 @@ fn examine_and_detail_describe_drives_and_volumes() {
     let e = refused(uraid(&["examine", &stray.display().to_string()]));
     assert!(e.contains("no gvinum drive header or RAIDframe component label either"), "{e}");
 }
+
+/// A volume mirroring a raid5 plex with a concat plex is refused whole (uraid does not nest
+/// arrays), but either plex can be read on its own with `--plex`, read-only: nothing is written,
+/// and a write with `--plex` is refused.
+#[test]
+fn one_plex_of_a_volume_uraid_cannot_run_whole_is_read_on_its_own() {
+    let dir = tempfile::tempdir_in(scratch_dir("vinum-volumes")).unwrap();
+    let paths: Vec<String> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| {
+            let p = dir.path().join(format!("{n}.img"));
+            std::fs::File::create(&p).unwrap().set_len(8 * MIB).unwrap();
+            p.display().to_string()
+        })
+        .collect();
+    let drives: String =
+        ["a", "b", "c", "d"].iter().zip(&paths).map(|(n, p)| format!("drive {n} device {p}\n")).collect();
+    let raid5 =
+        "volume m\n plex org raid5 64k\n  sd length 2m drive a\n  sd length 2m drive b\n  sd length 2m drive c\n";
+    ok(uraid_stdin(&["vinum", "create", "-"], format!("{drives}{raid5}").as_bytes()));
+    let model = random(4 * MIB as usize, 11);
+    let args = |extra: &[&'static str]| -> Vec<String> {
+        let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        v.extend(paths.iter().cloned());
+        v
+    };
+    let run = |a: Vec<String>, input: &[u8]| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        uraid_stdin(&a, input)
+    };
+    ok(run(args(&["write", "--volume", "m", "--offset", "0"]), &model));
+    // A concat plex joins the volume: a mirror of a raid5 plex, which uraid refuses to run.
+    let dir_text = dir.path().display().to_string();
+    let concat = "plex name m.p1 org concat volume m\n sd name m.p1.s0 length 4m drive d plex m.p1\n";
+    ok(uraid_stdin(&["vinum", "create", "--scan", &dir_text, "-"], concat.as_bytes()));
+    let before: Vec<Vec<u8>> = paths.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let e = refused(run(args(&["cat", "--volume", "m"]), b""));
+    assert!(e.contains("mirrors raid5 plex \"m.p0\"") && e.contains("--plex NAME"), "{e}");
+    let out = run(args(&["cat", "--volume", "m", "--plex", "m.p0"]), b"");
+    assert!(stderr(&out).contains("reading plex m.p0 of volume m on its own (read-only)"), "{}", stderr(&out));
+    assert!(ok(out) == model, "the raid5 plex on its own reads what was written");
+    let e = refused(run(args(&["cat", "--volume", "m", "--plex", "m.p7"]), b""));
+    assert!(e.contains("has no plex \"m.p7\" (its plexes: m.p0, m.p1)"), "{e}");
+    let e = refused(run(args(&["write", "--volume", "m", "--plex", "m.p0", "--offset", "0"]), b"x"));
+    assert!(e.contains("read-only"), "{e}");
+    for (p, b) in paths.iter().zip(&before) {
+        assert!(std::fs::read(p).unwrap() == *b, "{p} was written");
+    }
+}

@@ -38,7 +38,7 @@ pub enum VolumeLayoutError {
     #[error("volume {volume:?} is empty: plex {plex:?} holds no bytes")]
     Empty { volume: String, plex: String },
     #[error(
-        "volume {volume:?} mirrors raid5 plex {plex:?} with other plexes; uraid does not run a mirror of a raid5 plex yet (read it with one plex: detach the others)"
+        "volume {volume:?} mirrors raid5 plex {plex:?} with other plexes; uraid does not run a mirror of a raid5 plex yet (read one plex on its own with --plex NAME, or detach the others)"
     )]
     MirroredRaid5 { volume: String, plex: String },
     #[error(

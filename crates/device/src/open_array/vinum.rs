@@ -48,6 +48,8 @@ pub enum VolumeOpenError {
         "volume {volume:?} is a raid5 plex with {missing} subdisk(s) not up, and was not stopped cleanly (its drives carry uraid's unclean mark): parity may not match the data, so data rebuilt from it could be wrong; refusing to run it (md refuses a dirty degraded array too)"
     )]
     DirtyDegraded { volume: String, missing: usize },
+    #[error("volume {volume:?} has no plex {plex:?} (its plexes: {plexes})")]
+    NoSuchPlex { volume: String, plex: String, plexes: String },
     #[error(transparent)]
     Engine(#[from] uraid_engine::EngineError),
 }
@@ -107,7 +109,19 @@ impl OpenArray {
         volume: &str,
         writable: bool,
     ) -> Result<OpenArray, VolumeOpenError> {
-        OpenArray::open_volume_as(devs, volume, writable, VolumeStart::Run)
+        OpenArray::open_volume_as(devs, volume, writable, VolumeStart::Run, None)
+    }
+
+    /// Find the gvinum drives among `devs` and open one plex of `volume`, read-only, as if it
+    /// were the volume's only plex: a way to read a volume uraid cannot run whole (a raid5 plex
+    /// mirrored with others), or one plex of a mirror on its own, without detaching anything.
+    /// Nothing is ever written: the configuration it runs with leaves the other plexes out.
+    pub fn open_volume_plex(
+        devs: Vec<Box<dyn MemberDevice>>,
+        volume: &str,
+        plex: &str,
+    ) -> Result<OpenArray, VolumeOpenError> {
+        OpenArray::open_volume_as(devs, volume, false, VolumeStart::Run, Some(plex))
     }
 
     /// Find the gvinum drives at `paths` and open `volume`, a single raid5 plex, to be
@@ -125,7 +139,7 @@ impl OpenArray {
                 .map_err(|source| VolumeOpenError::Open { path: p.display().to_string(), source })?;
             devs.push(Box::new(dev));
         }
-        OpenArray::open_volume_as(devs, volume, true, VolumeStart::Initialise)
+        OpenArray::open_volume_as(devs, volume, true, VolumeStart::Initialise, None)
     }
 
     fn open_volume_as(
@@ -133,6 +147,7 @@ impl OpenArray {
         volume: &str,
         writable: bool,
         how: VolumeStart,
+        only_plex: Option<&str>,
     ) -> Result<OpenArray, VolumeOpenError> {
         let devs: Vec<Arc<dyn MemberDevice>> = devs.into_iter().map(Arc::from).collect();
         let refs: Vec<&dyn MemberDevice> = devs.iter().map(|d| d.as_ref()).collect();
@@ -140,7 +155,24 @@ impl OpenArray {
         if found.drives.is_empty() {
             return Err(VolumeOpenError::NoDrives);
         }
-        let config = found.merged.config_in_kernel_list_order();
+        let mut config = found.merged.config_in_kernel_list_order();
+        if let Some(plex) = only_plex {
+            assert!(!writable, "one plex of a volume is opened read-only");
+            let of_volume = |p: &uraid_vinum_format::Plex| p.volume.as_deref() == Some(volume);
+            if !config.plexes.iter().any(|p| p.name == plex && of_volume(p)) {
+                let plexes: Vec<&str> =
+                    config.plexes.iter().filter(|p| of_volume(p)).map(|p| p.name.as_str()).collect();
+                return Err(VolumeOpenError::NoSuchPlex {
+                    volume: volume.to_string(),
+                    plex: plex.to_string(),
+                    plexes: plexes.join(", "),
+                });
+            }
+            // The others are taken as detached, in this run's view only (read-only: never saved).
+            for p in config.plexes.iter_mut().filter(|p| p.name != plex && p.volume.as_deref() == Some(volume)) {
+                p.volume = None;
+            }
+        }
         let names: Vec<String> = found.drives.iter().map(|d| d.drive.header.label.name.clone()).collect();
         let plan = match how {
             VolumeStart::Run => VolumePlan::new(&config, volume, &names)?,

@@ -68,6 +68,7 @@ fn prepare_mountpoint(file: &Path) -> CliResult<bool> {
 fn mount_and_serve(args: &MountArgs, file: &Path) -> CliResult {
     let source = ArraySource {
         volume: args.volume.clone(),
+        plex: args.plex.clone(),
         raidframe: args.raidframe.clone(),
         scan: args.scan.clone(),
         uuid: args.uuid.clone(),

@@ -24,6 +24,14 @@ pub fn open_source(source: &ArraySource, writable: bool) -> CliResult<OpenArray>
         return open_raidframe_config(config, writable);
     }
     if let Some(volume) = &source.volume {
+        if let Some(plex) = &source.plex {
+            if writable {
+                return err(format!(
+                    "--plex {plex} reads one plex of volume {volume} on its own, read-only; a write would miss the volume's other plexes (serve it with --read-only, or use cat)"
+                ));
+            }
+            return open_volume_plex(&source.members, source.scan.as_deref(), volume, plex);
+        }
         return open_volume(&source.members, source.scan.as_deref(), volume, writable);
     }
     if source.scan.is_some() && !source.members.is_empty() {
@@ -138,6 +146,27 @@ fn report_raidframe(array: &OpenArray, writable: bool) {
 /// volume's state changes are saved to every drive, and one read wrong would keep an old
 /// configuration.
 pub fn open_volume(given: &[PathBuf], scan: Option<&Path>, volume: &str, writable: bool) -> CliResult<OpenArray> {
+    let drive_paths = volume_drives(given, scan, writable)?;
+    let array = OpenArray::open_volume_paths(&drive_paths, volume, writable)?;
+    report_volume(&array, writable);
+    Ok(array)
+}
+
+/// Open one plex of a gvinum volume on its own, read-only (see `OpenArray::open_volume_plex`).
+pub fn open_volume_plex(given: &[PathBuf], scan: Option<&Path>, volume: &str, plex: &str) -> CliResult<OpenArray> {
+    let drive_paths = volume_drives(given, scan, false)?;
+    let mut devs: Vec<Box<dyn MemberDevice>> = Vec::new();
+    for p in &drive_paths {
+        devs.push(Box::new(super::open_member(p, false)?));
+    }
+    let array = OpenArray::open_volume_plex(devs, volume, plex)?;
+    eprintln!("uraid: reading plex {plex} of volume {volume} on its own (read-only)");
+    report_volume(&array, false);
+    Ok(array)
+}
+
+/// The paths of the gvinum drives among those given or found under `scan`.
+fn volume_drives(given: &[PathBuf], scan: Option<&Path>, writable: bool) -> CliResult<Vec<PathBuf>> {
     let search = Search { scan: scan.map(Path::to_path_buf) };
     let drive_paths: Vec<PathBuf> = {
         let set = DriveSet::start(given, &search, &[])?;
@@ -150,7 +179,11 @@ pub fn open_volume(given: &[PathBuf], scan: Option<&Path>, volume: &str, writabl
             None => "no gvinum drives among the devices given".to_string(),
         });
     }
-    let array = OpenArray::open_volume_paths(&drive_paths, volume, writable)?;
+    Ok(drive_paths)
+}
+
+/// Say on stderr which subdisks a volume runs without, and what becomes of them.
+fn report_volume(array: &OpenArray, writable: bool) {
     let v = array.vinum().expect("a vinum volume was opened");
     for (subdisk, drive) in v.absent_subdisks() {
         eprintln!("uraid: subdisk {subdisk} is down: its drive {drive} was not found");
@@ -160,5 +193,4 @@ pub fn open_volume(given: &[PathBuf], scan: Option<&Path>, volume: &str, writabl
         let what = if writable { "revived (rebuilt from the rest of the volume)" } else { "left out" };
         eprintln!("uraid: subdisk(s) {} not up (stale): {what}", stale.join(", "));
     }
-    Ok(array)
 }
