@@ -193,20 +193,25 @@ fn a_checkpoint_ahead_of_its_data_is_caught() {
     );
 }
 
-/// The first seed below `limit` over the Vinum volumes with redundancy whose run with `mutation`
-/// fails, with what broke.
+/// The first seed below `limit`, spread over `geometries`, whose run with `mutation` fails,
+/// with what broke.
+fn first_caught_on(geometries: &[&str], mutation: Mutation, limit: u64) -> Option<(u64, String, Invariant)> {
+    (0..limit).find_map(|seed| {
+        let g = geometries[(seed % geometries.len() as u64) as usize];
+        let mut cfg = Config::new(seed, g);
+        cfg.mutation = Some(mutation);
+        run_one(&cfg).err().map(|f| (seed, g.to_string(), f.invariant))
+    })
+}
+
+/// [`first_caught_on`] the Vinum volumes with redundancy.
 fn first_caught_on_vinum(mutation: Mutation, limit: u64) -> Option<(u64, String, Invariant)> {
     let redundant: Vec<&str> = uraid_fault_sim::vinum_geometries::ALL
         .iter()
         .copied()
         .filter(|g| !g.starts_with("vinum-concat") && !g.starts_with("vinum-striped"))
         .collect();
-    (0..limit).find_map(|seed| {
-        let g = redundant[(seed % redundant.len() as u64) as usize];
-        let mut cfg = Config::new(seed, g);
-        cfg.mutation = Some(mutation);
-        run_one(&cfg).err().map(|f| (seed, g.to_string(), f.invariant))
-    })
+    first_caught_on(&redundant, mutation, limit)
 }
 
 /// Vinum saves that forget the unclean mark: a volume crashed while writes were in flight is
@@ -246,13 +251,7 @@ fn a_vinum_save_that_skips_drives_is_caught() {
 /// agree again.
 #[test]
 fn a_raidframe_set_never_recorded_dirty_is_caught() {
-    let geometries = uraid_fault_sim::raidframe_geometries::ALL;
-    let caught = (0..300u64).find_map(|seed| {
-        let g = geometries[(seed % geometries.len() as u64) as usize];
-        let mut cfg = Config::new(seed, g);
-        cfg.mutation = Some(Mutation::RaidframeNoDirtyRecord);
-        run_one(&cfg).err().map(|f| (seed, g.to_string(), f.invariant))
-    });
+    let caught = first_caught_on(uraid_fault_sim::raidframe_geometries::ALL, Mutation::RaidframeNoDirtyRecord, 300);
     println!("raidframe-no-dirty-record: first caught by {caught:?}");
     let (seed, g, invariant) = caught.expect("raidframe-no-dirty-record went unnoticed over 300 seeds");
     assert!(

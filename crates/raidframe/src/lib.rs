@@ -17,6 +17,8 @@ pub mod new_set;
 pub mod raidctl_session;
 pub mod set_layout;
 pub mod set_plan;
+#[cfg(test)]
+mod test_labels;
 
 pub use metadata::RaidframeMetadata;
 pub use set_layout::{SetLayout, SetLayoutError};

@@ -48,3 +48,25 @@ pub(super) fn open(disks: &mut [SimDisk], ids: &[usize]) -> Result<OpenArray, Op
     open.defer_metadata(true);
     Ok(open)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SimRng;
+    use uraid_engine::SlotState;
+
+    #[test]
+    fn a_column_is_failed_only_while_the_set_can_do_without_it() {
+        let built = crate::raidframe_geometries::build("raidframe-raid5-3", &mut SimRng::new(1)).unwrap();
+        let (_, _, mut open) = start(&built).unwrap();
+        let e = open.fail_column(7, false).unwrap_err().to_string();
+        assert!(e.contains("column 7") && e.contains("no such column"), "{e}");
+        open.fail_column(1, false).unwrap();
+        assert_eq!(open.engine().slot_states()[1], SlotState::Faulty);
+        let e = open.fail_column(1, false).unwrap_err().to_string();
+        assert!(e.contains("column 1") && e.contains("already failed"), "{e}");
+        // A second column of a RAID 5 holds data no other copy has: refused, nothing changed.
+        assert!(open.fail_column(0, false).is_err());
+        assert_eq!(open.engine().slot_states()[0], SlotState::InSync);
+    }
+}

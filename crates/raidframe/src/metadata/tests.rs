@@ -7,25 +7,9 @@ use uraid_raidframe_format::layout::{parity_map_offset, ParityMap, LABEL_OFFSET}
 use super::{RaidframeMetadata, RaidframeStart};
 use crate::set_plan::MapStart;
 
+/// A label of the set these tests start from (mod_counter 20).
 fn label(level: u8, columns: i32, column: i32) -> ComponentLabel {
-    ComponentLabel {
-        serial_number: 77,
-        mod_counter: 20,
-        column,
-        num_columns: columns,
-        clean: RAID_CLEAN,
-        sect_per_su: 32,
-        parity_config: i32::from(level),
-        max_outstanding: 100,
-        num_blocks: 1000,
-        partition_size: 1064,
-        parity_map_modcount: 20,
-        parity_map_flags: PMLABEL_VALID | PMLABEL_WASUSED,
-        parity_map_tickms: 40000,
-        parity_map_ntick: 8,
-        parity_map_regions: 1,
-        ..ComponentLabel::default()
-    }
+    crate::test_labels::label(level, columns, column, 20)
 }
 
 fn start(level: u8, columns: usize, map: MapStart) -> RaidframeStart {

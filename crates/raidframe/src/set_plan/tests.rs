@@ -1,31 +1,14 @@
 use uraid_engine::geometry::Layout;
 use uraid_raidframe_format::config_file::RaidConfig;
 use uraid_raidframe_format::configure_check::Refusal;
-use uraid_raidframe_format::label::{ComponentLabel, PMLABEL_DISABLE, PMLABEL_VALID, PMLABEL_WASUSED, RAID_CLEAN};
+use uraid_raidframe_format::label::{PMLABEL_DISABLE, PMLABEL_VALID};
 use uraid_raidframe_format::layout::ParityMap;
 
 use super::{ColumnStart, LeftOut, MapStart, ReadComponent, SetPlan, SetPlanError};
 
 fn component(level: u8, columns: i32, column: i32, mod_counter: i32) -> ReadComponent {
     ReadComponent {
-        label: ComponentLabel {
-            serial_number: 77,
-            mod_counter,
-            column,
-            num_columns: columns,
-            clean: RAID_CLEAN,
-            sect_per_su: 32,
-            parity_config: i32::from(level),
-            max_outstanding: 100,
-            num_blocks: 1000,
-            partition_size: 1064,
-            parity_map_modcount: mod_counter,
-            parity_map_flags: PMLABEL_VALID | PMLABEL_WASUSED,
-            parity_map_tickms: 40000,
-            parity_map_ntick: 8,
-            parity_map_regions: 1,
-            ..ComponentLabel::default()
-        },
+        label: crate::test_labels::label(level, columns, column, mod_counter),
         parity_map: Some(ParityMap::clean()),
     }
 }
