@@ -26,6 +26,10 @@ use bytes::Bytes;
 
 use crate::slot::SlotState;
 
+mod write_intent;
+
+pub use write_intent::WriteIntentBits;
+
 /// Wall-clock time in whole seconds since the Unix epoch, handed in by the driver.
 pub type UnixSeconds = u64;
 
@@ -177,15 +181,10 @@ pub trait ArrayMetadata: Send {
         0
     }
 
-    /// Whether intent region `region` may hold writes a crash left inconsistent (never, for
-    /// formats that keep no intent log).
-    fn intent_dirty(&self, _region: u64) -> bool {
-        false
-    }
-
-    /// Bytes per intent region (of each member, or of the array for layouts that say so), or
-    /// `None` when the format keeps no intent log for this array.
-    fn intent_region_bytes(&self) -> Option<u64> {
+    /// The format's write-intent log (md's bitmap, RAIDframe's parity map) as it stands in
+    /// memory, when the array keeps one: which regions writes are marked in, and how large a
+    /// region is. `None` for formats and arrays without one.
+    fn write_intent(&self) -> Option<&WriteIntentBits> {
         None
     }
 }

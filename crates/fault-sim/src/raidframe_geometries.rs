@@ -37,6 +37,9 @@ pub struct RaidframeBuilt {
     pub config: RaidConfig,
     /// Sectors of each component.
     pub partition_sectors: u64,
+    /// Parity map regions (as `raidctl -M set` records them), so that a resync after a crash
+    /// covers only some of the set.
+    pub map_regions: u32,
     /// The sizes the seed chose, for the trace.
     pub summary: String,
 }
@@ -47,7 +50,15 @@ impl RaidframeBuilt {
         let sectors = vec![Some(self.partition_sectors); self.config.disks.len()];
         let labels = uraid_raidframe::new_set::new_labels(&self.config, &sectors, Some(SERIAL))
             .map_err(|e| format!("labelling the set: {e}"))?;
-        Ok(labels.into_iter().flatten().map(|label| ComponentLabel { clean: RAID_CLEAN, ..label }).collect())
+        let regions = self.map_regions;
+        Ok(labels
+            .into_iter()
+            .flatten()
+            .map(|label| {
+                let parity_map_regions = if label.parity_map_regions > 0 { regions } else { 0 };
+                ComponentLabel { clean: RAID_CLEAN, parity_map_regions, ..label }
+            })
+            .collect())
     }
 }
 
@@ -76,14 +87,17 @@ pub fn build(name: &str, rng: &mut SimRng) -> Result<RaidframeBuilt, String> {
         queue: QueueLine { queue_type: "fifo".into(), max_outstanding: 100 },
         debug: Vec::new(),
     };
+    // 1 to 32 parity map regions (components this small get 1 by default). Taken from the
+    // units already drawn rather than drawn anew, so that every seed's later draws stay the same.
+    let map_regions = 1u32 << (units % 6);
     let summary = format!(
-        "{name}: RAID {} over {columns} components of {} KiB of data, stripe units of {} KiB",
+        "{name}: RAID {} over {columns} components of {} KiB of data, stripe units of {} KiB, {map_regions} parity map regions",
         level.as_char(),
         data_sectors / 2,
         sect_per_su / 2
     );
     let partition_sectors = uraid_raidframe_format::layout::PROTECTED_SECTORS + data_sectors;
-    Ok(RaidframeBuilt { config, partition_sectors, summary })
+    Ok(RaidframeBuilt { config, partition_sectors, map_regions, summary })
 }
 
 #[cfg(test)]

@@ -265,3 +265,23 @@ fn a_raidframe_set_never_recorded_dirty_is_caught() {
         "caught as {invariant:?} (seed {seed} on {g})"
     );
 }
+
+/// RAIDframe parity map updates that never mark a region (the labels still go dirty): a write
+/// goes out before its region is marked, and the resync after a crash, limited to the regions
+/// the map marks, passes over the stripes it left inconsistent.
+#[test]
+fn a_raidframe_write_before_its_region_is_marked_is_caught() {
+    let caught = first_caught_on(uraid_fault_sim::raidframe_geometries::ALL, Mutation::RaidframeMapSkipsRegions, 300);
+    println!("raidframe-map-skips-regions: first caught by {caught:?}");
+    let (seed, g, invariant) = caught.expect("raidframe-map-skips-regions went unnoticed over 300 seeds");
+    assert!(
+        matches!(
+            invariant,
+            Invariant::Inconsistent
+                | Invariant::WrongData
+                | Invariant::DegradedReadDiffers
+                | Invariant::LostDurableWrite
+        ),
+        "caught as {invariant:?} (seed {seed} on {g})"
+    );
+}

@@ -17,4 +17,5 @@ pub mod assemble;
 pub mod metadata;
 pub mod probe;
 
-pub use metadata::{MdDevice, MdMetadata, WriteIntentBits};
+pub use metadata::{load_write_intent, MdDevice, MdMetadata};
+pub use uraid_engine::metadata::WriteIntentBits;

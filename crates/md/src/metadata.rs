@@ -25,6 +25,7 @@ use bytes::Bytes;
 use uraid_engine::array::SlotState;
 use uraid_engine::metadata::{
     ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, MetaStep, MetaWhat, StepQueue, Ticket, UnixSeconds,
+    WriteIntentBits,
 };
 use uraid_engine::SECTOR_BYTES;
 use uraid_md_format::bitmap::{self, BitmapSuper};
@@ -63,49 +64,19 @@ pub fn bitmap_byte_offset(sb_offset: u64, sectors: i32) -> u64 {
     (sb_offset as i64 + i64::from(sectors) * SECTOR_BYTES as i64) as u64
 }
 
-/// The bits of md's write-intent bitmap, held in memory and written to every member.
-///
-/// A set bit says "writes may have been in flight in this region": an unclean stop resyncs
-/// only those regions. Bits are set before a write is let through and cleared lazily.
-#[derive(Debug, Clone)]
-pub struct WriteIntentBits {
-    /// Bytes per bit: of each member for raid1/4/5/6, of the array for raid10.
-    pub chunk_bytes: u64,
-    pub chunks: u64,
-    pub bits: Vec<u8>,
-    /// The bitmap on disk could not be trusted at assembly (stale or marked so): every region
-    /// counts as dirty until a full resync.
-    pub all_dirty: bool,
-    /// The event count when bits were last cleared: a member whose events are not behind it
-    /// missed nothing the bitmap does not show.
-    pub events_cleared: u64,
-}
-
-impl WriteIntentBits {
-    /// The bitmap as the reference member holds it (`header` parsed, `bits` read after it). One
-    /// older than the superblock (md's `events < sb events` check) or marked stale cannot say
-    /// which regions are clean.
-    pub fn load(header: &BitmapSuper, bits: Vec<u8>, sb_events: u64) -> WriteIntentBits {
-        let all_dirty = header.events < sb_events.saturating_sub(1) || header.state & bitmap::state::STALE != 0;
-        WriteIntentBits {
-            chunk_bytes: u64::from(header.chunksize),
-            chunks: header.chunks(),
-            bits,
-            all_dirty,
-            events_cleared: header.events_cleared,
-        }
-    }
-
-    pub fn is_dirty(&self, chunk: u64) -> bool {
-        self.all_dirty || bitmap::is_dirty(&self.bits, chunk)
-    }
-
-    pub fn dirty_chunks(&self) -> u64 {
-        if self.all_dirty {
-            self.chunks
-        } else {
-            bitmap::count_dirty(&self.bits, self.chunks)
-        }
+/// md's write-intent bitmap as the reference member holds it (`header` parsed, `bits` read after
+/// it), held in memory and written to every member. A set bit says "writes may have been in
+/// flight in this region": an unclean stop resyncs only those regions. Bits are set before a
+/// write is let through and cleared lazily. One older than the superblock (md's `events < sb
+/// events` check) or marked stale cannot say which regions are clean.
+pub fn load_write_intent(header: &BitmapSuper, bits: Vec<u8>, sb_events: u64) -> WriteIntentBits {
+    let all_dirty = header.events < sb_events.saturating_sub(1) || header.state & bitmap::state::STALE != 0;
+    WriteIntentBits {
+        chunk_bytes: u64::from(header.chunksize),
+        chunks: header.chunks(),
+        bits,
+        all_dirty,
+        events_cleared: header.events_cleared,
     }
 }
 
@@ -643,12 +614,8 @@ impl ArrayMetadata for MdMetadata {
         self.resync_array_bytes(self.resync_from)
     }
 
-    fn intent_dirty(&self, region: u64) -> bool {
-        self.bitmap.as_ref().is_some_and(|b| b.is_dirty(region))
-    }
-
-    fn intent_region_bytes(&self) -> Option<u64> {
-        self.bitmap.as_ref().map(|b| b.chunk_bytes)
+    fn write_intent(&self) -> Option<&WriteIntentBits> {
+        self.bitmap.as_ref()
     }
 }
 
@@ -725,7 +692,7 @@ mod tests {
         let events = devices[0].superblock.info().events;
         let bitmap = devices[0].bitmap.as_ref().map(|(at, h)| {
             let from = *at as usize + bitmap::HEADER_BYTES;
-            WriteIntentBits::load(h, images[0][from..from + h.bits_bytes()].to_vec(), events)
+            load_write_intent(h, images[0][from..from + h.bits_bytes()].to_vec(), events)
         });
         MdMetadata::new(MdStart {
             devices,
@@ -914,7 +881,8 @@ mod tests {
             let bits = &img[from..from + bms.bits_bytes()];
             assert!(bitmap::is_dirty(bits, 3) && bitmap::is_dirty(bits, 4) && !bitmap::is_dirty(bits, 5));
         }
-        assert!(meta.intent_dirty(4) && !meta.intent_dirty(5));
+        let intent = ArrayMetadata::write_intent(&meta).expect("a bitmap");
+        assert!(intent.is_dirty(4) && !intent.is_dirty(5));
         meta.record(MetaChange::IntentClear(3..5), &whole(), 4).unwrap().expect("bits changed");
         run(&mut meta, &mut images);
         let (at, bms) = bitmap_at(&images[0], &superblock(&images[0])).unwrap();

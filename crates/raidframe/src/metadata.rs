@@ -23,14 +23,19 @@
 //!   trust it. Once it is in sync, the next update writes its label (the set's, its own column)
 //!   with the others': mod_counter + 1, status optimal.
 //!
-//! The parity map, when the set uses one, is kept coarsely: the whole map is written dirty with
-//! the dirty labels, and clean with the clean labels. NetBSD marks only the regions a write
-//! touches and clears them after a cooldown (`rf_paritymap_begin`, `rf_paritymap_checkwork`);
-//! marking every region is what the kernel itself does to a map it cannot trust, and it keeps
-//! the one rule that matters after a crash: no write reaches a region the map on disk calls
-//! clean. The labels' parity map fields are written as `rf_paritymap_attach` writes them at
-//! configure (VALID and WASUSED, or VALID and DISABLE, with the agreed tick, cooldown and
-//! region count), so the kernel trusts the map uraid wrote.
+//! The parity map, when the set uses one, is kept as NetBSD keeps it (`rf_paritymap.c`): a
+//! region is marked on every live component, and the mark flushed, before the first write to
+//! it goes out (`rf_paritymap_begin`, through [`MetaChange::IntentSet`]); it is cleared once no
+//! write has touched it for a while and the members were flushed (the cooldown of
+//! `rf_paritymap_checkwork`, through [`MetaChange::IntentClear`]); the whole map is written
+//! clean with the clean labels (`rf_paritymap_detach` at unconfigure). After a crash only the
+//! regions marked are resynced, as `rf_paritymap_rewrite` rewrites only those. A map the kernel
+//! would not trust (`rf_paritymap_attach`'s zap) counts as wholly dirty when the set needs a
+//! resync, and is replaced by a clean one before the first mark when it does not. The labels'
+//! parity map fields are written as `rf_paritymap_attach` writes them at configure (VALID and
+//! WASUSED, or VALID and DISABLE, with the agreed tick, cooldown and region count), so the
+//! kernel trusts the map uraid wrote. A region covers whole stripes: the same member bytes on
+//! every component (`rf_paritymap_init`'s region size, in stripes).
 //!
 //! Labels and map of one update go out together and are flushed before the update counts as
 //! durable; a write to the set waits for that (the engine's driver holds writes until the
@@ -39,12 +44,16 @@
 use bytes::Bytes;
 use uraid_engine::metadata::{
     ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, MetaStep, MetaWhat, StepQueue, Ticket, UnixSeconds,
+    WriteIntentBits,
 };
 use uraid_engine::SlotState;
 use uraid_raidframe_format::label::{ComponentLabel, DiskStatus, RAID_CLEAN, RAID_DIRTY};
 use uraid_raidframe_format::layout::{
-    label_area_size, parity_map_area_size, parity_map_offset, ParityMap, LABEL_OFFSET,
+    label_area_size, parity_map_area_size, parity_map_offset, ParityMap, LABEL_OFFSET, PARITY_MAP_BYTES,
 };
+
+use uraid_raidframe_format::mapping::Geometry as RaidGeometry;
+use uraid_raidframe_format::Level;
 
 use crate::set_plan::{map_fields_at_configure, MapStart};
 
@@ -63,8 +72,8 @@ pub struct RaidframeStart {
     pub mod_counter: i32,
     /// Bytes per sector of the components.
     pub sector_bytes: u64,
-    /// Usable sectors per component (`numBlocks`), for the default region count.
-    pub sectors_per_disk: u64,
+    /// The set's level and geometry, for the parity map's region count and size.
+    pub geometry: RaidGeometry,
     /// Opened for writing.
     pub writable: bool,
     /// RAID 1, 4 or 5: recorded dirty around writes.
@@ -81,11 +90,27 @@ pub struct RaidframeStart {
 /// The parity map while the set runs.
 #[derive(Debug, Clone)]
 struct MapState {
-    /// What the live components hold, when known.
+    /// What the live components hold, when known (`None`: a map the kernel would not trust,
+    /// to be replaced before it is relied on).
     on_disk: Option<ParityMap>,
     regions: u32,
     tickms: u32,
     ntick: u32,
+    /// The regions as the driver sees them: marked before the writes they cover, cleared once
+    /// idle, all dirty while an untrusted map owes a full resync.
+    intent: WriteIntentBits,
+}
+
+impl MapState {
+    /// The map the regions in `intent` make, as written to disk.
+    fn as_written(&self) -> ParityMap {
+        if self.intent.all_dirty {
+            return ParityMap::all_dirty();
+        }
+        let mut map = ParityMap::clean();
+        map.bits.copy_from_slice(&self.intent.bits);
+        map
+    }
 }
 
 /// The set's labels and parity map as NetBSD keeps them; see the module documentation.
@@ -106,7 +131,7 @@ pub struct RaidframeMetadata {
     redundant: bool,
     /// The `clean` word the live labels carry.
     labels_clean: bool,
-    /// Recorded dirty: labels dirty and, with a map, every region dirty on disk.
+    /// Recorded dirty: labels dirty (and, with a map, a map on disk the kernel trusts).
     dirty: bool,
     needs_resync: bool,
     /// `None` for RAID 0 and for a set whose map is disabled.
@@ -114,6 +139,8 @@ pub struct RaidframeMetadata {
     /// The labels' parity map fields as the kernel writes them at configure; `None` for RAID 0.
     map_fields: Option<(u32, u32, u32, u32)>,
     roles_changed: bool,
+    /// A column came to life since the last update: the map goes to it with its label.
+    joined: bool,
     /// A write was let through (RAID 0 records nothing else before writes).
     writes_seen: bool,
     steps: StepQueue,
@@ -130,14 +157,30 @@ impl RaidframeMetadata {
         let live =
             (0..columns).map(|c| column_device[c].is_some() && start.labels[c].is_some() && !rebuilding[c]).collect();
         let first = start.labels.iter().flatten().next();
-        let map_fields = map_fields_at_configure(&start.parity_map, first, start.sectors_per_disk, start.sector_bytes);
+        let map_fields =
+            map_fields_at_configure(&start.parity_map, first, start.geometry.sectors_per_disk, start.sector_bytes);
+        let redundant = start.redundant;
+        let needs_resync = redundant && start.needs_resync;
         let map = match (start.parity_map, map_fields) {
             (MapStart::InUse { on_disk, tickms, ntick, .. }, Some((_, _, _, regions))) => {
-                Some(MapState { on_disk: on_disk.map(|m| *m), regions, tickms, ntick })
+                let on_disk = on_disk.map(|m| *m);
+                let chunk_bytes = region_bytes(&start.geometry, regions, start.sector_bytes);
+                let intent = WriteIntentBits {
+                    chunk_bytes,
+                    chunks: u64::from(regions),
+                    bits: on_disk.as_ref().map_or(vec![0; PARITY_MAP_BYTES], |m| m.bits.to_vec()),
+                    // An untrusted map tells nothing: everything, if the labels owe a resync
+                    // (the kernel's invalidate), nothing otherwise (its forceclean).
+                    all_dirty: on_disk.is_none() && needs_resync,
+                    events_cleared: 0,
+                };
+                Some(MapState { on_disk, regions, tickms, ntick, intent })
             }
             _ => None,
         };
-        let map_all_dirty = map.as_ref().is_none_or(|m| m.on_disk.as_ref() == Some(&ParityMap::all_dirty()));
+        // Labels found dirty stand for writes already recorded, once the map on disk can be
+        // relied on (an untrusted one is replaced with the first dirty record).
+        let dirty = redundant && !start.labels_clean && map.as_ref().is_none_or(|m| m.on_disk.is_some());
         RaidframeMetadata {
             labels: start.labels,
             live,
@@ -147,13 +190,14 @@ impl RaidframeMetadata {
             mod_counter: start.mod_counter,
             sector_bytes: start.sector_bytes,
             writable: start.writable,
-            redundant: start.redundant,
+            redundant,
             labels_clean: start.labels_clean,
-            dirty: start.redundant && !start.labels_clean && map_all_dirty,
-            needs_resync: start.redundant && start.needs_resync,
+            dirty,
+            needs_resync,
             map,
             map_fields,
             roles_changed: false,
+            joined: false,
             writes_seen: false,
             steps: StepQueue::new(),
         }
@@ -197,6 +241,7 @@ impl RaidframeMetadata {
                 if in_sync {
                     self.rebuilding[column] = false;
                     self.live[column] = self.labels[column].is_some();
+                    self.joined |= self.live[column];
                 } else if !rebuilding {
                     // The rebuild target failed: it never joins.
                     self.rebuilding[column] = false;
@@ -225,6 +270,9 @@ impl RaidframeMetadata {
             .mod_counter
             .checked_add(1)
             .ok_or_else(|| MetaError::Format("the set's mod_counter cannot grow past 2^31 - 1".into()))?;
+        // A column that came to life takes the map with its label, as the others hold it.
+        let map = map.or_else(|| if self.joined { self.map.as_ref().and_then(|m| m.on_disk.clone()) } else { None });
+        self.joined = false;
         let label_area = label_area_size(self.sector_bytes) as usize;
         let map_bytes = map.as_ref().map(|m| Bytes::from(m.to_area(parity_map_area_size(self.sector_bytes) as usize)));
         let mut writes = Vec::new();
@@ -260,11 +308,62 @@ impl RaidframeMetadata {
         Ok(ticket)
     }
 
-    /// The map to write with an update that leaves every region `dirty` (or clean), unless the
-    /// components hold it already; `None` without a map.
-    fn map_to_write(&self, dirty: bool) -> Option<ParityMap> {
+    /// Queue the parity map as the regions now stand to every live column, then a flush of
+    /// each (`rf_paritymap_write_locked`: a mark is on disk before the writes it covers).
+    /// The labels are not touched.
+    fn write_map(&mut self) -> Result<Option<Ticket>, MetaError> {
+        let Some(state) = self.map.as_mut() else { return Ok(None) };
+        let map = state.as_written();
+        let targets: Vec<usize> =
+            (0..self.live.len()).filter(|&c| self.live[c]).filter_map(|c| self.column_device[c]).collect();
+        if targets.is_empty() {
+            return Ok(None);
+        }
+        let data = Bytes::from(map.to_area(parity_map_area_size(self.sector_bytes) as usize));
+        let offset = parity_map_offset(self.sector_bytes);
+        let writes = targets
+            .iter()
+            .map(|&device| MetaOp::Write { device, offset, data: data.clone(), what: MetaWhat::Bitmap })
+            .collect();
+        let flushes = targets.iter().map(|&device| MetaOp::Flush { device }).collect();
+        state.on_disk = Some(map);
+        Ok(self.steps.push(vec![MetaStep { ops: writes, completes: None }, MetaStep { ops: flushes, completes: None }]))
+    }
+
+    /// Mark (`dirty`) or clear `regions` in memory; whether the map changed, or was never
+    /// written since the set was opened with a map the kernel would not trust.
+    fn mark_regions(&mut self, regions: std::ops::Range<u64>, dirty: bool) -> bool {
+        let Some(state) = self.map.as_mut() else { return false };
+        if state.intent.all_dirty {
+            // Every region counts as dirty until the full resync is recorded clean.
+            return false;
+        }
+        let end = regions.end.min(u64::from(state.regions));
+        let mut changed = false;
+        for region in regions.start..end {
+            if state.intent.is_dirty(region) != dirty {
+                state.intent.set(region, dirty);
+                changed = true;
+            }
+        }
+        changed || state.on_disk.is_none()
+    }
+
+    /// The map to write beside the dirty labels: an untrusted map is replaced (wholly dirty if
+    /// a full resync is owed, else as the regions stand), since the labels written now tell the
+    /// kernel to trust it; a trusted one is already right.
+    fn map_for_dirty_labels(&self) -> Option<ParityMap> {
         let state = self.map.as_ref()?;
-        let want = if dirty { ParityMap::all_dirty() } else { ParityMap::clean() };
+        let want = state.as_written();
+        (state.on_disk.as_ref() != Some(&want) && (state.on_disk.is_none() || state.intent.all_dirty)).then_some(want)
+    }
+
+    /// Every region clean in memory, and the clean map to write unless the components hold it.
+    fn clean_map(&mut self) -> Option<ParityMap> {
+        let state = self.map.as_mut()?;
+        state.intent.all_dirty = false;
+        state.intent.bits.fill(0);
+        let want = ParityMap::clean();
         (state.on_disk.as_ref() != Some(&want)).then_some(want)
     }
 
@@ -273,6 +372,17 @@ impl RaidframeMetadata {
     pub fn parity_map_params(&self) -> Option<(u32, u32, u32)> {
         self.map.as_ref().map(|m| (m.regions, m.tickms, m.ntick))
     }
+}
+
+/// Bytes of one parity map region as the driver counts intent regions
+/// ([`WriteIntentBits::chunk_bytes`]). `rf_paritymap_init` gives each region the stripes divided
+/// over the regions, rounded up; a stripe is one stripe unit of every component, so a region is
+/// the same member bytes on each. RAID 4 and 5 count them per member, as parity layouts do;
+/// RAID 1 counts them in the array's bytes, as mirrors do (its stripe holds one unit per pair).
+fn region_bytes(geometry: &RaidGeometry, regions: u32, sector_bytes: u64) -> u64 {
+    let stripes = geometry.stripe_units_per_disk().div_ceil(u64::from(regions.max(1)));
+    let units = if geometry.level == Level::Raid1 { geometry.data_columns() } else { 1 };
+    stripes * units * geometry.sect_per_su * sector_bytes
 }
 
 impl ArrayMetadata for RaidframeMetadata {
@@ -299,7 +409,7 @@ impl ArrayMetadata for RaidframeMetadata {
                     let clean = self.labels_clean;
                     return self.write_labels(clean, None);
                 }
-                let map = self.map_to_write(true);
+                let map = self.map_for_dirty_labels();
                 let ticket = self.write_labels(false, map)?;
                 self.dirty = true;
                 Ok(ticket)
@@ -318,7 +428,9 @@ impl ArrayMetadata for RaidframeMetadata {
                     return Ok(None);
                 }
                 self.take_roles(devices);
-                let map = self.map_to_write(false);
+                // Idle and flushed: no region holds a write in flight (as the kernel's map is
+                // clean once detached at unconfigure).
+                let map = self.clean_map();
                 let ticket = self.write_labels(true, map)?;
                 self.dirty = false;
                 Ok(ticket)
@@ -333,9 +445,21 @@ impl ArrayMetadata for RaidframeMetadata {
                 self.needs_resync = false;
                 Ok(None)
             }
-            // The map is kept whole (see the module documentation), and RAIDframe's labels have
-            // nowhere to keep a resync's progress: a parity rewrite cut short starts over.
-            MetaChange::IntentSet(_) | MetaChange::IntentClear(_) | MetaChange::ResyncCheckpoint { .. } => Ok(None),
+            MetaChange::IntentSet(regions) => {
+                if !self.mark_regions(regions, true) {
+                    return Ok(None);
+                }
+                self.write_map()
+            }
+            MetaChange::IntentClear(regions) => {
+                if !self.mark_regions(regions, false) {
+                    return Ok(None);
+                }
+                self.write_map()
+            }
+            // RAIDframe's labels have nowhere to keep a resync's progress: a parity rewrite cut
+            // short starts over (over the regions the map still marks).
+            MetaChange::ResyncCheckpoint { .. } => Ok(None),
         }
     }
 
@@ -374,6 +498,10 @@ impl ArrayMetadata for RaidframeMetadata {
 
     fn needs_resync(&self) -> bool {
         self.needs_resync
+    }
+
+    fn write_intent(&self) -> Option<&WriteIntentBits> {
+        self.map.as_ref().map(|m| &m.intent)
     }
 }
 

@@ -424,3 +424,84 @@ fn netbsd_reads_what_uraid_wrote_through_the_engine() {
     kernel.raidctl_ok(&["-u", "raid0"]);
     assert!(ours == theirs, "the driver reads the set as uraid does");
 }
+
+/// A set uraid left behind by a crash while writing: labels dirty, and in the parity map only
+/// the region the write went to. NetBSD's driver trusts that map: its `-P` rewrites the marked
+/// region's parity and leaves the other region alone (parity spoiled on purpose in both shows
+/// which ones it rewrote). uraid's own `-P` rewrites the same, to the same bytes.
+#[test]
+fn netbsd_rewrites_only_the_region_uraid_marked_before_a_crash() {
+    // 64 MiB components: two regions of 2047 stripes of 16 KiB units (the kernel's default
+    // count, one per 25 MiB).
+    let pair = Pair::new("crashed", '5', 3, 0, 32, 64 * MIB);
+    pair.uraid(&["-I", "12"]);
+    pair.uraid(&["-i"]);
+    let region_member_bytes = 2047 * 16 * 1024;
+    let region1_logical = 2047 * 2 * 16 * 1024;
+    let mut set = uraid_device::OpenArray::open_raidframe_paths(&pair.images("uraid"), Some(12), true).unwrap();
+    set.write(region1_logical + MIB, vec![0x5a; 65536]).unwrap();
+    drop(set); // a crash: nothing more is written
+
+    let data_start = layout::data_offset(512);
+    let maps: Vec<ParityMap> = pair.images("uraid").iter().map(|p| map_of(p)).collect();
+    for map in &maps {
+        assert_eq!(map.dirty_regions().collect::<Vec<_>>(), vec![1], "only the region written is marked");
+    }
+    assert!(pair.images("uraid").iter().all(|p| label_of(p).clean == 0), "the labels say dirty");
+    // Spoil a stripe in each region (column 0's bytes, data or parity as the rotation has it).
+    for member_offset in [MIB, region_member_bytes + 3 * MIB] {
+        patch(&pair.images("uraid")[0], data_start + member_offset, &[0xee; 16384]);
+    }
+    let before: Vec<Vec<u8>> = pair.images("uraid").iter().map(|p| std::fs::read(p).unwrap()).collect();
+    for (from, to) in pair.images("uraid").iter().zip(pair.images("netbsd")) {
+        std::fs::copy(from, to).unwrap();
+    }
+
+    let kernel = pair.kernel();
+    pair.netbsd(&kernel, &["-P"]);
+    drop(kernel);
+    pair.uraid(&["-P"]);
+
+    for side in ["netbsd", "uraid"] {
+        let changed: Vec<u64> = pair
+            .images(side)
+            .iter()
+            .zip(&before)
+            .flat_map(|(p, old)| {
+                let new = std::fs::read(p).unwrap();
+                (data_start as usize..new.len()).step_by(512).filter(move |&at| new[at..at + 512] != old[at..at + 512])
+            })
+            .map(|at| at as u64 - data_start)
+            .collect();
+        assert!(!changed.is_empty(), "{side}: the marked region's spoiled stripe is rewritten");
+        assert!(
+            changed.iter().all(|&at| (region_member_bytes..2 * region_member_bytes).contains(&at)),
+            "{side}: only the marked region is rewritten: {changed:?}"
+        );
+    }
+    for (n, u) in pair.images("netbsd").iter().zip(pair.images("uraid")) {
+        let (n, u) = (std::fs::read(n).unwrap(), std::fs::read(&u).unwrap());
+        assert!(n[data_start as usize..] == u[data_start as usize..], "the same data and parity on both sides");
+        assert_eq!(map_of_bytes(&n), map_of_bytes(&u), "the same parity map");
+    }
+}
+
+fn label_of(path: &Path) -> ComponentLabel {
+    let bytes = std::fs::read(path).unwrap();
+    ComponentLabel::parse(&bytes[layout::LABEL_OFFSET as usize..]).unwrap()
+}
+
+fn map_of(path: &Path) -> ParityMap {
+    map_of_bytes(&std::fs::read(path).unwrap())
+}
+
+fn map_of_bytes(bytes: &[u8]) -> ParityMap {
+    ParityMap::parse(&bytes[layout::parity_map_offset(512) as usize..][..512]).unwrap()
+}
+
+fn patch(path: &Path, at: u64, bytes: &[u8]) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(at)).unwrap();
+    f.write_all(bytes).unwrap();
+}

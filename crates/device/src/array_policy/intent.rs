@@ -19,30 +19,14 @@ pub(super) struct IdleSince {
 }
 
 impl ArrayPolicy {
-    /// The bitmap chunks a logical range touches: per member for raid1/4/5/6 (a parity write
-    /// touches whole stripes), of the array for raid10. `None` without a bitmap.
+    /// The bitmap chunks a logical range touches (see [`OpenArray::intent_regions`]).
     pub(super) fn intent_chunks(&self, array: &OpenArray, offset: u64, len: u64) -> Option<std::ops::Range<u64>> {
-        let bits = array.write_intent()?;
-        if len == 0 || bits.chunk_bytes == 0 {
-            return None;
-        }
-        let (start, end) = match self.shape.stripe_data_bytes {
-            Some(width) => {
-                let chunk = self.shape.chunk_bytes;
-                (offset / width * chunk, (offset + len).div_ceil(width) * chunk)
-            }
-            None => (offset, offset + len),
-        };
-        Some(start / bits.chunk_bytes..end.div_ceil(bits.chunk_bytes))
+        array.intent_regions(offset, len)
     }
 
     /// The logical offset where bitmap chunk `c` begins.
     pub(super) fn intent_chunk_start(&self, array: &OpenArray, c: u64) -> u64 {
-        let bytes = array.write_intent().map_or(0, |b| b.chunk_bytes) * c;
-        match self.shape.stripe_data_bytes {
-            Some(width) => bytes / self.shape.chunk_bytes * width,
-            None => bytes,
-        }
+        array.intent_region_start(c)
     }
 
     /// Mark `chunks` in the bitmap and count this user. The bits are only recorded: what they

@@ -9,11 +9,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use uraid_engine::array::Array;
 use uraid_engine::metadata::DeviceRole;
+use uraid_engine::metadata::WriteIntentBits;
 use uraid_engine::ppl::PplConfig;
 use uraid_engine::{SlotState, SECTOR_BYTES};
 use uraid_md::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_md::metadata::{bitmap_byte_offset, MdDevice, MdMetadata, MdStart};
-pub use uraid_md::WriteIntentBits;
 use uraid_md_format::bitmap::{self, BitmapSuper};
 use uraid_md_format::{MemberInfo, Role, MAX_SECTOR};
 
@@ -465,11 +465,6 @@ impl OpenArray {
         Ok(Some(slot))
     }
 
-    /// The write-intent bitmap, if the array has one.
-    pub fn write_intent(&self) -> Option<&WriteIntentBits> {
-        self.md().and_then(|md| md.meta.write_intent())
-    }
-
     /// The slot a member (by device name) holds, or what it is if it holds none.
     pub fn find_member(&self, name: &str) -> Option<(usize, MemberVerdict)> {
         self.md()?;
@@ -613,7 +608,7 @@ fn load_bitmap(m: &OpenMember, sb_events: u64) -> Result<Option<WriteIntentBits>
         .map_err(|e| OpenError::BadMember(format!("{}: bitmap at byte {at}: {e}", m.dev.name())))?;
     let mut bits = vec![0u8; bms.bits_bytes()];
     m.dev.read_at(at + bitmap::HEADER_BYTES as u64, &mut bits).map_err(io_err)?;
-    Ok(Some(WriteIntentBits::load(&bms, bits, sb_events)))
+    Ok(Some(uraid_md::load_write_intent(&bms, bits, sb_events)))
 }
 
 /// Sectors of data the array keeps on a member: the common component size for redundant levels,

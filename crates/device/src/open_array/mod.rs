@@ -30,12 +30,13 @@ use uraid_engine::ppl::PplConfig;
 use uraid_engine::{EngineError, EngineEvent, SlotState};
 
 use self::md::MetadataFailure;
-pub use self::md::{MdArray, OpenMember, WriteIntentBits};
+pub use self::md::{MdArray, OpenMember};
 pub use self::raidframe::{RaidframeSet, RebuildOnto, SetOpenError, SetSource};
 pub use self::vinum::{VinumVolume, VolumeOpenError};
 pub use crate::error::OpenError;
 use crate::member::MemberDevice;
 pub use crate::target::{MemberTarget, Placement, PlacementError};
+pub use uraid_engine::metadata::WriteIntentBits;
 
 /// What the array is on disk, with what only that format keeps.
 enum Format {
@@ -179,6 +180,11 @@ impl OpenArray {
                 md.set_all_intent();
             }
             self.record(MetaChange::Dirty)?;
+        }
+        // A format that marks regions apart from its dirty record (RAIDframe's parity map) marks
+        // this write's before it goes out; md's bits are all set above, so nothing is queued.
+        if let Some(regions) = self.intent_regions(offset, data.len() as u64) {
+            self.set_write_intent(regions, true)?;
         }
         self.run(Request::Write { offset, data: data.into() }).map(|_| ())
     }
@@ -426,6 +432,41 @@ impl OpenArray {
     /// Record member role changes without changing the clean state.
     pub fn record_roles(&mut self) -> Result<(), OpenError> {
         self.record(MetaChange::Roles)
+    }
+
+    /// The write-intent log (md's bitmap, RAIDframe's parity map), if the array keeps one.
+    pub fn write_intent(&self) -> Option<&WriteIntentBits> {
+        self.meta().write_intent()
+    }
+
+    /// The write-intent regions a logical range touches: per member on layouts with parity (a
+    /// parity write touches whole stripes) and on mirrors whose copies sit at their logical
+    /// offsets, of the array for md's raid10 (see [`WriteIntentBits::chunk_bytes`]). `None`
+    /// without a write-intent log.
+    pub fn intent_regions(&self, offset: u64, len: u64) -> Option<std::ops::Range<u64>> {
+        let bits = self.write_intent()?;
+        if len == 0 || bits.chunk_bytes == 0 {
+            return None;
+        }
+        let g = self.array.geometry();
+        let (start, end) = match g.stripe_data_bytes() {
+            Some(width) => {
+                let chunk = g.chunk_bytes();
+                (offset / width * chunk, (offset + len).div_ceil(width) * chunk)
+            }
+            None => (offset, offset + len),
+        };
+        Some(start / bits.chunk_bytes..end.div_ceil(bits.chunk_bytes))
+    }
+
+    /// The logical offset where write-intent region `region` begins.
+    pub fn intent_region_start(&self, region: u64) -> u64 {
+        let bytes = self.write_intent().map_or(0, |b| b.chunk_bytes) * region;
+        let g = self.array.geometry();
+        match g.stripe_data_bytes() {
+            Some(width) => bytes / g.chunk_bytes() * width,
+            None => bytes,
+        }
     }
 
     /// Set (`dirty`) or clear the write-intent regions `chunks` and write the intent log to

@@ -315,7 +315,7 @@ impl OpenArray {
             device_columns: device_columns.clone(),
             mod_counter: plan.mod_counter,
             sector_bytes: layout.sector_bytes(),
-            sectors_per_disk: layout.raid_geometry().sectors_per_disk,
+            geometry: layout.raid_geometry().clone(),
             writable,
             redundant,
             labels_clean: plan.labels_clean,

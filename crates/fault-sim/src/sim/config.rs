@@ -43,10 +43,14 @@ pub enum Mutation {
     /// dirty, so a set crashed with writes in flight is taken as clean (RAIDframe geometries
     /// only).
     RaidframeNoDirtyRecord,
+    /// RAIDframe: parity map updates never mark a region dirty (the labels still go dirty), so
+    /// a write goes out before its region is marked and the resync after a crash passes over
+    /// it (RAIDframe geometries only).
+    RaidframeMapSkipsRegions,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 9] = [
+    pub const ALL: [Mutation; 10] = [
         Mutation::SilentCorruption,
         Mutation::ExtraDeath,
         Mutation::LyingFlush,
@@ -56,6 +60,7 @@ impl Mutation {
         Mutation::VinumNoDirtyMark,
         Mutation::VinumSaveSkipsDrive,
         Mutation::RaidframeNoDirtyRecord,
+        Mutation::RaidframeMapSkipsRegions,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,6 +74,7 @@ impl Mutation {
             Mutation::VinumNoDirtyMark => "vinum-no-dirty-mark",
             Mutation::VinumSaveSkipsDrive => "vinum-save-skips-drive",
             Mutation::RaidframeNoDirtyRecord => "raidframe-no-dirty-record",
+            Mutation::RaidframeMapSkipsRegions => "raidframe-map-skips-regions",
         }
     }
 

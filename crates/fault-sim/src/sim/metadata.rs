@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use uraid_device::array_policy::{PolicyEvent, WriteId as PolicyWrite, WriteStart};
 use uraid_engine::array::{Completion, Request, RequestId, SlotState};
-use uraid_engine::metadata::{MetaError, MetaOp};
+use uraid_engine::metadata::{MetaError, MetaOp, MetaWhat};
 use uraid_engine::EngineError;
 
 use crate::member_device::device_id;
@@ -329,6 +329,12 @@ impl Sim {
                         && self.format == SimFormat::Raidframe =>
                 {
                     d.write(*offset, &without_dirty_record(*offset, data))
+                }
+                MetaOp::Write { offset, data, what: MetaWhat::Bitmap, .. }
+                    if self.cfg.mutation == Some(Mutation::RaidframeMapSkipsRegions)
+                        && self.format == SimFormat::Raidframe =>
+                {
+                    d.write(*offset, &vec![0; data.len()])
                 }
                 MetaOp::Write { offset, data, .. } => d.write(*offset, data),
                 MetaOp::Flush { .. } => {

@@ -363,7 +363,13 @@ impl Sim {
                     faults.push((at(r, 15, 95), FaultKind::Crash));
                 }
             }
-            (_, Some(Mutation::VinumNoDirtyMark | Mutation::RaidframeNoDirtyRecord), _) => {
+            (
+                _,
+                Some(
+                    Mutation::VinumNoDirtyMark | Mutation::RaidframeNoDirtyRecord | Mutation::RaidframeMapSkipsRegions,
+                ),
+                _,
+            ) => {
                 for _ in 0..2 {
                     faults.push((at(r, 15, 95), FaultKind::Crash));
                 }

@@ -4,6 +4,9 @@ use uraid_raidframe_format::freshness::{assess_all, ColumnState};
 use uraid_raidframe_format::label::{ComponentLabel, PMLABEL_DISABLE, PMLABEL_VALID, PMLABEL_WASUSED, RAID_CLEAN};
 use uraid_raidframe_format::layout::{parity_map_offset, ParityMap, LABEL_OFFSET};
 
+use uraid_raidframe_format::mapping::Geometry as RaidGeometry;
+use uraid_raidframe_format::Level;
+
 use super::{RaidframeMetadata, RaidframeStart};
 use crate::set_plan::MapStart;
 
@@ -18,7 +21,7 @@ fn start(level: u8, columns: usize, map: MapStart) -> RaidframeStart {
         device_columns: (0..columns).collect(),
         mod_counter: 20,
         sector_bytes: 512,
-        sectors_per_disk: 1000,
+        geometry: RaidGeometry::new(Level::from_char(level as char).unwrap(), columns as u32, 8, 1000).unwrap(),
         writable: true,
         redundant: level != b'0',
         labels_clean: true,
@@ -64,6 +67,14 @@ fn map_on(disk: &[u8]) -> ParityMap {
     ParityMap::parse(&disk[parity_map_offset(512) as usize..][..512]).unwrap()
 }
 
+fn bitmap_writes(steps: &[Vec<MetaOp>]) -> usize {
+    steps.iter().flatten().filter(|op| matches!(op, MetaOp::Write { what: MetaWhat::Bitmap, .. })).count()
+}
+
+fn label_writes(steps: &[Vec<MetaOp>]) -> usize {
+    steps.iter().flatten().filter(|op| matches!(op, MetaOp::Write { what: MetaWhat::Label, .. })).count()
+}
+
 #[test]
 fn the_first_write_marks_every_label_dirty_and_the_close_marks_them_clean() {
     let mut meta = raid5();
@@ -71,17 +82,18 @@ fn the_first_write_marks_every_label_dirty_and_the_close_marks_them_clean() {
     let t = meta.record(MetaChange::Dirty, &whole(3), 0).unwrap().expect("labels written");
     let steps = perform(&mut meta, &mut disks);
     assert!(meta.durable(t));
-    // Labels and maps together, then a flush of each component.
+    // The labels, then a flush of each component; the trusted map is left as it is.
     assert_eq!(steps.len(), 2);
-    assert_eq!(steps[0].iter().filter(|op| matches!(op, MetaOp::Write { what: MetaWhat::Bitmap, .. })).count(), 3);
+    assert_eq!((label_writes(&steps), bitmap_writes(&steps)), (3, 0));
     assert!(steps[1].iter().all(|op| matches!(op, MetaOp::Flush { .. })));
     for disk in &disks {
         let l = label_on(disk);
         assert_eq!((l.mod_counter, l.parity_map_modcount, l.clean), (21, 21, 0));
-        assert_eq!(map_on(disk), ParityMap::all_dirty());
     }
     assert!(meta.is_dirty() && meta.writes_recorded());
     assert_eq!(meta.record(MetaChange::Dirty, &whole(3), 0).unwrap(), None, "recorded already");
+    meta.record(MetaChange::IntentSet(0..1), &whole(3), 0).unwrap().expect("region marked");
+    perform(&mut meta, &mut disks);
     meta.record(MetaChange::Clean, &whole(3), 0).unwrap().expect("labels written");
     perform(&mut meta, &mut disks);
     for (c, disk) in disks.iter().enumerate() {
@@ -91,7 +103,90 @@ fn the_first_write_marks_every_label_dirty_and_the_close_marks_them_clean() {
         assert_eq!(map_on(disk), ParityMap::clean());
     }
     assert!(!meta.is_dirty());
+    assert_eq!(meta.write_intent().unwrap().dirty_chunks(), 0);
     assert_eq!(meta.record(MetaChange::Clean, &whole(3), 0).unwrap(), None, "nothing changed");
+}
+
+/// RAID 1's regions count the array's bytes, as the engine's driver counts a mirror's: a stripe
+/// holds one unit per pair of components.
+#[test]
+fn raid1_regions_count_the_array_bytes() {
+    let map = MapStart::InUse { on_disk: Some(Box::new(ParityMap::clean())), regions: 4, tickms: 40000, ntick: 8 };
+    for (columns, pairs) in [(2, 1), (4, 2)] {
+        let meta = RaidframeMetadata::new(start(b'1', columns, map.clone()));
+        assert_eq!(meta.write_intent().unwrap().chunk_bytes, 32 * 8 * 512 * pairs);
+    }
+}
+
+fn raid5_regions(regions: u32, on_disk: Option<ParityMap>) -> RaidframeStart {
+    start(b'5', 3, MapStart::InUse { on_disk: on_disk.map(Box::new), regions, tickms: 40000, ntick: 8 })
+}
+
+/// `rf_paritymap_begin`: a region is marked on every component and flushed before the write,
+/// the labels untouched; marked already, nothing is written; cleared once idle, the map is
+/// written again.
+#[test]
+fn a_write_marks_only_its_regions_in_the_map() {
+    let mut meta = RaidframeMetadata::new(raid5_regions(4, Some(ParityMap::clean())));
+    let mut disks = vec![vec![0u8; 32768]; 3];
+    // 1000 sectors of 8-sector units: 125 stripes, 32 to a region, 128 KiB of each component.
+    let intent = meta.write_intent().expect("a map in use");
+    assert_eq!((intent.chunk_bytes, intent.chunks, intent.all_dirty), (32 * 8 * 512, 4, false));
+    meta.record(MetaChange::Dirty, &whole(3), 0).unwrap();
+    perform(&mut meta, &mut disks);
+    let t = meta.record(MetaChange::IntentSet(1..3), &whole(3), 0).unwrap().expect("map written");
+    let steps = perform(&mut meta, &mut disks);
+    assert!(meta.durable(t));
+    assert_eq!((label_writes(&steps), bitmap_writes(&steps)), (0, 3), "the map alone, on every component");
+    assert!(steps[1].iter().all(|op| matches!(op, MetaOp::Flush { .. })), "flushed before the writes go out");
+    for disk in &disks {
+        assert_eq!(map_on(disk).dirty_regions().collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(label_on(disk).mod_counter, 21, "the labels keep their counter");
+    }
+    assert_eq!(meta.record(MetaChange::IntentSet(2..3), &whole(3), 0).unwrap(), None, "marked already");
+    // Regions past the map's count are fictional: never marked.
+    assert_eq!(meta.record(MetaChange::IntentSet(4..9), &whole(3), 0).unwrap(), None);
+    meta.record(MetaChange::IntentClear(1..2), &whole(3), 0).unwrap().expect("map written");
+    perform(&mut meta, &mut disks);
+    assert_eq!(map_on(&disks[0]).dirty_regions().collect::<Vec<_>>(), vec![2]);
+    let intent = meta.write_intent().unwrap();
+    assert!(intent.is_dirty(2) && !intent.is_dirty(1));
+}
+
+/// A set that crashed with regions marked: only those regions are owed a resync.
+#[test]
+fn a_crashed_set_owes_only_the_regions_its_map_marks() {
+    let mut on_disk = ParityMap::clean();
+    on_disk.set_dirty(3, true);
+    let mut st = raid5_regions(4, Some(on_disk));
+    st.needs_resync = true;
+    let meta = RaidframeMetadata::new(st);
+    let intent = meta.write_intent().unwrap();
+    assert!(!intent.all_dirty);
+    assert_eq!((0..4).filter(|&r| intent.is_dirty(r)).collect::<Vec<_>>(), vec![3]);
+    assert!(meta.needs_resync());
+}
+
+/// A map the kernel would not trust: replaced with the first dirty labels, wholly dirty when a
+/// resync is owed (the kernel's invalidate) and clean when not (its forceclean).
+#[test]
+fn an_untrusted_map_is_replaced_before_it_is_relied_on() {
+    for owed in [false, true] {
+        let mut st = raid5_regions(4, None);
+        st.needs_resync = owed;
+        st.labels_clean = !owed;
+        let mut meta = RaidframeMetadata::new(st);
+        let mut disks = vec![vec![0xaau8; 32768]; 3];
+        assert_eq!(meta.write_intent().unwrap().all_dirty, owed);
+        assert!(!meta.writes_recorded(), "the map on disk cannot be relied on yet");
+        meta.record(MetaChange::Dirty, &whole(3), 0).unwrap().expect("labels and map written");
+        let steps = perform(&mut meta, &mut disks);
+        assert_eq!((label_writes(&steps), bitmap_writes(&steps)), (3, 3));
+        let want = if owed { ParityMap::all_dirty() } else { ParityMap::clean() };
+        assert!(disks.iter().all(|d| map_on(d) == want));
+        let marked = meta.record(MetaChange::IntentSet(0..1), &whole(3), 0).unwrap();
+        assert_eq!(marked.is_some(), !owed, "a wholly dirty map needs no more marks");
+    }
 }
 
 #[test]

@@ -52,20 +52,28 @@ pub fn run(target: &Target, only_if_dirty: bool, verbose: bool) -> CliResult {
 }
 
 /// Every stripe's redundancy written from its data, in steps of 64 stripes, the set recorded
-/// dirty meanwhile.
+/// dirty meanwhile. With a parity map the kernel trusts, only the regions it marks dirty
+/// (`rf_paritymap_rewrite`: the others' parity is known good); without one, or with an untrusted
+/// one, all of it.
 fn rewrite_all(array: &mut uraid_device::OpenArray) -> CliResult {
     let size = array.size();
     let g = array.engine().geometry();
     let step = g.stripe_data_bytes().unwrap_or_else(|| g.chunk_bytes()).max(512) * 64;
+    let ranges = ranges_to_rewrite(array, size);
     array.mark_dirty()?;
-    let bar = crate::progress::bytes_bar(size, "rewrite");
-    let mut at = 0;
-    while at < size {
-        let len = step.min(size - at);
-        array.sync(at, len, true).map_err(|e| CliError(format!("rewriting parity at byte {at}: {e}")))?;
-        at += len;
-        if let Some(b) = &bar {
-            b.set_position(at);
+    let total = ranges.iter().map(|r| r.end - r.start).sum();
+    let bar = crate::progress::bytes_bar(total, "rewrite");
+    let mut done = 0;
+    for range in ranges {
+        let mut at = range.start;
+        while at < range.end {
+            let len = step.min(range.end - at);
+            array.sync(at, len, true).map_err(|e| CliError(format!("rewriting parity at byte {at}: {e}")))?;
+            at += len;
+            done += len;
+            if let Some(b) = &bar {
+                b.set_position(done);
+            }
         }
     }
     if let Some(b) = bar {
@@ -73,4 +81,23 @@ fn rewrite_all(array: &mut uraid_device::OpenArray) -> CliResult {
     }
     array.resync_done();
     Ok(())
+}
+
+/// The logical ranges whose redundancy is to be rewritten: the parity map's dirty regions,
+/// touching ones joined, or the whole set.
+fn ranges_to_rewrite(array: &uraid_device::OpenArray, size: u64) -> Vec<std::ops::Range<u64>> {
+    let Some(bits) = array.write_intent().filter(|b| !b.all_dirty) else {
+        return vec![0..size];
+    };
+    let mut ranges: Vec<std::ops::Range<u64>> = Vec::new();
+    for region in (0..bits.chunks).filter(|&c| bits.is_dirty(c)) {
+        let start = array.intent_region_start(region).min(size);
+        let end = array.intent_region_start(region + 1).min(size);
+        match ranges.last_mut() {
+            Some(last) if last.end == start => last.end = end,
+            _ if start < end => ranges.push(start..end),
+            _ => {}
+        }
+    }
+    ranges
 }
