@@ -367,6 +367,23 @@ impl RaidframeMetadata {
         (state.on_disk.as_ref() != Some(&want)).then_some(want)
     }
 
+    /// Column `column` is being rebuilt onto a new component, whose label once in sync is
+    /// `label`: nothing is written to it until then (see the module documentation). Returns the
+    /// driver device index the new component takes, when the column had none; otherwise the
+    /// column's device keeps its index and now stands for the new component.
+    pub fn begin_rebuild(&mut self, column: usize, label: ComponentLabel) -> Option<usize> {
+        self.labels[column] = Some(label);
+        self.live[column] = false;
+        self.rebuilding[column] = true;
+        if self.column_device[column].is_some() {
+            return None;
+        }
+        let device = self.device_columns.len();
+        self.device_columns.push(column);
+        self.column_device[column] = Some(device);
+        Some(device)
+    }
+
     /// The parity map's region count, tick and cooldown as the labels record them (`None`
     /// when the set keeps no map).
     pub fn parity_map_params(&self) -> Option<(u32, u32, u32)> {

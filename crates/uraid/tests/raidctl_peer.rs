@@ -505,3 +505,78 @@ fn patch(path: &Path, at: u64, bytes: &[u8]) {
     f.seek(SeekFrom::Start(at)).unwrap();
     f.write_all(bytes).unwrap();
 }
+
+/// A set served degraded takes a hot spare online (`uraid ctl SOCKET add SPARE`, as `raidctl -a`
+/// then `-F`): its failed column is reconstructed onto the spare while the set serves, the
+/// spare's label joins the others' once it is in sync, and NetBSD's driver configures the set
+/// with the spare in that column, all optimal, and reads it as uraid does.
+#[test]
+fn a_served_set_reconstructs_onto_a_spare_added_online() {
+    let pair = Pair::new("online-spare", '5', 3, 1, 32, 4 * MIB);
+    pair.uraid(&["-I", "13"]);
+    pair.uraid(&["-i"]);
+    let data: Vec<u8> = (0..2_000_000u32).map(|i| (i.wrapping_mul(2_246_822_519) >> 11) as u8).collect();
+    let wrote = uraid_stdin(&["write", "--raidframe", &pair.conf, "--offset", "4096"], &data);
+    assert!(wrote.status.success(), "{}", String::from_utf8_lossy(&wrote.stderr));
+    let images = pair.images("uraid");
+    let c1 = images[1].display().to_string();
+    pair.uraid(&["-f", &c1]);
+    let want = uraid(&["cat", "--raidframe", &pair.conf]).stdout;
+    assert!(want[4096..4096 + data.len()] == data[..], "read back degraded");
+
+    let dir = pair.dir.join("uraid");
+    let (nbd, control) = (dir.join("nbd.sock"), dir.join("ctl.sock"));
+    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(["serve", "--raidframe", &pair.conf])
+        .arg(format!("--listen=unix:{}", nbd.display()))
+        .arg(format!("--control={}", control.display()))
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&control).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the control socket never appeared");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let ctl = |args: &[&str]| {
+        let socket = control.display().to_string();
+        let mut all = vec!["ctl", socket.as_str()];
+        all.extend_from_slice(args);
+        uraid(&all)
+    };
+    let spare = images[3].display().to_string();
+    let added = ctl(&["add", &spare]);
+    let said = String::from_utf8_lossy(&added.stdout).to_string() + &String::from_utf8_lossy(&added.stderr);
+    assert!(added.status.success() && said.contains("slot 1"), "{said}");
+    let waited: serde_json::Value = serde_json::from_slice(&ctl(&["wait", "--json"]).stdout).unwrap();
+    assert_eq!(waited["degraded"], 0, "{waited:#}");
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success(), "{}", std::fs::read_to_string(dir.join("serve.log")).unwrap());
+
+    let spare_label = label_of(&images[3]);
+    let set_label = label_of(&images[0]);
+    assert_eq!((spare_label.column, spare_label.status, spare_label.clean), (1, 0, 1));
+    assert_eq!((spare_label.serial_number, spare_label.mod_counter), (13, set_label.mod_counter));
+    assert!(label_of(&images[1]).mod_counter < set_label.mod_counter, "the failed component is left stale");
+    assert!(uraid(&["cat", "--raidframe", &pair.conf]).stdout == want, "uraid reads the set through the spare");
+
+    // NetBSD's driver, the spare named in column 1.
+    let conf = dir.join("netbsd-spare.conf");
+    std::fs::write(
+        &conf,
+        "START array\n1 3 0\nSTART disks\n/disk0\n/disk3\n/disk2\nSTART layout\n32 1 1 5\nSTART queue\nfifo 100\n",
+    )
+    .unwrap();
+    let kernel = Kernel::start(&dir.join("k"), &images);
+    kernel.raidctl_ok(&["-c", &conf.display().to_string(), "raid0"]);
+    let status = kernel.raidctl_ok(&["-s", "raid0"]);
+    let components: Vec<&str> = status.lines().filter(|l| l.trim_start().starts_with("/disk")).collect();
+    assert_eq!(components.len(), 3, "{status}");
+    assert!(components.iter().all(|l| l.ends_with(": optimal")), "{status}");
+    assert!(kernel.raidctl_ok(&["-p", "raid0"]).contains("Parity status: clean"));
+    let theirs = kernel.read("/dev/rraid0d", want.len() as u64);
+    kernel.raidctl_ok(&["-u", "raid0"]);
+    assert!(theirs == want, "the driver reads the set as uraid does");
+}

@@ -285,7 +285,13 @@ impl OpenArray {
     /// rebuilt there (returned as `Some(slot)`), or becomes a spare when every slot is filled.
     /// A device that already carries an md superblock is refused, whatever array it names: it
     /// may hold someone's data.
+    ///
+    /// A device added to a RAIDframe set is a hot spare reconstructed at once into the first
+    /// failed column ([`OpenArray::reconstruct_onto`]).
     pub fn add_member(&mut self, dev: Box<dyn MemberDevice>) -> Result<Option<usize>, OpenError> {
+        if matches!(self.format, Format::Raidframe(_)) {
+            return self.reconstruct_onto(Arc::from(dev));
+        }
         self.require_md("adding a member")?;
         if !self.writable {
             return Err(OpenError::ReadOnly);

@@ -362,6 +362,69 @@ impl OpenArray {
     }
 }
 
+impl OpenArray {
+    /// Reconstruct the first failed or missing column onto `dev` while the set runs, as
+    /// `raidctl -a DEV` then `raidctl -F` reconstruct onto a hot spare (or `-R` onto a
+    /// replacement): the column's slot is recovering (the array service rebuilds it from the
+    /// other columns while the set serves), nothing is written to `dev`'s label until it is in
+    /// sync, and then its label joins the others'. Returns the column, or `None` when no column
+    /// is missing. A device carrying a label of another RAIDframe set is refused: it may hold
+    /// someone's data.
+    pub fn reconstruct_onto(&mut self, dev: Arc<dyn MemberDevice>) -> Result<Option<usize>, OpenError> {
+        if !self.writable {
+            return Err(OpenError::ReadOnly);
+        }
+        let Format::Raidframe(set) = &mut self.format else {
+            return Err(OpenError::Unsupported(format!("reconstruction is a RAIDframe operation; {}", self.describe())));
+        };
+        if let Some(column) = set.rebuilding.filter(|&c| self.array.slot_states()[c] == SlotState::Recovering) {
+            return Err(OpenError::BadMember(format!(
+                "{}: column {column} is being reconstructed already; one reconstruction at a time",
+                dev.name()
+            )));
+        }
+        let states = self.array.slot_states();
+        let Some(column) = (0..states.len()).find(|&c| matches!(states[c], SlotState::Faulty | SlotState::Missing))
+        else {
+            return Ok(None);
+        };
+        if let Ok(found) = read_component(dev.as_ref()) {
+            if found.label.serial_number != set.plan.serial_number {
+                return Err(OpenError::BadMember(format!(
+                    "{}: carries the label of RAIDframe set {} (column {}); it may hold data, so it is not used. Wipe it first if it is free",
+                    dev.name(),
+                    found.label.serial_number,
+                    found.label.column
+                )));
+            }
+        }
+        let sector = set.plan.layout.sector_bytes();
+        let end = data_offset(sector) + set.plan.layout.member_data_bytes();
+        if dev.size() < end {
+            return Err(OpenError::BadMember(format!(
+                "{}: {} bytes, column {column} needs {end}",
+                dev.name(),
+                dev.size()
+            )));
+        }
+        let set_label = (0..states.len())
+            .filter(|&c| c != column && states[c] == SlotState::InSync)
+            .find_map(|c| set.meta.labels()[c].clone())
+            .ok_or_else(|| OpenError::BadMember(format!("column {column}: no other column to rebuild it from")))?;
+        let label = joining_label(&set_label, column, Some(dev.size() / sector));
+        self.array.set_slot_state(column, SlotState::Recovering, false)?;
+        set.components.push(Some(dev));
+        set.plan.columns[column] = ColumnStart::Fresh(set.components.len() - 1);
+        if let Some(device) = set.meta.begin_rebuild(column, label) {
+            debug_assert_eq!(device, set.device_columns.len(), "the metadata's devices follow the set's");
+            set.device_columns.push(column);
+        }
+        set.recovering[column] = Some(0);
+        set.rebuilding = Some(column);
+        Ok(Some(column))
+    }
+}
+
 impl RaidframeSet {
     /// The set's serial number.
     pub fn serial_number(&self) -> i32 {

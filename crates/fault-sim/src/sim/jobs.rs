@@ -1,11 +1,13 @@
 //! Spares: after a loss, a new, zeroed device is added to the empty slots (as `mdadm --add`,
-//! through the array, which writes its superblock), and the policy rebuilds it.
+//! through the array, which writes its superblock), and the policy rebuilds it. A RAIDframe set
+//! takes one at a time, reconstructed into a failed column (`raidctl -a` then `-F`); its label
+//! is written once it is in sync.
 
 use uraid_engine::array::SlotState;
 
 use crate::member_device::SimMember;
 
-use super::{Failure, Invariant, Mode, Sim};
+use super::{Failure, Invariant, Mode, Sim, SimFormat};
 
 impl Sim {
     /// Add spares to empty slots a little while after a loss, in the runs that have spares.
@@ -23,11 +25,15 @@ impl Sim {
         if !self.waiting_spares.is_empty() {
             return Ok(()); // they take the empty slots once the failure is recorded
         }
+        let one_at_a_time = self.format == SimFormat::Raidframe;
+        if one_at_a_time && states.contains(&SlotState::Recovering) {
+            return Ok(()); // RAIDframe reconstructs one column at a time
+        }
         match self.spare_countdown {
             None => self.spare_countdown = Some(self.frng.between(2, 80)),
             Some(0) => {
                 self.spare_countdown = None;
-                self.add_spares(empty.len())?;
+                self.add_spares(if one_at_a_time { 1 } else { empty.len() })?;
             }
             Some(_) => {}
         }

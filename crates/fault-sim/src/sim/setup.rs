@@ -222,10 +222,10 @@ impl Sim {
         sim.refresh_slots();
         sim.plan_workload();
         sim.plan_faults();
-        if format != SimFormat::Md {
+        if format == SimFormat::Vinum {
             // gvinum has no hot spares: a volume runs on with what it has, and revives what a
-            // crash or a write left stale when it is started again. RAIDframe has them, but
-            // uraid does not run reconstruction onto them yet: a set runs on degraded.
+            // crash or a write left stale when it is started again. (RAIDframe's spares are
+            // reconstructed into a failed column while the set runs, as `raidctl -a; -F` does.)
             sim.spares = false;
         }
         Ok(sim)
