@@ -338,14 +338,17 @@ impl SetPlan {
         Ok(SetPlan { layout, serial_number: serial, mod_counter, columns, left_out, labels_clean, parity_map })
     }
 
-    /// Whether parity (or the mirror copies) may disagree with the data: a fresh label is
-    /// dirty, or the parity map in use marks a region dirty (or could not be read).
+    /// Whether parity (or the mirror copies) may disagree with the data: the parity map in use
+    /// marks a region dirty, or, without a map the kernel trusts, a fresh label is dirty. A
+    /// trusted map speaks for the whole set whatever the labels say, as NetBSD's rewrite
+    /// (`rf_paritymap_rewrite`) rewrites only the regions it marks: dirty labels and a map that
+    /// marks nothing mean parity known good.
     pub fn needs_resync(&self) -> bool {
         if self.layout.raid_geometry().level == Level::Raid0 {
             return false;
         }
         match &self.parity_map {
-            MapStart::InUse { on_disk: Some(map), .. } => !self.labels_clean || map.dirty_regions().next().is_some(),
+            MapStart::InUse { on_disk: Some(map), .. } => map.dirty_regions().next().is_some(),
             // An untrusted map is replaced by the kernel as the clean flags say.
             MapStart::InUse { on_disk: None, .. } | MapStart::Disabled | MapStart::NoParity => !self.labels_clean,
         }

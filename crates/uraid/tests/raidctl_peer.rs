@@ -580,3 +580,46 @@ fn a_served_set_reconstructs_onto_a_spare_added_online() {
     kernel.raidctl_ok(&["-u", "raid0"]);
     assert!(theirs == want, "the driver reads the set as uraid does");
 }
+
+/// A set NetBSD's driver left in the middle of a reconstruction in place (the kernel killed
+/// while `-R` rebuilt column 1 of 1 GiB components): the component being rebuilt still has its
+/// old, stale label, the others are dirty. uraid runs it degraded without the half-rebuilt
+/// component, refuses to run it writable (dirty and degraded), and reads it read-only as the
+/// driver wrote it.
+#[test]
+fn a_set_netbsd_left_in_the_middle_of_a_reconstruction_is_read() {
+    let pair = Pair::new("mid-reconstruction", '5', 3, 0, 32, 1024 * MIB);
+    let kernel = pair.kernel();
+    kernel.raidctl_ok(&["-C", &pair.netbsd_conf(), "raid0"]);
+    kernel.raidctl_ok(&["-I", "14", "raid0"]);
+    let data: Vec<u8> = (0..4 * MIB as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 17) as u8).collect();
+    let file = pair.dir.join("netbsd/data.bin");
+    std::fs::write(&file, &data).unwrap();
+    kernel.write("/dev/rraid0d", &file, 65536);
+    kernel.raidctl_ok(&["-f", "/disk1", "raid0"]);
+    // `-R` returns at once and the kernel rebuilds in the background (about a minute here;
+    // `-S` would wait for it): killed now, the reconstruction is cut short.
+    kernel.raidctl_ok(&["-R", "/disk1", "raid0"]);
+    kernel.crash();
+
+    let images = pair.images("netbsd");
+    let (stale, set) = (label_of(&images[1]), label_of(&images[0]));
+    assert!(
+        stale.mod_counter < set.mod_counter,
+        "cut short, the component being rebuilt keeps its old label: {stale:?} against {set:?}"
+    );
+    let conf = pair.dir.join("netbsd/uraid.conf");
+    std::fs::write(&conf, "START array\n1 3 0\nSTART disks\nc0.img\nc1.img\nc2.img\nSTART layout\n32 1 1 5\nSTART queue\nfifo 100\n").unwrap();
+    let conf = conf.display().to_string();
+    let before: Vec<Vec<u8>> = images.iter().map(|p| std::fs::read(p).unwrap()[..65536].to_vec()).collect();
+    let read = uraid(&["cat", "--raidframe", &conf, "--length", &(4 * MIB).to_string()]);
+    let said = String::from_utf8_lossy(&read.stderr).to_string();
+    assert!(read.status.success(), "{said}");
+    assert!(read.stdout == data, "uraid reads the set as the driver wrote it");
+    assert!(said.contains("column 1") && said.contains("degraded"), "{said}");
+    let written = uraid_stdin(&["write", "--raidframe", &conf, "--offset", "0"], &[1u8; 512]);
+    let said = String::from_utf8_lossy(&written.stderr);
+    assert!(!written.status.success() && said.contains("degraded"), "{said}");
+    let after: Vec<Vec<u8>> = images.iter().map(|p| std::fs::read(p).unwrap()[..65536].to_vec()).collect();
+    assert!(before == after, "nothing is written to the components");
+}

@@ -41,7 +41,7 @@ pub enum SetOpenError {
     )]
     ComponentTooSmall { device: String, column: usize, size: u64, end: u64, data: u64 },
     #[error(
-        "RAIDframe set {serial} (RAID {level}) is degraded ({missing} column(s) missing) and its parity is not known good (dirty labels or parity map): data rebuilt from it could be wrong; refusing to run it (rewrite its parity on NetBSD with the missing component back, or md-style: run it whole)"
+        "RAIDframe set {serial} (RAID {level}) is degraded ({missing} column(s) missing) and its parity is not known good (dirty labels or parity map): data rebuilt from it could be wrong; refusing to run it writable (read it read-only, or rewrite its parity with the missing component back)"
     )]
     DirtyDegraded { serial: i32, level: char, missing: usize },
     #[error("column {column}: {why}")]
@@ -305,7 +305,11 @@ impl OpenArray {
         let redundant = array.geometry().max_degraded() > 0;
         let unclean = plan.needs_resync();
         let missing = plan.missing_columns().len() + usize::from(rebuilding.is_some());
-        if unclean && array.geometry().is_parity() && missing > 0 {
+        // md's rule: a dirty degraded set is not run, since data rebuilt from parity that may
+        // be stale could be wrong and a resync cannot fix it. Read-only it is served as it is
+        // (what NetBSD configures and reads after a crash in the middle of a reconstruction),
+        // and the caller says so.
+        if unclean && array.geometry().is_parity() && missing > 0 && writable {
             let level = layout.raid_geometry().level.as_char();
             return Err(SetOpenError::DirtyDegraded { serial: plan.serial_number, level, missing });
         }

@@ -51,8 +51,10 @@ fn autoconfiguration_chooses_by_serial_and_refuses_what_netbsd_refuses() {
     assert_eq!(SetPlan::autoconfigure(&same, None).unwrap_err(), SetPlanError::SameSerial { serial: 77, sets: 2 });
 }
 
+/// A trusted map speaks for the set (NetBSD rewrites only the regions it marks); without one,
+/// the labels' clean flag does.
 #[test]
-fn dirty_labels_or_dirty_map_regions_owe_a_resync() {
+fn dirty_map_regions_or_dirty_labels_without_a_map_owe_a_resync() {
     let mut set = vec![component(b'5', 3, 0, 20), component(b'5', 3, 1, 20), component(b'5', 3, 2, 20)];
     let mut map = ParityMap::clean();
     map.set_dirty(0, true);
@@ -62,7 +64,10 @@ fn dirty_labels_or_dirty_map_regions_owe_a_resync() {
     assert!(plan.needs_resync(), "clean labels, but a dirty region");
     set[1].parity_map = Some(ParityMap::clean());
     set[2].label.clean = 0;
-    assert!(SetPlan::autoconfigure(&set, None).unwrap().needs_resync());
+    assert!(!SetPlan::autoconfigure(&set, None).unwrap().needs_resync(), "dirty labels, a trusted map marking nothing");
+    set[2].label.parity_map_modcount = 19;
+    assert!(SetPlan::autoconfigure(&set, None).unwrap().needs_resync(), "dirty labels, a map the kernel would not trust");
+    set[2].label.parity_map_modcount = 20;
     set.iter_mut().for_each(|c| c.label.parity_map_flags = PMLABEL_VALID | PMLABEL_DISABLE);
     let plan = SetPlan::autoconfigure(&set, None).unwrap();
     assert_eq!(plan.parity_map, MapStart::Disabled);

@@ -131,7 +131,13 @@ fn report_raidframe(array: &OpenArray, writable: bool) {
             list.join(", ")
         );
     }
-    if array.needs_resync() {
+    if array.needs_resync() && !missing.is_empty() && array.engine().geometry().is_parity() {
+        eprintln!(
+            "uraid: RAIDframe set {} was not shut down cleanly and is degraded: its parity is not known good, so data of column(s) {} rebuilt in stripes written just before the stop may be wrong; served read-only as it is (NetBSD reads it the same way)",
+            set.serial_number(),
+            missing.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+        );
+    } else if array.needs_resync() {
         let what = if writable { "writes use reconstruct-write meanwhile" } else { "reads are served as they are" };
         eprintln!(
             "uraid: RAIDframe set {} was not shut down cleanly (dirty labels or parity map regions); its parity is owed a rewrite ({what})",
