@@ -4,8 +4,9 @@
 //! by device, so the two differ on purpose).
 //!
 //! Names: `vinum-concat-N`, `vinum-striped-N`, `vinum-raid5-N` (one plex over N drives);
-//! `vinum-mirror-K-concat|striped|mixed` (K plexes, each on drives of its own; `mixed`
-//! alternates concat and striped plexes); `vinum-shared-K-striped` (K striped plexes over the
+//! `vinum-mirror-K-concat|striped|mixed|odd` (K plexes, each on drives of its own; `mixed`
+//! alternates concat and striped plexes; `odd` has concat plexes whose subdisks end at odd
+//! sectors, so that the plexes line up in whole sectors only); `vinum-shared-K-striped` (K striped plexes over the
 //! same drives, each rotated by one drive, as seed 004's "4 shared drives": every drive holds a
 //! subdisk of every plex, and a drive's death takes one from each). The seed picks the subdisk
 //! sizes and the stripe size.
@@ -23,6 +24,7 @@ pub const ALL: &[&str] = &[
     "vinum-mirror-2-concat",
     "vinum-mirror-2-striped",
     "vinum-mirror-2-mixed",
+    "vinum-mirror-2-odd",
     "vinum-mirror-3-mixed",
     "vinum-mirror-4-striped",
     "vinum-shared-2-striped",
@@ -87,13 +89,19 @@ pub fn build(name: &str, rng: &mut SimRng) -> Result<VinumBuilt, String> {
             let mut next = 0;
             for p in 0..n {
                 let org = match kind {
-                    "concat" => "concat",
+                    "concat" | "odd" => "concat",
                     "striped" => "striped",
                     "mixed" if p % 2 == 0 => "concat",
                     "mixed" => "striped",
                     _ => return Err(bad()),
                 };
-                if kind == "mixed" && org == "concat" {
+                if kind == "odd" {
+                    // Two subdisks of one and a half times the size, cut 3, 5, 7... sectors off
+                    // the middle: no plex's boundary is another's, nor at a whole 4 KiB.
+                    let (half, cut) = (sd * 3 / 2, (2 * p as u64 + 3) * 512);
+                    plexes.push(Plex { org, subdisks: vec![(next, half - cut), (next + 1, half + cut)] });
+                    next += 2;
+                } else if kind == "mixed" && org == "concat" {
                     let half = sd * 3 / 2;
                     plexes.push(Plex { org, subdisks: vec![(next, half), (next + 1, half)] });
                     next += 2;
@@ -128,7 +136,11 @@ pub fn build(name: &str, rng: &mut SimRng) -> Result<VinumBuilt, String> {
             org => text.push_str(&format!("  plex org {org} {}k\n", stripe / KIB)),
         }
         for &(drive, len) in &plex.subdisks {
-            text.push_str(&format!("    sd length {}k drive g{drive}\n", len / KIB));
+            if len % KIB == 0 {
+                text.push_str(&format!("    sd length {}k drive g{drive}\n", len / KIB));
+            } else {
+                text.push_str(&format!("    sd length {}s drive g{drive}\n", len / 512));
+            }
         }
     }
     let mut per_drive = vec![0u64; drives];

@@ -6,10 +6,11 @@
 //!   left-asymmetric rotation, whole-sector stripes of any size).
 //! - A volume of several concatenated or striped plexes keeps a whole copy of the volume in each
 //!   ([`Redundancy::Copies`], one copy per plex, in plex order). The engine checks and repairs
-//!   copies in 4 KiB rows of member bytes, so every copy of a byte must sit at the same offset
-//!   within its row: every subdisk starts at a whole 4 KiB of its plex and stripes are whole
-//!   4 KiB. gvinum's own layouts (`mirror`, `mirror -s`, `create` with sizes in whole KiB of 4)
-//!   are; a volume cut elsewhere is refused with the subdisk named.
+//!   copies in rows of member bytes, and every copy of a byte must sit at the same offset within
+//!   its row: in 4 KiB rows when every subdisk starts at a whole 4 KiB of its plex and stripes
+//!   are whole 4 KiB (gvinum's own `mirror`, `mirror -s`, and `create` with sizes in whole KiB
+//!   of 4), in 512-byte rows otherwise (a volume cut at odd sectors: gvinum's offsets and
+//!   stripes are always whole sectors).
 //! - A volume with a raid5 plex beside another plex needs a mirror whose copies are arrays of
 //!   their own; the engine does not nest arrays yet, so such a volume is refused, by name.
 //!
@@ -23,8 +24,11 @@ use uraid_engine::geometry::{Copies, CopyPlacement, Geometry, Layout, MemberExte
 use uraid_vinum_format::mapping::{Column, MappingError};
 use uraid_vinum_format::{PlexLayout, PlexOrganization, VinumConfig};
 
-/// The row the engine checks and repairs copies in.
-const ROW_BYTES: u64 = 4096;
+/// The row the engine checks and repairs copies in when the plexes line up in it (md's).
+const ROW_BYTES: u64 = uraid_engine::geometry::DEFAULT_ROW_BYTES;
+
+/// The row when they line up only in whole sectors.
+const SECTOR_ROW_BYTES: u64 = 512;
 
 /// Why a volume cannot be run on the engine.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -41,14 +45,6 @@ pub enum VolumeLayoutError {
         "volume {volume:?} mirrors raid5 plex {plex:?} with other plexes; uraid does not run a mirror of a raid5 plex yet (read one plex on its own with --plex NAME, or detach the others)"
     )]
     MirroredRaid5 { volume: String, plex: String },
-    #[error(
-        "volume {volume:?}: subdisk {subdisk:?} starts at plex offset {plex_offset}, not at a whole 4 KiB, so its plex's copies do not line up with the other plexes' in the 4 KiB rows uraid checks copies in"
-    )]
-    MisalignedSubdisk { volume: String, subdisk: String, plex_offset: u64 },
-    #[error(
-        "volume {volume:?}: plex {plex:?} has a stripe of {stripe} bytes, not a whole 4 KiB, so its copies do not line up with the other plexes' in the 4 KiB rows uraid checks copies in"
-    )]
-    MisalignedStripe { volume: String, plex: String, stripe: u64 },
 }
 
 /// One slot of a volume: a subdisk, where it lives and how much of it the volume uses.
@@ -79,6 +75,8 @@ pub struct VolumeLayout {
     /// Per plex: bytes each column uses (striped and raid5: whole stripes; concat: unused).
     column_bytes: Vec<u64>,
     size: u64,
+    /// The row copies are checked and repaired in (see [`Layout::row_bytes`]).
+    row_bytes: u64,
 }
 
 impl VolumeLayout {
@@ -104,6 +102,7 @@ impl VolumeLayout {
         if plexes.len() > 1 {
             check_mirrorable(volume, &plexes)?;
         }
+        let row_bytes = if plexes.len() > 1 && !plexes.iter().all(lines_up_in_rows) { SECTOR_ROW_BYTES } else { ROW_BYTES };
         let mut slots = Vec::new();
         let mut first_slot = Vec::new();
         let mut column_bytes = Vec::new();
@@ -122,7 +121,7 @@ impl VolumeLayout {
             [one] => format!("vinum-{}", one.organization().name()),
             _ => "vinum-mirror".to_string(),
         };
-        Ok(VolumeLayout { name, plexes, slots, first_slot, column_bytes, size })
+        Ok(VolumeLayout { name, plexes, slots, first_slot, column_bytes, size, row_bytes })
     }
 
     /// The layout as the engine takes it.
@@ -183,33 +182,22 @@ fn plex_name(plex: &PlexLayout) -> String {
     plex.name().to_string()
 }
 
-/// Plexes that may be mirrored by the engine: no raid5 plex, and copies that line up in rows.
+/// Plexes that may be mirrored by the engine: no raid5 plex.
 fn check_mirrorable(volume: &str, plexes: &[PlexLayout]) -> Result<(), VolumeLayoutError> {
-    for plex in plexes {
-        match plex.organization() {
-            PlexOrganization::Raid5 { .. } => {
-                return Err(VolumeLayoutError::MirroredRaid5 { volume: volume.to_string(), plex: plex_name(plex) })
-            }
-            PlexOrganization::Striped { stripe_size } if !stripe_size.is_multiple_of(ROW_BYTES) => {
-                return Err(VolumeLayoutError::MisalignedStripe {
-                    volume: volume.to_string(),
-                    plex: plex_name(plex),
-                    stripe: stripe_size,
-                })
-            }
-            PlexOrganization::Striped { .. } => {}
-            PlexOrganization::Concat => {
-                if let Some(c) = plex.columns().iter().find(|c| !c.plex_offset.is_multiple_of(ROW_BYTES)) {
-                    return Err(VolumeLayoutError::MisalignedSubdisk {
-                        volume: volume.to_string(),
-                        subdisk: c.subdisk.clone(),
-                        plex_offset: c.plex_offset,
-                    });
-                }
-            }
-        }
+    match plexes.iter().find(|p| matches!(p.organization(), PlexOrganization::Raid5 { .. })) {
+        Some(plex) => Err(VolumeLayoutError::MirroredRaid5 { volume: volume.to_string(), plex: plex_name(plex) }),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Whether a plex keeps every byte at the same offset within its 4 KiB row as its volume
+/// offset: subdisks start at whole 4 KiB of the plex, stripes are whole 4 KiB.
+fn lines_up_in_rows(plex: &PlexLayout) -> bool {
+    match plex.organization() {
+        PlexOrganization::Striped { stripe_size } => stripe_size.is_multiple_of(ROW_BYTES),
+        PlexOrganization::Concat => plex.columns().iter().all(|c| c.plex_offset.is_multiple_of(ROW_BYTES)),
+        PlexOrganization::Raid5 { .. } => true,
+    }
 }
 
 impl fmt::Display for VolumeLayout {
@@ -339,6 +327,10 @@ impl Layout for VolumeLayout {
             syndrome_slot: (0..n).map(|_| None).collect(),
             syndrome_disks: 0,
         }
+    }
+
+    fn row_bytes(&self) -> u64 {
+        self.row_bytes
     }
 
     fn copy_placement(&self) -> CopyPlacement {

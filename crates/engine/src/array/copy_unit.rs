@@ -5,7 +5,7 @@
 use super::assembly::ReadAssembly;
 use super::emit::{IoTag, Outcome};
 use super::rows::{row_pieces, widen};
-use super::{Array, RequestId, CHECK_ROW_BYTES};
+use super::{Array, RequestId};
 use crate::error::EngineError;
 use crate::geometry::{Copies, SECTOR_BYTES};
 use crate::member_io::MemberOp;
@@ -54,8 +54,8 @@ impl CopyUnit {
     /// The unit's 4 KiB member rows, as `(offset into the unit, length)`. Every copy sits at the
     /// same offset modulo the row size (raid1: the same offset; raid10: the same offset in a
     /// chunk of whole rows), so the first copy's rows are every copy's rows.
-    pub(super) fn row_pieces(&self) -> Vec<(u64, u64)> {
-        row_pieces(self.copies[0].1, self.len)
+    pub(super) fn row_pieces(&self, row: u64) -> Vec<(u64, u64)> {
+        row_pieces(self.copies[0].1, self.len, row)
     }
 
     /// A fresh unit for the bytes `[delta, delta+len)` of this one, read first from the same
@@ -164,7 +164,7 @@ impl Array {
                 let copy = *u.copies.iter().find(|c| c.0 == slot).expect("the failed read was one of the copies");
                 u.bad.push(copy);
                 if u.wide.is_none() {
-                    u.wide = Some(u.widened(CHECK_ROW_BYTES, self.geometry.member_data_bytes()));
+                    u.wide = Some(u.widened(self.geometry.row_bytes(), self.geometry.member_data_bytes()));
                 }
                 self.issue_copy_read(rid, part, u)
             }

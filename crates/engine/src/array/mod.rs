@@ -28,7 +28,8 @@
 //!   levels, since a stripe's parity covers all of it), so concurrent requests never interleave
 //!   inside a stripe;
 //! - consistency checks (`Request::Sync`): compare mirrors or recompute parity, count mismatches
-//!   like md's `mismatch_cnt` (in 512-byte sectors, per 4 KiB row), and optionally repair.
+//!   like md's `mismatch_cnt` (in 512-byte sectors, per row: 4 KiB, or what the layout says in
+//!   [`Layout::row_bytes`](crate::geometry::Layout::row_bytes)), and optionally repair.
 //!
 //! The code, by responsibility (files of this folder):
 //! - `mod.rs`: the [`Array`] itself, its settings, and the request and answer types;
@@ -87,8 +88,9 @@ use write_merge::PartWrites;
 /// Identifies a submitted request.
 pub type RequestId = u64;
 
-/// The granularity of mismatch counting and repair, as md's stripe pages (4 KiB).
-pub const CHECK_ROW_BYTES: u64 = 4096;
+/// The granularity of mismatch counting and repair, as md's stripe pages (4 KiB), unless the
+/// layout says otherwise ([`Geometry::row_bytes`]).
+pub const CHECK_ROW_BYTES: u64 = crate::geometry::DEFAULT_ROW_BYTES;
 
 /// Largest member I/O made by merging the pieces of one request that lie on one member (reads,
 /// and writes of whole stripes or of levels without parity): keeps one member buffer bounded.

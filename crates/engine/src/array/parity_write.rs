@@ -276,7 +276,7 @@ impl Array {
                 Outcome::Done | Outcome::Lost => sw.failed_read = true,
             }
             if sw.pending == 0 {
-                if !sw.bad.is_empty() && row_pieces(sw.lo, sw.hi - sw.lo).len() > 1 {
+                if !sw.bad.is_empty() && row_pieces(sw.lo, sw.hi - sw.lo, self.geometry.row_bytes()).len() > 1 {
                     self.split_stripe_write(rid, w, part);
                     return w.remaining == 0;
                 } else if sw.failed_read {
@@ -294,11 +294,11 @@ impl Array {
         w.remaining == 0
     }
 
-    /// A read error hit a stripe write spanning several 4 KiB rows: replace it by one stripe
+    /// A read error hit a stripe write spanning several rows: replace it by one stripe
     /// write per row (see `split_read_part`) and plan those afresh. The old one is finished.
     fn split_stripe_write(&mut self, rid: RequestId, w: &mut ParityWriteOp, part: usize) {
         let sw = &w.stripes[part];
-        let bounds: Vec<(u64, u64)> = row_pieces(sw.lo, sw.hi - sw.lo)
+        let bounds: Vec<(u64, u64)> = row_pieces(sw.lo, sw.hi - sw.lo, self.geometry.row_bytes())
             .into_iter()
             .map(|(delta, len)| (sw.lo + delta, sw.lo + delta + len))
             .collect();

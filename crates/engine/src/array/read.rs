@@ -372,18 +372,19 @@ impl Array {
         }
     }
 
-    /// A read error hit a part spanning several 4 KiB rows: replace it by one part per row and
+    /// A read error hit a part spanning several rows (the layout's, 4 KiB unless it says): replace it by one part per row and
     /// start those afresh, so an error costs only its own rows and errors on different members
     /// in different rows never add up (md works in 4 KiB stripe pages, and raid1's
     /// `fix_read_error` page by page, for the same reason). The old part is finished.
     fn split_read_part(&mut self, rid: RequestId, r: &mut ReadOp, part: usize) {
+        let row = self.geometry.row_bytes();
         let pieces: Vec<ReadPart> = match &r.parts[part] {
             ReadPart::Copies { logical, unit } => unit
-                .row_pieces()
+                .row_pieces(row)
                 .into_iter()
                 .map(|(delta, len)| ReadPart::Copies { logical: logical + delta, unit: unit.piece(delta, len) })
                 .collect(),
-            ReadPart::Parity { run, .. } => row_pieces(run.chunk_offset, run.len)
+            ReadPart::Parity { run, .. } => row_pieces(run.chunk_offset, run.len, row)
                 .into_iter()
                 .map(|(delta, len)| ReadPart::Parity {
                     run: ParityRun {
@@ -458,11 +459,14 @@ impl Array {
             self.merged_read_done(rid, r, part, outcome);
             return r.remaining == 0;
         }
+        let row = self.geometry.row_bytes();
         let split = matches!(outcome, Outcome::ReadError)
             && match &r.parts[part] {
-                ReadPart::Copies { unit, .. } => !unit.writing && unit.copies.len() > 1 && unit.row_pieces().len() > 1,
+                ReadPart::Copies { unit, .. } => {
+                    !unit.writing && unit.copies.len() > 1 && unit.row_pieces(row).len() > 1
+                }
                 ReadPart::Parity { run, phase } => {
-                    matches!(phase, ParityRead::Direct) && row_pieces(run.chunk_offset, run.len).len() > 1
+                    matches!(phase, ParityRead::Direct) && row_pieces(run.chunk_offset, run.len, row).len() > 1
                 }
                 ReadPart::Merged(_) | ReadPart::Cached { .. } => false,
             };
@@ -500,7 +504,7 @@ impl Array {
                         rows.absorb(tag.slot, outcome);
                         if rows.pending > 0 {
                             None
-                        } else if !rows.bad.is_empty() && row_pieces(run.chunk_offset, run.len).len() > 1 {
+                        } else if !rows.bad.is_empty() && row_pieces(run.chunk_offset, run.len, self.geometry.row_bytes()).len() > 1 {
                             self.split_read_part(rid, r, part);
                             return r.remaining == 0;
                         } else {

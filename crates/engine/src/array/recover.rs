@@ -121,9 +121,9 @@ impl Array {
         let n = self.slots.len();
         let pieces: Vec<RecoverUnit> = match &r.units[part] {
             RecoverUnit::Copies(unit) => {
-                unit.row_pieces().into_iter().map(|(delta, len)| RecoverUnit::Copies(unit.piece(delta, len))).collect()
+                unit.row_pieces(self.geometry.row_bytes()).into_iter().map(|(delta, len)| RecoverUnit::Copies(unit.piece(delta, len))).collect()
             }
-            RecoverUnit::Stripe { stripe, rows, targets, .. } => row_pieces(rows.offset, rows.len)
+            RecoverUnit::Stripe { stripe, rows, targets, .. } => row_pieces(rows.offset, rows.len, self.geometry.row_bytes())
                 .into_iter()
                 .map(|(delta, len)| RecoverUnit::Stripe {
                     stripe: *stripe,
@@ -175,7 +175,7 @@ impl Array {
         let part = tag.part;
         let step = match &mut r.units[part] {
             RecoverUnit::Copies(unit) => {
-                if matches!(outcome, Outcome::ReadError) && !unit.writing && unit.row_pieces().len() > 1 {
+                if matches!(outcome, Outcome::ReadError) && !unit.writing && unit.row_pieces(self.geometry.row_bytes()).len() > 1 {
                     self.split_recover_unit(rid, r, part);
                     return r.remaining == 0;
                 }
@@ -189,7 +189,7 @@ impl Array {
                     rows.absorb(tag.slot, outcome);
                     if rows.pending > 0 {
                         None
-                    } else if !rows.bad.is_empty() && row_pieces(rows.offset, rows.len).len() > 1 {
+                    } else if !rows.bad.is_empty() && row_pieces(rows.offset, rows.len, self.geometry.row_bytes()).len() > 1 {
                         self.split_recover_unit(rid, r, part);
                         return r.remaining == 0;
                     } else {

@@ -1,11 +1,11 @@
-//! Member rows: the 4 KiB rows that read errors, checks and recovery work in, and the same rows of
+//! Member rows: the rows (4 KiB, or the layout's `row_bytes`) that read errors, checks and recovery work in, and the same rows of
 //! every member of a stripe, read to rebuild some of them from the others.
 
 use uraid_layout::StripeRoles;
 
 use super::emit::{IoTag, Outcome};
 use super::parity::reconstruct;
-use super::{Array, RequestId, CHECK_ROW_BYTES};
+use super::{Array, RequestId};
 use crate::error::EngineError;
 use crate::member_io::MemberOp;
 
@@ -53,7 +53,7 @@ impl Rows {
 }
 
 impl Array {
-    /// On raid1/raid10, `[offset, offset+len)` widened to whole 4 KiB rows, the end clipped to
+    /// On raid1/raid10, `[offset, offset+len)` widened to whole rows (the layout's), the end clipped to
     /// `limit` (the array's end, or the members' for member ranges); other levels keep the range.
     /// A mirror corrects a read error by rewriting whole rows (see
     /// [`CopyUnit::wide`](super::copy_unit::CopyUnit::wide)), so the requests that may do so hold
@@ -62,7 +62,7 @@ impl Array {
     /// chunks are whole rows that keep their offset inside the chunk on every copy.
     pub(super) fn mirror_rows(&self, offset: u64, len: u64, limit: u64) -> (u64, u64) {
         if self.geometry.is_mirrored() {
-            widen(offset, len, CHECK_ROW_BYTES, limit)
+            widen(offset, len, self.geometry.row_bytes(), limit)
         } else {
             (offset, len)
         }
@@ -92,14 +92,14 @@ impl Array {
     }
 }
 
-/// Split member bytes `[offset, offset+len)` at 4 KiB row boundaries: `(offset into the range,
-/// length)` per row.
-pub(super) fn row_pieces(offset: u64, len: u64) -> Vec<(u64, u64)> {
+/// Split member bytes `[offset, offset+len)` at boundaries of `row` bytes (the layout's row):
+/// `(offset into the range, length)` per row.
+pub(super) fn row_pieces(offset: u64, len: u64, row: u64) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let mut pos = offset;
     let end = offset + len;
     while pos < end {
-        let piece = (CHECK_ROW_BYTES - pos % CHECK_ROW_BYTES).min(end - pos);
+        let piece = (row - pos % row).min(end - pos);
         out.push((pos - offset, piece));
         pos += piece;
     }

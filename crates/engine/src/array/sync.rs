@@ -4,7 +4,7 @@
 use super::emit::{IoTag, Outcome};
 use super::parity::{compute_parity, reconstruct};
 use super::rows::row_pieces;
-use super::{Array, RequestId, CHECK_ROW_BYTES};
+use super::{Array, RequestId};
 use crate::error::EngineError;
 use crate::geometry::{Redundancy, SECTOR_BYTES};
 use crate::member_io::MemberOp;
@@ -132,7 +132,7 @@ impl Array {
     fn split_sync_unit(&mut self, rid: RequestId, s: &mut SyncOp, part: usize) {
         let unit = &s.units[part];
         let n = self.slots.len();
-        let pieces: Vec<SyncUnit> = row_pieces(unit.copies[0].1, unit.len)
+        let pieces: Vec<SyncUnit> = row_pieces(unit.copies[0].1, unit.len, self.geometry.row_bytes())
             .into_iter()
             .map(|(delta, len)| {
                 let copies = unit.copies.iter().map(|&(slot, off)| (slot, off + delta)).collect();
@@ -169,7 +169,7 @@ impl Array {
         if !unit.writing
             && s.error.is_none()
             && !unit.bad.is_empty()
-            && row_pieces(unit.copies[0].1, unit.len).len() > 1
+            && row_pieces(unit.copies[0].1, unit.len, self.geometry.row_bytes()).len() > 1
         {
             self.split_sync_unit(rid, s, tag.part);
             return s.remaining == 0;
@@ -183,6 +183,7 @@ impl Array {
     /// Every read of a check unit is in: compare, count, and issue corrections and repairs.
     /// Returns true when the unit is finished (nothing to write).
     fn sync_unit_read(&mut self, rid: RequestId, s: &mut SyncOp, part: usize) -> bool {
+        let row_bytes = self.geometry.row_bytes();
         let unit = &mut s.units[part];
         let len = unit.len as usize;
         // Rows to write: (slot, member offset, bytes, whether it corrects a failed read).
@@ -214,8 +215,8 @@ impl Array {
                 // The unit may be one row cut out of its stripe after a read error: its own
                 // offset, not the stripe's start, is where its rows are.
                 let base = unit.copies[0].1;
-                for row in (0..unit.len).step_by(CHECK_ROW_BYTES as usize) {
-                    let r = row as usize..(row + CHECK_ROW_BYTES).min(unit.len) as usize;
+                for row in (0..unit.len).step_by(row_bytes as usize) {
+                    let r = row as usize..(row + row_bytes).min(unit.len) as usize;
                     let compared: Vec<&(usize, Vec<u8>)> = targets.iter().filter(|(slot, _)| was_read[*slot]).collect();
                     let bad = compared
                         .iter()
@@ -256,8 +257,8 @@ impl Array {
                     return true;
                 };
                 let reference = unit.blocks[first].take().expect("read");
-                for row in (0..unit.len).step_by(CHECK_ROW_BYTES as usize) {
-                    let r = row as usize..(row + CHECK_ROW_BYTES).min(unit.len) as usize;
+                for row in (0..unit.len).step_by(row_bytes as usize) {
+                    let r = row as usize..(row + row_bytes).min(unit.len) as usize;
                     let mut bad = false;
                     for &(slot, off) in &unit.copies {
                         let Some(other) = unit.blocks[slot].as_ref() else { continue };

@@ -19,6 +19,10 @@ use uraid_layout::StripeRoles;
 
 use super::{Copies, ParityRun};
 
+/// The row the engine checks, repairs and rebuilds redundancy in unless a layout says otherwise
+/// ([`Layout::row_bytes`]): md's stripe pages, 4 KiB.
+pub const DEFAULT_ROW_BYTES: u64 = 4096;
+
 /// How a layout keeps its data safe, which decides how the engine writes, rebuilds and checks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Redundancy {
@@ -172,6 +176,14 @@ pub trait Layout: fmt::Debug + Send + Sync {
     /// Asked only of parity layouts.
     fn stripe_roles(&self, stripe: u64) -> StripeRoles {
         panic!("stripe {stripe}: {} has no parity stripes", self.name())
+    }
+
+    /// The row, in bytes, the engine checks and repairs redundancy in, counts mismatches per
+    /// and rewrites whole after a read error: [`DEFAULT_ROW_BYTES`], md's 4 KiB. A layout with
+    /// copies needs every copy of a byte at the same offset within its row; one whose copies
+    /// line up only in whole sectors (a Vinum mirror of plexes cut at odd sectors) says 512.
+    fn row_bytes(&self) -> u64 {
+        DEFAULT_ROW_BYTES
     }
 
     /// How the copies are placed, for read balancing (which has nothing to choose on layouts

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 use uraid_layout::{LinearLayout, ParityLayout, Raid0Layout, Raid10Layout, Raid1Layout};
 
-pub use layout::{CopyPlacement, Layout, MemberExtent, Redundancy};
+pub use layout::{CopyPlacement, Layout, MemberExtent, Redundancy, DEFAULT_ROW_BYTES};
 pub use uraid_layout::{MemberList, StripeRoles};
 
 /// Bytes per md sector.
@@ -193,6 +193,12 @@ impl Geometry {
             Redundancy::Parity { data_disks } => Some(data_disks as u64 * l.chunk_bytes()),
             Redundancy::None | Redundancy::Copies => None,
         })
+    }
+
+    /// The row redundancy is checked, repaired and rebuilt in (see [`Layout::row_bytes`]).
+    #[inline]
+    pub fn row_bytes(&self) -> u64 {
+        with_layout!(self, l => l.row_bytes())
     }
 
     /// How the copies of a mirrored layout are placed, for read balancing.

@@ -135,17 +135,26 @@ fn a_concat_plex_may_end_its_subdisks_anywhere() {
     assert_inverse(&l);
 }
 
+/// Plexes cut at odd sectors (a subdisk at a plex offset, or stripes, not whole 4 KiB) line up
+/// with the others in whole sectors only: the engine checks and repairs their copies in 512-byte
+/// rows. Those that line up in 4 KiB keep md's rows.
 #[test]
-fn layouts_the_engine_cannot_run_are_refused_by_name() {
+fn mirrors_cut_at_odd_sectors_are_checked_in_sector_rows() {
+    assert_eq!(layout(MIRROR, "m").unwrap().row_bytes(), 4096);
     let misaligned = MIRROR
         .replace("len 1024s driveoffset 265s", "len 1020s driveoffset 265s")
         .replace("plexoffset 1024s", "plexoffset 1020s");
-    assert_eq!(
-        layout(&misaligned, "m").unwrap_err(),
-        VolumeLayoutError::MisalignedSubdisk { volume: "m".into(), subdisk: "m.p0.s1".into(), plex_offset: 1020 * 512 }
-    );
+    let l = layout(&misaligned, "m").unwrap();
+    assert_eq!((l.row_bytes(), l.redundancy()), (512, Redundancy::Copies));
+    assert_inverse(&l);
     let odd_stripe = MIRROR.replace("org striped 128s", "org striped 100s");
-    assert!(matches!(layout(&odd_stripe, "m").unwrap_err(), VolumeLayoutError::MisalignedStripe { stripe: 51200, .. }));
+    let l = layout(&odd_stripe, "m").unwrap();
+    assert_eq!(l.row_bytes(), 512);
+    assert_inverse(&l);
+}
+
+#[test]
+fn layouts_the_engine_cannot_run_are_refused_by_name() {
     let mirrored_raid5 = format!("{RAID5}plex name r.p1 org concat vol r state up\nsd name r.p1.s0 drive d3 len 70000s driveoffset 265s plex r.p1 plexoffset 0s state up\n");
     assert_eq!(
         layout(&mirrored_raid5, "r").unwrap_err(),
