@@ -609,7 +609,11 @@ fn a_set_netbsd_left_in_the_middle_of_a_reconstruction_is_read() {
         "cut short, the component being rebuilt keeps its old label: {stale:?} against {set:?}"
     );
     let conf = pair.dir.join("netbsd/uraid.conf");
-    std::fs::write(&conf, "START array\n1 3 0\nSTART disks\nc0.img\nc1.img\nc2.img\nSTART layout\n32 1 1 5\nSTART queue\nfifo 100\n").unwrap();
+    std::fs::write(
+        &conf,
+        "START array\n1 3 0\nSTART disks\nc0.img\nc1.img\nc2.img\nSTART layout\n32 1 1 5\nSTART queue\nfifo 100\n",
+    )
+    .unwrap();
     let conf = conf.display().to_string();
     let before: Vec<Vec<u8>> = images.iter().map(|p| std::fs::read(p).unwrap()[..65536].to_vec()).collect();
     let read = uraid(&["cat", "--raidframe", &conf, "--length", &(4 * MIB).to_string()]);

@@ -102,7 +102,8 @@ impl VolumeLayout {
         if plexes.len() > 1 {
             check_mirrorable(volume, &plexes)?;
         }
-        let row_bytes = if plexes.len() > 1 && !plexes.iter().all(lines_up_in_rows) { SECTOR_ROW_BYTES } else { ROW_BYTES };
+        let row_bytes =
+            if plexes.len() > 1 && !plexes.iter().all(lines_up_in_rows) { SECTOR_ROW_BYTES } else { ROW_BYTES };
         let mut slots = Vec::new();
         let mut first_slot = Vec::new();
         let mut column_bytes = Vec::new();

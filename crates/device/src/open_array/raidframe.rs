@@ -379,7 +379,10 @@ impl OpenArray {
             return Err(OpenError::ReadOnly);
         }
         let Format::Raidframe(set) = &mut self.format else {
-            return Err(OpenError::Unsupported(format!("reconstruction is a RAIDframe operation; {}", self.describe())));
+            return Err(OpenError::Unsupported(format!(
+                "reconstruction is a RAIDframe operation; {}",
+                self.describe()
+            )));
         };
         if let Some(column) = set.rebuilding.filter(|&c| self.array.slot_states()[c] == SlotState::Recovering) {
             return Err(OpenError::BadMember(format!(

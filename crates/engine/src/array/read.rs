@@ -504,7 +504,9 @@ impl Array {
                         rows.absorb(tag.slot, outcome);
                         if rows.pending > 0 {
                             None
-                        } else if !rows.bad.is_empty() && row_pieces(run.chunk_offset, run.len, self.geometry.row_bytes()).len() > 1 {
+                        } else if !rows.bad.is_empty()
+                            && row_pieces(run.chunk_offset, run.len, self.geometry.row_bytes()).len() > 1
+                        {
                             self.split_read_part(rid, r, part);
                             return r.remaining == 0;
                         } else {

@@ -120,18 +120,22 @@ impl Array {
     fn split_recover_unit(&mut self, rid: RequestId, r: &mut RecoverOp, part: usize) {
         let n = self.slots.len();
         let pieces: Vec<RecoverUnit> = match &r.units[part] {
-            RecoverUnit::Copies(unit) => {
-                unit.row_pieces(self.geometry.row_bytes()).into_iter().map(|(delta, len)| RecoverUnit::Copies(unit.piece(delta, len))).collect()
-            }
-            RecoverUnit::Stripe { stripe, rows, targets, .. } => row_pieces(rows.offset, rows.len, self.geometry.row_bytes())
+            RecoverUnit::Copies(unit) => unit
+                .row_pieces(self.geometry.row_bytes())
                 .into_iter()
-                .map(|(delta, len)| RecoverUnit::Stripe {
-                    stripe: *stripe,
-                    rows: Rows::new(rows.offset + delta, len, n, Vec::new()),
-                    targets: targets.clone(),
-                    writing: false,
-                })
+                .map(|(delta, len)| RecoverUnit::Copies(unit.piece(delta, len)))
                 .collect(),
+            RecoverUnit::Stripe { stripe, rows, targets, .. } => {
+                row_pieces(rows.offset, rows.len, self.geometry.row_bytes())
+                    .into_iter()
+                    .map(|(delta, len)| RecoverUnit::Stripe {
+                        stripe: *stripe,
+                        rows: Rows::new(rows.offset + delta, len, n, Vec::new()),
+                        targets: targets.clone(),
+                        writing: false,
+                    })
+                    .collect()
+            }
         };
         let first = r.units.len();
         r.remaining += pieces.len();
@@ -175,7 +179,10 @@ impl Array {
         let part = tag.part;
         let step = match &mut r.units[part] {
             RecoverUnit::Copies(unit) => {
-                if matches!(outcome, Outcome::ReadError) && !unit.writing && unit.row_pieces(self.geometry.row_bytes()).len() > 1 {
+                if matches!(outcome, Outcome::ReadError)
+                    && !unit.writing
+                    && unit.row_pieces(self.geometry.row_bytes()).len() > 1
+                {
                     self.split_recover_unit(rid, r, part);
                     return r.remaining == 0;
                 }
@@ -189,7 +196,9 @@ impl Array {
                     rows.absorb(tag.slot, outcome);
                     if rows.pending > 0 {
                         None
-                    } else if !rows.bad.is_empty() && row_pieces(rows.offset, rows.len, self.geometry.row_bytes()).len() > 1 {
+                    } else if !rows.bad.is_empty()
+                        && row_pieces(rows.offset, rows.len, self.geometry.row_bytes()).len() > 1
+                    {
                         self.split_recover_unit(rid, r, part);
                         return r.remaining == 0;
                     } else {

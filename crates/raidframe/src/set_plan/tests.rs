@@ -66,7 +66,10 @@ fn dirty_map_regions_or_dirty_labels_without_a_map_owe_a_resync() {
     set[2].label.clean = 0;
     assert!(!SetPlan::autoconfigure(&set, None).unwrap().needs_resync(), "dirty labels, a trusted map marking nothing");
     set[2].label.parity_map_modcount = 19;
-    assert!(SetPlan::autoconfigure(&set, None).unwrap().needs_resync(), "dirty labels, a map the kernel would not trust");
+    assert!(
+        SetPlan::autoconfigure(&set, None).unwrap().needs_resync(),
+        "dirty labels, a map the kernel would not trust"
+    );
     set[2].label.parity_map_modcount = 20;
     set.iter_mut().for_each(|c| c.label.parity_map_flags = PMLABEL_VALID | PMLABEL_DISABLE);
     let plan = SetPlan::autoconfigure(&set, None).unwrap();
