@@ -319,7 +319,7 @@ impl OpenArray {
             device_columns: device_columns.clone(),
             mod_counter: plan.mod_counter,
             sector_bytes: layout.sector_bytes(),
-            geometry: layout.raid_geometry().clone(),
+            geometry: *layout.raid_geometry(),
             writable,
             redundant,
             labels_clean: plan.labels_clean,

@@ -87,7 +87,7 @@ fn rewrite_all(array: &mut uraid_device::OpenArray) -> CliResult {
 /// touching ones joined, or the whole set.
 fn ranges_to_rewrite(array: &uraid_device::OpenArray, size: u64) -> Vec<std::ops::Range<u64>> {
     let Some(bits) = array.write_intent().filter(|b| !b.all_dirty) else {
-        return vec![0..size];
+        return std::iter::once(0..size).collect();
     };
     let mut ranges: Vec<std::ops::Range<u64>> = Vec::new();
     for region in (0..bits.chunks).filter(|&c| bits.is_dirty(c)) {
