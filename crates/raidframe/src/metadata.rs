@@ -51,7 +51,6 @@ use uraid_raidframe_format::label::{ComponentLabel, DiskStatus, RAID_CLEAN, RAID
 use uraid_raidframe_format::layout::{
     label_area_size, parity_map_area_size, parity_map_offset, ParityMap, LABEL_OFFSET, PARITY_MAP_BYTES,
 };
-
 use uraid_raidframe_format::mapping::Geometry as RaidGeometry;
 use uraid_raidframe_format::Level;
 

@@ -395,7 +395,23 @@ impl OpenArray {
         else {
             return Ok(None);
         };
+        let live_name = (0..states.len())
+            .filter(|&c| states[c] != SlotState::Faulty && states[c] != SlotState::Missing)
+            .find(|&c| set.column_device(c).is_some_and(|d| d.name() == dev.name()));
+        if let Some(c) = live_name {
+            return Err(OpenError::BadMember(format!("{}: already serves column {c} of this set", dev.name())));
+        }
         if let Ok(found) = read_component(dev.as_ref()) {
+            let fresh = found.label.serial_number == set.plan.serial_number
+                && found.label.mod_counter == set.meta.mod_counter()
+                && usize::try_from(found.label.column).is_ok_and(|c| c != column);
+            if fresh {
+                return Err(OpenError::BadMember(format!(
+                    "{}: carries this set's current label for column {}: it is one of the set's components",
+                    dev.name(),
+                    found.label.column
+                )));
+            }
             if found.label.serial_number != set.plan.serial_number {
                 return Err(OpenError::BadMember(format!(
                     "{}: carries the label of RAIDframe set {} (column {}); it may hold data, so it is not used. Wipe it first if it is free",

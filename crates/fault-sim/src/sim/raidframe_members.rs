@@ -69,4 +69,34 @@ mod tests {
         assert!(open.fail_column(0, false).is_err());
         assert_eq!(open.engine().slot_states()[0], SlotState::InSync);
     }
+
+    /// A reconstruction takes a blank device or the failed component, one column at a time,
+    /// and refuses a device that may hold data: one of the set's live components, or another
+    /// set's component.
+    #[test]
+    fn a_column_is_reconstructed_only_onto_a_device_free_to_take_it() {
+        use std::sync::Arc;
+        let built = crate::raidframe_geometries::build("raidframe-raid5-3", &mut SimRng::new(1)).unwrap();
+        let (disks, bytes, mut open) = start(&built).unwrap();
+        let member = |d: &SimDisk| Arc::new(SimMember::of(d)) as Arc<dyn MemberDevice>;
+        assert_eq!(open.reconstruct_onto(member(&SimDisk::new(9, bytes))).unwrap(), None, "nothing missing");
+        open.fail_column(1, false).unwrap();
+        let e = open.reconstruct_onto(member(&disks[0])).unwrap_err().to_string();
+        assert!(e.contains("already serves column 0"), "{e}");
+        // Another set's component: d0's label under another serial number.
+        let mut other = SimDisk::new(7, bytes);
+        let mut label = built.labels().unwrap().remove(0);
+        label.serial_number = 4242;
+        other.write_durable(layout::LABEL_OFFSET, &label.to_area(layout::label_area_size(512) as usize)).unwrap();
+        let e = open.reconstruct_onto(member(&other)).unwrap_err().to_string();
+        assert!(e.contains("RAIDframe set 4242"), "{e}");
+        let e = open.reconstruct_onto(member(&SimDisk::new(8, 4096))).unwrap_err().to_string();
+        assert!(e.contains("needs"), "{e}");
+        assert_eq!(open.engine().slot_states()[1], SlotState::Faulty, "refusals change nothing");
+        // The failed component itself, in place, then nothing more while it is rebuilt.
+        assert_eq!(open.reconstruct_onto(member(&disks[1])).unwrap(), Some(1));
+        assert_eq!(open.engine().slot_states()[1], SlotState::Recovering);
+        let e = open.reconstruct_onto(member(&SimDisk::new(6, bytes))).unwrap_err().to_string();
+        assert!(e.contains("one reconstruction at a time"), "{e}");
+    }
 }
