@@ -413,15 +413,7 @@ fn netbsd_reads_what_uraid_wrote_through_the_engine() {
     assert!(ours[12345..12345 + data.len()] == data[..], "uraid reads back what it wrote");
 
     let kernel = Kernel::start(&pair.dir.join("uraid/k"), &pair.images("uraid"));
-    kernel.raidctl_ok(&["-c", &pair.netbsd_conf(), "raid0"]);
-    let status = kernel.raidctl_ok(&["-s", "raid0"]);
-    let components: Vec<&str> = status.lines().filter(|l| l.trim_start().starts_with("/disk")).collect();
-    assert_eq!(components.len(), 3, "{status}");
-    assert!(components.iter().all(|l| l.ends_with(": optimal")), "{status}");
-    let parity = kernel.raidctl_ok(&["-p", "raid0"]);
-    assert!(parity.contains("Parity status: clean"), "{parity}");
-    let theirs = kernel.read("/dev/rraid0d", ours.len() as u64);
-    kernel.raidctl_ok(&["-u", "raid0"]);
+    let theirs = netbsd_reads_optimal_and_clean(&kernel, &pair.netbsd_conf(), 3, ours.len() as u64);
     assert!(ours == theirs, "the driver reads the set as uraid does");
 }
 
@@ -484,6 +476,21 @@ fn netbsd_rewrites_only_the_region_uraid_marked_before_a_crash() {
         assert!(n[data_start as usize..] == u[data_start as usize..], "the same data and parity on both sides");
         assert_eq!(map_of_bytes(&n), map_of_bytes(&u), "the same parity map");
     }
+}
+
+/// The driver's `-c CONF raid0`: every one of the `columns` components optimal and the parity
+/// clean; then the first `len` bytes it reads of the set, and `-u`.
+fn netbsd_reads_optimal_and_clean(kernel: &Kernel, conf: &str, columns: usize, len: u64) -> Vec<u8> {
+    kernel.raidctl_ok(&["-c", conf, "raid0"]);
+    let status = kernel.raidctl_ok(&["-s", "raid0"]);
+    let components: Vec<&str> = status.lines().filter(|l| l.trim_start().starts_with("/disk")).collect();
+    assert_eq!(components.len(), columns, "{status}");
+    assert!(components.iter().all(|l| l.ends_with(": optimal")), "{status}");
+    let parity = kernel.raidctl_ok(&["-p", "raid0"]);
+    assert!(parity.contains("Parity status: clean"), "{parity}");
+    let theirs = kernel.read("/dev/rraid0d", len);
+    kernel.raidctl_ok(&["-u", "raid0"]);
+    theirs
 }
 
 fn label_of(path: &Path) -> ComponentLabel {
@@ -570,14 +577,7 @@ fn a_served_set_reconstructs_onto_a_spare_added_online() {
     )
     .unwrap();
     let kernel = Kernel::start(&dir.join("k"), &images);
-    kernel.raidctl_ok(&["-c", &conf.display().to_string(), "raid0"]);
-    let status = kernel.raidctl_ok(&["-s", "raid0"]);
-    let components: Vec<&str> = status.lines().filter(|l| l.trim_start().starts_with("/disk")).collect();
-    assert_eq!(components.len(), 3, "{status}");
-    assert!(components.iter().all(|l| l.ends_with(": optimal")), "{status}");
-    assert!(kernel.raidctl_ok(&["-p", "raid0"]).contains("Parity status: clean"));
-    let theirs = kernel.read("/dev/rraid0d", want.len() as u64);
-    kernel.raidctl_ok(&["-u", "raid0"]);
+    let theirs = netbsd_reads_optimal_and_clean(&kernel, &conf.display().to_string(), 3, want.len() as u64);
     assert!(theirs == want, "the driver reads the set as uraid does");
 }
 

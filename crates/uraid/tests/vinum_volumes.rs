@@ -61,16 +61,8 @@ struct Drives {
 impl Drives {
     /// Drives a, b, c, d with both volumes made by `uraid vinum create`.
     fn new() -> Drives {
-        let dir = tempfile::tempdir_in(scratch_dir("vinum-volumes")).unwrap();
+        let (dir, paths) = blank_drives(&["a", "b", "c", "d"], 24 * MIB);
         let path = dir.path().to_path_buf();
-        let paths: Vec<String> = ["a", "b", "c", "d"]
-            .iter()
-            .map(|n| {
-                let p = path.join(format!("{n}.img"));
-                std::fs::File::create(&p).unwrap().set_len(24 * MIB).unwrap();
-                p.display().to_string()
-            })
-            .collect();
         let drives: String =
             ["a", "b", "c", "d"].iter().zip(&paths).map(|(n, p)| format!("drive {n} device {p}\n")).collect();
         ok(uraid_stdin(&["vinum", "create", "-"], format!("{drives}{VOLUMES}").as_bytes()));
@@ -146,6 +138,20 @@ impl Drives {
     fn dir(&self) -> &Path {
         &self.dir
     }
+}
+
+/// Blank drive files `NAME.img` of `size` bytes in a new folder, and their paths.
+fn blank_drives(names: &[&str], size: u64) -> (TempDir, Vec<String>) {
+    let dir = tempfile::tempdir_in(scratch_dir("vinum-volumes")).unwrap();
+    let paths = names
+        .iter()
+        .map(|n| {
+            let p = dir.path().join(format!("{n}.img"));
+            std::fs::File::create(&p).unwrap().set_len(size).unwrap();
+            p.display().to_string()
+        })
+        .collect();
+    (dir, paths)
 }
 
 fn random(len: usize, seed: u64) -> Vec<u8> {
@@ -542,15 +548,7 @@ fn one_plex_of_a_volume_uraid_cannot_run_whole_is_read_on_its_own() {
 /// plex alone then reads the same.
 #[test]
 fn a_mirror_of_plexes_cut_at_odd_sectors_runs() {
-    let dir = tempfile::tempdir_in(scratch_dir("vinum-volumes")).unwrap();
-    let paths: Vec<String> = ["e", "f", "g"]
-        .iter()
-        .map(|n| {
-            let p = dir.path().join(format!("{n}.img"));
-            std::fs::File::create(&p).unwrap().set_len(8 * MIB).unwrap();
-            p.display().to_string()
-        })
-        .collect();
+    let (_dir, paths) = blank_drives(&["e", "f", "g"], 8 * MIB);
     let description = format!(
         "drive e device {}\ndrive f device {}\ndrive g device {}\nvolume odd\n  plex org concat\n    sd length 5003s drive e\n    sd length 6000s drive f\n  plex org concat\n    sd length 7001s drive g\n    sd length 4002s drive g\n",
         paths[0], paths[1], paths[2]
