@@ -102,6 +102,20 @@ fn a_set_found_by_scanning_takes_the_same_verbs() {
     ok(uraid(&["raidctl", "-i", "--scan", dir]));
     let printed = ok(uraid(&["raidctl", "-G", "--scan", dir, "--serial", "31"]));
     assert!(printed.contains("START disks\n") && printed.contains("d2.img\n") && printed.contains("32 1 1 5\n"));
+    // A component failed, then rebuilt in place: found by its own (stale) label's column.
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13 % 253) as u8).collect();
+    let d1 = tmp.path().join("d1.img").display().to_string();
+    ok(uraid(&["raidctl", "-f", &d1, "--scan", dir]));
+    ok(uraid_stdin(&["write", "--scan", dir, "--offset", "512"], &data));
+    let e = refused(uraid(&["raidctl", "-F", &d1, "--scan", dir]));
+    assert!(e.contains("configuration file"), "{e}");
+    ok(uraid(&["raidctl", "-R", &d1, "--scan", dir]));
+    let status = ok(uraid(&["raidctl", "-s", "--scan", dir]));
+    assert_eq!(status.matches(": optimal").count(), 3, "{status}");
+    // Column 1 holds its data again: read without column 2 (emptied, so no longer found).
+    std::fs::File::create(tmp.path().join("d2.img")).unwrap();
+    let back = uraid(&["cat", "--scan", dir, "--offset", "512", "--length", &data.len().to_string()]);
+    assert!(back.status.success() && back.stdout == data, "{}", String::from_utf8_lossy(&back.stderr));
 }
 
 #[test]

@@ -23,6 +23,7 @@ use crate::control::status_json;
 pub fn in_place(target: &Target, component: &str, verbose: bool) -> CliResult {
     let column = target.column_of(component)?;
     refuse_without_redundancy(target)?;
+    let target = &target.placing(column, component);
     let array = target.open_rebuilding(column, RebuildOnto::InPlace)?;
     let configured = Configured::of(&array);
     rebuild(target, array, component, verbose)?;

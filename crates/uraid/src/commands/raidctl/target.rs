@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use uraid_device::open_array::RebuildOnto;
-use uraid_device::OpenArray;
+use uraid_device::raidframe_components::read_component;
+use uraid_device::{FileDevice, OpenArray};
 use uraid_raidframe_format::config_file::{QueueLine, RaidConfig, ABSENT};
 
 use super::super::source::{open_raidframe_found, open_raidframe_resolved, read_raidframe_config};
@@ -13,6 +14,7 @@ use super::super::{err, files_under, CliResult};
 use super::RaidctlArgs;
 
 /// A set named by a configuration file.
+#[derive(Clone)]
 pub struct Target {
     /// The configuration with the component names as the user wrote them (these are the names
     /// `-s` prints and `-g`, `-f` take).
@@ -25,6 +27,8 @@ pub struct Target {
     pub scanned: bool,
     /// The folder relative component paths are taken from (the configuration file's).
     pub folder: PathBuf,
+    /// Found with `--scan`: the set's serial number, which its stale components carry too.
+    pub serial: Option<i32>,
 }
 
 impl Target {
@@ -32,7 +36,14 @@ impl Target {
         if let Some(path) = &args.config {
             let (shown, resolved) = read_raidframe_config(path)?;
             let folder = path.parent().map_or_else(PathBuf::new, Path::to_path_buf);
-            return Ok(Target { shown, resolved, name: path.display().to_string(), scanned: false, folder });
+            return Ok(Target {
+                shown,
+                resolved,
+                name: path.display().to_string(),
+                scanned: false,
+                folder,
+                serial: None,
+            });
         }
         let Some(dir) = &args.scan else {
             return err("name the set's configuration file, or give --scan DIR");
@@ -66,6 +77,7 @@ impl Target {
             name: dir.display().to_string(),
             scanned: true,
             folder: dir.clone(),
+            serial: Some(set.serial_number()),
         })
     }
 
@@ -75,10 +87,11 @@ impl Target {
     }
 
     /// Configure the set to rebuild `column` onto `onto` (writable; the column's slot
-    /// recovering). Needs a configuration file: the component to rebuild onto is the file's.
+    /// recovering). Onto a hot spare needs a configuration file (the spares are named there);
+    /// in place, a set found with `--scan` takes the component given (see [`Target::placing`]).
     pub fn open_rebuilding(&self, column: usize, onto: RebuildOnto) -> CliResult<OpenArray> {
-        if self.scanned {
-            return err("reconstruction and copyback need the set's configuration file (the components to rebuild onto are named there), not --scan");
+        if self.scanned && onto != RebuildOnto::InPlace {
+            return err("reconstruction onto a hot spare and copyback need the set's configuration file (its hot spares are named there), not --scan");
         }
         Ok(OpenArray::open_raidframe_config_rebuilding(&self.resolved, column, onto)?)
     }
@@ -93,7 +106,7 @@ impl Target {
         let written = self.shown.disks.iter().position(|d| d == component && d != ABSENT);
         let found =
             written.or_else(|| (0..self.shown.disks.len()).find(|&c| self.shown.disks[c] != ABSENT && same_file(c)));
-        match found {
+        match found.or_else(|| self.absent_column_for(component)) {
             Some(c) => Ok(c),
             None if self.shown.spares.iter().any(|s| s == component) => {
                 err(format!("{component} is a hot spare of {}, not a column", self.name))
@@ -104,6 +117,39 @@ impl Target {
                 self.shown.disks.join(", ")
             )),
         }
+    }
+}
+
+impl Target {
+    /// With `--scan`, a component the set does not use (stale, or blank) has no place in the
+    /// description found: its own label names its column when it is this set's; a blank one
+    /// takes the first column without a component. Another set's component, or one whose label
+    /// is damaged, takes none.
+    fn absent_column_for(&self, component: &str) -> Option<usize> {
+        if !self.scanned {
+            return None;
+        }
+        let absent: Vec<usize> = (0..self.shown.disks.len()).filter(|&c| self.shown.disks[c] == ABSENT).collect();
+        let dev = FileDevice::open(Path::new(component), false).ok()?;
+        match read_component(&dev) {
+            Ok(found) if Some(found.label.serial_number) == self.serial => {
+                usize::try_from(found.label.column).ok().filter(|c| absent.contains(c))
+            }
+            Ok(_) => None,
+            Err(e) if e.is_damage() => None,
+            Err(_) => absent.first().copied(),
+        }
+    }
+
+    /// The set with `component` in `column`, for a set found with `--scan` whose column has no
+    /// component (what a configuration file would have named there); a file's set as it is.
+    pub fn placing(&self, column: usize, component: &str) -> Target {
+        let mut placed = self.clone();
+        if self.scanned && self.shown.disks.get(column).is_some_and(|d| d == ABSENT) {
+            placed.shown.disks[column] = component.to_string();
+            placed.resolved.disks[column] = component.to_string();
+        }
+        placed
     }
 }
 
