@@ -48,6 +48,15 @@ pub trait MemberDevice: Send + Sync {
         let _ = (offset, buf);
         Ok(false)
     }
+    /// As [`MemberDevice::read_now`], and where the data is not in memory, start nothing either.
+    /// `read_now` of a file with a page cache may start reading the missing pages in before it
+    /// says it would wait (Linux's `RWF_NOWAIT` read still starts read-ahead for them). That is
+    /// the device read the engine then asks of the same member anyway; but where another copy
+    /// of a mirror may serve the read, it is a device read nobody asked for. The default is
+    /// `read_now`, for devices whose refusals start nothing.
+    fn read_if_cached(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
+        self.read_now(offset, buf)
+    }
     /// Put `len` bytes from `offset` into `pipe` with `splice(2)` (references to the pages, no
     /// copy; see [`crate::splice`]), only if that needs no waiting for a device, as
     /// [`MemberDevice::read_now`]. `Ok(false)` means it would have had to wait, and nothing was
@@ -146,6 +155,9 @@ impl<T: MemberDevice + ?Sized> MemberDevice for std::sync::Arc<T> {
     }
     fn read_now(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
         (**self).read_now(offset, buf)
+    }
+    fn read_if_cached(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
+        (**self).read_if_cached(offset, buf)
     }
     fn splice_now(&self, offset: u64, len: usize, pipe: BorrowedFd<'_>) -> io::Result<bool> {
         (**self).splice_now(offset, len, pipe)
@@ -316,6 +328,18 @@ impl MemberDevice for FileDevice {
             },
             |done| short_read(offset + done as u64),
         )
+    }
+
+    /// As `read_now` on tmpfs or ramfs; elsewhere only when `cachestat(2)` finds every page of
+    /// the range in the page cache (which starts no device read), and then with `RWF_NOWAIT`
+    /// (a page evicted in between is refused, and its read-in started, as by `read_now`).
+    /// Where the kernel has no `cachestat` (before Linux 6.5) nothing is read this way.
+    fn read_if_cached(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> io::Result<bool> {
+        check_bounds(self.size, offset, buf.len())?;
+        if !self.in_memory && !all_cached(&self.file, offset, buf.len() as u64) {
+            return Ok(false);
+        }
+        self.read_now(offset, buf)
     }
 
     /// Straight from a file on tmpfs or ramfs; elsewhere only when `cachestat(2)` finds every

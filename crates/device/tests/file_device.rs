@@ -123,6 +123,65 @@ fn read_now_answers_only_from_memory() {
     remove_memory_dir(&dirs);
 }
 
+/// Pages of `file` in the page cache over `[offset, offset+len)`, by `cachestat(2)`; `None`
+/// where the kernel does not have it (before Linux 6.5).
+fn cached_pages(file: &std::fs::File, offset: u64, len: u64) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    const SYS_CACHESTAT: libc::c_long = 451;
+    let range = [offset, len];
+    // nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted
+    let mut stat = [0u64; 5];
+    // SAFETY: cachestat reads two u64 (offset, length) and fills five.
+    let rc = unsafe { libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), range.as_ptr(), stat.as_mut_ptr(), 0) };
+    (rc == 0).then_some(stat[0])
+}
+
+/// `read_if_cached` reads what is in memory, as `read_now`, but where the pages are not in the
+/// page cache it says so without starting to read them in (an `RWF_NOWAIT` read starts that):
+/// a mirror asks each copy this way and must not make every copy read what one will serve.
+#[test]
+fn read_if_cached_starts_no_read_of_missing_pages() {
+    use std::mem::MaybeUninit;
+    use std::os::fd::AsRawFd;
+    let data = uraid_testkit::noise(8, 1 << 20);
+    let dirs = disk_and_memory_dirs("read-if-cached");
+    for dir in &dirs {
+        let path = dir.join("member.img");
+        std::fs::write(&path, &data).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: an advisory call on a descriptor we own.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let dev = FileDevice::open(&path, false).unwrap();
+        let in_memory = dev.io_handle().expect("a file has descriptors").in_memory;
+        let (at, len) = (256 << 10, 8192usize);
+        let expect = &data[at as usize..at as usize + len];
+        let mut buf = vec![MaybeUninit::<u8>::uninit(); len];
+        let dropped = cached_pages(&file, at, len as u64) == Some(0);
+        let got = dev.read_if_cached(at, &mut buf).expect("read_if_cached");
+        // SAFETY (both below): `Ok(true)` means every byte was filled.
+        let bytes = |buf: &[MaybeUninit<u8>]| -> Vec<u8> { buf.iter().map(|b| unsafe { b.assume_init() }).collect() };
+        if in_memory {
+            assert!(got && bytes(&buf) == expect, "{}: a tmpfs read was refused or wrong", dir.display());
+        } else if dropped {
+            assert!(!got, "{}: pages not cached were read", dir.display());
+            assert_eq!(cached_pages(&file, at, len as u64), Some(0), "{}: a read-in was started", dir.display());
+        }
+        let mut warm = vec![0u8; len];
+        dev.read_at(at, &mut warm).unwrap();
+        let mut buf = vec![MaybeUninit::<u8>::uninit(); len];
+        let got = dev.read_if_cached(at, &mut buf).expect("read_if_cached");
+        if in_memory || cached_pages(&file, at, len as u64).is_some() {
+            assert!(got, "{}: cached pages refused", dir.display());
+            assert!(bytes(&buf) == expect, "{}: read_if_cached returned other bytes", dir.display());
+        } else {
+            assert!(!got, "{}: read without cachestat(2) to tell what is cached", dir.display());
+        }
+        assert!(dev.read_if_cached((1 << 20) - 10, &mut [MaybeUninit::uninit(); 11]).is_err(), "past the end");
+    }
+    remove_memory_dir(&dirs);
+}
+
 /// `write_now` writes a file on tmpfs at once; elsewhere it either writes (the file system took
 /// an `RWF_NOWAIT` write) or says it would wait, and what it wrote is right. A read-only device
 /// refuses.
