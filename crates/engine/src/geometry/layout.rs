@@ -30,11 +30,11 @@ pub enum Redundancy {
     /// concatenated and striped plexes).
     None,
     /// Whole copies of the data on different members (md's raid1 and raid10; a Vinum volume of
-    /// several plexes). The engine checks and corrects copies in 4 KiB rows of member bytes,
-    /// so every copy of a byte must sit at the same offset within its row, and the copies of a
-    /// run must go on together over whole rows (md's do: raid1's copies sit at their logical
-    /// offsets, raid10's chunks are whole rows; a Vinum plex would need subdisks of whole
-    /// 4 KiB).
+    /// several plexes). The engine checks and corrects copies in rows of member bytes
+    /// ([`Layout::row_bytes`], 4 KiB unless the layout says), so every copy of a byte must sit
+    /// at the same offset within its row, and the copies of a run must go on together over
+    /// whole rows (md's do: raid1's copies sit at their logical offsets, raid10's chunks are
+    /// whole rows; Vinum plexes cut at odd sectors line up in 512-byte rows).
     Copies,
     /// Stripes of `data_disks` data chunks and their parity (md's raid4/5/6, Vinum's raid5
     /// plexes). The engine relies on the layout keeping this shape, as every one of those does:
