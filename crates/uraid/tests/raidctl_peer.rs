@@ -513,12 +513,13 @@ fn patch(path: &Path, at: u64, bytes: &[u8]) {
     f.write_all(bytes).unwrap();
 }
 
-/// A set served degraded takes a hot spare online (`uraid ctl SOCKET add SPARE`, as `raidctl -a`
-/// then `-F`): its failed column is reconstructed onto the spare while the set serves, the
-/// spare's label joins the others' once it is in sync, and NetBSD's driver configures the set
-/// with the spare in that column, all optimal, and reads it as uraid does.
+/// A served set's component is failed online (`uraid ctl SOCKET fail C`, as `raidctl -f`) and a
+/// hot spare added (`uraid ctl SOCKET add SPARE`, as `raidctl -a` then `-F`): the failed column
+/// is reconstructed onto the spare while the set serves, the spare's label joins the others'
+/// once it is in sync, and NetBSD's driver configures the set with the spare in that column, all
+/// optimal, and reads it as uraid does.
 #[test]
-fn a_served_set_reconstructs_onto_a_spare_added_online() {
+fn a_served_set_fails_a_component_and_reconstructs_onto_a_spare_added_online() {
     let pair = Pair::new("online-spare", '5', 3, 1, 32, 4 * MIB);
     pair.uraid(&["-I", "13"]);
     pair.uraid(&["-i"]);
@@ -526,10 +527,8 @@ fn a_served_set_reconstructs_onto_a_spare_added_online() {
     let wrote = uraid_stdin(&["write", "--raidframe", &pair.conf, "--offset", "4096"], &data);
     assert!(wrote.status.success(), "{}", String::from_utf8_lossy(&wrote.stderr));
     let images = pair.images("uraid");
-    let c1 = images[1].display().to_string();
-    pair.uraid(&["-f", &c1]);
     let want = uraid(&["cat", "--raidframe", &pair.conf]).stdout;
-    assert!(want[4096..4096 + data.len()] == data[..], "read back degraded");
+    assert!(want[4096..4096 + data.len()] == data[..], "read back");
 
     let dir = pair.dir.join("uraid");
     let (nbd, control) = (dir.join("nbd.sock"), dir.join("ctl.sock"));
@@ -552,6 +551,12 @@ fn a_served_set_reconstructs_onto_a_spare_added_online() {
         all.extend_from_slice(args);
         uraid(&all)
     };
+    // Column 1's component failed while the set serves (`raidctl -f`), then the spare added.
+    let c1 = images[1].display().to_string();
+    let failed = ctl(&["fail", &c1]);
+    assert!(failed.status.success(), "{}", String::from_utf8_lossy(&failed.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&ctl(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(status["degraded"], 1, "{status:#}");
     let spare = images[3].display().to_string();
     let added = ctl(&["add", &spare]);
     let said = String::from_utf8_lossy(&added.stdout).to_string() + &String::from_utf8_lossy(&added.stderr);

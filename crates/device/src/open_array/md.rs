@@ -481,9 +481,19 @@ impl OpenArray {
             .map(|i| (i, self.mdp().plan.verdicts[i].clone()))
     }
 
-    /// Fail the member `name` (md's `--fail`). Refused when that would lose data, unless
-    /// `force`. Returns its slot.
+    /// Fail the member `name` (md's `--fail`; on a RAIDframe set, `raidctl -f` of the component
+    /// by that name). Refused when that would lose data, unless `force`. Returns its slot.
     pub fn fail_member(&mut self, name: &str, force: bool) -> Result<usize, OpenError> {
+        if self.raidframe().is_some() {
+            // A RAIDframe component by name: `raidctl -f` on the running set.
+            let columns = self.array.slot_states().len();
+            let Some(column) = (0..columns).find(|&c| self.slot_device_name(c) == Some(name)) else {
+                return Err(OpenError::BadMember(format!("{name}: not a component serving this set")));
+            };
+            self.fail_column(column, force)?;
+            self.record_roles()?;
+            return Ok(column);
+        }
         self.require_md("failing a member by name")?;
         let Some((idx, verdict)) = self.find_member(name) else {
             return Err(OpenError::BadMember(format!("{name}: not a member of this array")));
