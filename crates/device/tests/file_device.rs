@@ -79,13 +79,27 @@ fn remove_memory_dir(dirs: &[std::path::PathBuf]) {
     }
 }
 
+/// `data` written to `member.img` in `dir`, synced and dropped from the page cache: the file,
+/// the device over it, and whether the device takes its file system for memory (tmpfs).
+fn dropped_member(dir: &std::path::Path, data: &[u8]) -> (std::fs::File, FileDevice, bool) {
+    use std::os::fd::AsRawFd;
+    let path = dir.join("member.img");
+    std::fs::write(&path, data).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    file.sync_all().unwrap();
+    // SAFETY: an advisory call on a descriptor we own.
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let dev = FileDevice::open(&path, false).unwrap();
+    let in_memory = dev.io_handle().expect("a file has descriptors").in_memory;
+    (file, dev, in_memory)
+}
+
 /// `read_now` reads what is in memory and says when it would have to wait: on tmpfs always in
 /// memory; on a disk file system, pages dropped from the page cache are refused (or read, if the
 /// kernel kept them), never read wrong, and pages just read are served.
 #[test]
 fn read_now_answers_only_from_memory() {
     use std::mem::MaybeUninit;
-    use std::os::fd::AsRawFd;
     let read_now = |dev: &FileDevice, offset: u64, len: usize| -> Option<Vec<u8>> {
         let mut buf = vec![MaybeUninit::<u8>::uninit(); len];
         match dev.read_now(offset, &mut buf).expect("read_now") {
@@ -98,14 +112,7 @@ fn read_now_answers_only_from_memory() {
     let dirs = disk_and_memory_dirs("read-now");
     let shm = std::path::Path::new(SHM);
     for dir in &dirs {
-        let path = dir.join("member.img");
-        std::fs::write(&path, &data).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        file.sync_all().unwrap();
-        // SAFETY: an advisory call on a descriptor we own.
-        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        let dev = FileDevice::open(&path, false).unwrap();
-        let in_memory = dev.io_handle().expect("a file has descriptors").in_memory;
+        let (_file, dev, in_memory) = dropped_member(dir, &data);
         assert_eq!(in_memory, dir.starts_with(shm), "{}: memory file system misjudged", dir.display());
         let (at, len) = (123_456u64, 70_000usize);
         let expect = &data[at as usize..at as usize + len];
@@ -142,18 +149,10 @@ fn cached_pages(file: &std::fs::File, offset: u64, len: u64) -> Option<u64> {
 #[test]
 fn read_if_cached_starts_no_read_of_missing_pages() {
     use std::mem::MaybeUninit;
-    use std::os::fd::AsRawFd;
     let data = uraid_testkit::noise(8, 1 << 20);
     let dirs = disk_and_memory_dirs("read-if-cached");
     for dir in &dirs {
-        let path = dir.join("member.img");
-        std::fs::write(&path, &data).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        file.sync_all().unwrap();
-        // SAFETY: an advisory call on a descriptor we own.
-        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        let dev = FileDevice::open(&path, false).unwrap();
-        let in_memory = dev.io_handle().expect("a file has descriptors").in_memory;
+        let (file, dev, in_memory) = dropped_member(dir, &data);
         let (at, len) = (256 << 10, 8192usize);
         let expect = &data[at as usize..at as usize + len];
         let mut buf = vec![MaybeUninit::<u8>::uninit(); len];

@@ -14,9 +14,31 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use uraid_device::MemberDevice;
+use uraid_device::{MemberDevice, OpenArray, OpenError};
 
 use crate::disk::{SimDisk, SECTOR};
+
+/// Open an array on views of `disks` (those with ids `ids`) with `opener`, which must write
+/// nothing: what opening decides is written later as the metadata steps the simulation
+/// performs, so the metadata is deferred to the run. A write through a view fails the open,
+/// naming the device and `what` was opened.
+pub fn open_without_writes(
+    disks: &[SimDisk],
+    ids: &[usize],
+    what: &str,
+    opener: impl FnOnce(&[SimMember]) -> Result<OpenArray, OpenError>,
+) -> Result<OpenArray, OpenError> {
+    let views: Vec<SimMember> = ids.iter().map(|&d| SimMember::of(&disks[d])).collect();
+    let result = opener(&views);
+    for (view, &d) in views.iter().zip(ids) {
+        if !view.take_writes().is_empty() {
+            return Err(OpenError::BadMember(format!("d{d}: opening the {what} wrote to it outside the run")));
+        }
+    }
+    let mut open = result?;
+    open.defer_metadata(true);
+    Ok(open)
+}
 
 /// The name of simulated device `id`, as assembly reports it.
 pub fn device_name(id: usize) -> String {

@@ -138,29 +138,18 @@ fn failures_end_with_the_replay_command() {
     assert!(text.starts_with("uraid-sim: a request failed within the level's redundancy"), "{text}");
 }
 
-/// The first seed below `limit` (over the geometries with redundancy) whose run fails, with what
-/// broke; `None` if every run passed.
-fn first_caught(mutation: Mutation, limit: u64) -> Option<(u64, String, Invariant)> {
-    let redundant: Vec<&str> =
-        geometries::ALL.iter().copied().filter(|g| !g.starts_with("linear") && !g.starts_with("raid0")).collect();
-    (0..limit).find_map(|seed| {
-        let g = redundant[(seed % redundant.len() as u64) as usize];
-        let mut cfg = Config::new(seed, g);
-        cfg.mutation = Some(mutation);
-        run_one(&cfg).err().map(|f| (seed, g.to_string(), f.invariant))
-    })
+/// md's geometries with redundancy.
+fn md_redundant() -> Vec<&'static str> {
+    geometries::ALL.iter().copied().filter(|g| !g.starts_with("linear") && !g.starts_with("raid0")).collect()
 }
 
 /// Seeds the CI runs per level: each planted metadata bug must be caught within as many.
 const CI_SEEDS: u64 = 2000;
 
-/// `mutation` is caught within the CI's seeds, as one of `expected`.
+/// `mutation` is caught within the CI's seeds of md's redundant geometries, as one of
+/// `expected`.
 fn assert_caught(mutation: Mutation, expected: &[Invariant]) {
-    let caught = first_caught(mutation, CI_SEEDS);
-    println!("{}: first caught by {caught:?}", mutation.name());
-    let (seed, geometry, invariant) =
-        caught.unwrap_or_else(|| panic!("{} went unnoticed over {CI_SEEDS} seeds", mutation.name()));
-    assert!(expected.contains(&invariant), "{} caught as {invariant:?} (seed {seed} on {geometry})", mutation.name());
+    assert_caught_on(&md_redundant(), mutation, CI_SEEDS, expected);
 }
 
 /// Assembly that ignores event counts takes back a member the array had failed (and written on
@@ -177,10 +166,7 @@ fn assembly_ignoring_event_counts_is_caught() {
 /// inconsistent redundancy that the array, recorded clean, never resyncs.
 #[test]
 fn data_before_its_bitmap_bit_is_caught() {
-    assert_caught(
-        Mutation::DataBeforeBitmap,
-        &[Invariant::Inconsistent, Invariant::WrongData, Invariant::DegradedReadDiffers, Invariant::LostDurableWrite],
-    );
+    assert_caught(Mutation::DataBeforeBitmap, DATA_OR_REDUNDANCY);
 }
 
 /// A rebuild checkpoint recorded ahead of the data it covers: a crash then resumes the rebuild
@@ -204,45 +190,44 @@ fn first_caught_on(geometries: &[&str], mutation: Mutation, limit: u64) -> Optio
     })
 }
 
-/// [`first_caught_on`] the Vinum volumes with redundancy.
-fn first_caught_on_vinum(mutation: Mutation, limit: u64) -> Option<(u64, String, Invariant)> {
-    let redundant: Vec<&str> = uraid_fault_sim::vinum_geometries::ALL
+/// The Vinum geometries with redundancy.
+fn vinum_redundant() -> Vec<&'static str> {
+    uraid_fault_sim::vinum_geometries::ALL
         .iter()
         .copied()
         .filter(|g| !g.starts_with("vinum-concat") && !g.starts_with("vinum-striped"))
-        .collect();
-    first_caught_on(&redundant, mutation, limit)
+        .collect()
+}
+
+/// What a planted metadata bug breaks: data lost or read wrong, or redundancy left disagreeing.
+const DATA_OR_REDUNDANCY: &[Invariant] =
+    &[Invariant::Inconsistent, Invariant::WrongData, Invariant::DegradedReadDiffers, Invariant::LostDurableWrite];
+
+/// `mutation` is caught within `limit` seeds spread over `geometries`, as one of `expected`.
+fn assert_caught_on(geometries: &[&str], mutation: Mutation, limit: u64, expected: &[Invariant]) {
+    let caught = first_caught_on(geometries, mutation, limit);
+    println!("{}: first caught by {caught:?}", mutation.name());
+    let (seed, g, invariant) =
+        caught.unwrap_or_else(|| panic!("{} went unnoticed over {limit} seeds", mutation.name()));
+    assert!(expected.contains(&invariant), "{}: caught as {invariant:?} (seed {seed} on {g})", mutation.name());
 }
 
 /// Vinum saves that forget the unclean mark: a volume crashed while writes were in flight is
 /// taken as clean, and its plexes (or a raid5 plex's parity) are never made to agree.
 #[test]
 fn a_vinum_save_without_its_dirty_mark_is_caught() {
-    let caught = first_caught_on_vinum(Mutation::VinumNoDirtyMark, 200);
-    println!("vinum-no-dirty-mark: first caught by {caught:?}");
-    let (seed, g, invariant) = caught.expect("vinum-no-dirty-mark went unnoticed over 200 seeds");
-    assert!(
-        matches!(
-            invariant,
-            Invariant::Inconsistent
-                | Invariant::WrongData
-                | Invariant::DegradedReadDiffers
-                | Invariant::LostDurableWrite
-        ),
-        "caught as {invariant:?} (seed {seed} on {g})"
-    );
+    assert_caught_on(&vinum_redundant(), Mutation::VinumNoDirtyMark, 200, DATA_OR_REDUNDANCY);
 }
 
 /// Vinum saves that reach one drive only: once that drive is lost, the others' configuration
 /// (as created) says a subdisk taken out since is up, and its stale data is read.
 #[test]
 fn a_vinum_save_that_skips_drives_is_caught() {
-    let caught = first_caught_on_vinum(Mutation::VinumSaveSkipsDrive, 400);
-    println!("vinum-save-skips-drive: first caught by {caught:?}");
-    let (seed, g, invariant) = caught.expect("vinum-save-skips-drive went unnoticed over 400 seeds");
-    assert!(
-        matches!(invariant, Invariant::WrongData | Invariant::LostDurableWrite | Invariant::Inconsistent),
-        "caught as {invariant:?} (seed {seed} on {g})"
+    assert_caught_on(
+        &vinum_redundant(),
+        Mutation::VinumSaveSkipsDrive,
+        400,
+        &[Invariant::WrongData, Invariant::LostDurableWrite, Invariant::Inconsistent],
     );
 }
 
@@ -256,20 +241,6 @@ fn a_vinum_save_that_skips_drives_is_caught() {
 #[test]
 fn planted_raidframe_bugs_are_caught() {
     for mutation in [Mutation::RaidframeNoDirtyRecord, Mutation::RaidframeMapSkipsRegions] {
-        let caught = first_caught_on(uraid_fault_sim::raidframe_geometries::ALL, mutation, 300);
-        println!("{}: first caught by {caught:?}", mutation.name());
-        let (seed, g, invariant) =
-            caught.unwrap_or_else(|| panic!("{} went unnoticed over 300 seeds", mutation.name()));
-        assert!(
-            matches!(
-                invariant,
-                Invariant::Inconsistent
-                    | Invariant::WrongData
-                    | Invariant::DegradedReadDiffers
-                    | Invariant::LostDurableWrite
-            ),
-            "{}: caught as {invariant:?} (seed {seed} on {g})",
-            mutation.name()
-        );
+        assert_caught_on(uraid_fault_sim::raidframe_geometries::ALL, mutation, 300, DATA_OR_REDUNDANCY);
     }
 }

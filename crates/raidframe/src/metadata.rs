@@ -92,7 +92,6 @@ struct MapState {
     /// What the live components hold, when known (`None`: a map the kernel would not trust,
     /// to be replaced before it is relied on).
     on_disk: Option<ParityMap>,
-    regions: u32,
     tickms: u32,
     ntick: u32,
     /// The regions as the driver sees them: marked before the writes they cover, cleared once
@@ -173,7 +172,7 @@ impl RaidframeMetadata {
                     all_dirty: on_disk.is_none() && needs_resync,
                     events_cleared: 0,
                 };
-                Some(MapState { on_disk, regions, tickms, ntick, intent })
+                Some(MapState { on_disk, tickms, ntick, intent })
             }
             _ => None,
         };
@@ -337,7 +336,7 @@ impl RaidframeMetadata {
             // Every region counts as dirty until the full resync is recorded clean.
             return false;
         }
-        let end = regions.end.min(u64::from(state.regions));
+        let end = regions.end.min(state.intent.chunks);
         let mut changed = false;
         for region in regions.start..end {
             if state.intent.is_dirty(region) != dirty {
@@ -386,7 +385,7 @@ impl RaidframeMetadata {
     /// The parity map's region count, tick and cooldown as the labels record them (`None`
     /// when the set keeps no map).
     pub fn parity_map_params(&self) -> Option<(u32, u32, u32)> {
-        self.map.as_ref().map(|m| (m.regions, m.tickms, m.ntick))
+        self.map.as_ref().map(|m| (m.intent.chunks as u32, m.tickms, m.ntick))
     }
 }
 

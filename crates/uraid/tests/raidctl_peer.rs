@@ -85,6 +85,15 @@ impl Pair {
         ok(uraid(&all))
     }
 
+    /// A new set on both sides with serial number `serial`: `uraid raidctl -I`, and the
+    /// driver's `-C; -I; -u`.
+    fn label_both(&self, kernel: &Kernel, serial: &str) {
+        self.uraid(&["-I", serial]);
+        kernel.raidctl_ok(&["-C", &self.netbsd_conf(), "raid0"]);
+        kernel.raidctl_ok(&["-I", serial, "raid0"]);
+        kernel.raidctl_ok(&["-u", "raid0"]);
+    }
+
     /// The driver's `-c CONF raid0; VERB raid0; -u raid0`.
     fn netbsd(&self, kernel: &Kernel, args: &[&str]) -> String {
         kernel.raidctl_ok(&["-c", &self.netbsd_conf(), "raid0"]);
@@ -180,10 +189,7 @@ fn a_raid5_set_made_and_managed_by_uraid_is_what_netbsd_makes() {
     let nb = pair.netbsd_conf();
 
     // A new set: -C, -I, -u on the driver.
-    pair.uraid(&["-I", "2026"]);
-    kernel.raidctl_ok(&["-C", &nb, "raid0"]);
-    kernel.raidctl_ok(&["-I", "2026", "raid0"]);
-    kernel.raidctl_ok(&["-u", "raid0"]);
+    pair.label_both(&kernel, "2026");
     pair.assert_same("-C; -I 2026; -u");
     for verb in ["-s", "-p", "-m", "-G", "-S"] {
         pair.same_report(&kernel, verb);
@@ -247,10 +253,7 @@ fn raid0_and_raid1_sets_made_by_uraid_are_what_netbsd_makes() {
     for (name, level, columns) in [("r0", '0', 2), ("r1", '1', 2)] {
         let pair = Pair::new(name, level, columns, 0, 16, 3 * MIB);
         let kernel = pair.kernel();
-        pair.uraid(&["-I", "7"]);
-        kernel.raidctl_ok(&["-C", &pair.netbsd_conf(), "raid0"]);
-        kernel.raidctl_ok(&["-I", "7", "raid0"]);
-        kernel.raidctl_ok(&["-u", "raid0"]);
+        pair.label_both(&kernel, "7");
         pair.assert_same(&format!("{name}: -C; -I 7; -u"));
         pair.same_report(&kernel, "-p");
         for i in 0..columns {
@@ -318,10 +321,7 @@ fn reconstruction_in_place_and_to_a_spare_and_copyback_are_what_netbsd_does() {
     let pair = Pair::new("recon5", '5', 3, 1, 32, 4 * MIB);
     let kernel = pair.kernel();
     let nb = pair.netbsd_conf();
-    pair.uraid(&["-I", "2026"]);
-    kernel.raidctl_ok(&["-C", &nb, "raid0"]);
-    kernel.raidctl_ok(&["-I", "2026", "raid0"]);
-    kernel.raidctl_ok(&["-u", "raid0"]);
+    pair.label_both(&kernel, "2026");
     for i in 0..3 {
         pair.scribble(i, 31 + i as u64);
     }

@@ -19,16 +19,6 @@ pub(super) struct IdleSince {
 }
 
 impl ArrayPolicy {
-    /// The bitmap chunks a logical range touches (see [`OpenArray::intent_regions`]).
-    pub(super) fn intent_chunks(&self, array: &OpenArray, offset: u64, len: u64) -> Option<std::ops::Range<u64>> {
-        array.intent_regions(offset, len)
-    }
-
-    /// The logical offset where bitmap chunk `c` begins.
-    pub(super) fn intent_chunk_start(&self, array: &OpenArray, c: u64) -> u64 {
-        array.intent_region_start(c)
-    }
-
     /// Mark `chunks` in the bitmap and count this user. The bits are only recorded: what they
     /// cover waits until they are durable (see `metadata`).
     pub(super) fn hold_intent(&mut self, array: &mut OpenArray, chunks: std::ops::Range<u64>) -> Result<(), OpenError> {

@@ -158,7 +158,7 @@ impl ArrayPolicy {
             SyncAction::Check => Request::Sync { offset, len, repair: false },
             SyncAction::Resync | SyncAction::Repair => Request::Sync { offset, len, repair: true },
         };
-        let intent = if writes { self.intent_chunks(array, offset, len) } else { None };
+        let intent = if writes { array.intent_regions(offset, len) } else { None };
         if let Some(chunks) = &intent {
             if let Err(e) = self.hold_intent(array, chunks.clone()) {
                 let run = self.pass.as_mut().expect("running");
@@ -205,11 +205,11 @@ impl ArrayPolicy {
             (SyncAction::Resync, _, Some(bits)) => {
                 let mut pos = run.pos;
                 while pos < run.end {
-                    let c = self.intent_chunks(array, pos, 1).map_or(0, |r| r.start);
+                    let c = array.intent_regions(pos, 1).map_or(0, |r| r.start);
                     if bits.is_dirty(c) {
                         break;
                     }
-                    pos = self.intent_chunk_start(array, c + 1).max(pos + 1);
+                    pos = array.intent_region_start(c + 1).max(pos + 1);
                 }
                 pos
             }

@@ -38,7 +38,7 @@ impl ArrayPolicy {
             let ticket = self.record(array, MetaChange::Dirty)?;
             self.meta.dirty_ticket = ticket.or(self.meta.dirty_ticket);
         }
-        let chunks = self.intent_chunks(array, range.start, range.end - range.start);
+        let chunks = array.intent_regions(range.start, range.end - range.start);
         if let Some(chunks) = &chunks {
             self.hold_intent(array, chunks.clone()).map_err(MetadataError::from)?;
         }

@@ -281,17 +281,11 @@ impl OpenArray {
         Ok(OpenArray::with_format(Format::Md(Box::new(md)), array, writable))
     }
 
-    /// Add `dev` to the array (md's `--add`): it takes the first missing or failed slot and is
-    /// rebuilt there (returned as `Some(slot)`), or becomes a spare when every slot is filled.
-    /// A device that already carries an md superblock is refused, whatever array it names: it
-    /// may hold someone's data.
-    ///
-    /// A device added to a RAIDframe set is a hot spare reconstructed at once into the first
-    /// failed column ([`OpenArray::reconstruct_onto`]).
-    pub fn add_member(&mut self, dev: Box<dyn MemberDevice>) -> Result<Option<usize>, OpenError> {
-        if matches!(self.format, Format::Raidframe(_)) {
-            return self.reconstruct_onto(Arc::from(dev));
-        }
+    /// md's `--add` (see [`OpenArray::add_member`]): `dev` takes the first missing or failed
+    /// slot and is rebuilt there (returned as `Some(slot)`), or becomes a spare when every slot
+    /// is filled. A device that already carries an md superblock is refused, whatever array it
+    /// names: it may hold someone's data.
+    pub(super) fn add_md_member(&mut self, dev: Box<dyn MemberDevice>) -> Result<Option<usize>, OpenError> {
         self.require_md("adding a member")?;
         if !self.writable {
             return Err(OpenError::ReadOnly);
@@ -481,19 +475,8 @@ impl OpenArray {
             .map(|i| (i, self.mdp().plan.verdicts[i].clone()))
     }
 
-    /// Fail the member `name` (md's `--fail`; on a RAIDframe set, `raidctl -f` of the component
-    /// by that name). Refused when that would lose data, unless `force`. Returns its slot.
-    pub fn fail_member(&mut self, name: &str, force: bool) -> Result<usize, OpenError> {
-        if self.raidframe().is_some() {
-            // A RAIDframe component by name: `raidctl -f` on the running set.
-            let columns = self.array.slot_states().len();
-            let Some(column) = (0..columns).find(|&c| self.slot_device_name(c) == Some(name)) else {
-                return Err(OpenError::BadMember(format!("{name}: not a component serving this set")));
-            };
-            self.fail_column(column, force)?;
-            self.record_roles()?;
-            return Ok(column);
-        }
+    /// md's `--fail` (see [`OpenArray::fail_member`]).
+    pub(super) fn fail_md_member(&mut self, name: &str, force: bool) -> Result<usize, OpenError> {
         self.require_md("failing a member by name")?;
         let Some((idx, verdict)) = self.find_member(name) else {
             return Err(OpenError::BadMember(format!("{name}: not a member of this array")));

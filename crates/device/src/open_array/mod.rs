@@ -182,9 +182,13 @@ impl OpenArray {
             self.record(MetaChange::Dirty)?;
         }
         // A format that marks regions apart from its dirty record (RAIDframe's parity map) marks
-        // this write's before it goes out; md's bits are all set above, so nothing is queued.
+        // this write's before it goes out, when they are not marked yet (md's bits are all set
+        // above).
         if let Some(regions) = self.intent_regions(offset, data.len() as u64) {
-            self.set_write_intent(regions, true)?;
+            let unmarked = self.write_intent().is_some_and(|bits| regions.clone().any(|c| !bits.is_dirty(c)));
+            if unmarked {
+                self.set_write_intent(regions, true)?;
+            }
         }
         self.run(Request::Write { offset, data: data.into() }).map(|_| ())
     }
@@ -432,6 +436,27 @@ impl OpenArray {
     /// Record member role changes without changing the clean state.
     pub fn record_roles(&mut self) -> Result<(), OpenError> {
         self.record(MetaChange::Roles)
+    }
+
+    /// Add `dev` to the running array: md's `--add` (it takes the first missing or failed slot
+    /// and is rebuilt there, returned as `Some(slot)`, or becomes a spare when every slot is
+    /// filled); on a RAIDframe set, a hot spare reconstructed at once into the first failed
+    /// column (`raidctl -a` then `-F`, [`OpenArray::reconstruct_onto`]). A device that may hold
+    /// someone's data is refused.
+    pub fn add_member(&mut self, dev: Box<dyn MemberDevice>) -> Result<Option<usize>, OpenError> {
+        match self.format {
+            Format::Raidframe(_) => self.reconstruct_onto(Arc::from(dev)),
+            _ => self.add_md_member(dev),
+        }
+    }
+
+    /// Fail the member `name` (md's `--fail`; on a RAIDframe set `raidctl -f` of the component
+    /// by that name). Refused when that would lose data, unless `force`. Returns its slot.
+    pub fn fail_member(&mut self, name: &str, force: bool) -> Result<usize, OpenError> {
+        match self.format {
+            Format::Raidframe(_) => self.fail_component(name, force),
+            _ => self.fail_md_member(name, force),
+        }
     }
 
     /// The write-intent log (md's bitmap, RAIDframe's parity map), if the array keeps one.

@@ -367,6 +367,21 @@ impl OpenArray {
 }
 
 impl OpenArray {
+    /// `raidctl -f` of the component named `name` on the running set (see
+    /// [`OpenArray::fail_member`]).
+    pub(super) fn fail_component(&mut self, name: &str, force: bool) -> Result<usize, OpenError> {
+        let columns = self.array.slot_states().len();
+        let Some(column) = (0..columns).find(|&c| self.slot_device_name(c) == Some(name)) else {
+            return Err(OpenError::BadMember(format!(
+                "{name}: not a component serving this set (its components: {})",
+                self.device_names().join(", ")
+            )));
+        };
+        self.fail_column(column, force)?;
+        self.record_roles()?;
+        Ok(column)
+    }
+
     /// Reconstruct the first failed or missing column onto `dev` while the set runs, as
     /// `raidctl -a DEV` then `raidctl -F` reconstruct onto a hot spare (or `-R` onto a
     /// replacement): the column's slot is recovering (the array service rebuilds it from the

@@ -10,7 +10,7 @@ use uraid_device::{MemberDevice, OpenArray, OpenError};
 use uraid_raidframe_format::layout::{self, ParityMap};
 
 use crate::disk::SimDisk;
-use crate::member_device::SimMember;
+use crate::member_device::open_without_writes;
 use crate::raidframe_geometries::{RaidframeBuilt, SERIAL};
 
 /// Label the components of `built` on new simulated devices and open the set.
@@ -35,23 +35,17 @@ pub(super) fn start(built: &RaidframeBuilt) -> Result<(Vec<SimDisk>, u64, OpenAr
 /// components found by scanning, writable, with the metadata deferred to the simulation.
 /// Opening writes nothing: labels are written by later metadata steps.
 pub(super) fn open(disks: &mut [SimDisk], ids: &[usize]) -> Result<OpenArray, OpenError> {
-    let views: Vec<SimMember> = ids.iter().map(|&d| SimMember::of(&disks[d])).collect();
-    let devs: Vec<Option<Arc<dyn MemberDevice>>> =
-        views.iter().map(|v| Some(Arc::new(v.clone()) as Arc<dyn MemberDevice>)).collect();
-    let result = OpenArray::open_raidframe(devs, SetSource::Autoconfigure { serial: Some(SERIAL) }, true);
-    for (view, &d) in views.iter().zip(ids) {
-        if !view.take_writes().is_empty() {
-            return Err(OpenError::BadMember(format!("d{d}: opening the set wrote to it outside the run")));
-        }
-    }
-    let mut open = result.map_err(OpenError::from)?;
-    open.defer_metadata(true);
-    Ok(open)
+    open_without_writes(disks, ids, "set", |views| {
+        let devs: Vec<Option<Arc<dyn MemberDevice>>> =
+            views.iter().map(|v| Some(Arc::new(v.clone()) as Arc<dyn MemberDevice>)).collect();
+        Ok(OpenArray::open_raidframe(devs, SetSource::Autoconfigure { serial: Some(SERIAL) }, true)?)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::member_device::SimMember;
     use crate::rng::SimRng;
     use uraid_engine::SlotState;
 
@@ -80,7 +74,10 @@ mod tests {
         let (disks, bytes, mut open) = start(&built).unwrap();
         let member = |d: &SimDisk| Arc::new(SimMember::of(d)) as Arc<dyn MemberDevice>;
         assert_eq!(open.reconstruct_onto(member(&SimDisk::new(9, bytes))).unwrap(), None, "nothing missing");
-        open.fail_column(1, false).unwrap();
+        // Failed by name, as `uraid ctl SOCKET fail` does.
+        let e = open.fail_member("d7", false).unwrap_err().to_string();
+        assert!(e.contains("d7: not a component serving this set") && e.contains("d0, d1, d2"), "{e}");
+        assert_eq!(open.fail_member("d1", false).unwrap(), 1);
         let e = open.reconstruct_onto(member(&disks[0])).unwrap_err().to_string();
         assert!(e.contains("already serves column 0"), "{e}");
         // Another set's component: d0's label under another serial number.

@@ -17,7 +17,7 @@ use uraid_vinum_format::placement::{place, Present};
 use uraid_vinum_format::{DriveHeader, Timeval};
 
 use crate::disk::SimDisk;
-use crate::member_device::{device_name, SimMember};
+use crate::member_device::{device_name, open_without_writes, SimMember};
 use crate::vinum_geometries::{VinumBuilt, VOLUME};
 
 /// When the drives were made (the configuration's first `last_update`).
@@ -57,17 +57,11 @@ pub(super) fn start(built: &VinumBuilt) -> Result<(Vec<SimDisk>, u64, OpenArray)
 /// opens it, writable, with the metadata deferred to the simulation. Opening writes nothing:
 /// what it decides (subdisks revived, states changed) is saved by later metadata steps.
 pub(super) fn open(disks: &mut [SimDisk], ids: &[usize]) -> Result<OpenArray, OpenError> {
-    let views: Vec<SimMember> = ids.iter().map(|&d| SimMember::of(&disks[d])).collect();
-    let devs: Vec<Box<dyn MemberDevice>> = views.iter().map(|v| Box::new(v.clone()) as Box<dyn MemberDevice>).collect();
-    let result = OpenArray::open_volume(devs, VOLUME, true);
-    for (view, &d) in views.iter().zip(ids) {
-        if !view.take_writes().is_empty() {
-            return Err(OpenError::BadMember(format!("d{d}: opening the volume wrote to it outside the run")));
-        }
-    }
-    let mut open = result.map_err(OpenError::from)?;
-    open.defer_metadata(true);
-    Ok(open)
+    open_without_writes(disks, ids, "volume", |views| {
+        let devs: Vec<Box<dyn MemberDevice>> =
+            views.iter().map(|v| Box::new(v.clone()) as Box<dyn MemberDevice>).collect();
+        Ok(OpenArray::open_volume(devs, VOLUME, true)?)
+    })
 }
 
 #[cfg(test)]
