@@ -4,13 +4,14 @@
 //! Real drivers keep many requests and member I/Os in flight; this loop exists for tools that do
 //! one thing at a time (create's initial sync, `cat`) and for tests.
 
-use crate::array::{Array, Completion, Request};
+use crate::array::{Completion, Request};
+use crate::engine::RequestFlow;
 use crate::error::EngineError;
 use crate::member_io::{IoResult, MemberIo};
 
 /// Submit `request` and drive the engine until it completes, executing member I/Os with `exec`.
-pub fn execute(
-    array: &mut Array,
+pub fn execute<E: RequestFlow + ?Sized>(
+    array: &mut E,
     request: Request,
     exec: &mut dyn FnMut(&MemberIo) -> IoResult,
 ) -> Result<Completion, EngineError> {

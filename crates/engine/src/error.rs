@@ -33,6 +33,8 @@ pub enum EngineError {
     InvalidSlotChange { slot: usize, from: SlotState, to: SlotState },
     #[error("failing slot {slot} would leave data that no remaining in-sync member holds; refused unless forced")]
     WouldFailArray { slot: usize },
+    #[error("slot {slot} cannot be in sync before its plex is rebuilt, and the plex is rebuilt only once every member of it is back (slot {waiting} is not)")]
+    PlexNotRevived { slot: usize, waiting: usize },
     #[error("no slot is recovering: there is nothing to rebuild")]
     NothingToRecover,
     #[error("a {level} array has no redundancy to rebuild a member from")]

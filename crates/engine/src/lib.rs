@@ -11,23 +11,28 @@
 //! - [`mod@array`]: the request state machine (degraded I/O, rmw/rcw, check/repair);
 //! - [`ppl`]: md's partial parity log: entries for stripe writes, replay after a crash;
 //! - [`read_balance`]: which copy of mirrored data a read goes to ([`ReadPolicy`]);
+//! - [`nested`]: a mirror whose copies are arrays of their own, on two levels of [`Array`];
+//! - [`Engine`]: either of the two, behind one interface for drivers;
 //! - [`blocking`]: a minimal synchronous loop that runs the engine against a closure doing I/O.
 
 pub mod array;
 pub mod blocking;
 pub mod bufpool;
+mod engine;
 mod error;
 pub mod geometry;
 pub mod idmap;
 pub mod iobuf;
 mod member_io;
 pub mod metadata;
+pub mod nested;
 pub mod ppl;
 pub mod read_balance;
 mod slot;
 
 pub use array::{Array, Completion, EngineEvent, ParityWriteChoice, Request, RequestId};
 pub use bufpool::PoolBuf;
+pub use engine::{Engine, RequestFlow};
 pub use error::EngineError;
 pub use geometry::{Geometry, SECTOR_BYTES};
 pub use iobuf::IoBuf;

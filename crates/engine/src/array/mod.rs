@@ -74,7 +74,7 @@ mod parity_write;
 mod read;
 mod readahead;
 mod recover;
-mod requests;
+pub(crate) mod requests;
 mod rows;
 mod stripe_memory;
 mod stripe_update;

@@ -297,7 +297,7 @@ impl Array {
     }
 }
 
-fn check_range(offset: u64, len: u64, size: u64) -> Result<(), EngineError> {
+pub(crate) fn check_range(offset: u64, len: u64, size: u64) -> Result<(), EngineError> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
         _ => Err(EngineError::OutOfRange { offset, len, size }),

@@ -17,7 +17,7 @@ use std::fmt;
 
 use uraid_layout::StripeRoles;
 
-use super::{Copies, ParityRun};
+use super::{Copies, NestedLayout, ParityRun};
 
 /// The row the engine checks, repairs and rebuilds redundancy in unless a layout says otherwise
 /// ([`Layout::row_bytes`]): md's stripe pages, 4 KiB.
@@ -190,5 +190,12 @@ pub trait Layout: fmt::Debug + Send + Sync {
     /// without copies).
     fn copy_placement(&self) -> CopyPlacement {
         CopyPlacement::Images { same_slots: false }
+    }
+
+    /// The two levels of a mirror whose copies are arrays of their own, for a layout that is
+    /// one ([`NestedLayout`]); such a layout is run by [`crate::nested::NestedArray`], never by
+    /// [`crate::Array`] directly.
+    fn nested(&self) -> Option<&NestedLayout> {
+        None
     }
 }

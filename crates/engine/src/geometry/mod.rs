@@ -25,6 +25,7 @@
 
 mod layout;
 mod md;
+mod nested;
 
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ use smallvec::SmallVec;
 use uraid_layout::{LinearLayout, ParityLayout, Raid0Layout, Raid10Layout, Raid1Layout};
 
 pub use layout::{CopyPlacement, Layout, MemberExtent, Redundancy, DEFAULT_ROW_BYTES};
+pub use nested::NestedLayout;
 pub use uraid_layout::{MemberList, StripeRoles};
 
 /// Bytes per md sector.
@@ -193,6 +195,36 @@ impl Geometry {
             Redundancy::Parity { data_disks } => Some(data_disks as u64 * l.chunk_bytes()),
             Redundancy::None | Redundancy::Copies => None,
         })
+    }
+
+    /// The smallest range a [`crate::Request::Discard`] may cover, and what its offset and
+    /// length are whole multiples of: whole stripes on parity layouts (a part-zeroed stripe's
+    /// parity would be wrong), whole stripes of every parity plex of a nested mirror; `None`
+    /// where any whole sectors do.
+    pub fn discard_granularity(&self) -> Option<u64> {
+        match self.nested() {
+            Some(nested) => nested.discard_granularity(),
+            None => self.stripe_data_bytes(),
+        }
+    }
+
+    /// The two levels of a mirror of arrays, if the layout is one (see [`NestedLayout`]).
+    pub fn nested(&self) -> Option<&NestedLayout> {
+        match self {
+            Geometry::Custom(custom) => custom.nested(),
+            _ => None,
+        }
+    }
+
+    /// Where logical byte `offset` is stored (see [`Layout::map`]): every copy pushed onto
+    /// `copies`; returns the bytes from `offset` that stay contiguous on every copy.
+    pub fn map(&self, offset: u64, copies: &mut Copies) -> u64 {
+        with_layout!(self, l => Layout::map(l, offset, copies))
+    }
+
+    /// What member bytes from `offset` of `slot` hold (see [`Layout::member_extent`]).
+    pub fn member_extent(&self, slot: usize, offset: u64) -> MemberExtent {
+        with_layout!(self, l => Layout::member_extent(l, slot, offset))
     }
 
     /// The row redundancy is checked, repaired and rebuilt in (see [`Layout::row_bytes`]).
