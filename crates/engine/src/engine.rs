@@ -74,6 +74,15 @@ impl Engine {
         either!(self, e => e.slot_states())
     }
 
+    /// Whether the engine may read member `slot` (a driver's check of the protocol): in sync,
+    /// or what [`NestedArray::may_read`] allows besides.
+    pub fn may_read(&self, slot: usize) -> bool {
+        match self {
+            Engine::Array(array) => array.slot_states()[slot] == SlotState::InSync,
+            Engine::Nested(nested) => nested.may_read(slot),
+        }
+    }
+
     pub fn set_slot_state(&mut self, slot: usize, state: SlotState, force: bool) -> Result<(), EngineError> {
         either!(self, e => e.set_slot_state(slot, state, force))
     }
@@ -160,6 +169,21 @@ impl Engine {
 
     pub fn take_stripe_memory_peak(&mut self) -> u64 {
         either!(self, e => e.take_stripe_memory_peak())
+    }
+
+    /// Check (or repair) the parity of one plex of a mirror of arrays alone (see
+    /// [`NestedArray::submit_plex_sync`]); a single-level array has no plexes of its own.
+    pub fn submit_plex_sync(
+        &mut self,
+        plex: usize,
+        offset: u64,
+        len: u64,
+        repair: bool,
+    ) -> Result<RequestId, EngineError> {
+        match self {
+            Engine::Nested(nested) => nested.submit_plex_sync(plex, offset, len, repair),
+            Engine::Array(_) => Err(EngineError::NoParityPlex { plex, plexes: 0 }),
+        }
     }
 
     /// Whether writes are logged (md's partial parity log; only single-level parity arrays).

@@ -35,6 +35,8 @@ pub enum EngineError {
     WouldFailArray { slot: usize },
     #[error("slot {slot} cannot be in sync before its plex is rebuilt, and the plex is rebuilt only once every member of it is back (slot {waiting} is not)")]
     PlexNotRevived { slot: usize, waiting: usize },
+    #[error("plex {plex} keeps no parity of its own, or there is no such plex (the array has {plexes} plexes)")]
+    NoParityPlex { plex: usize, plexes: usize },
     #[error("no slot is recovering: there is nothing to rebuild")]
     NothingToRecover,
     #[error("a {level} array has no redundancy to rebuild a member from")]

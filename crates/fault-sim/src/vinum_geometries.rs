@@ -4,8 +4,9 @@
 //! by device, so the two differ on purpose).
 //!
 //! Names: `vinum-concat-N`, `vinum-striped-N`, `vinum-raid5-N` (one plex over N drives);
-//! `vinum-mirror-K-concat|striped|mixed|odd` (K plexes, each on drives of its own; `mixed`
-//! alternates concat and striped plexes; `odd` has concat plexes whose subdisks end at odd
+//! `vinum-mirror-K-concat|striped|mixed|raid5|odd` (K plexes, each on drives of its own; `mixed`
+//! alternates concat and striped plexes; `raid5` alternates raid5 plexes of three drives and
+//! concat plexes, a mirror of arrays the engine runs on two levels; `odd` has concat plexes whose subdisks end at odd
 //! sectors, so that the plexes line up in whole sectors only); `vinum-shared-K-striped` (K striped plexes over the
 //! same drives, each rotated by one drive, as seed 004's "4 shared drives": every drive holds a
 //! subdisk of every plex, and a drive's death takes one from each). The seed picks the subdisk
@@ -26,6 +27,8 @@ pub const ALL: &[&str] = &[
     "vinum-mirror-2-mixed",
     "vinum-mirror-2-odd",
     "vinum-mirror-3-mixed",
+    "vinum-mirror-2-raid5",
+    "vinum-mirror-3-raid5",
     "vinum-mirror-4-striped",
     "vinum-shared-2-striped",
     "vinum-shared-4-striped",
@@ -93,6 +96,8 @@ pub fn build(name: &str, rng: &mut SimRng) -> Result<VinumBuilt, String> {
                     "striped" => "striped",
                     "mixed" if p % 2 == 0 => "concat",
                     "mixed" => "striped",
+                    "raid5" if p % 2 == 0 => "raid5",
+                    "raid5" => "concat",
                     _ => return Err(bad()),
                 };
                 if kind == "odd" {
@@ -105,7 +110,7 @@ pub fn build(name: &str, rng: &mut SimRng) -> Result<VinumBuilt, String> {
                     let half = sd * 3 / 2;
                     plexes.push(Plex { org, subdisks: vec![(next, half), (next + 1, half)] });
                     next += 2;
-                } else if kind == "mixed" {
+                } else if kind == "mixed" || org == "raid5" {
                     plexes.push(one(org, next, 3));
                     next += 3;
                 } else {

@@ -560,13 +560,21 @@ fn random_shape(seed: u64) -> (String, usize) {
             (format!("volume v\n  plex org raid5 {}\n{sds}", stripes[pick(5) as usize]), n)
         }
         _ => {
-            // Two plexes, each concat on one drive or striped over two; the same length.
+            // Two plexes, each concat on one drive, striped over two or raid5 over three (a
+            // mirror of arrays); the same length.
             let mut text = String::from("volume v\n");
             let mut drive = 0;
             for _ in 0..2 {
-                if pick(2) == 0 {
+                let kind = pick(3);
+                if kind == 0 {
                     text.push_str(&format!("  plex org concat\n    sd length 1m drive d{drive}\n"));
                     drive += 1;
+                } else if kind == 1 {
+                    text.push_str(&format!("  plex org raid5 {}\n", stripes[pick(5) as usize]));
+                    for d in drive..drive + 3 {
+                        text.push_str(&format!("    sd length 512k drive d{d}\n"));
+                    }
+                    drive += 3;
                 } else {
                     text.push_str(&format!(
                         "  plex org striped {}\n    sd length 512k drive d{drive}\n    sd length 512k drive d{}\n",

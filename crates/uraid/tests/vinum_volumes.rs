@@ -493,11 +493,13 @@ fn examine_and_detail_describe_drives_and_volumes() {
     assert!(e.contains("no gvinum drive header or RAIDframe component label either"), "{e}");
 }
 
-/// A volume mirroring a raid5 plex with a concat plex is refused whole (uraid does not nest
-/// arrays), but either plex can be read on its own with `--plex`, read-only: nothing is written,
-/// and a write with `--plex` is refused.
+/// A raid5 plex mirrored with a concat plex (two levels of engine arrays): the concat plex
+/// joins stale and `start` revives it from the raid5 plex; writes then go to both (each plex
+/// alone reads them, `--plex` read-only); the raid5 plex's own parity is checked and rebuilt
+/// by `checkparity`/`rebuildparity` without touching the other plex; with a drive of the raid5
+/// plex gone the volume still reads and writes, and `start` rebuilds that subdisk.
 #[test]
-fn one_plex_of_a_volume_uraid_cannot_run_whole_is_read_on_its_own() {
+fn a_raid5_plex_mirrored_with_a_concat_plex_runs_whole() {
     let dir = tempfile::tempdir_in(scratch_dir("vinum-volumes")).unwrap();
     let paths: Vec<String> = ["a", "b", "c", "d"]
         .iter()
@@ -512,34 +514,60 @@ fn one_plex_of_a_volume_uraid_cannot_run_whole_is_read_on_its_own() {
     let raid5 =
         "volume m\n plex org raid5 64k\n  sd length 2m drive a\n  sd length 2m drive b\n  sd length 2m drive c\n";
     ok(uraid_stdin(&["vinum", "create", "-"], format!("{drives}{raid5}").as_bytes()));
-    let model = random(4 * MIB as usize, 11);
-    let args = |extra: &[&'static str]| -> Vec<String> {
-        let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        v.extend(paths.iter().cloned());
-        v
-    };
-    let run = |a: Vec<String>, input: &[u8]| {
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let mut model = random(4 * MIB as usize, 11);
+    let run = |verb: &[&str], on: &[usize], input: &[u8]| {
+        let mut a: Vec<&str> = verb.to_vec();
+        a.extend(on.iter().map(|&i| paths[i].as_str()));
         uraid_stdin(&a, input)
     };
-    ok(run(args(&["write", "--volume", "m", "--offset", "0"]), &model));
-    // A concat plex joins the volume: a mirror of a raid5 plex, which uraid refuses to run.
+    let all = [0, 1, 2, 3];
+    ok(run(&["write", "--volume", "m", "--offset", "0"], &all, &model));
+    // A concat plex joins the volume, stale: read around until it is revived.
     let dir_text = dir.path().display().to_string();
     let concat = "plex name m.p1 org concat volume m\n sd name m.p1.s0 length 4m drive d plex m.p1\n";
     ok(uraid_stdin(&["vinum", "create", "--scan", &dir_text, "-"], concat.as_bytes()));
-    let before: Vec<Vec<u8>> = paths.iter().map(|p| std::fs::read(p).unwrap()).collect();
-    let e = refused(run(args(&["cat", "--volume", "m"]), b""));
-    assert!(e.contains("mirrors raid5 plex \"m.p0\"") && e.contains("--plex NAME"), "{e}");
-    let out = run(args(&["cat", "--volume", "m", "--plex", "m.p0"]), b"");
-    assert!(stderr(&out).contains("reading plex m.p0 of volume m on its own (read-only)"), "{}", stderr(&out));
-    assert!(ok(out) == model, "the raid5 plex on its own reads what was written");
-    let e = refused(run(args(&["cat", "--volume", "m", "--plex", "m.p7"]), b""));
+    assert!(ok(run(&["cat", "--volume", "m"], &all, b"")) == model, "read from the raid5 plex");
+    let out = ok(uraid(&["vinum", "start", "--scan", &dir_text, "m.p1"]));
+    assert!(String::from_utf8_lossy(&out).contains("revived m.p1.s0"), "{}", String::from_utf8_lossy(&out));
+    let plex_alone = |plex: &str| {
+        let out = run(&["cat", "--volume", "m", "--plex", plex], &all, b"");
+        assert!(stderr(&out).contains(&format!("reading plex {plex} of volume m on its own (read-only)")));
+        ok(out)
+    };
+    assert!(plex_alone("m.p1") == model, "the revived concat plex alone");
+    // Writes go to both plexes: the raid5 plex by stripe updates, the concat plex as a copy.
+    let patch = random(300_001, 12);
+    model[1_000_000..1_300_001].copy_from_slice(&patch);
+    ok(run(&["write", "--volume", "m", "--offset", "1000000"], &all, &patch));
+    assert!(plex_alone("m.p0") == model && plex_alone("m.p1") == model, "each plex alone");
+    let e = refused(run(&["cat", "--volume", "m", "--plex", "m.p7"], &all, b""));
     assert!(e.contains("has no plex \"m.p7\" (its plexes: m.p0, m.p1)"), "{e}");
-    let e = refused(run(args(&["write", "--volume", "m", "--plex", "m.p0", "--offset", "0"]), b"x"));
+    let e = refused(run(&["write", "--volume", "m", "--plex", "m.p0", "--offset", "0"], &all, b"x"));
     assert!(e.contains("read-only"), "{e}");
-    for (p, b) in paths.iter().zip(&before) {
-        assert!(std::fs::read(p).unwrap() == *b, "{p} was written");
-    }
+    // The raid5 plex's parity, on its own: a parity byte spoiled on b (the second subdisk holds
+    // row 1's parity, left-asymmetric over three) is found and rewritten, the data untouched.
+    let check = |verb: &str| run(&["vinum", verb, "m.p0"], &all, b"");
+    assert!(String::from_utf8_lossy(&ok(check("checkparity"))).contains("all correct"));
+    let b_path = &paths[1];
+    let mut b = std::fs::read(b_path).unwrap();
+    let at = 135_680 + 64 * 1024 + 100;
+    b[at] ^= 0x5a;
+    std::fs::write(b_path, &b).unwrap();
+    let e = refused(check("checkparity"));
+    assert!(e.contains("1 of 32 rows have parity that disagrees"), "{e}");
+    assert!(String::from_utf8_lossy(&ok(check("rebuildparity"))).contains("1 of 32 rows had parity that disagreed"));
+    assert!(String::from_utf8_lossy(&ok(check("checkparity"))).contains("all correct"));
+    assert!(plex_alone("m.p0") == model && plex_alone("m.p1") == model, "parity rebuilt, data kept");
+    // Drive b gone: the raid5 plex serves degraded beside the concat plex, and takes writes.
+    let patch = random(77_777, 13);
+    model[3_000_000..3_077_777].copy_from_slice(&patch);
+    ok(run(&["write", "--volume", "m", "--offset", "3000000"], &[0, 2, 3], &patch));
+    assert!(ok(run(&["cat", "--volume", "m"], &[0, 2, 3], b"")) == model);
+    // With b back, `start` rebuilds its stale subdisk from the plex's parity.
+    let out = ok(uraid(&["vinum", "start", "--scan", &dir_text, "m"]));
+    assert!(String::from_utf8_lossy(&out).contains("revived m.p0.s1"), "{}", String::from_utf8_lossy(&out));
+    assert!(plex_alone("m.p0") == model && plex_alone("m.p1") == model, "after the rebuild");
+    assert!(String::from_utf8_lossy(&ok(check("checkparity"))).contains("all correct"));
 }
 
 /// A mirror of two concat plexes cut at odd sectors (gvinum takes lengths in sectors), so that

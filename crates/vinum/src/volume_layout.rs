@@ -11,8 +11,10 @@
 //!   are whole 4 KiB (gvinum's own `mirror`, `mirror -s`, and `create` with sizes in whole KiB
 //!   of 4), in 512-byte rows otherwise (a volume cut at odd sectors: gvinum's offsets and
 //!   stripes are always whole sectors).
-//! - A volume with a raid5 plex beside another plex needs a mirror whose copies are arrays of
-//!   their own; the engine does not nest arrays yet, so such a volume is refused, by name.
+//! - A volume with a raid5 plex beside other plexes is a mirror whose copies are arrays of their
+//!   own ([`NestedLayout`]): each plex is laid out as the volume of that one plex, and the
+//!   engine runs the two levels ([`uraid_engine::nested::NestedArray`]). The slots stay the
+//!   subdisks in the same order; the layout's answers are the nested layout's.
 //!
 //! Member offsets count from each subdisk's start; the driver adds the subdisk's drive offset.
 //! The volume is as long as its smallest plex (`gv_vol_size`).
@@ -20,7 +22,9 @@
 use std::fmt;
 
 use thiserror::Error;
-use uraid_engine::geometry::{Copies, CopyPlacement, Geometry, Layout, MemberExtent, Redundancy, StripeRoles};
+use uraid_engine::geometry::{
+    Copies, CopyPlacement, Geometry, Layout, MemberExtent, NestedLayout, Redundancy, StripeRoles,
+};
 use uraid_vinum_format::mapping::{Column, MappingError};
 use uraid_vinum_format::{PlexLayout, PlexOrganization, VinumConfig};
 
@@ -41,10 +45,6 @@ pub enum VolumeLayoutError {
     Plex { volume: String, source: MappingError },
     #[error("volume {volume:?} is empty: plex {plex:?} holds no bytes")]
     Empty { volume: String, plex: String },
-    #[error(
-        "volume {volume:?} mirrors raid5 plex {plex:?} with other plexes; uraid does not run a mirror of a raid5 plex yet (read one plex on its own with --plex NAME, or detach the others)"
-    )]
-    MirroredRaid5 { volume: String, plex: String },
 }
 
 /// One slot of a volume: a subdisk, where it lives and how much of it the volume uses.
@@ -77,6 +77,9 @@ pub struct VolumeLayout {
     size: u64,
     /// The row copies are checked and repaired in (see [`Layout::row_bytes`]).
     row_bytes: u64,
+    /// For a raid5 plex mirrored with others: the two levels the engine runs, which answer
+    /// every layout question.
+    nested: Option<NestedLayout>,
 }
 
 impl VolumeLayout {
@@ -99,9 +102,11 @@ impl VolumeLayout {
         if let Some(p) = plexes.iter().find(|p| p.size() == 0) {
             return Err(VolumeLayoutError::Empty { volume: volume.to_string(), plex: plex_name(p) });
         }
-        if plexes.len() > 1 {
-            check_mirrorable(volume, &plexes)?;
-        }
+        Ok(VolumeLayout::of_plexes(plexes))
+    }
+
+    /// The layout of a volume of `plexes` (at least one, none empty).
+    fn of_plexes(plexes: Vec<PlexLayout>) -> VolumeLayout {
         let row_bytes =
             if plexes.len() > 1 && !plexes.iter().all(lines_up_in_rows) { SECTOR_ROW_BYTES } else { ROW_BYTES };
         let mut slots = Vec::new();
@@ -122,7 +127,12 @@ impl VolumeLayout {
             [one] => format!("vinum-{}", one.organization().name()),
             _ => "vinum-mirror".to_string(),
         };
-        Ok(VolumeLayout { name, plexes, slots, first_slot, column_bytes, size, row_bytes })
+        // A raid5 plex cannot be written as a copy: each plex becomes an array of its own.
+        let nested = (plexes.len() > 1 && plexes.iter().any(is_raid5)).then(|| {
+            let each = plexes.iter().map(|p| Geometry::custom(VolumeLayout::of_plexes(vec![p.clone()])));
+            NestedLayout::new(name.clone(), each.collect())
+        });
+        VolumeLayout { name, plexes, slots, first_slot, column_bytes, size, row_bytes, nested }
     }
 
     /// The layout as the engine takes it.
@@ -183,12 +193,8 @@ fn plex_name(plex: &PlexLayout) -> String {
     plex.name().to_string()
 }
 
-/// Plexes that may be mirrored by the engine: no raid5 plex.
-fn check_mirrorable(volume: &str, plexes: &[PlexLayout]) -> Result<(), VolumeLayoutError> {
-    match plexes.iter().find(|p| matches!(p.organization(), PlexOrganization::Raid5 { .. })) {
-        Some(plex) => Err(VolumeLayoutError::MirroredRaid5 { volume: volume.to_string(), plex: plex_name(plex) }),
-        None => Ok(()),
-    }
+fn is_raid5(plex: &PlexLayout) -> bool {
+    matches!(plex.organization(), PlexOrganization::Raid5 { .. })
 }
 
 /// Whether a plex keeps every byte at the same offset within its 4 KiB row as its volume
@@ -221,6 +227,9 @@ impl Layout for VolumeLayout {
     }
 
     fn member_data_bytes(&self) -> u64 {
+        if let Some(nested) = &self.nested {
+            return nested.member_data_bytes();
+        }
         self.slots.iter().map(|&(p, c)| self.used_bytes(p, &self.plexes[p].columns()[c])).max().unwrap_or(0)
     }
 
@@ -239,6 +248,9 @@ impl Layout for VolumeLayout {
     }
 
     fn max_degraded(&self) -> usize {
+        if let Some(nested) = &self.nested {
+            return nested.max_degraded();
+        }
         match self.redundancy() {
             Redundancy::None => 0,
             Redundancy::Parity { .. } => 1,
@@ -248,6 +260,9 @@ impl Layout for VolumeLayout {
     }
 
     fn is_readable(&self, alive: &dyn Fn(usize) -> bool) -> bool {
+        if let Some(nested) = &self.nested {
+            return nested.is_readable(alive);
+        }
         let plex_alive = |p: usize| (0..self.plexes[p].columns().len()).all(|c| alive(self.first_slot[p] + c));
         match self.redundancy() {
             Redundancy::None => plex_alive(0),
@@ -273,6 +288,9 @@ impl Layout for VolumeLayout {
     }
 
     fn map(&self, offset: u64, copies: &mut Copies) -> u64 {
+        if let Some(nested) = &self.nested {
+            return nested.map(offset, copies);
+        }
         let mut run = self.size - offset;
         for (p, plex) in self.plexes.iter().enumerate() {
             let at = plex.locate(offset).expect("an offset inside every plex of the volume");
@@ -283,6 +301,9 @@ impl Layout for VolumeLayout {
     }
 
     fn member_extent(&self, slot: usize, offset: u64) -> MemberExtent {
+        if let Some(nested) = &self.nested {
+            return nested.member_extent(slot, offset);
+        }
         let (p, c) = self.slots[slot];
         let plex = &self.plexes[p];
         let column = &plex.columns()[c];
@@ -331,11 +352,18 @@ impl Layout for VolumeLayout {
     }
 
     fn row_bytes(&self) -> u64 {
-        self.row_bytes
+        match &self.nested {
+            Some(nested) => nested.row_bytes(),
+            None => self.row_bytes,
+        }
     }
 
     fn copy_placement(&self) -> CopyPlacement {
         CopyPlacement::Images { same_slots: false }
+    }
+
+    fn nested(&self) -> Option<&NestedLayout> {
+        self.nested.as_ref()
     }
 }
 

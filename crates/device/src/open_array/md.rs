@@ -11,6 +11,7 @@ use uraid_engine::array::Array;
 use uraid_engine::metadata::DeviceRole;
 use uraid_engine::metadata::WriteIntentBits;
 use uraid_engine::ppl::PplConfig;
+use uraid_engine::Engine;
 use uraid_engine::{SlotState, SECTOR_BYTES};
 use uraid_md::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_md::metadata::{bitmap_byte_offset, MdDevice, MdMetadata, MdStart};
@@ -111,7 +112,7 @@ impl MdArray {
     /// A metadata write or flush to member `idx` failed: fail that member, as md does when a
     /// superblock write (with its preflush) fails (`super_written` calls `md_error`), if the
     /// array can do without it.
-    pub(super) fn fail_for_metadata(&mut self, array: &mut Array, idx: usize) -> MetadataFailure {
+    pub(super) fn fail_for_metadata(&mut self, array: &mut Engine, idx: usize) -> MetadataFailure {
         match self.plan.verdicts[idx] {
             MemberVerdict::Active { slot } if self.plan.slots[slot] == Some(idx) => {
                 let state = array.slot_states()[slot];
@@ -278,7 +279,7 @@ impl OpenArray {
             writable,
         });
         let md = MdArray { plan, members, meta, readded: vec![false; raid_disks], ppl, log_replay, unreplayed };
-        Ok(OpenArray::with_format(Format::Md(Box::new(md)), array, writable))
+        Ok(OpenArray::with_format(Format::Md(Box::new(md)), Engine::Array(array), writable))
     }
 
     /// md's `--add` (see [`OpenArray::add_member`]): `dev` takes the first missing or failed

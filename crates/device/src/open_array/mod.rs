@@ -24,9 +24,10 @@ mod vinum;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use uraid_engine::array::{Array, Completion, IoResult, MemberIoError, Request};
+use uraid_engine::array::{Completion, IoResult, MemberIoError, Request};
 use uraid_engine::metadata::{ArrayMetadata, DeviceRole, MetaChange, MetaError, MetaOp, Ticket, UnixSeconds};
 use uraid_engine::ppl::PplConfig;
+use uraid_engine::Engine;
 use uraid_engine::{EngineError, EngineEvent, SlotState};
 
 use self::md::MetadataFailure;
@@ -48,7 +49,7 @@ enum Format {
 /// An assembled array over real devices.
 pub struct OpenArray {
     format: Format,
-    array: Array,
+    array: Engine,
     writable: bool,
     /// Set when member roles changed since the metadata last recorded them.
     devs_changed: bool,
@@ -66,10 +67,12 @@ pub struct OpenArray {
 }
 
 impl OpenArray {
-    fn with_format(format: Format, mut array: Array, writable: bool) -> OpenArray {
+    fn with_format(format: Format, mut array: Engine, writable: bool) -> OpenArray {
         // A member failure holds a partial parity log until the failure is recorded: `run`, and
         // drivers running the engine themselves, record it and release the log.
-        array.set_log_hold_on_failure(writable);
+        if let Some(array) = array.as_array_mut() {
+            array.set_log_hold_on_failure(writable);
+        }
         OpenArray {
             format,
             array,
@@ -150,7 +153,7 @@ impl OpenArray {
         self.array.size_bytes()
     }
 
-    pub fn engine(&self) -> &Array {
+    pub fn engine(&self) -> &Engine {
         &self.array
     }
 
@@ -215,6 +218,19 @@ impl OpenArray {
             return Err(OpenError::ReadOnly);
         }
         match self.run(Request::Sync { offset, len, repair })? {
+            Completion::Synced { mismatch_sectors } => Ok(mismatch_sectors),
+            other => unreachable!("sync completed as {other:?}"),
+        }
+    }
+
+    /// Check (or, with `repair`, rewrite) the parity of plex `plex` (its index among the
+    /// volume's plexes) of a mirror of arrays alone, over the mirror's bytes
+    /// `[offset, offset+len)`; returns mismatched sectors.
+    pub fn sync_plex(&mut self, plex: usize, offset: u64, len: u64, repair: bool) -> Result<u64, OpenError> {
+        if repair && !self.writable {
+            return Err(OpenError::ReadOnly);
+        }
+        match self.run_with(|engine| engine.submit_plex_sync(plex, offset, len, repair))? {
             Completion::Synced { mismatch_sectors } => Ok(mismatch_sectors),
             other => unreachable!("sync completed as {other:?}"),
         }
@@ -285,10 +301,18 @@ impl OpenArray {
     /// that holds the log (see [`Array::set_log_hold_on_failure`]) is recorded on the spot,
     /// then the log released.
     fn run(&mut self, request: Request) -> Result<Completion, OpenError> {
+        self.run_with(|engine| engine.submit(request))
+    }
+
+    /// [`OpenArray::run`] for a request `submit` hands the engine.
+    fn run_with(
+        &mut self,
+        submit: impl FnOnce(&mut Engine) -> Result<uraid_engine::RequestId, EngineError>,
+    ) -> Result<Completion, OpenError> {
         let targets = self.member_targets();
         let mut io_error: Option<MemberIoError> = None;
         let mut meta_error: Option<OpenError> = None;
-        let id = self.array.submit(request).map_err(OpenError::from)?;
+        let id = submit(&mut self.array).map_err(OpenError::from)?;
         let result = 'run: loop {
             while let Some((done, result)) = self.array.next_completion() {
                 if done == id {
@@ -327,7 +351,7 @@ impl OpenArray {
 
     /// The engine, for drivers that run it themselves (with [`OpenArray::member_targets`] doing
     /// the member I/O and [`OpenArray::note_events`] after completions).
-    pub fn engine_mut(&mut self) -> &mut Array {
+    pub fn engine_mut(&mut self) -> &mut Engine {
         &mut self.array
     }
 

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use thiserror::Error;
-use uraid_engine::array::Array;
 use uraid_engine::geometry::{Geometry, Layout};
 use uraid_engine::metadata::DeviceRole;
+use uraid_engine::Engine;
 use uraid_engine::SlotState;
 use uraid_raidframe::metadata::RaidframeStart;
 use uraid_raidframe::raidctl_session::joining_label;
@@ -301,7 +301,7 @@ impl OpenArray {
                 None => SlotState::Missing,
             })
             .collect();
-        let mut array = Array::new(Geometry::custom(layout.clone()), states)?;
+        let mut array = Engine::new(Geometry::custom(layout.clone()), states)?;
         let redundant = array.geometry().max_degraded() > 0;
         let unclean = plan.needs_resync();
         let missing = plan.missing_columns().len() + usize::from(rebuilding.is_some());
@@ -522,7 +522,7 @@ impl RaidframeSet {
 
     /// A label write to device `idx` failed: fail its column, if the set can do without it (the
     /// kernel fails a component whose I/O fails while the set survives it).
-    pub(super) fn fail_for_metadata(&mut self, array: &mut Array, idx: usize) -> MetadataFailure {
+    pub(super) fn fail_for_metadata(&mut self, array: &mut Engine, idx: usize) -> MetadataFailure {
         let Some(&slot) = self.device_columns.get(idx) else { return MetadataFailure::Refused };
         if array.slot_states()[slot] != SlotState::InSync {
             return MetadataFailure::AlreadyOut;

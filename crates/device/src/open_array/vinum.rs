@@ -14,10 +14,10 @@
 use std::sync::Arc;
 
 use thiserror::Error;
-use uraid_engine::array::Array;
-use uraid_engine::geometry::Geometry;
+use uraid_engine::geometry::{Geometry, NestedLayout};
 use uraid_engine::metadata::DeviceRole;
 use uraid_engine::SlotState;
+use uraid_engine::{Engine, EngineError};
 use uraid_vinum::metadata::{SaveDrive, VinumStart};
 use uraid_vinum::volume_plan::SlotStart;
 use uraid_vinum::{VinumMetadata, VolumePlan, VolumePlanError};
@@ -210,22 +210,35 @@ impl OpenArray {
                 device_slot.push(None);
             }
         }
-        let states = plan.slot_states(writable);
-        let recovering = states.iter().map(|s| (*s == SlotState::Recovering).then_some(0)).collect();
-        let mut array = Array::new(Geometry::custom(plan.layout.clone()), states)?;
+        let geometry = Geometry::custom(plan.layout.clone());
         // A volume saved while writes were in flight (the newest stamp carries uraid's unclean
         // mark) owes a resync. A raid5 plex's rows may have parity that disagrees with their
         // data: rebuilding a subdisk from such parity returns wrong data with no error, so, as
-        // md refuses a dirty degraded array, such a volume is not run degraded. A mirror runs
-        // on the plexes it has (md's raid1 does too).
-        let redundant = array.geometry().max_degraded() > 0;
-        let parity = array.geometry().is_parity();
+        // md refuses a dirty degraded array, such a plex is not run degraded. A volume of that
+        // one plex is refused; in a mirror, the plex is left to be revived whole from the
+        // others. A mirror runs on the plexes it has (md's raid1 does too).
+        let redundant = geometry.max_degraded() > 0;
         let newest = found.drives.iter().map(|d| d.drive.header.label.last_update).max().unwrap_or_default();
         let unclean = redundant && newest.marks_unclean() && how == VolumeStart::Run;
-        if unclean && parity && array.slot_states().iter().any(|s| *s != SlotState::InSync) {
-            let missing = array.slot_states().iter().filter(|s| **s != SlotState::InSync).count();
+        let mut states = plan.slot_states(writable);
+        if unclean && geometry.is_parity() && states.iter().any(|s| *s != SlotState::InSync) {
+            let missing = states.iter().filter(|s| **s != SlotState::InSync).count();
             return Err(VolumeOpenError::DirtyDegraded { volume: volume.to_string(), missing });
         }
+        if let Some(nested) = geometry.nested().filter(|_| unclean) {
+            distrust_degraded_parity_plexes(nested, &mut states, writable);
+        }
+        let recovering = states.iter().map(|s| (*s == SlotState::Recovering).then_some(0)).collect();
+        let mut array = Engine::new(geometry, states).map_err(|e| match e {
+            EngineError::ArrayFailed if unclean => VolumeOpenError::DirtyDegraded {
+                volume: volume.to_string(),
+                missing: plan.slot_states(writable).iter().filter(|s| **s != SlotState::InSync).count(),
+            },
+            e => e.into(),
+        })?;
+        // Members of plexes that could not be run whole are failed as the engine opens (see
+        // `uraid_engine::nested`); their states say so, and the first save records them.
+        array.take_events();
         array.set_resync_pending(unclean);
         let meta = VinumMetadata::new(VinumStart {
             config: plan.config.clone(),
@@ -253,6 +266,23 @@ impl OpenArray {
     }
 }
 
+/// In a mirror found unclean, a raid5 plex short of a subdisk cannot be trusted to rebuild it
+/// (its parity may disagree with its data): its other subdisks are not served either. Writable,
+/// they are revived with the plex, whole, from the other plexes once the missing subdisk is
+/// back; read-only, they are left out.
+fn distrust_degraded_parity_plexes(nested: &NestedLayout, states: &mut [SlotState], writable: bool) {
+    for p in 0..nested.plexes().len() {
+        let slots = nested.plex_slots(p);
+        if nested.plexes()[p].is_parity() && states[slots.clone()].iter().any(|s| *s != SlotState::InSync) {
+            for s in &mut states[slots] {
+                if *s == SlotState::InSync {
+                    *s = if writable { SlotState::Recovering } else { SlotState::Missing };
+                }
+            }
+        }
+    }
+}
+
 impl OpenArray {
     /// Take the subdisk in `slot` out of the volume while it runs, as `gvinum setstate -f stale`
     /// does: its state is saved stale to every drive, and it is revived (rebuilt) when the
@@ -275,6 +305,17 @@ impl OpenArray {
 }
 
 impl VinumVolume {
+    /// The index of plex `name` among the volume's plexes, in slot order (the engine's).
+    pub fn plex_index(&self, name: &str) -> Option<usize> {
+        let mut plexes: Vec<&str> = Vec::new();
+        for (sd, _, _) in &self.plan.slots {
+            if plexes.last() != Some(&sd.plex.as_str()) {
+                plexes.push(&sd.plex);
+            }
+        }
+        plexes.iter().position(|p| *p == name)
+    }
+
     /// Subdisks that are not up on drives that were found (revived when run writable).
     pub fn stale_subdisks(&self) -> Vec<&str> {
         self.plan
@@ -348,7 +389,7 @@ impl VinumVolume {
     /// A metadata write to device `idx` failed: its drive takes no more saves, and every
     /// subdisk of the volume on it is failed, if the volume can do without them (gvinum takes
     /// a drive whose I/O fails down, and its subdisks with it).
-    pub(super) fn fail_for_metadata(&mut self, array: &mut Array, idx: usize) -> MetadataFailure {
+    pub(super) fn fail_for_metadata(&mut self, array: &mut Engine, idx: usize) -> MetadataFailure {
         let drive = self.devices[idx];
         let on_drive: Vec<usize> = (0..self.plan.slots.len())
             .filter(|&s| self.slot_device(s).is_some_and(|i| self.devices[i] == drive))

@@ -36,6 +36,7 @@ impl ArrayService {
             level: geometry.name().to_string(),
             chunk_bytes: geometry.chunk_bytes(),
             stripe_data_bytes: geometry.stripe_data_bytes(),
+            discard_granularity: geometry.discard_granularity(),
         });
         let inline = Arc::new(inline::InlineIo::new(config.inline_max));
         let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));

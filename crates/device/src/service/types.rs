@@ -118,6 +118,9 @@ pub struct ServiceInfo {
     pub chunk_bytes: u64,
     /// Data bytes in a full stripe, for parity levels: writes of whole stripes need no reads.
     pub stripe_data_bytes: Option<u64>,
+    /// What a discard's offset and length must be whole multiples of (whole stripes of every
+    /// parity layout in the array); `None` where any whole sectors do.
+    pub discard_granularity: Option<u64>,
     /// Every member releases discarded space cheaply (files): advisory trims are passed on.
     /// Otherwise a trim does nothing, since zeroing a block device can mean writing every byte.
     pub cheap_discard: bool,

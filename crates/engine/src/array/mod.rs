@@ -204,6 +204,9 @@ pub struct Array {
     /// carry old errors into new parity, so only reconstruct-write is used (as md does while
     /// `recovery_cp` is short of the end).
     resync_pending: bool,
+    /// Whether a read error is rebuilt from parity while a resync is owed (see
+    /// [`Array::set_rebuild_from_unchecked_parity`]).
+    rebuild_from_unchecked_parity: bool,
     /// How a parity write chooses between read-modify-write and reconstruct-write.
     parity_write_choice: ParityWriteChoice,
     /// The partial parity log, when writes are logged (see `array/logging.rs`).
@@ -252,6 +255,7 @@ impl Array {
             starting: false,
             rescan: false,
             resync_pending: false,
+            rebuild_from_unchecked_parity: true,
             parity_write_choice: ParityWriteChoice::FewestReads,
             log: None,
             log_hold_on_failure: false,
@@ -292,6 +296,21 @@ impl Array {
             self.readahead_reset();
         }
         self.resync_pending = pending;
+    }
+
+    /// Say whether a read error on a parity layout is rebuilt from parity while a resync is
+    /// owed (parity may disagree with the data then). md does (true, the default): it has
+    /// nothing else to rebuild from. An array with another copy of every byte (a raid5 plex
+    /// of a mirror of arrays) says false: the read, or a check's row, fails instead, and the
+    /// mirror rebuilds the bytes from another plex.
+    pub fn set_rebuild_from_unchecked_parity(&mut self, rebuild: bool) {
+        self.rebuild_from_unchecked_parity = rebuild;
+    }
+
+    /// Whether a read error may be rebuilt from parity now (see
+    /// [`Array::set_rebuild_from_unchecked_parity`]).
+    pub(super) fn parity_trusted_for_rebuilds(&self) -> bool {
+        self.rebuild_from_unchecked_parity || !self.resync_pending
     }
 
     /// Choose how parity writes pick between read-modify-write and reconstruct-write (see

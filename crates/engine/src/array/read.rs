@@ -495,6 +495,10 @@ impl Array {
                 match phase {
                     ParityRead::Direct => match outcome {
                         Outcome::Data(_) => unreachable!("handled above"),
+                        Outcome::ReadError if !self.parity_trusted_for_rebuilds() => {
+                            let offset = run.stripe * self.geometry.chunk_bytes() + run.chunk_offset;
+                            Some(Err(EngineError::UnrecoverableRead { slot: run.slot, offset, len: run.len }))
+                        }
                         Outcome::ReadError => self.start_parity_rebuild(rid, part, run, phase, vec![run.slot], sink),
                         Outcome::Done | Outcome::Lost => {
                             self.start_parity_rebuild(rid, part, run, phase, Vec::new(), sink)

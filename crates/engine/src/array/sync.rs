@@ -193,6 +193,13 @@ impl Array {
             unit.copies.iter().map(|c| c.0).filter(|&slot| self.slots[slot] == SlotState::Recovering).collect();
         match unit.stripe {
             Some(stripe) => {
+                if !unit.bad.is_empty() && !self.parity_trusted_for_rebuilds() {
+                    // Parity is not trusted to rebuild the row whose read failed: left alone,
+                    // for the caller to rebuild from another copy (see
+                    // `Array::set_rebuild_from_unchecked_parity`).
+                    unit.blocks.iter_mut().for_each(|b| *b = None);
+                    return true;
+                }
                 let roles = self.geometry.stripe_roles(stripe);
                 let missing: Vec<usize> = (0..was_read.len()).filter(|&slot| !was_read[slot]).collect();
                 if missing.len() > 1 + usize::from(roles.q.is_some()) {

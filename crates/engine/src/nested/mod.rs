@@ -129,6 +129,20 @@ impl NestedArray {
         &self.slots
     }
 
+    /// Whether the engine may read member `slot`: in sync, or recovering in a raid5 plex being
+    /// revived whole (whose reconstruct-writes read the bytes not yet copied, and write parity
+    /// the copy then makes right).
+    pub fn may_read(&self, slot: usize) -> bool {
+        let (plex, _) = self.layout.plex_of(slot);
+        match self.slots[slot] {
+            SlotState::InSync => true,
+            SlotState::Recovering => {
+                self.outer.slot_states()[plex] == SlotState::Recovering && self.layout.plexes()[plex].is_parity()
+            }
+            SlotState::Missing | SlotState::Faulty => false,
+        }
+    }
+
     /// Whether any member is not in sync, or any plex out of service or being revived.
     pub fn degraded(&self) -> bool {
         self.slots.iter().any(|s| *s != SlotState::InSync) || self.outer.degraded()
@@ -232,6 +246,9 @@ impl NestedArray {
     /// A plex array over `geometry` with the settings every plex gets.
     fn plex_array(&self, geometry: &Geometry, states: Vec<SlotState>) -> Result<Array, EngineError> {
         let mut array = Array::new(geometry.clone(), states)?;
+        // Another plex holds every byte: a read error meeting parity owed a resync is rebuilt
+        // from there, not from that parity.
+        array.set_rebuild_from_unchecked_parity(false);
         array.set_parity_write_choice(self.parity_write_choice);
         array.set_resync_pending(self.resync_pending);
         if let Some(limit) = self.stripe_memory_limit {

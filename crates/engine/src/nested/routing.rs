@@ -62,12 +62,17 @@ impl NestedArray {
             Request::Sync { offset, len, repair } => {
                 check_range(offset, len, size)?;
                 op.kind = OpKind::Sync;
+                // A degraded raid5 plex's parity cannot be checked (md refuses to check a
+                // degraded array); the comparison of the plexes still reads its data.
                 for plex in 0..self.plexes.len() {
                     let whole = self.outer.slot_states()[plex] == SlotState::InSync;
-                    if whole && self.layout.plexes()[plex].is_parity() {
+                    let intact = self.plexes[plex].as_ref().is_some_and(|a| !a.degraded());
+                    if whole && intact && self.layout.plexes()[plex].is_parity() {
                         self.submit_part(rid, &mut op, Some(plex), Request::Sync { offset, len, repair });
                     }
                 }
+                // Then the plexes in service are compared (md's mirrors compare the copies
+                // that are there).
                 op.then = Some(Request::Sync { offset, len, repair });
             }
             request => {
@@ -85,6 +90,37 @@ impl NestedArray {
             }
         }
         self.next_request += 1;
+        if op.pending == 0 {
+            self.advance(rid, op);
+        } else {
+            self.requests.insert(rid, op);
+        }
+        self.pump();
+        Ok(rid)
+    }
+
+    /// Check (or repair) the parity of plex `plex` alone over the mirror's bytes
+    /// `[offset, offset+len)`, leaving the other plexes alone (gvinum's `checkparity` and
+    /// `rebuildparity` of one raid5 plex). Completes as a [`Request::Sync`] does.
+    pub fn submit_plex_sync(
+        &mut self,
+        plex: usize,
+        offset: u64,
+        len: u64,
+        repair: bool,
+    ) -> Result<RequestId, EngineError> {
+        check_range(offset, len, self.size_bytes())?;
+        let plexes = self.plexes.len();
+        if plex >= plexes || !self.layout.plexes()[plex].is_parity() {
+            return Err(EngineError::NoParityPlex { plex, plexes });
+        }
+        if self.outer.slot_states()[plex] != SlotState::InSync {
+            return Err(EngineError::DegradedCheck);
+        }
+        let rid = self.next_request;
+        self.next_request += 1;
+        let mut op = NestedOp { kind: OpKind::Sync, pending: 0, mismatch_sectors: 0, error: None, then: None };
+        self.submit_part(rid, &mut op, Some(plex), Request::Sync { offset, len, repair });
         if op.pending == 0 {
             self.advance(rid, op);
         } else {
@@ -155,6 +191,10 @@ impl NestedArray {
         match result {
             Ok(Completion::Synced { mismatch_sectors }) => op.mismatch_sectors += mismatch_sectors,
             Ok(_) => {}
+            // A plex's own parity check cut short (a member lost under it, a row it could not
+            // read) leaves the comparison of the plexes to come: it reads that plex too, and
+            // rebuilds what it cannot read from another.
+            Err(_) if op.kind == OpKind::Sync && op.then.is_some() => {}
             Err(e) => {
                 op.error.get_or_insert(e);
             }

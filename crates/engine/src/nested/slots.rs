@@ -158,7 +158,14 @@ impl NestedArray {
             let states = a.slot_states();
             a.geometry().is_readable(&|s| states[s] == SlotState::InSync)
         });
-        if serving && !readable {
+        // A raid5 plex degraded while its parity is owed a resync would rebuild the lost
+        // member's bytes from that parity: not trusted, as at open, while another plex serves
+        // whole (the last one goes on degraded, as md's raid5 would).
+        let another = (0..self.plexes.len()).any(|q| q != p && self.outer.slot_states()[q] == SlotState::InSync);
+        let untrusted = self.resync_pending
+            && another
+            && self.plexes[p].as_ref().is_some_and(|a| a.geometry().is_parity() && a.degraded());
+        if serving && (!readable || untrusted) {
             // Forced: a plex that lost its data is out whatever the mirror has left.
             let _ = self.outer.set_slot_state(p, SlotState::Faulty, true);
         }

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use uraid_engine::array::{Array, Completion, IoResult, MemberIo, MemberIoError, MemberOp, Request, SlotState};
+use uraid_engine::array::{Completion, IoResult, MemberIo, MemberIoError, MemberOp, Request, SlotState};
 use uraid_engine::blocking::execute;
+use uraid_engine::Engine;
 use uraid_engine::EngineError;
 
 use super::{configure_reads, op_name, result_name, Failure, Invariant, Mode, Pending, Sim, Verify};
@@ -137,7 +138,7 @@ impl Sim {
             }
             let slots: Vec<SlotState> =
                 out.iter().map(|&o| if o { SlotState::Missing } else { SlotState::InSync }).collect();
-            let mut fresh = match Array::new(self.geometry.clone(), slots) {
+            let mut fresh = match Engine::new(self.geometry.clone(), slots) {
                 Ok(mut a) => {
                     configure_reads(&mut a, self.cfg.read_policy());
                     a

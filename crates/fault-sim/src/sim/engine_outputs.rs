@@ -70,7 +70,9 @@ impl Sim {
             Some(Err(e)) => return Err(self.fail(Invariant::Protocol, e.to_string())),
             None => return Err(self.fail(Invariant::Protocol, format!("slot {} has no member target", io.slot))),
         };
-        if matches!(io.op, MemberOp::Read { .. }) && self.open.engine().slot_states()[io.slot] == SlotState::Recovering
+        if matches!(io.op, MemberOp::Read { .. })
+            && self.open.engine().slot_states()[io.slot] == SlotState::Recovering
+            && !self.open.engine().may_read(io.slot)
         {
             return Err(self.fail(
                 Invariant::Protocol,
@@ -185,7 +187,7 @@ impl Sim {
             }
             // md names a member by its device; a Vinum volume "subdisk NAME on DEVICE".
             let device = name.rsplit(" on ").next().unwrap_or(name);
-            let explained = device_id(device).is_some_and(|d| self.devices[d].faulted);
+            let explained = device_id(device).is_some_and(|d| self.devices[d].faulted || self.plex_mate_faulted(d));
             if !explained {
                 return Err(self.fail(
                     Invariant::Protocol,
@@ -196,6 +198,21 @@ impl Sim {
         let now = self.clock();
         self.policy.members_failed(&mut self.open, now);
         Ok(())
+    }
+
+    /// Whether device `d` holds a member of a plex of a mirror of arrays that another member
+    /// took out of service, on a faulted device or left out at open (a plex serves whole or not
+    /// at all: its other members stop getting writes, and are failed with it).
+    fn plex_mate_faulted(&self, d: usize) -> bool {
+        let Some(nested) = self.open.engine().geometry().nested() else { return false };
+        let Some(slot) = self.slot_dev.iter().position(|&dev| dev == Some(d)) else { return false };
+        let (plex, _) = nested.plex_of(slot);
+        let states = self.open.engine().slot_states();
+        nested.plex_slots(plex).filter(|&s| s != slot).any(|s| match self.slot_dev[s] {
+            // Left out when the volume was opened (its drive absent, or stale and not revived).
+            None => true,
+            Some(dev) => self.devices[dev].faulted || states[s] == SlotState::Missing,
+        })
     }
 
     pub(super) fn request_error(&mut self, what: String, e: EngineError) -> Result<(), Failure> {

@@ -63,6 +63,18 @@ impl Sim {
                 }
             }
         }
+        // In a mirror of arrays, a raid5 plex short of a member is not trusted after an
+        // unclean stop (its parity may disagree with its data): with a crash to come, it counts
+        // as lost whole as soon as one member is.
+        if let Some(nested) = self.geometry.nested() {
+            let crash_ahead = self.needs_resync
+                || self.plan.iter().any(|f| matches!(f.kind, FaultKind::Crash | FaultKind::CrashInRebuild));
+            for p in (0..nested.plexes().len()).filter(|&p| crash_ahead && nested.plexes()[p].is_parity()) {
+                if nested.plex_slots(p).any(|s| c[s]) {
+                    nested.plex_slots(p).for_each(|s| c[s] = true);
+                }
+            }
+        }
         self.geometry.is_readable(&|s| !c[s])
     }
 
@@ -214,7 +226,9 @@ impl Sim {
                 // A byte that holds something: data, or parity (inside the member's data area).
                 let mut offset = self.frng.below(self.geometry.member_data_bytes());
                 for _ in 0..50 {
-                    if self.parity || self.geometry.logical(s, offset).is_some_and(|l| l < self.model.size()) {
+                    if self.geometry.is_parity()
+                        || self.geometry.logical(s, offset).is_some_and(|l| l < self.model.size())
+                    {
                         break;
                     }
                     offset = self.frng.below(self.geometry.member_data_bytes());
@@ -250,8 +264,11 @@ impl Sim {
                     // member it needs leaves that stripe as it was: not simulated (docs/).
                     // The failure must be on the members, too: until then assembly takes the
                     // failed member back (latent errors and all), as md would.
+                    // A mirror of arrays is assembled on the plexes it has, and a lone raid5
+                    // plex would meet the stale parity: no crash then either.
                     let recorded = self.open.metadata_pending().is_none();
-                    if self.ppl.is_some() || !(recorded && self.degraded_for_assembly() && self.frng.chance(1, 5)) {
+                    let refused = self.geometry.nested().is_none() && self.degraded_for_assembly();
+                    if self.ppl.is_some() || !(recorded && refused && self.frng.chance(1, 5)) {
                         return Ok(false);
                     }
                 }

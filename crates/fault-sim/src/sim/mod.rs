@@ -18,10 +18,11 @@ use std::collections::BTreeMap;
 
 use uraid_device::array_policy::{ArrayPolicy, PolicyConfig};
 use uraid_device::{MemberTarget, OpenArray};
-use uraid_engine::array::{Array, Completion, IoId, MemberIo, MemberOp, RequestId};
+use uraid_engine::array::{Completion, IoId, MemberIo, MemberOp, RequestId};
 use uraid_engine::metadata::MetaOp;
 use uraid_engine::ppl::PplConfig;
 use uraid_engine::read_balance::SplitTuning;
+use uraid_engine::Engine;
 use uraid_engine::{EngineError, Geometry, ReadPolicy};
 
 use crate::disk::SimDisk;
@@ -149,7 +150,7 @@ struct Workload {
 /// writes, faults and crashes go on.
 const SIM_SPLIT: SplitTuning = SplitTuning { window_bytes: 8192, readahead_bytes: 48 * 1024, divide_bytes: 16 * 1024 };
 
-fn configure_reads(array: &mut Array, policy: ReadPolicy) {
+fn configure_reads(array: &mut Engine, policy: ReadPolicy) {
     array.set_read_policy(policy);
     array.set_split_tuning(SIM_SPLIT);
 }
@@ -165,6 +166,8 @@ enum SimFormat {
 pub struct Sim {
     cfg: Config,
     geometry: Geometry,
+    /// Parity anywhere in the array (its own, or a raid5 plex's in a mirror of arrays): parity
+    /// a crash may leave stale.
     parity: bool,
     redundant: bool,
     mode: Mode,

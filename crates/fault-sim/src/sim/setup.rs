@@ -98,7 +98,9 @@ impl Sim {
         let n = devices.len();
         let ids: Vec<usize> = (0..n).collect();
         let geometry = open.engine().geometry().clone();
-        let parity = geometry.is_parity();
+        // Parity anywhere: the array's own, or a raid5 plex's in a mirror of arrays.
+        let parity = geometry.is_parity()
+            || geometry.nested().is_some_and(|n| n.plexes().iter().any(uraid_engine::Geometry::is_parity));
         let redundant = geometry.max_degraded() > 0;
         if let Built::Md(built) = &built {
             if geometry.array_bytes() != built.geometry.array_bytes()

@@ -32,7 +32,7 @@ impl Sim {
     /// Whether a write of `[start, end)` would share a 512-byte sector with a write in flight
     /// without overlapping it, so the engine would run both at once (see the model's rules).
     fn shares_sector_without_overlap(&self, start: u64, end: u64) -> bool {
-        if self.parity {
+        if self.geometry.is_parity() {
             // Any two writes sharing a sector share a stripe, which the engine serializes.
             return false;
         }
@@ -103,7 +103,7 @@ impl Sim {
                 self.submit_client(Request::Flush, Pending::Flush { token })?;
             }
             3 => {
-                let (offset, len) = match self.geometry.stripe_data_bytes() {
+                let (offset, len) = match self.geometry.discard_granularity() {
                     Some(width) => {
                         let stripes = size / width;
                         let first = self.rng.below(stripes);

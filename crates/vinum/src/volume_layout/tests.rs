@@ -153,13 +153,28 @@ fn mirrors_cut_at_odd_sectors_are_checked_in_sector_rows() {
     assert_inverse(&l);
 }
 
+/// A raid5 plex mirrored with a concat plex: two levels, each plex its own layout, the slots
+/// still the subdisks in plex order.
+#[test]
+fn a_raid5_plex_mirrored_with_another_is_a_mirror_of_arrays() {
+    let mirrored_raid5 = format!("{RAID5}plex name r.p1 org concat vol r state up\nsd name r.p1.s0 drive d3 len 70000s driveoffset 265s plex r.p1 plexoffset 0s state up\n");
+    let l = layout(&mirrored_raid5, "r").unwrap();
+    let nested = l.nested().expect("two levels");
+    assert_eq!(nested.plexes().len(), 2);
+    assert_eq!(nested.plexes()[0].redundancy(), Redundancy::Parity { data_disks: 2 });
+    assert_eq!(nested.plexes()[1].redundancy(), Redundancy::None);
+    assert_eq!((l.raid_disks(), l.redundancy(), l.array_bytes()), (4, Redundancy::Copies, 2 * 32538 / 986 * 986 * 512));
+    assert_eq!(l.slot_subdisks()[3].subdisk, "r.p1.s0");
+    assert_inverse(&l);
+    // Readable from the concat plex alone, or the raid5 plex short of one subdisk.
+    assert!(l.is_readable(&|s| s == 3));
+    assert!(l.is_readable(&|s| s == 0 || s == 2));
+    assert!(!l.is_readable(&|s| s == 0));
+    assert!(layout(RAID5, "r").unwrap().nested().is_none(), "one plex is one level");
+}
+
 #[test]
 fn layouts_the_engine_cannot_run_are_refused_by_name() {
-    let mirrored_raid5 = format!("{RAID5}plex name r.p1 org concat vol r state up\nsd name r.p1.s0 drive d3 len 70000s driveoffset 265s plex r.p1 plexoffset 0s state up\n");
-    assert_eq!(
-        layout(&mirrored_raid5, "r").unwrap_err(),
-        VolumeLayoutError::MirroredRaid5 { volume: "r".into(), plex: "r.p0".into() }
-    );
     assert_eq!(layout(RAID5, "nope").unwrap_err(), VolumeLayoutError::UnknownVolume { volume: "nope".into() });
     let no_plexes = "volume lonely state down\n";
     assert_eq!(layout(no_plexes, "lonely").unwrap_err(), VolumeLayoutError::NoPlexes { volume: "lonely".into() });

@@ -155,7 +155,7 @@ impl Runner {
         if !self.info.discards {
             return (0, 0);
         }
-        match self.info.stripe_data_bytes {
+        match self.info.discard_granularity {
             Some(w) => {
                 let lo = offset.div_ceil(w) * w;
                 let hi = (offset + len) / w * w;

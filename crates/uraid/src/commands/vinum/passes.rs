@@ -225,14 +225,28 @@ pub fn parity(args: &ParityArgs, repair: bool) -> CliResult {
 
 /// Check (or repair) every row of the volume's raid5 plex, one request per row; returns the
 /// rows and how many disagreed.
+///
+/// A raid5 plex mirrored with other plexes is checked on its own (the plexes are not compared):
+/// its rows are its own stripes.
 fn each_row(array: &mut OpenArray, plex: &str, repair: bool, verbose: bool) -> CliResult<(u64, u64)> {
     let geometry = array.engine().geometry().clone();
-    let row_bytes = geometry.stripe_data_bytes().expect("a raid5 plex has stripes");
+    let in_mirror = match geometry.nested() {
+        Some(nested) => {
+            let index = array.vinum().and_then(|v| v.plex_index(plex)).expect("a plex of the volume");
+            Some((index, nested.plexes()[index].clone()))
+        }
+        None => None,
+    };
+    let own = in_mirror.as_ref().map_or(&geometry, |(_, g)| g);
+    let row_bytes = own.stripe_data_bytes().expect("a raid5 plex has stripes");
     let rows = array.size() / row_bytes;
     let bar = crate::progress::bytes_bar(rows * row_bytes, if repair { "rebuild" } else { "check" });
     let mut bad = 0;
     for row in 0..rows {
-        let mismatched = array.sync(row * row_bytes, row_bytes, repair)?;
+        let mismatched = match &in_mirror {
+            Some((index, _)) => array.sync_plex(*index, row * row_bytes, row_bytes, repair)?,
+            None => array.sync(row * row_bytes, row_bytes, repair)?,
+        };
         if mismatched > 0 {
             bad += 1;
             if verbose {
