@@ -18,6 +18,8 @@ use uraid_raidframe_format::layout::{
 
 use crate::member::MemberDevice;
 
+pub mod copyback;
+
 /// The sector size a component's label is looked for with, before the label says its own: the
 /// label sits at byte 16384 whatever the sectors, and is 392 bytes long.
 const PROBE_SECTOR: u64 = 512;

@@ -172,10 +172,9 @@ fn read_start(dev: &dyn MemberDevice) -> Result<Vec<u8>, VinumDriveError> {
 pub fn read_drive(dev: &dyn MemberDevice) -> Result<VinumDrive, VinumDriveError> {
     let bytes = read_start(dev)?;
     match read_drive_copy_one(dev, &bytes) {
+        Ok(drive) => Ok(sound_copy(drive, &bytes)),
         Err(VinumDriveError::ConfigUnreadable { device, drive, source }) => {
-            let second = read_config_copy(&bytes, ConfigCopy::Second)
-                .ok()
-                .and_then(|text| parse_config(text).ok().map(|config| (text.to_string(), config)));
+            let second = second_copy(&bytes);
             let header = DriveHeader::parse(&bytes[HEADER_OFFSET as usize..]).ok();
             match (second, header) {
                 (Some((config_text, config)), Some(header)) if dev.size() >= DATA_START => {
@@ -185,6 +184,29 @@ pub fn read_drive(dev: &dyn MemberDevice) -> Result<VinumDrive, VinumDriveError>
             }
         }
         other => other,
+    }
+}
+
+/// Configuration copy 2's text and objects, if it parses.
+fn second_copy(bytes: &[u8]) -> Option<(String, VinumConfig)> {
+    let text = read_config_copy(bytes, ConfigCopy::Second).ok()?;
+    parse_config(text).ok().map(|config| (text.to_string(), config))
+}
+
+/// Copy 1 as read, unless it parses into objects that cannot be (subdisks overlapping on a
+/// drive, references to objects it does not hold, a plex with holes) while copy 2 differs and
+/// describes sound ones: then copy 1 is a text a crash tore into one that still parses
+/// (sectors of the old and the new text joined at a line boundary, or mid-line into another
+/// line), and copy 2, written and flushed before it, is the whole text of that save.
+fn sound_copy(drive: VinumDrive, bytes: &[u8]) -> VinumDrive {
+    if drive.config.problems().is_empty() {
+        return drive;
+    }
+    match second_copy(bytes) {
+        Some((text, config)) if text != drive.config_text && config.problems().is_empty() => {
+            VinumDrive { header: drive.header, config_text: text, config, from_second_copy: true }
+        }
+        _ => drive,
     }
 }
 

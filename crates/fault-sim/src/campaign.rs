@@ -48,6 +48,9 @@ pub struct Summary {
     pub refused: u64,
     pub resyncs: u64,
     pub rebuilds: u64,
+    /// RAIDframe copybacks begun, and those a crash cut short.
+    pub copybacks: u64,
+    pub copybacks_cut_short: u64,
     pub deaths: u64,
     pub latent_errors: u64,
     pub write_errors: u64,
@@ -75,6 +78,8 @@ impl Summary {
         self.refused += u64::from(r.refused);
         self.resyncs += u64::from(r.resyncs);
         self.rebuilds += u64::from(r.rebuilds);
+        self.copybacks += u64::from(r.copybacks);
+        self.copybacks_cut_short += u64::from(r.copybacks_cut_short);
         self.deaths += u64::from(r.deaths);
         self.latent_errors += u64::from(r.latent_errors);
         self.write_errors += u64::from(r.write_errors);
@@ -89,7 +94,7 @@ impl Summary {
 
     pub fn line(&self) -> String {
         format!(
-            "{} runs ({} beyond redundancy) in {:.1} s: {} requests, {} member I/Os, {} metadata I/Os; {} crashes ({} among metadata writes, {} refused as dirty+degraded parity, {} superblocks torn), {} resyncs, {} rebuilds; faults: {} deaths, {} latent-error bursts, {} write errors; {} members failed ({} by a partial-sector rewrite of a bad sector), {} read errors corrected, {} subset reads, {} requests failed (beyond redundancy); {} runs with a partial parity log, {} log entries replayed",
+            "{} runs ({} beyond redundancy) in {:.1} s: {} requests, {} member I/Os, {} metadata I/Os; {} crashes ({} among metadata writes, {} refused as dirty+degraded parity, {} superblocks torn), {} resyncs, {} rebuilds, {} copybacks ({} cut short by a crash); faults: {} deaths, {} latent-error bursts, {} write errors; {} members failed ({} by a partial-sector rewrite of a bad sector), {} read errors corrected, {} subset reads, {} requests failed (beyond redundancy); {} runs with a partial parity log, {} log entries replayed",
             self.runs,
             self.overload_runs,
             self.seconds,
@@ -102,6 +107,8 @@ impl Summary {
             self.torn_superblocks,
             self.resyncs,
             self.rebuilds,
+            self.copybacks,
+            self.copybacks_cut_short,
             self.deaths,
             self.latent_errors,
             self.write_errors,

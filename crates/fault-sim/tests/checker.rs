@@ -237,10 +237,15 @@ fn a_vinum_save_that_skips_drives_is_caught() {
 ///   parity are never made to agree again;
 /// - `raidframe-map-skips-regions`: parity map updates never mark a region (the labels still go
 ///   dirty), so a write goes out before its region is marked and the resync after a crash,
-///   limited to the regions the map marks, passes over the stripes it left inconsistent.
+///   limited to the regions the map marks, passes over the stripes it left inconsistent;
+/// - `raidframe-copyback-labels-first`: a copyback writes the labels that give the column back
+///   to its component before copying the spare's data there, and a crash inside the copy leaves
+///   the component serving bytes it never got.
 #[test]
 fn planted_raidframe_bugs_are_caught() {
-    for mutation in [Mutation::RaidframeNoDirtyRecord, Mutation::RaidframeMapSkipsRegions] {
+    for mutation in
+        [Mutation::RaidframeNoDirtyRecord, Mutation::RaidframeMapSkipsRegions, Mutation::RaidframeCopybackLabelsFirst]
+    {
         assert_caught_on(uraid_fault_sim::raidframe_geometries::ALL, mutation, 300, DATA_OR_REDUNDANCY);
     }
 }

@@ -16,7 +16,7 @@ use uraid_engine::metadata::DeviceRole;
 use uraid_engine::Engine;
 use uraid_engine::SlotState;
 use uraid_raidframe::metadata::RaidframeStart;
-use uraid_raidframe::raidctl_session::joining_label;
+use uraid_raidframe::raidctl_session::{joining_label, Session};
 use uraid_raidframe::set_plan::{file_components, ColumnStart, LeftOut, ReadComponent};
 use uraid_raidframe::{RaidframeMetadata, SetPlan, SetPlanError};
 use uraid_raidframe_format::config_file::RaidConfig;
@@ -472,6 +472,16 @@ impl RaidframeSet {
     /// The labels and parity map as they stand.
     pub fn metadata(&self) -> &RaidframeMetadata {
         &self.meta
+    }
+
+    /// The labels a raidctl verb starts from, for the labels NetBSD leaves after it
+    /// ([`Session`]): the labels as they stand, at counter `mod_counter` (the set's at
+    /// configure for a `uraid raidctl` command; the current one for a set that has been
+    /// running), with the parity map fields its configure writes.
+    pub fn session(&self, mod_counter: i32, parity_good: bool) -> Session {
+        let labels = self.meta.labels().to_vec();
+        let map_fields = self.plan.configured_map_fields(labels.iter().flatten().next());
+        Session { labels, mod_counter, parity_good, map_fields, spare_served: None }
     }
 
     fn column_device(&self, column: usize) -> Option<&Arc<dyn MemberDevice>> {

@@ -112,6 +112,27 @@ fn a_first_copy_torn_by_a_crash_is_read_from_the_second() {
     assert_eq!(drive.config_text, CONFIG);
 }
 
+/// A copy 1 torn into a text that still parses, but into objects that cannot be: a line of the
+/// new text joined mid-line to the old one put subdisk s1 on drive a, over s0. Copy 2 is whole
+/// and sound, and taken.
+#[test]
+fn a_first_copy_torn_into_impossible_objects_is_read_from_the_second() {
+    let new = CONFIG.replace("plexoffset 0s state up", "plexoffset 0s state stale");
+    let torn = CONFIG.replace("sd name v.p0.s1 drive b", "sd name v.p0.s1 drive a");
+    assert!(!parse_config(&torn).unwrap().problems().is_empty(), "the torn text parses into overlapping subdisks");
+    let mut bytes = drive_device("d", "a", 1, &torn).snapshot();
+    let area = uraid_vinum_format::drive_layout::config_area_bytes(&new).unwrap();
+    bytes[70_144..70_144 + 65_536].copy_from_slice(&area);
+    let drive = read_drive(&MemoryDevice::from_bytes("d0", bytes)).unwrap();
+    assert!(drive.from_second_copy);
+    assert_eq!(drive.config_text, new);
+    // With copy 2 the same (or unsound too), copy 1 is read as it stands.
+    let bytes = drive_device("d", "a", 1, &torn).snapshot();
+    let drive = read_drive(&MemoryDevice::from_bytes("d0", bytes)).unwrap();
+    assert!(!drive.from_second_copy);
+    assert_eq!(drive.config_text, torn);
+}
+
 #[test]
 fn removed_drives_are_not_read() {
     let mut bytes = drive_device("d", "gone", 1, CONFIG).snapshot();

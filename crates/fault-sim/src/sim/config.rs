@@ -47,10 +47,14 @@ pub enum Mutation {
     /// a write goes out before its region is marked and the resync after a crash passes over
     /// it (RAIDframe geometries only).
     RaidframeMapSkipsRegions,
+    /// RAIDframe: a copyback (`raidctl -B`) writes the labels that give the column back to its
+    /// component before copying the spare's data there, and a crash cuts the copy short
+    /// (RAIDframe geometries only).
+    RaidframeCopybackLabelsFirst,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 10] = [
+    pub const ALL: [Mutation; 11] = [
         Mutation::SilentCorruption,
         Mutation::ExtraDeath,
         Mutation::LyingFlush,
@@ -61,6 +65,7 @@ impl Mutation {
         Mutation::VinumSaveSkipsDrive,
         Mutation::RaidframeNoDirtyRecord,
         Mutation::RaidframeMapSkipsRegions,
+        Mutation::RaidframeCopybackLabelsFirst,
     ];
 
     pub fn name(self) -> &'static str {
@@ -75,6 +80,7 @@ impl Mutation {
             Mutation::VinumSaveSkipsDrive => "vinum-save-skips-drive",
             Mutation::RaidframeNoDirtyRecord => "raidframe-no-dirty-record",
             Mutation::RaidframeMapSkipsRegions => "raidframe-map-skips-regions",
+            Mutation::RaidframeCopybackLabelsFirst => "raidframe-copyback-labels-first",
         }
     }
 

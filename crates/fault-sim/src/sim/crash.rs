@@ -27,9 +27,6 @@ impl Sim {
             self.model.uncertain_sectors()
         );
         let exposed = self.model.unflushed_ranges(self.last_flush);
-        // The members the array held when the crash hit: only their superblock updates can have
-        // been lost to it (a member the array had failed is behind by design).
-        let live_at_crash: Vec<usize> = self.slot_dev.iter().flatten().copied().collect();
         let in_metadata = !self.meta_ios.is_empty() || self.open.metadata_pending().is_some();
         if in_metadata {
             self.report.crashes_in_metadata_writes += 1;
@@ -71,6 +68,16 @@ impl Sim {
                 o.torn
             );
         }
+        self.reassemble(&exposed)
+    }
+
+    /// Drop everything the running array held and assemble it again from what the members hold
+    /// now (after a crash, or a raidctl verb done with the set not running); `exposed` are the
+    /// logical ranges written since the last flush the client saw.
+    pub(super) fn reassemble(&mut self, exposed: &[(u64, u64)]) -> Result<(), Failure> {
+        // The members the array held when it stopped: only their superblock updates can have
+        // been lost to a crash (a member the array had failed is behind by design).
+        let live_at_crash: Vec<usize> = self.slot_dev.iter().flatten().copied().collect();
         self.ios.clear();
         self.meta_ios.clear();
         self.meta = Default::default();
@@ -188,7 +195,7 @@ impl Sim {
             // No log short of a data journal keeps a sector that was being written on a
             // member that is gone: it reads back rebuilt from parity that matches neither
             // version. Everything else is kept (that is the write hole the log closes).
-            for &(a, b) in &exposed {
+            for &(a, b) in exposed {
                 let mut pos = a / SECTOR * SECTOR;
                 while pos < b {
                     if self.geometry.parity_runs(pos, 1).first().is_some_and(|r| states[r.slot] != SlotState::InSync) {
@@ -204,7 +211,7 @@ impl Sim {
         let now = self.clock();
         self.policy = ArrayPolicy::new(&mut self.open, self.policy_config.clone(), now);
         if self.cfg.scenario == Scenario::WriteHole {
-            return self.write_hole_check(&exposed);
+            return self.write_hole_check(exposed);
         }
         self.policy_events()?;
         self.w.next_arrival = self.now + self.gap();

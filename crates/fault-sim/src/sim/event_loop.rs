@@ -45,6 +45,7 @@ impl Sim {
                 break;
             }
             self.drive_spares()?;
+            self.maybe_copyback()?;
             self.pump()?;
             if self.ended.is_some() {
                 break;

@@ -53,6 +53,7 @@ impl Sim {
                 Ok(Some(s)) => {
                     trace!(self, "spare d{d} added in slot {s}");
                     self.joined.push(d);
+                    self.spare_devs.insert(d);
                     self.rebuilding.insert(d);
                     self.report.spares_added += 1;
                 }

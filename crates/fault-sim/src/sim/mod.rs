@@ -40,6 +40,7 @@ macro_rules! trace {
 
 mod checks;
 mod config;
+mod copyback;
 mod crash;
 mod engine_outputs;
 mod event_loop;
@@ -235,6 +236,10 @@ pub struct Sim {
     policy_config: PolicyConfig,
     spares: bool,
     spare_countdown: Option<u64>,
+    /// RAIDframe: devices added as hot spares (a column one serves may be copied back).
+    spare_devs: std::collections::BTreeSet<usize>,
+    /// RAIDframe: whether this run's copyback was decided on (once a run).
+    copyback_decided: bool,
     verify: Vec<Verify>,
     internal: Option<Result<Completion, EngineError>>,
     last_flush: Option<FlushToken>,

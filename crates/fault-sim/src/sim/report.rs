@@ -104,6 +104,9 @@ pub struct Report {
     pub resyncs: u32,
     pub rebuilds: u32,
     pub spares_added: u32,
+    /// RAIDframe copybacks begun (`raidctl -B`), and those a crash cut short.
+    pub copybacks: u32,
+    pub copybacks_cut_short: u32,
     pub deaths: u32,
     pub latent_errors: u32,
     pub write_errors: u32,

@@ -213,6 +213,8 @@ impl Sim {
             policy_config,
             spares: false,
             spare_countdown: None,
+            spare_devs: Default::default(),
+            copyback_decided: false,
             verify: Vec::new(),
             internal: None,
             last_flush: None,
@@ -375,6 +377,12 @@ impl Sim {
                 for _ in 0..2 {
                     faults.push((at(r, 15, 95), FaultKind::Crash));
                 }
+            }
+            (_, Some(Mutation::RaidframeCopybackLabelsFirst), _) => {
+                // A component lost early, a spare rebuilt in its column, then the copyback
+                // (which the run makes once the set is quiet), cut short inside the copy.
+                faults.push((at(r, 2, 20), FaultKind::Death));
+                self.spares = true;
             }
             (_, Some(Mutation::VinumSaveSkipsDrive), _) => {
                 // A subdisk taken out (saved stale, on d0 only), the drive holding that save

@@ -3,14 +3,18 @@
 //! that replaced it), which then takes the column back; the spare is a spare again.
 //!
 //! As NetBSD's copyback (`rf_CopybackReconstructedData` suspends new requests while it copies),
-//! the set serves nothing meanwhile: the spare's data area is copied whole, then the component is
+//! the set serves nothing meanwhile: the spare's data area is copied whole (through the engine,
+//! as the recovery of a mirror of the spare and the component), then the component is
 //! flushed, and only then are the labels written (those NetBSD leaves after `raidctl -c; -B; -u`).
 //! Until then the component keeps its old (stale) label or none, so a copyback cut short leaves
 //! the spare serving the column.
 
 use std::sync::Arc;
 
+use uraid_device::raidframe_components::copyback::{copyback_mirror, copyback_requests, COPYBACK_WINDOW};
 use uraid_device::MemberDevice;
+use uraid_engine::array::{IoResult, MemberIo, MemberIoError, MemberOp, Request};
+use uraid_engine::blocking::execute;
 use uraid_raidframe::raidctl_session::{joining_label, LabelChange};
 use uraid_raidframe_format::layout::data_offset;
 
@@ -18,9 +22,6 @@ use super::super::{err, CliError, CliResult};
 use super::session::Configured;
 use super::target::Target;
 use crate::progress::bytes_bar;
-
-/// Bytes copied at a time.
-const STEP: u64 = 1 << 20;
 
 pub fn run(target: &Target) -> CliResult {
     let array = target.open(true)?;
@@ -61,20 +62,37 @@ pub fn run(target: &Target) -> CliResult {
     Ok(())
 }
 
-/// The spare's data area onto the component's, then a flush of the component.
+/// The spare's data area onto the component's through the engine (the recovery of a mirror of
+/// the two, `copyback_mirror`), then a flush of the component.
 fn copy(from: &dyn MemberDevice, to: &dyn MemberDevice, base: u64, len: u64) -> CliResult {
     let bar = bytes_bar(len, "copyback");
-    let mut buf = vec![0u8; STEP as usize];
-    let mut at = 0;
-    while at < len {
-        let n = STEP.min(len - at) as usize;
-        from.read_at(base + at, &mut buf[..n])
-            .map_err(|e| CliError(format!("{}: reading at byte {}: {e}", from.name(), base + at)))?;
-        to.write_at(base + at, &buf[..n])
-            .map_err(|e| CliError(format!("{}: writing at byte {}: {e}", to.name(), base + at)))?;
-        at += n as u64;
+    let mut mirror = copyback_mirror(len);
+    let mut failed: Option<String> = None;
+    for request in copyback_requests(len, COPYBACK_WINDOW) {
+        let Request::Recover { offset, len: window } = request else { unreachable!("recovery requests") };
+        let mut exec = |io: &MemberIo| {
+            let (dev, at) = (if io.slot == 0 { from } else { to }, base + io.offset);
+            let done = match &io.op {
+                MemberOp::Read { len } => {
+                    let mut buf = vec![0u8; *len as usize];
+                    dev.read_at(at, &mut buf).map(|_| IoResult::Read(buf.into())).map_err(|e| ("reading", e))
+                }
+                MemberOp::Write { data } => {
+                    dev.write_at(at, &data.to_vec()).map(|_| IoResult::Done).map_err(|e| ("writing", e))
+                }
+                _ => Ok(IoResult::Done),
+            };
+            done.unwrap_or_else(|(what, e)| {
+                let message = format!("{}: {what} at byte {at}: {e}", dev.name());
+                failed.get_or_insert(message.clone());
+                IoResult::Failed(MemberIoError::other(message))
+            })
+        };
+        if let Err(e) = execute(&mut mirror, request, &mut exec) {
+            return Err(CliError(failed.unwrap_or_else(|| format!("copying member bytes {offset}+{window}: {e}"))));
+        }
         if let Some(b) = &bar {
-            b.set_position(at);
+            b.set_position(offset + window);
         }
     }
     if let Some(b) = bar {

@@ -27,27 +27,17 @@ pub struct Configured {
 impl Configured {
     pub fn of(array: &OpenArray) -> Configured {
         let set = array.raidframe().expect("a RAIDframe set");
-        let labels = set.metadata().labels().to_vec();
-        let first = labels.iter().flatten().next();
-        let map_fields = set.plan.configured_map_fields(first);
+        let session = set.session(set.plan.mod_counter, parity_clean(array));
         let columns = set.plan.columns.len();
         let devices = (0..columns)
-            .map(|c| set.plan.component_of(c).and_then(|i| set.components[i].clone()).filter(|_| labels[c].is_some()))
+            .map(|c| {
+                let labelled = session.labels[c].is_some();
+                set.plan.component_of(c).and_then(|i| set.components[i].clone()).filter(|_| labelled)
+            })
             .collect();
         let map_in_use =
-            map_fields.is_some_and(|(flags, ..)| flags & uraid_raidframe_format::label::PMLABEL_DISABLE == 0);
-        Configured {
-            session: Session {
-                labels,
-                mod_counter: set.plan.mod_counter,
-                parity_good: parity_clean(array),
-                map_fields,
-                spare_served: None,
-            },
-            devices,
-            spare: None,
-            map_in_use,
-        }
+            session.map_fields.is_some_and(|(flags, ..)| flags & uraid_raidframe_format::label::PMLABEL_DISABLE == 0);
+        Configured { session, devices, spare: None, map_in_use }
     }
 
     /// Whether the set's parity was known good at configure.
