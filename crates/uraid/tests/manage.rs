@@ -417,7 +417,7 @@ fn ctl_speed_limit_changes_a_running_rebuild() {
         (&["--min", "2M"][..], "above the maximum"),
         (&["--max", "0"][..], "at least 1 byte/s"),
         (&["--max", "12Q"][..], "unknown size suffix"),
-        (&["--min", "lots"][..], "not a size"),
+        (&["--min", "lots"][..], "unknown size suffix 'lots'"),
     ] {
         let o = limits(args);
         assert!(!o.status.success() && text(&o).contains(says), "{args:?}: {}", text(&o));
