@@ -1,7 +1,9 @@
 //! The control socket of a running array (`uraid serve --control=PATH`) and what it says.
 //!
 //! One request per connection line, one answer line, both JSON: `{"op":"status"}`,
-//! `{"op":"check"}`, `{"op":"repair"}`, `{"op":"idle"}`, `{"op":"wait"}`, `{"op":"stop"}`.
+//! `{"op":"check"}`, `{"op":"repair"}`, `{"op":"idle"}`, `{"op":"wait"}`, `{"op":"stop"}`,
+//! `{"op":"speed-limit","min":BYTES_PER_SEC,"max":BYTES_PER_SEC}` (either or both, or neither to
+//! ask; answered with the limits in force as `"min"` and `"max"`).
 //! Answers are `{"ok":true, ...}` or `{"ok":false,"error":"..."}`. `wait` answers when no pass
 //! is running, like `mdadm --wait`; `stop` answers at once and stops the server as SIGTERM does
 //! (it raises SIGTERM in the process, so that the one way of stopping is the signal's). The
@@ -117,12 +119,31 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
                 Err(e) => fail(e.to_string()),
             }
         }
+        "speed-limit" => {
+            let limit = |name: &str| match request.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                    format!("speed-limit: \"{name}\" must be a whole number of bytes per second, not {v}")
+                }),
+            };
+            let (min, max) = match (limit("min"), limit("max")) {
+                (Ok(min), Ok(max)) => (min, max),
+                (Err(e), _) | (_, Err(e)) => return fail(e),
+            };
+            match handle.speed_limits(min, max) {
+                Ok(Some(l)) => json!({"ok": true, "min": l.min_bytes_per_sec, "max": l.max_bytes_per_sec}),
+                Ok(None) => fail("array is stopping".into()),
+                Err(e) => fail(format!("speed-limit: {e}")),
+            }
+        }
         "stop" => match signal_hook::low_level::raise(signal_hook::consts::SIGTERM) {
             Ok(()) => json!({"ok": true}),
             Err(e) => fail(format!("stopping: {e}")),
         },
         "" => fail("no \"op\" in the request".into()),
-        other => fail(format!("unknown op {other:?} (status, check, repair, idle, wait, add, fail, remove, stop)")),
+        other => fail(format!(
+            "unknown op {other:?} (status, check, repair, idle, wait, add, fail, remove, speed-limit, stop)"
+        )),
     }
 }
 
@@ -201,6 +222,8 @@ pub fn status_json(s: &ArrayStatus) -> Value {
         "sync_speed_bytes_per_sec": s.sync.as_ref().map(|p| p.bytes_per_sec),
         "sync_eta_seconds": s.sync.as_ref().and_then(|p| p.eta_secs),
         "mismatch_cnt": s.mismatch_sectors,
+        "speed_limit_min": s.speed_limits.min_bytes_per_sec,
+        "speed_limit_max": s.speed_limits.max_bytes_per_sec,
         "last_sync": s.last_sync,
         "requests": s.requests,
         "members": members,
@@ -258,6 +281,9 @@ pub fn status_text(v: &Value) -> String {
             ));
         }
         None => out.push_str(&format!("      state: {}\n", v["state"].as_str().unwrap_or("?"))),
+    }
+    if let (Some(min), Some(max)) = (v["speed_limit_min"].as_u64(), v["speed_limit_max"].as_u64()) {
+        out.push_str(&format!("      speed limits: min={}K/sec max={}K/sec\n", min / 1024, max / 1024));
     }
     if let Some(last) = v["last_sync"].as_str() {
         out.push_str(&format!("      last pass: {last}; mismatch_cnt {}\n", v["mismatch_cnt"]));

@@ -114,6 +114,20 @@ pub enum CtlOp {
     },
     /// Remove a failed member or a spare (an active member must be failed first).
     Remove { member: PathBuf },
+    /// Show, or set, the speed limits of this array's background passes (resync, recovery,
+    /// check, repair), as md's speed_limit_min / speed_limit_max; the running pass follows
+    /// them at once. Prints the limits in force.
+    SpeedLimit {
+        /// Lower limit in bytes per second (suffixes K, M, G): below it a pass does not yield
+        /// to clients.
+        #[arg(long)]
+        min: Option<String>,
+        /// Upper limit in bytes per second (suffixes K, M, G).
+        #[arg(long)]
+        max: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop the running array as SIGTERM does (requests in flight finished, members flushed,
     /// the array recorded clean), and wait until it has stopped (like mdadm --stop).
     Stop,

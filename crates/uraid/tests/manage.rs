@@ -373,6 +373,77 @@ fn ctl_fail_remove_add_rebuilds_online() {
     assert!(cat(&all) == want);
 }
 
+/// `uraid ctl SOCKET speed-limit` shows and changes md's speed_limit_min/max of a running array:
+/// a rebuild held to 1 MiB/s speeds up as soon as the maximum is raised, status shows the limits
+/// and the pass's speed, and bad values are refused with a clear error, changing nothing.
+#[test]
+fn ctl_speed_limit_changes_a_running_rebuild() {
+    let tmp = tempfile::tempdir().unwrap();
+    let members = filled_raid5(tmp.path());
+    let want = cat(&members);
+    let three = vec![members[0].clone(), members[2].clone(), members[3].clone()];
+
+    // Limits that contradict each other are refused before anything is served.
+    let listen = format!("--listen=unix:{}", tmp.path().join("refused.sock").display());
+    let o = uraid(&with(&["serve", listen.as_str(), "--speed-limit-min=2M", "--speed-limit-max=1M"], &three));
+    assert!(!o.status.success() && text(&o).contains("above the maximum"), "{}", text(&o));
+
+    let serve = Serve::start(tmp.path(), &three, &["--speed-limit-max=1M"]);
+    let limits = |args: &[&str]| {
+        let mut all = vec!["speed-limit"];
+        all.extend_from_slice(args);
+        serve.ctl(&all)
+    };
+    let shown = limits(&[]);
+    assert!(shown.status.success(), "{}", text(&shown));
+    assert_eq!(String::from_utf8_lossy(&shown.stdout), "speed_limit_min 1000000\nspeed_limit_max 1048576\n");
+
+    let new = blank(tmp.path(), "new.img");
+    let started = Instant::now();
+    assert!(serve.ctl(&["add", &new]).status.success());
+    sleep(Duration::from_millis(1500));
+    let s = serve.status();
+    assert_eq!(s["sync_action"], "recover", "{s:#}");
+    assert_eq!((s["speed_limit_min"].as_u64(), s["speed_limit_max"].as_u64()), (Some(1_000_000), Some(1 << 20)));
+    let speed = s["sync_speed_bytes_per_sec"].as_u64().unwrap();
+    assert!(speed > 0 && speed < 2 << 20, "held to 1 MiB/s, going at {speed} bytes/s: {s:#}");
+    let done = s["sync_done_bytes"].as_u64().unwrap();
+    assert!(done < 4 << 20, "{done} bytes rebuilt in 1.5 s at 1 MiB/s");
+    let text_status = String::from_utf8_lossy(&serve.ctl(&["status"]).stdout).into_owned();
+    assert!(text_status.contains("speed limits: min=976K/sec max=1024K/sec"), "{text_status}");
+
+    // Bad values: a clear error, a failed exit, the limits as they were.
+    for (args, says) in [
+        (&["--min", "2M"][..], "above the maximum"),
+        (&["--max", "0"][..], "at least 1 byte/s"),
+        (&["--max", "12Q"][..], "unknown size suffix"),
+        (&["--min", "lots"][..], "unknown size suffix 'lots'"),
+    ] {
+        let o = limits(args);
+        assert!(!o.status.success() && text(&o).contains(says), "{args:?}: {}", text(&o));
+    }
+    let o = limits(&["--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v, serde_json::json!({"speed_limit_min": 1_000_000, "speed_limit_max": 1 << 20}));
+
+    // Raised, the rebuild of the rest (about 6 MiB, 6 s more at the old limit) goes at once.
+    let o = limits(&["--min", "2M", "--max", "1G"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("speed_limit_min {}\nspeed_limit_max {}\n", 2 << 20, 1 << 30)
+    );
+    let waited: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
+    let took = started.elapsed();
+    assert_eq!(waited["degraded"], 0, "{waited:#}");
+    assert!(took < Duration::from_secs(6), "the rebuild kept to the old limit: {took:?}");
+    assert_eq!(waited["speed_limit_max"], 1 << 30);
+    serve.stop(libc::SIGTERM);
+
+    let now = vec![members[0].clone(), new.clone(), members[2].clone(), members[3].clone()];
+    assert!(cat(&now) == want, "data changed by the rebuild");
+    assert_eq!(mismatch_cnt(&ok(&with(&["check"], &now))), 0);
+}
+
 /// A hot spare waits until a member fails, then takes its slot and is rebuilt by itself.
 #[test]
 fn hot_spare_takes_over_a_failed_member() {

@@ -56,7 +56,6 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use uraid_engine::array::RequestId;
 use uraid_engine::idmap::IdMap;
 
 use crate::open_array::{OpenArray, WriteIntentBits};
@@ -73,7 +72,7 @@ mod tests;
 
 pub use errors::{MetadataError, SyncError};
 pub use metadata::{MetadataIo, MetadataIoKind};
-pub use pass_run::{throttle_delay, SpeedLimits, SyncAction, SyncRun};
+pub use pass_run::{throttle_delay, SpeedLimitError, SpeedLimits, SyncAction, SyncRun};
 pub use passes::CHECKPOINT_EVERY;
 pub use writes::WriteStart;
 
@@ -95,6 +94,10 @@ pub struct PolicyConfig {
     /// rebuild, at least one). A megabyte; the fault simulator, whose members are small, takes
     /// a few KiB so that its passes take many steps among the workload's requests.
     pub pass_step_bytes: u64,
+    /// How many steps of a pass may be with the engine at once while it runs unthrottled (one
+    /// while it yields to clients or is held to its maximum speed): the next windows are read
+    /// while the last ones are written.
+    pub pass_depth: usize,
     /// How often a running rebuild or resync records its position (md writes it now and then,
     /// so that a restart resumes there): [`CHECKPOINT_EVERY`] by default.
     pub checkpoint_every: Duration,
@@ -113,11 +116,15 @@ impl Default for PolicyConfig {
             speed: SpeedLimits::default(),
             auto_resync: true,
             pass_step_bytes: 1 << 20,
+            pass_depth: PASS_DEPTH,
             checkpoint_every: CHECKPOINT_EVERY,
             mutation: PolicyMutation::None,
         }
     }
 }
+
+/// Steps of a pass in flight by default (see [`PolicyConfig::pass_depth`]).
+pub const PASS_DEPTH: usize = 4;
 
 /// A deliberate bug the policy can be told to have, for mutation testing: a checker (the fault
 /// simulator, the policy's own tests) must catch each one. Never set outside such tests.
@@ -195,10 +202,9 @@ pub struct ArrayPolicy {
     idle_order: u64,
     /// The running pass.
     pass: Option<SyncRun>,
-    /// The engine request of the pass's step in flight.
-    step_request: Option<RequestId>,
-    /// Bitmap chunks the pass's step in flight holds.
-    step_intent: Option<std::ops::Range<u64>>,
+    /// The running pass's steps given out: each with its engine request once submitted (at
+    /// most one is not yet), and the bitmap chunks it holds.
+    steps: Vec<passes::PassStep>,
     /// When the running pass last checkpointed its position.
     last_checkpoint: Duration,
     /// The bitmap as it was when the running resync started, if it can be trusted.
@@ -248,8 +254,7 @@ impl ArrayPolicy {
             intent_idle: IdMap::default(),
             idle_order: 0,
             pass: None,
-            step_request: None,
-            step_intent: None,
+            steps: Vec::new(),
             last_checkpoint: now,
             resync_bits: None,
             recover_bits: None,
@@ -306,13 +311,15 @@ impl ArrayPolicy {
     /// Whether nothing of the policy's is under way: no pass step with the engine, no metadata
     /// I/O out or queued, no write parked and no answer held. A stop waits for this.
     pub fn settled(&self, array: &OpenArray) -> bool {
-        self.step_request.is_none() && !self.metadata_busy(array)
+        self.steps.is_empty() && !self.metadata_busy(array)
     }
 
     /// When the policy next has something to do by itself ([`ArrayPolicy::run_timers`], or a
     /// throttled pass's next step from [`ArrayPolicy::next_pass_step`]), if anything.
     pub fn next_deadline(&self, array: &OpenArray) -> Option<Duration> {
-        let step_at = self.pass.as_ref().filter(|r| !r.in_flight && !r.finished()).map(|r| r.next_at);
+        // A step parked for its records goes when they are durable, which metadata I/O tells.
+        let step_at =
+            self.pass.as_ref().filter(|r| r.wants_step() && self.meta.parked_step.is_none()).map(|r| r.next_at);
         [self.clean_at(array), step_at, self.intent_clear_at(array)].into_iter().flatten().min()
     }
 
@@ -357,6 +364,21 @@ impl ArrayPolicy {
     /// The running pass, if any.
     pub fn pass(&self) -> Option<&SyncRun> {
         self.pass.as_ref()
+    }
+
+    /// The speed limits passes keep to.
+    pub fn speed_limits(&self) -> SpeedLimits {
+        self.config.speed
+    }
+
+    /// Change the speed limits passes keep to, the running one's included: its speed is
+    /// measured afresh from `now` (what it did under the old limits does not count against the
+    /// new ones, as it would in an average since its start).
+    pub fn set_speed_limits(&mut self, limits: SpeedLimits, now: Duration) {
+        self.config.speed = limits;
+        if let Some(run) = &mut self.pass {
+            run.limits_changed(limits, now);
+        }
     }
 
     /// Sectors the last check or repair found inconsistent (md's `mismatch_cnt`).

@@ -15,6 +15,16 @@ use crate::open_array::OpenArray;
 /// How often a running rebuild or resync writes its position to the superblocks.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
 
+/// A step of the running pass given out by [`ArrayPolicy::next_pass_step`].
+#[derive(Debug, Clone)]
+pub(super) struct PassStep {
+    /// The engine's id for it, once submitted.
+    rid: Option<RequestId>,
+    offset: u64,
+    /// Bitmap chunks it holds.
+    intent: Option<std::ops::Range<u64>>,
+}
+
 impl ArrayPolicy {
     /// Start a pass over the whole array (a rebuild: over the members being rebuilt). Repair and
     /// resync write, so the array is recorded dirty first; their writing steps wait until that
@@ -63,8 +73,25 @@ impl ArrayPolicy {
         self.last_checkpoint = now;
         self.resync_bits =
             if action == SyncAction::Resync { array.write_intent().filter(|b| !b.all_dirty).cloned() } else { None };
-        self.pass = Some(SyncRun::new(action, from, size, step, now));
+        let mut run = SyncRun::new(action, from, size, step, now);
+        (run.depth, run.limits) = (self.depth(), self.config.speed);
+        self.pass = Some(run);
         Ok(())
+    }
+
+    /// Steps a pass may have in flight. Mirrors take [`PolicyConfig::pass_depth`]: their steps
+    /// are member reads and writes of the same buffers, and overlapping them kept both members
+    /// busy (BENCHMARKS.md, section 11). Parity arrays keep one: their steps are bound by the
+    /// engine thread's rebuilding of each stripe, which more steps in flight only slowed, and
+    /// several in flight have not been through the fault simulation's seeds there.
+    ///
+    /// [`PolicyConfig::pass_depth`]: super::PolicyConfig::pass_depth
+    fn depth(&self) -> usize {
+        if self.shape.stripe_data_bytes.is_some() {
+            1
+        } else {
+            self.config.pass_depth.max(1)
+        }
     }
 
     pub(super) fn recovering_slots(array: &OpenArray) -> impl Iterator<Item = usize> + '_ {
@@ -109,6 +136,7 @@ impl ArrayPolicy {
             );
         }
         let mut run = SyncRun::new(SyncAction::Recover, from.min(end), end, step, now);
+        (run.depth, run.limits) = (self.depth(), self.config.speed);
         run.devices = slots.iter().map(|&s| array.slot_device_name(s).unwrap_or_default().to_string()).collect();
         run.slots = slots;
         self.pass_failure = None;
@@ -161,17 +189,14 @@ impl ArrayPolicy {
         let intent = if writes { array.intent_regions(offset, len) } else { None };
         if let Some(chunks) = &intent {
             if let Err(e) = self.hold_intent(array, chunks.clone()) {
-                let run = self.pass.as_mut().expect("running");
-                run.in_flight = false;
-                run.interrupted = true;
-                self.pass_failure = Some(format!("{} failed at byte {offset}: bitmap: {e}", run.action));
-                self.close_pass_if_done(array, now);
+                self.steps.push(PassStep { rid: None, offset, intent: None });
+                self.pass_step_failed(array, now, &format!("bitmap: {e}"));
                 return None;
             }
         }
-        self.step_intent = intent;
         // A writing step waits until its bitmap bits (and the dirty mark) are durable.
-        let until = self.ticket_needed(array, self.step_intent.as_ref()).filter(|_| writes);
+        let until = self.ticket_needed(array, intent.as_ref()).filter(|_| writes);
+        self.steps.push(PassStep { rid: None, offset, intent });
         if let Some(until) = until.filter(|_| self.config.mutation != PolicyMutation::DataBeforeBitmap) {
             match array.metadata_failed() {
                 // It could never be durable: the step fails rather than write unrecorded.
@@ -186,7 +211,7 @@ impl ArrayPolicy {
     /// Move the running pass past what the bitmap says is clean, where it can vouch for that.
     fn skip_clean_regions(&mut self, array: &OpenArray) {
         let Some(run) = &self.pass else { return };
-        if run.in_flight || run.pos >= run.end {
+        if run.pos >= run.end {
             return;
         }
         let pos = match (run.action, &self.recover_bits, &self.resync_bits) {
@@ -215,10 +240,7 @@ impl ArrayPolicy {
             }
             _ => return,
         };
-        let run = self.pass.as_mut().expect("checked");
-        let pos = pos.min(run.end);
-        run.skipped += pos - run.pos;
-        run.pos = pos;
+        self.pass.as_mut().expect("checked").skip_to(pos);
     }
 
     /// The caller submitted the request [`ArrayPolicy::next_pass_step`] gave: the engine took it
@@ -231,7 +253,9 @@ impl ArrayPolicy {
     ) {
         match submitted {
             Ok(rid) => {
-                self.step_request = Some(rid);
+                if let Some(step) = self.steps.iter_mut().find(|s| s.rid.is_none()) {
+                    step.rid = Some(rid);
+                }
                 if self.config.mutation == PolicyMutation::CheckpointAhead {
                     self.checkpoint_ahead(array, now);
                 }
@@ -243,53 +267,60 @@ impl ArrayPolicy {
     /// Whether the engine request `rid` is the running pass's step (its completion goes to
     /// [`ArrayPolicy::pass_step_done`]).
     pub fn is_pass_step(&self, rid: RequestId) -> bool {
-        self.step_request == Some(rid)
+        self.steps.iter().any(|s| s.rid == Some(rid))
     }
 
-    /// The pass's step could not be done: the pass stops there, saying why.
-    pub(super) fn pass_step_failed(&mut self, array: &mut OpenArray, now: Duration, why: &str) {
-        if let Some(chunks) = self.step_intent.take() {
+    /// Take the step submitted as `rid` (`None`: the one given out and not yet submitted) off
+    /// the list, releasing its bitmap chunks.
+    fn take_step(&mut self, rid: Option<RequestId>, now: Duration) -> Option<u64> {
+        let i = self.steps.iter().position(|s| s.rid == rid)?;
+        let step = self.steps.remove(i);
+        if let Some(chunks) = step.intent {
             self.release_intent(chunks, now);
         }
+        Some(step.offset)
+    }
+
+    /// The pass's step given out and not yet submitted could not be done: the pass stops
+    /// there, saying why.
+    pub(super) fn pass_step_failed(&mut self, array: &mut OpenArray, now: Duration, why: &str) {
+        let offset = self.take_step(None, now);
         let Some(run) = self.pass.as_mut() else { return };
-        run.in_flight = false;
-        run.interrupted = true;
-        self.pass_failure = Some(format!("{} failed at byte {}: {why}", run.action, run.pos));
+        if let Some(offset) = offset {
+            run.step_failed(offset);
+            self.pass_failure.get_or_insert_with(|| format!("{} failed at byte {offset}: {why}", run.action));
+        }
         self.close_pass_if_done(array, now);
     }
 
-    /// The pass's step completed with `result`. `foreground_busy`: clients have requests in
-    /// flight, which a pass above its minimum speed yields to.
+    /// The pass's step submitted as `rid` completed with `result`. `foreground_busy`: clients
+    /// have requests in flight, which a pass above its minimum speed yields to.
     pub fn pass_step_done(
         &mut self,
         array: &mut OpenArray,
         now: Duration,
+        rid: RequestId,
         result: Result<Completion, EngineError>,
         foreground_busy: bool,
     ) {
-        self.step_request = None;
-        if let Some(chunks) = self.step_intent.take() {
-            self.release_intent(chunks, now);
-        }
+        let Some(offset) = self.take_step(Some(rid), now) else { return };
         let limits = self.config.speed;
         let Some(run) = &mut self.pass else { return };
-        let len = run.step.min(run.end - run.pos);
         match result {
             // md writes the position to the superblocks now and then, so a restart resumes
             // there instead of starting over.
             Ok(Completion::Synced { mismatch_sectors }) => {
-                run.step_done(len, mismatch_sectors, now, foreground_busy, limits);
+                run.step_done(offset, mismatch_sectors, now, foreground_busy, limits);
                 self.checkpoint_if_due(array, now);
             }
             Ok(Completion::Recovered) => {
-                run.step_done(len, 0, now, foreground_busy, limits);
+                run.step_done(offset, 0, now, foreground_busy, limits);
                 self.checkpoint_if_due(array, now);
             }
             Ok(other) => unreachable!("pass step completed as {other:?}"),
             Err(e) => {
-                run.in_flight = false;
-                run.interrupted = true;
-                self.pass_failure = Some(format!("{} failed at byte {}: {e}", run.action, run.pos));
+                run.step_failed(offset);
+                self.pass_failure.get_or_insert_with(|| format!("{} failed at byte {offset}: {e}", run.action));
             }
         }
         self.close_pass_if_done(array, now);
@@ -305,9 +336,11 @@ impl ArrayPolicy {
         }
         let after = match run.action {
             SyncAction::Recover if self.config.mutation == PolicyMutation::CheckpointAhead => return,
-            SyncAction::Recover => AfterFlush::Checkpoint { slots: run.rebuilt_devices(array), sectors: run.pos / 512 },
+            SyncAction::Recover => {
+                AfterFlush::Checkpoint { slots: run.rebuilt_devices(array), sectors: run.done_to() / 512 }
+            }
             SyncAction::Resync => {
-                AfterFlush::ResyncCheckpoint { array_bytes: run.pos, writes_ended: self.writes_ended }
+                AfterFlush::ResyncCheckpoint { array_bytes: run.done_to(), writes_ended: self.writes_ended }
             }
             SyncAction::Check | SyncAction::Repair => return,
         };
@@ -323,7 +356,8 @@ impl ArrayPolicy {
         {
             return;
         }
-        let (slots, sectors) = (run.rebuilt_slots(array), (run.pos + run.step.min(run.end - run.pos)) / 512);
+        // The step just given out ends at `pos`.
+        let (slots, sectors) = (run.rebuilt_slots(array), run.pos / 512);
         self.last_checkpoint = now;
         if let Err(e) = self.record_rebuild_checkpoint(array, &slots, sectors) {
             self.notice(e);

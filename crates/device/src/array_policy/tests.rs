@@ -154,7 +154,7 @@ impl Driver {
     /// Complete the step submitted as `rid`.
     fn complete_pass_step(&mut self, rid: RequestId) {
         let result = self.run_engine(rid);
-        self.policy.pass_step_done(&mut self.array, self.now, result, false);
+        self.policy.pass_step_done(&mut self.array, self.now, rid, result, false);
         self.take_events();
     }
 }

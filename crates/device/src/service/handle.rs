@@ -9,7 +9,8 @@ use super::inline;
 use super::messages::{Msg, Pending};
 use super::notifier::Inbox;
 use super::{
-    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, ServiceError, ServiceInfo, SyncAction, SyncError,
+    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, ServiceError, ServiceInfo, SpeedLimitError,
+    SpeedLimits, SyncAction, SyncError,
 };
 use crate::splice::PipedRead;
 
@@ -86,6 +87,18 @@ impl ServiceHandle {
         let (tx, rx) = crossbeam_channel::bounded(1);
         self.inbox.send(Msg::Manage(op, tx)).map_err(|_| ManageError::Stopping)?;
         rx.recv().map_err(|_| ManageError::Stopping)?
+    }
+
+    /// Set the minimum and/or maximum speed of background passes (md's `speed_limit_min` and
+    /// `speed_limit_max`, for this array), the running pass's included; with neither, only ask.
+    /// Returns the limits in force afterwards. Refused, changing nothing, when the minimum would
+    /// be above the maximum or the maximum 0; `Ok(None)` when the service has stopped.
+    pub fn speed_limits(&self, min: Option<u64>, max: Option<u64>) -> Result<Option<SpeedLimits>, SpeedLimitError> {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        if self.inbox.send(Msg::SpeedLimits { min, max, reply }).is_err() {
+            return Ok(None);
+        }
+        rx.recv().map_or(Ok(None), |r| r.map(Some))
     }
 
     /// Submit `op` and wait for its outcome.

@@ -5,7 +5,8 @@
 use crossbeam_channel::Sender;
 
 use super::{
-    ArrayStatus, BlockOp, Done, ManageError, ManageOp, ServiceError, StopError, StopReport, SyncAction, SyncError,
+    ArrayStatus, BlockOp, Done, ManageError, ManageOp, ServiceError, SpeedLimitError, SpeedLimits, StopError,
+    StopReport, SyncAction, SyncError,
 };
 
 /// A request's callback while the request waits in the engine thread's inbox. Dropped without
@@ -37,4 +38,10 @@ pub(super) enum Msg {
     /// Answer once no pass is running.
     WaitIdle(Sender<ArrayStatus>),
     Manage(ManageOp, Sender<Result<String, ManageError>>),
+    /// Change the passes' speed limits (either or both; neither: only say them).
+    SpeedLimits {
+        min: Option<u64>,
+        max: Option<u64>,
+        reply: Sender<Result<SpeedLimits, SpeedLimitError>>,
+    },
 }

@@ -50,7 +50,7 @@ mod types;
 pub mod uring;
 mod workers;
 
-pub use crate::array_policy::{MetadataError, SpeedLimits, SyncAction, SyncError, SyncRun};
+pub use crate::array_policy::{MetadataError, SpeedLimitError, SpeedLimits, SyncAction, SyncError, SyncRun};
 pub use array_service::ArrayService;
 pub use config::{IoBackend, ServiceConfig, DEFAULT_INLINE_MAX, INLINE_WRITE_MAX, SERVE_INLINE_MAX};
 pub use handle::ServiceHandle;

@@ -184,6 +184,7 @@ pub struct SyncProgress {
     pub action: SyncAction,
     pub done_bytes: u64,
     pub total_bytes: u64,
+    /// Its current speed, over its last few seconds (md's `sync_speed`).
     pub bytes_per_sec: u64,
     pub eta_secs: Option<u64>,
 }
@@ -207,6 +208,8 @@ pub struct ArrayStatus {
     pub sync: Option<SyncProgress>,
     /// Sectors found inconsistent by the last check or repair (md's `mismatch_cnt`).
     pub mismatch_sectors: u64,
+    /// The limits background passes keep to (md's `speed_limit_min` / `speed_limit_max`).
+    pub speed_limits: super::SpeedLimits,
     /// How the last pass ended, in words (e.g. "check completed: 0 mismatched sectors").
     pub last_sync: Option<String>,
     pub requests: u64,

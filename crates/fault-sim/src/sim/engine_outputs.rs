@@ -21,10 +21,10 @@ impl Sim {
                 progressed = true;
             }
             self.pump_events()?;
-            let (steps, jobs) = (self.meta.step, self.meta_ios.len());
+            let (steps, jobs) = (self.meta.steps.clone(), self.meta_ios.len());
             self.drive_policy()?;
             // A new pass step or metadata job: take what it gives out too.
-            progressed |= self.meta.step != steps || self.meta_ios.len() != jobs;
+            progressed |= self.meta.steps != steps || self.meta_ios.len() != jobs;
             while let Some((rid, result)) = self.open.engine_mut().next_completion() {
                 self.on_completion(rid, result)?;
                 progressed = true;
@@ -318,7 +318,7 @@ impl Sim {
                 Err(EngineError::DegradedCheck) if self.open.engine().degraded() => {}
                 Err(e) => self.request_error(format!("check #{rid}"), e)?,
             },
-            Pending::Step => self.pass_step_done(result)?,
+            Pending::Step => self.pass_step_done(rid, result)?,
             Pending::Internal => self.internal = Some(result),
         }
         Ok(())

@@ -54,8 +54,8 @@ pub(super) struct MetaRun {
     /// ...and flushes, by `FLUSH_ANSWER | request id`, with what they cover.
     held_flushes: BTreeMap<u64, FlushToken>,
     next_id: u64,
-    /// The running pass's step with the engine.
-    pub(super) step: Option<RequestId>,
+    /// The running pass's steps with the engine.
+    pub(super) steps: BTreeSet<RequestId>,
     /// Devices on which an op of the job out failed.
     failed_devices: BTreeSet<usize>,
 }
@@ -240,30 +240,33 @@ impl Sim {
                 self.schedule_metadata(op)?;
             }
         }
-        if self.meta.step.is_none() {
-            if let Some(request) = self.policy.next_pass_step(&mut self.open, now) {
-                let submitted = self.open.engine_mut().submit(request.clone());
-                if let Ok(rid) = submitted {
-                    trace!(self, "request #{rid} submitted: pass step {request:?}");
-                    self.reqs.insert(rid, Pending::Step);
-                    self.meta.step = Some(rid);
-                    self.last_rid = rid;
-                }
-                self.policy.pass_step_submitted(&mut self.open, now, submitted);
+        // As many steps as the policy gives out (it bounds how many are in flight).
+        while let Some(request) = self.policy.next_pass_step(&mut self.open, now) {
+            let submitted = self.open.engine_mut().submit(request.clone());
+            if let Ok(rid) = submitted {
+                trace!(self, "request #{rid} submitted: pass step {request:?}");
+                self.reqs.insert(rid, Pending::Step);
+                self.meta.steps.insert(rid);
+                self.last_rid = rid;
             }
+            self.policy.pass_step_submitted(&mut self.open, now, submitted);
         }
         self.policy_events()
     }
 
     /// The pass's step completed.
-    pub(super) fn pass_step_done(&mut self, result: Result<Completion, EngineError>) -> Result<(), Failure> {
-        self.meta.step = None;
+    pub(super) fn pass_step_done(
+        &mut self,
+        rid: RequestId,
+        result: Result<Completion, EngineError>,
+    ) -> Result<(), Failure> {
+        self.meta.steps.remove(&rid);
         if let Err(e) = &result {
             trace!(self, "pass step failed: {e}");
         }
         let busy = self.client_inflight > 0;
         let now = self.clock();
-        self.policy.pass_step_done(&mut self.open, now, result, busy);
+        self.policy.pass_step_done(&mut self.open, now, rid, result, busy);
         self.policy_events()
     }
 

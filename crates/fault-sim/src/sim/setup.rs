@@ -132,6 +132,8 @@ impl Sim {
             speed: SpeedLimits { min_bytes_per_sec: u64::MAX / 4, max_bytes_per_sec: u64::MAX / 4 },
             auto_resync: true,
             pass_step_bytes: 512 * prng.between(1, 128),
+            // Several steps in flight, as the service runs them, or one.
+            pass_depth: prng.between(1, 4) as usize,
             checkpoint_every: Duration::from_micros(prng.between(50, 5_000)),
             mutation: match cfg.mutation {
                 Some(Mutation::DataBeforeBitmap) => PolicyMutation::DataBeforeBitmap,

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::{err, CliError, CliResult};
+use crate::size::parse_size;
 use crate::{CtlArgs, CtlOp};
 
 /// Send one request and read its answer.
@@ -47,6 +48,7 @@ pub fn run(args: &CtlArgs) -> CliResult {
         CtlOp::Fail { member, force } => manage(socket, "fail", member, *force)?,
         CtlOp::Remove { member } => manage(socket, "remove", member, false)?,
         CtlOp::Stop => stop(socket)?,
+        CtlOp::SpeedLimit { min, max, json } => speed_limit(socket, min.as_deref(), max.as_deref(), *json)?,
         CtlOp::Wait { json } => {
             let status = crate::progress::follow(
                 || Ok(request(socket, json!({"op": "status"}))?["status"].clone()),
@@ -75,6 +77,23 @@ fn manage(socket: &Path, op: &str, member: &Path, force: bool) -> CliResult {
     let member = std::path::absolute(member).unwrap_or_else(|_| member.to_path_buf());
     let answer = request(socket, json!({"op": op, "member": member.display().to_string(), "force": force}))?;
     eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("done"));
+    Ok(())
+}
+
+/// Set and/or show the speed limits: `speed_limit_min BYTES` and `speed_limit_max BYTES` lines,
+/// as md's sysctl names them (or a JSON object).
+fn speed_limit(socket: &Path, min: Option<&str>, max: Option<&str>, as_json: bool) -> CliResult {
+    let rate = |flag: &str, text: Option<&str>| -> CliResult<Option<u64>> {
+        text.map(|t| parse_size(t, 1).map_err(|e| CliError(format!("speed-limit --{flag}: {e}")))).transpose()
+    };
+    let (min, max) = (rate("min", min)?, rate("max", max)?);
+    let answer = request(socket, json!({"op": "speed-limit", "min": min, "max": max}))?;
+    let (min, max) = (answer["min"].as_u64().unwrap_or(0), answer["max"].as_u64().unwrap_or(0));
+    if as_json {
+        println!("{}", json!({"speed_limit_min": min, "speed_limit_max": max}));
+    } else {
+        println!("speed_limit_min {min}\nspeed_limit_max {max}");
+    }
     Ok(())
 }
 

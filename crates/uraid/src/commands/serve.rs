@@ -26,13 +26,12 @@ use crate::size::parse_size;
 use crate::ServeArgs;
 
 pub fn run(args: &ServeArgs) -> CliResult {
-    let mut speed = SpeedLimits::default();
-    if let Some(max) = &args.speed_limit_max {
-        speed.max_bytes_per_sec = parse_size(max, 1).map_err(|e| CliError(format!("--speed-limit-max: {e}")))?.max(1);
-    }
-    if let Some(min) = &args.speed_limit_min {
-        speed.min_bytes_per_sec = parse_size(min, 1).map_err(|e| CliError(format!("--speed-limit-min: {e}")))?;
-    }
+    let rate = |flag: &str, text: &Option<String>| -> CliResult<Option<u64>> {
+        text.as_deref().map(|t| parse_size(t, 1).map_err(|e| CliError(format!("--{flag}: {e}")))).transpose()
+    };
+    let speed = SpeedLimits::default()
+        .with(rate("speed-limit-min", &args.speed_limit_min)?, rate("speed-limit-max", &args.speed_limit_max)?)
+        .map_err(|e| CliError(format!("--speed-limit-min/--speed-limit-max: {e}")))?;
     let mut stripe_cache_bytes = ServiceConfig::default().stripe_cache_bytes;
     if let Some(size) = &args.stripe_cache {
         stripe_cache_bytes = parse_size(size, 1).map_err(|e| CliError(format!("--stripe-cache: {e}")))?;

@@ -228,6 +228,19 @@ impl Runner {
                     self.dispatch_metadata();
                     let _ = reply.send(result);
                 }
+                Msg::SpeedLimits { min, max, reply } => {
+                    let now = self.now();
+                    let result = self.policy.speed_limits().with(min, max).inspect(|&limits| {
+                        if limits != self.policy.speed_limits() {
+                            log(&format!(
+                                "speed limits: min {} bytes/s, max {} bytes/s",
+                                limits.min_bytes_per_sec, limits.max_bytes_per_sec
+                            ));
+                        }
+                        self.policy.set_speed_limits(limits, now);
+                    });
+                    let _ = reply.send(result);
+                }
                 Msg::WaitIdle(reply) => {
                     if self.policy.pass_idle(&self.array) {
                         let _ = reply.send(self.status());
@@ -273,6 +286,7 @@ impl Runner {
                 eta_secs: r.eta_secs(now),
             }),
             mismatch_sectors: self.policy.mismatch_sectors(),
+            speed_limits: self.policy.speed_limits(),
             last_sync: self.policy.last_pass().map(str::to_string),
             requests: {
                 let (reads, writes, _) = self.inline.served();

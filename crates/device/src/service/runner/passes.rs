@@ -5,10 +5,10 @@
 use super::Runner;
 
 impl Runner {
-    /// Submit the running pass's next step, if the policy has one now.
+    /// Submit the running pass's next steps, as many as the policy has now.
     pub(super) fn drive_pass(&mut self) {
         let now = self.now();
-        if let Some(request) = self.policy.next_pass_step(&mut self.array, now) {
+        while let Some(request) = self.policy.next_pass_step(&mut self.array, now) {
             let submitted = self.array.engine_mut().submit(request);
             self.policy.pass_step_submitted(&mut self.array, now, submitted);
         }

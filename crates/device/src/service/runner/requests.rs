@@ -205,7 +205,7 @@ impl Runner {
                 // A pass above its minimum speed yields to clients with requests in flight.
                 let foreground_busy = !self.jobs.is_empty();
                 let now = self.now();
-                self.policy.pass_step_done(&mut self.array, now, result, foreground_busy);
+                self.policy.pass_step_done(&mut self.array, now, rid, result, foreground_busy);
                 continue;
             }
             let job_id = self.owner.remove(&rid).expect("completion of an unknown engine request");
