@@ -301,8 +301,9 @@ impl Array {
     /// Say whether a read error on a parity layout is rebuilt from parity while a resync is
     /// owed (parity may disagree with the data then). md does (true, the default): it has
     /// nothing else to rebuild from. An array with another copy of every byte (a raid5 plex
-    /// of a mirror of arrays) says false: the read, or a check's row, fails instead, and the
-    /// mirror rebuilds the bytes from another plex.
+    /// of a mirror of arrays, while another plex serves) says false: the read, a check's row
+    /// or the write whose reconstruct-write needed the row fails instead, and the mirror
+    /// rebuilds the bytes from another plex (or takes the plex out).
     pub fn set_rebuild_from_unchecked_parity(&mut self, rebuild: bool) {
         self.rebuild_from_unchecked_parity = rebuild;
     }

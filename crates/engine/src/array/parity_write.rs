@@ -279,6 +279,15 @@ impl Array {
                 if !sw.bad.is_empty() && row_pieces(sw.lo, sw.hi - sw.lo, self.geometry.row_bytes()).len() > 1 {
                     self.split_stripe_write(rid, w, part);
                     return w.remaining == 0;
+                } else if !sw.bad.is_empty() && !self.parity_trusted_for_rebuilds() {
+                    // The unreadable row is not rebuilt from parity owed a resync (see
+                    // `Array::set_rebuild_from_unchecked_parity`): the write fails, and its
+                    // caller, who has another copy, takes it from there.
+                    let chunk = self.geometry.chunk_bytes();
+                    let slot = sw.bad[0];
+                    let offset = sw.stripe * chunk + sw.lo;
+                    w.error.get_or_insert(EngineError::UnrecoverableRead { slot, offset, len: sw.hi - sw.lo });
+                    stripe_done = true;
                 } else if sw.failed_read {
                     // A member failed under us (or a read failed): plan again without it.
                     stripe_done = self.plan_stripe_write(rid, w, part);

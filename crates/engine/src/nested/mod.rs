@@ -22,7 +22,12 @@
 //!   recovering): the outer mirror copies the volume onto it, the plex's array writing its
 //!   stripes with reconstruct-write only, so each stripe's parity comes out of the data written
 //!   last, whatever the members held before.
-//! - Checks (`Request::Sync`) first check every raid5 plex's own parity, then compare the plexes.
+//! - Checks (`Request::Sync`) first check every raid5 plex's own parity (a degraded one's cannot
+//!   be), then compare the plexes in service.
+//! - While parity is owed a resync (after an unclean stop) and another plex serves whole, a raid5
+//!   plex does not rebuild an unreadable row from that parity
+//!   ([`Array::set_rebuild_from_unchecked_parity`]): the read fails and the outer mirror
+//!   rebuilds the bytes from another plex; a raid5 plex that loses a member then is taken out.
 //! - A recovery (`Request::Recover`) covers both levels over the same member range: plexes being
 //!   revived whole (the outer mirror's members, as long as the volume) and members rebuilt
 //!   inside a raid5 plex (as long as its members); the driver walks from 0 to the layout's
@@ -246,9 +251,6 @@ impl NestedArray {
     /// A plex array over `geometry` with the settings every plex gets.
     fn plex_array(&self, geometry: &Geometry, states: Vec<SlotState>) -> Result<Array, EngineError> {
         let mut array = Array::new(geometry.clone(), states)?;
-        // Another plex holds every byte: a read error meeting parity owed a resync is rebuilt
-        // from there, not from that parity.
-        array.set_rebuild_from_unchecked_parity(false);
         array.set_parity_write_choice(self.parity_write_choice);
         array.set_resync_pending(self.resync_pending);
         if let Some(limit) = self.stripe_memory_limit {

@@ -284,6 +284,21 @@ impl NestedArray {
                 break;
             }
         }
+        self.trust_parity_where_alone();
+    }
+
+    /// While another plex serves whole, a read error meeting a raid5 plex's parity owed a
+    /// resync is rebuilt from that plex, not from the parity; a plex serving alone rebuilds from
+    /// its parity, as md's raid5 does, having nothing else.
+    fn trust_parity_where_alone(&mut self) {
+        let outer = self.outer.slot_states();
+        let whole = outer.iter().filter(|s| **s == SlotState::InSync).count();
+        for (p, plex) in self.plexes.iter_mut().enumerate() {
+            if let Some(array) = plex {
+                let alone = whole == 1 && outer[p] == SlotState::InSync;
+                array.set_rebuild_from_unchecked_parity(alone);
+            }
+        }
     }
 
     /// An outer member I/O to a plex, as a request to the plex's array.

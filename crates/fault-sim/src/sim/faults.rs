@@ -63,19 +63,24 @@ impl Sim {
                 }
             }
         }
-        // In a mirror of arrays, a raid5 plex short of a member is not trusted after an
-        // unclean stop (its parity may disagree with its data): with a crash to come, it counts
-        // as lost whole as soon as one member is.
-        if let Some(nested) = self.geometry.nested() {
-            let crash_ahead = self.needs_resync
-                || self.plan.iter().any(|f| matches!(f.kind, FaultKind::Crash | FaultKind::CrashInRebuild));
-            for p in (0..nested.plexes().len()).filter(|&p| crash_ahead && nested.plexes()[p].is_parity()) {
-                if nested.plex_slots(p).any(|s| c[s]) {
-                    nested.plex_slots(p).for_each(|s| c[s] = true);
-                }
-            }
+        let crash_ahead = self.needs_resync
+            || self.plan.iter().any(|f| matches!(f.kind, FaultKind::Crash | FaultKind::CrashInRebuild));
+        if crash_ahead {
+            self.distrust_parity_plexes(&mut c);
         }
         self.geometry.is_readable(&|s| !c[s])
+    }
+
+    /// In a mirror of arrays, a raid5 plex short of a member is not trusted after an unclean
+    /// stop (its parity may disagree with its data): with a crash to come, it counts as lost
+    /// whole as soon as one of its members is compromised.
+    fn distrust_parity_plexes(&self, c: &mut [bool]) {
+        let Some(nested) = self.geometry.nested() else { return };
+        for p in (0..nested.plexes().len()).filter(|&p| nested.plexes()[p].is_parity()) {
+            if nested.plex_slots(p).any(|s| c[s]) {
+                nested.plex_slots(p).for_each(|s| c[s] = true);
+            }
+        }
     }
 
     /// Whether the array as assembled after a crash now would miss a slot.
@@ -264,11 +269,19 @@ impl Sim {
                     // member it needs leaves that stripe as it was: not simulated (docs/).
                     // The failure must be on the members, too: until then assembly takes the
                     // failed member back (latent errors and all), as md would.
-                    // A mirror of arrays is assembled on the plexes it has, and a lone raid5
-                    // plex would meet the stale parity: no crash then either.
+                    // A mirror of arrays is assembled on the plexes it has: a crash is safe
+                    // while a plex with nothing compromised (a raid5 plex counted lost whole if
+                    // any member of it is) can serve every byte, and waits otherwise.
                     let recorded = self.open.metadata_pending().is_none();
-                    let refused = self.geometry.nested().is_none() && self.degraded_for_assembly();
-                    if self.ppl.is_some() || !(recorded && refused && self.frng.chance(1, 5)) {
+                    if self.geometry.nested().is_some() {
+                        let mut c = self.compromised();
+                        self.distrust_parity_plexes(&mut c);
+                        if !self.geometry.is_readable(&|s| !c[s]) {
+                            return Ok(false);
+                        }
+                    } else if self.ppl.is_some()
+                        || !(recorded && self.degraded_for_assembly() && self.frng.chance(1, 5))
+                    {
                         return Ok(false);
                     }
                 }
