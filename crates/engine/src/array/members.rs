@@ -3,7 +3,7 @@
 
 use super::{Array, EngineEvent};
 use crate::error::EngineError;
-use crate::slot::SlotState;
+use crate::slot::{driver_change, SlotState};
 
 impl Array {
     /// Change a slot's membership, as the driver decides it:
@@ -17,19 +17,8 @@ impl Array {
     /// Member I/O already issued to a slot that leaves its device behind still completes, and
     /// its result is ignored. Nothing changes when an error is returned.
     pub fn set_slot_state(&mut self, slot: usize, state: SlotState, force: bool) -> Result<(), EngineError> {
-        let raid_disks = self.slots.len();
-        let from = *self.slots.get(slot).ok_or(EngineError::NoSuchSlot { slot, raid_disks })?;
-        if from == state {
-            return Ok(());
-        }
         use SlotState::*;
-        let allowed = matches!(
-            (from, state),
-            (Missing | Faulty, Recovering) | (Recovering, InSync) | (InSync | Recovering, Faulty) | (Faulty, Missing)
-        );
-        if !allowed {
-            return Err(EngineError::InvalidSlotChange { slot, from, to: state });
-        }
+        let Some(from) = driver_change(&self.slots, slot, state)? else { return Ok(()) };
         if from == InSync && !force {
             let slots = &self.slots;
             if !self.geometry.is_readable(&|s| s != slot && slots[s] == InSync) {

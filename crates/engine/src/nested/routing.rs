@@ -90,13 +90,19 @@ impl NestedArray {
             }
         }
         self.next_request += 1;
+        Ok(self.accepted(rid, op))
+    }
+
+    /// Request `rid` is under way with its first parts submitted: it waits for them, or goes on
+    /// at once if none is out.
+    fn accepted(&mut self, rid: RequestId, op: NestedOp) -> RequestId {
         if op.pending == 0 {
             self.advance(rid, op);
         } else {
             self.requests.insert(rid, op);
         }
         self.pump();
-        Ok(rid)
+        rid
     }
 
     /// Check (or repair) the parity of plex `plex` alone over the mirror's bytes
@@ -121,13 +127,7 @@ impl NestedArray {
         self.next_request += 1;
         let mut op = NestedOp { kind: OpKind::Sync, pending: 0, mismatch_sectors: 0, error: None, then: None };
         self.submit_part(rid, &mut op, Some(plex), Request::Sync { offset, len, repair });
-        if op.pending == 0 {
-            self.advance(rid, op);
-        } else {
-            self.requests.insert(rid, op);
-        }
-        self.pump();
-        Ok(rid)
+        Ok(self.accepted(rid, op))
     }
 
     /// Whether anything is being rebuilt: a plex revived whole, or a member inside a whole

@@ -4,7 +4,7 @@
 use super::NestedArray;
 use crate::array::{Array, EngineEvent};
 use crate::error::EngineError;
-use crate::slot::SlotState;
+use crate::slot::{driver_change, SlotState};
 
 impl NestedArray {
     /// Each plex's array from its members' states at open: whole plexes serve, plexes with every
@@ -61,17 +61,8 @@ impl NestedArray {
     /// once every member of it is back; turning in sync ends that revival once all are.
     pub fn set_slot_state(&mut self, slot: usize, state: SlotState, force: bool) -> Result<(), EngineError> {
         use SlotState::*;
-        let raid_disks = self.slots.len();
-        let from = *self.slots.get(slot).ok_or(EngineError::NoSuchSlot { slot, raid_disks })?;
-        if from == state {
+        if driver_change(&self.slots, slot, state)?.is_none() {
             return Ok(());
-        }
-        let allowed = matches!(
-            (from, state),
-            (Missing | Faulty, Recovering) | (Recovering, InSync) | (InSync | Recovering, Faulty) | (Faulty, Missing)
-        );
-        if !allowed {
-            return Err(EngineError::InvalidSlotChange { slot, from, to: state });
         }
         let (p, own) = self.layout.plex_of(slot);
         let plex_state = self.outer.slot_states()[p];
