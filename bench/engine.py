@@ -19,6 +19,8 @@ import statistics
 import subprocess
 import sys
 
+from benchlib import builds as check_builds, fmt, require_fio, subset
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -53,9 +55,6 @@ def uraid_bench(uraid, members, rw, bs, seconds, io):
     return {"MB/s": r["mbps"], "IOPS": r["iops"], "CPU s/GiB": r["cpu_seconds_per_gib"]}
 
 
-def fmt(vals, digits=0):
-    return f"{statistics.median(vals):.{digits}f} [{min(vals):.{digits}f}-{max(vals):.{digits}f}]"
-
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -67,14 +66,9 @@ def main():
     ap.add_argument("--levels", default=",".join(LEVELS))
     ap.add_argument("--io", default="uring,threads", help="uraid member I/O backends to run (uring, threads)")
     a = ap.parse_args()
-    if shutil.which("fio") is None:
-        sys.exit("bench/engine.py: fio not found (Debian package fio; scripts/setup.sh installs it)")
-    if not os.access(a.uraid, os.X_OK):
-        sys.exit(f"bench/engine.py: {a.uraid} not found; build it with `cargo build --release -p uraid`")
-    levels = a.levels.split(",")
-    bad = [l for l in levels if l not in LEVELS]
-    if bad:
-        sys.exit(f"bench/engine.py: unknown level(s) {bad}; choose from {list(LEVELS)}")
+    require_fio("bench/engine.py")
+    check_builds("bench/engine.py", a.uraid, None)
+    levels = subset("bench/engine.py", a.levels, LEVELS, "level(s)")
 
     os.makedirs(a.dir, exist_ok=True)
     members = [os.path.join(a.dir, f"m{i}.img") for i in range(4)]

@@ -34,6 +34,8 @@ import subprocess
 import sys
 import time
 
+from benchlib import builds as check_builds, fmt, require_fio, subset
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -121,10 +123,6 @@ def serve_and_measure(uraid, members, serve_args, sock, log, seconds, span):
                 proc.wait()
 
 
-def fmt(vals, digits=0):
-    return f"{statistics.median(vals):.{digits}f} [{min(vals):.{digits}f}-{max(vals):.{digits}f}]"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -138,16 +136,9 @@ def main():
     ap.add_argument("--serve-arg", action="append", default=[], help="passed to every `uraid serve` (repeatable)")
     ap.add_argument("--keep", action="store_true", help="leave the member files in --dir")
     a = ap.parse_args()
-    if shutil.which("fio") is None:
-        sys.exit("bench/mirror-reads.py: fio not found (Debian package fio)")
-    builds = ([("before", a.before)] if a.before else []) + [("after" if a.before else "uraid", a.uraid)]
-    for _, binary in builds:
-        if not os.access(binary, os.X_OK):
-            sys.exit(f"bench/mirror-reads.py: {binary} not found; build it with `cargo build --release -p uraid`")
-    arrays = a.arrays.split(",")
-    bad = [x for x in arrays if x not in ARRAYS]
-    if bad:
-        sys.exit(f"bench/mirror-reads.py: unknown array(s) {bad}; arrays: {list(ARRAYS)}")
+    require_fio("bench/mirror-reads.py")
+    builds = check_builds("bench/mirror-reads.py", a.uraid, a.before)
+    arrays = subset("bench/mirror-reads.py", a.arrays, ARRAYS, "array(s)")
     # Each mirror needs its raid0 in the same round.
     for name in list(arrays):
         peer = ARRAYS[name][2]

@@ -33,7 +33,6 @@ on a figure.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -48,10 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 # The helpers bench/mirror-reads.py already has.
-_spec = importlib.util.spec_from_file_location("mirror_reads", os.path.join(HERE, "mirror-reads.py"))
-mirror_reads = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(mirror_reads)
-fmt = mirror_reads.fmt
+from benchlib import builds as check_builds, fmt, require_fio, subset
 
 # name: (members, create options)
 ARRAYS = {
@@ -189,16 +185,9 @@ def main():
     ap.add_argument("--load-min", default="100M", help="speed_limit_min for the rebuild under load")
     ap.add_argument("--keep", action="store_true", help="leave the member files in --dir")
     a = ap.parse_args()
-    if shutil.which("fio") is None:
-        sys.exit("bench/rebuild.py: fio not found (Debian package fio)")
-    builds = ([("before", a.before)] if a.before else []) + [("after" if a.before else "uraid", a.uraid)]
-    for _, binary in builds:
-        if not os.access(binary, os.X_OK):
-            sys.exit(f"bench/rebuild.py: {binary} not found; build it with `cargo build --release -p uraid`")
-    arrays = a.arrays.split(",")
-    bad = [x for x in arrays if x not in ARRAYS]
-    if bad:
-        sys.exit(f"bench/rebuild.py: unknown array(s) {bad}; arrays: {list(ARRAYS)}")
+    require_fio("bench/rebuild.py")
+    builds = check_builds("bench/rebuild.py", a.uraid, a.before)
+    arrays = subset("bench/rebuild.py", a.arrays, ARRAYS, "array(s)")
 
     os.makedirs(a.dir, exist_ok=True)
     files = [os.path.join(a.dir, f"m{i}.img") for i in range(4)]

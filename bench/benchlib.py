@@ -1,0 +1,35 @@
+"""What the bench scripts share: checking the tools and binaries a run needs, picking a subset
+of what a script knows how to run, and quoting a median with its range."""
+
+import os
+import shutil
+import statistics
+import sys
+
+
+def fmt(vals, digits=0):
+    """The median of `vals` and their range: `12 [10-15]`."""
+    return f"{statistics.median(vals):.{digits}f} [{min(vals):.{digits}f}-{max(vals):.{digits}f}]"
+
+
+def require_fio(script):
+    if shutil.which("fio") is None:
+        sys.exit(f"{script}: fio not found (Debian package fio; scripts/setup.sh installs it)")
+
+
+def builds(script, uraid, before):
+    """The builds to alternate, `(label, binary)`: `before` (if given) and `uraid`, each checked."""
+    out = ([("before", before)] if before else []) + [("after" if before else "uraid", uraid)]
+    for _, binary in out:
+        if not os.access(binary, os.X_OK):
+            sys.exit(f"{script}: {binary} not found; build it with `cargo build --release -p uraid`")
+    return out
+
+
+def subset(script, csv, known, what):
+    """The comma-separated names in `csv`, each one of `known`."""
+    names = csv.split(",")
+    bad = [n for n in names if n not in known]
+    if bad:
+        sys.exit(f"{script}: unknown {what} {bad}; choose from {list(known)}")
+    return names
