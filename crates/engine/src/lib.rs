@@ -29,6 +29,7 @@ pub mod nested;
 pub mod ppl;
 pub mod read_balance;
 mod slot;
+mod slot_change;
 
 pub use array::{Array, Completion, EngineEvent, ParityWriteChoice, Request, RequestId};
 pub use bufpool::PoolBuf;

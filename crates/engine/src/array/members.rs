@@ -3,7 +3,8 @@
 
 use super::{Array, EngineEvent};
 use crate::error::EngineError;
-use crate::slot::{driver_change, SlotState};
+use crate::slot::SlotState;
+use crate::slot_change::driver_change;
 
 impl Array {
     /// Change a slot's membership, as the driver decides it:

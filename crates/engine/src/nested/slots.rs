@@ -4,7 +4,8 @@
 use super::NestedArray;
 use crate::array::{Array, EngineEvent};
 use crate::error::EngineError;
-use crate::slot::{driver_change, SlotState};
+use crate::slot::SlotState;
+use crate::slot_change::driver_change;
 
 impl NestedArray {
     /// Each plex's array from its members' states at open: whole plexes serve, plexes with every
