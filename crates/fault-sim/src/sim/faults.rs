@@ -53,7 +53,7 @@ impl Sim {
 
     /// Whether compromising `slot` as well leaves every byte readable: with it every slot on
     /// the same device (a gvinum drive may hold several subdisks of the volume).
-    fn within_budget_with(&self, slot: usize) -> bool {
+    pub(super) fn within_budget_with(&self, slot: usize) -> bool {
         let mut c = self.compromised();
         c[slot] = true;
         if let Some(d) = self.slot_dev[slot] {
