@@ -69,12 +69,19 @@ pub enum SpeedLimitError {
 
 impl SpeedLimits {
     /// These limits with the minimum and/or the maximum changed. A maximum of 0 is refused (a
-    /// pass would never end; md's `idle` stops one), and so is a minimum above the maximum,
-    /// which md takes silently and then holds the pass to the maximum anyway.
+    /// pass would never end; md's `idle` stops one), and so is a minimum above the maximum when
+    /// it is asked for (md takes that silently and then holds the pass to the maximum anyway).
+    /// A maximum given alone below the minimum in force lowers the minimum to it: asking a pass
+    /// to go slower than the default floor (`serve --speed-limit-max=64K`) is what it says.
     pub fn with(self, min: Option<u64>, max: Option<u64>) -> Result<SpeedLimits, SpeedLimitError> {
-        let limits = SpeedLimits {
-            min_bytes_per_sec: min.unwrap_or(self.min_bytes_per_sec),
-            max_bytes_per_sec: max.unwrap_or(self.max_bytes_per_sec),
+        let limits = match (min, max) {
+            (None, Some(max)) => {
+                SpeedLimits { min_bytes_per_sec: self.min_bytes_per_sec.min(max), max_bytes_per_sec: max }
+            }
+            _ => SpeedLimits {
+                min_bytes_per_sec: min.unwrap_or(self.min_bytes_per_sec),
+                max_bytes_per_sec: max.unwrap_or(self.max_bytes_per_sec),
+            },
         };
         if limits.max_bytes_per_sec == 0 {
             return Err(SpeedLimitError::ZeroMax);
@@ -473,10 +480,15 @@ mod tests {
     }
 
     #[test]
-    fn limits_refuse_a_minimum_above_the_maximum_and_a_zero_maximum() {
+    fn limits_refuse_a_minimum_above_the_maximum_and_a_zero_maximum_and_a_lower_maximum_takes_the_minimum_down() {
         let d = SpeedLimits::default();
         assert_eq!(d.with(Some(5), None), Ok(SpeedLimits { min_bytes_per_sec: 5, ..d }));
-        assert_eq!(d.with(None, Some(7)).unwrap_err(), SpeedLimitError::MinAboveMax { min: 1_000_000, max: 7 });
+        assert_eq!(d.with(None, Some(7)), Ok(SpeedLimits { min_bytes_per_sec: 7, max_bytes_per_sec: 7 }));
+        assert_eq!(d.with(Some(8), Some(7)).unwrap_err(), SpeedLimitError::MinAboveMax { min: 8, max: 7 });
+        assert_eq!(
+            d.with(Some(300_000_000), None).unwrap_err(),
+            SpeedLimitError::MinAboveMax { min: 300_000_000, max: 200_000_000 }
+        );
         assert_eq!(d.with(Some(7), Some(7)), Ok(SpeedLimits { min_bytes_per_sec: 7, max_bytes_per_sec: 7 }));
         assert_eq!(d.with(Some(0), Some(0)).unwrap_err(), SpeedLimitError::ZeroMax);
         assert_eq!(d.with(None, None), Ok(d));
