@@ -236,9 +236,13 @@ fn a_raid5_set_made_and_managed_by_uraid_is_what_netbsd_makes() {
     for c in [0, 2] {
         assert_eq!(label(&ours[c]).0, label(&theirs[c]).0, "-f: survivor {c}");
     }
-    for side in [&ours, &theirs] {
-        assert!(label(&side[1]).1 < label(&side[0]).1, "-f: the failed component is behind");
-        assert_eq!(label(&side[0]).1, label(&side[2]).1);
+    for (name, side) in [("uraid", &ours), ("netbsd", &theirs)] {
+        let counters: Vec<i32> = side[..3].iter().map(|p| label(p).1).collect();
+        assert!(
+            counters[1] < counters[0],
+            "-f: the failed component is behind on {name}'s side: counters {counters:?}"
+        );
+        assert_eq!(counters[0], counters[2], "-f: the survivors agree on {name}'s side");
     }
     let ours_s = ok(uraid(&["raidctl", "-s", &pair.conf]));
     assert!(ours_s.contains("c1.img: failed") && ours_s.contains("c1.img status is: failed.  Skipping label."));
