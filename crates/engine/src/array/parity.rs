@@ -33,8 +33,14 @@ pub fn compute_parity_into(roles: &StripeRoles, data: &[&[u8]], zeros: &[u8], p:
 }
 
 /// Fill in `blocks[m]` for every member `m` in `missing` (at most the level's redundancy),
-/// from the others. `blocks` is indexed by member slot.
-pub fn reconstruct(roles: &StripeRoles, blocks: &mut [Option<Vec<u8>>], missing: &[usize], len: usize) {
+/// from the others. `blocks` is indexed by member slot; they are `Vec`s or the `Bytes` member
+/// reads came in (kept as they came: a rebuild reads them, and copies none).
+pub fn reconstruct<B: AsRef<[u8]> + From<Vec<u8>>>(
+    roles: &StripeRoles,
+    blocks: &mut [Option<B>],
+    missing: &[usize],
+    len: usize,
+) {
     if missing.is_empty() {
         return;
     }
@@ -42,13 +48,16 @@ pub fn reconstruct(roles: &StripeRoles, blocks: &mut [Option<Vec<u8>>], missing:
         None => {
             assert_eq!(missing.len(), 1, "raid4/5 can rebuild one member");
             let m = missing[0];
+            // One pass over every survivor, writing each byte of the rebuilt block once.
             let mut out = vec![0u8; len];
-            for (slot, b) in blocks.iter().enumerate() {
-                if slot != m {
-                    uraid_parity::xor_into(&mut out, b.as_ref().expect("surviving member was read"));
-                }
+            {
+                let sources: SmallVec<[&[u8]; 16]> = (0..blocks.len())
+                    .filter(|&slot| slot != m)
+                    .map(|slot| blocks[slot].as_ref().expect("surviving member was read").as_ref())
+                    .collect();
+                uraid_parity::gen_p(&mut out, &sources);
             }
-            blocks[m] = Some(out);
+            blocks[m] = Some(out.into());
         }
         Some(q) => {
             assert!(missing.len() <= 2, "raid6 can rebuild two members");
@@ -66,14 +75,14 @@ pub fn reconstruct(roles: &StripeRoles, blocks: &mut [Option<Vec<u8>>], missing:
             };
             for (member, b) in blocks.iter().enumerate() {
                 if let Some(b) = b {
-                    arranged[index_of(member)].copy_from_slice(b);
+                    arranged[index_of(member)].copy_from_slice(b.as_ref());
                 }
             }
             let lost: Vec<usize> = missing.iter().map(|&m| index_of(m)).collect();
             let mut refs: Vec<&mut [u8]> = arranged.iter_mut().map(Vec::as_mut_slice).collect();
             uraid_parity::raid6_recover(&mut refs, &lost);
             for &m in missing {
-                blocks[m] = Some(arranged[index_of(m)].clone());
+                blocks[m] = Some(std::mem::take(&mut arranged[index_of(m)]).into());
             }
         }
     }

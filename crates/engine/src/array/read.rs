@@ -444,7 +444,7 @@ impl Array {
         if let Err(e) = rows.rebuild(&roles) {
             return Some(Err(e));
         }
-        sink.copy_from_slice(rows.blocks[run.slot].as_ref().expect("rebuilt block"));
+        sink.copy_from_slice(rows.blocks[run.slot].as_deref().expect("rebuilt block"));
         let pending = self.rewrite_bad_rows(rid, part, &rows);
         if pending == 0 {
             return Some(Ok(()));

@@ -166,7 +166,8 @@ impl Array {
         let mut issued = self.rewrite_bad_rows(rid, part, rows);
         for &slot in targets.iter() {
             if self.writable(slot) && !rows.bad.contains(&slot) {
-                let data = rows.blocks[slot].clone().expect("rebuilt");
+                // Nothing reads the rebuilt block after its write: handed over, not copied.
+                let data = rows.blocks[slot].take().expect("rebuilt");
                 self.emit(rid, IoTag { part, slot }, rows.offset, MemberOp::Write { data: data.into() });
                 issued += 1;
             }

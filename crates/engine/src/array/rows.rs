@@ -1,6 +1,7 @@
 //! Member rows: the rows (4 KiB, or the layout's `row_bytes`) that read errors, checks and recovery work in, and the same rows of
 //! every member of a stripe, read to rebuild some of them from the others.
 
+use bytes::Bytes;
 use uraid_layout::StripeRoles;
 
 use super::emit::{IoTag, Outcome};
@@ -15,8 +16,8 @@ use crate::member_io::MemberOp;
 pub(super) struct Rows {
     pub(super) offset: u64,
     pub(super) len: u64,
-    /// Indexed by slot; `None` where not read (yet).
-    pub(super) blocks: Vec<Option<Vec<u8>>>,
+    /// Indexed by slot; `None` where not read (yet). The reads' own buffers, not copies.
+    pub(super) blocks: Vec<Option<Bytes>>,
     /// In-sync members whose read failed: rebuilt and written back.
     pub(super) bad: Vec<usize>,
     /// I/Os issued and not completed.
@@ -31,7 +32,7 @@ impl Rows {
     pub(super) fn absorb(&mut self, slot: usize, outcome: Outcome) {
         self.pending -= 1;
         match outcome {
-            Outcome::Data(data) => self.blocks[slot] = Some(data.into()),
+            Outcome::Data(data) => self.blocks[slot] = Some(data),
             Outcome::ReadError => self.bad.push(slot),
             Outcome::Done | Outcome::Lost => {}
         }
