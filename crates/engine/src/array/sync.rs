@@ -9,6 +9,7 @@ use crate::error::EngineError;
 use crate::geometry::{Redundancy, SECTOR_BYTES};
 use crate::member_io::MemberOp;
 use crate::slot::SlotState;
+use bytes::Bytes;
 
 #[derive(Debug)]
 pub(super) struct SyncOp {
@@ -187,7 +188,7 @@ impl Array {
         let unit = &mut s.units[part];
         let len = unit.len as usize;
         // Rows to write: (slot, member offset, bytes, whether it corrects a failed read).
-        let mut writes: Vec<(usize, u64, Vec<u8>, bool)> = Vec::new();
+        let mut writes: Vec<(usize, u64, Bytes, bool)> = Vec::new();
         let was_read: Vec<bool> = unit.blocks.iter().map(Option::is_some).collect();
         let recovering: Vec<usize> =
             unit.copies.iter().map(|c| c.0).filter(|&slot| self.slots[slot] == SlotState::Recovering).collect();
@@ -232,7 +233,7 @@ impl Array {
                         s.mismatch_sectors += (r.end - r.start) as u64 / SECTOR_BYTES;
                         if s.repair {
                             for (slot, want) in compared {
-                                writes.push((*slot, base + row, want[r.clone()].to_vec(), false));
+                                writes.push((*slot, base + row, Bytes::copy_from_slice(&want[r.clone()]), false));
                             }
                         }
                     }
@@ -243,11 +244,11 @@ impl Array {
                     None => unit.blocks[slot].clone().expect("rebuilt"),
                 };
                 for &slot in &unit.bad {
-                    writes.push((slot, base, correct(slot), true));
+                    writes.push((slot, base, correct(slot).into(), true));
                 }
                 if s.repair {
                     for &slot in &recovering {
-                        writes.push((slot, base, correct(slot), false));
+                        writes.push((slot, base, correct(slot).into(), false));
                     }
                 }
             }
@@ -263,22 +264,38 @@ impl Array {
                     });
                     return true;
                 };
-                let reference = unit.blocks[first].take().expect("read");
-                for row in (0..unit.len).step_by(row_bytes as usize) {
-                    let r = row as usize..(row + row_bytes).min(unit.len) as usize;
-                    let mut bad = false;
-                    for &(slot, off) in &unit.copies {
-                        let Some(other) = unit.blocks[slot].as_ref() else { continue };
-                        if other[r.clone()] != reference[r.clone()] {
-                            bad = true;
-                            if s.repair {
-                                writes.push((slot, off + row, reference[r.clone()].to_vec(), false));
+                let reference = Bytes::from(unit.blocks[first].take().expect("read"));
+                let rows: Vec<std::ops::Range<usize>> = (0..unit.len)
+                    .step_by(row_bytes as usize)
+                    .map(|row| row as usize..(row + row_bytes).min(unit.len) as usize)
+                    .collect();
+                let mut differs = vec![false; rows.len()];
+                for &(slot, off) in &unit.copies {
+                    let Some(other) = unit.blocks[slot].as_ref() else { continue };
+                    // Rows that differ one after another are rewritten as one write, a slice
+                    // of the reference copy (a copy that disagrees everywhere is rewritten in
+                    // writes as large as the unit, not row by row).
+                    let mut run: Option<usize> = None;
+                    for (i, r) in rows.iter().enumerate() {
+                        let bad = other[r.clone()] != reference[r.clone()];
+                        differs[i] |= bad;
+                        match (bad, run) {
+                            (true, None) => run = Some(r.start),
+                            (false, Some(start)) => {
+                                if s.repair {
+                                    writes.push((slot, off + start as u64, reference.slice(start..r.start), false));
+                                }
+                                run = None;
                             }
+                            _ => {}
                         }
                     }
-                    if bad {
-                        s.mismatch_sectors += (r.end - r.start) as u64 / SECTOR_BYTES;
+                    if let (Some(start), true) = (run, s.repair) {
+                        writes.push((slot, off + start as u64, reference.slice(start..), false));
                     }
+                }
+                for (r, _) in rows.iter().zip(&differs).filter(|(_, d)| **d) {
+                    s.mismatch_sectors += (r.end - r.start) as u64 / SECTOR_BYTES;
                 }
                 for &(slot, off) in &unit.copies {
                     let fix = unit.bad.contains(&slot);
