@@ -50,7 +50,8 @@ struct SyncUnit {
     copies: Vec<(usize, u64)>,
     len: u64,
     /// Indexed by slot.
-    blocks: Vec<Option<Vec<u8>>>,
+    /// The member reads' own buffers, not copies.
+    blocks: Vec<Option<Bytes>>,
     /// In-sync members whose read failed: rebuilt and written back.
     bad: Vec<usize>,
     pending: usize,
@@ -155,7 +156,7 @@ impl Array {
         let unit = &mut s.units[tag.part];
         unit.pending -= 1;
         match outcome {
-            Outcome::Data(data) if !unit.writing => unit.blocks[tag.slot] = Some(data.into()),
+            Outcome::Data(data) if !unit.writing => unit.blocks[tag.slot] = Some(data),
             Outcome::ReadError => unit.bad.push(tag.slot),
             // A member that was in sync when the check began failed, or was failed, under it:
             // the array is degraded and the check cannot vouch for anything.
@@ -240,15 +241,15 @@ impl Array {
                 }
                 // The right contents of a member: recomputed parity, or its (rebuilt) data.
                 let correct = |slot: usize| match targets.iter().find(|(t, _)| *t == slot) {
-                    Some((_, want)) => want.clone(),
+                    Some((_, want)) => Bytes::copy_from_slice(want),
                     None => unit.blocks[slot].clone().expect("rebuilt"),
                 };
                 for &slot in &unit.bad {
-                    writes.push((slot, base, correct(slot).into(), true));
+                    writes.push((slot, base, correct(slot), true));
                 }
                 if s.repair {
                     for &slot in &recovering {
-                        writes.push((slot, base, correct(slot).into(), false));
+                        writes.push((slot, base, correct(slot), false));
                     }
                 }
             }
@@ -264,7 +265,7 @@ impl Array {
                     });
                     return true;
                 };
-                let reference = Bytes::from(unit.blocks[first].take().expect("read"));
+                let reference = unit.blocks[first].take().expect("read");
                 let rows: Vec<std::ops::Range<usize>> = (0..unit.len)
                     .step_by(row_bytes as usize)
                     .map(|row| row as usize..(row + row_bytes).min(unit.len) as usize)
