@@ -33,3 +33,22 @@ def subset(script, csv, known, what):
     if bad:
         sys.exit(f"{script}: unknown {what} {bad}; choose from {list(known)}")
     return names
+
+
+def member_files(directory, count, mib, reuse=True, sync=False):
+    """`count` member files `m0.img`... of `mib` MiB of random data in `directory` (real data:
+    a hole is read without touching a page); files already of that size are kept when `reuse`.
+    `sync`: each written file is flushed to its device."""
+    os.makedirs(directory, exist_ok=True)
+    files = [os.path.join(directory, f"m{i}.img") for i in range(count)]
+    chunk = os.urandom(1 << 20)
+    for m in files:
+        if reuse and os.path.exists(m) and os.path.getsize(m) == mib << 20:
+            continue
+        with open(m, "wb") as f:
+            for _ in range(mib):
+                f.write(chunk)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+    return files

@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 
-from benchlib import builds as check_builds, fmt, require_fio, subset
+from benchlib import builds as check_builds, fmt, member_files, require_fio, subset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -70,14 +70,7 @@ def main():
     check_builds("bench/engine.py", a.uraid, None)
     levels = subset("bench/engine.py", a.levels, LEVELS, "level(s)")
 
-    os.makedirs(a.dir, exist_ok=True)
-    members = [os.path.join(a.dir, f"m{i}.img") for i in range(4)]
-    # Real data in the files: tmpfs serves holes without touching memory.
-    chunk = os.urandom(1 << 20)
-    for m in members:
-        with open(m, "wb") as f:
-            for _ in range(a.member_mib):
-                f.write(chunk)
+    members = member_files(a.dir, 4, a.member_mib, reuse=False)
 
     rows = []
     fio_results = {}

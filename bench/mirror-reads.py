@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import builds as check_builds, fmt, require_fio, subset
+from benchlib import builds as check_builds, fmt, member_files, require_fio, subset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -145,16 +145,7 @@ def main():
         if peer and peer not in arrays:
             arrays.insert(arrays.index(name), peer)
 
-    os.makedirs(a.dir, exist_ok=True)
-    files = [os.path.join(a.dir, f"m{i}.img") for i in range(4)]
-    # Real data: a hole is read without touching a page.
-    chunk = os.urandom(1 << 20)
-    for m in files:
-        if os.path.exists(m) and os.path.getsize(m) == a.member_mib << 20:
-            continue
-        with open(m, "wb") as f:
-            for _ in range(a.member_mib):
-                f.write(chunk)
+    files = member_files(a.dir, 4, a.member_mib)
     sock = os.path.join(a.dir, "nbd.sock")
     log = os.path.join(a.dir, "serve.log")
 

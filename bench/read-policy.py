@@ -23,6 +23,8 @@ import statistics
 import subprocess
 import sys
 
+from benchlib import member_files
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -83,18 +85,7 @@ def main():
     if "md" not in policies:
         policies.insert(0, "md")
 
-    os.makedirs(a.dir, exist_ok=True)
-    files = [os.path.join(a.dir, f"m{i}.img") for i in range(4)]
-    # Real data in the files: a hole is read without touching the disk.
-    chunk = os.urandom(1 << 20)
-    for m in files:
-        if os.path.exists(m) and os.path.getsize(m) == a.member_mib << 20:
-            continue
-        with open(m, "wb") as f:
-            for _ in range(a.member_mib):
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
+    files = member_files(a.dir, 4, a.member_mib, sync=True)
 
     results = {}
     for name in arrays:
