@@ -282,3 +282,48 @@ fn the_whole_layout_maps_every_member_byte_back() {
     assert_eq!(g.logical(4, 127 * 1024), None);
     assert_eq!(g.member_data_bytes(), 256 * 1024, "the mirror, larger than any member");
 }
+
+/// A plex that cannot be read whole at open is out from the start: its other members are
+/// faulty (stale, for the driver to record), with no event for what nothing did while running.
+#[test]
+fn a_plex_short_of_a_member_at_open_is_out_and_says_so_by_its_states() {
+    let states = vec![SlotState::InSync, SlotState::InSync, SlotState::InSync, SlotState::Missing, SlotState::InSync];
+    let mut engine = Engine::new(mirror(), states).unwrap();
+    assert_eq!(engine.slot_states()[3..], [SlotState::Missing, SlotState::Faulty]);
+    assert!(engine.take_events().is_empty());
+    // The raid5 plex serves alone, and takes writes.
+    let mut members = Members::new(5, MEMBER);
+    let model = pattern(engine.size_bytes(), 7);
+    fill(&mut engine, &mut members, &model);
+    assert!(read(&mut engine, &mut members, 0, model.len() as u64) == model);
+}
+
+/// One plex's parity checked alone; refused for a plex without parity, one that does not exist,
+/// or one out of service, and on a single-level array.
+#[test]
+fn one_plex_parity_is_checked_alone_and_refused_where_there_is_none() {
+    let (mut engine, mut members, model) = whole();
+    let size = model.len() as u64;
+    members.disks[4].as_mut().unwrap()[5000] ^= 0x01;
+    members.disks[2].as_mut().unwrap()[100] ^= 0x40;
+    let id = engine.submit_plex_sync(0, 0, size, false).unwrap();
+    let done = loop {
+        if let Some((rid, result)) = engine.next_completion() {
+            assert_eq!(rid, id);
+            break result;
+        }
+        let io = engine.next_io().expect("member I/O or a completion");
+        let result = members.exec(&io);
+        engine.complete_io(io.id, result);
+    };
+    assert_eq!(done, Ok(Completion::Synced { mismatch_sectors: 8 }), "the parity row only, not the other plex");
+    assert_eq!(engine.submit_plex_sync(1, 0, size, false), Err(EngineError::NoParityPlex { plex: 1, plexes: 2 }));
+    assert_eq!(engine.submit_plex_sync(2, 0, size, false), Err(EngineError::NoParityPlex { plex: 2, plexes: 2 }));
+    assert!(matches!(engine.submit_plex_sync(0, size, 1, false), Err(EngineError::OutOfRange { .. })));
+    let mut flat = Engine::new(raid5_plex(), vec![SlotState::InSync; 3]).unwrap();
+    assert_eq!(flat.submit_plex_sync(0, 0, 4096, false), Err(EngineError::NoParityPlex { plex: 0, plexes: 0 }));
+    // Out of service: the raid5 plex lost two members.
+    engine.set_slot_state(0, SlotState::Faulty, false).unwrap();
+    engine.set_slot_state(1, SlotState::Faulty, false).unwrap();
+    assert_eq!(engine.submit_plex_sync(0, 0, size, false), Err(EngineError::DegradedCheck));
+}

@@ -236,9 +236,6 @@ impl OpenArray {
             },
             e => e.into(),
         })?;
-        // Members of plexes that could not be run whole are failed as the engine opens (see
-        // `uraid_engine::nested`); their states say so, and the first save records them.
-        array.take_events();
         array.set_resync_pending(unclean);
         let meta = VinumMetadata::new(VinumStart {
             config: plan.config.clone(),

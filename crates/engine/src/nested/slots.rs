@@ -24,9 +24,9 @@ impl NestedArray {
                 self.plexes[p] = Some(self.reviving_plex_array(p));
                 outer.push(SlotState::Recovering);
             } else {
-                let absent = range.clone().find(|&g| matches!(self.slots[g], SlotState::Missing | SlotState::Faulty));
-                let absent = absent.expect("a plex that cannot be read has a member out");
-                self.take_plex_out(p, &format!("its plex cannot be read without slot {absent}"));
+                // Out from the start: its members' states say so (the driver records them from
+                // the states), and no event is raised for what nothing did while running.
+                self.mark_plex_out(p);
                 outer.push(if states.contains(&SlotState::Missing) { SlotState::Missing } else { SlotState::Faulty });
             }
         }
@@ -45,14 +45,24 @@ impl NestedArray {
     }
 
     /// Plex `p` no longer gets writes: every member of it still counted in sync or recovering is
-    /// stale from now on.
+    /// stale from now on, and the driver hears of each.
     fn take_plex_out(&mut self, p: usize, reason: &str) {
-        for g in self.layout.plex_slots(p) {
-            if matches!(self.slots[g], SlotState::InSync | SlotState::Recovering) {
-                self.slots[g] = SlotState::Faulty;
-                self.events.push(EngineEvent::MemberFailed { slot: g, reason: reason.to_string() });
-            }
+        for g in self.mark_plex_out(p) {
+            self.events.push(EngineEvent::MemberFailed { slot: g, reason: reason.to_string() });
         }
+    }
+
+    /// Mark every member of plex `p` still counted in sync or recovering faulty; returns them.
+    fn mark_plex_out(&mut self, p: usize) -> Vec<usize> {
+        let live: Vec<usize> = self
+            .layout
+            .plex_slots(p)
+            .filter(|&g| matches!(self.slots[g], SlotState::InSync | SlotState::Recovering))
+            .collect();
+        for &g in &live {
+            self.slots[g] = SlotState::Faulty;
+        }
+        live
     }
 
     /// Change a member's state as the driver decides it (the transitions of
