@@ -91,6 +91,28 @@ impl Engine {
         either!(self, e => e.submit(request))
     }
 
+    /// Requests from here on arrive together: parity writes that leave a stripe partly
+    /// written are held, to be merged into whole stripes (see [`Array::plug`]). A mirror of
+    /// arrays holds nothing: its plexes take the outer mirror's member writes one by one.
+    pub fn plug(&mut self) {
+        if let Engine::Array(array) = self {
+            array.plug();
+        }
+    }
+
+    /// The batch is over: what [`Engine::plug`] held goes in (see [`Array::unplug`]).
+    pub fn unplug(&mut self) {
+        if let Engine::Array(array) = self {
+            array.unplug();
+        }
+    }
+
+    /// How many write requests have been merged into another's write (see
+    /// [`Array::writes_gathered`]).
+    pub fn writes_gathered(&self) -> u64 {
+        self.as_array().map_or(0, Array::writes_gathered)
+    }
+
     pub fn complete_io(&mut self, id: IoId, result: IoResult) {
         either!(self, e => e.complete_io(id, result))
     }

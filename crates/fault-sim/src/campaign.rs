@@ -59,6 +59,7 @@ pub struct Summary {
     pub partial_sector_kicks: u64,
     pub subset_reads: u64,
     pub requests_failed: u64,
+    pub writes_gathered: u64,
     /// Runs whose parity array kept a partial parity log, and the log entries they replayed.
     pub ppl_runs: u64,
     pub log_entries_replayed: u64,
@@ -88,13 +89,14 @@ impl Summary {
         self.subset_reads += u64::from(r.subset_reads);
         self.partial_sector_kicks += u64::from(r.partial_sector_kicks);
         self.requests_failed += u64::from(r.requests_failed);
+        self.writes_gathered += r.writes_gathered;
         self.ppl_runs += u64::from(r.ppl);
         self.log_entries_replayed += r.log_entries_replayed;
     }
 
     pub fn line(&self) -> String {
         format!(
-            "{} runs ({} beyond redundancy) in {:.1} s: {} requests, {} member I/Os, {} metadata I/Os; {} crashes ({} among metadata writes, {} refused as dirty+degraded parity, {} superblocks torn), {} resyncs, {} rebuilds, {} copybacks ({} cut short by a crash); faults: {} deaths, {} latent-error bursts, {} write errors; {} members failed ({} by a partial-sector rewrite of a bad sector), {} read errors corrected, {} subset reads, {} requests failed (beyond redundancy); {} runs with a partial parity log, {} log entries replayed",
+            "{} runs ({} beyond redundancy) in {:.1} s: {} requests, {} member I/Os, {} metadata I/Os; {} crashes ({} among metadata writes, {} refused as dirty+degraded parity, {} superblocks torn), {} resyncs, {} rebuilds, {} copybacks ({} cut short by a crash); faults: {} deaths, {} latent-error bursts, {} write errors; {} members failed ({} by a partial-sector rewrite of a bad sector), {} read errors corrected, {} subset reads, {} requests failed (beyond redundancy), {} writes gathered into another's; {} runs with a partial parity log, {} log entries replayed",
             self.runs,
             self.overload_runs,
             self.seconds,
@@ -117,6 +119,7 @@ impl Summary {
             self.read_errors_corrected,
             self.subset_reads,
             self.requests_failed,
+            self.writes_gathered,
             self.ppl_runs,
             self.log_entries_replayed
         )

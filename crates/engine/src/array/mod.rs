@@ -79,6 +79,7 @@ mod rows;
 mod stripe_memory;
 mod stripe_update;
 mod sync;
+mod write_gather;
 mod write_merge;
 
 use emit::Emitted;
@@ -231,6 +232,8 @@ pub struct Array {
     readahead: readahead::ReadAhead,
     /// Blocks for new parity, back from the member writes that carried them.
     parity_blocks: parity_blocks::ParityBlocks,
+    /// Writes held while the driver is plugged, and those riding on merged writes.
+    gather: write_gather::WriteGather,
 }
 
 impl Array {
@@ -269,6 +272,7 @@ impl Array {
             balance,
             readahead: readahead::ReadAhead::default(),
             parity_blocks: parity_blocks::ParityBlocks::new(),
+            gather: write_gather::WriteGather::default(),
         };
         if !array.readable() {
             return Err(EngineError::ArrayFailed);
@@ -354,7 +358,7 @@ impl Array {
 
     /// Number of requests submitted and not yet returned by [`Array::next_completion`].
     pub fn in_flight(&self) -> usize {
-        self.ops.len() + self.finished.len()
+        self.ops.len() + self.finished.len() + self.gather.outstanding()
     }
 
     /// The next member I/O to perform, if any.

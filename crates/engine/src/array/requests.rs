@@ -2,6 +2,7 @@
 //! request locks (whole stripes on parity levels), starting every request that no earlier one
 //! conflicts with, and finishing them.
 
+use bytes::Bytes;
 use smallvec::{smallvec, SmallVec};
 
 use super::copy_write::CopyWriteOp;
@@ -11,6 +12,7 @@ use super::parity_write::ParityWriteOp;
 use super::read::ReadOp;
 use super::recover::RecoverOp;
 use super::sync::SyncOp;
+use super::write_gather::HeldWrite;
 use super::{Array, Completion, Request, RequestId};
 use crate::error::EngineError;
 use crate::geometry::Redundancy;
@@ -52,6 +54,18 @@ impl Array {
     /// read ahead, an empty read): drivers look at [`Array::next_completion`] after submitting,
     /// not only after completing member I/O.
     pub fn submit(&mut self, request: Request) -> Result<RequestId, EngineError> {
+        if let Request::Write { offset, data } = &request {
+            if self.should_hold(*offset, data.len() as u64) {
+                check_range(*offset, data.len() as u64, self.size_bytes())?;
+                let id = self.next_request;
+                self.next_request += 1;
+                let Request::Write { offset, data } = request else { unreachable!("matched above") };
+                self.hold(HeldWrite { id, offset, data });
+                return Ok(id);
+            }
+        }
+        // Held writes go in before anything that came after them.
+        self.release_held();
         let size = self.size_bytes();
         let locks: Locks = match &request {
             Request::Read { offset, len } => {
@@ -95,41 +109,11 @@ impl Array {
             }
             Request::Flush => Locks::new(),
         };
-        // Parity is shared by a whole stripe: lock whole stripes.
-        let stripe_data_bytes = self.geometry.stripe_data_bytes();
-        let locks = locks
-            .into_iter()
-            .map(|(s, e, w)| match stripe_data_bytes {
-                Some(width) => (s / width * width, e.div_ceil(width) * width, w),
-                None => (s, e, w),
-            })
-            .collect();
         let id = self.next_request;
         self.next_request += 1;
         let kind = match request {
             Request::Read { offset, len } => OpKind::Read(ReadOp::new(offset, len)),
-            Request::Write { offset, data } => {
-                if self.geometry.is_parity() {
-                    OpKind::ParityWrite(ParityWriteOp {
-                        offset,
-                        data,
-                        stripes: SmallVec::new(),
-                        remaining: 0,
-                        error: None,
-                        unplanned: 0..0,
-                        groups: Vec::new(),
-                    })
-                } else {
-                    OpKind::Write(CopyWriteOp {
-                        offset,
-                        data,
-                        parts: SmallVec::new(),
-                        pending: 0,
-                        error: None,
-                        groups: Vec::new(),
-                    })
-                }
-            }
+            Request::Write { offset, data } => self.write_op(offset, data),
             Request::Flush => OpKind::Flush { pending: 0, ok: 0 },
             Request::Sync { offset, len, repair } => OpKind::Sync(SyncOp::new(offset, len, repair)),
             Request::Discard { offset, len } => {
@@ -139,11 +123,55 @@ impl Array {
                 OpKind::Recover(RecoverOp { offset, len, units: Vec::new(), remaining: 0, error: None })
             }
         };
+        self.enqueue(id, kind, locks);
+        Ok(id)
+    }
+
+    /// Put in a write under `id` (already numbered: a write held while plugged, released).
+    pub(super) fn enqueue_write(&mut self, id: RequestId, offset: u64, data: Bytes) {
+        let locks = smallvec![(offset, offset + data.len() as u64, true)];
+        let kind = self.write_op(offset, data);
+        self.enqueue(id, kind, locks);
+    }
+
+    fn write_op(&self, offset: u64, data: Bytes) -> OpKind {
+        if self.geometry.is_parity() {
+            OpKind::ParityWrite(ParityWriteOp {
+                offset,
+                data,
+                stripes: SmallVec::new(),
+                remaining: 0,
+                error: None,
+                unplanned: 0..0,
+                groups: Vec::new(),
+            })
+        } else {
+            OpKind::Write(CopyWriteOp {
+                offset,
+                data,
+                parts: SmallVec::new(),
+                pending: 0,
+                error: None,
+                groups: Vec::new(),
+            })
+        }
+    }
+
+    /// Queue request `id` behind every earlier one it conflicts with, and start what can start.
+    fn enqueue(&mut self, id: RequestId, kind: OpKind, locks: Locks) {
+        // Parity is shared by a whole stripe: lock whole stripes.
+        let stripe_data_bytes = self.geometry.stripe_data_bytes();
+        let locks = locks
+            .into_iter()
+            .map(|(s, e, w)| match stripe_data_bytes {
+                Some(width) => (s / width * width, e.div_ceil(width) * width, w),
+                None => (s, e, w),
+            })
+            .collect();
         self.ops.insert(id, Op { kind, locks });
         self.waiting.push_back(id);
         self.start_ready();
         self.admit_waiting();
-        Ok(id)
     }
 
     /// Start every waiting request that no earlier request conflicts with, in arrival order.
@@ -255,6 +283,7 @@ impl Array {
     }
 
     fn finish_result(&mut self, rid: RequestId, result: Result<Completion, EngineError>) {
+        self.finish_riders(rid, &result);
         self.finished.push_back((rid, result));
         self.running.retain(|(r, _)| *r != rid);
         self.start_ready();

@@ -144,6 +144,7 @@ impl Sim {
                 return Ok(());
             }
         };
+        self.report.writes_gathered += self.open.engine().writes_gathered();
         self.open = open;
         // A Vinum volume's slots follow its plexes in the order the drives list them now,
         // which a save may have changed (md's slots never move).

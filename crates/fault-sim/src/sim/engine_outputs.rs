@@ -16,6 +16,9 @@ impl Sim {
     pub(super) fn pump(&mut self) -> Result<(), Failure> {
         loop {
             let mut progressed = false;
+            // As the service does whenever its queue is empty: writes the engine keeps held
+            // for a stream go once nothing else is in flight.
+            self.open.engine_mut().unplug();
             while let Some(io) = self.open.engine_mut().next_io() {
                 self.schedule(io)?;
                 progressed = true;

@@ -103,7 +103,11 @@ impl Sim {
             if arrival {
                 self.now = self.now.max(self.w.next_arrival);
                 self.w.next_arrival = self.now + self.gap();
-                self.submit_client_op()?;
+                if self.plugged_bursts {
+                    self.submit_burst()?;
+                } else {
+                    self.submit_client_op()?;
+                }
             } else {
                 let ((t, _), q) = self.queue.pop_first().expect("checked above");
                 self.now = t;
@@ -117,11 +121,30 @@ impl Sim {
             self.report.end = self.ended.clone().unwrap_or_default();
         }
         self.report.ops = self.w.submitted;
+        self.report.writes_gathered += self.open.engine().writes_gathered();
         self.report.virtual_ns = self.now;
         self.report.standing_corruptions =
             self.slot_dev.iter().flatten().map(|&d| self.devices[d].standing_corruptions() as u32).sum();
         trace!(self, "end: {}", self.report.end);
         Ok(self.report)
+    }
+
+    /// One to four client requests arriving together, submitted plugged as the service submits
+    /// what it takes from its queue in one go; the unplug releases the writes the engine held
+    /// (and `pump` unplugs again after completions, as the service does each time its queue is
+    /// empty).
+    fn submit_burst(&mut self) -> Result<(), Failure> {
+        self.open.engine_mut().plug();
+        let extra = self.rng.below(4);
+        self.submit_client_op()?;
+        for _ in 0..extra {
+            if self.w.submitted >= self.w.target || self.client_inflight >= self.w.max_inflight {
+                break;
+            }
+            self.submit_client_op()?;
+        }
+        self.open.engine_mut().unplug();
+        Ok(())
     }
 
     /// Complete what the queue says is next.

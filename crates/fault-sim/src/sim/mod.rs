@@ -201,6 +201,13 @@ pub struct Sim {
     sequential_reads: bool,
     /// Where the next sequential read starts.
     read_cursor: u64,
+    /// Client requests arrive in bursts submitted plugged, as the service takes them from its
+    /// queue, and half the writes continue the previous one: the engine holds and merges
+    /// writes into whole stripes (`Array::plug`), and the checks see that it loses nothing.
+    /// A third of the seeds.
+    plugged_bursts: bool,
+    /// Where the next sequential write starts.
+    write_cursor: u64,
     destage: bool,
     slot_dev: Vec<Option<usize>>,
     /// Per slot: where its member I/O lands on its device.

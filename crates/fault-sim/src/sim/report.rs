@@ -121,6 +121,8 @@ pub struct Report {
     pub partial_sector_kicks: u32,
     pub subset_reads: u32,
     pub requests_failed: u32,
+    /// Client writes the engine merged into another's write (plugged bursts).
+    pub writes_gathered: u64,
     /// The array kept md's partial parity log.
     pub ppl: bool,
     /// Log entries replayed after crashes.

@@ -42,6 +42,9 @@ impl Sim {
             explained_by_write_hole: false,
         };
         let mut rng = SimRng::new(cfg.seed);
+        // Drawn apart from the run's generator, so the other seeds draw as before, and from
+        // the seed's bits, so it does not follow the geometry (a campaign picks it by seed).
+        let plugged_bursts = SimRng::new(cfg.seed ^ 0x5eed_b0a5_7c0d_e5a1).below(3) == 0;
         let format = if vinum_geometries::is_vinum(&cfg.geometry) {
             SimFormat::Vinum
         } else if raidframe_geometries::is_raidframe(&cfg.geometry) {
@@ -181,6 +184,8 @@ impl Sim {
             slow_chance,
             sequential_reads: cfg_sequential_reads,
             read_cursor: 0,
+            plugged_bursts,
+            write_cursor: 0,
             slot_dev: vec![None; n],
             targets: vec![None; n],
             joined: ids,

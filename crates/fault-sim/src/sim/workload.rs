@@ -88,7 +88,13 @@ impl Sim {
         let whole = !self.open.engine().degraded();
         match kind {
             1 => {
-                let (offset, len) = self.pick_range(size);
+                let (mut offset, mut len) = self.pick_range(size);
+                if self.plugged_bursts && self.write_cursor < size && self.rng.chance(1, 2) {
+                    // A stream: this write continues the previous one.
+                    offset = self.write_cursor;
+                    len = len.min(size - offset);
+                }
+                self.write_cursor = offset + len;
                 if self.shares_sector_without_overlap(offset, offset + len) {
                     return self.submit_read(size);
                 }

@@ -318,13 +318,23 @@ impl Runner {
                     self.batch += 1;
                     if self.batch >= MESSAGE_BATCH {
                         self.batch = 0;
+                        self.unplug();
                         self.drive_members();
                     }
+                    // Requests taken from the queue together are submitted plugged, so
+                    // sequential parity writes gather into whole stripes (see the engine's
+                    // `write_gather`); the plug is pulled before the thread drives the members
+                    // on its own or sleeps.
+                    self.array.engine_mut().plug();
                     return Next::Msg(m);
                 }
-                Err(TryRecvError::Disconnected) => return Next::Closed,
+                Err(TryRecvError::Disconnected) => {
+                    self.unplug();
+                    return Next::Closed;
+                }
                 Err(TryRecvError::Empty) => {}
             }
+            self.unplug();
             self.batch = 0;
             if self.drive_members() {
                 // Back to the run loop, which alone starts a pass's next step and finishes a
@@ -347,6 +357,13 @@ impl Runner {
             self.back.notifier.sleeping.store(false, Ordering::SeqCst);
             self.back.notifier.drain();
         }
+    }
+
+    /// The batch of requests is over: the engine releases the writes it held (see `next_msg`),
+    /// and their member I/O goes to the members' paths.
+    fn unplug(&mut self) {
+        self.array.engine_mut().unplug();
+        self.pump();
     }
 
     /// Inline requests on while the array is whole, off otherwise (see the `inline` module); called
