@@ -6,6 +6,7 @@
 
 mod commands;
 mod control;
+mod mdstat;
 mod progress;
 mod report;
 mod size;

@@ -101,6 +101,6 @@ fn print_status(v: &Value, as_json: bool) {
     if as_json {
         println!("{}", serde_json::to_string_pretty(v).expect("JSON"));
     } else {
-        print!("{}", crate::control::status_text(v));
+        print!("{}", crate::mdstat::ctl_status(v));
     }
 }
