@@ -4,11 +4,13 @@
 //! command under `commands/`. Every error is printed as one line naming what and where, and the
 //! exit status is non-zero.
 
+mod array_name;
 mod commands;
 mod control;
 mod mdstat;
 mod progress;
 mod report;
+mod runtime_dir;
 mod size;
 
 use std::path::PathBuf;
@@ -41,7 +43,16 @@ enum Command {
     /// Assemble an array and show it as one regular FILE through FUSE (losetup turns it into a
     /// block device); SIGINT/SIGTERM or `fusermount -u FILE` ends it.
     Mount(MountArgs),
-    /// Manage a running array through its control socket (serve --control=SOCKET).
+    /// Start an array in the background under a name (like mdadm --assemble), served over NBD
+    /// at RUNTIME/NAME/nbd.sock; returns once it serves.
+    Assemble(AssembleArgs),
+    /// List the arrays running under names, as /proc/mdstat does.
+    #[command(alias = "stat")]
+    Status(StatusArgs),
+    /// Stop arrays started by assemble: flushed, marked clean, ended (like mdadm --stop).
+    Stop(StopArgs),
+    /// Manage a running array through its control socket (serve --control=SOCKET), or by the
+    /// NAME assemble started it under.
     Ctl(CtlArgs),
     /// Count inconsistent stripes/copies of a stopped array (md's check; changes nothing).
     Check(PassArgs),
@@ -80,8 +91,63 @@ pub struct AddArgs {
 }
 
 #[derive(Args)]
+pub struct AssembleArgs {
+    /// The name the array runs under (default: its md name without the `host:` part, else the
+    /// first eight hex digits of its UUID). Letters, digits, '.', '_', '+', '-'.
+    #[arg(short = 'N', long)]
+    pub name: Option<String>,
+    /// Find the members under DIR: those of the array --uuid, or of every array found there
+    /// (each under its own name; arrays already running are passed over).
+    #[arg(long, value_name = "DIR")]
+    pub scan: Option<PathBuf>,
+    /// With --scan: the array to start, by UUID.
+    #[arg(long)]
+    pub uuid: Option<String>,
+    /// Serve in this process until SIGINT/SIGTERM or `uraid stop NAME`, messages on stderr
+    /// (for a service manager).
+    #[arg(long)]
+    pub foreground: bool,
+    /// Serve read-only; the members are opened read-only and never written.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Upper speed of background passes in bytes per second (as serve's).
+    #[arg(long)]
+    pub speed_limit_max: Option<String>,
+    /// Lower speed of background passes in bytes per second (as serve's).
+    #[arg(long)]
+    pub speed_limit_min: Option<String>,
+    /// Most memory the stripe buffers of parity writes may hold (as serve's).
+    #[arg(long, value_name = "SIZE")]
+    pub stripe_cache: Option<String>,
+    /// The array's member files or block devices.
+    #[arg(required_unless_present = "scan", conflicts_with = "scan")]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    /// Print JSON: for each array its name, pid, sockets, log and status (as ctl status --json).
+    #[arg(long)]
+    pub json: bool,
+    /// Only these arrays (default: every running array).
+    pub names: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct StopArgs {
+    /// Stop every running array (the same as the name `all`).
+    #[arg(long)]
+    pub scan: bool,
+    /// The arrays to stop, by name; `all` stops every one.
+    #[arg(required_unless_present = "scan")]
+    pub names: Vec<String>,
+}
+
+#[derive(Args)]
 pub struct CtlArgs {
-    /// The control socket given to `uraid serve --control`.
+    /// The control socket given to `uraid serve --control`, or the name of an array started
+    /// by `uraid assemble`.
+    #[arg(value_name = "SOCKET|NAME")]
     pub socket: PathBuf,
     #[command(subcommand)]
     pub op: CtlOp,
@@ -490,6 +556,9 @@ fn main() -> ExitCode {
         Command::Cat(a) => commands::cat::run(&a),
         Command::Write(a) => commands::write::run(&a),
         Command::Serve(a) => commands::serve::run(&a),
+        Command::Assemble(a) => commands::assemble::run(&a),
+        Command::Status(a) => commands::status::run(&a),
+        Command::Stop(a) => commands::stop::run(&a),
         Command::Ctl(a) => commands::ctl::run(&a),
         Command::Add(a) => commands::add::run(&a),
         Command::Bench(a) => commands::bench::run(&a),

@@ -1,7 +1,8 @@
 //! A running array's status (the JSON `control::status_json` gives) as text, the way
 //! /proc/mdstat shows md's arrays: one entry per array, with the bar of the running pass.
 //! `uraid ctl SOCKET status` prints one entry with uraid's own lines after it (state, speed
-//! limits, last pass).
+//! limits, last pass); `uraid status` prints every running array's entry between mdstat's
+//! `Personalities` and `unused devices` lines.
 
 use std::path::Path;
 
@@ -89,6 +90,22 @@ pub fn ctl_status(v: &Value) -> String {
     out
 }
 
+/// The whole of /proc/mdstat for the arrays given as (md device name, status): the levels in
+/// use, each array's entry followed by a blank line, and the unused devices (uraid keeps none).
+pub fn mdstat(arrays: &[(String, Value)]) -> String {
+    let mut levels: Vec<&str> = arrays.iter().filter_map(|(_, v)| v["level"].as_str()).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let personalities: String = levels.iter().map(|l| format!("[{l}] ")).collect();
+    let mut out = format!("Personalities : {personalities}\n");
+    for (label, v) in arrays {
+        out.push_str(&entry(label, v));
+        out.push('\n');
+    }
+    out.push_str("unused devices: <none>\n");
+    out
+}
+
 /// The running pass of a JSON status: (action, bytes done, bytes in all), or `None` when idle.
 pub fn sync_progress(v: &Value) -> Option<(String, u64, u64)> {
     let action = v["sync_action"].as_str()?;
@@ -166,6 +183,19 @@ mod tests {
         assert_eq!(line, "      [=====>...............]  recovery = 25.0% (2048/8192) finish=0.1min speed=1024K/sec");
         v["sync_action"] = json!("check");
         assert!(entry("md_x", &v).contains("]  check = 25.0% "));
+    }
+
+    #[test]
+    fn the_whole_file_lists_levels_once_and_ends_with_unused_devices() {
+        let a = raid5(["in_sync"; 4]);
+        let mut b = raid5(["in_sync"; 4]);
+        b["level"] = json!("raid1");
+        let c = raid5(["in_sync"; 4]);
+        let text = mdstat(&[("md_a".into(), a), ("md_b".into(), b), ("md_c".into(), c)]);
+        assert!(text.starts_with("Personalities : [raid1] [raid5] \nmd_a : active raid5 "), "{text}");
+        assert!(text.contains("\n\nmd_b : active raid1 "), "{text}");
+        assert!(text.ends_with("[UUUU]\n\nunused devices: <none>\n"), "{text}");
+        assert_eq!(mdstat(&[]), "Personalities : \nunused devices: <none>\n");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! output reaches stdout, and how member paths are opened and probed.
 
 pub mod add;
+pub mod assemble;
 pub mod bench;
 pub mod cat;
 pub mod create;
@@ -15,6 +16,8 @@ pub mod raidframe_describe;
 pub mod serve;
 pub mod sim;
 pub mod source;
+pub mod status;
+pub mod stop;
 pub mod vinum;
 pub mod write;
 
