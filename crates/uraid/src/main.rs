@@ -51,6 +51,9 @@ enum Command {
     Status(StatusArgs),
     /// Stop arrays started by assemble: flushed, marked clean, ended (like mdadm --stop).
     Stop(StopArgs),
+    /// Report events of the running arrays (Fail, RebuildStarted, ...) as mdadm --monitor
+    /// does, printing them and running --program for each.
+    Monitor(MonitorArgs),
     /// Manage a running array through its control socket (serve --control=SOCKET), or by the
     /// NAME assemble started it under.
     Ctl(CtlArgs),
@@ -140,6 +143,33 @@ pub struct StopArgs {
     pub scan: bool,
     /// The arrays to stop, by name; `all` stops every one.
     #[arg(required_unless_present = "scan")]
+    pub names: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct MonitorArgs {
+    /// Run PROG EVENT ARRAY [DEVICE] for each event, as mdadm --monitor --program does.
+    #[arg(long, alias = "alert", value_name = "PROG")]
+    pub program: Option<PathBuf>,
+    /// Print each event as a JSON object on a line of its own.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds between looks at the arrays (mdadm's default is 60).
+    #[arg(short, long, default_value_t = 2.0, value_name = "SECS")]
+    pub delay: f64,
+    /// Look once and exit: reports degraded arrays (DegradedArray), as mdadm --oneshot.
+    #[arg(short = '1', long)]
+    pub oneshot: bool,
+    /// Report a TestMessage for every array found at the start.
+    #[arg(short, long)]
+    pub test: bool,
+    /// Report a rebuild's progress each time it crosses a multiple of N percent (RebuildNN).
+    #[arg(short = 'r', long, default_value_t = 20, value_parser = clap::value_parser!(u8).range(1..=99), value_name = "N")]
+    pub increment: u8,
+    /// Accepted for mdadm's sake: every running array is watched unless names are given.
+    #[arg(long)]
+    pub scan: bool,
+    /// Only these arrays (default: every running array, those started later included).
     pub names: Vec<String>,
 }
 
@@ -559,6 +589,7 @@ fn main() -> ExitCode {
         Command::Assemble(a) => commands::assemble::run(&a),
         Command::Status(a) => commands::status::run(&a),
         Command::Stop(a) => commands::stop::run(&a),
+        Command::Monitor(a) => commands::monitor::run(&a),
         Command::Ctl(a) => commands::ctl::run(&a),
         Command::Add(a) => commands::add::run(&a),
         Command::Bench(a) => commands::bench::run(&a),
