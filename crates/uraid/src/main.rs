@@ -8,6 +8,7 @@ mod array_name;
 mod commands;
 mod control;
 mod mdstat;
+mod notify;
 mod progress;
 mod report;
 mod runtime_dir;
@@ -107,7 +108,7 @@ pub struct AssembleArgs {
     #[arg(long)]
     pub uuid: Option<String>,
     /// Serve in this process until SIGINT/SIGTERM or `uraid stop NAME`, messages on stderr
-    /// (for a service manager).
+    /// (for a service manager: contrib/systemd/uraid@.service).
     #[arg(long)]
     pub foreground: bool,
     /// Serve read-only; the members are opened read-only and never written.

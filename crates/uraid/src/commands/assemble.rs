@@ -326,6 +326,18 @@ fn foreground(runtime: &RuntimeDir, name: &str, found: &Found, args: &AssembleAr
         claim.dir().nbd_uri(),
         claim.dir().control_socket().display()
     );
+    // The control socket answers once `serve` has started the array; a service manager
+    // waiting for readiness is told then.
+    let control = claim.dir().control_socket();
+    std::thread::Builder::new()
+        .name("readiness".into())
+        .spawn(move || {
+            while super::ctl::status(&control).is_err() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            crate::notify::ready();
+        })
+        .map_err(|e| CliError(format!("starting the readiness thread: {e}")))?;
     let served = super::serve::run(&serve);
     let removed = claim.finish();
     served?;
