@@ -7,6 +7,7 @@
 mod array_name;
 mod commands;
 mod control;
+mod mdadm_conf;
 mod mdstat;
 mod notify;
 mod progress;
@@ -104,7 +105,12 @@ pub struct AssembleArgs {
     /// (each under its own name; arrays already running are passed over).
     #[arg(long, value_name = "DIR")]
     pub scan: Option<PathBuf>,
-    /// With --scan: the array to start, by UUID.
+    /// Start the arrays an mdadm.conf-style FILE describes: each ARRAY line's (by UUID= and
+    /// name=, named after its device, /dev/md/NAME), its members found among its devices= or
+    /// the DEVICE lines' (glob patterns, partitions).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["scan", "members"])]
+    pub config: Option<PathBuf>,
+    /// With --scan or --config: the array to start, by UUID.
     #[arg(long)]
     pub uuid: Option<String>,
     /// Serve in this process until SIGINT/SIGTERM or `uraid stop NAME`, messages on stderr
@@ -124,7 +130,7 @@ pub struct AssembleArgs {
     #[arg(long, value_name = "SIZE")]
     pub stripe_cache: Option<String>,
     /// The array's member files or block devices.
-    #[arg(required_unless_present = "scan", conflicts_with = "scan")]
+    #[arg(required_unless_present_any = ["scan", "config"], conflicts_with = "scan")]
     pub members: Vec<PathBuf>,
 }
 

@@ -22,8 +22,8 @@ use serde_json::Value;
 use uraid_md_format::uuid::{format_md, parse_md};
 
 use super::{err, open_and_probe, scan_groups, CliError, CliResult};
-use crate::array_name;
 use crate::runtime_dir::{ArrayDir, Claim, RuntimeDir};
+use crate::{array_name, mdadm_conf};
 use crate::{AssembleArgs, ServeArgs};
 
 /// How long an array may take to start serving before `assemble` gives up waiting (it keeps
@@ -40,6 +40,8 @@ struct Found {
     uuid: [u8; 16],
     /// md's name as its freshest superblock has it (`homehost:name` or `name`).
     md_name: String,
+    /// The name a configuration file's ARRAY line gives it (`/dev/md/NAME`).
+    configured_name: Option<String>,
 }
 
 pub fn run(args: &AssembleArgs) -> CliResult {
@@ -53,15 +55,15 @@ pub fn run(args: &AssembleArgs) -> CliResult {
         return err(format!(
             "{flag} runs one array, and {} were found in {}: choose one with --uuid",
             arrays.len(),
-            args.scan.as_deref().unwrap_or(Path::new(".")).display()
+            args.scan.as_deref().or(args.config.as_deref()).unwrap_or(Path::new(".")).display()
         ));
     }
-    let every_found = args.scan.is_some() && args.uuid.is_none() && arrays.len() > 1;
+    let every_found = (args.scan.is_some() || args.config.is_some()) && args.uuid.is_none() && arrays.len() > 1;
     let mut failures = 0;
     for found in &arrays {
-        let name = match &args.name {
-            Some(n) => n.clone(),
-            None => array_name::default_name(&found.md_name, &found.uuid),
+        let name = match (&args.name, &found.configured_name) {
+            (Some(n), _) | (None, Some(n)) => n.clone(),
+            (None, None) => array_name::default_name(&found.md_name, &found.uuid),
         };
         if let Some(other) = running_as(&runtime, &found.uuid)? {
             let uuid = format_md(&found.uuid);
@@ -92,10 +94,13 @@ pub fn run(args: &AssembleArgs) -> CliResult {
 }
 
 /// The arrays to start: of the members given, of the array `--uuid` under `--scan DIR`, or
-/// every array found under it.
+/// every array found under it, or those a configuration file's ARRAY lines describe.
 fn find_arrays(args: &AssembleArgs) -> CliResult<Vec<Found>> {
-    if args.uuid.is_some() && args.scan.is_none() {
-        return err("--uuid needs --scan DIR to search for members");
+    if args.uuid.is_some() && args.scan.is_none() && args.config.is_none() {
+        return err("--uuid needs --scan DIR or --config FILE to search for members");
+    }
+    if let Some(config) = &args.config {
+        return configured_arrays(config, args.uuid.as_deref());
     }
     let groups = match &args.scan {
         None => vec![args.members.clone()],
@@ -123,6 +128,49 @@ fn find_arrays(args: &AssembleArgs) -> CliResult<Vec<Found>> {
     groups.into_iter().map(|members| identify(&members)).collect()
 }
 
+/// The arrays the ARRAY lines of the mdadm.conf-style file at `path` describe (the one of
+/// UUID `only`, if given), each with the members found among its candidate devices: those
+/// whose superblock has the line's UUID and name.
+fn configured_arrays(path: &Path, only: Option<&str>) -> CliResult<Vec<Found>> {
+    let text = std::fs::read_to_string(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+    let config = mdadm_conf::parse(&text).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+    let at = |line: usize, what: String| CliError(format!("{} line {line}: {what}", path.display()));
+    let only = only.map(|u| parse_md(u).map_err(|e| CliError(format!("--uuid={u}: {e}")))).transpose()?;
+    let mut arrays = Vec::new();
+    for array in config.arrays.iter().filter(|a| a.device.is_some()) {
+        let uuid = array.uuid.as_deref().map(parse_md).transpose().map_err(|e| at(array.line, format!("UUID: {e}")))?;
+        if only.is_some() && uuid != only {
+            continue;
+        }
+        let name = array.device_name().expect("a device").to_string();
+        array_name::check(&name).map_err(|e| at(array.line, e.to_string()))?;
+        let members: Vec<PathBuf> = mdadm_conf::candidates(&config, array)
+            .into_iter()
+            .filter(|p| is_member_of(p, uuid.as_ref(), array.name.as_deref()))
+            .collect();
+        if members.is_empty() {
+            return Err(at(array.line, format!("no members of {} found", array.device.as_deref().unwrap_or("?"))));
+        }
+        arrays.push(Found { configured_name: Some(name), ..identify(&members)? });
+    }
+    if arrays.is_empty() {
+        return err(match only {
+            Some(u) => format!("{}: no ARRAY line has UUID {}", path.display(), format_md(&u)),
+            None => format!("{}: no ARRAY lines", path.display()),
+        });
+    }
+    Ok(arrays)
+}
+
+/// Whether the device at `path` carries an md superblock of the array `uuid` (if given) named
+/// `name` (if given; with or without its `host:` part, as mdadm compares names).
+fn is_member_of(path: &Path, uuid: Option<&[u8; 16]>, name: Option<&str>) -> bool {
+    let Ok((_, Some(probed))) = open_and_probe(path) else { return false };
+    let info = probed.superblock.info();
+    let own = |n: &str| n.split_once(':').map_or(n, |(_, own)| own).to_string();
+    uuid.is_none_or(|u| *u == info.array_uuid) && name.is_none_or(|n| n == info.name || own(n) == own(&info.name))
+}
+
 /// The identity of the array `members` belong to, from the freshest superblock among them
 /// (the one assembly trusts). Members are only read.
 fn identify(members: &[PathBuf]) -> CliResult<Found> {
@@ -146,7 +194,7 @@ fn identify(members: &[PathBuf]) -> CliResult<Found> {
         .iter()
         .map(|m| std::path::absolute(m).map_err(|e| CliError(format!("{}: {e}", m.display()))))
         .collect::<CliResult<Vec<_>>>()?;
-    Ok(Found { members, uuid, md_name })
+    Ok(Found { members, uuid, md_name, configured_name: None })
 }
 
 /// The name array `uuid` already runs under, if it runs.
@@ -374,8 +422,12 @@ mod tests {
     fn serve_arguments_parse_as_serves() {
         let rt = RuntimeDir::at(PathBuf::from("/rt"));
         let dir = rt.array_dir("data").unwrap();
-        let found =
-            Found { members: vec!["/m/-odd.img".into(), "/m/d1.img".into()], uuid: [0; 16], md_name: String::new() };
+        let found = Found {
+            members: vec!["/m/-odd.img".into(), "/m/d1.img".into()],
+            uuid: [0; 16],
+            md_name: String::new(),
+            configured_name: None,
+        };
         #[derive(Parser)]
         struct Assemble {
             #[command(flatten)]
