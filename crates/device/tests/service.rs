@@ -945,6 +945,7 @@ fn check_and_repair_online() {
     // The data areas: the superblocks may be marked clean meanwhile.
     let data_start = probe(mem[0].as_ref()).unwrap().unwrap().superblock.info().data_offset as usize * 512;
     let before: Vec<Vec<u8>> = mem.iter().map(|m| m.snapshot()[data_start..].to_vec()).collect();
+    assert_eq!(h.status().unwrap().passes_ended, 0);
     h.start_sync(SyncAction::Check).unwrap();
     let e = h.start_sync(SyncAction::Repair).unwrap_err();
     assert_eq!(e, SyncError::AlreadyRunning(SyncAction::Check));
@@ -956,7 +957,11 @@ fn check_and_repair_online() {
     h.start_sync(SyncAction::Repair).unwrap();
     assert_eq!(h.wait_idle().unwrap().mismatch_sectors, 8);
     h.start_sync(SyncAction::Check).unwrap();
-    assert_eq!(h.wait_idle().unwrap().mismatch_sectors, 0);
+    let last = h.wait_idle().unwrap();
+    assert_eq!(last.mismatch_sectors, 0);
+    // Every pass that ended is counted, so a watcher that looked only before and after each
+    // one still sees it happen.
+    assert_eq!(last.passes_ended, 3, "{:?}", last.last_sync);
     service.stop().unwrap();
 
     let r0 = members(0, 2, 16);
@@ -998,6 +1003,7 @@ fn passes_are_throttled_reported_and_interruptible() {
     h.idle().unwrap();
     let status = h.wait_idle().unwrap();
     assert!(status.sync.is_none());
+    assert_eq!(status.passes_ended, 2, "a pass cut short counts as ended");
     assert!(status.last_sync.unwrap_or_default().contains("interrupted"));
     service.stop().unwrap();
 }

@@ -9,8 +9,8 @@
 //! (it raises SIGTERM in the process, so that the one way of stopping is the signal's). The
 //! socket is created mode 0600: whoever can use it can stop passes and the array.
 //!
-//! The same module renders a status as JSON (for `uraid ctl status --json`) and as
-//! /proc/mdstat-like text.
+//! The same module renders a status as JSON (for `uraid ctl status --json`); `mdstat` renders
+//! that JSON as text.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -225,81 +225,8 @@ pub fn status_json(s: &ArrayStatus) -> Value {
         "speed_limit_min": s.speed_limits.min_bytes_per_sec,
         "speed_limit_max": s.speed_limits.max_bytes_per_sec,
         "last_sync": s.last_sync,
+        "passes_ended": s.passes_ended,
         "requests": s.requests,
         "members": members,
     })
-}
-
-/// The status (as [`status_json`] gives it) as /proc/mdstat shows an array, with the running
-/// pass's bar.
-pub fn status_text(v: &Value) -> String {
-    let members = v["members"].as_array().cloned().unwrap_or_default();
-    let names: Vec<String> = members
-        .iter()
-        .map(|m| {
-            let name = m["path"].as_str().map(short_name).unwrap_or_else(|| "(missing)".into());
-            let flag = match m["state"].as_str().unwrap_or("") {
-                "faulty" => "(F)",
-                "recovering" => "(R)",
-                _ => "",
-            };
-            format!("{name}[{}]{flag}", m["slot"])
-        })
-        .collect();
-    let up: String = members.iter().map(|m| if m["state"] == "in_sync" { 'U' } else { '_' }).collect();
-    let in_sync = up.chars().filter(|c| *c == 'U').count();
-    let chunk = v["chunk_bytes"].as_u64().unwrap_or(0);
-    let mut out = format!(
-        "{} : {} {} {}\n      {} blocks, {} [{}/{}] [{}]\n",
-        v["uuid"].as_str().unwrap_or("?"),
-        if v["read_only"] == true { "active (read-only)" } else { "active" },
-        v["level"].as_str().unwrap_or("?"),
-        names.join(" "),
-        v["size_bytes"].as_u64().unwrap_or(0) / 1024,
-        if chunk > 0 { format!("{}k chunk", chunk / 1024) } else { "no chunk".into() },
-        members.len(),
-        in_sync,
-        up,
-    );
-    match sync_progress(v) {
-        Some((action, done, total)) => {
-            let frac = if total == 0 { 1.0 } else { done as f64 / total as f64 };
-            let width = 20;
-            let filled = ((frac * width as f64) as usize).min(width);
-            let bar: String = "=".repeat(filled) + ">" + &".".repeat(width - filled);
-            let finish = v["sync_eta_seconds"]
-                .as_u64()
-                .map(|e| format!("{:.1}min", e as f64 / 60.0))
-                .unwrap_or_else(|| "?".into());
-            let speed = v["sync_speed_bytes_per_sec"].as_u64().unwrap_or(0);
-            out.push_str(&format!(
-                "      [{bar}]  {action} = {:4.1}% ({}/{}) finish={finish} speed={}K/sec\n",
-                frac * 100.0,
-                done / 1024,
-                total / 1024,
-                speed / 1024,
-            ));
-        }
-        None => out.push_str(&format!("      state: {}\n", v["state"].as_str().unwrap_or("?"))),
-    }
-    if let (Some(min), Some(max)) = (v["speed_limit_min"].as_u64(), v["speed_limit_max"].as_u64()) {
-        out.push_str(&format!("      speed limits: min={}K/sec max={}K/sec\n", min / 1024, max / 1024));
-    }
-    if let Some(last) = v["last_sync"].as_str() {
-        out.push_str(&format!("      last pass: {last}; mismatch_cnt {}\n", v["mismatch_cnt"]));
-    }
-    out
-}
-
-/// The running pass of a JSON status: (action, bytes done, bytes in all), or `None` when idle.
-pub fn sync_progress(v: &Value) -> Option<(String, u64, u64)> {
-    let action = v["sync_action"].as_str()?;
-    if action == "idle" {
-        return None;
-    }
-    Some((action.to_string(), v["sync_done_bytes"].as_u64().unwrap_or(0), v["sync_total_bytes"].as_u64().unwrap_or(0)))
-}
-
-fn short_name(path: &str) -> String {
-    Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.to_string())
 }

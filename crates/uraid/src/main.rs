@@ -4,10 +4,15 @@
 //! command under `commands/`. Every error is printed as one line naming what and where, and the
 //! exit status is non-zero.
 
+mod array_name;
 mod commands;
 mod control;
+mod mdadm_conf;
+mod mdstat;
+mod notify;
 mod progress;
 mod report;
+mod runtime_dir;
 mod size;
 
 use std::path::PathBuf;
@@ -40,7 +45,19 @@ enum Command {
     /// Assemble an array and show it as one regular FILE through FUSE (losetup turns it into a
     /// block device); SIGINT/SIGTERM or `fusermount -u FILE` ends it.
     Mount(MountArgs),
-    /// Manage a running array through its control socket (serve --control=SOCKET).
+    /// Start an array in the background under a name (like mdadm --assemble), served over NBD
+    /// at RUNTIME/NAME/nbd.sock; returns once it serves.
+    Assemble(AssembleArgs),
+    /// List the arrays running under names, as /proc/mdstat does.
+    #[command(alias = "stat")]
+    Status(StatusArgs),
+    /// Stop arrays started by assemble: flushed, marked clean, ended (like mdadm --stop).
+    Stop(StopArgs),
+    /// Report events of the running arrays (Fail, RebuildStarted, ...) as mdadm --monitor
+    /// does, printing them and running --program for each.
+    Monitor(MonitorArgs),
+    /// Manage a running array through its control socket (serve --control=SOCKET), or by the
+    /// NAME assemble started it under.
     Ctl(CtlArgs),
     /// Count inconsistent stripes/copies of a stopped array (md's check; changes nothing).
     Check(PassArgs),
@@ -79,8 +96,95 @@ pub struct AddArgs {
 }
 
 #[derive(Args)]
+pub struct AssembleArgs {
+    /// The name the array runs under (default: its md name without the `host:` part, else the
+    /// first eight hex digits of its UUID). Letters, digits, '.', '_', '+', '-'.
+    #[arg(short = 'N', long)]
+    pub name: Option<String>,
+    /// Find the members under DIR: those of the array --uuid, or of every array found there
+    /// (each under its own name; arrays already running are passed over).
+    #[arg(long, value_name = "DIR")]
+    pub scan: Option<PathBuf>,
+    /// Start the arrays an mdadm.conf-style FILE describes: each ARRAY line's (by UUID= and
+    /// name=, named after its device, /dev/md/NAME), its members found among its devices= or
+    /// the DEVICE lines' (glob patterns, partitions).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["scan", "members"])]
+    pub config: Option<PathBuf>,
+    /// With --scan or --config: the array to start, by UUID.
+    #[arg(long)]
+    pub uuid: Option<String>,
+    /// Serve in this process until SIGINT/SIGTERM or `uraid stop NAME`, messages on stderr
+    /// (for a service manager: contrib/systemd/uraid@.service).
+    #[arg(long)]
+    pub foreground: bool,
+    /// Serve read-only; the members are opened read-only and never written.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Upper speed of background passes in bytes per second (as serve's).
+    #[arg(long)]
+    pub speed_limit_max: Option<String>,
+    /// Lower speed of background passes in bytes per second (as serve's).
+    #[arg(long)]
+    pub speed_limit_min: Option<String>,
+    /// Most memory the stripe buffers of parity writes may hold (as serve's).
+    #[arg(long, value_name = "SIZE")]
+    pub stripe_cache: Option<String>,
+    /// The array's member files or block devices.
+    #[arg(required_unless_present_any = ["scan", "config"], conflicts_with = "scan")]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    /// Print JSON: for each array its name, pid, sockets, log and status (as ctl status --json).
+    #[arg(long)]
+    pub json: bool,
+    /// Only these arrays (default: every running array).
+    pub names: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct StopArgs {
+    /// Stop every running array (the same as the name `all`).
+    #[arg(long)]
+    pub scan: bool,
+    /// The arrays to stop, by name; `all` stops every one.
+    #[arg(required_unless_present = "scan")]
+    pub names: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct MonitorArgs {
+    /// Run PROG EVENT ARRAY [DEVICE] for each event, as mdadm --monitor --program does.
+    #[arg(long, alias = "alert", value_name = "PROG")]
+    pub program: Option<PathBuf>,
+    /// Print each event as a JSON object on a line of its own.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds between looks at the arrays (mdadm's default is 60).
+    #[arg(short, long, default_value_t = 2.0, value_name = "SECS")]
+    pub delay: f64,
+    /// Look once and exit: reports degraded arrays (DegradedArray), as mdadm --oneshot.
+    #[arg(short = '1', long)]
+    pub oneshot: bool,
+    /// Report a TestMessage for every array found at the start.
+    #[arg(short, long)]
+    pub test: bool,
+    /// Report a rebuild's progress each time it crosses a multiple of N percent (RebuildNN).
+    #[arg(short = 'r', long, default_value_t = 20, value_parser = clap::value_parser!(u8).range(1..=99), value_name = "N")]
+    pub increment: u8,
+    /// Accepted for mdadm's sake: every running array is watched unless names are given.
+    #[arg(long)]
+    pub scan: bool,
+    /// Only these arrays (default: every running array, those started later included).
+    pub names: Vec<String>,
+}
+
+#[derive(Args)]
 pub struct CtlArgs {
-    /// The control socket given to `uraid serve --control`.
+    /// The control socket given to `uraid serve --control`, or the name of an array started
+    /// by `uraid assemble`.
+    #[arg(value_name = "SOCKET|NAME")]
     pub socket: PathBuf,
     #[command(subcommand)]
     pub op: CtlOp,
@@ -489,6 +593,10 @@ fn main() -> ExitCode {
         Command::Cat(a) => commands::cat::run(&a),
         Command::Write(a) => commands::write::run(&a),
         Command::Serve(a) => commands::serve::run(&a),
+        Command::Assemble(a) => commands::assemble::run(&a),
+        Command::Status(a) => commands::status::run(&a),
+        Command::Stop(a) => commands::stop::run(&a),
+        Command::Monitor(a) => commands::monitor::run(&a),
         Command::Ctl(a) => commands::ctl::run(&a),
         Command::Add(a) => commands::add::run(&a),
         Command::Bench(a) => commands::bench::run(&a),

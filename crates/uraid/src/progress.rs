@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
 use crate::commands::CliResult;
-use crate::control::sync_progress;
+use crate::mdstat::sync_progress;
 
 /// Wait until no pass is running, and return the last status (JSON, as `control::status_json`
 /// gives it). On a terminal, `poll` is called every 200 ms to draw a bar on stderr; otherwise

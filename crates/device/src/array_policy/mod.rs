@@ -217,6 +217,9 @@ pub struct ArrayPolicy {
     mismatch_sectors: u64,
     /// How the last pass ended, in words.
     last_pass: Option<String>,
+    /// Passes ended so far (finished or cut short), so that a watcher polling the status can
+    /// tell that a pass began and ended between two looks.
+    passes_ended: u64,
     /// A rebuild has been recorded while a resync is still owed: it resumes next.
     resync_due: bool,
     /// Flushes before a clean mark that failed in a row: each retry waits twice as long.
@@ -261,6 +264,7 @@ impl ArrayPolicy {
             pass_failure: None,
             mismatch_sectors: 0,
             last_pass: None,
+            passes_ended: 0,
             resync_due: false,
             clean_failures: 0,
             rebuild_blocked: None,
@@ -389,5 +393,10 @@ impl ArrayPolicy {
     /// How the last pass ended, in words (e.g. "check completed: ...").
     pub fn last_pass(&self) -> Option<&str> {
         self.last_pass.as_deref()
+    }
+
+    /// Passes ended so far, finished or cut short.
+    pub fn passes_ended(&self) -> u64 {
+        self.passes_ended
     }
 }

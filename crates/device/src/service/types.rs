@@ -212,6 +212,9 @@ pub struct ArrayStatus {
     pub speed_limits: super::SpeedLimits,
     /// How the last pass ended, in words (e.g. "check completed: 0 mismatched sectors").
     pub last_sync: Option<String>,
+    /// Passes ended since the array started, finished or cut short: a pass that began and
+    /// ended between two looks at the status still shows here.
+    pub passes_ended: u64,
     pub requests: u64,
 }
 

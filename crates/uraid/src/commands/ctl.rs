@@ -1,17 +1,20 @@
-//! `uraid ctl SOCKET ...`: talk to a running `uraid serve --control=SOCKET`.
+//! `uraid ctl SOCKET|NAME ...`: talk to a running `uraid serve --control=SOCKET`, or to the
+//! array `uraid assemble` started under NAME (its control socket in the runtime directory).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
 use super::{err, CliError, CliResult};
+use crate::array_name;
+use crate::runtime_dir::{RuntimeDir, RuntimeDirError};
 use crate::size::parse_size;
 use crate::{CtlArgs, CtlOp};
 
 /// Send one request and read its answer.
-fn request(socket: &Path, body: Value) -> CliResult<Value> {
+pub fn request(socket: &Path, body: Value) -> CliResult<Value> {
     let mut conn = UnixStream::connect(socket).map_err(|e| {
         CliError(format!("{}: {e} (is `uraid serve --control={}` running?)", socket.display(), socket.display()))
     })?;
@@ -26,20 +29,42 @@ fn request(socket: &Path, body: Value) -> CliResult<Value> {
     Ok(answer)
 }
 
-pub fn run(args: &CtlArgs) -> CliResult {
-    let socket = args.socket.as_path();
-    match &args.op {
-        CtlOp::Status { json } => {
-            let answer = request(socket, json!({"op": "status"}))?;
-            print_status(&answer["status"], *json);
+/// The array's status, as `status --json` prints it.
+pub fn status(socket: &Path) -> CliResult<Value> {
+    Ok(request(socket, json!({"op": "status"}))?["status"].clone())
+}
+
+/// The control socket `target` names: a path that exists (or has a `/`) is the socket itself;
+/// otherwise it is the name of an array started by `uraid assemble`.
+pub fn control_socket(target: &Path) -> CliResult<PathBuf> {
+    // A valid name has no '/', so it is never mistaken for a path with one.
+    let name = target.to_str().filter(|n| array_name::check(n).is_ok());
+    let Some(name) = name.filter(|_| std::fs::symlink_metadata(target).is_err()) else {
+        return Ok(target.to_path_buf());
+    };
+    let runtime = RuntimeDir::from_env()
+        .map_err(|e| CliError(format!("{name}: no such control socket, and no array can be looked up by name: {e}")))?;
+    match runtime.find(name) {
+        Ok(array) => Ok(array.dir.control_socket()),
+        Err(RuntimeDirError::NotRunning { base, .. }) => {
+            err(format!("{name}: no such control socket, and no array named {name} is running (in {})", base.display()))
         }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn run(args: &CtlArgs) -> CliResult {
+    let socket = control_socket(&args.socket)?;
+    let socket = socket.as_path();
+    match &args.op {
+        CtlOp::Status { json } => print_status(&status(socket)?, *json),
         CtlOp::Check => {
             request(socket, json!({"op": "check"}))?;
-            eprintln!("uraid: check started; `uraid ctl {} wait` waits for it", socket.display());
+            eprintln!("uraid: check started; `uraid ctl {} wait` waits for it", args.socket.display());
         }
         CtlOp::Repair => {
             request(socket, json!({"op": "repair"}))?;
-            eprintln!("uraid: repair started; `uraid ctl {} wait` waits for it", socket.display());
+            eprintln!("uraid: repair started; `uraid ctl {} wait` waits for it", args.socket.display());
         }
         CtlOp::Idle => {
             request(socket, json!({"op": "idle"}))?;
@@ -63,13 +88,24 @@ pub fn run(args: &CtlArgs) -> CliResult {
 /// Ask the server on `socket` to stop, and wait until it has: its control socket is removed
 /// once the array is stopped and recorded clean.
 pub fn stop(socket: &Path) -> CliResult {
-    request(socket, json!({"op": "stop"}))?;
+    ask_to_stop(socket)?;
     eprintln!("uraid: {}: stopping", socket.display());
+    wait_stopped(socket);
+    eprintln!("uraid: {}: stopped", socket.display());
+    Ok(())
+}
+
+/// Ask the server on `socket` to stop (as SIGTERM does); it answers at once.
+pub fn ask_to_stop(socket: &Path) -> CliResult {
+    request(socket, json!({"op": "stop"})).map(drop)
+}
+
+/// Wait until the server on `socket` no longer answers: it removes its control socket once
+/// the array is stopped and recorded clean.
+pub fn wait_stopped(socket: &Path) {
     while UnixStream::connect(socket).is_ok() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    eprintln!("uraid: {}: stopped", socket.display());
-    Ok(())
 }
 
 fn manage(socket: &Path, op: &str, member: &Path, force: bool) -> CliResult {
@@ -101,6 +137,6 @@ fn print_status(v: &Value, as_json: bool) {
     if as_json {
         println!("{}", serde_json::to_string_pretty(v).expect("JSON"));
     } else {
-        print!("{}", crate::control::status_text(v));
+        print!("{}", crate::mdstat::ctl_status(v));
     }
 }

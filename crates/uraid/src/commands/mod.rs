@@ -2,12 +2,14 @@
 //! output reaches stdout, and how member paths are opened and probed.
 
 pub mod add;
+pub mod assemble;
 pub mod bench;
 pub mod cat;
 pub mod create;
 pub mod ctl;
 pub mod detail;
 pub mod examine;
+pub mod monitor;
 pub mod mount;
 pub mod pass;
 pub mod raidctl;
@@ -15,6 +17,8 @@ pub mod raidframe_describe;
 pub mod serve;
 pub mod sim;
 pub mod source;
+pub mod status;
+pub mod stop;
 pub mod vinum;
 pub mod write;
 

@@ -288,6 +288,7 @@ impl Runner {
             mismatch_sectors: self.policy.mismatch_sectors(),
             speed_limits: self.policy.speed_limits(),
             last_sync: self.policy.last_pass().map(str::to_string),
+            passes_ended: self.policy.passes_ended(),
             requests: {
                 let (reads, writes, _) = self.inline.served();
                 self.report.requests + reads + writes
