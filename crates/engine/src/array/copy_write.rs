@@ -8,6 +8,7 @@ use super::emit::{IoTag, Outcome};
 use super::write_merge::{GroupParts, PartWrites, GROUP_PART};
 use super::{Array, RequestId};
 use crate::error::EngineError;
+use crate::iobuf::IoBuf;
 
 #[derive(Debug)]
 pub(super) struct CopyWriteOp {
@@ -41,7 +42,7 @@ impl Array {
                 if self.writable(slot) {
                     in_sync_targets += usize::from(self.in_sync(slot));
                     w.pending += 1;
-                    writes.push((part, slot, off, bytes.clone()));
+                    writes.push((part, slot, off, IoBuf::from(bytes.clone())));
                 }
             }
             w.parts.push(CopyWritePart { written: 0 });

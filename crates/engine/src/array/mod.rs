@@ -79,6 +79,7 @@ mod rows;
 mod stripe_memory;
 mod stripe_update;
 mod sync;
+mod write_data;
 mod write_gather;
 mod write_merge;
 

@@ -2,20 +2,21 @@
 //! and reconstruct-write (md's `handle_stripe_dirtying`: fewer member reads wins), the reads it
 //! needs, and what to do when a read fails or a member goes away meanwhile.
 
-use bytes::Bytes;
 use smallvec::{smallvec, SmallVec};
 
 use super::emit::{IoTag, Outcome};
 use super::rows::row_pieces;
+use super::write_data::WriteData;
 use super::write_merge::{GroupParts, GROUP_PART};
 use super::{Array, ParityWriteChoice, RequestId};
 use crate::error::EngineError;
 use crate::geometry::ParityRun;
+use crate::iobuf::IoBuf;
 use crate::member_io::MemberOp;
 use crate::slot::SlotState;
 
 /// A stripe's member write: `(slot, member offset, bytes, is a correction)`.
-type StripeMemberWrite = (usize, u64, Bytes, bool);
+type StripeMemberWrite = (usize, u64, IoBuf, bool);
 
 /// A stripe's member writes, inline for a small write (data, P and Q).
 pub(super) type StripeMemberWrites = SmallVec<[StripeMemberWrite; 4]>;
@@ -41,7 +42,7 @@ pub(super) enum Strategy {
 #[derive(Debug)]
 pub(super) struct ParityWriteOp {
     pub(super) offset: u64,
-    pub(super) data: Bytes,
+    pub(super) data: WriteData,
     /// Inline for the usual one stripe.
     pub(super) stripes: SmallVec<[StripeWrite; 1]>,
     pub(super) remaining: usize,
@@ -73,6 +74,20 @@ pub(super) struct StripeWrite {
     pub(super) logged: bool,
     /// Stripe memory held for it (see `Array::stripe_charge`); 0 once finished.
     pub(super) charge: u64,
+}
+
+impl ParityWriteOp {
+    pub(super) fn new(offset: u64, data: WriteData) -> ParityWriteOp {
+        ParityWriteOp {
+            offset,
+            data,
+            stripes: SmallVec::new(),
+            remaining: 0,
+            error: None,
+            unplanned: 0..0,
+            groups: Vec::new(),
+        }
+    }
 }
 
 impl StripeWrite {

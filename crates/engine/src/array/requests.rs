@@ -12,6 +12,7 @@ use super::parity_write::ParityWriteOp;
 use super::read::ReadOp;
 use super::recover::RecoverOp;
 use super::sync::SyncOp;
+use super::write_data::WriteData;
 use super::write_gather::HeldWrite;
 use super::{Array, Completion, Request, RequestId};
 use crate::error::EngineError;
@@ -127,24 +128,16 @@ impl Array {
         Ok(id)
     }
 
-    /// Put in a write under `id` (already numbered: a write held while plugged, released).
-    pub(super) fn enqueue_write(&mut self, id: RequestId, offset: u64, data: Bytes) {
+    /// Put in a parity write under `id` (already numbered: writes held while plugged,
+    /// released).
+    pub(super) fn enqueue_parity_write(&mut self, id: RequestId, offset: u64, data: WriteData) {
         let locks = smallvec![(offset, offset + data.len() as u64, true)];
-        let kind = self.write_op(offset, data);
-        self.enqueue(id, kind, locks);
+        self.enqueue(id, OpKind::ParityWrite(ParityWriteOp::new(offset, data)), locks);
     }
 
     fn write_op(&self, offset: u64, data: Bytes) -> OpKind {
         if self.geometry.is_parity() {
-            OpKind::ParityWrite(ParityWriteOp {
-                offset,
-                data,
-                stripes: SmallVec::new(),
-                remaining: 0,
-                error: None,
-                unplanned: 0..0,
-                groups: Vec::new(),
-            })
+            OpKind::ParityWrite(ParityWriteOp::new(offset, WriteData::from(data)))
         } else {
             OpKind::Write(CopyWriteOp {
                 offset,

@@ -2,7 +2,6 @@
 //! reconstruct-write over rebuilt blocks), partial parity logged first where the array keeps a
 //! log, then the member writes.
 
-use bytes::Bytes;
 use smallvec::{smallvec, SmallVec};
 use uraid_layout::StripeRoles;
 
@@ -11,6 +10,7 @@ use super::logging;
 use super::parity::{compute_parity_into, reconstruct};
 use super::parity_write::{ParityWriteOp, Slots, Strategy, StripeBlocks, StripeMemberWrites};
 use super::{Array, RequestId};
+use crate::iobuf::IoBuf;
 use crate::member_io::MemberOp;
 
 impl Array {
@@ -31,14 +31,15 @@ impl Array {
             for r in sw.runs.iter().filter(|r| r.slot == slot) {
                 let at = (r.chunk_offset - lo) as usize;
                 let src = (r.logical - w.offset) as usize;
-                block[at..at + r.len as usize].copy_from_slice(&w.data[src..src + r.len as usize]);
+                w.data.copy_to(src, &mut block[at..at + r.len as usize]);
             }
         };
-        // The request's bytes for `slot`, when one run writes all of its rows [lo, hi).
+        // The request's bytes for `slot`, when one run writes all of its rows [lo, hi) and one
+        // of the request's buffers holds them (gathered writes straddle buffers).
         let request_rows = |slot: usize| -> Option<&[u8]> {
             let r = sw.runs.iter().find(|r| r.slot == slot && r.chunk_offset == lo && r.len == hi - lo)?;
             let src = (r.logical - w.offset) as usize;
-            Some(&w.data[src..src + len])
+            w.data.contiguous(src, len)
         };
         // Members written over the whole of [lo, hi): parity, and data members whose read failed
         // (their rows are rewritten in full, which is the correction).
@@ -150,13 +151,13 @@ impl Array {
         for r in &sw.runs {
             if self.writable(r.slot) && !whole.iter().any(|(s, _)| *s == r.slot) {
                 let src = (r.logical - w.offset) as usize;
-                writes.push((r.slot, base + r.chunk_offset, w.data.slice(src..src + r.len as usize), false));
+                writes.push((r.slot, base + r.chunk_offset, w.data.slice(src, r.len as usize), false));
             }
         }
         for (slot, block) in whole {
             if self.writable(slot) {
                 let correction = sw.bad.contains(&slot) && self.in_sync(slot);
-                writes.push((slot, base + lo, Bytes::from(block), correction));
+                writes.push((slot, base + lo, IoBuf::from(block), correction));
             }
         }
         sw.blocks = smallvec![None; self.slots.len()];
@@ -224,12 +225,12 @@ impl Array {
             // Writes wait for the log: by now the slot may hold another device, which gets the
             // block as a plain write.
             if correction && self.in_sync(slot) {
-                self.emit_correction(rid, tag, off, data.into());
+                self.emit_correction(rid, tag, off, data);
             } else if let Some(batch) = self.write_batch.as_mut() {
                 // Merged with the other stripes planned with it (see `admit_stripes`).
                 batch.push((part, slot, off, data));
             } else {
-                self.emit(rid, tag, off, MemberOp::Write { data: data.into() });
+                self.emit(rid, tag, off, MemberOp::Write { data });
             }
         }
     }

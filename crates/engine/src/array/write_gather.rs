@@ -26,9 +26,10 @@
 
 use std::collections::HashMap;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use smallvec::SmallVec;
 
+use super::write_data::WriteData;
 use super::{Array, Completion, RequestId};
 use crate::error::EngineError;
 
@@ -50,7 +51,7 @@ pub(super) struct HeldWrite {
 pub(super) struct Merged {
     pub(super) id: RequestId,
     pub(super) offset: u64,
-    pub(super) data: Bytes,
+    pub(super) data: WriteData,
     /// The other requests it carries, in order.
     pub(super) riders: SmallVec<[RequestId; 4]>,
 }
@@ -165,7 +166,7 @@ impl Array {
         let g = &mut self.gather;
         g.recent_ends[g.next_end] = merged.offset + merged.data.len() as u64;
         g.next_end = (g.next_end + 1) % RECENT_ENDS;
-        self.enqueue_write(merged.id, merged.offset, merged.data);
+        self.enqueue_parity_write(merged.id, merged.offset, merged.data);
     }
 
     /// A request finished: the requests riding on it finish with it, with its result.
@@ -204,22 +205,12 @@ pub(super) fn gather_runs(held: Vec<HeldWrite>, max: usize) -> Vec<Vec<HeldWrite
     runs
 }
 
-/// One run as one write under its first request's id, the others riding on it; a run of one
-/// keeps its buffer, a longer one is joined into a new buffer.
+/// One run as one write under its first request's id, the others riding on it; their buffers
+/// are kept as they are, one after another (nothing is copied).
 pub(super) fn join_run(run: Vec<HeldWrite>) -> Merged {
-    let mut writes = run.into_iter();
-    let first = writes.next().expect("a run has a write");
-    let rest: Vec<HeldWrite> = writes.collect();
-    if rest.is_empty() {
-        return Merged { id: first.id, offset: first.offset, data: first.data, riders: SmallVec::new() };
-    }
-    let total = first.data.len() + rest.iter().map(|w| w.data.len()).sum::<usize>();
-    let mut joined = BytesMut::with_capacity(total);
-    joined.extend_from_slice(&first.data);
-    for w in &rest {
-        joined.extend_from_slice(&w.data);
-    }
-    Merged { id: first.id, offset: first.offset, data: joined.freeze(), riders: rest.iter().map(|w| w.id).collect() }
+    let (id, offset) = (run[0].id, run[0].offset);
+    let riders = run[1..].iter().map(|w| w.id).collect();
+    Merged { id, offset, data: WriteData::joined(run.into_iter().map(|w| w.data)), riders }
 }
 
 #[cfg(test)]
@@ -244,7 +235,7 @@ mod tests {
         let mut want = vec![1u8; 10];
         want.extend([2u8; 5]);
         want.push(3);
-        assert_eq!(out[0].data.as_ref(), want.as_slice());
+        assert_eq!(out[0].data.slice(0, 16).to_vec(), want);
     }
 
     #[test]
@@ -268,6 +259,6 @@ mod tests {
         let one = w(7, 5, 3);
         let ptr = one.data.as_ptr();
         let out = merge_held(vec![one], 100);
-        assert_eq!(out[0].data.as_ptr(), ptr);
+        assert_eq!(out[0].data.contiguous(0, 3).unwrap().as_ptr(), ptr);
     }
 }

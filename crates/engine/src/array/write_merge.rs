@@ -1,7 +1,6 @@
 //! Merged member writes: the member writes of a request that continue one another on a member go
 //! out as one vectored write, whose result is then counted for every part it covers.
 
-use bytes::Bytes;
 use smallvec::{smallvec, SmallVec};
 
 use super::emit::IoTag;
@@ -13,7 +12,7 @@ use crate::member_io::MemberOp;
 pub(super) const GROUP_PART: usize = usize::MAX / 2;
 
 /// A member write of one part of a request, before merging: `(part, slot, member offset, bytes)`.
-type PartWrite = (usize, usize, u64, Bytes);
+type PartWrite = (usize, usize, u64, IoBuf);
 
 /// The member writes of a request, inline for a small one (one run, up to four copies).
 pub(super) type PartWrites = SmallVec<[PartWrite; 4]>;
@@ -53,12 +52,14 @@ fn merge_writes(mut writes: PartWrites) -> SmallVec<[(usize, u64, IoBuf, GroupPa
             let end = last.1 + last.2.len() as u64;
             if last.0 == slot && end == off && last.2.len() + data.len() <= MAX_MERGE_BYTES as usize {
                 // A vectored write of the pieces where they are: no copy.
-                last.2.push(data);
+                for piece in data.into_pieces() {
+                    last.2.push(piece);
+                }
                 last.3.push(part);
                 continue;
             }
         }
-        out.push((slot, off, IoBuf::from(data), smallvec![part]));
+        out.push((slot, off, data, smallvec![part]));
     }
     out
 }
