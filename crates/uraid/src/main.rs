@@ -147,9 +147,13 @@ pub struct CreateArgs {
     /// RAID level: linear, 0, 1, 4, 5, 6, 10 (or raid0, raid5, ...).
     #[arg(short, long)]
     pub level: String,
-    /// Number of active members.
+    /// Number of active members (raid slots), `missing` ones included.
     #[arg(short = 'n', long = "raid-devices")]
     pub raid_devices: u32,
+    /// Number of hot spares: the members listed after the raid slots. raid-devices plus
+    /// spare-devices must be the number of members given.
+    #[arg(short = 'x', long = "spare-devices", default_value_t = 0)]
+    pub spare_devices: u32,
     /// Chunk size (a bare number is KiB, as in mdadm; suffixes K, M, G). Default 512K.
     #[arg(short, long)]
     pub chunk: Option<String>,
@@ -158,7 +162,9 @@ pub struct CreateArgs {
     /// alternate (multi-zone raid0).
     #[arg(short = 'p', long, alias = "parity")]
     pub layout: Option<String>,
-    /// Metadata version: 1.2 (default), 1.1, 1.0.
+    /// Metadata version: 1.2 (default; also "default" and "1"), 1.1, 1.0, or 0.90 (also "0.9"
+    /// and "0": at the end of the members, data from sector 0, at most 27 devices and 4 TiB
+    /// used per member).
     #[arg(short = 'e', long, default_value = "1.2")]
     pub metadata: String,
     /// Write-intent bitmap: internal or none.
@@ -191,7 +197,9 @@ pub struct CreateArgs {
     /// Overwrite members that already carry an md superblock.
     #[arg(short, long)]
     pub force: bool,
-    /// Member files or block devices (must exist; make files with truncate -s).
+    /// Member files or block devices (must exist; make files with truncate -s), raid slots in
+    /// order then spares. The word `missing` leaves its raid slot empty: the array starts
+    /// degraded (as many as the level can lose).
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
 }
