@@ -13,15 +13,18 @@
 //! - [`sb1`]: the version-1 superblock (`struct mdp_superblock_1`, little-endian).
 //! - [`sb090`]: the version-0.90 superblock (`mdp_super_t`, host-endian; little-endian only here).
 //! - [`bitmap`]: the write-intent bitmap superblock (`bitmap_super_t`).
-//! - [`create`]: mdadm's rules for new 1.x superblocks (data offset, sizes, bitmap and PPL
-//!   placement).
+//! - [`create`]: mdadm's rules for the superblocks of a new array (1.x data offset, sizes,
+//!   bitmap and PPL placement; `missing` members and spares; 0.90's placement and limits).
 //! - [`ppl`]: the raid5 Partial Parity Log header (`struct ppl_header`).
 //! - [`uuid`]: mdadm's textual UUID form.
+//! - [`conf`]: mdadm.conf's `DEVICE` and `ARRAY` lines (what `--examine --scan` and
+//!   `--detail --scan` print, and `--assemble --scan` reads).
 
 use std::fmt;
 
 pub mod bitmap;
 mod bytes;
+pub mod conf;
 pub mod create;
 pub mod ppl;
 pub mod sb090;
