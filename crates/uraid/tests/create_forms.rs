@@ -202,6 +202,30 @@ fn spares_are_recorded_and_take_over_a_failed_member() {
     }
 }
 
+/// A spare given with a missing member is rebuilt into the empty slot by create, as md starts
+/// recovering onto it as soon as mdadm runs the array.
+#[test]
+fn a_spare_fills_a_missing_slot_at_create() {
+    for metadata in ["1.2", "0.90"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let list = member_list(tmp.path(), "d missing d d", 8 << 20);
+        let live = present(&list);
+        let meta = format!("--metadata={metadata}");
+        let o = ok(&with(&["create", "-l5", "-n3", "-x1", "--chunk=64K", &meta], &list));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("spare"), "{}", text(&o));
+        let d = detail(&live);
+        assert_eq!(d["degraded"], false, "{metadata}: {d:#}");
+        assert_eq!(d["members"][2]["slot"], 1, "{metadata}: the spare holds slot 1");
+        assert_eq!(mismatch_cnt(&live), 0, "{metadata}");
+        let data = fill(&live, 6);
+        // Each member alone may go: the rebuilt one holds its share.
+        for gone in 0..3 {
+            let rest: Vec<String> = (0..3).filter(|&i| i != gone).map(|i| live[i].clone()).collect();
+            assert!(cat(&rest) == data, "{metadata}: without {gone}");
+        }
+    }
+}
+
 /// 0.90 metadata: superblock at the end, data from sector 0, for every level; a missing member
 /// can be added back, and the aliases mdadm takes for the version work.
 #[test]

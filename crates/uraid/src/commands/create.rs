@@ -21,6 +21,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rand::RngCore;
 use uraid_device::probe::md_magic_offsets;
+use uraid_device::service::SpeedLimits;
 use uraid_device::{probe, FileDevice, MemberDevice, OpenArray};
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
 use uraid_md::assemble::{self, AssemblyRules, Candidate};
@@ -253,6 +254,16 @@ pub fn run(args: &CreateArgs) -> CliResult {
     for (i, m) in args.members.iter().enumerate() {
         let what = if i >= raid_disks as usize { " (spare)" } else { "" };
         println!("       member {i} : {}{what}", m.display());
+    }
+    // md starts the new array and, finding a slot empty and a spare at hand, rebuilds the
+    // spare into it at once: so does create.
+    let mut taken = Vec::new();
+    while let Some(slot) = array.activate_spare()? {
+        taken.push(slot);
+        eprintln!("uraid: spare {} takes slot {slot}; rebuilding", array.slot_device_name(slot).unwrap_or("?"));
+    }
+    if !taken.is_empty() {
+        super::add::rebuild(array, SpeedLimits::default(), &[])?;
     }
     Ok(())
 }
