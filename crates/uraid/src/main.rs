@@ -50,6 +50,9 @@ enum Command {
     Resync(PassArgs),
     /// Add devices to a stopped array and rebuild them now (or keep them as hot spares).
     Add(AddArgs),
+    /// Erase the md superblocks (every version found) of devices that are to be used for
+    /// something else (like mdadm --zero-superblock); nothing else is written.
+    ZeroSuperblock(ZeroSuperblockArgs),
     /// Measure parity kernels and memory bandwidth (reports speeds; asserts none).
     Bench(commands::bench::BenchArgs),
     /// FreeBSD gvinum (Vinum) drives, volumes, plexes and subdisks on drive files or block
@@ -76,6 +79,18 @@ pub struct AddArgs {
     /// The array's current members.
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ZeroSuperblockArgs {
+    /// Also erase damaged superblocks (md's magic, but not valid), and open a block device
+    /// that is held open exclusively (a mounted file system, a running array).
+    #[arg(short, long)]
+    pub force: bool,
+    /// Member files or block devices. Every one is checked before any is written: one that
+    /// carries no md superblock (or is refused) means nothing is written.
+    #[arg(required = true)]
+    pub devices: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -499,6 +514,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => commands::serve::run(&a),
         Command::Ctl(a) => commands::ctl::run(&a),
         Command::Add(a) => commands::add::run(&a),
+        Command::ZeroSuperblock(a) => commands::zero_superblock::run(&a),
         Command::Bench(a) => commands::bench::run(&a),
         Command::Sim(a) => commands::sim::run(&a),
         Command::Vinum(a) => commands::vinum::run(&a),

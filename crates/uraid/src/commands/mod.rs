@@ -17,6 +17,7 @@ pub mod sim;
 pub mod source;
 pub mod vinum;
 pub mod write;
+pub mod zero_superblock;
 
 use std::collections::BTreeMap;
 use std::fmt;
