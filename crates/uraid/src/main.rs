@@ -4,6 +4,7 @@
 //! command under `commands/`. Every error is printed as one line naming what and where, and the
 //! exit status is non-zero.
 
+mod array_lines;
 mod commands;
 mod control;
 mod progress;
@@ -222,8 +223,19 @@ pub struct CreateArgs {
 #[derive(Args)]
 pub struct ExamineArgs {
     /// Print JSON (one object per member, in an array).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["scan", "brief"])]
     pub json: bool,
+    /// Print one mdadm.conf ARRAY line per md array found among the devices (those without an
+    /// md superblock are skipped), as mdadm --examine --scan does; a folder stands for every
+    /// file and block device under it.
+    #[arg(short, long)]
+    pub scan: bool,
+    /// The same as --scan.
+    #[arg(short, long)]
+    pub brief: bool,
+    /// With --scan: add level=, num-devices= and the member devices (devices=).
+    #[arg(short, long)]
+    pub verbose: bool,
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
 }
@@ -241,9 +253,21 @@ pub struct DetailArgs {
     /// Of RAIDframe components given: the set to describe, by serial number.
     #[arg(long, value_name = "N", conflicts_with_all = ["volume", "scan"])]
     pub serial: Option<u32>,
-    /// Find members under DIR and describe every array found there.
+    /// Find members under DIR and describe every array found there: one mdadm.conf ARRAY line
+    /// each, as mdadm --detail --scan prints (-vv, --json or --export for everything).
     #[arg(long, value_name = "DIR")]
     pub scan: Option<PathBuf>,
+    /// One mdadm.conf ARRAY line for the array (mdadm --detail --brief).
+    #[arg(short, long, conflicts_with_all = ["json", "export"])]
+    pub brief: bool,
+    /// With an ARRAY line: add level=, num-devices= and the member devices (devices=). Given
+    /// twice with --scan: the whole description of every array, not its ARRAY line.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Shell variables (MD_LEVEL=raid5, MD_UUID=..., MD_DEVICE_dev_NAME_ROLE=...), as mdadm
+    /// --detail --export prints them.
+    #[arg(short = 'Y', long, conflicts_with = "json")]
+    pub export: bool,
     /// md members, gvinum drives with --volume, or RAIDframe components.
     #[arg(required_unless_present_any = ["scan", "raidframe"], conflicts_with = "scan")]
     pub members: Vec<PathBuf>,

@@ -157,6 +157,9 @@ pub struct MemberInfo {
     pub array_uuid: [u8; 16],
     /// The name as stored (1.x `set_name` up to the first NUL); "" for 0.90.
     pub name: String,
+    /// 0.90's `md_minor`: the md device the array was made as (mdadm's "Preferred Minor", its
+    /// `/dev/mdN`); `None` for 1.x, which records none.
+    pub preferred_minor: Option<u32>,
     /// Creation time, unix seconds.
     pub ctime: u64,
     /// Last update time, unix seconds.

@@ -598,6 +598,7 @@ impl Superblock090 {
             version: MetadataVersion::V0_90,
             array_uuid: self.uuid(),
             name: String::new(),
+            preferred_minor: Some(self.md_minor),
             ctime: u64::from(self.ctime),
             utime: u64::from(self.utime),
             level: self.level,
