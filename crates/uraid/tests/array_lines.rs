@@ -109,7 +109,7 @@ fn detail_scan_brief_and_export() {
     let line1 = format!("ARRAY /dev/md0 metadata=0.90 UUID={u1}\n");
     // --scan DIR: ARRAY lines (sorted by UUID), as mdadm --detail --scan.
     let scan = out(&["detail", "--scan", &dir]);
-    let mut want = vec![line5.clone(), line1.clone()];
+    let mut want = [line5.clone(), line1.clone()];
     want.sort_by_key(|l| l.rsplit("UUID=").next().unwrap().to_string());
     assert_eq!(scan, want.concat());
     assert_eq!(out(&with(&["detail", "--brief"], &r5)), line5);
