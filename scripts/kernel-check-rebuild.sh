@@ -26,12 +26,11 @@ for case_dir in "$fixtures"/*/; do
   [[ "$name" =~ $filter ]] || continue
   json=$case_dir/case.json
   [ -f "$json" ] || continue
-  # Degraded redundant 1.x arrays only (0.90 arrays cannot take new devices in uraid yet).
+  # Degraded redundant arrays only.
   python3 - "$json" <<'EOF' || continue
 import json, sys
 c = json.load(open(sys.argv[1]))
-ok = (c.get("degraded_devices_live") or 0) > 0 and c["level"] not in ("linear", "raid0") \
-     and c["metadata"].startswith("1.")
+ok = (c.get("degraded_devices_live") or 0) > 0 and c["level"] not in ("linear", "raid0")
 sys.exit(0 if ok else 1)
 EOF
   dir=$work/$name; mkdir -p "$dir"

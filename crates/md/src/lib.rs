@@ -19,3 +19,6 @@ pub mod probe;
 
 pub use metadata::{load_write_intent, MdDevice, MdMetadata};
 pub use uraid_engine::metadata::WriteIntentBits;
+/// mdadm.conf's `DEVICE` and `ARRAY` lines, for the commands that write and read them (a pure
+/// text format, kept with md's other formats in `uraid-md-format`).
+pub use uraid_md_format::conf;

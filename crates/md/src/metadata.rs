@@ -29,7 +29,7 @@ use uraid_engine::metadata::{
 };
 use uraid_engine::SECTOR_BYTES;
 use uraid_md_format::bitmap::{self, BitmapSuper};
-use uraid_md_format::{Role, Superblock};
+use uraid_md_format::{MetadataVersion, Role, Superblock};
 
 /// One member device's md metadata, as it is on the device.
 #[derive(Debug, Clone)]
@@ -362,11 +362,14 @@ impl MdMetadata {
         let degraded = states.iter().any(|s| *s != SlotState::InSync);
         let nospares = !self.devs_changed && !degraded;
         // A member holds its slot while it is in sync or being rebuilt (md writes a rebuilding
-        // member's slot as its role, with its progress in its own recovery_offset).
+        // member's slot as its role, with its progress in its own recovery_offset). 0.90 has no
+        // recovery offset: md writes a member not yet in sync as a spare there, so that a crash
+        // never leaves a half-rebuilt member looking whole.
+        let v090 = self.devices[self.reference].superblock.version() == MetadataVersion::V0_90;
         let live_role = |d: &DeviceRole| match *d {
-            DeviceRole::Slot { slot, state: SlotState::InSync | SlotState::Recovering, .. } => {
-                Some(Role::Active(slot as u32))
-            }
+            DeviceRole::Slot { slot, state: SlotState::InSync, .. } => Some(Role::Active(slot as u32)),
+            DeviceRole::Slot { state: SlotState::Recovering, .. } if v090 => Some(Role::Spare),
+            DeviceRole::Slot { slot, state: SlotState::Recovering, .. } => Some(Role::Active(slot as u32)),
             DeviceRole::Spare => Some(Role::Spare),
             _ => None,
         };
@@ -423,11 +426,9 @@ impl MdMetadata {
             };
             let sb = &mut m.superblock;
             sb.set_recovery_offset(progress);
-            // As super_1_sync does: every entry not held by a live member is faulty.
-            for dev_number in 0..table_len as u32 {
-                let role = live.iter().find(|(d, _)| *d == dev_number).map(|(_, r)| *r).unwrap_or(Role::Faulty);
-                sb.set_role(dev_number, role);
-            }
+            // As super_1_sync does: every entry not held by a live member is faulty (0.90:
+            // super_90_sync's descriptors, missing slots removed and faulty).
+            sb.sync_roles(&live, table_len);
             sb.set_events(self.events);
             sb.set_utime(now);
             sb.set_clean(clean);
@@ -634,8 +635,12 @@ mod tests {
 
     /// Member images of a new 4-member raid5 with a bitmap, as mdadm would write them.
     fn raid5_images(bitmap: bool) -> Vec<Vec<u8>> {
+        raid5_images_of(MetadataVersion::V1_2, bitmap)
+    }
+
+    fn raid5_images_of(version: MetadataVersion, bitmap: bool) -> Vec<Vec<u8>> {
         let spec = CreateSpec {
-            version: MetadataVersion::V1_2,
+            version,
             level: 5,
             layout: -1,
             chunk_sectors: 128,
@@ -860,6 +865,43 @@ mod tests {
         assert_eq!(superblock(&images[1]).info().recovery_offset, Some((3 << 20) / 512));
         assert_eq!(superblock(&images[0]).info().recovery_offset, None);
         assert_eq!(superblock(&images[0]).info().roles[1], Role::Active(1));
+    }
+
+    #[test]
+    fn a_rebuilding_090_member_stays_a_spare_until_whole() {
+        // 0.90 has no recovery offset: md writes a member not yet in sync as a spare, so a
+        // crash mid-rebuild cannot bring it back as if it were whole.
+        let mut images = raid5_images_of(MetadataVersion::V0_90, false);
+        let mut meta = start(&images);
+        let mut roles = whole();
+        roles[1] = DeviceRole::Slot { slot: 1, state: SlotState::Recovering, rebuilt: 3 << 20 };
+        meta.record(MetaChange::Roles, &roles, 9).unwrap();
+        run(&mut meta, &mut images);
+        let info = superblock(&images[1]).info();
+        assert_eq!(info.role, Role::Spare);
+        assert_eq!(info.recovery_offset, None);
+        // Everyone's table says the same: descriptor 1 is a spare, not slot 1 in sync.
+        let Superblock::V090(sb) = superblock(&images[0]) else { panic!("0.90") };
+        let d = sb.disks[1];
+        assert_eq!((d.number, d.raid_disk, d.state), (1, 1, 0));
+        assert_eq!(sb.info().roles[1], Role::Spare);
+        assert_eq!((sb.active_disks, sb.spare_disks, sb.working_disks), (3, 1, 4));
+        // Once rebuilt it is active in its slot; nothing past the slots is marked.
+        meta.record(MetaChange::Roles, &whole(), 10).unwrap();
+        run(&mut meta, &mut images);
+        let Superblock::V090(sb) = superblock(&images[2]) else { panic!("0.90") };
+        assert_eq!(sb.info().roles[..4], [Role::Active(0), Role::Active(1), Role::Active(2), Role::Active(3)]);
+        assert!(sb.disks[4..].iter().all(|d| d.state == 0), "unused descriptors stay unused");
+        assert_eq!((sb.active_disks, sb.failed_disks, sb.spare_disks), (4, 0, 0));
+        // A member that is gone leaves its slot removed and faulty.
+        let mut roles = whole();
+        roles[3] = DeviceRole::Out;
+        meta.record(MetaChange::Roles, &roles, 11).unwrap();
+        run(&mut meta, &mut images);
+        let Superblock::V090(sb) = superblock(&images[0]) else { panic!("0.90") };
+        let removed = uraid_md_format::sb090::disk_state::REMOVED | uraid_md_format::sb090::disk_state::FAULTY;
+        assert_eq!(sb.disks[3].state, removed);
+        assert_eq!(sb.failed_disks, 1);
     }
 
     #[test]

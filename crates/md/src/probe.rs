@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-use uraid_md_format::{FindError, MetadataVersion, Superblock, MD_SB_MAGIC};
+use uraid_md_format::{FindError, FormatError, MetadataVersion, Superblock, MD_SB_MAGIC, SECTOR};
 
 /// A superblock found on a device.
 #[derive(Debug, Clone)]
@@ -52,6 +52,48 @@ where
     Ok(out)
 }
 
+/// An md superblock at its version's location, as `mdadm --zero-superblock` finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnDevice {
+    pub version: MetadataVersion,
+    /// Byte offset of the superblock.
+    pub offset: u64,
+    /// Bytes that erasing it overwrites with zeros: what mdadm writes over it (a zeroed
+    /// superblock: the 4 KiB of a 0.90 one; one sector, its fixed part, of a 1.x one, whose
+    /// role table is no longer anyone's once the magic is gone).
+    pub erase_len: usize,
+    /// Why it does not parse, when it holds md's magic and version but is damaged.
+    pub damage: Option<FormatError>,
+}
+
+/// Every md superblock on a device of `device_bytes` bytes, one per version's location (a
+/// device can hold the leftovers of arrays of other versions): those that parse, and those
+/// with md's magic and the location's major version that do not (`damage`). A location with
+/// md's magic and another major version holds no superblock of its own version and is left
+/// out (a 1.0 superblock read at the 0.90 location, say).
+pub fn superblocks_on_device<E, F>(device_bytes: u64, mut read_at: F) -> Result<Vec<OnDevice>, E>
+where
+    F: FnMut(u64, usize) -> Result<Vec<u8>, E>,
+{
+    let mut out = Vec::new();
+    for version in MetadataVersion::all() {
+        let Some(offset) = version.superblock_offset(device_bytes) else { continue };
+        let len = (device_bytes - offset).min(4096) as usize;
+        let bytes = read_at(offset, len)?;
+        let word = |at: usize| bytes.get(at..at + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+        if word(0) != Some(MD_SB_MAGIC) || word(4) != Some(version.major()) {
+            continue;
+        }
+        let damage = Superblock::parse(version, &bytes, device_bytes).err();
+        let erase_len = match version {
+            MetadataVersion::V0_90 => uraid_md_format::sb090::SB_BYTES,
+            _ => SECTOR as usize,
+        };
+        out.push(OnDevice { version, offset, erase_len: erase_len.min(len), damage });
+    }
+    Ok(out)
+}
+
 /// Why a device holds no usable superblock, for "not an md member" messages.
 #[derive(Debug, Clone)]
 pub struct NoSuperblock {
@@ -73,7 +115,6 @@ impl fmt::Display for NoSuperblock {
 mod tests {
     use super::*;
     use uraid_md_format::create::{plan, CreateSpec};
-    use uraid_md_format::FormatError;
 
     const DEVICE_BYTES: u64 = 4 << 20;
 
@@ -174,6 +215,36 @@ mod tests {
             Err(FindError::Format(FormatError::BadChecksum { .. })) => {}
             other => panic!("expected the damaged superblock, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn every_version_left_on_a_device_is_found_for_erasing() {
+        // A 1.2 member that was a 1.0 member, and a 0.90 one before that: all three are there.
+        let mut img = image(MetadataVersion::V1_2);
+        let mut older = Vec::new();
+        for version in [MetadataVersion::V0_90, MetadataVersion::V1_0] {
+            let at = version.superblock_offset(DEVICE_BYTES).unwrap() as usize;
+            img[at..at + 4096].copy_from_slice(&image(version)[at..at + 4096]);
+            older.push(at as u64);
+        }
+        let found = superblocks_on_device(DEVICE_BYTES, reader(&img)).unwrap();
+        let kinds: Vec<(MetadataVersion, u64, usize, bool)> =
+            found.iter().map(|f| (f.version, f.offset, f.erase_len, f.damage.is_some())).collect();
+        assert_eq!(
+            kinds,
+            [
+                (MetadataVersion::V0_90, older[0], 4096, false),
+                (MetadataVersion::V1_0, older[1], 512, false),
+                (MetadataVersion::V1_2, 4096, 512, false)
+            ]
+        );
+        // Damaged: still found, with why.
+        img[4096 + 40] ^= 1;
+        let found = superblocks_on_device(DEVICE_BYTES, reader(&img)).unwrap();
+        assert!(matches!(found[2].damage, Some(FormatError::BadChecksum { .. })), "{found:?}");
+        // Blank: nothing.
+        assert!(superblocks_on_device(DEVICE_BYTES, reader(&vec![0u8; DEVICE_BYTES as usize])).unwrap().is_empty());
+        assert_eq!(superblocks_on_device(DEVICE_BYTES, |_, _| Err::<Vec<u8>, _>("eio")), Err("eio"));
     }
 
     #[test]

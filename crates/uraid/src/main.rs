@@ -4,6 +4,7 @@
 //! command under `commands/`. Every error is printed as one line naming what and where, and the
 //! exit status is non-zero.
 
+mod array_lines;
 mod array_name;
 mod commands;
 mod control;
@@ -67,6 +68,9 @@ enum Command {
     Resync(PassArgs),
     /// Add devices to a stopped array and rebuild them now (or keep them as hot spares).
     Add(AddArgs),
+    /// Erase the md superblocks (every version found) of devices that are to be used for
+    /// something else (like mdadm --zero-superblock); nothing else is written.
+    ZeroSuperblock(ZeroSuperblockArgs),
     /// Measure parity kernels and memory bandwidth (reports speeds; asserts none).
     Bench(commands::bench::BenchArgs),
     /// FreeBSD gvinum (Vinum) drives, volumes, plexes and subdisks on drive files or block
@@ -181,6 +185,18 @@ pub struct MonitorArgs {
 }
 
 #[derive(Args)]
+pub struct ZeroSuperblockArgs {
+    /// Also erase damaged superblocks (md's magic, but not valid), and open a block device
+    /// that is held open exclusively (a mounted file system, a running array).
+    #[arg(short, long)]
+    pub force: bool,
+    /// Member files or block devices. Every one is checked before any is written: one that
+    /// carries no md superblock (or is refused) means nothing is written.
+    #[arg(required = true)]
+    pub devices: Vec<PathBuf>,
+}
+
+#[derive(Args)]
 pub struct CtlArgs {
     /// The control socket given to `uraid serve --control`, or the name of an array started
     /// by `uraid assemble`.
@@ -251,9 +267,13 @@ pub struct CreateArgs {
     /// RAID level: linear, 0, 1, 4, 5, 6, 10 (or raid0, raid5, ...).
     #[arg(short, long)]
     pub level: String,
-    /// Number of active members.
+    /// Number of active members (raid slots), `missing` ones included.
     #[arg(short = 'n', long = "raid-devices")]
     pub raid_devices: u32,
+    /// Number of hot spares: the members listed after the raid slots. raid-devices plus
+    /// spare-devices must be the number of members given.
+    #[arg(short = 'x', long = "spare-devices", default_value_t = 0)]
+    pub spare_devices: u32,
     /// Chunk size (a bare number is KiB, as in mdadm; suffixes K, M, G). Default 512K.
     #[arg(short, long)]
     pub chunk: Option<String>,
@@ -262,7 +282,9 @@ pub struct CreateArgs {
     /// alternate (multi-zone raid0).
     #[arg(short = 'p', long, alias = "parity")]
     pub layout: Option<String>,
-    /// Metadata version: 1.2 (default), 1.1, 1.0.
+    /// Metadata version: 1.2 (default; also "default" and "1"), 1.1, 1.0, or 0.90 (also "0.9"
+    /// and "0": at the end of the members, data from sector 0, at most 27 devices and 4 TiB
+    /// used per member).
     #[arg(short = 'e', long, default_value = "1.2")]
     pub metadata: String,
     /// Write-intent bitmap: internal or none.
@@ -295,7 +317,9 @@ pub struct CreateArgs {
     /// Overwrite members that already carry an md superblock.
     #[arg(short, long)]
     pub force: bool,
-    /// Member files or block devices (must exist; make files with truncate -s).
+    /// Member files or block devices (must exist; make files with truncate -s), raid slots in
+    /// order then spares. The word `missing` leaves its raid slot empty: the array starts
+    /// degraded (as many as the level can lose).
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
 }
@@ -303,8 +327,19 @@ pub struct CreateArgs {
 #[derive(Args)]
 pub struct ExamineArgs {
     /// Print JSON (one object per member, in an array).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["scan", "brief"])]
     pub json: bool,
+    /// Print one mdadm.conf ARRAY line per md array found among the devices (those without an
+    /// md superblock are skipped), as mdadm --examine --scan does; a folder stands for every
+    /// file and block device under it.
+    #[arg(short, long)]
+    pub scan: bool,
+    /// The same as --scan.
+    #[arg(short, long)]
+    pub brief: bool,
+    /// With --scan: add level=, num-devices= and the member devices (devices=).
+    #[arg(short, long)]
+    pub verbose: bool,
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
 }
@@ -322,9 +357,21 @@ pub struct DetailArgs {
     /// Of RAIDframe components given: the set to describe, by serial number.
     #[arg(long, value_name = "N", conflicts_with_all = ["volume", "scan"])]
     pub serial: Option<u32>,
-    /// Find members under DIR and describe every array found there.
+    /// Find members under DIR and describe every array found there: one mdadm.conf ARRAY line
+    /// each, as mdadm --detail --scan prints (-vv, --json or --export for everything).
     #[arg(long, value_name = "DIR")]
     pub scan: Option<PathBuf>,
+    /// One mdadm.conf ARRAY line for the array (mdadm --detail --brief).
+    #[arg(short, long, conflicts_with_all = ["json", "export"])]
+    pub brief: bool,
+    /// With an ARRAY line: add level=, num-devices= and the member devices (devices=). Given
+    /// twice with --scan: the whole description of every array, not its ARRAY line.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Shell variables (MD_LEVEL=raid5, MD_UUID=..., MD_DEVICE_dev_NAME_ROLE=...), as mdadm
+    /// --detail --export prints them.
+    #[arg(short = 'Y', long, conflicts_with = "json")]
+    pub export: bool,
     /// md members, gvinum drives with --volume, or RAIDframe components.
     #[arg(required_unless_present_any = ["scan", "raidframe"], conflicts_with = "scan")]
     pub members: Vec<PathBuf>,
@@ -599,6 +646,7 @@ fn main() -> ExitCode {
         Command::Monitor(a) => commands::monitor::run(&a),
         Command::Ctl(a) => commands::ctl::run(&a),
         Command::Add(a) => commands::add::run(&a),
+        Command::ZeroSuperblock(a) => commands::zero_superblock::run(&a),
         Command::Bench(a) => commands::bench::run(&a),
         Command::Sim(a) => commands::sim::run(&a),
         Command::Vinum(a) => commands::vinum::run(&a),

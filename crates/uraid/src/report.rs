@@ -142,6 +142,9 @@ pub fn examine_text(path: &str, info: &MemberInfo) -> String {
     line("Creation Time", ctime_text(info.ctime));
     line("Raid Level", level_name(info.level));
     line("Raid Devices", info.raid_disks.to_string());
+    if let Some(minor) = info.preferred_minor {
+        line("Preferred Minor", minor.to_string());
+    }
     line("Avail Dev Size", format!("{} sectors", info.avail_sectors));
     if let Some(bytes) = array_bytes_from_one(info) {
         line("Array Size", mdadm_size(bytes));

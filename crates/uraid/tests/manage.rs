@@ -4,13 +4,16 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use uraid_testkit::sha256_hex;
+
+mod common;
+use common::serve::Serve;
 
 fn uraid(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_uraid")).args(args).output().expect("run uraid")
@@ -96,70 +99,6 @@ fn offline_check_and_repair() {
     let o = uraid(&with(&["repair"], &three));
     assert!(!o.status.success() && text(&o).contains("degraded"), "{}", text(&o));
     assert_eq!(hashes(&members), before);
-}
-
-/// A running server, stopped with SIGTERM (or killed) on request; killed on drop.
-struct Serve {
-    child: Option<Child>,
-    control: PathBuf,
-}
-
-impl Serve {
-    fn start(dir: &Path, members: &[String], extra: &[&str]) -> Serve {
-        let control = dir.join("ctl.sock");
-        let nbd = dir.join("nbd.sock");
-        // A killed server leaves its sockets behind; wait for the new ones, not those.
-        let _ = std::fs::remove_file(&control);
-        let _ = std::fs::remove_file(&nbd);
-        let mut args = vec![
-            "serve".to_string(),
-            format!("--listen=unix:{}", nbd.display()),
-            format!("--control={}", control.display()),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args.extend(members.iter().cloned());
-        // Its messages go to serve.log beside the sockets, for a failure to show.
-        let log = std::fs::File::create(dir.join("serve.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_uraid")).args(&args).stderr(Stdio::from(log)).spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        // A socket file appears when bound, a moment before it listens: wait until the control
-        // socket (bound after the NBD one) accepts.
-        while !(nbd.exists() && std::os::unix::net::UnixStream::connect(&control).is_ok()) {
-            assert!(Instant::now() < deadline, "control socket never appeared");
-            sleep(Duration::from_millis(20));
-        }
-        Serve { child: Some(child), control }
-    }
-
-    fn ctl(&self, args: &[&str]) -> Output {
-        let control = self.control.display().to_string();
-        let mut all = vec!["ctl", control.as_str()];
-        all.extend_from_slice(args);
-        uraid(&all)
-    }
-
-    fn status(&self) -> Value {
-        serde_json::from_slice(&self.ctl(&["status", "--json"]).stdout).expect("status --json")
-    }
-
-    fn stop(mut self, signal: i32) {
-        let mut child = self.child.take().unwrap();
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(child.id() as i32, signal) };
-        let status = child.wait().unwrap();
-        if signal == libc::SIGTERM {
-            assert!(status.success(), "serve exited {status}");
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 /// status shows what /proc/mdstat and md's sysfs show; check + wait report mismatch_cnt; repair

@@ -315,14 +315,12 @@ impl OpenArray {
             // A former member the bitmap cannot vouch for: it is rebuilt in full like a new one.
         }
         let reference = &self.mdp().members[self.mdp().plan.reference];
-        let dev_number = self
-            .mdp()
-            .members
-            .iter()
-            .map(|m| m.info.dev_number + 1)
-            .chain(std::iter::once(reference.info.roles.len() as u32))
-            .max()
-            .unwrap_or(0);
+        let in_use: Vec<u32> = self.mdp().members.iter().map(|m| m.info.dev_number).collect();
+        let dev_number = reference
+            .probed
+            .superblock
+            .new_member_number(&in_use)
+            .map_err(|e| OpenError::BadMember(format!("{}: {e}", dev.name())))?;
         let mut uuid = [0u8; 16];
         fill_random(&mut uuid);
         let mut sb = reference
@@ -337,8 +335,10 @@ impl OpenArray {
             .iter()
             .position(|s| matches!(s, SlotState::Missing | SlotState::Faulty))
             .filter(|_| !self.array.log_held());
-        sb.set_role(dev_number, slot.map_or(Role::Spare, |s| Role::Active(s as u32)));
-        sb.set_recovery_offset(slot.map(|_| 0));
+        match slot {
+            Some(s) => sb.set_rebuilding(dev_number, s as u32),
+            None => sb.set_role(dev_number, Role::Spare),
+        }
         let offset = sb.byte_offset();
         // Its partial parity log starts empty (md's `ppl_modify_log`), before it is a member.
         let mut areas = Vec::new();
@@ -421,9 +421,8 @@ impl OpenArray {
     ) -> Result<usize, OpenError> {
         let mut sb = found.superblock;
         // Until the rebuild is done it is not in sync: if we stop first, it starts over in full.
-        sb.set_recovery_offset(Some(0));
         let info = sb.info();
-        sb.set_role(info.dev_number, Role::Active(slot as u32));
+        sb.set_rebuilding(info.dev_number, slot as u32);
         let offset = found.offset;
         let info = sb.info();
         let idx = self

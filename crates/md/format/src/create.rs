@@ -1,19 +1,23 @@
-//! mdadm 4.2's rules for the superblocks of a new 1.x array (`mdadm --create`).
+//! mdadm 4.2's rules for the superblocks of a new array (`mdadm --create`).
 //!
-//! The rules follow mdadm's `Create.c` (defaults, size selection, the raid4/5 recovery
-//! trick), `super1.c` (`validate_geometry1`: default data offset and usable size;
-//! `init_super1`: `max_dev`; `add_internal_bitmap1`: bitmap chunk and position;
-//! `write_init_super1`: data size, bad-block log, raid0 layout flag, PPL area; `write_init_ppl1`:
-//! the initial PPL header) and `choose_bm_space`.
+//! The rules follow mdadm's `Create.c` (defaults, size selection, `missing` members and spares,
+//! the recovery trick for raid4/5 and for raid6 missing one member), `super1.c`
+//! (`validate_geometry1`: default data offset and usable size; `init_super1`: `max_dev`;
+//! `add_internal_bitmap1`: bitmap chunk and position; `write_init_super1`: data size,
+//! bad-block log, raid0 layout flag, PPL area; `write_init_ppl1`: the initial PPL header),
+//! `choose_bm_space`, and for 0.90 `super0.c` (in [`v090`]).
 //!
 //! The result is what the superblocks look like once md has finished the initial sync of a
-//! new array, except that `events` is 0, `utime` equals `ctime` and arrays with redundancy
-//! are marked as needing a resync (`resync_offset` 0): see [`plan`].
+//! new array, except that `events` is mdadm's (0 for 1.x, 1 for 0.90), `utime` equals `ctime`
+//! and arrays with redundancy left are marked as needing a resync: see [`plan`] and
+//! [`CreatePlan::starts_in_sync`].
 
 use crate::bitmap::{self, BitmapSuper};
 use crate::ppl::{self, PplHeader};
 use crate::sb1::{self, feature, Superblock1};
 use crate::{role_code, FormatError, MetadataVersion, Superblock, MAX_SECTOR, MD_SB_MAGIC, SECTOR};
+
+mod v090;
 
 /// mdadm's default chunk for striped levels (`DEFAULT_CHUNK`), in KiB.
 pub const DEFAULT_CHUNK_KIB: u64 = 512;
@@ -132,6 +136,22 @@ pub struct CreatePlan {
     /// The layout and chunk actually used (after defaults).
     pub layout: i32,
     pub chunk_sectors: u32,
+    /// Whether md would start this array with nothing to resync (mdadm marks it clean): linear
+    /// and raid0, and raid4/5/6 missing as many members as they can lose, which leaves no
+    /// redundancy to make consistent. The superblocks say so (`resync_offset` MaxSector, the
+    /// 0.90 clean bit); the others are marked as needing a resync.
+    pub starts_in_sync: bool,
+    /// The raid slots created empty (`missing`): the array starts degraded.
+    pub missing_slots: Vec<usize>,
+}
+
+/// One entry of the device list of a new array, as `mdadm --create` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewMember {
+    /// A device of `bytes` bytes, with the device UUID its 1.x superblock gets (0.90 has none).
+    Device { bytes: u64, uuid: [u8; 16] },
+    /// mdadm's `missing`: the raid slot stays empty and the array starts degraded.
+    Missing,
 }
 
 /// Bytes to write on a member before its superblock.
@@ -296,7 +316,9 @@ fn plan_bitmap(spec: &CreateSpec, size_sectors: u64, bitmap_sectors: u64) -> Res
 /// Member `i` is raid slot `i` for `i < raid_disks` and a spare after that. Descriptor
 /// numbers follow mdadm: member `i` gets number `i`, except that for raid4/5 mdadm builds the
 /// last slot by recovery onto a spare, so that member gets number `members` (one past the
-/// others) and the slot's own descriptor stays unused, as in the arrays mdadm makes.
+/// others) and the slot's own descriptor stays unused, as in the arrays mdadm makes. For a
+/// device list with `missing` entries see [`plan_members`]; for 0.90 metadata, where md
+/// numbers descriptors its own way, [`v090`].
 ///
 /// Data offset, data size, superblock position, bad-block log, bitmap position and chunk,
 /// `max_dev` and the feature map (`BITMAP_OFFSET`, `RAID0_LAYOUT` for raid0 members of
@@ -334,107 +356,285 @@ pub fn plan_with_policy(
     device_bytes: &[u64],
     device_uuids: &[[u8; 16]],
 ) -> Result<CreatePlan, FormatError> {
-    let version = spec.version;
-    let ppl = policy == ConsistencyPolicy::Ppl;
-    if spec.bitmap && policy != ConsistencyPolicy::Bitmap {
-        return fail(format!("a bitmap is not compatible with consistency policy {}", policy.name()));
+    if device_uuids.len() != device_bytes.len() {
+        return fail(format!("{} device UUIDs for {} devices", device_uuids.len(), device_bytes.len()));
     }
-    let with_bitmap = policy == ConsistencyPolicy::Bitmap;
-    if ppl {
-        if version == MetadataVersion::V0_90 {
-            return fail("the PPL consistency policy needs 1.x metadata (0.90 has no room for a PPL)");
+    let members: Vec<NewMember> =
+        device_bytes.iter().zip(device_uuids).map(|(&bytes, &uuid)| NewMember::Device { bytes, uuid }).collect();
+    plan_members(spec, policy, &members)
+}
+
+/// [`plan_with_policy`] for a device list that may hold `missing` (mdadm's keyword): the
+/// entries of `members` are the list given to `mdadm --create`, the first `raid_disks` of them
+/// raid slots (a [`NewMember::Missing`] slot stays empty and the array starts degraded), the
+/// rest hot spares, which must be devices.
+///
+/// As mdadm: linear and raid0 take no missing member and no spare, at least one slot must be
+/// filled, and the array must be able to run without its missing members (mdadm's `enough`):
+/// raid1 with one copy, raid4/5 without one member, raid6 without two, raid10 with one copy of
+/// every chunk. The superblocks of a degraded array record its missing slots as md does (1.x:
+/// no entry of the role table holds them; 0.90: their descriptors removed and faulty).
+///
+/// [`CreatePlan::superblocks`] and [`CreatePlan::members`] hold one entry per device, in list
+/// order, `missing` entries skipped. Descriptor numbers are list positions (a missing entry
+/// uses one up, as in mdadm), except that the slot mdadm builds by recovery onto a spare
+/// (raid4/5 created whole, raid6 missing one member) gets the number after the whole list:
+/// mdadm adds that device last. 0.90 numbers descriptors as md rewrites them ([`v090`]).
+pub fn plan_members(
+    spec: &CreateSpec,
+    policy: ConsistencyPolicy,
+    members: &[NewMember],
+) -> Result<CreatePlan, FormatError> {
+    let shape = Shape::check(spec, policy, members)?;
+    match spec.version {
+        MetadataVersion::V0_90 => v090::plan(spec, &shape, members),
+        _ => plan_v1(spec, &shape, members),
+    }
+}
+
+/// What every version's plan needs, checked once: the geometry after mdadm's defaults and the
+/// role of every entry of the device list.
+pub(crate) struct Shape {
+    pub(crate) level: i32,
+    pub(crate) layout: i32,
+    pub(crate) policy: ConsistencyPolicy,
+    /// Chunk in KiB (mdadm's unit); 0 for none.
+    pub(crate) chunk_kib: u64,
+    /// `--size` in KiB, rounded down to the chunk; 0 for the largest that fits every member.
+    pub(crate) size_kib: u64,
+    pub(crate) raid_disks: usize,
+    /// The raid slots whose entry is `missing`.
+    pub(crate) missing: Vec<usize>,
+    /// The slot mdadm builds by recovery onto a spare rather than by a resync (raid4/5 created
+    /// whole, raid6 missing one member): its device is added last.
+    pub(crate) recovered: Option<usize>,
+}
+
+impl Shape {
+    fn check(spec: &CreateSpec, policy: ConsistencyPolicy, members: &[NewMember]) -> Result<Shape, FormatError> {
+        let version = spec.version;
+        let ppl = policy == ConsistencyPolicy::Ppl;
+        if spec.bitmap && policy != ConsistencyPolicy::Bitmap {
+            return fail(format!("a bitmap is not compatible with consistency policy {}", policy.name()));
         }
-        if !matches!(spec.level, 4..=6) {
+        let with_bitmap = policy == ConsistencyPolicy::Bitmap;
+        if ppl {
+            if version == MetadataVersion::V0_90 {
+                return fail("the PPL consistency policy needs 1.x metadata (0.90 has no room for a PPL)");
+            }
+            if !matches!(spec.level, 4..=6) {
+                return fail(format!(
+                    "the PPL consistency policy needs raid4, raid5 or raid6, not {}",
+                    level_text(spec.level)
+                ));
+            }
+        }
+        let n = members.len();
+        let rd = spec.raid_disks as usize;
+        let level = spec.level;
+        if !matches!(level, -1 | 0 | 1 | 4 | 5 | 6 | 10) {
+            return fail(format!("unsupported raid level {level}"));
+        }
+        if rd == 0 {
+            return fail("at least one raid device is needed");
+        }
+        if n < rd {
+            return fail(format!("{n} devices given for {rd} raid devices"));
+        }
+        if level == 6 && rd < 4 {
+            return fail("at least 4 raid-devices needed for level 6");
+        }
+        if level >= 4 && rd < 2 {
+            return fail(format!("at least 2 raid-devices needed for level {level}"));
+        }
+        if level <= 0 && n > rd {
+            return fail("this level does not support spare devices");
+        }
+        if let Some(i) = (rd..n).find(|&i| members[i] == NewMember::Missing) {
+            return fail(format!("device {i} is 'missing' but is a spare: only raid slots can be missing"));
+        }
+        let missing: Vec<usize> = (0..rd).filter(|&i| members[i] == NewMember::Missing).collect();
+        if level <= 0 && !missing.is_empty() {
             return fail(format!(
-                "the PPL consistency policy needs raid4, raid5 or raid6, not {}",
-                level_text(spec.level)
+                "{} has no redundancy: it does not support missing devices (slot {} is missing)",
+                level_text(level),
+                missing[0]
             ));
         }
-    }
-    if version == MetadataVersion::V0_90 {
-        return fail("new arrays are created with 1.x metadata only (use 1.0 for metadata at the end)");
-    }
-    let n = device_bytes.len();
-    let rd = spec.raid_disks as usize;
-    let level = spec.level;
-    if device_uuids.len() != n {
-        return fail(format!("{} device UUIDs for {} devices", device_uuids.len(), n));
-    }
-    if !matches!(level, -1 | 0 | 1 | 4 | 5 | 6 | 10) {
-        return fail(format!("unsupported raid level {level}"));
-    }
-    if rd == 0 {
-        return fail("at least one raid device is needed");
-    }
-    if n < rd {
-        return fail(format!("{n} devices given for {rd} raid devices"));
-    }
-    if level == 6 && rd < 4 {
-        return fail("at least 4 raid-devices needed for level 6");
-    }
-    if level >= 4 && rd < 2 {
-        return fail(format!("at least 2 raid-devices needed for level {level}"));
-    }
-    if level <= 0 && n > rd {
-        return fail("this level does not support spare devices");
-    }
-    if with_bitmap && level <= 0 {
-        return fail("bitmaps are not meaningful with linear or raid0");
-    }
-    if version == MetadataVersion::V1_0 && level <= 0 && spec.data_offset.is_some() {
-        // mdadm would record a data_size reaching up to the superblock from sector 0, which
-        // linear and raid0 use in full: the data would run into the metadata.
-        return fail("--data-offset cannot be used with 1.0 metadata for linear or raid0");
-    }
-    let layout = if spec.layout == -1 { default_layout(level) } else { spec.layout };
-    if level == 10 {
-        let copies = (layout & 255) * ((layout >> 8) & 255);
-        if copies <= 0 || copies as usize > rd {
-            return fail(format!("raid10 layout 0x{layout:x} needs more than {rd} devices"));
+        if missing.len() == rd {
+            return fail("every raid slot is missing: at least one device is needed");
         }
-    }
-    if spec.chunk_sectors & 1 != 0 {
-        return fail("chunk size must be a multiple of 1 KiB");
-    }
-    // mdadm counts chunk and sizes in KiB.
-    let chunk_kib: u64 = match level {
-        0 | 4 | 5 | 6 | 10 if spec.chunk_sectors == 0 => DEFAULT_CHUNK_KIB,
-        1 if spec.chunk_sectors != 0 => return fail("specifying a chunk size is forbidden for raid1"),
-        _ => u64::from(spec.chunk_sectors / 2),
-    };
-    let round_to_chunk = |kib: u64| if chunk_kib != 0 { kib & !(chunk_kib - 1) } else { kib };
-    let mut size_kib = match spec.component_sectors {
-        Some(s) if s & 1 != 0 => return fail("size must be a multiple of 1 KiB"),
-        Some(s) => s / 2,
-        None => 0,
-    };
-    if size_kib != 0 {
-        size_kib = round_to_chunk(size_kib);
-        if size_kib == 0 {
-            return fail("size cannot be smaller than the chunk");
+        if with_bitmap && level <= 0 {
+            return fail("bitmaps are not meaningful with linear or raid0");
         }
+        if version == MetadataVersion::V1_0 && level <= 0 && spec.data_offset.is_some() {
+            // mdadm would record a data_size reaching up to the superblock from sector 0, which
+            // linear and raid0 use in full: the data would run into the metadata.
+            return fail("--data-offset cannot be used with 1.0 metadata for linear or raid0");
+        }
+        let layout = if spec.layout == -1 { default_layout(level) } else { spec.layout };
+        if level == 10 {
+            let copies = (layout & 255) * ((layout >> 8) & 255);
+            if copies <= 0 || copies as usize > rd {
+                return fail(format!("raid10 layout 0x{layout:x} needs more than {rd} devices"));
+            }
+        }
+        if !missing.is_empty() && !survives_missing(level, rd, layout, &missing) {
+            let list: Vec<String> = missing.iter().map(|s| s.to_string()).collect();
+            return fail(format!(
+                "too many missing devices: {} with {rd} raid-devices cannot run without slot(s) {} ({}); the array would hold no complete copy of its data",
+                level_text(level),
+                list.join(", "),
+                survivable_text(level, layout),
+            ));
+        }
+        if spec.chunk_sectors & 1 != 0 {
+            return fail("chunk size must be a multiple of 1 KiB");
+        }
+        // mdadm counts chunk and sizes in KiB.
+        let chunk_kib: u64 = match level {
+            0 | 4 | 5 | 6 | 10 if spec.chunk_sectors == 0 => DEFAULT_CHUNK_KIB,
+            1 if spec.chunk_sectors != 0 => return fail("specifying a chunk size is forbidden for raid1"),
+            _ => u64::from(spec.chunk_sectors / 2),
+        };
+        let mut size_kib = match spec.component_sectors {
+            Some(s) if s & 1 != 0 => return fail("size must be a multiple of 1 KiB"),
+            Some(s) => s / 2,
+            None => 0,
+        };
+        if size_kib != 0 {
+            size_kib = round_to_chunk(size_kib, chunk_kib);
+            if size_kib == 0 {
+                return fail("size cannot be smaller than the chunk");
+            }
+        }
+        // Create.c: raid4/5 are built by recovering the last slot onto a spare, and so is a
+        // raid6 missing one member (else md could not build it): that member is added last.
+        let recovered = match (level, missing.as_slice()) {
+            (4 | 5, []) => Some(rd - 1),
+            (6, [gone]) if *gone == rd - 1 => Some(rd - 2),
+            (6, [_]) => Some(rd - 1),
+            _ => None,
+        };
+        Ok(Shape { level, layout, policy, chunk_kib, size_kib, raid_disks: rd, missing, recovered })
     }
 
-    // validate_geometry1: the first member decides the default data offset for all.
+    /// Whether md would start the array with nothing to resync: linear and raid0, and raid4/5/6
+    /// missing as many members as they can lose (no redundancy is left to make consistent).
+    /// mdadm marks those clean (`Create.c`); md resyncs the others on first start.
+    pub(crate) fn starts_in_sync(&self) -> bool {
+        let max_missing = match self.level {
+            4 | 5 => 1,
+            6 => 2,
+            _ => usize::MAX,
+        };
+        self.level <= 0 || self.missing.len() == max_missing
+    }
+
+    /// The descriptor number of list entry `i` (see [`plan_members`]).
+    pub(crate) fn dev_number(&self, i: usize, entries: usize) -> u32 {
+        if Some(i) == self.recovered {
+            entries as u32
+        } else {
+            i as u32
+        }
+    }
+}
+
+/// `kib` rounded down to the chunk as mdadm does it (`Create.c`, a mask: exact for the power
+/// of two chunks every level but raid0 requires; 0: no chunk).
+pub(crate) fn round_to_chunk(kib: u64, chunk_kib: u64) -> u64 {
+    if chunk_kib != 0 {
+        kib & !(chunk_kib - 1)
+    } else {
+        kib
+    }
+}
+
+/// Whether an array of `level` with `raid_disks` slots and `layout` can run without the slots
+/// in `missing` (mdadm's `enough`, for a clean array): raid1 needs one copy, raid4/5 lose at
+/// most one member and raid6 two, linear and raid0 none; raid10 needs, in each run of `copies`
+/// slots that holds the copies of one chunk (runs start every near-copies slots, wrapping
+/// round), at least one slot that is there.
+pub fn survives_missing(level: i32, raid_disks: usize, layout: i32, missing: &[usize]) -> bool {
+    let gone = |slot: usize| missing.contains(&slot);
+    let lost = (0..raid_disks).filter(|&s| gone(s)).count();
+    match level {
+        1 => lost < raid_disks,
+        4 | 5 => lost <= 1,
+        6 => lost <= 2,
+        10 => {
+            let near = (layout & 255).max(1) as usize;
+            let copies = near * ((layout >> 8) & 255).max(1) as usize;
+            let mut first = 0;
+            loop {
+                if (0..copies).all(|k| gone((first + k) % raid_disks)) {
+                    return false;
+                }
+                first = (first + near) % raid_disks;
+                if first == 0 {
+                    return true;
+                }
+            }
+        }
+        _ => lost == 0,
+    }
+}
+
+/// What `level` can lose, for messages.
+fn survivable_text(level: i32, layout: i32) -> String {
+    match level {
+        1 => "raid1 needs one copy".to_string(),
+        4 | 5 => format!("{} can lose one member", level_text(level)),
+        6 => "raid6 can lose two members".to_string(),
+        10 => {
+            let copies = (layout & 255) * ((layout >> 8) & 255);
+            format!("raid10 keeps {copies} copies of each chunk on neighbouring slots, one of which must be there")
+        }
+        _ => format!("{} has no redundancy", level_text(level)),
+    }
+}
+
+/// mdadm's 1.x placement (see [`plan_with_policy`]) of a checked [`Shape`].
+fn plan_v1(spec: &CreateSpec, shape: &Shape, members: &[NewMember]) -> Result<CreatePlan, FormatError> {
+    let version = spec.version;
+    let ppl = shape.policy == ConsistencyPolicy::Ppl;
+    let with_bitmap = shape.policy == ConsistencyPolicy::Bitmap;
+    let (level, layout, chunk_kib, rd) = (shape.level, shape.layout, shape.chunk_kib, shape.raid_disks);
+    let n = members.len();
+    let mut size_kib = shape.size_kib;
+    let round_to_chunk = |kib: u64| round_to_chunk(kib, chunk_kib);
+
+    // The devices of the list, by position; `missing` entries have none.
+    let present: Vec<(usize, u64, [u8; 16])> = members
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| match *m {
+            NewMember::Device { bytes, uuid } => Some((i, bytes, uuid)),
+            NewMember::Missing => None,
+        })
+        .collect();
+    // validate_geometry1: the first device decides the default data offset for all.
     // With a PPL mdadm reserves its 1 MiB instead of the bitmap space.
-    let sectors: Vec<u64> = device_bytes.iter().map(|b| b / SECTOR).collect();
     let reserved = |device_sectors: u64| if ppl { PPL_AREA_SECTORS } else { choose_bm_space(device_sectors) };
+    let first_sectors = present[0].1 / SECTOR;
     let data_offset = match (spec.data_offset, version) {
         (Some(off), _) => off,
         (None, MetadataVersion::V1_0) => 0,
-        (None, _) => data_offset_reserving(sectors[0], chunk_kib, reserved(sectors[0])),
+        (None, _) => data_offset_reserving(first_sectors, chunk_kib, reserved(first_sectors)),
     };
     let mut min_free_kib = u64::MAX;
-    for (i, &ds) in sectors.iter().enumerate() {
+    for &(i, bytes, _) in &present {
+        let ds = bytes / SECTOR;
         if ds < sb1::MIN_DEVICE_SECTORS {
-            return fail(format!("device {i} ({} bytes) is too small for md metadata", device_bytes[i]));
+            return fail(format!("device {i} ({bytes} bytes) is too small for md metadata"));
         }
         let free = match version {
             MetadataVersion::V1_0 => (ds & !7).checked_sub(8 * 2 + 8 + reserved(ds)),
             _ => ds.checked_sub(data_offset),
         };
         let Some(free) = free else {
-            return fail(format!("device {i} ({} bytes) is too small for the required metadata", device_bytes[i]));
+            return fail(format!("device {i} ({bytes} bytes) is too small for the required metadata"));
         };
         let free_kib = round_to_chunk(free / 2);
         if free_kib == 0 {
@@ -460,10 +660,9 @@ pub fn plan_with_policy(
 
     // Create.c: raid4/5 are built by recovering the last slot onto a spare; that member is
     // added last and so gets the highest descriptor number.
-    let moved = matches!(level, 4 | 5).then_some(rd - 1);
-    let dev_numbers: Vec<u32> = (0..n).map(|i| if Some(i) == moved { n as u32 } else { i as u32 }).collect();
+    let dev_numbers: Vec<u32> = (0..n).map(|i| shape.dev_number(i, n)).collect();
     // init_super1: room for every device rounded up to a sector; add_to_super1 grows it.
-    let described = n + usize::from(moved.is_some());
+    let described = n + usize::from(shape.recovered.is_some());
     if described > sb1::MAX_DEVS as usize {
         return fail(format!("too many devices: {described} > {}", sb1::MAX_DEVS));
     }
@@ -472,9 +671,10 @@ pub fn plan_with_policy(
     if highest >= max_dev && max_dev < sb1::MAX_DEVS {
         max_dev = highest + 1;
     }
+    // A missing slot's entry stays unused (a spare's value): no device holds the slot.
     let mut dev_roles = vec![role_code::SPARE; max_dev as usize];
-    for (i, &num) in dev_numbers.iter().enumerate() {
-        dev_roles[num as usize] = if i < rd { i as u16 } else { role_code::SPARE };
+    for &(i, _, _) in &present {
+        dev_roles[dev_numbers[i] as usize] = if i < rd { i as u16 } else { role_code::SPARE };
     }
 
     // write_init_super1 (mdadm 4.2): raid0 gets RAID0_LAYOUT only when members differ in
@@ -482,7 +682,7 @@ pub fn plan_with_policy(
     let raid0_units =
         |bytes: u64| bytes.saturating_sub(spec.data_offset.unwrap_or(0)) / u64::from(chunk_sectors.max(1));
     let raid0_layout =
-        level == 0 && layout != 0 && device_bytes.iter().any(|&b| raid0_units(b) != raid0_units(device_bytes[0]));
+        level == 0 && layout != 0 && present.iter().any(|&(_, b, _)| raid0_units(b) != raid0_units(present[0].1));
 
     let bitmap = if with_bitmap {
         // Create.c: a raid10 bitmap covers the array, other levels one member.
@@ -513,11 +713,12 @@ pub fn plan_with_policy(
     let mut set_name = [0u8; 32];
     let name = stored_name("", &spec.name);
     set_name[..name.len()].copy_from_slice(name.as_bytes());
-    let resync_offset = if level <= 0 { MAX_SECTOR } else { 0 };
+    let resync_offset = if shape.starts_in_sync() { MAX_SECTOR } else { 0 };
 
     let mut superblocks = Vec::with_capacity(n);
     let mut members = Vec::with_capacity(n);
-    for (i, &ds) in sectors.iter().enumerate() {
+    for &(i, bytes, device_uuid) in &present {
+        let ds = bytes / SECTOR;
         let (mut bm_space, bm_offset) = match (&bitmap, ppl_offset) {
             (Some((bms, off)), _) => (bms.space_bytes(4096) / SECTOR, i64::from(*off)),
             (None, Some(off)) => (PPL_AREA_SECTORS, off),
@@ -611,7 +812,7 @@ pub fn plan_with_policy(
             recovery_offset: 0,
             dev_number: dev_numbers[i],
             cnt_corrected_read: 0,
-            device_uuid: device_uuids[i],
+            device_uuid,
             devflags: 0,
             bblog_shift: 0,
             bblog_size: bblog.map_or(0, |b| b.0),
@@ -649,7 +850,16 @@ pub fn plan_with_policy(
         let offset = members[0].bitmap.map_or(0, |b| b.0);
         (bms, offset, rest)
     });
-    Ok(CreatePlan { superblocks, component_sectors: size_sectors, bitmap, members, layout, chunk_sectors })
+    Ok(CreatePlan {
+        superblocks,
+        component_sectors: size_sectors,
+        bitmap,
+        members,
+        layout,
+        chunk_sectors,
+        starts_in_sync: shape.starts_in_sync(),
+        missing_slots: shape.missing.clone(),
+    })
 }
 
 #[cfg(test)]
@@ -789,7 +999,9 @@ mod tests {
         let sizes = [4 << 20; 3];
         let uuids = [[1; 16]; 3];
         assert!(plan(&spec(MetadataVersion::V1_2, 6, 3), &sizes, &uuids).is_err());
-        assert!(plan(&spec(MetadataVersion::V0_90, 1, 3), &sizes, &uuids).is_err());
+        let mut s = spec(MetadataVersion::V0_90, 1, 3);
+        s.data_offset = Some(2048);
+        assert!(plan(&s, &sizes, &uuids).is_err(), "0.90 has no data offset");
         let mut s = spec(MetadataVersion::V1_2, 1, 3);
         s.chunk_sectors = 128;
         assert!(plan(&s, &sizes, &uuids).is_err());
@@ -908,7 +1120,151 @@ mod tests {
         assert!(ppl(&v10).unwrap_err().to_string().contains("overlap the data"));
     }
 
+    fn dev(bytes: u64) -> NewMember {
+        NewMember::Device { bytes, uuid: [9; 16] }
+    }
+
+    /// The list `"d d missing d"` as members of `bytes` bytes.
+    fn list(words: &str, bytes: u64) -> Vec<NewMember> {
+        words.split_whitespace().map(|w| if w == "missing" { NewMember::Missing } else { dev(bytes) }).collect()
+    }
+
+    fn error_of(spec: &CreateSpec, members: &[NewMember]) -> String {
+        plan_members(spec, ConsistencyPolicy::Resync, members).expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn missing_slots_hold_no_entry_of_the_role_table() {
+        // As mdadm wrote raid5-4-ls-64k-missing3: descriptors by position, no recovery trick,
+        // slot 3 held by nobody, and clean from the start (nothing left to resync).
+        let s = spec(MetadataVersion::V1_2, 5, 4);
+        let p = plan_members(&s, ConsistencyPolicy::Resync, &list("d d d missing", 4 << 20)).unwrap();
+        assert_eq!(p.superblocks.len(), 3);
+        assert_eq!(p.members.iter().map(|m| m.dev_number).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(p.missing_slots, [3]);
+        assert!(p.starts_in_sync);
+        let info = p.superblocks[2].info();
+        assert_eq!(&info.roles[..4], &[Role::Active(0), Role::Active(1), Role::Active(2), Role::Spare]);
+        assert!(!info.roles.contains(&Role::Active(3)));
+        assert_eq!(info.resync_offset, MAX_SECTOR);
+        assert_eq!(info.raid_disks, 4);
+        parses_where_planned(&p, &s, &[4 << 20; 3]);
+    }
+
+    #[test]
+    fn raid6_missing_two_starts_in_sync_and_missing_one_is_recovered() {
+        let s = spec(MetadataVersion::V1_2, 6, 5);
+        // raid6-5-ls-64k-missing0-3: members 1, 2, 4 keep their positions as numbers.
+        let two = plan_members(&s, ConsistencyPolicy::Resync, &list("missing d d missing d", 4 << 20)).unwrap();
+        assert_eq!(two.members.iter().map(|m| m.dev_number).collect::<Vec<_>>(), [1, 2, 4]);
+        assert!(two.starts_in_sync);
+        assert_eq!(two.missing_slots, [0, 3]);
+        // One missing: mdadm makes the last good slot a spare to be recovered (else md could
+        // not build the array), so that device is numbered after the list; a resync is owed.
+        let one = plan_members(&s, ConsistencyPolicy::Resync, &list("d missing d d d", 4 << 20)).unwrap();
+        assert_eq!(one.members.iter().map(|m| m.dev_number).collect::<Vec<_>>(), [0, 2, 3, 5]);
+        assert!(!one.starts_in_sync);
+        assert_eq!(one.superblocks[3].info().role, Role::Active(4));
+        assert_eq!(one.superblocks[0].info().resync_offset, 0);
+        let last = plan_members(&s, ConsistencyPolicy::Resync, &list("d d d d missing", 4 << 20)).unwrap();
+        assert_eq!(last.members.iter().map(|m| m.dev_number).collect::<Vec<_>>(), [0, 1, 2, 5]);
+        assert_eq!(last.superblocks[3].info().role, Role::Active(3));
+    }
+
+    #[test]
+    fn mirrors_with_missing_copies_still_owe_a_resync() {
+        for (level, raid_disks, words) in [(1, 3, "d missing d"), (10, 4, "missing d missing d")] {
+            let s = spec(MetadataVersion::V1_2, level, raid_disks);
+            let p = plan_members(&s, ConsistencyPolicy::Resync, &list(words, 8 << 20)).unwrap();
+            assert!(!p.starts_in_sync, "raid{level}: md resyncs the copies that are there");
+            assert_eq!(p.superblocks[0].info().resync_offset, 0);
+        }
+    }
+
+    #[test]
+    fn spares_follow_the_raid_slots() {
+        // raid1-2-spare: numbers 0, 1, 2, the spare's entry a spare's.
+        let s = spec(MetadataVersion::V1_2, 1, 2);
+        let p = plan_members(&s, ConsistencyPolicy::Resync, &list("d d d", 4 << 20)).unwrap();
+        assert_eq!(p.members.iter().map(|m| m.dev_number).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(p.superblocks[2].info().role, Role::Spare);
+        assert_eq!(p.superblocks[0].info().roles[2], Role::Spare);
+        // A degraded raid5 with a spare: no recovery trick, the spare after the slots.
+        let s = spec(MetadataVersion::V1_2, 5, 3);
+        let p = plan_members(&s, ConsistencyPolicy::Resync, &list("d missing d d", 4 << 20)).unwrap();
+        assert_eq!(p.members.iter().map(|m| m.dev_number).collect::<Vec<_>>(), [0, 2, 3]);
+        assert_eq!(p.superblocks[2].info().role, Role::Spare);
+    }
+
+    #[test]
+    fn too_many_missing_or_misplaced_missing_is_refused() {
+        let e = error_of(&spec(MetadataVersion::V1_2, 5, 4), &list("d missing missing d", 4 << 20));
+        assert!(e.contains("too many missing devices") && e.contains("slot(s) 1, 2") && e.contains("lose one"), "{e}");
+        let e = error_of(&spec(MetadataVersion::V1_2, 6, 5), &list("missing missing d missing d", 4 << 20));
+        assert!(e.contains("raid6") && e.contains("0, 1, 3"), "{e}");
+        let e = error_of(&spec(MetadataVersion::V1_2, 1, 2), &list("missing missing", 4 << 20));
+        assert!(e.contains("every raid slot is missing"), "{e}");
+        for level in [-1, 0] {
+            let e = error_of(&spec(MetadataVersion::V1_2, level, 3), &list("d missing d", 4 << 20));
+            assert!(e.contains("does not support missing devices"), "{level}: {e}");
+        }
+        // raid10 n2 keeps the copies of a chunk on slots 0-1 and 2-3.
+        let e = error_of(&spec(MetadataVersion::V1_2, 10, 4), &list("missing missing d d", 4 << 20));
+        assert!(e.contains("raid10"), "{e}");
+        let e = error_of(&spec(MetadataVersion::V1_2, 1, 2), &list("d d missing", 4 << 20));
+        assert!(e.contains("is a spare"), "{e}");
+        let e = error_of(&spec(MetadataVersion::V1_2, 0, 2), &list("d d d", 4 << 20));
+        assert!(e.contains("does not support spare devices"), "{e}");
+    }
+
+    #[test]
+    fn what_each_level_survives() {
+        assert!(survives_missing(1, 3, 0, &[0, 2]));
+        assert!(!survives_missing(1, 2, 0, &[0, 1]));
+        assert!(survives_missing(5, 4, 2, &[3]) && !survives_missing(5, 4, 2, &[0, 3]));
+        assert!(survives_missing(6, 5, 2, &[1, 4]) && !survives_missing(6, 5, 2, &[0, 1, 4]));
+        assert!(!survives_missing(0, 2, 0, &[1]) && !survives_missing(-1, 2, 0, &[0]));
+        // raid10 n2 on 4: pairs 0-1 and 2-3.
+        assert!(survives_missing(10, 4, 0x102, &[0, 2]) && survives_missing(10, 4, 0x102, &[1, 3]));
+        assert!(!survives_missing(10, 4, 0x102, &[2, 3]));
+        // n2 on 3 slots: chunk copies on 0-1, 2-0, 1-2.
+        assert!(survives_missing(10, 3, 0x102, &[0]) && !survives_missing(10, 3, 0x102, &[0, 1]));
+        // f2 on 4: a chunk's far copy is on the next slot, so neighbours may not both go.
+        assert!(survives_missing(10, 4, 0x201, &[0, 2]) && !survives_missing(10, 4, 0x201, &[3, 0]));
+        // n3 on 3: any two may go.
+        assert!(survives_missing(10, 3, 0x103, &[0, 2]) && !survives_missing(10, 3, 0x103, &[0, 1, 2]));
+    }
+
     proptest::proptest! {
+        #[test]
+        fn degraded_and_090_plans_never_panic_and_leave_missing_slots_empty(
+            level in proptest::sample::select(vec![-1, 0, 1, 4, 5, 6, 10]),
+            version in proptest::sample::select(vec![MetadataVersion::V0_90, MetadataVersion::V1_0, MetadataVersion::V1_2]),
+            entries in proptest::collection::vec(proptest::option::of(0u64..(1 << 36)), 1..9),
+            raid_disks in 1u32..9,
+            policy in proptest::sample::select(vec![ConsistencyPolicy::Resync, ConsistencyPolicy::Bitmap]),
+        ) {
+            let mut s = spec(version, level, raid_disks);
+            s.bitmap = policy == ConsistencyPolicy::Bitmap;
+            let members: Vec<NewMember> = entries.iter().map(|e| e.map_or(NewMember::Missing, dev)).collect();
+            if let Ok(p) = plan_members(&s, policy, &members) {
+                let present: Vec<u64> = entries.iter().flatten().copied().collect();
+                proptest::prop_assert_eq!(p.superblocks.len(), present.len());
+                parses_where_planned(&p, &s, &present);
+                for sb in &p.superblocks {
+                    let info = sb.info();
+                    for slot in &p.missing_slots {
+                        proptest::prop_assert!(!info.roles.contains(&Role::Active(*slot as u32)));
+                    }
+                    let clean = info.resync_offset == MAX_SECTOR;
+                    proptest::prop_assert_eq!(clean, p.starts_in_sync);
+                }
+                let missing: Vec<usize> = (0..raid_disks as usize).filter(|&i| entries[i].is_none()).collect();
+                proptest::prop_assert_eq!(&p.missing_slots, &missing);
+                proptest::prop_assert!(survives_missing(level, raid_disks as usize, p.layout, &missing));
+            }
+        }
+
         #[test]
         fn plans_never_panic_and_always_parse(
             level in proptest::sample::select(vec![-1, 0, 1, 4, 5, 6, 10]),

@@ -13,15 +13,18 @@
 //! - [`sb1`]: the version-1 superblock (`struct mdp_superblock_1`, little-endian).
 //! - [`sb090`]: the version-0.90 superblock (`mdp_super_t`, host-endian; little-endian only here).
 //! - [`bitmap`]: the write-intent bitmap superblock (`bitmap_super_t`).
-//! - [`create`]: mdadm's rules for new 1.x superblocks (data offset, sizes, bitmap and PPL
-//!   placement).
+//! - [`create`]: mdadm's rules for the superblocks of a new array (1.x data offset, sizes,
+//!   bitmap and PPL placement; `missing` members and spares; 0.90's placement and limits).
 //! - [`ppl`]: the raid5 Partial Parity Log header (`struct ppl_header`).
 //! - [`uuid`]: mdadm's textual UUID form.
+//! - [`conf`]: mdadm.conf's `DEVICE` and `ARRAY` lines (what `--examine --scan` and
+//!   `--detail --scan` print, and `--assemble --scan` reads).
 
 use std::fmt;
 
 pub mod bitmap;
 mod bytes;
+pub mod conf;
 pub mod create;
 pub mod ppl;
 pub mod sb090;
@@ -154,6 +157,9 @@ pub struct MemberInfo {
     pub array_uuid: [u8; 16],
     /// The name as stored (1.x `set_name` up to the first NUL); "" for 0.90.
     pub name: String,
+    /// 0.90's `md_minor`: the md device the array was made as (mdadm's "Preferred Minor", its
+    /// `/dev/mdN`); `None` for 1.x, which records none.
+    pub preferred_minor: Option<u32>,
     /// Creation time, unix seconds.
     pub ctime: u64,
     /// Last update time, unix seconds.
@@ -352,8 +358,8 @@ impl Superblock {
         }
     }
 
-    /// The superblock for a device joining this array (see [`Superblock1::for_new_member`]).
-    /// Adding devices to 0.90 arrays is not supported.
+    /// The superblock for a device joining this array (see [`Superblock1::for_new_member`] and
+    /// [`Superblock090::for_new_member`]; 0.90 has no device UUID).
     pub fn for_new_member(
         &self,
         dev_number: u32,
@@ -362,7 +368,58 @@ impl Superblock {
     ) -> Result<Superblock, FormatError> {
         match self {
             Superblock::V1(sb) => Ok(Superblock::V1(sb.for_new_member(dev_number, device_uuid, device_bytes)?)),
-            Superblock::V090(_) => Err(FormatError::Create("adding a device to a 0.90 array is not supported".into())),
+            Superblock::V090(sb) => Ok(Superblock::V090(sb.for_new_member(dev_number, device_bytes)?)),
+        }
+    }
+
+    /// The descriptor number for a device joining this array, given the numbers its devices
+    /// hold (`in_use`): for 1.x the next after every number in use and after the role table
+    /// (an entry of the table may still name a former member); for 0.90 the first free
+    /// descriptor after the raid slots, where md's `super_90_sync` puts spares (a descriptor
+    /// below `raid_disks` belongs to that slot).
+    pub fn new_member_number(&self, in_use: &[u32]) -> Result<u32, FormatError> {
+        match self {
+            Superblock::V1(sb) => Ok(in_use.iter().map(|n| n + 1).chain([sb.max_dev]).max().unwrap_or(0)),
+            Superblock::V090(sb) => {
+                (sb.raid_disks..sb090::SB_DISKS as u32).find(|n| !in_use.contains(n)).ok_or_else(|| {
+                    FormatError::Create(format!(
+                        "0.90 metadata has room for {} devices, and every descriptor after the {} raid slots is taken",
+                        sb090::SB_DISKS,
+                        sb.raid_disks
+                    ))
+                })
+            }
+        }
+    }
+
+    /// Record device `dev_number` as being rebuilt into `slot` from its start: 1.x gives it the
+    /// slot and a recovery offset of 0 (md resumes from the offset recorded later); 0.90 has
+    /// nowhere to record a rebuild in progress, so the device stays a spare until it is whole,
+    /// as md's `super_90_sync` writes a device that is not in sync. Either way a crash during
+    /// the rebuild never leaves it looking in sync.
+    pub fn set_rebuilding(&mut self, dev_number: u32, slot: u32) {
+        match self {
+            Superblock::V1(sb) => {
+                sb.set_role(dev_number, Role::Active(slot));
+                sb.set_recovery_offset(Some(0));
+            }
+            Superblock::V090(sb) => sb.set_role(dev_number, Role::Spare),
+        }
+    }
+
+    /// Rewrite the role table from the devices that take part in the array (`live`: device
+    /// number and role), as md's superblock sync does: 1.x marks every other entry of the first
+    /// `table_len` faulty (`super_1_sync`), 0.90 rebuilds its descriptors
+    /// ([`Superblock090::sync_descriptors`]).
+    pub fn sync_roles(&mut self, live: &[(u32, Role)], table_len: usize) {
+        match self {
+            Superblock::V1(sb) => {
+                for dev_number in 0..table_len as u32 {
+                    let role = live.iter().find(|(d, _)| *d == dev_number).map_or(Role::Faulty, |(_, r)| *r);
+                    sb.set_role(dev_number, role);
+                }
+            }
+            Superblock::V090(sb) => sb.sync_descriptors(live),
         }
     }
 
@@ -462,6 +519,48 @@ mod tests {
         assert_eq!(shown, ["0.90", "1.0", "1.1", "1.2"]);
         for v in MetadataVersion::all() {
             assert_eq!(MetadataVersion::parse(&v.to_string()).unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn new_members_are_numbered_as_md_numbers_them() {
+        use crate::create::{plan_members, ConsistencyPolicy, CreateSpec, NewMember};
+        for version in [MetadataVersion::V0_90, MetadataVersion::V1_2] {
+            let spec = CreateSpec {
+                version,
+                level: 5,
+                layout: -1,
+                chunk_sectors: 128,
+                raid_disks: 4,
+                array_uuid: [3; 16],
+                name: "h:n".into(),
+                ctime: 1_700_000_000,
+                component_sectors: None,
+                bitmap: false,
+                data_offset: None,
+                bitmap_chunk: None,
+            };
+            let d = NewMember::Device { bytes: 8 << 20, uuid: [1; 16] };
+            let p = plan_members(&spec, ConsistencyPolicy::Resync, &[d, NewMember::Missing, d, d]).unwrap();
+            let in_use: Vec<u32> = p.members.iter().map(|m| m.dev_number).collect();
+            let mut sb = p.superblocks[0].clone();
+            let number = sb.new_member_number(&in_use).unwrap();
+            // 1.x: after the role table; 0.90: the first descriptor after the slots.
+            assert_eq!(number, if version == MetadataVersion::V0_90 { 4 } else { 128 }, "{version}");
+            let mut new = sb.for_new_member(number, [5; 16], 8 << 20).unwrap();
+            new.set_rebuilding(number, 1);
+            let info = new.info();
+            if version == MetadataVersion::V0_90 {
+                assert_eq!(info.role, Role::Spare, "0.90 cannot record a rebuild: a spare until whole");
+            } else {
+                assert_eq!((info.role, info.recovery_offset), (Role::Active(1), Some(0)));
+            }
+            // Once rebuilt, the role table says so.
+            sb.sync_roles(
+                &[(0, Role::Active(0)), (number, Role::Active(1)), (2, Role::Active(2))],
+                number as usize + 1,
+            );
+            assert_eq!(sb.info().roles[number as usize], Role::Active(1), "{version}");
         }
     }
 

@@ -400,6 +400,129 @@ impl Superblock090 {
         u
     }
 
+    /// An all-zero superblock (every descriptor unused) to be written at sector `sb_start`,
+    /// with md's magic and version 0.90.0: what a new array's superblock is built from.
+    pub fn blank(sb_start: u64) -> Self {
+        let mut sb = Self::decode(&[0u8; SB_BYTES], sb_start);
+        sb.md_magic = MD_SB_MAGIC;
+        sb.minor_version = 90;
+        sb
+    }
+
+    /// The array UUID as md holds it for a 0.90 array (`mddev->uuid`: the four words as they
+    /// lie in the superblock, little-endian), which is what an internal bitmap header carries.
+    /// mdadm displays each word big-endian ([`Self::uuid`]).
+    pub fn md_uuid(&self) -> [u8; 16] {
+        let mut u = [0u8; 16];
+        for (i, word) in [self.set_uuid0, self.set_uuid1, self.set_uuid2, self.set_uuid3].iter().enumerate() {
+            u[4 * i..4 * i + 4].copy_from_slice(&word.to_le_bytes());
+        }
+        u
+    }
+
+    /// Store an array UUID given in mdadm's display byte order (the inverse of [`Self::uuid`]).
+    pub fn set_uuid(&mut self, uuid: &[u8; 16]) {
+        let word = |i: usize| u32::from_be_bytes([uuid[4 * i], uuid[4 * i + 1], uuid[4 * i + 2], uuid[4 * i + 3]]);
+        self.set_uuid0 = word(0);
+        self.set_uuid1 = word(1);
+        self.set_uuid2 = word(2);
+        self.set_uuid3 = word(3);
+    }
+
+    /// Rewrite the whole descriptor table from the devices that take part in the array
+    /// (`live`: descriptor number and role), as md's `super_90_sync` writes it, and point
+    /// `this_disk` at this device's descriptor again:
+    ///
+    /// - every descriptor is cleared, descriptor 0 marked removed (md cannot tell an unused
+    ///   first descriptor from a used one otherwise);
+    /// - an active device's descriptor says active and in sync in its slot; a spare's is all
+    ///   zero state with its own number as slot ("compatibility"); a faulty device's says faulty;
+    /// - every slot below `raid_disks` whose descriptor is still unused is marked removed and
+    ///   faulty (a missing member), and counted as failed.
+    ///
+    /// Unlike md, descriptors are not renumbered (md gives active devices their slot's
+    /// descriptor and spares the ones after `raid_disks`): a device keeps its number, so the
+    /// superblock on it stays its own. The device numbers and minor numbers md records are kept
+    /// from the old descriptors.
+    pub fn sync_descriptors(&mut self, live: &[(u32, Role)]) {
+        let old = self.disks;
+        self.disks = [Disk090::default(); SB_DISKS];
+        self.disks[0].state = disk_state::REMOVED;
+        let (mut active, mut working, mut failed, mut spare, mut nr_disks) = (0, 0, 0, 0, 0);
+        for &(dev_number, role) in live {
+            let i = dev_number as usize;
+            if i >= SB_DISKS {
+                continue;
+            }
+            let keep = old[i].state & disk_state::WRITE_MOSTLY;
+            let d = &mut self.disks[i];
+            *d = Disk090 { number: dev_number, major: old[i].major, minor: old[i].minor, ..Disk090::default() };
+            nr_disks += 1;
+            match role {
+                Role::Active(slot) | Role::Replacement(slot) => {
+                    d.raid_disk = slot;
+                    d.state = disk_state::ACTIVE | disk_state::SYNC | keep;
+                    active += 1;
+                    working += 1;
+                }
+                Role::Spare | Role::Journal => {
+                    d.raid_disk = dev_number;
+                    d.state = keep;
+                    spare += 1;
+                    working += 1;
+                }
+                Role::Faulty => {
+                    d.raid_disk = dev_number;
+                    d.state = disk_state::FAULTY | keep;
+                }
+            }
+        }
+        for i in 0..(self.raid_disks as usize).min(SB_DISKS) {
+            let d = &mut self.disks[i];
+            if d.state == 0 && d.number == 0 {
+                *d = Disk090 {
+                    number: i as u32,
+                    raid_disk: i as u32,
+                    state: disk_state::REMOVED | disk_state::FAULTY,
+                    ..Disk090::default()
+                };
+                failed += 1;
+            }
+        }
+        self.nr_disks = nr_disks;
+        self.active_disks = active;
+        self.working_disks = working;
+        self.failed_disks = failed;
+        self.spare_disks = spare;
+        if let Some(own) = self.disks.get(self.this_disk.number as usize) {
+            self.this_disk = *own;
+        }
+    }
+
+    /// The superblock for a device joining this array as descriptor `dev_number` (a spare until
+    /// it is rebuilt into a slot) on a device of `device_bytes` bytes: the array's superblock
+    /// with the superblock position of the new device and `this_disk` pointing at its own,
+    /// still unused, descriptor. The device must hold the array's `size` before the superblock.
+    pub fn for_new_member(&self, dev_number: u32, device_bytes: u64) -> Result<Self, FormatError> {
+        if dev_number as usize >= SB_DISKS {
+            return Err(FormatError::Create(format!(
+                "0.90 metadata has room for {SB_DISKS} devices; descriptor {dev_number} is beyond them"
+            )));
+        }
+        let start = sb_start(device_bytes / SECTOR)
+            .ok_or(FormatError::DeviceTooSmall { device_bytes, version: MetadataVersion::V0_90 })?;
+        let needed = if self.level >= 1 { u64::from(self.size) * 2 } else { 0 };
+        if Self::usable(start, self.level) < needed {
+            return Err(FormatError::Create(format!(
+                "device of {device_bytes} bytes is too small: the array needs {needed} sectors of data before the 0.90 superblock at sector {start}"
+            )));
+        }
+        let mut sb = self.clone();
+        sb.sb_start = start;
+        sb.this_disk = Disk090 { number: dev_number, raid_disk: dev_number, ..Disk090::default() };
+        Ok(sb)
+    }
+
     /// Set the descriptor of `dev_number` to `role` and keep the counters and `this_disk` in
     /// step (the descriptor encoding of `super_90_sync`).
     pub fn set_role(&mut self, dev_number: u32, role: Role) {
@@ -475,6 +598,7 @@ impl Superblock090 {
             version: MetadataVersion::V0_90,
             array_uuid: self.uuid(),
             name: String::new(),
+            preferred_minor: Some(self.md_minor),
             ctime: u64::from(self.ctime),
             utime: u64::from(self.utime),
             level: self.level,
@@ -502,5 +626,84 @@ impl Superblock090 {
             state_clean: clean,
             checksum: self.sb_csum,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::disk_state::{ACTIVE, FAULTY, REMOVED, SYNC};
+    use super::*;
+
+    /// A raid5 of 4 whose superblock is on descriptor `own`.
+    fn raid5(own: u32) -> Superblock090 {
+        let mut sb = Superblock090::blank(8064);
+        sb.level = 5;
+        sb.raid_disks = 4;
+        sb.size = 4032;
+        sb.this_disk.number = own;
+        sb
+    }
+
+    #[test]
+    fn descriptors_are_synced_as_md_writes_them() {
+        let mut sb = raid5(4);
+        sb.disks[1].major = 7;
+        sb.disks[1].minor = 1;
+        // Slot 2 has no device; descriptor 4 is a spare, 5 failed.
+        sb.sync_descriptors(&[
+            (0, Role::Active(0)),
+            (1, Role::Active(1)),
+            (3, Role::Active(3)),
+            (4, Role::Spare),
+            (5, Role::Faulty),
+        ]);
+        let table: Vec<(u32, u32, u32)> = sb.disks[..7].iter().map(|d| (d.number, d.raid_disk, d.state)).collect();
+        assert_eq!(
+            table,
+            [
+                (0, 0, ACTIVE | SYNC),
+                (1, 1, ACTIVE | SYNC),
+                (2, 2, REMOVED | FAULTY),
+                (3, 3, ACTIVE | SYNC),
+                (4, 4, 0),
+                (5, 5, FAULTY),
+                (0, 0, 0)
+            ]
+        );
+        assert_eq!((sb.disks[1].major, sb.disks[1].minor), (7, 1), "device numbers are kept");
+        assert_eq!((sb.nr_disks, sb.active_disks, sb.working_disks, sb.failed_disks, sb.spare_disks), (5, 3, 4, 1, 1));
+        assert_eq!(sb.this_disk, sb.disks[4]);
+        // A spare that took slot 2 keeps its own descriptor; slot 2's stays removed.
+        sb.sync_descriptors(&[(0, Role::Active(0)), (1, Role::Active(1)), (3, Role::Active(3)), (4, Role::Active(2))]);
+        assert_eq!((sb.disks[4].raid_disk, sb.disks[4].state), (2, ACTIVE | SYNC));
+        assert_eq!(sb.disks[2].state, REMOVED | FAULTY);
+        let info = sb.info();
+        assert_eq!(info.role, Role::Active(2));
+        assert_eq!(info.roles[2], Role::Faulty);
+        let back = Superblock090::parse(&sb.to_bytes(), 4 << 20).unwrap();
+        assert_eq!(back.disks, sb.disks);
+    }
+
+    #[test]
+    fn a_new_member_is_an_unused_descriptor_until_synced() {
+        let mut sb = raid5(0);
+        sb.sync_descriptors(&[(0, Role::Active(0)), (1, Role::Active(1)), (3, Role::Active(3))]);
+        let new = sb.for_new_member(4, 8 << 20).unwrap();
+        assert_eq!(new.sb_start, sb_start((8 << 20) / 512).unwrap());
+        assert_eq!(new.this_disk.number, 4);
+        assert_eq!(new.info().role, Role::Spare, "not in sync until rebuilt");
+        assert!(sb.for_new_member(27, 8 << 20).is_err());
+        let err = sb.for_new_member(4, 2 << 20).unwrap_err().to_string();
+        assert!(err.contains("too small"), "{err}");
+    }
+
+    #[test]
+    fn uuid_words_round_trip() {
+        let mut sb = Superblock090::blank(0);
+        let uuid = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
+        sb.set_uuid(&uuid);
+        assert_eq!(sb.uuid(), uuid);
+        assert_eq!(sb.set_uuid0, 0x0102_0304);
+        assert_eq!(sb.md_uuid()[..4], [4, 3, 2, 1]);
     }
 }

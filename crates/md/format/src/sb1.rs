@@ -521,6 +521,7 @@ impl Superblock1 {
             version: self.version,
             array_uuid: self.set_uuid,
             name: self.name(),
+            preferred_minor: None,
             ctime: self.ctime & TIME_SECONDS_MASK,
             utime: self.utime & TIME_SECONDS_MASK,
             level: self.level,

@@ -6,7 +6,10 @@
 //! refused (it may hold data). An interrupted rebuild keeps its position in the superblocks; the
 //! next `uraid serve` (or `uraid add` with no new device) resumes it.
 
+use std::path::PathBuf;
+
 use uraid_device::service::{ArrayService, ManageOp, ServiceConfig, SpeedLimits};
+use uraid_device::OpenArray;
 
 use super::{assemble_for_service, err, report_stop, CliError, CliResult};
 use crate::control::status_json;
@@ -19,10 +22,17 @@ pub fn run(args: &AddArgs) -> CliResult {
         speed.max_bytes_per_sec = parse_size(max, 1).map_err(CliError)?.max(1);
     }
     let array = assemble_for_service(&args.members, true)?;
+    rebuild(array, speed, &args.device)
+}
+
+/// Run `array` until its rebuilds are done, in the foreground with progress: each of `devices`
+/// added first (rebuilt into a free slot or kept as a spare), and any slot already being
+/// rebuilt (a resumed rebuild, a spare that took a slot) rebuilt with them.
+pub(super) fn rebuild(array: OpenArray, speed: SpeedLimits, devices: &[PathBuf]) -> CliResult {
     let config = ServiceConfig { auto_resync: false, speed, ..ServiceConfig::default() };
     let service = ArrayService::start(array, config);
     let handle = service.handle();
-    for dev in &args.device {
+    for dev in devices {
         if let Err(e) = handle.manage(ManageOp::Add(dev.clone())) {
             let _ = service.stop();
             return err(e.to_string());

@@ -1,5 +1,11 @@
 //! `uraid create`: write md superblocks onto existing members, then make redundancy consistent.
 //!
+//! The device list is mdadm's: raid slots in order, then `--spare-devices` hot spares; the word
+//! `missing` leaves a slot empty, so the array starts degraded (refused when the level could not
+//! run without it). What mdadm would have md do first is done here: the copies or parity that
+//! are there are made consistent, except where nothing is left to compare (raid4/5 missing a
+//! member, raid6 missing two), which md does not resync either.
+//!
 //! Order matters for safety: every check (sizes, existing superblocks, level/layout/chunk
 //! validity, the layout itself) happens before the first byte is written. Superblocks go out
 //! marked "resync needed"; the initial sync then makes mirrors and parity consistent, and only
@@ -15,10 +21,11 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rand::RngCore;
 use uraid_device::probe::md_magic_offsets;
+use uraid_device::service::SpeedLimits;
 use uraid_device::{probe, FileDevice, MemberDevice, OpenArray};
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
-use uraid_md::assemble::{self, Candidate};
-use uraid_md_format::create::{plan_with_policy, stored_name, ConsistencyPolicy, CreateSpec};
+use uraid_md::assemble::{self, AssemblyRules, Candidate};
+use uraid_md_format::create::{plan_members, stored_name, ConsistencyPolicy, CreateSpec, NewMember};
 use uraid_md_format::uuid::format_md;
 use uraid_md_format::MetadataVersion;
 
@@ -36,9 +43,21 @@ pub fn run(args: &CreateArgs) -> CliResult {
     if raid_disks == 0 {
         return err("--raid-devices must be at least 1");
     }
-    if args.members.len() != raid_disks as usize {
+    let spares = args.spare_devices;
+    if spares > 0 && matches!(level, Level::Linear | Level::Raid0) {
+        return err(format!("raid level {} is incompatible with spare-devices setting", level.name()));
+    }
+    // mdadm's checks and words: every slot and spare is listed, `missing` included.
+    let wanted = raid_disks as usize + spares as usize;
+    if args.members.len() > wanted {
         return err(format!(
-            "--raid-devices={raid_disks} but {} members given (spares are added later)",
+            "You have listed more devices ({}) than are in the array({wanted}): --raid-devices={raid_disks} plus --spare-devices={spares}",
+            args.members.len()
+        ));
+    }
+    if args.members.len() < wanted {
+        return err(format!(
+            "You haven't given enough devices (real or missing) to create this array: {} given, --raid-devices={raid_disks} plus --spare-devices={spares} is {wanted}",
             args.members.len()
         ));
     }
@@ -53,9 +72,6 @@ pub fn run(args: &CreateArgs) -> CliResult {
     }
     let version = MetadataVersion::parse(&args.metadata)?;
     let policy = consistency_policy(args, level, version)?;
-    if version == MetadataVersion::V0_90 {
-        return err("creating 0.90 metadata is not supported (uraid reads and writes existing 0.90 arrays); use --metadata=1.0 for a superblock at the end of the members");
-    }
     let chunk_sectors = chunk_sectors(level, args.chunk.as_deref())?;
     let bitmap = policy == ConsistencyPolicy::Bitmap;
     let bitmap_chunk = match &args.bitmap_chunk {
@@ -65,13 +81,16 @@ pub fn run(args: &CreateArgs) -> CliResult {
         None => None,
     };
 
-    // Open everything and look for existing superblocks before deciding anything.
+    // Open everything and look for existing superblocks before deciding anything. `missing`
+    // (any case, as mdadm) is a word, not a file.
+    let is_missing = |p: &PathBuf| p.to_str().is_some_and(|w| w.eq_ignore_ascii_case("missing"));
+    let present: Vec<&PathBuf> = args.members.iter().filter(|p| !is_missing(p)).collect();
     let mut devs: Vec<FileDevice> = Vec::new();
-    for path in &args.members {
+    for path in &present {
         let dev = FileDevice::open(path, true).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
         devs.push(dev);
     }
-    check_distinct(&args.members)?;
+    check_distinct(&present)?;
     for dev in &devs {
         match probe(dev as &dyn MemberDevice) {
             Ok(Some(p)) if !args.force => {
@@ -95,7 +114,7 @@ pub fn run(args: &CreateArgs) -> CliResult {
         old_superblocks.push(md_magic_offsets(d).map_err(|e| CliError(format!("{}: {e}", d.name())))?);
     }
     let sizes: Vec<u64> = devs.iter().map(|d| d.size()).collect();
-    let layout = layout_number(level, args.layout.as_deref(), &sizes)?;
+    let layout = layout_number(level, args.layout.as_deref(), &sizes, version)?;
     let component_sectors = match &args.size {
         Some(s) => {
             let bytes = parse_size(s, 1024).map_err(CliError)?;
@@ -110,15 +129,26 @@ pub fn run(args: &CreateArgs) -> CliResult {
         Some(h) => h.clone(),
         None => std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default(),
     };
+    if version == MetadataVersion::V0_90 && args.name.is_some() {
+        // mdadm ignores it too: 0.90 keeps no name.
+        eprintln!("uraid: 0.90 metadata has no array name; --name is ignored");
+    }
     let name = stored_name(&homehost, args.name.as_deref().unwrap_or("0"));
     let mut rng = rand::thread_rng();
     let mut array_uuid = [0u8; 16];
     rng.fill_bytes(&mut array_uuid);
-    let device_uuids: Vec<[u8; 16]> = (0..devs.len())
-        .map(|_| {
-            let mut u = [0u8; 16];
-            rng.fill_bytes(&mut u);
-            u
+    let mut sizes_left = sizes.iter();
+    let entries: Vec<NewMember> = args
+        .members
+        .iter()
+        .map(|p| {
+            if is_missing(p) {
+                NewMember::Missing
+            } else {
+                let mut uuid = [0u8; 16];
+                rng.fill_bytes(&mut uuid);
+                NewMember::Device { bytes: *sizes_left.next().expect("a size per device"), uuid }
+            }
         })
         .collect();
     let ctime = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -136,12 +166,12 @@ pub fn run(args: &CreateArgs) -> CliResult {
         data_offset: None,
         bitmap_chunk,
     };
-    let made = plan_with_policy(&spec, policy, &sizes, &device_uuids)
+    let made = plan_members(&spec, policy, &entries)
         .map_err(|e| CliError(with_member_names(&e.to_string(), &args.members)))?;
 
-    // The layout must accept this shape before anything is written.
-    let redundant = !matches!(level, Level::Linear | Level::Raid0);
-    let needs_sync = redundant && !args.assume_clean;
+    // The layout must accept this shape before anything is written. An array with no
+    // redundancy left (raid4/5 missing one member, raid6 two) has nothing to sync, as in md.
+    let needs_sync = !made.starts_in_sync && !args.assume_clean;
     let mut superblocks = made.superblocks.clone();
     for sb in &mut superblocks {
         sb.set_clean(!needs_sync);
@@ -174,7 +204,19 @@ pub fn run(args: &CreateArgs) -> CliResult {
     }
     drop(devs);
 
-    let mut array = OpenArray::open_paths(&args.members, true)?;
+    // A degraded array that still owes a sync (raid1/raid10 with missing copies, raid6 missing
+    // one member) is dirty and degraded until the sync below has made it consistent: md would
+    // refuse to start a parity array so, and mdadm has md rebuild a good raid6 member instead.
+    // Here the sync itself is what makes it consistent, so it may start it; an interrupted
+    // create leaves it dirty, and assembly refuses it as md does.
+    let rules =
+        AssemblyRules { start_dirty_degraded: needs_sync && !made.missing_slots.is_empty(), ..Default::default() };
+    let mut reopened: Vec<Box<dyn MemberDevice>> = Vec::new();
+    for path in &present {
+        reopened
+            .push(Box::new(FileDevice::open(path, true).map_err(|e| CliError(format!("{}: {e}", path.display())))?));
+    }
+    let mut array = OpenArray::assemble_with(reopened, true, rules)?;
     if needs_sync {
         initial_sync(&mut array)?;
     }
@@ -197,11 +239,31 @@ pub fn run(args: &CreateArgs) -> CliResult {
     if info.component_sectors > 0 {
         println!("  Used Dev Size : {} sectors", info.component_sectors);
     }
-    println!("           Name : {}", info.name);
+    if version != MetadataVersion::V0_90 {
+        println!("           Name : {}", info.name);
+    }
     println!("         Bitmap : {}", if bitmap { "internal" } else { "none" });
     println!("Consistency Policy : {}", policy.name());
+    if !made.missing_slots.is_empty() {
+        let list: Vec<String> = made.missing_slots.iter().map(|s| s.to_string()).collect();
+        println!("          State : degraded, slot(s) {} missing", list.join(", "));
+    }
+    if spares > 0 {
+        println!("  Spare Devices : {spares}");
+    }
     for (i, m) in args.members.iter().enumerate() {
-        println!("       member {i} : {}", m.display());
+        let what = if i >= raid_disks as usize { " (spare)" } else { "" };
+        println!("       member {i} : {}{what}", m.display());
+    }
+    // md starts the new array and, finding a slot empty and a spare at hand, rebuilds the
+    // spare into it at once: so does create.
+    let mut taken = Vec::new();
+    while let Some(slot) = array.activate_spare()? {
+        taken.push(slot);
+        eprintln!("uraid: spare {} takes slot {slot}; rebuilding", array.slot_device_name(slot).unwrap_or("?"));
+    }
+    if !taken.is_empty() {
+        super::add::rebuild(array, SpeedLimits::default(), &[])?;
     }
     Ok(())
 }
@@ -319,7 +381,7 @@ fn chunk_sectors(level: Level, chunk: Option<&str>) -> CliResult<u32> {
     u32::try_from(bytes / 512).map_err(|_| CliError(format!("chunk size {text} is too large")))
 }
 
-fn layout_number(level: Level, layout: Option<&str>, sizes: &[u64]) -> CliResult<i32> {
+fn layout_number(level: Level, layout: Option<&str>, sizes: &[u64], version: MetadataVersion) -> CliResult<i32> {
     Ok(match level {
         Level::Raid5 | Level::Raid6 => match layout {
             None => ParityAlgorithm::parse(level, "left-symmetric")?.to_md() as i32,
@@ -333,7 +395,8 @@ fn layout_number(level: Level, layout: Option<&str>, sizes: &[u64]) -> CliResult
         },
         Level::Raid10 => Raid10Format::parse(layout.unwrap_or("n2"))?.to_md() as i32,
         Level::Raid0 => {
-            let equal = sizes.windows(2).all(|w| w[0] == w[1]);
+            // 0.90 records no raid0 layout: its planner wants none and checks the members.
+            let equal = sizes.windows(2).all(|w| w[0] == w[1]) || version == MetadataVersion::V0_90;
             match layout {
                 None if equal => -1,
                 None | Some("original") => 1,
@@ -348,7 +411,7 @@ fn layout_number(level: Level, layout: Option<&str>, sizes: &[u64]) -> CliResult
     })
 }
 
-fn check_distinct(paths: &[PathBuf]) -> CliResult {
+fn check_distinct(paths: &[&PathBuf]) -> CliResult {
     use std::os::unix::fs::MetadataExt;
     let mut seen: Vec<(u64, u64, &PathBuf)> = Vec::new();
     for p in paths {
@@ -357,7 +420,7 @@ fn check_distinct(paths: &[PathBuf]) -> CliResult {
         if let Some((_, _, other)) = seen.iter().find(|(d, i, _)| (*d, *i) == key) {
             return err(format!("{} and {} are the same device", other.display(), p.display()));
         }
-        seen.push((key.0, key.1, p));
+        seen.push((key.0, key.1, *p));
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //!
 //! Every member is reported; a member without a superblock, or with a damaged one, is an error
 //! for that member (named in the message) and makes the command exit non-zero after printing the
-//! others.
+//! others. With `--scan` (`--brief`), one mdadm.conf ARRAY line per md array found instead.
 
 use serde_json::Value;
 use uraid_device::raidframe_components::read_label;
@@ -12,11 +12,15 @@ use uraid_device::MemberDevice;
 
 use super::raidframe_describe::examine_component;
 use super::vinum::describe::examine_drive;
-use super::{emit, open_and_probe, CliError, CliResult};
+use super::{emit, files_under, open_and_probe, CliError, CliResult};
+use crate::array_lines::examine_scan;
 use crate::report::{examine_json, examine_text};
 use crate::ExamineArgs;
 
 pub fn run(args: &ExamineArgs) -> CliResult {
+    if args.scan || args.brief {
+        return scan(args);
+    }
     let mut json: Vec<Value> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
     for path in &args.members {
@@ -74,4 +78,30 @@ pub fn run(args: &ExamineArgs) -> CliResult {
         0 => Ok(()),
         n => Err(CliError(format!("{n} of {} members could not be examined", args.members.len()))),
     }
+}
+
+/// `--scan`: mdadm.conf's ARRAY lines of the md arrays among the devices given (a folder
+/// standing for everything under it). As in mdadm, devices without an md superblock are no
+/// error here: a scan meets them.
+fn scan(args: &ExamineArgs) -> CliResult {
+    let mut paths = Vec::new();
+    for p in &args.members {
+        if p.is_dir() {
+            paths.extend(files_under(p)?);
+        } else {
+            paths.push(p.clone());
+        }
+    }
+    let mut found = Vec::new();
+    for path in &paths {
+        match open_and_probe(path) {
+            Ok((_, Some(probed))) => found.push((path.display().to_string(), probed.superblock.info())),
+            Ok((_, None)) => {}
+            Err(e) => eprintln!("uraid: skipping {}", e.0),
+        }
+    }
+    if found.is_empty() {
+        eprintln!("uraid: no md superblock on any of the {} devices", paths.len());
+    }
+    emit(&examine_scan(&found, args.verbose))
 }

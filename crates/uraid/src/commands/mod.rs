@@ -21,6 +21,7 @@ pub mod status;
 pub mod stop;
 pub mod vinum;
 pub mod write;
+pub mod zero_superblock;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -23,3 +23,5 @@ pub fn uraid_stdin(args: &[&str], input: &[u8]) -> Output {
     let _ = child.stdin.take().unwrap().write_all(input);
     child.wait_with_output().unwrap()
 }
+
+pub mod serve;
