@@ -1,119 +1,27 @@
-//! The part of mdadm.conf(5) that says which arrays to assemble from which devices: `DEVICE`
-//! lines (glob patterns, `partitions`) and `ARRAY` lines (the device name, `UUID=`, `name=`,
-//! `devices=`). Everything else in the file (`MAILADDR`, `PROGRAM`, `HOMEHOST`, `CREATE`,
-//! `POLICY`, other `ARRAY` tags) is read past, as it says nothing about where members are.
-//!
-//! Kept to this one file, with a small surface ([`parse`], [`ArrayLine`], [`candidates`]), so
-//! that a fuller reader of the format can take its place.
+//! Where the arrays of an mdadm.conf(5) are to be looked for: the devices an `ARRAY` line's
+//! `devices=` or the `DEVICE` lines name (glob patterns, `partitions`), expanded on this
+//! machine. The file itself is read by the md crate's parser (`uraid_md::conf`).
 
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 
-/// What the file says about arrays and devices.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Config {
-    /// The `DEVICE` words, in order: glob patterns, `partitions` or `containers`.
-    pub devices: Vec<String>,
-    pub arrays: Vec<ArrayLine>,
-}
+use uraid_md::conf::{ArrayLine, Conf};
 
-/// One `ARRAY` line.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ArrayLine {
-    /// The device name (`/dev/md/data`, `/dev/md0`), or `None` for `<ignore>`.
-    pub device: Option<String>,
-    /// `UUID=`, as written (mdadm's forms: colons, dashes or none).
-    pub uuid: Option<String>,
-    /// `name=`, md's array name (`host:name` or `name`).
-    pub name: Option<String>,
-    /// `devices=`: the only devices (glob patterns) to look at for this array.
-    pub devices: Vec<String>,
-    /// The line number, for messages.
-    pub line: usize,
-}
-
-impl ArrayLine {
-    /// The name mdadm would give the array's device: `/dev/md/data` → `data`, `/dev/md0` →
-    /// `md0`.
-    pub fn device_name(&self) -> Option<&str> {
-        let device = self.device.as_deref()?;
-        let name = device.strip_prefix("/dev/md/").unwrap_or_else(|| device.rsplit('/').next().unwrap_or(device));
-        (!name.is_empty()).then_some(name)
+/// The name mdadm gives an ARRAY line's device: `/dev/md/data` → `data`, `/dev/md0` → `md0`;
+/// `None` for `<ignore>` (the line says which array not to assemble).
+pub fn device_name(array: &ArrayLine) -> Option<&str> {
+    let device = array.devname.as_deref()?;
+    if device.eq_ignore_ascii_case("<ignore>") {
+        return None;
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfError {
-    #[error("line {line}: ARRAY names no device")]
-    ArrayWithoutDevice { line: usize },
-    #[error("line {line}: ARRAY {device} has neither UUID= nor name= nor devices= to find its members by")]
-    ArrayWithoutIdentity { line: usize, device: String },
-}
-
-/// Read mdadm.conf text. As mdadm: `#` starts a comment, a line starting with white space
-/// continues the one before, keywords may be shortened to three letters and are not case
-/// sensitive, and tags' names are not case sensitive.
-pub fn parse(text: &str) -> Result<Config, ConfError> {
-    let mut config = Config::default();
-    for (line, words) in logical_lines(text) {
-        let Some((keyword, rest)) = words.split_first() else { continue };
-        let keyword = keyword.to_ascii_lowercase();
-        if keyword.len() >= 3 && "device".starts_with(&keyword) {
-            config.devices.extend(rest.iter().cloned());
-        } else if keyword.len() >= 3 && "array".starts_with(&keyword) {
-            config.arrays.push(array_line(line, rest)?);
-        }
-    }
-    Ok(config)
-}
-
-fn array_line(line: usize, words: &[String]) -> Result<ArrayLine, ConfError> {
-    let mut array = ArrayLine { line, ..ArrayLine::default() };
-    for word in words {
-        match word.split_once('=') {
-            Some((tag, value)) => match tag.to_ascii_lowercase().as_str() {
-                "uuid" => array.uuid = Some(value.to_string()),
-                "name" => array.name = Some(value.to_string()),
-                "devices" => array.devices.extend(value.split(',').filter(|d| !d.is_empty()).map(str::to_string)),
-                _ => {}
-            },
-            None if array.device.is_none() && !word.starts_with('<') => array.device = Some(word.clone()),
-            None if word == "<ignore>" => array.device = Some(word.clone()),
-            None => {}
-        }
-    }
-    match array.device.as_deref() {
-        None => return Err(ConfError::ArrayWithoutDevice { line }),
-        Some("<ignore>") => array.device = None,
-        Some(_) => {}
-    }
-    if array.uuid.is_none() && array.name.is_none() && array.devices.is_empty() {
-        let device = array.device.clone().unwrap_or_default();
-        return Err(ConfError::ArrayWithoutIdentity { line, device });
-    }
-    Ok(array)
-}
-
-/// The file's lines with comments cut and continuations joined, as (first line number, words).
-fn logical_lines(text: &str) -> Vec<(usize, Vec<String>)> {
-    let mut out: Vec<(usize, Vec<String>)> = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.split('#').next().unwrap_or("");
-        let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
-        let continues = line.starts_with([' ', '\t']);
-        match out.last_mut() {
-            Some((_, last)) if continues => last.extend(words),
-            _ if words.is_empty() => {}
-            _ => out.push((i + 1, words)),
-        }
-    }
-    out
+    let name = device.strip_prefix("/dev/md/").unwrap_or_else(|| device.rsplit('/').next().unwrap_or(device));
+    (!name.is_empty()).then_some(name)
 }
 
 /// The devices to look for `array`'s members among: its `devices=` when it has them, else the
 /// `DEVICE` lines' (mdadm's default, `partitions`, when there are none). Patterns are expanded
 /// as glob(3) expands them; `containers` names none here.
-pub fn candidates(config: &Config, array: &ArrayLine) -> Vec<PathBuf> {
+pub fn candidates(config: &Conf, array: &ArrayLine) -> Vec<PathBuf> {
     let patterns: Vec<String> = if !array.devices.is_empty() {
         array.devices.clone()
     } else if !config.devices.is_empty() {
@@ -164,6 +72,7 @@ fn glob(pattern: &str) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use uraid_md::conf::parse;
 
     const CONF: &str = "\
 # mdadm.conf written by hand
@@ -177,27 +86,11 @@ ARRAY <ignore> UUID=11111111:22222222:33333333:44444444
 ";
 
     #[test]
-    fn device_and_array_lines_are_read_with_continuations_and_comments() {
+    fn arrays_are_named_after_their_devices() {
         let c = parse(CONF).unwrap();
         assert_eq!(c.devices, ["/srv/images/*.img", "/dev/sd[bc]1", "partitions"]);
-        assert_eq!(c.arrays.len(), 3);
-        let data = &c.arrays[0];
-        assert_eq!(data.device.as_deref(), Some("/dev/md/data"));
-        assert_eq!(data.uuid.as_deref(), Some("0a1b2c3d:4e5f6071:8293a4b5:c6d7e8f9"));
-        assert_eq!(data.name.as_deref(), Some("host:data"), "the continuation line was lost");
-        assert_eq!((data.line, data.device_name()), (5, Some("data")));
-        let md0 = &c.arrays[1];
-        assert_eq!(md0.devices, ["/dev/sdd1", "/dev/sde1"]);
-        assert_eq!(md0.device_name(), Some("md0"));
-        assert_eq!(c.arrays[2].device, None);
-    }
-
-    #[test]
-    fn arrays_that_cannot_be_found_are_errors() {
-        assert_eq!(parse("ARRAY UUID=1:2:3:4\n"), Err(ConfError::ArrayWithoutDevice { line: 1 }));
-        let e = parse("\nARRAY /dev/md/x metadata=1.2\n").unwrap_err();
-        assert_eq!(e, ConfError::ArrayWithoutIdentity { line: 2, device: "/dev/md/x".into() });
-        assert!(e.to_string().starts_with("line 2: "), "{e}");
+        let names: Vec<Option<&str>> = c.arrays.iter().map(device_name).collect();
+        assert_eq!(names, [Some("data"), Some("md0"), None]);
     }
 
     #[test]
@@ -208,7 +101,7 @@ ARRAY <ignore> UUID=11111111:22222222:33333333:44444444
         }
         let dir = tmp.path().display();
         let c = parse(&format!(
-            "DEVICE {dir}/*.img {dir}/none-*\nARRAY /dev/md/x UUID=1\nARRAY /dev/md/y devices={dir}/c.raw\n"
+            "DEVICE {dir}/*.img {dir}/none-*\nARRAY /dev/md/x UUID=0a1b2c3d:4e5f6071:8293a4b5:c6d7e8f9\nARRAY /dev/md/y devices={dir}/c.raw\n"
         ))
         .unwrap();
         assert_eq!(candidates(&c, &c.arrays[0]), [tmp.path().join("a.img"), tmp.path().join("b.img")]);

@@ -133,23 +133,28 @@ fn find_arrays(args: &AssembleArgs) -> CliResult<Vec<Found>> {
 /// whose superblock has the line's UUID and name.
 fn configured_arrays(path: &Path, only: Option<&str>) -> CliResult<Vec<Found>> {
     let text = std::fs::read_to_string(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
-    let config = mdadm_conf::parse(&text).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+    let config = uraid_md::conf::parse(&text).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
     let at = |line: usize, what: String| CliError(format!("{} line {line}: {what}", path.display()));
     let only = only.map(|u| parse_md(u).map_err(|e| CliError(format!("--uuid={u}: {e}")))).transpose()?;
     let mut arrays = Vec::new();
-    for array in config.arrays.iter().filter(|a| a.device.is_some()) {
-        let uuid = array.uuid.as_deref().map(parse_md).transpose().map_err(|e| at(array.line, format!("UUID: {e}")))?;
+    for array in &config.arrays {
+        let Some(name) = mdadm_conf::device_name(array) else {
+            // `<ignore>`, or a line naming no device (as examine prints a nameless array):
+            // nothing to start it under.
+            continue;
+        };
+        let uuid = array.uuid;
         if only.is_some() && uuid != only {
             continue;
         }
-        let name = array.device_name().expect("a device").to_string();
+        let name = name.to_string();
         array_name::check(&name).map_err(|e| at(array.line, e.to_string()))?;
         let members: Vec<PathBuf> = mdadm_conf::candidates(&config, array)
             .into_iter()
             .filter(|p| is_member_of(p, uuid.as_ref(), array.name.as_deref()))
             .collect();
         if members.is_empty() {
-            return Err(at(array.line, format!("no members of {} found", array.device.as_deref().unwrap_or("?"))));
+            return Err(at(array.line, format!("no members of {} found", array.devname.as_deref().unwrap_or("?"))));
         }
         arrays.push(Found { configured_name: Some(name), ..identify(&members)? });
     }
