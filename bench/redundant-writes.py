@@ -9,11 +9,12 @@ fraction:
   member I/Os one write costs at best: read-modify-write (4 on raid5, 6 on raid6) or
   reconstruct-write (n: the other data members read, data and parity written), the fewer.
 
-Rounds alternate fio and uraid, configuration by configuration; every figure is the median of
---runs rounds [min-max]. It reports, never fails on a figure.
+Rounds alternate fio and uraid (and, with --before, the older build beside this one),
+configuration by configuration; every figure is the median of --runs rounds [min-max]. It
+reports, never fails on a figure.
 
     bench/redundant-writes.py [--runs 3] [--seconds 3] [--member-mib 256] [--dir /dev/shm/uraid-bench-rw]
-                              [--configs raid5-4-512K,...]
+                              [--configs raid5-4-512K,...] [--before OLD_URAID]
 """
 
 import argparse
@@ -87,14 +88,15 @@ def main():
     ap.add_argument("--dir", default="/dev/shm/uraid-bench-rw", help="where the member files go (tmpfs)")
     ap.add_argument("--uraid", default=os.path.join(ROOT, "target", "release", "uraid"))
     ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--before", help="an older uraid binary to run beside this one, alternating")
     a = ap.parse_args()
     require_fio(SCRIPT)
-    check_builds(SCRIPT, a.uraid, None)
+    builds = check_builds(SCRIPT, a.uraid, a.before)
     names = subset(SCRIPT, a.configs, CONFIGS, "configuration(s)")
     most = max(CONFIGS[c][1] for c in names)
     files = member_files(a.dir, most, a.member_mib, reuse=False)
 
-    # (config, load) -> list of (uraid rate, limit) per round
+    # (config, load, build) -> list of (uraid rate, limit) per round
     results = {}
     for r in range(a.runs):
         for name in names:
@@ -105,26 +107,24 @@ def main():
                 loads.append(("rand write 4K", "randwrite", "4K"))
             for label, rw, bs in loads:
                 mbps, iops = members_limit(mine, rw, bs, a.seconds)
-                if rw == "write":
-                    limit = mbps * data_fraction(level, n)
-                    got = uraid_write(a.uraid, mine, level, n, chunk, rw, bs, a.seconds)[0]
-                else:
-                    limit = iops / ios_per_small_write(level, n)
-                    got = uraid_write(a.uraid, mine, level, n, chunk, rw, bs, a.seconds)[1]
-                results.setdefault((name, label), []).append((got, limit))
-                print(f"round {r + 1} {name} {label}: uraid {got:.0f}, limit {limit:.0f}", file=sys.stderr)
+                limit = mbps * data_fraction(level, n) if rw == "write" else iops / ios_per_small_write(level, n)
+                for build, binary in builds:
+                    mb, io = uraid_write(binary, mine, level, n, chunk, rw, bs, a.seconds)
+                    got = mb if rw == "write" else io
+                    results.setdefault((name, label, build), []).append((got, limit))
+                    print(f"round {r + 1} {name} {label} {build}: {got:.0f}, limit {limit:.0f}", file=sys.stderr)
 
     print(f"\nRedundant writes over member files of {a.member_mib} MiB on tmpfs, queue depth 32, medians of "
           f"{a.runs} rounds [min-max]; the limit is the members' own rate in the same round (fio, one psync "
           "job per member) times the level's data fraction, or over the member I/Os of one small write\n")
-    print("| array | load | uraid | limit | uraid / limit |")
-    print("|---|---|---|---|---|")
-    for (name, label), pairs in results.items():
+    print("| array | load | build | uraid | limit | uraid / limit |")
+    print("|---|---|---|---|---|---|")
+    for (name, label, build), pairs in results.items():
         unit = "MB/s" if "seq" in label else "IOPS"
         got = [g for g, _ in pairs]
         lim = [lim for _, lim in pairs]
         ratio = [g / lim for g, lim in pairs]
-        print(f"| {name} | {label} | {fmt(got)} {unit} | {fmt(lim)} {unit} | {fmt(ratio, 2)} |")
+        print(f"| {name} | {label} | {build} | {fmt(got)} {unit} | {fmt(lim)} {unit} | {fmt(ratio, 2)} |")
     shutil.rmtree(a.dir)
 
 
