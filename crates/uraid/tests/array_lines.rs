@@ -3,7 +3,6 @@
 //! prints for the same superblocks, and lines that read back (uraid_md::conf) as what they say.
 
 use std::path::Path;
-use std::process::Output;
 
 use serde_json::Value;
 use uraid_md::conf;
@@ -11,16 +10,7 @@ use uraid_md_format::uuid::format_md;
 use uraid_testkit::cases;
 
 mod common;
-use common::uraid;
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{text, uraid, with};
 
 fn out(args: &[&str]) -> String {
     let o = uraid(args);
@@ -42,10 +32,6 @@ fn files(dir: &Path, names: &[&str]) -> Vec<String> {
 fn uuid_of(member: &str) -> String {
     let v: Value = serde_json::from_str(&out(&["examine", "--json", member])).unwrap();
     v[0]["array_uuid"].as_str().unwrap().to_string()
-}
-
-fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
-    head.iter().copied().chain(tail.iter().map(String::as_str)).collect()
 }
 
 /// A raid5 of four with a spare (1.2, named) and a 0.90 raid1, side by side in one folder.

@@ -4,33 +4,13 @@
 //! request is refused with one clear line, a non-zero exit, and the members left as they were.
 
 use std::path::Path;
-use std::process::Output;
 
 use serde_json::Value;
 use uraid_testkit::sha256_hex;
 
 mod common;
 use common::serve::Serve;
-use common::{uraid, uraid_stdin};
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(args: &[&str]) -> Output {
-    let o = uraid(args);
-    assert!(o.status.success(), "uraid {args:?} failed\n{}", text(&o));
-    o
-}
-
-fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
-    head.iter().copied().chain(tail.iter().map(String::as_str)).collect()
-}
+use common::{ok, text, uraid, uraid_stdin, with};
 
 /// Files `d0.img`.. of `bytes` bytes; names[i] is "missing" where `words[i]` is.
 fn member_list(dir: &Path, words: &str, bytes: u64) -> Vec<String> {

@@ -14,28 +14,10 @@ use uraid_testkit::sha256_hex;
 
 mod common;
 use common::serve::Serve;
+use common::{ok, text, with};
 
 fn uraid(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_uraid")).args(args).output().expect("run uraid")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(args: &[&str]) -> Output {
-    let o = uraid(args);
-    assert!(o.status.success(), "uraid {args:?} failed\n{}", text(&o));
-    o
-}
-
-fn with<'a>(head: &[&'a str], members: &'a [String]) -> Vec<&'a str> {
-    head.iter().copied().chain(members.iter().map(String::as_str)).collect()
 }
 
 /// A raid5 over four 8 MiB files, filled with data.

@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use uraid_testkit::sha256_hex;
 
+mod common;
+use common::{ok, text, with};
+
 /// A runtime directory, and every array still running in it stopped when the test ends (a
 /// failed assertion must not leave servers behind).
 struct Runtime {
@@ -65,25 +68,6 @@ impl Drop for Runtime {
     }
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn with<'a>(head: &[&'a str], members: &'a [String]) -> Vec<&'a str> {
-    head.iter().copied().chain(members.iter().map(String::as_str)).collect()
-}
-
-fn plain(args: &[&str]) -> Output {
-    let o = Command::new(env!("CARGO_BIN_EXE_uraid")).args(args).output().expect("run uraid");
-    assert!(o.status.success(), "uraid {args:?} failed\n{}", text(&o));
-    o
-}
-
 /// A raid5 over four 8 MiB files named `prefix0.img`..., md name `name`, filled with data.
 fn raid5(dir: &Path, prefix: &str, name: &str) -> Vec<String> {
     let members: Vec<String> = (0..4)
@@ -94,7 +78,7 @@ fn raid5(dir: &Path, prefix: &str, name: &str) -> Vec<String> {
         })
         .collect();
     let name_flag = format!("--name={name}");
-    plain(&with(&["create", "--level=5", "--raid-devices=4", "--chunk=64K", &name_flag], &members));
+    ok(&with(&["create", "--level=5", "--raid-devices=4", "--chunk=64K", &name_flag], &members));
     let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
         .args(with(&["write", "--offset=0"], &members))
         .stdin(Stdio::piped())
@@ -112,7 +96,7 @@ fn hashes(paths: &[String]) -> Vec<String> {
 }
 
 fn examine_state(member: &str) -> String {
-    let v: Value = serde_json::from_slice(&plain(&["examine", "--json", member]).stdout).unwrap();
+    let v: Value = serde_json::from_slice(&ok(&["examine", "--json", member]).stdout).unwrap();
     v[0]["examine_state"].as_str().unwrap().to_string()
 }
 
@@ -149,7 +133,7 @@ fn an_array_assembled_by_name_serves_is_watched_and_stops_clean() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = Runtime::new(tmp.path());
     let members = raid5(tmp.path(), "d", "somehost:vol");
-    let want = plain(&with(&["cat"], &members)).stdout;
+    let want = ok(&with(&["cat"], &members)).stdout;
 
     let o = rt.ok(&with(&["assemble"], &members));
     let said = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -226,7 +210,7 @@ fn an_array_assembled_by_name_serves_is_watched_and_stops_clean() {
     }
     assert!(rt.status_json().is_empty());
     let survivors: Vec<String> = members.iter().enumerate().filter(|(i, _)| *i != 1).map(|(_, m)| m.clone()).collect();
-    assert!(plain(&with(&["cat"], &survivors)).stdout == want, "the data changed");
+    assert!(ok(&with(&["cat"], &survivors)).stdout == want, "the data changed");
 }
 
 /// A name is held by one array at a time, an array runs under one name, and names are
@@ -248,7 +232,7 @@ fn names_are_held_once_and_every_array_stops_with_all() {
     assert_eq!(hashes(&b), before_b);
 
     // The name given wins over the md name; a name found under --scan by UUID works too.
-    let uuid: Value = serde_json::from_slice(&plain(&["examine", "--json", &b[0]]).stdout).unwrap();
+    let uuid: Value = serde_json::from_slice(&ok(&["examine", "--json", &b[0]]).stdout).unwrap();
     let uuid = uuid[0]["array_uuid"].as_str().unwrap().to_string();
     let scan_dir = tmp.path().join("only-b");
     std::fs::create_dir(&scan_dir).unwrap();
@@ -277,7 +261,7 @@ fn a_configuration_file_names_and_finds_arrays() {
     std::fs::create_dir(&images).unwrap();
     let a = raid5(&images, "a", "host:first");
     let b = raid5(&images, "b", "second");
-    let uuid: Value = serde_json::from_slice(&plain(&["examine", "--json", &b[0]]).stdout).unwrap();
+    let uuid: Value = serde_json::from_slice(&ok(&["examine", "--json", &b[0]]).stdout).unwrap();
     let uuid = uuid[0]["array_uuid"].as_str().unwrap().to_string();
     let conf = tmp.path().join("mdadm.conf");
     std::fs::write(

@@ -3,22 +3,11 @@
 //! one (unless --force), is refused and nothing at all is written.
 
 use std::path::Path;
-use std::process::Output;
 
 use uraid_testkit::sha256_hex;
 
 mod common;
-use common::uraid;
-
-fn text(o: &Output) -> String {
-    format!("status {}\nstderr:\n{}", o.status, String::from_utf8_lossy(&o.stderr))
-}
-
-fn ok(args: &[&str]) -> Output {
-    let o = uraid(args);
-    assert!(o.status.success(), "uraid {args:?} failed\n{}", text(&o));
-    o
-}
+use common::{ok, uraid};
 
 fn files(dir: &Path, names: &[&str], bytes: u64) -> Vec<String> {
     names

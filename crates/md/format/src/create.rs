@@ -5,7 +5,7 @@
 //! (`validate_geometry1`: default data offset and usable size; `init_super1`: `max_dev`;
 //! `add_internal_bitmap1`: bitmap chunk and position; `write_init_super1`: data size,
 //! bad-block log, raid0 layout flag, PPL area; `write_init_ppl1`: the initial PPL header),
-//! `choose_bm_space`, and for 0.90 `super0.c` (in [`v090`]).
+//! `choose_bm_space`, and for 0.90 `super0.c` (in `create/v090.rs`).
 //!
 //! The result is what the superblocks look like once md has finished the initial sync of a
 //! new array, except that `events` is mdadm's (0 for 1.x, 1 for 0.90), `utime` equals `ctime`
@@ -318,7 +318,7 @@ fn plan_bitmap(spec: &CreateSpec, size_sectors: u64, bitmap_sectors: u64) -> Res
 /// last slot by recovery onto a spare, so that member gets number `members` (one past the
 /// others) and the slot's own descriptor stays unused, as in the arrays mdadm makes. For a
 /// device list with `missing` entries see [`plan_members`]; for 0.90 metadata, where md
-/// numbers descriptors its own way, [`v090`].
+/// numbers descriptors its own way (`create/v090.rs`).
 ///
 /// Data offset, data size, superblock position, bad-block log, bitmap position and chunk,
 /// `max_dev` and the feature map (`BITMAP_OFFSET`, `RAID0_LAYOUT` for raid0 members of
@@ -379,7 +379,7 @@ pub fn plan_with_policy(
 /// order, `missing` entries skipped. Descriptor numbers are list positions (a missing entry
 /// uses one up, as in mdadm), except that the slot mdadm builds by recovery onto a spare
 /// (raid4/5 created whole, raid6 missing one member) gets the number after the whole list:
-/// mdadm adds that device last. 0.90 numbers descriptors as md rewrites them ([`v090`]).
+/// mdadm adds that device last. 0.90 numbers descriptors as md rewrites them (`create/v090.rs`).
 pub fn plan_members(
     spec: &CreateSpec,
     policy: ConsistencyPolicy,
@@ -543,6 +543,32 @@ impl Shape {
 
 /// `kib` rounded down to the chunk as mdadm does it (`Create.c`, a mask: exact for the power
 /// of two chunks every level but raid0 requires; 0: no chunk).
+/// Create.c's size per device, from each device's room for data past its metadata (KiB,
+/// rounded to the chunk), as `(device, room)`: every device must hold `size_kib` when it is
+/// given; otherwise the smallest room is taken (raid1 rounded to 64 KiB, so it can become a
+/// raid5 later). 0 (the whole of every device) for linear and raid0.
+pub(crate) fn choose_size_kib(room_kib: &[(usize, u64)], size_kib: u64, level: i32) -> Result<u64, FormatError> {
+    for &(i, room) in room_kib {
+        if room == 0 {
+            return fail(format!("no free space left on device {i}"));
+        }
+        if size_kib != 0 && room < size_kib {
+            return fail(format!("device {i} is smaller than the given size: {room}K < {size_kib}K + metadata"));
+        }
+    }
+    if size_kib != 0 || level <= 0 {
+        return Ok(size_kib);
+    }
+    let mut size = room_kib.iter().map(|&(_, room)| room).min().unwrap_or(0);
+    if level == 1 {
+        size &= !63;
+    }
+    if size == 0 {
+        return fail("members are too small");
+    }
+    Ok(size)
+}
+
 pub(crate) fn round_to_chunk(kib: u64, chunk_kib: u64) -> u64 {
     if chunk_kib != 0 {
         kib & !(chunk_kib - 1)
@@ -623,7 +649,7 @@ fn plan_v1(spec: &CreateSpec, shape: &Shape, members: &[NewMember]) -> Result<Cr
         (None, MetadataVersion::V1_0) => 0,
         (None, _) => data_offset_reserving(first_sectors, chunk_kib, reserved(first_sectors)),
     };
-    let mut min_free_kib = u64::MAX;
+    let mut room_kib: Vec<(usize, u64)> = Vec::with_capacity(present.len());
     for &(i, bytes, _) in &present {
         let ds = bytes / SECTOR;
         if ds < sb1::MIN_DEVICE_SECTORS {
@@ -636,25 +662,9 @@ fn plan_v1(spec: &CreateSpec, shape: &Shape, members: &[NewMember]) -> Result<Cr
         let Some(free) = free else {
             return fail(format!("device {i} ({bytes} bytes) is too small for the required metadata"));
         };
-        let free_kib = round_to_chunk(free / 2);
-        if free_kib == 0 {
-            return fail(format!("no free space left on device {i}"));
-        }
-        if size_kib != 0 && free_kib < size_kib {
-            return fail(format!("device {i} is smaller than the given size: {free_kib}K < {size_kib}K + metadata"));
-        }
-        min_free_kib = min_free_kib.min(free_kib);
+        room_kib.push((i, round_to_chunk(free / 2)));
     }
-    if size_kib == 0 && level > 0 {
-        size_kib = min_free_kib;
-        if level == 1 {
-            // Create.c: keep raid1 reshapable to raid5 later by rounding to 64 KiB.
-            size_kib &= !63;
-        }
-        if size_kib == 0 {
-            return fail("members are too small");
-        }
-    }
+    size_kib = choose_size_kib(&room_kib, size_kib, level)?;
     let size_sectors = size_kib * 2;
     let chunk_sectors = (chunk_kib * 2) as u32;
 

@@ -24,4 +24,26 @@ pub fn uraid_stdin(args: &[&str], input: &[u8]) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// What a finished `uraid` said, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Run `uraid` with `args`, which must succeed.
+pub fn ok(args: &[&str]) -> Output {
+    let o = uraid(args);
+    assert!(o.status.success(), "uraid {args:?} failed\n{}", text(&o));
+    o
+}
+
+/// `head` followed by `tail` (member paths, usually), as one argument list.
+pub fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
+    head.iter().copied().chain(tail.iter().map(String::as_str)).collect()
+}
+
 pub mod serve;

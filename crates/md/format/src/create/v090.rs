@@ -21,7 +21,9 @@
 //! and faulty. mdadm's raid4/5 recovery trick changes nothing here: md gives the rebuilt device
 //! its slot's descriptor once it is in sync.
 
-use super::{fail, round_to_chunk, CreatePlan, CreateSpec, MemberLayout, NewMember, Shape, DEFAULT_BITMAP_CHUNK};
+use super::{
+    choose_size_kib, fail, round_to_chunk, CreatePlan, CreateSpec, MemberLayout, NewMember, Shape, DEFAULT_BITMAP_CHUNK,
+};
 use crate::bitmap::{self, BitmapSuper};
 use crate::sb090::{self, Superblock090};
 use crate::{FormatError, Role, Superblock, SECTOR};
@@ -76,28 +78,9 @@ pub(super) fn plan(spec: &CreateSpec, shape: &Shape, members: &[NewMember]) -> R
             ));
         }
     }
-    let mut size_kib = shape.size_kib;
-    let mut min_free_kib = u64::MAX;
-    for &(i, _, start) in &present {
-        let free_kib = round_to_chunk(start / 2, chunk_kib);
-        if free_kib == 0 {
-            return fail(format!("no free space left on device {i}"));
-        }
-        if size_kib != 0 && free_kib < size_kib {
-            return fail(format!("device {i} is smaller than the given size: {free_kib}K < {size_kib}K + metadata"));
-        }
-        min_free_kib = min_free_kib.min(free_kib);
-    }
-    if size_kib == 0 && level > 0 {
-        size_kib = min_free_kib;
-        if level == 1 {
-            // Create.c: keep raid1 reshapable to raid5 later by rounding to 64 KiB.
-            size_kib &= !63;
-        }
-        if size_kib == 0 {
-            return fail("members are too small");
-        }
-    }
+    let room_kib: Vec<(usize, u64)> =
+        present.iter().map(|&(i, _, start)| (i, round_to_chunk(start / 2, chunk_kib))).collect();
+    let size_kib = choose_size_kib(&room_kib, shape.size_kib, level)?;
     let size_sectors = size_kib * 2;
     if level >= 1 && size_sectors >= MAX_SIZE_SECTORS {
         return fail(format!(
