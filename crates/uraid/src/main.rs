@@ -159,7 +159,7 @@ pub struct StopArgs {
 
 #[derive(Args)]
 pub struct MonitorArgs {
-    /// Run PROG EVENT ARRAY [DEVICE] for each event, as mdadm --monitor --program does.
+    /// Run `PROG EVENT ARRAY [DEVICE]` for each event, as mdadm --monitor --program does.
     #[arg(long, alias = "alert", value_name = "PROG")]
     pub program: Option<PathBuf>,
     /// Print each event as a JSON object on a line of its own.
