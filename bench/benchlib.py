@@ -12,6 +12,14 @@ def fmt(vals, digits=0):
     return f"{statistics.median(vals):.{digits}f} [{min(vals):.{digits}f}-{max(vals):.{digits}f}]"
 
 
+def size_arg(text):
+    """A size as the scripts take it: bytes, or a number with K, M or G (binary units)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if text[-1:].upper() in units:
+        return int(float(text[:-1]) * units[text[-1:].upper()])
+    return int(text)
+
+
 def require_fio(script):
     if shutil.which("fio") is None:
         sys.exit(f"{script}: fio not found (Debian package fio; scripts/setup.sh installs it)")

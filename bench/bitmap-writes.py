@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+from benchlib import size_arg
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -76,13 +78,6 @@ def one_run(uraid, flags, n, args, tag):
         proc.wait(timeout=60)
         log.close()
         shutil.rmtree(d, ignore_errors=True)
-
-
-def size_arg(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    if text[-1:].upper() in units:
-        return int(float(text[:-1]) * units[text[-1:].upper()])
-    return int(text)
 
 
 def main():

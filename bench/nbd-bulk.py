@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import builds as check_builds, fmt, member_files, require_fio
+from benchlib import builds as check_builds, fmt, member_files, require_fio, size_arg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -122,7 +122,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=3)
-    ap.add_argument("--size", default="1G", help="the export's size (K, M, G)")
+    ap.add_argument("--size", type=size_arg, default=1 << 30, help="the export's size (K, M, G; default 1G)")
     ap.add_argument("--dir", default="/dev/shm/uraid-bench-nbd-bulk")
     ap.add_argument("--uraid", default=os.path.join(ROOT, "target", "release", "uraid"))
     a = ap.parse_args()
@@ -131,8 +131,7 @@ def main():
         if shutil.which(tool) is None:
             sys.exit(f"{SCRIPT}: {tool} not found (scripts/setup.sh installs nbdkit and libnbd-bin)")
     check_builds(SCRIPT, a.uraid, None)
-    units = {"K": 10, "M": 20, "G": 30}
-    size = int(a.size[:-1]) << units[a.size[-1].upper()] if a.size[-1].upper() in units else int(a.size)
+    size = a.size
     mib = size >> 20
     # Members with room for md's metadata; --size makes the array exactly `size`, as the raw file.
     members = member_files(a.dir, 4, mib // 4 + 8, reuse=False)

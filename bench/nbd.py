@@ -22,15 +22,10 @@ import subprocess
 import sys
 import time
 
+from benchlib import size_arg
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-
-
-def size_arg(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    if text[-1:].upper() in units:
-        return int(float(text[:-1]) * units[text[-1:].upper()])
-    return int(text)
 
 
 def need(tool, package):

@@ -203,3 +203,27 @@ fn a_held_write_goes_before_a_later_request_and_at_the_unplug_when_nothing_else_
     assert!(array.next_io().is_some(), "released at the unplug");
     let _ = w2;
 }
+
+#[test]
+fn only_a_write_that_continues_a_stream_stays_held_while_others_run() {
+    let g = raid(Level::Raid5, 4);
+    let mut array = Array::new(g, vec![SlotState::InSync; 4]).unwrap();
+    // A read in flight (its member I/O taken, never completed), far from the writes.
+    array.submit(Request::Read { offset: 300_000, len: 4096 }).unwrap();
+    while array.next_io().is_some() {}
+    // A lone part-stripe write at 0 continues nothing: it goes at the unplug.
+    array.plug();
+    array.submit(Request::Write { offset: 0, data: vec![1u8; 100].into() }).unwrap();
+    array.unplug();
+    let mut first = Vec::new();
+    while let Some(io) = array.next_io() {
+        first.push(io);
+    }
+    assert!(!first.is_empty(), "a write continuing no stream is released at the unplug");
+    // One starting where a released write ended continues a stream: held while others run.
+    array.plug();
+    array.submit(Request::Write { offset: 100, data: vec![2u8; 100].into() }).unwrap();
+    array.unplug();
+    assert!(array.next_io().is_none(), "a stream's part-stripe write waits for the rest of its stripe");
+    assert_eq!(array.in_flight(), 3);
+}

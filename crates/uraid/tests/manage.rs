@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use uraid_testkit::sha256_hex;
 
 mod common;
 use common::serve::Serve;
-use common::{ok, text, with};
+use common::{ok, text, uraid_stdin, with};
 
 fn uraid(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_uraid")).args(args).output().expect("run uraid")
@@ -23,15 +23,9 @@ fn uraid(args: &[&str]) -> Output {
 /// A raid5 over four 8 MiB files, filled with data.
 fn filled_raid5(dir: &Path) -> Vec<String> {
     let members = empty_raid5(dir, 8 << 20, false);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .args(with(&["write", "--offset=0"], &members))
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let data: Vec<u8> = (0..20u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-    child.stdin.take().unwrap().write_all(&data).unwrap();
-    assert!(child.wait().unwrap().success());
+    let o = uraid_stdin(&with(&["write", "--offset=0"], &members), &data);
+    assert!(o.status.success(), "{}", text(&o));
     members
 }
 

@@ -4,7 +4,6 @@
 //! `uraid stop NAME` ends it clean. Everything goes through the real binary, each test with a
 //! runtime directory of its own (`URAID_RUNTIME_DIR`).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::sleep;
@@ -14,7 +13,7 @@ use serde_json::Value;
 use uraid_testkit::sha256_hex;
 
 mod common;
-use common::{ok, text, with};
+use common::{ok, text, uraid_stdin, with};
 
 /// A runtime directory, and every array still running in it stopped when the test ends (a
 /// failed assertion must not leave servers behind).
@@ -79,15 +78,9 @@ fn raid5(dir: &Path, prefix: &str, name: &str) -> Vec<String> {
         .collect();
     let name_flag = format!("--name={name}");
     ok(&with(&["create", "--level=5", "--raid-devices=4", "--chunk=64K", &name_flag], &members));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .args(with(&["write", "--offset=0"], &members))
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let data: Vec<u8> = (0..20u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
-    child.stdin.take().unwrap().write_all(&data).unwrap();
-    assert!(child.wait().unwrap().success());
+    let o = uraid_stdin(&with(&["write", "--offset=0"], &members), &data);
+    assert!(o.status.success(), "{}", text(&o));
     members
 }
 

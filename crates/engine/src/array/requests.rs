@@ -55,16 +55,16 @@ impl Array {
     /// read ahead, an empty read): drivers look at [`Array::next_completion`] after submitting,
     /// not only after completing member I/O.
     pub fn submit(&mut self, request: Request) -> Result<RequestId, EngineError> {
-        if let Request::Write { offset, data } = &request {
-            if self.should_hold(*offset, data.len() as u64) {
-                check_range(*offset, data.len() as u64, self.size_bytes())?;
+        let request = match request {
+            Request::Write { offset, data } if self.should_hold(offset, data.len() as u64) => {
+                check_range(offset, data.len() as u64, self.size_bytes())?;
                 let id = self.next_request;
                 self.next_request += 1;
-                let Request::Write { offset, data } = request else { unreachable!("matched above") };
                 self.hold(HeldWrite { id, offset, data });
                 return Ok(id);
             }
-        }
+            other => other,
+        };
         // Held writes go in before anything that came after them.
         self.release_held();
         let size = self.size_bytes();

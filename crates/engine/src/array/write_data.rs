@@ -58,8 +58,11 @@ impl WriteData {
 
     /// Copy bytes `[start, start+out.len())` into `out`.
     pub(super) fn copy_to(&self, start: usize, out: &mut [u8]) {
+        if out.is_empty() {
+            return;
+        }
         let mut done = 0;
-        let mut i = if out.is_empty() { return } else { self.piece_at(start) };
+        let mut i = self.piece_at(start);
         while done < out.len() {
             let (from, piece) = &self.pieces[i];
             let at = start + done - from;

@@ -57,13 +57,12 @@ pub(super) struct Merged {
 }
 
 /// The driver's plug and what it holds.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct WriteGather {
     plugged: bool,
     held: Vec<HeldWrite>,
     /// Requests carried by a merged write in flight, by the id of the request carrying them.
     riders: HashMap<RequestId, SmallVec<[RequestId; 4]>>,
-    riding: usize,
     /// Where the most recent released writes ended (a write starting at one continues a
     /// stream), oldest overwritten first.
     recent_ends: [u64; RECENT_ENDS],
@@ -75,10 +74,24 @@ pub(super) struct WriteGather {
 /// How many stream ends are remembered: about as many sequential streams as are told apart.
 const RECENT_ENDS: usize = 8;
 
+impl Default for WriteGather {
+    fn default() -> WriteGather {
+        WriteGather {
+            plugged: false,
+            held: Vec::new(),
+            riders: HashMap::new(),
+            // No write has ended anywhere yet (0 would make every write at 0 a stream's).
+            recent_ends: [u64::MAX; RECENT_ENDS],
+            next_end: 0,
+            gathered: 0,
+        }
+    }
+}
+
 impl WriteGather {
     /// Requests submitted and not yet finished that are not ops of their own: held, or riding.
     pub(super) fn outstanding(&self) -> usize {
-        self.held.len() + self.riding
+        self.held.len() + self.riders.values().map(SmallVec::len).sum::<usize>()
     }
 }
 
@@ -160,7 +173,6 @@ impl Array {
         let merged = join_run(run);
         if !merged.riders.is_empty() {
             self.gather.gathered += merged.riders.len() as u64;
-            self.gather.riding += merged.riders.len();
             self.gather.riders.insert(merged.id, merged.riders);
         }
         let g = &mut self.gather;
@@ -172,7 +184,6 @@ impl Array {
     /// A request finished: the requests riding on it finish with it, with its result.
     pub(super) fn finish_riders(&mut self, rid: RequestId, result: &Result<Completion, EngineError>) {
         let Some(riders) = self.gather.riders.remove(&rid) else { return };
-        self.gather.riding -= riders.len();
         for rider in riders {
             let same = match result {
                 Ok(_) => Ok(Completion::Written),

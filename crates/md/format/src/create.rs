@@ -264,6 +264,38 @@ fn level_text(level: i32) -> String {
     }
 }
 
+/// The bitmap chunk `add_internal_bitmap` chooses for `bitmap_sectors` of each member: the
+/// smallest power of two of at least 4 KiB whose bits fit in `room_bytes` beside the header,
+/// and at least 64 MiB unless `given` (checked against the same bounds). `room` names the
+/// space in messages.
+pub(crate) fn bitmap_chunk(
+    given: Option<u64>,
+    bitmap_sectors: u64,
+    room_bytes: u64,
+    room: &str,
+) -> Result<u32, FormatError> {
+    let max_bits = (room_bytes - bitmap::HEADER_BYTES as u64) * 8;
+    let mut min_chunk: u64 = 4096;
+    let mut bits = bitmap_sectors * SECTOR / min_chunk + 1;
+    while bits > max_bits {
+        min_chunk *= 2;
+        bits = bits.div_ceil(2);
+    }
+    let chunk = match given {
+        Some(c) if !c.is_power_of_two() || c < 4096 => {
+            return fail(format!("bitmap chunk {c} bytes is not a power of two of at least 4096"));
+        }
+        Some(c) if c < min_chunk => {
+            return fail(format!(
+                "bitmap chunk {c} bytes is too small: the bitmap would not fit in {room}; at least {min_chunk}"
+            ));
+        }
+        Some(c) => c,
+        None => min_chunk.max(DEFAULT_BITMAP_CHUNK),
+    };
+    u32::try_from(chunk).or_else(|_| fail(format!("bitmap chunk {chunk} bytes is too large")))
+}
+
 fn fail<T>(message: impl Into<String>) -> Result<T, FormatError> {
     Err(FormatError::Create(message.into()))
 }
@@ -276,32 +308,11 @@ fn plan_bitmap(spec: &CreateSpec, size_sectors: u64, bitmap_sectors: u64) -> Res
     if room <= 1 {
         return fail("no room for an internal bitmap on such small members");
     }
-    let max_bits = (room * 512 - bitmap::HEADER_BYTES as u64) * 8;
-    let mut min_chunk: u64 = 4096;
-    let mut bits = bitmap_sectors * 512 / min_chunk + 1;
-    while bits > max_bits {
-        min_chunk *= 2;
-        bits = bits.div_ceil(2);
-    }
-    let chunk = match spec.bitmap_chunk {
-        Some(c) if !c.is_power_of_two() || c < 4096 => {
-            return fail(format!("bitmap chunk {c} bytes is not a power of two of at least 4096"));
-        }
-        Some(c) if c < min_chunk => {
-            return fail(format!(
-                "bitmap chunk {c} bytes is too small: the bitmap would not fit; at least {min_chunk}"
-            ));
-        }
-        Some(c) => c,
-        None => min_chunk.max(DEFAULT_BITMAP_CHUNK),
-    };
-    let Ok(chunk32) = u32::try_from(chunk) else {
-        return fail(format!("bitmap chunk {chunk} bytes is too large"));
-    };
+    let chunk32 = bitmap_chunk(spec.bitmap_chunk, bitmap_sectors, room * 512, &format!("the {} KiB it has", room / 2))?;
     let offset = match spec.version {
         MetadataVersion::V1_0 => {
             // Before the superblock, 4 KiB aligned, below the 8-sector bad-block log.
-            let bits = bitmap_sectors * 512 / chunk + 1;
+            let bits = bitmap_sectors * 512 / u64::from(chunk32) + 1;
             let blocks = (bits.div_ceil(8) + bitmap::HEADER_BYTES as u64).div_ceil(4096);
             -((blocks * 8) as i64) - 8
         }

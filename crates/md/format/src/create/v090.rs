@@ -22,7 +22,7 @@
 //! its slot's descriptor once it is in sync.
 
 use super::{
-    choose_size_kib, fail, round_to_chunk, CreatePlan, CreateSpec, MemberLayout, NewMember, Shape, DEFAULT_BITMAP_CHUNK,
+    bitmap_chunk, choose_size_kib, fail, round_to_chunk, CreatePlan, CreateSpec, MemberLayout, NewMember, Shape,
 };
 use crate::bitmap::{self, BitmapSuper};
 use crate::sb090::{self, Superblock090};
@@ -177,28 +177,7 @@ pub(super) fn plan(spec: &CreateSpec, shape: &Shape, members: &[NewMember]) -> R
 /// chunk of at least 4 KiB whose bits fit in 60 KiB, and at least 64 MiB unless one is given.
 /// Its UUID is the array's as md holds it for 0.90 (the four words as stored).
 fn bitmap_header(spec: &CreateSpec, bitmap_sectors: u64) -> Result<BitmapSuper, FormatError> {
-    let max_bits = (BITMAP_ROOM - bitmap::HEADER_BYTES as u64) * 8;
-    let mut min_chunk: u64 = 4096;
-    let mut bits = bitmap_sectors * SECTOR / min_chunk + 1;
-    while bits > max_bits {
-        min_chunk *= 2;
-        bits = bits.div_ceil(2);
-    }
-    let chunk = match spec.bitmap_chunk {
-        Some(c) if !c.is_power_of_two() || c < 4096 => {
-            return fail(format!("bitmap chunk {c} bytes is not a power of two of at least 4096"));
-        }
-        Some(c) if c < min_chunk => {
-            return fail(format!(
-                "bitmap chunk {c} bytes is too small: the bitmap would not fit in 0.90's 60 KiB; at least {min_chunk}"
-            ));
-        }
-        Some(c) => c,
-        None => min_chunk.max(DEFAULT_BITMAP_CHUNK),
-    };
-    let Ok(chunk32) = u32::try_from(chunk) else {
-        return fail(format!("bitmap chunk {chunk} bytes is too large"));
-    };
+    let chunk32 = bitmap_chunk(spec.bitmap_chunk, bitmap_sectors, BITMAP_ROOM, "0.90's 60 KiB")?;
     let mut sb = Superblock090::blank(0);
     sb.set_uuid(&spec.array_uuid);
     Ok(BitmapSuper::new(sb.md_uuid(), bitmap_sectors, chunk32))
