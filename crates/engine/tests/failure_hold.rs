@@ -112,3 +112,56 @@ fn without_the_opt_in_a_failure_holds_nothing() {
     assert_eq!(array.slot_states()[failed], SlotState::Faulty);
     assert!(!array.log_held());
 }
+
+/// A stripe whose log write is out when another member fails: the log write completing does not
+/// release the stripe's member writes while the failure is unrecorded. Written then, the stripe
+/// would skip the failed member, which a crash before the record brings back in sync with its
+/// old contents beside the new parity; md touches no stripe while a superblock change is
+/// pending.
+#[test]
+fn a_logged_stripe_waits_for_a_failure_recorded_after_its_log_write_went_out() {
+    let g = raid5(4);
+    let n = g.raid_disks();
+    let mut members = Members::new(n, MEMBER_BYTES);
+    let mut array = Array::new(g.clone(), vec![SlotState::InSync; n]).unwrap();
+    array.enable_ppl(CONFIG.clone());
+    array.set_log_hold_on_failure(true);
+
+    // A write to stripe 0's first data chunk: its reads come back, its log write goes out and
+    // is kept out.
+    let roles = g.stripe_roles(0);
+    let written = roles.data[0];
+    let w = array.submit(Request::Write { offset: 1024, data: vec![7u8; 2048].into() }).unwrap();
+    let mut log_write = None;
+    while let Some(io) = array.next_io() {
+        if matches!(io.op, MemberOp::LogWrite { .. }) {
+            log_write = Some(io);
+            continue;
+        }
+        let result = members.exec(&io);
+        array.complete_io(io.id, result.handing_back(io.op.clone()));
+    }
+    let log_write = log_write.expect("the stripe's partial parity is logged first");
+    assert_eq!(log_write.slot, roles.p, "logged on the parity member");
+
+    // The member the stripe writes its data to is failed (as `mdadm --fail`), then the log
+    // write completes.
+    array.set_slot_state(written, SlotState::Faulty, false).unwrap();
+    assert!(array.log_held());
+    let result = members.exec(&log_write);
+    array.complete_io(log_write.id, result.handing_back(log_write.op.clone()));
+    let during = pump(&mut array, &mut members, &|_| false);
+    assert_eq!(writes_and_log_writes(&during).0, 0, "no stripe write while the failure is unrecorded: {during:?}");
+    assert!(array.next_completion().is_none(), "the write waits");
+
+    // Recorded: the stripe is written (without the failed member) and the request finishes.
+    array.release_log_hold();
+    let after = pump(&mut array, &mut members, &|_| false);
+    assert!(after.iter().any(|io| io.slot == roles.p && matches!(io.op, MemberOp::Write { .. })), "{after:?}");
+    assert!(after.iter().all(|io| io.slot != written), "nothing goes to the failed member: {after:?}");
+    let finished: Vec<_> = std::iter::from_fn(|| array.next_completion()).collect();
+    assert!(finished.iter().any(|(id, r)| *id == w && r.is_ok()), "{finished:?}");
+    let read = execute(&mut array, Request::Read { offset: 1024, len: 2048 }, &mut |io| members.exec(io)).unwrap();
+    let Completion::Read(got) = read else { panic!("a read") };
+    assert!(got.into_vec() == vec![7u8; 2048], "the degraded array reads what was written");
+}

@@ -79,19 +79,13 @@ impl ArrayPolicy {
         Ok(())
     }
 
-    /// Steps a pass may have in flight. Mirrors take [`PolicyConfig::pass_depth`]: their steps
-    /// are member reads and writes of the same buffers, and overlapping them kept both members
-    /// busy (BENCHMARKS.md, section 11). Parity arrays keep one: their steps are bound by the
-    /// engine thread's rebuilding of each stripe, which more steps in flight only slowed, and
-    /// several in flight have not been through the fault simulation's seeds there.
+    /// Steps a pass may have in flight ([`PolicyConfig::pass_depth`]): overlapping them keeps
+    /// every member busy, where one step at a time left the survivors idle while the spare was
+    /// written and the other way round (BENCHMARKS.md, section 11).
     ///
     /// [`PolicyConfig::pass_depth`]: super::PolicyConfig::pass_depth
     fn depth(&self) -> usize {
-        if self.shape.stripe_data_bytes.is_some() {
-            1
-        } else {
-            self.config.pass_depth.max(1)
-        }
+        self.config.pass_depth.max(1)
     }
 
     pub(super) fn recovering_slots(array: &OpenArray) -> impl Iterator<Item = usize> + '_ {

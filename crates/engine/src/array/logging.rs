@@ -70,9 +70,10 @@ pub(super) struct PplLog {
     slots: Vec<SlotLog>,
     /// Logged stripes whose member writes have not been released yet.
     waiting: HashMap<(RequestId, usize), Wait>,
-    /// Stripes with nothing to log (their parity member is gone), whose member writes wait for
-    /// the hold on the log to end: no stripe is written while a member failure is unrecorded.
-    parked: Vec<(RequestId, usize)>,
+    /// Stripes whose member writes wait for the hold on the log to end, with the members whose
+    /// logs hold them durably (none for a stripe with nothing to log: its parity member is
+    /// gone): no stripe is written while a member failure is unrecorded.
+    parked: Vec<(RequestId, usize, LogSlots)>,
 }
 
 /// The log writes a stripe waits for.
@@ -118,6 +119,7 @@ struct Unit {
 /// The bytes of one log write: the header, then the stripes' partial parity in entry order.
 fn header_image(header: &PplHeader, items: &[Logged]) -> Vec<u8> {
     let mut data = header.to_bytes();
+    data.reserve_exact(items.iter().map(|i| i.pp.len()).sum());
     for i in items {
         data.extend_from_slice(&i.pp);
     }
@@ -183,8 +185,8 @@ impl Array {
             self.log_kick(slot);
         }
         let parked = self.log.as_mut().map(|log| std::mem::take(&mut log.parked)).unwrap_or_default();
-        for (rid, part) in parked {
-            self.release_logged(rid, part, &[]);
+        for (rid, part, holders) in parked {
+            self.release_logged(rid, part, &holders);
         }
     }
 
@@ -193,7 +195,7 @@ impl Array {
     pub(super) fn park_while_held(&mut self, rid: RequestId, part: usize) -> bool {
         match self.log.as_mut() {
             Some(log) if self.log_held => {
-                log.parked.push((rid, part));
+                log.parked.push((rid, part, LogSlots::new()));
                 true
             }
             _ => false,
@@ -232,8 +234,12 @@ impl Array {
         let log = self.log.as_mut().expect("logging is enabled");
         log.waiting
             .insert((item.rid, item.part), Wait { pending: slots.iter().copied().collect(), durable: LogSlots::new() });
-        for &slot in slots {
-            log.slots[slot].queued.push_back(item.clone());
+        // Each log holds its own copy; the last takes the stripe's.
+        if let Some((&last, others)) = slots.split_last() {
+            for &slot in others {
+                log.slots[slot].queued.push_back(item.clone());
+            }
+            log.slots[last].queued.push_back(item);
         }
         for &slot in slots {
             self.log_kick(slot);
@@ -358,6 +364,13 @@ impl Array {
         if wait.durable.is_empty() {
             // Every log write failed with its member.
             self.replan_logged(rid, part);
+        } else if self.log_held {
+            // A member failed and its failure is not recorded yet. Written now, the stripe would
+            // skip that member, which a crash before the record brings back as in sync, stale
+            // for this stripe, while the log that covers the stripe may be one no assembly
+            // replays (a member being rebuilt). md handles no stripe while a superblock change
+            // is pending; the stripe waits for the record as stripes with nothing to log do.
+            log.parked.push((rid, part, wait.durable));
         } else {
             self.release_logged(rid, part, &wait.durable);
         }
