@@ -86,6 +86,13 @@ pub trait MemberDevice: Send + Sync {
     }
     /// Make completed writes durable.
     fn flush(&self) -> io::Result<()>;
+    /// Whether a completed write is already as durable as a flush would make it, so flushing
+    /// has nothing to do: a file on a memory file system (its pages are the file), a device that
+    /// is memory. Drivers then answer flushes at once, as md skips its log's flushes on devices
+    /// without a volatile write cache. The default, `false`, flushes.
+    fn flush_is_noop(&self) -> bool {
+        false
+    }
     /// Make `len` bytes at `offset` read as zeros, releasing the space where the device can.
     /// The zeros are a promise (parity over discarded stripes depends on it), so a backend that
     /// cannot deallocate with that guarantee writes zeros instead.
@@ -170,6 +177,9 @@ impl<T: MemberDevice + ?Sized> MemberDevice for std::sync::Arc<T> {
     }
     fn flush(&self) -> io::Result<()> {
         (**self).flush()
+    }
+    fn flush_is_noop(&self) -> bool {
+        (**self).flush_is_noop()
     }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         (**self).discard(offset, len)
@@ -445,6 +455,10 @@ impl MemberDevice for FileDevice {
 
     fn flush(&self) -> io::Result<()> {
         self.file.sync_data()
+    }
+
+    fn flush_is_noop(&self) -> bool {
+        self.in_memory
     }
 
     /// `fallocate(PUNCH_HOLE)`: on a regular file the range reads as zeros afterwards; on a block
@@ -733,6 +747,10 @@ impl MemberDevice for MemoryDevice {
 
     fn flush(&self) -> io::Result<()> {
         Ok(())
+    }
+
+    fn flush_is_noop(&self) -> bool {
+        true
     }
 
     fn discard_is_cheap(&self) -> bool {

@@ -122,7 +122,9 @@ impl MemberTarget {
                 // A partial parity log write: durable before it completes (md writes the log
                 // with FUA).
                 self.dev.write_at(at, data).map_err(failed("writing the partial parity log"))?;
-                self.dev.flush().map_err(|e| self.failure("flushing the partial parity log", None, &e))?;
+                if !self.dev.flush_is_noop() {
+                    self.dev.flush().map_err(|e| self.failure("flushing the partial parity log", None, &e))?;
+                }
                 IoResult::Done
             }
             MemberOp::MetadataWrite { data } => {

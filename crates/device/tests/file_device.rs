@@ -114,6 +114,7 @@ fn read_now_answers_only_from_memory() {
     for dir in &dirs {
         let (_file, dev, in_memory) = dropped_member(dir, &data);
         assert_eq!(in_memory, dir.starts_with(shm), "{}: memory file system misjudged", dir.display());
+        assert_eq!(dev.flush_is_noop(), in_memory, "{}: only a file in memory needs no flush", dir.display());
         let (at, len) = (123_456u64, 70_000usize);
         let expect = &data[at as usize..at as usize + len];
         match read_now(&dev, at, len) {

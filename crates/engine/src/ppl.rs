@@ -120,27 +120,30 @@ pub fn stripe_entries(geometry: &Geometry, change: &StripeChange) -> (Vec<PplEnt
         let at = start * ROW_BYTES as usize;
         let len = strip as usize;
         let full = count == data_disks;
-        let mut pp: Vec<u8> = Vec::new();
+        // This entry's partial parity goes straight to the end of the log's bytes.
+        let pp_at = pp_all.len();
         if !full {
-            let mut pp_p = p[at..at + len].to_vec();
+            pp_all.extend_from_slice(&p[at..at + len]);
             for block in new_data.iter().take(first + count).skip(first) {
-                uraid_parity::xor_into(&mut pp_p, &block.expect("modified chunk has new data")[at..at + len]);
+                uraid_parity::xor_into(
+                    &mut pp_all[pp_at..],
+                    &block.expect("modified chunk has new data")[at..at + len],
+                );
             }
-            pp.extend_from_slice(&pp_p);
             if roles.q.is_some() {
                 let q = q.expect("a raid6 stripe write computes Q");
-                pp.extend_from_slice(&partial_q(&roles, &q[at..at + len], new_data, first, count, at, len));
+                pp_all.extend_from_slice(&partial_q(&roles, &q[at..at + len], new_data, first, count, at, len));
             }
         }
+        let pp = &pp_all[pp_at..];
         let logical = stripe * width + first as u64 * chunk + lo + start as u64 * ROW_BYTES;
         entries.push(PplEntry {
             data_sector: logical / SECTOR_BYTES,
             pp_size: pp.len() as u32,
             data_size: (count as u64 * strip) as u32,
             parity_disk: roles.p as u32,
-            checksum: pp_checksum(&pp),
+            checksum: pp_checksum(pp),
         });
-        pp_all.extend_from_slice(&pp);
     }
     (entries, pp_all)
 }

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use uraid_engine::array::{IoId, IoResult, MemberIo, MemberIoError};
+use uraid_engine::array::{IoId, IoResult, MemberIo, MemberIoError, MemberOp};
 
 use super::notifier::{AnswerSender, Notifier};
 use crate::target::MemberTarget;
@@ -30,6 +30,9 @@ pub(super) struct MemberThreads {
     /// Answers taken from the channel (or made here), not handed to the engine yet.
     done: Vec<(IoId, IoResult)>,
     threads: Vec<JoinHandle<()>>,
+    /// The device's completed writes are durable as they are
+    /// ([`crate::member::MemberDevice::flush_is_noop`]): flushes are answered here, at once.
+    flush_is_noop: bool,
 }
 
 impl MemberThreads {
@@ -56,7 +59,9 @@ impl MemberThreads {
                     .expect("spawning a member I/O thread")
             })
             .collect();
+        let flush_is_noop = target.dev.flush_is_noop();
         MemberThreads {
+            flush_is_noop,
             queue: qtx,
             answers: arx,
             depth,
@@ -70,7 +75,10 @@ impl MemberThreads {
     /// Take a member I/O: to the threads if fewer than `depth` are out, else kept until fewer
     /// are.
     pub(super) fn queue(&mut self, io: MemberIo) {
-        if self.in_flight < self.depth && self.waiting.is_empty() {
+        if self.flush_is_noop && matches!(io.op, MemberOp::Flush) {
+            // It covers the writes completed before it, durable already.
+            self.done.push((io.id, IoResult::Done));
+        } else if self.in_flight < self.depth && self.waiting.is_empty() {
             self.hand_over(io);
         } else {
             self.waiting.push_back(io);
@@ -179,5 +187,66 @@ fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, answers: Answe
         if answers.send((io.id, result.handing_back(io.op))).is_err() {
             break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::member::{MemberDevice, MemoryDevice};
+
+    /// Memory that counts its flushes and says whether they are needed.
+    struct Counted {
+        mem: MemoryDevice,
+        noop: bool,
+        flushes: AtomicUsize,
+    }
+
+    impl MemberDevice for Counted {
+        fn name(&self) -> &str {
+            "counted"
+        }
+        fn size(&self) -> u64 {
+            self.mem.size()
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+            self.mem.read_at(offset, buf)
+        }
+        fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.mem.write_at(offset, data)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            self.flushes.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn flush_is_noop(&self) -> bool {
+            self.noop
+        }
+    }
+
+    fn flushes_reaching(noop: bool) -> usize {
+        let dev = Arc::new(Counted { mem: MemoryDevice::new("m", 1 << 20), noop, flushes: AtomicUsize::new(0) });
+        let target = MemberTarget {
+            dev: Arc::clone(&dev) as Arc<dyn MemberDevice>,
+            base: 0,
+            data_bytes: 1 << 20,
+            log_area: None,
+        };
+        let notifier = Arc::new(Notifier::new().unwrap());
+        let mut threads = MemberThreads::spawn(0, "test", target, 1, 4, &notifier);
+        threads.queue(MemberIo { id: 1, slot: 0, offset: 0, op: MemberOp::Flush });
+        threads.drain();
+        let answers: Vec<_> = threads.take_done().collect();
+        assert_eq!(answers, vec![(1, IoResult::Done)]);
+        dev.flushes.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_flush_reaches_the_device_unless_its_completed_writes_are_durable_already() {
+        assert_eq!(flushes_reaching(false), 1);
+        assert_eq!(flushes_reaching(true), 0, "answered at once, without the device");
     }
 }

@@ -8,10 +8,11 @@ use uraid_layout::StripeRoles;
 use super::emit::IoTag;
 use super::logging;
 use super::parity::{compute_parity_into, reconstruct};
-use super::parity_write::{ParityWriteOp, Slots, Strategy, StripeBlocks, StripeMemberWrites};
+use super::parity_write::{ParityWriteOp, Slots, Strategy, StripeBlocks, StripeMemberWrites, StripeWrite};
 use super::{Array, RequestId};
 use crate::iobuf::IoBuf;
 use crate::member_io::MemberOp;
+use uraid_md_format::ppl::PplEntry;
 
 impl Array {
     /// All reads of a stripe are in: compute the new parity and issue the writes.
@@ -140,11 +141,8 @@ impl Array {
                 }
             }
         }
-        // New parity, kept for the partial parity log.
-        let new_p = logging.then(|| whole.iter().find(|(s, _)| *s == roles.p).map(|(_, b)| b.clone())).flatten();
-        let new_q = logging
-            .then(|| roles.q.and_then(|qs| whole.iter().find(|(s, _)| *s == qs)).map(|(_, b)| b.clone()))
-            .flatten();
+        // Partial parity for the log, from the new parity and data before the writes take them.
+        let logged = if logging { self.stripe_log_entries(sw, roles, lo, hi, &whole, &new_blocks) } else { None };
         let chunk = self.geometry.chunk_bytes();
         let base = sw.stripe * chunk;
         let mut writes = StripeMemberWrites::new();
@@ -166,48 +164,13 @@ impl Array {
         if writes.is_empty() {
             return true;
         }
-        if logging {
-            let log_slots = self.log_slots_for(roles.p, roles.q);
-            if !log_slots.is_empty() {
-                // Hold the writes back until partial parity for these rows is durable.
-                let p = new_p.as_deref();
-                let q = new_q.as_deref();
-                let rows = ((hi - lo) / crate::ppl::ROW_BYTES) as usize;
-                let modified: Vec<Vec<bool>> = roles
-                    .data
-                    .iter()
-                    .map(|&slot| {
-                        (0..rows as u64)
-                            .map(|row| {
-                                let (start, end) =
-                                    (lo + row * crate::ppl::ROW_BYTES, lo + (row + 1) * crate::ppl::ROW_BYTES);
-                                sw.runs
-                                    .iter()
-                                    .any(|r| r.slot == slot && r.chunk_offset < end && start < r.chunk_offset + r.len)
-                            })
-                            .collect()
-                    })
-                    .collect();
-                let new_data: Vec<Option<&[u8]>> = roles.data.iter().map(|&slot| new_blocks[slot].as_deref()).collect();
-                let p = p.expect("a logged write computes P");
-                let change = crate::ppl::StripeChange {
-                    stripe: sw.stripe,
-                    lo,
-                    hi,
-                    modified: &modified,
-                    new_data: &new_data,
-                    p,
-                    q,
-                };
-                let (entries, pp) = crate::ppl::stripe_entries(&self.geometry, &change);
-                if !entries.is_empty() {
-                    sw.pending = 0;
-                    sw.deferred = writes;
-                    sw.logged = true;
-                    self.log_enqueue(&log_slots, logging::Logged { rid, part, entries, pp });
-                    return false;
-                }
-            }
+        if let Some((log_slots, entries, pp)) = logged {
+            // Hold the writes back until partial parity for these rows is durable.
+            sw.pending = 0;
+            sw.deferred = writes;
+            sw.logged = true;
+            self.log_enqueue(&log_slots, logging::Logged { rid, part, entries, pp });
+            return false;
         }
         if self.park_while_held(rid, part) {
             sw.pending = 0;
@@ -216,6 +179,51 @@ impl Array {
         }
         self.emit_stripe_writes(rid, part, writes);
         false
+    }
+
+    /// The partial parity log's entries and partial parity for a stripe write, and the members
+    /// whose logs take them; `None` when there is nothing to log (no parity member is left, or
+    /// no row has partial parity or entries). `whole` holds the new parity, `new_blocks` the new
+    /// contents of the data members written, both over the rows `[lo, hi)`.
+    fn stripe_log_entries(
+        &self,
+        sw: &StripeWrite,
+        roles: &StripeRoles,
+        lo: u64,
+        hi: u64,
+        whole: &[(usize, Vec<u8>)],
+        new_blocks: &StripeBlocks,
+    ) -> Option<(logging::LogSlots, Vec<PplEntry>, Vec<u8>)> {
+        let log_slots = self.log_slots_for(roles.p, roles.q);
+        if log_slots.is_empty() {
+            return None;
+        }
+        let block = |slot: usize| whole.iter().find(|(s, _)| *s == slot).map(|(_, b)| b.as_slice());
+        let rows = (hi - lo) / crate::ppl::ROW_BYTES;
+        let modified: Vec<Vec<bool>> = roles
+            .data
+            .iter()
+            .map(|&slot| {
+                (0..rows)
+                    .map(|row| {
+                        let (start, end) = (lo + row * crate::ppl::ROW_BYTES, lo + (row + 1) * crate::ppl::ROW_BYTES);
+                        sw.runs.iter().any(|r| r.slot == slot && r.chunk_offset < end && start < r.chunk_offset + r.len)
+                    })
+                    .collect()
+            })
+            .collect();
+        let new_data: Vec<Option<&[u8]>> = roles.data.iter().map(|&slot| new_blocks[slot].as_deref()).collect();
+        let change = crate::ppl::StripeChange {
+            stripe: sw.stripe,
+            lo,
+            hi,
+            modified: &modified,
+            new_data: &new_data,
+            p: block(roles.p).expect("a logged write computes P"),
+            q: roles.q.and_then(block),
+        };
+        let (entries, pp) = crate::ppl::stripe_entries(&self.geometry, &change);
+        (!entries.is_empty()).then_some((log_slots, entries, pp))
     }
 
     /// Send a stripe's member writes: `(slot, offset, bytes, is a correction)`.
