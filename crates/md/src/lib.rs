@@ -14,6 +14,7 @@
 //! parsed and written by `uraid-md-format` (`crates/md/format`).
 
 pub mod assemble;
+pub mod mdstat;
 pub mod metadata;
 pub mod probe;
 

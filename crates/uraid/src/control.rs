@@ -210,6 +210,7 @@ pub fn status_json(s: &ArrayStatus) -> Value {
         "level": s.level,
         "size_bytes": s.size,
         "chunk_bytes": s.chunk_bytes,
+        "md_shape": s.md_shape,
         "state": state_text(s),
         "clean": !s.dirty,
         "resync_needed": s.needs_resync,
@@ -228,5 +229,6 @@ pub fn status_json(s: &ArrayStatus) -> Value {
         "passes_ended": s.passes_ended,
         "requests": s.requests,
         "members": members,
+        "spares": s.spares,
     })
 }

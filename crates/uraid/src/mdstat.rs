@@ -16,13 +16,17 @@ pub fn entry(label: &str, v: &Value) -> String {
         .iter()
         .map(|m| {
             let name = m["path"].as_str().map(short_name).unwrap_or_else(|| "(missing)".into());
-            let flag = match m["state"].as_str().unwrap_or("") {
-                "faulty" => "(F)",
-                "recovering" => "(R)",
-                _ => "",
-            };
+            // md marks failed devices and spares; a member being rebuilt holds its slot
+            // unmarked (md's "(R)" is a replacement, which uraid does not make).
+            let flag = if m["state"] == "faulty" { "(F)" } else { "" };
             format!("{name}[{}]{flag}", m["slot"])
         })
+        .chain(
+            // Spares follow the slots, numbered after them as md numbers the devices it adds.
+            v["spares"].as_array().into_iter().flatten().enumerate().map(|(i, path)| {
+                format!("{}[{}](S)", path.as_str().map(short_name).unwrap_or_default(), members.len() + i)
+            }),
+        )
         .collect();
     let up: String = members.iter().map(|m| if m["state"] == "in_sync" { 'U' } else { '_' }).collect();
     let in_sync = up.chars().filter(|c| *c == 'U').count();
@@ -33,8 +37,13 @@ pub fn entry(label: &str, v: &Value) -> String {
         v["level"].as_str().unwrap_or("?"),
         names.join(" "),
         v["size_bytes"].as_u64().unwrap_or(0) / 1024,
-        // md says the chunk only of levels that have one.
-        if chunk > 0 { format!(", {}k chunk", chunk / 1024) } else { String::new() },
+        match v["md_shape"].as_str() {
+            // md's own words for the superblock and the shape.
+            Some(shape) => shape.to_string(),
+            // Another format: the chunk, for levels that have one.
+            None if chunk > 0 => format!(", {}k chunk", chunk / 1024),
+            None => String::new(),
+        },
         members.len(),
         in_sync,
         up,
@@ -151,6 +160,18 @@ mod tests {
         );
     }
 
+    /// An md array: md's words for its superblock and shape, and its spares after the slots.
+    #[test]
+    fn an_md_array_has_mdstats_shape_and_spares() {
+        let mut v = raid5(["in_sync"; 4]);
+        v["md_shape"] = json!(" super 1.2 level 5, 64k chunk, algorithm 2");
+        v["spares"] = json!(["/srv/e4.img"]);
+        assert_eq!(
+            entry("md_data", &v),
+            "md_data : active raid5 d0.img[0] d1.img[1] d2.img[2] d3.img[3] e4.img[4](S)\n      24576 blocks super 1.2 level 5, 64k chunk, algorithm 2 [4/4] [UUUU]\n"
+        );
+    }
+
     /// md says the chunk only of levels that have one (raid1 has none).
     #[test]
     fn a_level_without_chunks_says_none() {
@@ -160,11 +181,11 @@ mod tests {
     }
 
     #[test]
-    fn failed_recovering_and_missing_members_are_marked() {
+    fn failed_and_missing_members_are_marked_and_a_rebuilding_one_is_not() {
         let mut v = raid5(["in_sync", "faulty", "in_sync", "recovering"]);
         v["members"][2] = member(2, None, "missing");
         let text = entry("md_x", &v);
-        assert!(text.starts_with("md_x : active raid5 d0.img[0] d1.img[1](F) (missing)[2] d3.img[3](R)\n"), "{text}");
+        assert!(text.starts_with("md_x : active raid5 d0.img[0] d1.img[1](F) (missing)[2] d3.img[3]\n"), "{text}");
         assert!(text.contains(" [4/1] [U___]\n"), "{text}");
     }
 

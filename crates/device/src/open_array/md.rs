@@ -442,6 +442,22 @@ impl OpenArray {
         md.readded.get(slot).copied().unwrap_or(false)
     }
 
+    /// The devices kept as spares (md's role 0xffff), by name.
+    pub fn spare_names(&self) -> Vec<String> {
+        let Some(md) = self.md() else { return Vec::new() };
+        (md.members.iter().zip(&md.plan.verdicts))
+            .filter(|(_, v)| matches!(v, MemberVerdict::Spare))
+            .map(|(m, _)| m.dev.name().to_string())
+            .collect()
+    }
+
+    /// What /proc/mdstat says of the array's shape after its size (`super 1.2 level 5, 512k
+    /// chunk, algorithm 2`); `None` for another format.
+    pub fn mdstat_shape(&self) -> Option<String> {
+        let plan = &self.md()?.plan;
+        Some(uraid_md::mdstat::shape_text(plan.version, plan.level, plan.layout, plan.chunk_sectors, plan.raid_disks))
+    }
+
     /// Put a spare into the first missing or failed slot to be rebuilt there, as md does when
     /// a member fails and a spare is at hand. Returns the slot, if a spare was used.
     pub fn activate_spare(&mut self) -> Result<Option<usize>, OpenError> {

@@ -197,7 +197,12 @@ pub struct ArrayStatus {
     pub level: String,
     pub size: u64,
     pub chunk_bytes: u64,
+    /// md's words for the shape, as /proc/mdstat prints them after the size (`super 1.2 level
+    /// 5, 512k chunk, algorithm 2`); `None` for other formats.
+    pub md_shape: Option<String>,
     pub slots: Vec<SlotReport>,
+    /// Devices kept as spares, by name.
+    pub spares: Vec<String>,
     pub read_only: bool,
     /// The superblocks say dirty.
     pub dirty: bool,
