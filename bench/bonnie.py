@@ -67,6 +67,25 @@ def bonnie(directory, size_mib, ram_mib, name):
     return dict(zip(COLUMNS, map(num, fields)))
 
 
+def limit_page_cache(ram_mib):
+    """Make the memory cgroup bonnie() runs bonnie++ in, of `ram_mib` (where cgroup v1 has one)."""
+    memcg_root = os.path.dirname(MEMCG)
+    if os.path.isdir(memcg_root):
+        os.makedirs(MEMCG, exist_ok=True)
+        with open(os.path.join(MEMCG, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(ram_mib << 20))
+    else:
+        print("bench: no cgroup v1 memory controller; the page cache is not limited", file=sys.stderr)
+
+
+def ext4_on_loop(image, mnt):
+    """ext4 made and mounted on `image` through a loop device (direct I/O); the loop device."""
+    loop = run(["losetup", "-f", "--show", "--direct-io=on", image]).strip()
+    run(["mkfs.ext4", "-q", "-F", loop])
+    run(["mount", loop, mnt])
+    return loop
+
+
 class Volume:
     """A uraid array over 4 member files, mounted as ext4 through FUSE and a loop device."""
 
@@ -90,9 +109,7 @@ class Volume:
             if self.proc.poll() is not None or time.time() > deadline:
                 sys.exit(f"bench/bonnie.py: uraid mount did not start (see {directory}/mount.log)")
             time.sleep(0.1)
-        self.loop = run(["losetup", "-f", "--show", "--direct-io=on", self.file]).strip()
-        run(["mkfs.ext4", "-q", "-F", self.loop])
-        run(["mount", self.loop, self.mnt])
+        self.loop = ext4_on_loop(self.file, self.mnt)
 
     def close(self):
         subprocess.run(["umount", self.mnt])
@@ -151,13 +168,7 @@ def main():
     if unknown:
         sys.exit(f"bench/bonnie.py: unknown level(s) {unknown}; choose from {[n for n, _ in LEVELS]}")
 
-    memcg_root = os.path.dirname(MEMCG)
-    if os.path.isdir(memcg_root):
-        os.makedirs(MEMCG, exist_ok=True)
-        with open(os.path.join(MEMCG, "memory.limit_in_bytes"), "w") as f:
-            f.write(str(a.ram_mib << 20))
-    else:
-        print("bench/bonnie.py: no cgroup v1 memory controller; the page cache is not limited", file=sys.stderr)
+    limit_page_cache(a.ram_mib)
     # Every level must hold the test file with room for ext4: raid1 over 4 holds one member.
     member_bytes = (a.size_mib + 1024) << 20
     table = []
