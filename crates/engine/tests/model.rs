@@ -8,10 +8,11 @@ mod common;
 
 use common::{check_consistent, filled_array, geometries, read_all, removable_sets, use_policy, Members, MEMBER_BYTES};
 use proptest::prelude::*;
-use uraid_engine::array::{Array, Completion, Request, SlotState};
+use uraid_engine::array::{Array, Completion, MemberOp, Request, SlotState};
 use uraid_engine::blocking::execute;
 use uraid_engine::geometry::Geometry;
 use uraid_engine::ppl::{latest_header, replay, MemberLog, PplConfig};
+use uraid_layout::{Level, ParityAlgorithm, ParityLayout};
 
 #[derive(Debug, Clone)]
 struct WriteOp {
@@ -208,6 +209,45 @@ fn check_counts_and_repair_fixes_mismatches() {
         assert_eq!(sync(&mut array, &mut members, false), 8, "{name}: one 4 KiB row should mismatch");
         assert_eq!(sync(&mut array, &mut members, true), 8, "{name}: repair reports what it fixed");
         assert_eq!(sync(&mut array, &mut members, false), 0, "{name}: repair left mismatches");
+    }
+}
+
+/// A repair rewrites rows that disagree one after another as one write per member, yet counts
+/// every row (md's mismatch_cnt); rows apart are written apart.
+#[test]
+fn repair_rewrites_runs_of_mismatched_rows_in_one_write() {
+    let comp = MEMBER_BYTES / 512;
+    let raid5 = ParityLayout::new(Level::Raid5, ParityAlgorithm::from_md(Level::Raid5, 2).unwrap(), 4, 64, comp);
+    let raid6 = ParityLayout::new(Level::Raid6, ParityAlgorithm::from_md(Level::Raid6, 2).unwrap(), 5, 64, comp);
+    for (name, g) in [("raid5-4, 32K chunks", raid5), ("raid6-5, 32K chunks", raid6)] {
+        let g = Geometry::Parity(g.unwrap());
+        let (mut members, mut array, _) = filled_array(&g);
+        let size = array.size_bytes();
+        // Stripe 0's parity member: rows 0, 1, 2 and 4 disagree, row 3 does not.
+        let p = g.stripe_roles(0).p;
+        for row in [0usize, 1, 2, 4] {
+            members.disks[p].as_mut().unwrap()[row * 4096 + 7] ^= 0x5a;
+        }
+        let mut parity_writes = Vec::new();
+        let done = execute(&mut array, Request::Sync { offset: 0, len: size, repair: true }, &mut |io| {
+            if io.slot == p && matches!(io.op, MemberOp::Write { .. }) {
+                parity_writes.push((io.offset, io.op.clone()));
+            }
+            members.exec(io)
+        })
+        .unwrap();
+        assert_eq!(done, Completion::Synced { mismatch_sectors: 32 }, "{name}: four rows counted");
+        let spans: Vec<(u64, u64)> = parity_writes
+            .iter()
+            .map(|(at, op)| match op {
+                MemberOp::Write { data } => (*at, data.len() as u64),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(spans, vec![(0, 3 * 4096), (4 * 4096, 4096)], "{name}: one write per run of rows");
+        let check =
+            execute(&mut array, Request::Sync { offset: 0, len: size, repair: false }, &mut |io| members.exec(io));
+        assert_eq!(check.unwrap(), Completion::Synced { mismatch_sectors: 0 }, "{name}: repaired");
     }
 }
 

@@ -217,31 +217,38 @@ impl Array {
                 let data: Vec<&[u8]> =
                     roles.data.iter().map(|&d| unit.blocks[d].as_deref().expect("rebuilt")).collect();
                 let (p, q) = compute_parity(&roles, &data, len);
-                let mut targets = vec![(roles.p, p)];
+                // Recomputed parity, shared by the rewrites that take slices of it (no copies).
+                let mut targets = vec![(roles.p, Bytes::from(p))];
                 if let (Some(qs), Some(q)) = (roles.q, q) {
-                    targets.push((qs, q));
+                    targets.push((qs, Bytes::from(q)));
                 }
                 // The unit may be one row cut out of its stripe after a read error: its own
                 // offset, not the stripe's start, is where its rows are.
                 let base = unit.copies[0].1;
+                let compared: Vec<&(usize, Bytes)> = targets.iter().filter(|(slot, _)| was_read[*slot]).collect();
+                // Rows that disagree, counted one by one as md's mismatch_cnt; rewritten in runs
+                // of rows that follow one another, one write per run and parity member.
+                let mut run: Option<std::ops::Range<usize>> = None;
                 for row in (0..unit.len).step_by(row_bytes as usize) {
                     let r = row as usize..(row + row_bytes).min(unit.len) as usize;
-                    let compared: Vec<&(usize, Vec<u8>)> = targets.iter().filter(|(slot, _)| was_read[*slot]).collect();
                     let bad = compared
                         .iter()
                         .any(|(slot, want)| want[r.clone()] != unit.blocks[*slot].as_ref().expect("read")[r.clone()]);
                     if bad {
                         s.mismatch_sectors += (r.end - r.start) as u64 / SECTOR_BYTES;
-                        if s.repair {
-                            for (slot, want) in compared {
-                                writes.push((*slot, base + row, Bytes::copy_from_slice(&want[r.clone()]), false));
+                        run = Some(run.map_or(r.clone(), |run| run.start..r.end));
+                    }
+                    if s.repair && (!bad || r.end == len) {
+                        if let Some(run) = run.take() {
+                            for (slot, want) in &compared {
+                                writes.push((*slot, base + run.start as u64, want.slice(run.clone()), false));
                             }
                         }
                     }
                 }
                 // The right contents of a member: recomputed parity, or its (rebuilt) data.
                 let correct = |slot: usize| match targets.iter().find(|(t, _)| *t == slot) {
-                    Some((_, want)) => Bytes::copy_from_slice(want),
+                    Some((_, want)) => want.clone(),
                     None => unit.blocks[slot].clone().expect("rebuilt"),
                 };
                 for &slot in &unit.bad {
