@@ -48,21 +48,28 @@ def wait_for(path, proc, what, log):
     deadline = time.time() + 30
     while not ready(path):
         if proc.poll() is not None or time.time() > deadline:
-            sys.exit(f"bench/fs-stack.py: {what} did not start (see {log})")
+            raise RuntimeError(f"{what} did not start (see {log})")
         time.sleep(0.1)
 
 
 class Stack:
     """ext4 on a loop device over a FUSE file; the servers under it are the subclass's."""
 
-    def __init__(self, directory):
+    def __init__(self, uraid, directory, member_bytes):
         self.dir = directory
         os.makedirs(directory, exist_ok=True)
         self.procs = []
         self.fuse_dir = None
+        self.loop = None
         self.log = open(os.path.join(directory, "servers.log"), "a")
         self.mnt = os.path.join(directory, "mnt")
         os.makedirs(self.mnt, exist_ok=True)
+        try:
+            self.build(uraid, member_bytes)
+        except BaseException:
+            # Nothing is left running behind a stack that did not come up.
+            self.close()
+            raise
 
     def start(self, argv):
         p = subprocess.Popen(argv, stdout=self.log, stderr=self.log, start_new_session=True)
@@ -82,8 +89,9 @@ class Stack:
         self.loop = ext4_on_loop(image, self.mnt)
 
     def close(self):
-        subprocess.run(["umount", self.mnt])
-        subprocess.run(["losetup", "-d", self.loop])
+        if self.loop:
+            subprocess.run(["umount", self.mnt])
+            subprocess.run(["losetup", "-d", self.loop])
         if self.fuse_dir:
             subprocess.run(["fusermount3", "-u", self.fuse_dir])
         for p in reversed(self.procs):
@@ -110,10 +118,9 @@ def raid0_members(uraid, directory, member_bytes):
 class UraidMount(Stack):
     name = "uraid mount"
 
-    def __init__(self, uraid, directory, member_bytes):
-        super().__init__(directory)
-        members = raid0_members(uraid, directory, member_bytes)
-        image = os.path.join(directory, "volume")
+    def build(self, uraid, member_bytes):
+        members = raid0_members(uraid, self.dir, member_bytes)
+        image = os.path.join(self.dir, "volume")
         p = self.start([uraid, "mount", *members, image])
         wait_for(image, p, "uraid mount", self.log.name)
         self.mount(image)
@@ -122,10 +129,9 @@ class UraidMount(Stack):
 class UraidNbdfuse(Stack):
     name = "uraid serve + nbdfuse"
 
-    def __init__(self, uraid, directory, member_bytes):
-        super().__init__(directory)
-        members = raid0_members(uraid, directory, member_bytes)
-        socket = os.path.join(directory, "nbd.sock")
+    def build(self, uraid, member_bytes):
+        members = raid0_members(uraid, self.dir, member_bytes)
+        socket = os.path.join(self.dir, "nbd.sock")
         p = self.start([uraid, "serve", "--listen", f"unix:{socket}", *members])
         wait_for(socket, p, "uraid serve", self.log.name)
         self.mount(self.nbdfuse(socket))
@@ -134,12 +140,11 @@ class UraidNbdfuse(Stack):
 class NbdkitNbdfuse(Stack):
     name = "nbdkit file + nbdfuse"
 
-    def __init__(self, _uraid, directory, member_bytes):
-        super().__init__(directory)
-        disk = os.path.join(directory, "disk.img")
+    def build(self, _uraid, member_bytes):
+        disk = os.path.join(self.dir, "disk.img")
         with open(disk, "wb") as f:
             f.truncate(member_bytes * MEMBERS)
-        socket = os.path.join(directory, "nbd.sock")
+        socket = os.path.join(self.dir, "nbd.sock")
         p = self.start(["nbdkit", "--foreground", "--exit-with-parent", "-U", socket, "file", disk])
         wait_for(socket, p, "nbdkit", self.log.name)
         self.mount(self.nbdfuse(socket))
@@ -189,7 +194,10 @@ def main():
     results = {s.name: [] for s in STACKS}
     for r in range(a.runs):
         for cls in STACKS:
-            stack = cls(a.uraid, os.path.join(a.dir, cls.__name__.lower()), member_bytes)
+            try:
+                stack = cls(a.uraid, os.path.join(a.dir, cls.__name__.lower()), member_bytes)
+            except RuntimeError as e:
+                sys.exit(f"bench/fs-stack.py: {cls.name}: {e}")
             try:
                 results[cls.name].append(bonnie(stack.mnt, a.size_mib, a.ram_mib, cls.__name__))
             finally:
