@@ -110,6 +110,9 @@ fn replay() {
 /// - [`P3_P4_SEEDS`] (`URAID_SIM_PPL=1`): found by a campaign with the log on and the guards off
 ///   once the log was held: stripes with nothing to log written during the hold (P3), and a
 ///   spare given the slot of a member whose failure was not yet recorded (P4).
+/// - raid6-5-ls 5003009 (`URAID_SIM_PPL=1`): P5, found once parity passes kept several steps in
+///   flight: a stripe whose log write completed after another member failed was written without
+///   that member before the failure was recorded, its only log on a member being rebuilt.
 /// - [`METADATA_SEEDS`] (default configuration): found once the simulation ran md's metadata.
 #[test]
 fn seeds_of_fixed_bugs_pass() {
@@ -123,6 +126,9 @@ fn seeds_of_fixed_bugs_pass() {
     let mut p3 = uraid_fault_sim::Config::new(5_171_957, "raid6-5-pf");
     p3.ppl = Some(true);
     runs.push(p3);
+    let mut p5 = uraid_fault_sim::Config::new(5_003_009, "raid6-5-ls");
+    p5.ppl = Some(true);
+    runs.push(p5);
     for &(geometry, seed) in P3_P4_SEEDS {
         let mut cfg = uraid_fault_sim::Config::new(seed, geometry);
         cfg.ppl = Some(true);
