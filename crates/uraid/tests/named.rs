@@ -118,7 +118,7 @@ impl Drop for Monitor {
 
 /// The whole life of a named array: assembled in the background under its md name, listed by
 /// status, read over NBD by nbdinfo and nbdcopy, a member failed by name and the failure
-/// reported by a running monitor (printed and given to its program), a one-shot monitor
+/// reported by a running monitor (given to its program, not printed), a one-shot monitor
 /// reporting the array degraded, and a stop that leaves the members clean and the runtime
 /// directory empty.
 #[test]
@@ -163,7 +163,8 @@ fn an_array_assembled_by_name_serves_is_watched_and_stops_clean() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(std::fs::read(&copy).unwrap() == want, "what nbdcopy read differs from the array");
 
-    // A monitor watching, its events printed and given to its program.
+    // A monitor watching, its events given to its program (and so not printed, as mdadm prints
+    // an event only when no program takes it).
     let events = tmp.path().join("events.txt");
     let program = tmp.path().join("on-event.sh");
     std::fs::write(&program, format!("#!/bin/sh\necho \"$@\" >> {}\n", events.display())).unwrap();
@@ -182,8 +183,9 @@ fn an_array_assembled_by_name_serves_is_watched_and_stops_clean() {
     assert!(text(&o).contains("marked faulty"), "{}", text(&o));
     let got = wait_for_line(&events, "Fail vol");
     assert!(got.lines().any(|l| l == format!("Fail vol {}", members[1])), "{got}");
-    let shown = wait_for_line(&printed, "Event: Fail");
-    assert!(shown.contains(&format!("Event: Fail, array vol, device {}\n", members[1])), "{shown}");
+    // The program ran after the line would have been printed.
+    let shown = std::fs::read_to_string(&printed).unwrap();
+    assert!(!shown.contains("Event:"), "printed beside the program: {shown}");
 
     let o = rt.ok(&["monitor", "--oneshot"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout), "Event: DegradedArray, array vol\n");

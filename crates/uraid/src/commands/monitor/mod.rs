@@ -1,8 +1,9 @@
 //! `uraid monitor`: report events of the arrays running under names, as `mdadm --monitor`
 //! does, by looking at every array's status every `--delay` seconds (mdadm polls every 60 s by
 //! default; uraid every 2 s, since a look costs a few microseconds). Each event is printed as a
-//! line (`Event: Fail, array data, device /srv/d1.img`) or as JSON, and with `--program` the
-//! program is run as mdadm runs it: `PROG EVENT ARRAY [DEVICE]`. Which events there are and
+//! line (`Event: Fail, array data, device /srv/d1.img`) or as JSON, or with `--program` given to
+//! the program as mdadm gives it: `PROG EVENT ARRAY [DEVICE]` (the line is then not printed, as
+//! mdadm prints it only when no program, mail or syslog takes it). Which events there are and
 //! when is `events`.
 
 pub mod events;
@@ -62,13 +63,14 @@ fn look(runtime: &RuntimeDir, only: &[String]) -> CliResult<BTreeMap<String, Sna
     Ok(seen)
 }
 
-/// Print the event, and run the program for it as mdadm does (waiting for it, so that events
-/// reach it in order). A program that cannot be run or fails is said on stderr; monitoring
-/// goes on.
+/// Print the event, or run the program for it, as mdadm does: mdadm prints an event only when
+/// nothing else takes it (no program), and waits for the program, so that events reach it in
+/// order. JSON, asked for, is always printed. A program that cannot be run or fails is said on
+/// stderr; monitoring goes on.
 fn report(event: &Event, args: &MonitorArgs) -> CliResult {
     if args.json {
         emit(&format!("{}\n", event.json()))?;
-    } else {
+    } else if args.program.is_none() {
         emit(&format!("{}\n", event.line()))?;
     }
     if let Some(program) = &args.program {
