@@ -45,20 +45,22 @@ pub fn reconstruct<B: AsRef<[u8]> + From<Vec<u8>>>(
         return;
     }
     match roles.q {
-        None => {
-            assert_eq!(missing.len(), 1, "raid4/5 can rebuild one member");
+        // One member lost of raid4/5, or one other than Q of raid6 (P is the XOR of the data
+        // there too, so a data member or P is the XOR of P and the data left, Q untouched): one
+        // pass over the survivors, writing each byte of the rebuilt block once.
+        q if missing.len() == 1 && q != Some(missing[0]) => {
             let m = missing[0];
-            // One pass over every survivor, writing each byte of the rebuilt block once.
             let mut out = vec![0u8; len];
             {
                 let sources: SmallVec<[&[u8]; 16]> = (0..blocks.len())
-                    .filter(|&slot| slot != m)
+                    .filter(|&slot| slot != m && Some(slot) != q)
                     .map(|slot| blocks[slot].as_ref().expect("surviving member was read").as_ref())
                     .collect();
                 uraid_parity::gen_p(&mut out, &sources);
             }
             blocks[m] = Some(out.into());
         }
+        None => unreachable!("raid4/5 can rebuild one member, not {}", missing.len()),
         Some(q) => {
             assert!(missing.len() <= 2, "raid6 can rebuild two members");
             let n = roles.syndrome_disks;
