@@ -181,7 +181,7 @@ def main():
     ap.add_argument("--uraid", default=os.path.join(ROOT, "target", "release", "uraid"))
     a = ap.parse_args()
     for tool, pkg in [("bonnie++", "bonnie++"), ("losetup", "util-linux"), ("mkfs.ext4", "e2fsprogs"),
-                      ("nbdkit", "nbdkit"), ("nbdfuse", "nbdfuse"), ("fusermount3", "fuse3")]:
+                      ("nbdkit", "nbdkit"), ("nbdfuse", "libnbd-bin"), ("fusermount3", "fuse3")]:
         if shutil.which(tool) is None:
             sys.exit(f"bench/fs-stack.py: {tool} not found (Debian package {pkg}; scripts/setup.sh installs it)")
     if os.geteuid() != 0:
