@@ -33,7 +33,7 @@ mod target;
 pub mod vinum_drives;
 
 pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};
-pub use open_array::{MemberTarget, OpenArray, OpenError, Placement, PlacementError};
+pub use open_array::{MemberTarget, OpenArray, OpenError, Placement, PlacementError, ReshapeRefusal};
 pub use probe::{probe, ProbeError, Probed};
 pub use service::{
     ArrayService, BlockOp, BlockReply, IoBackend, ServiceConfig, ServiceError, ServiceHandle, ServiceInfo,

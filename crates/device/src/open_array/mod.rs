@@ -34,7 +34,7 @@ use self::md::MetadataFailure;
 pub use self::md::{MdArray, OpenMember};
 pub use self::raidframe::{RaidframeSet, RebuildOnto, SetOpenError, SetSource};
 pub use self::vinum::{VinumVolume, VolumeOpenError};
-pub use crate::error::OpenError;
+pub use crate::error::{OpenError, ReshapeRefusal};
 use crate::member::MemberDevice;
 pub use crate::target::{MemberTarget, Placement, PlacementError};
 pub use uraid_engine::metadata::WriteIntentBits;
