@@ -44,8 +44,8 @@ pub enum OpenError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "array {array} is part-way through a reshape ({change}; reshape position {position_kib}K of {array_kib}K): \
-     uraid does not continue a reshape yet, so it reads this array (uraid cat, uraid detail, serve and mount with --read-only) \
-     but writes nothing to it; let mdadm and the kernel finish the reshape (mdadm --assemble)"
+     until it is finished uraid only reads it (uraid cat, uraid detail, serve and mount with --read-only); \
+     finish it with uraid grow --continue on the stopped members, or let the kernel (mdadm --assemble)"
 )]
 pub struct ReshapeRefusal {
     /// The array's name, else its UUID.

@@ -26,6 +26,7 @@ pub mod open_array;
 pub mod ppl;
 pub mod probe;
 pub mod raidframe_components;
+pub mod reshape;
 pub mod service;
 pub mod splice;
 mod syscall;

@@ -188,3 +188,145 @@ fn examine_says_what_mdadm_says_of_a_reshape() {
         }
     }
 }
+
+/// Blank member files `d0.img`.. of `bytes` each.
+fn blank_members(dir: &Path, count: usize, bytes: u64) -> Vec<String> {
+    (0..count)
+        .map(|i| {
+            let p = dir.join(format!("d{i}.img"));
+            std::fs::File::create(&p).unwrap().set_len(bytes).unwrap();
+            p.display().to_string()
+        })
+        .collect()
+}
+
+/// An array of `level` over all but the last `added` of `members`, filled with random bytes
+/// (returned).
+fn filled(level: &str, members: &[String], added: usize) -> Vec<u8> {
+    let old = &members[..members.len() - added];
+    let n = format!("-n{}", old.len());
+    ok(&with(&["create", level, &n, "--chunk=64K", "--name=grown"], old));
+    let size: u64 = serde_json::from_slice::<Value>(&ok(&with(&["detail", "--json"], old)).stdout).unwrap()
+        ["array_size_bytes"]
+        .as_u64()
+        .unwrap();
+    let data: Vec<u8> = (0..size).map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 29) as u8).collect();
+    let w = uraid_stdin(&with(&["write", "--offset=0"], old), &data);
+    assert!(w.status.success(), "{}", text(&w));
+    data
+}
+
+fn mismatch_cnt(members: &[String]) -> String {
+    let o = ok(&with(&["check"], members));
+    let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    all.lines().find(|l| l.starts_with("mismatch_cnt")).unwrap_or_else(|| panic!("no mismatch_cnt in {all}")).to_string()
+}
+
+#[test]
+fn grow_adds_members_keeping_the_data_and_parity() {
+    for (level, old, added) in [("-l5", 4, 1), ("-l6", 5, 1), ("-l5", 3, 2)] {
+        let dir = tempfile::tempdir().unwrap();
+        let members = blank_members(dir.path(), old + added, 12 << 20);
+        let data = filled(level, &members, added);
+        let (now, new) = members.split_at(old);
+        let n = format!("--raid-devices={}", old + added);
+        let mut args = vec!["grow", n.as_str()];
+        args.extend(now.iter().map(String::as_str));
+        for a in new {
+            args.extend(["--add", a.as_str()]);
+        }
+        let o = ok(&args);
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(said.contains("uraid: added") && said.contains("finished"), "{said}");
+        let detail: Value = serde_json::from_slice(&ok(&with(&["detail", "--json"], &members)).stdout).unwrap();
+        assert_eq!(detail["raid_devices"], (old + added) as u64, "{level} {old}+{added}");
+        assert_eq!(detail["reshape"], Value::Null);
+        let grown = detail["array_size_bytes"].as_u64().unwrap();
+        let parity = if level == "-l6" { 2 } else { 1 };
+        assert_eq!(grown / (old + added - parity) as u64, data.len() as u64 / (old - parity) as u64, "{level}: every member's share kept");
+        let got = ok(&with(&["cat"], &members)).stdout;
+        assert!(got[..data.len()] == data[..], "{level} {old}+{added}: the data moved intact");
+        assert!(got[data.len()..].iter().all(|&b| b == 0), "{level}: the new space reads as zeros");
+        assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0", "{level} {old}+{added}: parity right everywhere");
+    }
+}
+
+#[test]
+fn a_grow_killed_part_way_is_continued_from_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = blank_members(dir.path(), 5, 48 << 20);
+    let data = filled("-l5", &members, 1);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(["grow", "--raid-devices=5", "--speed-limit-max=16M", "--add", &members[4]])
+        .args(&members[..4])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until a position past the start has been recorded, then kill it as a crash would.
+    let position = |m: &str| -> Option<u64> {
+        let v: Value = serde_json::from_slice(&ok(&["examine", "--json", m]).stdout).ok()?;
+        v[0]["reshape"]["position_sectors"].as_u64()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while position(&members[0]).unwrap_or(0) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no position recorded");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let at = position(&members[0]).expect("still mid-reshape after the kill");
+    assert!(at > 0 && at * 512 < data.len() as u64, "killed part-way: {at}");
+    let got = ok(&with(&["cat"], &members)).stdout;
+    assert!(got[..data.len()] == data[..], "mid-reshape, uraid cat reads the data through both shapes");
+    let o = ok(&with(&["grow", "--continue"], &members));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("continuing at"), "{}", text(&o));
+    assert_eq!(position(&members[0]), None, "finished");
+    let got = ok(&with(&["cat"], &members)).stdout;
+    assert!(got[..data.len()] == data[..], "the data survived the kill");
+    assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0");
+}
+
+#[test]
+fn grow_refuses_what_it_does_not_do_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = blank_members(dir.path(), 5, 8 << 20);
+    filled("-l5", &members, 1);
+    let old = &members[..4];
+    let untouched = hashes(&members);
+    for (args, says) in [
+        (vec!["grow", "--level=6", "--add", &members[4]], "--level (a level change) is not supported yet"),
+        (vec!["grow", "--chunk=128"], "--chunk (a chunk size change) is not supported yet"),
+        (vec!["grow", "--raid-devices=3"], "cannot reduce the number of devices (4 -> 3)"),
+        (vec!["grow", "--raid-devices=5"], "needs 1 new device(s) (--add); 0 given"),
+        (vec!["grow", "--raid-devices=4"], "already has 4 devices"),
+        (vec!["grow", "--raid-devices=5", "--add", &members[0]], "carries an md superblock"),
+        (vec!["grow", "--continue"], "no reshape is in progress"),
+        (vec!["grow"], "nothing to change"),
+    ] {
+        let all: Vec<&str> = args.iter().copied().chain(old.iter().map(String::as_str)).collect();
+        let o = uraid_stdin(&all, b"");
+        assert!(!o.status.success(), "{all:?}\n{}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{all:?}: expected {says:?}\n{}", text(&o));
+        assert_eq!(hashes(&members), untouched, "{all:?} wrote something");
+    }
+}
+
+#[test]
+fn uraid_finishes_a_reshape_the_kernel_left_part_way() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in kernel_samples() {
+        let s = kernel_sample(&name, tmp.path());
+        let o = ok(&with(&["grow", "--continue"], &s.members));
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(said.contains("continuing at") && said.contains("finished"), "{name}: {said}");
+        let detail: Value = serde_json::from_slice(&ok(&with(&["detail", "--json"], &s.members)).stdout).unwrap();
+        assert_eq!(detail["reshape"], Value::Null, "{name}");
+        assert_eq!(detail["raid_devices"], s.members.len() as u64, "{name}");
+        let got = ok(&with(&["cat"], &s.members)).stdout;
+        let before = std::fs::read_to_string(s.dir.join("case.txt")).unwrap();
+        let bytes: usize = before.lines().find_map(|l| l.strip_prefix("bytes ")).unwrap().parse().unwrap();
+        assert_eq!(sha256_hex(&got[..bytes]), s.sha256, "{name}: the kernel's data, reshaped by uraid");
+        assert!(got[bytes..].iter().all(|&b| b == 0), "{name}: the new space reads as zeros");
+        assert_eq!(mismatch_cnt(&s.members), "mismatch_cnt 0", "{name}");
+    }
+}

@@ -589,7 +589,7 @@ fn md_device(m: &OpenMember, reference_bitmap: Option<&[u8]>) -> Result<MdDevice
 }
 
 /// Random bytes for a new device UUID (from the kernel's generator).
-fn fill_random(buf: &mut [u8]) {
+pub(crate) fn fill_random(buf: &mut [u8]) {
     use std::io::Read;
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
         if f.read_exact(buf).is_ok() {

@@ -30,6 +30,7 @@ use uraid_engine::ppl::PplConfig;
 use uraid_engine::Engine;
 use uraid_engine::{EngineError, EngineEvent, SlotState};
 
+pub(crate) use self::md::fill_random;
 use self::md::MetadataFailure;
 pub use self::md::{MdArray, OpenMember};
 pub use self::raidframe::{RaidframeSet, RebuildOnto, SetOpenError, SetSource};

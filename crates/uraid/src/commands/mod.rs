@@ -9,6 +9,7 @@ pub mod create;
 pub mod ctl;
 pub mod detail;
 pub mod examine;
+pub mod grow;
 pub mod monitor;
 pub mod mount;
 pub mod pass;
