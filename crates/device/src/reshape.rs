@@ -84,23 +84,31 @@ fn io_error(dev: &dyn MemberDevice, what: &str, e: std::io::Error) -> GrowError 
     GrowError::Member(format!("{}: {what}: {e}", dev.name()))
 }
 
-/// Open `paths` writable and read their superblocks (1.x only).
-fn open_members(paths: &[PathBuf]) -> Result<Vec<GrowMember>, GrowError> {
-    let mut out = Vec::new();
+/// Open `paths` writable.
+fn open_paths(paths: &[PathBuf]) -> Result<Vec<Arc<dyn MemberDevice>>, GrowError> {
+    let mut out: Vec<Arc<dyn MemberDevice>> = Vec::new();
     for p in paths {
-        let dev =
-            FileDevice::open(p, true).map_err(|source| OpenError::Open { path: p.display().to_string(), source })?;
-        let probed = probe(&dev).map_err(OpenError::from)?;
+        let dev = FileDevice::open(p, true).map_err(|source| OpenError::Open { path: p.display().to_string(), source })?;
+        out.push(Arc::new(dev));
+    }
+    Ok(out)
+}
+
+/// Read the superblocks of `devs` (1.x only).
+fn read_members(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Vec<GrowMember>, GrowError> {
+    let mut out = Vec::new();
+    for dev in devs {
+        let probed = probe(dev.as_ref()).map_err(OpenError::from)?;
         let Some(probed) = probed else {
-            return Err(OpenError::BadMember(no_superblock(&dev).to_string()).into());
+            return Err(OpenError::BadMember(no_superblock(dev.as_ref()).to_string()).into());
         };
         let Superblock::V1(sb) = probed.superblock else {
             return Err(GrowError::Refused(format!(
                 "{}: 0.90 metadata records no data offset to move; uraid grows 1.1 and 1.2 arrays only (mdadm would need a backup file)",
-                p.display()
+                dev.name()
             )));
         };
-        out.push(GrowMember { dev: Arc::new(dev), sb });
+        out.push(GrowMember { dev, sb });
     }
     Ok(out)
 }
@@ -111,7 +119,16 @@ impl Grow {
     /// a reshape: refused unless the array is a whole, clean raid4/5/6 with 1.1 or 1.2 metadata
     /// and room before its data to move it down by a chunk. Checks everything before writing.
     pub fn start(paths: &[PathBuf], added: &[PathBuf], raid_devices: u32) -> Result<(), GrowError> {
-        let members = open_members(paths)?;
+        Grow::start_on(open_paths(paths)?, open_paths(added)?, raid_devices)
+    }
+
+    /// [`Grow::start`] on devices already open.
+    pub fn start_on(
+        devs: Vec<Arc<dyn MemberDevice>>,
+        added: Vec<Arc<dyn MemberDevice>>,
+        raid_devices: u32,
+    ) -> Result<(), GrowError> {
+        let members = read_members(devs)?;
         let candidates: Vec<Candidate> =
             members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
         let plan = assemble::plan(&candidates)?;
@@ -166,13 +183,11 @@ impl Grow {
         }
         let mut in_use: Vec<u32> = members.iter().map(|m| m.sb.dev_number).collect();
         let mut new_members = Vec::new();
-        for (i, p) in added.iter().enumerate() {
-            let dev = FileDevice::open(p, true)
-                .map_err(|source| OpenError::Open { path: p.display().to_string(), source })?;
-            if probe(&dev).map_err(OpenError::from)?.is_some() {
+        for (i, dev) in added.into_iter().enumerate() {
+            if probe(dev.as_ref()).map_err(OpenError::from)?.is_some() {
                 return Err(GrowError::Refused(format!(
                     "{}: carries an md superblock; it may hold data, so it is not added (wipe it with uraid zero-superblock if it is free)",
-                    p.display()
+                    dev.name()
                 )));
             }
             let number = Superblock::V1(reference.clone()).new_member_number(&in_use)?;
@@ -180,7 +195,7 @@ impl Grow {
             let mut uuid = [0u8; 16];
             rand_bytes(&mut uuid);
             let sb = reference.for_new_member(number, uuid, dev.size())?;
-            new_members.push((Arc::new(dev) as Arc<dyn MemberDevice>, sb, old + i as u32));
+            new_members.push((dev, sb, old + i as u32));
         }
         let events = members.iter().map(|m| m.sb.events).max().unwrap_or(0) + 1;
         let utime = now_seconds();
@@ -211,7 +226,12 @@ impl Grow {
 
     /// Take up the reshape recorded in the superblocks of `paths`, from its recorded position.
     pub fn resume(paths: &[PathBuf]) -> Result<Grow, GrowError> {
-        let opened = open_members(paths)?;
+        Grow::resume_on(open_paths(paths)?)
+    }
+
+    /// [`Grow::resume`] on devices already open.
+    pub fn resume_on(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Grow, GrowError> {
+        let opened = read_members(devs)?;
         let candidates: Vec<Candidate> =
             opened.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
         let plan = assemble::plan(&candidates)?;
