@@ -88,7 +88,8 @@ fn io_error(dev: &dyn MemberDevice, what: &str, e: std::io::Error) -> GrowError 
 fn open_paths(paths: &[PathBuf]) -> Result<Vec<Arc<dyn MemberDevice>>, GrowError> {
     let mut out: Vec<Arc<dyn MemberDevice>> = Vec::new();
     for p in paths {
-        let dev = FileDevice::open(p, true).map_err(|source| OpenError::Open { path: p.display().to_string(), source })?;
+        let dev =
+            FileDevice::open(p, true).map_err(|source| OpenError::Open { path: p.display().to_string(), source })?;
         out.push(Arc::new(dev));
     }
     Ok(out)
@@ -415,7 +416,13 @@ impl Grow {
         Ok(())
     }
 
+    /// Record the end, then write the final superblocks: a crash among the final writes leaves
+    /// members that say the reshape reached the end, which assembly reads at their new offset.
     fn finish(&mut self) -> Result<(), GrowError> {
+        let end = self.window.new_size();
+        if self.recorded < end {
+            self.record(end)?;
+        }
         self.update_superblocks(finish)?;
         self.recorded = self.window.new_size();
         Ok(())

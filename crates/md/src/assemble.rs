@@ -127,9 +127,21 @@ impl AssemblyPlan {
     /// The sector where a member's data area starts: its data offset, or, while a reshape
     /// moves the data offset, the lower of the old and the new one (the reshaping layout
     /// counts member offsets from there).
+    ///
+    /// A member that missed only the superblock update that ended a reshape (one event behind
+    /// an array that records none, its own superblock showing the reshape at the array's end)
+    /// holds its data where the reshape put it: at its new offset. The end is written member
+    /// after member, so a crash among those writes leaves such members.
     pub fn data_start(&self, info: &MemberInfo) -> u64 {
         match &info.reshape {
             Some(r) if self.reshape.is_some() => info.data_offset.saturating_add_signed(r.new_offset.min(0)),
+            Some(r)
+                if info.events + 1 == self.events
+                    && r.position_bytes() >= self.geometry.array_bytes()
+                    && info.raid_disks as usize == self.raid_disks =>
+            {
+                info.data_offset.saturating_add_signed(r.new_offset)
+            }
             _ => info.data_offset,
         }
     }

@@ -219,7 +219,10 @@ fn filled(level: &str, members: &[String], added: usize) -> Vec<u8> {
 fn mismatch_cnt(members: &[String]) -> String {
     let o = ok(&with(&["check"], members));
     let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    all.lines().find(|l| l.starts_with("mismatch_cnt")).unwrap_or_else(|| panic!("no mismatch_cnt in {all}")).to_string()
+    all.lines()
+        .find(|l| l.starts_with("mismatch_cnt"))
+        .unwrap_or_else(|| panic!("no mismatch_cnt in {all}"))
+        .to_string()
 }
 
 #[test]
@@ -243,7 +246,11 @@ fn grow_adds_members_keeping_the_data_and_parity() {
         assert_eq!(detail["reshape"], Value::Null);
         let grown = detail["array_size_bytes"].as_u64().unwrap();
         let parity = if level == "-l6" { 2 } else { 1 };
-        assert_eq!(grown / (old + added - parity) as u64, data.len() as u64 / (old - parity) as u64, "{level}: every member's share kept");
+        assert_eq!(
+            grown / (old + added - parity) as u64,
+            data.len() as u64 / (old - parity) as u64,
+            "{level}: every member's share kept"
+        );
         let got = ok(&with(&["cat"], &members)).stdout;
         assert!(got[..data.len()] == data[..], "{level} {old}+{added}: the data moved intact");
         assert!(got[data.len()..].iter().all(|&b| b == 0), "{level}: the new space reads as zeros");
