@@ -337,3 +337,27 @@ fn uraid_finishes_a_reshape_the_kernel_left_part_way() {
         assert_eq!(mismatch_cnt(&s.members), "mismatch_cnt 0", "{name}");
     }
 }
+
+#[test]
+fn grow_refuses_the_members_of_a_running_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = blank_members(dir.path(), 5, 8 << 20);
+    filled("-l5", &members, 1);
+    let runtime = dir.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_uraid")).env("URAID_RUNTIME_DIR", &runtime).args(args).output().unwrap()
+    };
+    let o = run(&with(&["assemble"], &members[..4]));
+    assert!(o.status.success(), "{}", text(&o));
+    let untouched = hashes(&members[4..]);
+    let o = run(&with(&["grow", "-n5", "--add", &members[4]], &members[..4]));
+    let stop = run(&["stop", "grown"]);
+    assert!(stop.status.success(), "{}", text(&stop));
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("which is running; stop it first"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(hashes(&members[4..]), untouched, "the new member was not written");
+}

@@ -35,6 +35,8 @@ pub fn run(args: &GrowArgs) -> CliResult {
             ));
         }
     }
+    let all: Vec<std::path::PathBuf> = args.members.iter().chain(&args.add).cloned().collect();
+    refuse_if_served(&all)?;
     let limit = match &args.speed_limit_max {
         Some(max) => Some(parse_size(max, 1).map_err(CliError)?.max(1)),
         None => None,
@@ -75,6 +77,28 @@ pub fn run(args: &GrowArgs) -> CliResult {
         total / 1024
     );
     reshape(&mut grow, limit, &members)
+}
+
+/// Refuse members of an array uraid is running by name: the reshape rewrites every member
+/// under the server's feet (uraid takes no lock on served members). Arrays served by hand
+/// (`uraid serve` without `assemble`) are not known here.
+fn refuse_if_served(members: &[std::path::PathBuf]) -> CliResult {
+    let Ok(runtime) = crate::runtime_dir::RuntimeDir::from_env() else { return Ok(()) };
+    let Ok(running) = runtime.running() else { return Ok(()) };
+    let ours: Vec<std::path::PathBuf> = members.iter().filter_map(|m| std::fs::canonicalize(m).ok()).collect();
+    for array in running {
+        let Ok(status) = super::ctl::status(&array.dir.control_socket()) else { continue };
+        let served = status["members"].as_array().into_iter().flatten().filter_map(|m| m["path"].as_str());
+        for path in served {
+            if std::fs::canonicalize(path).is_ok_and(|p| ours.contains(&p)) {
+                let name = array.dir.name();
+                return err(format!(
+                    "grow: {path} belongs to array {name}, which is running; stop it first (uraid stop {name}): uraid grows stopped arrays"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Run the reshape to its end, or until SIGINT/SIGTERM (then record where it got to).
