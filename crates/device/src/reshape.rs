@@ -312,7 +312,7 @@ impl Grow {
         let new = Array::new(new_geometry.clone(), vec![SlotState::InSync; new_geometry.raid_disks()])?;
         let position = reshape.position_bytes();
         let name = plan.name.rsplit(':').next().unwrap_or_default().to_string();
-        Ok(Grow {
+        let mut grow = Grow {
             events: plan.events,
             members,
             old,
@@ -324,7 +324,65 @@ impl Grow {
             recorded: position,
             name: if name.is_empty() { plan.uuid_string() } else { name },
             old_raid_disks,
-        })
+        };
+        grow.align_superblocks(reshape.position)?;
+        Ok(grow)
+    }
+
+    /// A crash among the superblock writes of a record leaves some members one event behind
+    /// (md takes them: they are not stale). Before the next record bumps the events again, they
+    /// are brought level with the freshest, at its events and position, so that no later cut
+    /// can leave a member two events behind (stale, and out of the array).
+    fn align_superblocks(&mut self, position: u64) -> Result<(), GrowError> {
+        let events = self.events;
+        if self.members.iter().all(|m| m.sb.events == events && m.sb.reshape_position == position) {
+            return Ok(());
+        }
+        for m in &mut self.members {
+            record_position(&mut m.sb, position);
+            m.sb.events = events;
+            m.dev
+                .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
+                .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
+        }
+        for m in &self.members {
+            m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
+        }
+        Ok(())
+    }
+
+    /// [`Grow::settle_end`] on the devices at `paths`.
+    pub fn settle_end_at(paths: &[PathBuf]) -> Result<bool, GrowError> {
+        Grow::settle_end(open_paths(paths)?)
+    }
+
+    /// After a crash among the writes of the final superblocks, record the end on the members
+    /// that missed it (one event behind, their reshape at its end), as the others have it, so
+    /// that every member says the same to the kernel too. True if any was behind.
+    pub fn settle_end(devs: Vec<Arc<dyn MemberDevice>>) -> Result<bool, GrowError> {
+        let mut members = read_members(devs)?;
+        let candidates: Vec<Candidate> =
+            members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
+        let plan = assemble::plan(&candidates)?;
+        if plan.reshape.is_some() {
+            return Ok(false);
+        }
+        let reference = members[plan.reference].sb.clone();
+        let mut settled = false;
+        for (m, c) in members.iter_mut().zip(&candidates) {
+            let behind = c.info.reshape.is_some() && plan.data_start(&c.info) != c.info.data_offset;
+            if behind {
+                finish(&mut m.sb);
+                m.sb.events = reference.events;
+                m.sb.utime = reference.utime;
+                m.dev
+                    .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
+                    .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
+                m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
+                settled = true;
+            }
+        }
+        Ok(settled)
     }
 
     /// The array's name (else its UUID), for messages.

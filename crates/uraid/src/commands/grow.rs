@@ -66,6 +66,10 @@ pub fn run(args: &GrowArgs) -> CliResult {
     if !args.continue_ {
         members.extend(args.add.iter().cloned());
     }
+    if args.continue_ && Grow::settle_end_at(&members)? {
+        eprintln!("uraid: the reshape had ended; its end is now recorded on every member");
+        return Ok(());
+    }
     let mut grow = Grow::resume(&members)?;
     let (from, to) = grow.raid_disks();
     let (done, total) = grow.progress();
