@@ -68,11 +68,15 @@ pub struct Grow {
     old_targets: Vec<MemberTarget>,
     new_targets: Vec<MemberTarget>,
     window: GrowWindow,
-    /// Logical bytes reshaped, and as far as the superblocks say.
+    /// Logical bytes reshaped so far.
     position: u64,
+    /// The position the superblocks hold, in logical bytes.
     recorded: u64,
+    /// The events the superblocks hold (each record adds one).
     events: u64,
+    /// The array's name, else its UUID, for messages.
     name: String,
+    /// Members before the reshape.
     old_raid_disks: u32,
 }
 
@@ -194,7 +198,7 @@ impl Grow {
             let number = Superblock::V1(reference.clone()).new_member_number(&in_use)?;
             in_use.push(number);
             let mut uuid = [0u8; 16];
-            rand_bytes(&mut uuid);
+            crate::open_array::fill_random(&mut uuid);
             let sb = reference.for_new_member(number, uuid, dev.size())?;
             new_members.push((dev, sb, old + i as u32));
         }
@@ -505,9 +509,4 @@ fn run(array: &mut Array, targets: &[MemberTarget], request: Request) -> Result<
         return Err(GrowError::Member(f));
     }
     Ok(done?)
-}
-
-/// Random bytes for a new device UUID.
-fn rand_bytes(out: &mut [u8]) {
-    crate::open_array::fill_random(out);
 }
