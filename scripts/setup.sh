@@ -9,11 +9,12 @@ cd "$(dirname "$0")/.."
 # fuse3 (fusermount3, for mounting without root), e2fsprogs and util-linux (mkfs.ext4, e2fsck,
 # losetup, mount). The benchmarks in bench/ (python3) compare uraid with peers: libisal-dev
 # (ISA-L, bench/parity.sh), nbdkit beside qemu-nbd (bench/nbd.py), bonnie++ (bench/bonnie.py),
-# valgrind (instruction counts of the RAIDframe driver, bench/raidframe-cpu.py).
+# valgrind (instruction counts of the RAIDframe driver, bench/raidframe-cpu.py), zstd (the
+# kernel's mid-reshape images the tests unpack, crates/uraid/tests/testdata/reshape).
 # python3-venv holds the virtualenv of the Vinum cross-check (below). The md-oracle installs its
 # own packages when first run.
 packages=(xz-utils ca-certificates gcc pkg-config libnbd-bin qemu-utils fio fuse3 e2fsprogs util-linux
-  python3 python3-venv libisal-dev nbdkit bonnie++ valgrind)
+  python3 python3-venv libisal-dev nbdkit bonnie++ valgrind zstd)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -32,6 +32,28 @@ pub enum OpenError {
     Unsupported(String),
     #[error("array is open read-only")]
     ReadOnly,
+    /// The array is part-way through a reshape and was to be opened writable.
+    #[error(transparent)]
+    Reshaping(ReshapeRefusal),
     #[error("array is degraded ({missing} member(s) missing) and was not shut down cleanly; its partial parity log must be replayed before it can be read safely, which needs it opened writable")]
     DirtyDegradedReadOnly { missing: usize },
+}
+
+/// Why an array part-way through a reshape is not opened for writing: which array, and how far
+/// the reshape has come, in mdadm's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "array {array} is part-way through a reshape ({change}; reshape position {position_kib}K of {array_kib}K): \
+     until it is finished uraid only reads it (uraid cat, uraid detail, serve and mount with --read-only); \
+     finish it with uraid grow --continue on the stopped members, or let the kernel (mdadm --assemble)"
+)]
+pub struct ReshapeRefusal {
+    /// The array's name, else its UUID.
+    pub array: String,
+    /// What the reshape changes, as `mdadm --examine` says it ("4->5 devices").
+    pub change: String,
+    /// How far it has come, in KiB of the array (md's `reshape_position` / 2).
+    pub position_kib: u64,
+    /// The array's size in KiB.
+    pub array_kib: u64,
 }

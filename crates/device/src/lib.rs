@@ -26,6 +26,7 @@ pub mod open_array;
 pub mod ppl;
 pub mod probe;
 pub mod raidframe_components;
+pub mod reshape;
 pub mod service;
 pub mod splice;
 mod syscall;
@@ -33,7 +34,7 @@ mod target;
 pub mod vinum_drives;
 
 pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};
-pub use open_array::{MemberTarget, OpenArray, OpenError, Placement, PlacementError};
+pub use open_array::{MemberTarget, OpenArray, OpenError, Placement, PlacementError, ReshapeRefusal};
 pub use probe::{probe, ProbeError, Probed};
 pub use service::{
     ArrayService, BlockOp, BlockReply, IoBackend, ServiceConfig, ServiceError, ServiceHandle, ServiceInfo,

@@ -11,6 +11,9 @@ pub enum EngineError {
     MixedArrays { first: String, first_uuid: String, other: String, other_uuid: String },
     #[error("{member}: superblock disagrees with the array: {detail}")]
     Inconsistent { member: String, detail: String },
+    /// The members describe an array in a state uraid cannot run (yet), said in `detail`.
+    #[error("{member}: {detail}")]
+    Unsupported { member: String, detail: String },
     #[error("{member}: {source}")]
     Layout { member: String, source: uraid_layout::LayoutError },
     #[error("too few members to run this {level} array: {present} of {raid_disks} slots filled (missing slot {missing}){left_out}")]

@@ -142,6 +142,7 @@ pub mod geometries;
 pub mod member_device;
 pub mod model;
 pub mod raidframe_geometries;
+pub mod reshape;
 pub mod rng;
 pub mod sim;
 pub mod vinum_geometries;

@@ -7,12 +7,13 @@
 
 use std::fmt;
 
-use uraid_engine::{EngineError, Geometry};
+use uraid_engine::geometry::ReshapingLayout;
+use uraid_engine::{EngineError, Geometry, SECTOR_BYTES};
 use uraid_layout::{
     Level, LinearLayout, ParityAlgorithm, ParityLayout, Raid0Layout, Raid0ZoneLayout, Raid10Format, Raid10Layout,
     Raid1Layout,
 };
-use uraid_md_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
+use uraid_md_format::{uuid::format_md, MemberInfo, MetadataVersion, Reshape, Role};
 
 /// md's feature bit saying the raid0 layout field is meaningful (`MD_FEATURE_RAID0_LAYOUT`).
 const FEATURE_RAID0_LAYOUT: u32 = 4096;
@@ -94,6 +95,10 @@ pub struct AssemblyPlan {
     /// `MD_FEATURE_RECOVERY_OFFSET`): the member is written but not read, and recovery resumes
     /// at that member sector.
     pub recovering: Vec<Option<u64>>,
+    /// The reshape the reference superblock records as running, if any: `geometry` is then a
+    /// [`ReshapingLayout`] (old and new shapes, split at the position), `raid_disks` the new
+    /// member count, and `level`, `layout` and `chunk_sectors` the old shape's.
+    pub reshape: Option<Reshape>,
 }
 
 impl AssemblyPlan {
@@ -117,6 +122,38 @@ impl AssemblyPlan {
 
     pub fn uuid_string(&self) -> String {
         format_md(&self.array_uuid)
+    }
+
+    /// The sector where a member's data area starts: its data offset, or, while a reshape
+    /// moves the data offset, the lower of the old and the new one (the reshaping layout
+    /// counts member offsets from there).
+    ///
+    /// A member that missed only the superblock update that ended a reshape (one event behind
+    /// an array that records none, its own superblock showing the reshape at the array's end)
+    /// holds its data where the reshape put it: at its new offset. The end is written member
+    /// after member, so a crash among those writes leaves such members.
+    pub fn data_start(&self, info: &MemberInfo) -> u64 {
+        match &info.reshape {
+            Some(r) if self.reshape.is_some() => info.data_offset.saturating_add_signed(r.new_offset.min(0)),
+            Some(r)
+                if info.events + 1 == self.events
+                    && r.position_bytes() >= self.geometry.array_bytes()
+                    && info.raid_disks as usize == self.raid_disks =>
+            {
+                info.data_offset.saturating_add_signed(r.new_offset)
+            }
+            _ => info.data_offset,
+        }
+    }
+
+    /// Sectors of a member's data area past [`AssemblyPlan::data_start`] that the array may
+    /// use: `data_sectors` (its component or usable size), and while a reshape moves the data
+    /// offset, as much more as the two starts are apart.
+    pub fn data_area_sectors(&self, info: &MemberInfo, data_sectors: u64) -> u64 {
+        match &info.reshape {
+            Some(r) if self.reshape.is_some() => data_sectors + r.new_offset.unsigned_abs(),
+            _ => data_sectors,
+        }
     }
 }
 
@@ -230,9 +267,16 @@ pub fn plan_with(candidates: &[Candidate], rules: AssemblyRules) -> Result<Assem
         slots.iter().map(|s| s.and_then(|i| candidates[i].info.recovery_offset)).collect();
     let taken: Vec<&MemberInfo> = slots.iter().flatten().map(|&i| &candidates[i].info).collect();
     let clean = taken.iter().all(|i| i.state_clean);
-    let geometry = build_geometry(level, refi, &slots, candidates).map_err(|e| match e {
+    let geometry = match &refi.reshape {
+        None => build_geometry(level, refi, &slots, candidates),
+        Some(reshape) => build_reshaping_geometry(level, refi, reshape, &slots, candidates),
+    }
+    .map_err(|e| match e {
         EngineError::Layout { source, .. } => {
             EngineError::Layout { member: candidates[reference].name.clone(), source }
+        }
+        EngineError::Unsupported { detail, .. } => {
+            EngineError::Unsupported { member: candidates[reference].name.clone(), detail }
         }
         other => other,
     })?;
@@ -273,7 +317,78 @@ pub fn plan_with(candidates: &[Candidate], rules: AssemblyRules) -> Result<Assem
         clean,
         geometry,
         recovering,
+        reshape: refi.reshape,
     })
+}
+
+/// The layout of an array part-way through a reshape: its two shapes ([`reshape_shapes`]) split
+/// at the reshape position, each from its own data offset on each member (the new one
+/// `new_offset` sectors from the old).
+pub fn build_reshaping_geometry(
+    level: Level,
+    refi: &MemberInfo,
+    reshape: &Reshape,
+    slots: &[Option<usize>],
+    candidates: &[Candidate],
+) -> Result<Geometry, EngineError> {
+    let (old, new) = reshape_shapes(level, refi, reshape, slots, candidates)?;
+    // Per slot, each shape's data start from the lower of the two; a slot without a member
+    // takes the reference's (it is never read).
+    let (mut old_start, mut new_start) = (Vec::new(), Vec::new());
+    for slot in slots {
+        let info = slot.map_or(refi, |i| &candidates[i].info);
+        let shift = info.reshape.map_or(0, |r| r.new_offset);
+        old_start.push((-shift).max(0) as u64 * SECTOR_BYTES);
+        new_start.push(shift.max(0) as u64 * SECTOR_BYTES);
+    }
+    Ok(Geometry::custom(ReshapingLayout::new(
+        old,
+        new,
+        reshape.position_bytes(),
+        reshape.backwards,
+        old_start,
+        new_start,
+    )))
+}
+
+/// The two shapes of a reshape, each from its own data start: the old one (the superblock's
+/// level, layout and chunk over `raid_disks - delta_disks` members) and the new one (`new_*`
+/// over `raid_disks`). raid4/5/6 to raid4/5/6 only.
+pub fn reshape_shapes(
+    level: Level,
+    refi: &MemberInfo,
+    reshape: &Reshape,
+    slots: &[Option<usize>],
+    candidates: &[Candidate],
+) -> Result<(Geometry, Geometry), EngineError> {
+    let unsupported = |detail: String| EngineError::Unsupported { member: String::new(), detail };
+    let new_level =
+        Level::from_md(reshape.new_level).map_err(|source| EngineError::Layout { member: String::new(), source })?;
+    let parity = |l: Level| matches!(l, Level::Raid4 | Level::Raid5 | Level::Raid6);
+    if !parity(level) || !parity(new_level) {
+        return Err(unsupported(format!(
+            "the array is part-way through a reshape from {level} to {new_level} (reshape position {} sectors); uraid reads arrays mid-reshape between raid4, raid5 and raid6 only",
+            reshape.position
+        )));
+    }
+    let old_disks = reshape.old_raid_disks(refi.raid_disks);
+    if old_disks == 0 || reshape.new_chunk_sectors == 0 {
+        return Err(unsupported(format!(
+            "the reshape recorded is impossible ({old_disks} members before it, new chunk of {} sectors)",
+            reshape.new_chunk_sectors
+        )));
+    }
+    let old_info = MemberInfo { raid_disks: old_disks, reshape: None, ..refi.clone() };
+    let new_info = MemberInfo {
+        level: reshape.new_level,
+        layout: reshape.new_layout,
+        chunk_sectors: reshape.new_chunk_sectors,
+        reshape: None,
+        ..refi.clone()
+    };
+    let old = build_geometry(level, &old_info, &slots[..(old_disks as usize).min(slots.len())], candidates)?;
+    let new = build_geometry(new_level, &new_info, slots, candidates)?;
+    Ok((old, new))
 }
 
 /// Build the data layout from the reference superblock (and, for linear/raid0, every member's
@@ -338,4 +453,87 @@ pub fn build_geometry(
             )
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use uraid_engine::geometry::Copies;
+    use uraid_md_format::create::{plan as create_plan, CreateSpec};
+    use uraid_md_format::sb1::feature;
+    use uraid_md_format::{MetadataVersion, Superblock};
+
+    use super::*;
+
+    /// A raid5 of five 8 MiB members as mdadm would create it, recorded as growing from four,
+    /// the new shape's data 256 sectors lower, `position` sectors done.
+    fn growing_raid5(position: u64) -> Vec<Candidate> {
+        let spec = CreateSpec {
+            version: MetadataVersion::V1_2,
+            level: 5,
+            layout: -1,
+            chunk_sectors: 128,
+            raid_disks: 5,
+            array_uuid: [7; 16],
+            name: "h:r".into(),
+            ctime: 1_700_000_000,
+            component_sectors: None,
+            bitmap: false,
+            data_offset: None,
+            bitmap_chunk: None,
+        };
+        let made = create_plan(&spec, &[8 << 20; 5], &[[1; 16]; 5]).unwrap();
+        made.superblocks
+            .into_iter()
+            .enumerate()
+            .map(|(i, sb)| {
+                let Superblock::V1(mut sb) = sb else { unreachable!("1.2") };
+                sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+                sb.reshape_position = position;
+                sb.delta_disks = 1;
+                sb.new_level = 5;
+                sb.new_layout = sb.layout;
+                sb.new_chunk = sb.chunksize;
+                sb.new_offset = -256;
+                Candidate { name: format!("d{i}"), info: sb.info() }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_reshape_in_progress_maps_through_both_shapes() {
+        let candidates = growing_raid5(3072);
+        let plan = plan(&candidates).unwrap();
+        assert_eq!(plan.reshape.map(|r| r.position), Some(3072));
+        assert_eq!(plan.raid_disks, 5);
+        let info = &candidates[0].info;
+        // The data area starts at the new (lower) offset, and reaches as far as the old one did.
+        assert_eq!(plan.data_start(info), info.data_offset - 256);
+        assert_eq!(plan.data_area_sectors(info, 1000), 1256);
+        let chunk = 64 * 1024;
+        // The array keeps its old size: three data members of four.
+        let component = info.component_sectors / 128 * 128 * 512;
+        assert_eq!(plan.geometry.array_bytes(), 3 * component);
+        // Logical byte 0 is in the new shape, on slot 0 at the new start.
+        let mut copies = Copies::new();
+        plan.geometry.map(0, &mut copies);
+        assert_eq!(copies[0], (0, 0));
+        // A chunk past the position is in the old shape: three data chunks per stripe, from the
+        // old start 256 sectors on.
+        let past = 3072 * 512 + chunk;
+        let mut copies = Copies::new();
+        plan.geometry.map(past, &mut copies);
+        assert_eq!(copies[0].1, 256 * 512 + (past / chunk) / 3 * chunk);
+    }
+
+    #[test]
+    fn reshapes_of_other_levels_are_refused_with_the_reason() {
+        let mut candidates = growing_raid5(3072);
+        for c in &mut candidates {
+            if let Some(r) = &mut c.info.reshape {
+                r.new_level = 1;
+            }
+        }
+        let err = plan(&candidates).unwrap_err().to_string();
+        assert!(err.contains("reshape from raid5 to raid1") && err.contains("3072"), "{err}");
+    }
 }

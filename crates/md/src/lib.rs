@@ -8,7 +8,9 @@
 //! - [`metadata`]: a running md array's superblocks and write-intent bitmap as a sans-I/O state
 //!   machine behind the engine's format-neutral [`uraid_engine::metadata::ArrayMetadata`]: md's
 //!   event-count rules, role tables, rebuild and resync checkpoints, and the bitmap's bits, as
-//!   ordered member writes and flushes.
+//!   ordered member writes and flushes;
+//! - [`reshape`]: md's reshape that adds members to a raid4/5/6, as pure decisions (superblock
+//!   fields, how far the data moves, which stripe may be written next).
 //!
 //! md's on-disk bytes themselves (superblocks 0.90 and 1.x, the bitmap header, PPL headers) are
 //! parsed and written by `uraid-md-format` (`crates/md/format`).
@@ -17,6 +19,7 @@ pub mod assemble;
 pub mod mdstat;
 pub mod metadata;
 pub mod probe;
+pub mod reshape;
 
 pub use metadata::{load_write_intent, MdDevice, MdMetadata};
 pub use uraid_engine::metadata::WriteIntentBits;

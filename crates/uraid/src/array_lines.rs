@@ -233,6 +233,7 @@ mod tests {
             bad_block_log: None,
             state_clean: true,
             checksum: 0,
+            reshape: None,
         }
     }
 

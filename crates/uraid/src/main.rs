@@ -68,6 +68,10 @@ enum Command {
     Resync(PassArgs),
     /// Add devices to a stopped array and rebuild them now (or keep them as hot spares).
     Add(AddArgs),
+    /// Reshape a stopped raid4/5/6 onto more devices (mdadm --grow --raid-devices=N, the new
+    /// devices given with --add), or go on with a reshape left part-way (--continue), by uraid
+    /// or by the kernel.
+    Grow(GrowArgs),
     /// Erase the md superblocks (every version found) of devices that are to be used for
     /// something else (like mdadm --zero-superblock); nothing else is written.
     ZeroSuperblock(ZeroSuperblockArgs),
@@ -94,6 +98,43 @@ pub struct AddArgs {
     /// Upper speed limit of the rebuild (bytes per second, suffixes K, M, G).
     #[arg(long)]
     pub speed_limit_max: Option<String>,
+    /// The array's current members.
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct GrowArgs {
+    /// The number of devices the array is to have (more than now: shrinking is not supported).
+    #[arg(short = 'n', long)]
+    pub raid_devices: Option<u32>,
+    /// A blank device to grow onto (repeat for several), taking the new slots in order.
+    #[arg(short = 'a', long, value_name = "NEW")]
+    pub add: Vec<PathBuf>,
+    /// Go on with a reshape left part-way (give every member, the added ones too).
+    #[arg(long = "continue")]
+    pub continue_: bool,
+    /// Upper speed limit of the reshape (bytes of the array per second, suffixes K, M, G).
+    #[arg(long)]
+    pub speed_limit_max: Option<String>,
+    /// Not supported yet (a level change); refused.
+    #[arg(short = 'l', long, hide = true)]
+    pub level: Option<String>,
+    /// Not supported yet (a chunk size change); refused.
+    #[arg(short = 'c', long, hide = true)]
+    pub chunk: Option<String>,
+    /// Not supported yet (a layout change); refused.
+    #[arg(short = 'p', long, hide = true)]
+    pub layout: Option<String>,
+    /// Not supported yet; refused.
+    #[arg(short = 'z', long, hide = true)]
+    pub size: Option<String>,
+    /// Not supported yet; refused.
+    #[arg(short = 'b', long, hide = true)]
+    pub bitmap: Option<String>,
+    /// Not supported yet; refused.
+    #[arg(long, hide = true)]
+    pub array_size: Option<String>,
     /// The array's current members.
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
@@ -646,6 +687,7 @@ fn main() -> ExitCode {
         Command::Monitor(a) => commands::monitor::run(&a),
         Command::Ctl(a) => commands::ctl::run(&a),
         Command::Add(a) => commands::add::run(&a),
+        Command::Grow(a) => commands::grow::run(&a),
         Command::ZeroSuperblock(a) => commands::zero_superblock::run(&a),
         Command::Bench(a) => commands::bench::run(&a),
         Command::Sim(a) => commands::sim::run(&a),

@@ -7,7 +7,7 @@ use uraid_md::assemble::{AssemblyPlan, MemberVerdict};
 use uraid_md_format::sb1::feature;
 use uraid_md_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
 
-use crate::size::mdadm_size;
+use crate::size::{mdadm_human_size, mdadm_size};
 
 /// md's "no resync needed" marker.
 pub const MAX_SECTOR: u64 = u64::MAX;
@@ -154,6 +154,9 @@ pub fn examine_text(path: &str, info: &MemberInfo) -> String {
     }
     if info.version != MetadataVersion::V0_90 {
         line("Data Offset", format!("{} sectors", info.data_offset));
+        if let Some(r) = info.reshape.filter(|r| r.new_offset != 0) {
+            line("New Offset", format!("{} sectors", info.data_offset.saturating_add_signed(r.new_offset)));
+        }
     }
     line("Super Offset", format!("{} sectors", info.super_offset));
     if let Some(r) = info.recovery_offset {
@@ -171,6 +174,9 @@ pub fn examine_text(path: &str, info: &MemberInfo) -> String {
     } else if let Some((offset, size)) = info.ppl {
         line("PPL", format!("{size} sectors at offset {offset} sectors from superblock"));
     }
+    for (key, value) in reshape_lines(info) {
+        line(key, value);
+    }
     line("Update Time", ctime_text(info.utime));
     if let Some((off, sectors)) = info.bad_block_log {
         line("Bad Block Log", format!("{} entries available at offset {off} sectors", u64::from(sectors) * 512 / 8));
@@ -187,6 +193,49 @@ pub fn examine_text(path: &str, info: &MemberInfo) -> String {
     line("Device Role", role_text(info));
     line("Array State", format!("{} ('A' == active, '.' == missing)", array_state(info)));
     s
+}
+
+/// What `mdadm --examine` says of a reshape in progress (`examine_super1`, `examine_super0`):
+/// how far it has come, then only what changes (members, level, layout, chunk).
+pub fn reshape_lines(info: &MemberInfo) -> Vec<(&'static str, String)> {
+    let Some(r) = info.reshape else { return Vec::new() };
+    let mut lines = vec![("Reshape pos'n", format!("{}{}", r.position / 2, mdadm_human_size(r.position_bytes())))];
+    if r.delta_disks != 0 {
+        lines.push((
+            "Delta Devices",
+            format!("{} ({}->{})", r.delta_disks, r.old_raid_disks(info.raid_disks), info.raid_disks),
+        ));
+    }
+    if r.new_level != info.level {
+        lines.push(("New Level", level_name(r.new_level)));
+    }
+    if r.new_layout != info.layout {
+        if let Some(name) = layout_name(r.new_level, r.new_layout, info.feature_map) {
+            lines.push(("New Layout", name));
+        }
+    }
+    if r.new_chunk_sectors != info.chunk_sectors {
+        lines.push(("New Chunksize", chunk_text(r.new_chunk_sectors)));
+    }
+    lines
+}
+
+/// The reshape of `--examine --json`, or null.
+fn reshape_json(info: &MemberInfo) -> Value {
+    match info.reshape {
+        None => Value::Null,
+        Some(r) => json!({
+            "position_sectors": r.position,
+            "delta_disks": r.delta_disks,
+            "raid_devices_before": r.old_raid_disks(info.raid_disks),
+            "new_level": level_name(r.new_level),
+            "new_layout": layout_name(r.new_level, r.new_layout, info.feature_map),
+            "new_layout_num": r.new_layout,
+            "new_chunk_bytes": u64::from(r.new_chunk_sectors) * 512,
+            "backwards": r.backwards,
+            "new_offset_sectors": r.new_offset,
+        }),
+    }
 }
 
 /// The consistency policy a superblock implies, named as mdadm's `--detail` prints it
@@ -248,6 +297,7 @@ pub fn examine_json(path: &str, info: &MemberInfo, device_bytes: u64) -> Value {
         "ctime": info.ctime,
         "utime": info.utime,
         "checksum": format!("{:08x}", info.checksum),
+        "reshape": reshape_json(info),
     })
 }
 
@@ -315,6 +365,18 @@ pub fn detail_text(plan: &AssemblyPlan, infos: &[MemberInfo], names: &[String], 
         line("Chunk Size", chunk_text(plan.chunk_sectors));
     }
     line("Consistency Policy", consistency_policy(refi).to_string());
+    if let Some(r) = plan.reshape {
+        // Detail.c: how far, from the position over the array's size, then what changes.
+        let percent = (r.position_bytes() as u128 * 100 / u128::from(array_bytes.max(1))).min(100);
+        line("Reshape Status", format!("{percent}% complete"));
+        for (key, value) in reshape_lines(refi) {
+            match key {
+                "Reshape pos'n" => {}
+                "Delta Devices" => line(key, value.replacen(" (", ", (", 1)),
+                _ => line(key, value),
+            }
+        }
+    }
     if !plan.name.is_empty() {
         line("Name", plan.name.clone());
     }
@@ -376,6 +438,7 @@ pub fn detail_json(plan: &AssemblyPlan, infos: &[MemberInfo], names: &[String], 
         "missing_slots": plan.missing_slots(),
         "events": plan.events,
         "consistency_policy": consistency_policy(refi),
+        "reshape": reshape_json(refi),
         "members": members,
     })
 }

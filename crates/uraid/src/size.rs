@@ -57,9 +57,34 @@ pub fn mdadm_size(bytes: u64) -> String {
     format!("{kib} KiB ({bin:.2} {bin_unit} {dec:.2} {dec_unit})")
 }
 
+/// mdadm's `human_size`: nothing under 5000 KiB, else ` (X.XX MiB Y.YY MB)` (GiB and GB from
+/// 2 GiB), as `--examine` prints after a size in KiB.
+pub fn mdadm_human_size(bytes: u64) -> String {
+    if bytes < 5000 * 1024 {
+        return String::new();
+    }
+    // Hundredths, rounded as mdadm rounds them.
+    let (bin_unit, bin_div, dec_unit, dec_div) = if bytes < 2 << 30 {
+        ("MiB", 1u128 << 20, "MB", 1_000_000u128)
+    } else {
+        ("GiB", 1u128 << 30, "GB", 1_000_000_000u128)
+    };
+    let b = u128::from(bytes);
+    let bin = (b * 200 / bin_div).div_ceil(2);
+    let dec = (b / (dec_div / 200)).div_ceil(2);
+    format!(" ({}.{:02} {bin_unit} {}.{:02} {dec_unit})", bin / 100, bin % 100, dec / 100, dec % 100)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_sizes_as_mdadm_prints_them() {
+        assert_eq!(mdadm_human_size(3 << 20), "");
+        assert_eq!(mdadm_human_size(6 << 20), " (6.00 MiB 6.29 MB)");
+        assert_eq!(mdadm_human_size(3 << 30), " (3.00 GiB 3.22 GB)");
+    }
 
     #[test]
     fn suffixes_and_bare_units() {

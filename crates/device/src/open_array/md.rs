@@ -16,9 +16,10 @@ use uraid_engine::{SlotState, SECTOR_BYTES};
 use uraid_md::assemble::{self, AssemblyPlan, Candidate, MemberVerdict};
 use uraid_md::metadata::{bitmap_byte_offset, MdDevice, MdMetadata, MdStart};
 use uraid_md_format::bitmap::{self, BitmapSuper};
-use uraid_md_format::{MemberInfo, Role, MAX_SECTOR};
+use uraid_md_format::{MemberInfo, Reshape, Role, MAX_SECTOR};
 
 use super::{Format, OpenArray, OpenError};
+use crate::error::ReshapeRefusal;
 use crate::member::{FileDevice, MemberDevice};
 use crate::ppl::LogReplay;
 use crate::probe::{no_superblock, probe, Probed};
@@ -178,6 +179,12 @@ impl OpenArray {
         let candidates: Vec<Candidate> =
             members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.info.clone() }).collect();
         let mut plan = assemble::plan_with(&candidates, rules)?;
+        // Part-way through a reshape, the array is read through both shapes, but nothing may be
+        // written: a write would have to keep each shape's parity, and the reshape itself is
+        // not continued here. Refused before anything is written to a member.
+        if let (Some(reshape), true) = (&plan.reshape, writable) {
+            return Err(OpenError::Reshaping(reshape_refusal(&plan, reshape)));
+        }
         // A rebuild resumes from its checkpoint after a clean stop. After an unclean one, the
         // part already rebuilt may disagree with the rest of its stripes or copies wherever a
         // write was cut short (it went to the rebuilding member as well). On a mirror the
@@ -194,7 +201,8 @@ impl OpenArray {
         for (slot, idx) in plan.slots.iter().enumerate() {
             let Some(idx) = *idx else { continue };
             let m = &members[idx];
-            let need = (m.info.data_offset + data_sectors(&plan, &m.info)) * SECTOR_BYTES;
+            let need = (plan.data_start(&m.info) + plan.data_area_sectors(&m.info, data_sectors(&plan, &m.info)))
+                * SECTOR_BYTES;
             if m.dev.size() < need {
                 return Err(OpenError::BadMember(format!(
                     "{}: device is {} bytes but slot {slot} needs {need} (truncated image?)",
@@ -597,7 +605,7 @@ fn md_device(m: &OpenMember, reference_bitmap: Option<&[u8]>) -> Result<MdDevice
 }
 
 /// Random bytes for a new device UUID (from the kernel's generator).
-fn fill_random(buf: &mut [u8]) {
+pub(crate) fn fill_random(buf: &mut [u8]) {
     use std::io::Read;
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
         if f.read_exact(buf).is_ok() {
@@ -644,8 +652,8 @@ fn member_targets_of(plan: &AssemblyPlan, members: &[OpenMember]) -> Vec<Option<
                 let m = &members[i];
                 MemberTarget {
                     dev: Arc::clone(&m.dev),
-                    base: m.info.data_offset * SECTOR_BYTES,
-                    data_bytes: data_sectors(plan, &m.info) * SECTOR_BYTES,
+                    base: plan.data_start(&m.info) * SECTOR_BYTES,
+                    data_bytes: plan.data_area_sectors(&m.info, data_sectors(plan, &m.info)) * SECTOR_BYTES,
                     log_area: m.log_area(),
                 }
             })
@@ -682,4 +690,34 @@ fn ppl_config(members: &[OpenMember], plan: &AssemblyPlan) -> Result<Option<PplC
         )));
     }
     Ok(Some(config))
+}
+
+/// What to tell whoever tried to open an array mid-reshape for writing.
+fn reshape_refusal(plan: &AssemblyPlan, reshape: &Reshape) -> ReshapeRefusal {
+    // The name as mdadm's /dev/md/NAME has it: without the host it was made on.
+    let name = plan.name.rsplit(':').next().unwrap_or_default();
+    let array = if name.is_empty() { plan.uuid_string() } else { name.to_string() };
+    let mut changes = Vec::new();
+    let old_disks = reshape.old_raid_disks(plan.raid_disks as u32);
+    if reshape.delta_disks != 0 {
+        changes.push(format!("{old_disks}->{} devices", plan.raid_disks));
+    }
+    if reshape.new_level != plan.level.to_md() {
+        changes.push(format!("level {} -> {}", plan.level, reshape.new_level));
+    }
+    if reshape.new_layout != plan.layout {
+        changes.push(format!("layout {} -> {}", plan.layout, reshape.new_layout));
+    }
+    if reshape.new_chunk_sectors != plan.chunk_sectors {
+        changes.push(format!("chunk {}K -> {}K", plan.chunk_sectors / 2, reshape.new_chunk_sectors / 2));
+    }
+    if changes.is_empty() {
+        changes.push("the same shape".to_string());
+    }
+    ReshapeRefusal {
+        array,
+        change: changes.join(", "),
+        position_kib: reshape.position / 2,
+        array_kib: plan.geometry.array_bytes() / 1024,
+    }
 }

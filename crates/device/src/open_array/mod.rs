@@ -30,11 +30,12 @@ use uraid_engine::ppl::PplConfig;
 use uraid_engine::Engine;
 use uraid_engine::{EngineError, EngineEvent, SlotState};
 
+pub(crate) use self::md::fill_random;
 use self::md::MetadataFailure;
 pub use self::md::{MdArray, OpenMember};
 pub use self::raidframe::{RaidframeSet, RebuildOnto, SetOpenError, SetSource};
 pub use self::vinum::{VinumVolume, VolumeOpenError};
-pub use crate::error::OpenError;
+pub use crate::error::{OpenError, ReshapeRefusal};
 use crate::member::MemberDevice;
 pub use crate::target::{MemberTarget, Placement, PlacementError};
 pub use uraid_engine::metadata::WriteIntentBits;

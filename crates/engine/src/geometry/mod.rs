@@ -26,6 +26,7 @@
 mod layout;
 mod md;
 mod nested;
+mod reshaping;
 
 use std::sync::Arc;
 
@@ -34,6 +35,7 @@ use uraid_layout::{LinearLayout, ParityLayout, Raid0Layout, Raid10Layout, Raid1L
 
 pub use layout::{CopyPlacement, Layout, MemberExtent, Redundancy, DEFAULT_ROW_BYTES};
 pub use nested::NestedLayout;
+pub use reshaping::{ReshapingLayout, Shape};
 pub use uraid_layout::{MemberList, StripeRoles};
 
 /// Bytes per md sector.

@@ -16,6 +16,7 @@
 //! - [`create`]: mdadm's rules for the superblocks of a new array (1.x data offset, sizes,
 //!   bitmap and PPL placement; `missing` members and spares; 0.90's placement and limits).
 //! - [`ppl`]: the raid5 Partial Parity Log header (`struct ppl_header`).
+//! - [`reshape`]: a reshape in progress, as the superblock records it.
 //! - [`uuid`]: mdadm's textual UUID form.
 //! - [`conf`]: mdadm.conf's `DEVICE` and `ARRAY` lines (what `--examine --scan` and
 //!   `--detail --scan` print, and `--assemble --scan` reads).
@@ -27,10 +28,12 @@ mod bytes;
 pub mod conf;
 pub mod create;
 pub mod ppl;
+pub mod reshape;
 pub mod sb090;
 pub mod sb1;
 pub mod uuid;
 
+pub use reshape::Reshape;
 pub use sb090::{Disk090, Superblock090};
 pub use sb1::Superblock1;
 
@@ -210,6 +213,8 @@ pub struct MemberInfo {
     pub state_clean: bool,
     /// The checksum as stored.
     pub checksum: u32,
+    /// A reshape in progress (1.x `MD_FEATURE_RESHAPE_ACTIVE`, 0.90 minor version 91).
+    pub reshape: Option<Reshape>,
 }
 
 /// A parsed md superblock of any version.

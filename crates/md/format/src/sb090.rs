@@ -7,7 +7,7 @@
 //! The checksum is the folded sum of all 1024 words (`calc_sb_csum`).
 
 use crate::bytes::{le_u32, put_u32};
-use crate::{FormatError, MemberInfo, MetadataVersion, Role, MAX_SECTOR, MD_SB_MAGIC, SECTOR};
+use crate::{FormatError, MemberInfo, MetadataVersion, Reshape, Role, MAX_SECTOR, MD_SB_MAGIC, SECTOR};
 
 /// Size of the superblock.
 pub const SB_BYTES: usize = 4096;
@@ -625,6 +625,17 @@ impl Superblock090 {
             bad_block_log: None,
             state_clean: clean,
             checksum: self.sb_csum,
+            // super_90_validate: minor version 91 carries a reshape; 0.90 has no new offset
+            // (data starts at sector 0 in every shape) and no backwards flag.
+            reshape: (self.minor_version >= 91).then(|| Reshape {
+                position: self.reshape_position,
+                delta_disks: self.delta_disks,
+                new_level: self.new_level,
+                new_layout: self.new_layout,
+                new_chunk_sectors: self.new_chunk / SECTOR as u32,
+                backwards: Reshape::is_backwards(self.delta_disks, false),
+                new_offset: 0,
+            }),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! fixed part and the roles (`calc_sb_1_csum`).
 
 use crate::bytes::{array, le_i32, le_u16, le_u32, le_u64, put_u16, put_u32, put_u64};
-use crate::{role_code, FormatError, MemberInfo, MetadataVersion, Role, MAX_SECTOR, MD_SB_MAGIC, SECTOR};
+use crate::{role_code, FormatError, MemberInfo, MetadataVersion, Reshape, Role, MAX_SECTOR, MD_SB_MAGIC, SECTOR};
 
 /// Size of the fixed part before `dev_roles`.
 pub const FIXED_BYTES: usize = 256;
@@ -547,6 +547,15 @@ impl Superblock1 {
                 .then_some((self.bblog_offset, self.bblog_size)),
             state_clean: self.resync_offset == MAX_SECTOR,
             checksum: self.sb_csum,
+            reshape: (fm & feature::RESHAPE_ACTIVE != 0).then(|| Reshape {
+                position: self.reshape_position,
+                delta_disks: self.delta_disks,
+                new_level: self.new_level,
+                new_layout: self.new_layout,
+                new_chunk_sectors: self.new_chunk,
+                backwards: Reshape::is_backwards(self.delta_disks, fm & feature::RESHAPE_BACKWARDS != 0),
+                new_offset: if fm & feature::NEW_OFFSET != 0 { i64::from(self.new_offset) } else { 0 },
+            }),
         }
     }
 }
@@ -598,6 +607,34 @@ mod tests {
             Superblock::V1(sb) => (sb.clone(), bytes),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_reshape_in_progress_is_read_as_super_1_validate_reads_it() {
+        let (mut sb, bytes) = raid5_superblock(MetadataVersion::V1_2);
+        assert_eq!(sb.info().reshape, None);
+        sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+        sb.raid_disks = 4;
+        sb.delta_disks = 1;
+        sb.reshape_position = 4096;
+        sb.new_level = 5;
+        sb.new_layout = 2;
+        sb.new_chunk = 256;
+        sb.new_offset = -512;
+        let back = Superblock1::parse(MetadataVersion::V1_2, &sb.to_bytes(), bytes).unwrap();
+        let r = back.info().reshape.expect("a reshape");
+        assert_eq!(
+            (r.position, r.delta_disks, r.new_level, r.new_layout, r.new_chunk_sectors, r.new_offset, r.backwards),
+            (4096, 1, 5, 2, 256, -512, false)
+        );
+        assert_eq!(r.old_raid_disks(back.raid_disks), 3);
+        // Without NEW_OFFSET the offset does not move, whatever the field holds; a reshape that
+        // keeps the member count runs backwards when the flag says so.
+        sb.feature_map &= !feature::NEW_OFFSET;
+        sb.feature_map |= feature::RESHAPE_BACKWARDS;
+        sb.delta_disks = 0;
+        let r = sb.info().reshape.unwrap();
+        assert_eq!((r.new_offset, r.backwards), (0, true));
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod create;
 pub mod ctl;
 pub mod detail;
 pub mod examine;
+pub mod grow;
 pub mod monitor;
 pub mod mount;
 pub mod pass;
@@ -171,6 +172,13 @@ pub fn assemble_for_service(paths: &[PathBuf], writable: bool) -> CliResult<Open
         );
     }
     report_log_replay(&array);
+    if let Some(r) = &plan.reshape {
+        eprintln!(
+            "uraid: array is part-way through a reshape (reshape position {}K of {}K): read through the old and the new layout, nothing written",
+            r.position / 2,
+            array.size() / 1024
+        );
+    }
     if !plan.clean && array.needs_resync() {
         eprintln!("uraid: array was not shut down cleanly; redundancy may be inconsistent until a resync (writes use reconstruct-write meanwhile)");
     }

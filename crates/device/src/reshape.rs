@@ -1,0 +1,512 @@
+//! Growing a stopped md raid4/5/6 onto more members, through the engine: md's reshape, run in
+//! the foreground over the member devices (`uraid grow`).
+//!
+//! [`Grow::start`] records the reshape in every superblock (the new member in its slot, the
+//! data offset to move down, position 0), as `mdadm --grow --raid-devices` has md record it;
+//! from then on the array is what the kernel calls mid-reshape, and [`Grow::resume`] takes it
+//! up from its superblocks, whoever left it so (uraid cut short, or the kernel). Each step reads
+//! one new stripe's worth of data through an engine array over the old shape and writes it as
+//! a whole stripe (parity computed by the engine) through an engine array over the new shape;
+//! which stripe may go next, and when the position must be recorded first, is
+//! [`uraid_md::reshape::GrowWindow`]'s decision. Members are flushed before any record, so a
+//! recorded position never runs ahead of the data, and nothing is written past what the
+//! records allow: a crash (SIGKILL included) at any point leaves an array the kernel, and
+//! [`Grow::resume`], continue from the last record.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use uraid_engine::array::{Array, Completion, IoResult, MemberIo, Request};
+use uraid_engine::blocking::execute;
+use uraid_engine::{EngineError, Geometry, SlotState, SECTOR_BYTES};
+use uraid_md::assemble::{self, Candidate, MemberVerdict};
+use uraid_md::reshape::{begin_grow, choose_new_offset, finish, record_position, GrowStep, GrowWindow, ReshapeError};
+use uraid_md_format::{Role, Superblock, Superblock1};
+
+use crate::member::{FileDevice, MemberDevice};
+use crate::probe::{no_superblock, probe};
+use crate::target::MemberTarget;
+use crate::OpenError;
+
+/// Why a grow could not start or go on. Nothing is written before a refusal.
+#[derive(Debug, thiserror::Error)]
+pub enum GrowError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Reshape(#[from] ReshapeError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The request is not one this grow does, or the array is not in a state to grow.
+    #[error("{0}")]
+    Refused(String),
+    /// A member I/O failed: the reshape stops where its last record is.
+    #[error("{0}; the reshape stopped at its last recorded position")]
+    Member(String),
+}
+
+impl From<uraid_md_format::FormatError> for GrowError {
+    fn from(e: uraid_md_format::FormatError) -> GrowError {
+        GrowError::Refused(e.to_string())
+    }
+}
+
+/// A member taking part, with its superblock as last written.
+struct GrowMember {
+    dev: Arc<dyn MemberDevice>,
+    sb: Superblock1,
+}
+
+/// A reshape in progress on a stopped array, driven one step at a time.
+pub struct Grow {
+    members: Vec<GrowMember>,
+    old: Array,
+    new: Array,
+    /// Per slot, where each shape's member I/O goes.
+    old_targets: Vec<MemberTarget>,
+    new_targets: Vec<MemberTarget>,
+    window: GrowWindow,
+    /// Logical bytes reshaped so far.
+    position: u64,
+    /// The position the superblocks hold, in logical bytes.
+    recorded: u64,
+    /// The events the superblocks hold (each record adds one).
+    events: u64,
+    /// The array's name, else its UUID, for messages.
+    name: String,
+    /// Members before the reshape.
+    old_raid_disks: u32,
+}
+
+fn now_seconds() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn io_error(dev: &dyn MemberDevice, what: &str, e: std::io::Error) -> GrowError {
+    GrowError::Member(format!("{}: {what}: {e}", dev.name()))
+}
+
+/// Open `paths` writable.
+fn open_paths(paths: &[PathBuf]) -> Result<Vec<Arc<dyn MemberDevice>>, GrowError> {
+    let mut out: Vec<Arc<dyn MemberDevice>> = Vec::new();
+    for p in paths {
+        let dev =
+            FileDevice::open(p, true).map_err(|source| OpenError::Open { path: p.display().to_string(), source })?;
+        out.push(Arc::new(dev));
+    }
+    Ok(out)
+}
+
+/// Read the superblocks of `devs` (1.x only).
+fn read_members(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Vec<GrowMember>, GrowError> {
+    let mut out = Vec::new();
+    for dev in devs {
+        let probed = probe(dev.as_ref()).map_err(OpenError::from)?;
+        let Some(probed) = probed else {
+            return Err(OpenError::BadMember(no_superblock(dev.as_ref()).to_string()).into());
+        };
+        let Superblock::V1(sb) = probed.superblock else {
+            return Err(GrowError::Refused(format!(
+                "{}: 0.90 metadata records no data offset to move; uraid grows 1.1 and 1.2 arrays only (mdadm would need a backup file)",
+                dev.name()
+            )));
+        };
+        out.push(GrowMember { dev, sb });
+    }
+    Ok(out)
+}
+
+impl Grow {
+    /// Record in every superblock that the array of `paths` grows onto `added` (blank devices,
+    /// in the new slots, as many as `raid_devices` asks for more), as md records the start of
+    /// a reshape: refused unless the array is a whole, clean raid4/5/6 with 1.1 or 1.2 metadata
+    /// and room before its data to move it down by a chunk. Checks everything before writing.
+    pub fn start(paths: &[PathBuf], added: &[PathBuf], raid_devices: u32) -> Result<(), GrowError> {
+        Grow::start_on(open_paths(paths)?, open_paths(added)?, raid_devices)
+    }
+
+    /// [`Grow::start`] on devices already open.
+    pub fn start_on(
+        devs: Vec<Arc<dyn MemberDevice>>,
+        added: Vec<Arc<dyn MemberDevice>>,
+        raid_devices: u32,
+    ) -> Result<(), GrowError> {
+        let members = read_members(devs)?;
+        let candidates: Vec<Candidate> =
+            members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
+        let plan = assemble::plan(&candidates)?;
+        if let Some(r) = plan.reshape {
+            return Err(GrowError::Refused(format!(
+                "a reshape is already in progress (reshape position {}K); continue it with uraid grow --continue",
+                r.position / 2
+            )));
+        }
+        if !plan.level.is_parity() {
+            return Err(GrowError::Refused(format!(
+                "uraid grows raid4, raid5 and raid6 arrays only; this one is {}",
+                plan.level
+            )));
+        }
+        let old = plan.raid_disks as u32;
+        if raid_devices < old {
+            return Err(GrowError::Refused(format!(
+                "cannot reduce the number of devices ({old} -> {raid_devices}): shrinking is not supported yet"
+            )));
+        }
+        if raid_devices == old {
+            return Err(GrowError::Refused(format!("the array already has {old} devices: nothing to do")));
+        }
+        if added.len() as u32 != raid_devices - old {
+            return Err(GrowError::Refused(format!(
+                "growing from {old} to {raid_devices} devices needs {} new device(s) (--add); {} given",
+                raid_devices - old,
+                added.len()
+            )));
+        }
+        if plan.degraded() {
+            return Err(GrowError::Refused("the array is degraded: rebuild it before growing it".into()));
+        }
+        if !plan.clean {
+            return Err(GrowError::Refused(
+                "the array was not shut down cleanly: resync it (uraid resync) before growing it".into(),
+            ));
+        }
+        let reference = &members[plan.reference].sb;
+        let moved = choose_new_offset(reference)?;
+        // Every member must have that room; they were made together, so they normally agree.
+        for m in &members {
+            if choose_new_offset(&m.sb)? > moved || m.sb.data_offset != reference.data_offset {
+                return Err(GrowError::Refused(format!(
+                    "{}: its data offset ({} sectors) differs from the other members' ({} sectors)",
+                    m.dev.name(),
+                    m.sb.data_offset,
+                    reference.data_offset
+                )));
+            }
+        }
+        let mut in_use: Vec<u32> = members.iter().map(|m| m.sb.dev_number).collect();
+        let mut new_members = Vec::new();
+        for (i, dev) in added.into_iter().enumerate() {
+            if probe(dev.as_ref()).map_err(OpenError::from)?.is_some() {
+                return Err(GrowError::Refused(format!(
+                    "{}: carries an md superblock; it may hold data, so it is not added (wipe it with uraid zero-superblock if it is free)",
+                    dev.name()
+                )));
+            }
+            let number = Superblock::V1(reference.clone()).new_member_number(&in_use)?;
+            in_use.push(number);
+            let mut uuid = [0u8; 16];
+            crate::open_array::fill_random(&mut uuid);
+            let sb = reference.for_new_member(number, uuid, dev.size())?;
+            new_members.push((dev, sb, old + i as u32));
+        }
+        let events = members.iter().map(|m| m.sb.events).max().unwrap_or(0) + 1;
+        let utime = now_seconds();
+        let mut all = members;
+        for (dev, sb, _) in &new_members {
+            all.push(GrowMember { dev: Arc::clone(dev), sb: sb.clone() });
+        }
+        for m in &mut all {
+            for (_, new_sb, slot) in &new_members {
+                m.sb.set_role(new_sb.dev_number, Role::Active(*slot));
+            }
+            begin_grow(&mut m.sb, raid_devices, moved);
+            m.sb.events = events;
+            m.sb.utime = utime;
+        }
+        // Members are written last to first, so the new ones hold their superblocks before
+        // any old member names them.
+        for m in all.iter().rev() {
+            m.dev
+                .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
+                .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
+        }
+        for m in &all {
+            m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
+        }
+        Ok(())
+    }
+
+    /// Take up the reshape recorded in the superblocks of `paths`, from its recorded position.
+    pub fn resume(paths: &[PathBuf]) -> Result<Grow, GrowError> {
+        Grow::resume_on(open_paths(paths)?)
+    }
+
+    /// [`Grow::resume`] on devices already open.
+    pub fn resume_on(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Grow, GrowError> {
+        let opened = read_members(devs)?;
+        let candidates: Vec<Candidate> =
+            opened.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
+        let plan = assemble::plan(&candidates)?;
+        let Some(reshape) = plan.reshape else {
+            return Err(GrowError::Refused("no reshape is in progress on this array".into()));
+        };
+        if plan.degraded() {
+            return Err(GrowError::Refused(
+                "the array is degraded: uraid continues reshapes of whole arrays only".into(),
+            ));
+        }
+        if !plan.clean {
+            return Err(GrowError::Refused(
+                "the array was not shut down cleanly during its reshape: let the kernel continue it (mdadm --assemble)"
+                    .into(),
+            ));
+        }
+        let refi = &candidates[plan.reference].info;
+        if reshape.delta_disks <= 0
+            || reshape.backwards
+            || reshape.new_level != refi.level
+            || reshape.new_layout != refi.layout
+            || reshape.new_chunk_sectors != refi.chunk_sectors
+        {
+            return Err(GrowError::Refused(
+                "uraid continues reshapes that add members and keep the level, layout and chunk only".into(),
+            ));
+        }
+        let shifts: Vec<i64> =
+            plan.slots.iter().flatten().map(|&i| candidates[i].info.reshape.map_or(0, |r| r.new_offset)).collect();
+        let shift = shifts[0];
+        if shift >= 0 || shifts.iter().any(|&s| s != shift) {
+            return Err(GrowError::Refused(
+                "uraid continues reshapes whose data offset moves down by the same amount on every member only".into(),
+            ));
+        }
+        let (old_geometry, new_geometry) =
+            assemble::reshape_shapes(plan.level, refi, &reshape, &plan.slots, &candidates)?;
+        let parity = (plan.level == uraid_layout::Level::Raid6) as u64 + 1;
+        let old_raid_disks = reshape.old_raid_disks(plan.raid_disks as u32);
+        let window = GrowWindow {
+            chunk: u64::from(refi.chunk_sectors) * SECTOR_BYTES,
+            old_data_disks: u64::from(old_raid_disks) - parity,
+            new_data_disks: plan.raid_disks as u64 - parity,
+            shift: shift.unsigned_abs() * SECTOR_BYTES,
+            member_bytes: new_geometry.member_data_bytes(),
+        };
+        if old_geometry.array_bytes() != window.old_size() || new_geometry.array_bytes() != window.new_size() {
+            return Err(GrowError::Refused("the two shapes of the reshape do not agree on the members' size".into()));
+        }
+        let mut members: Vec<GrowMember> = Vec::new();
+        let mut slot_member: Vec<usize> = vec![0; plan.raid_disks];
+        for (i, m) in opened.into_iter().enumerate() {
+            match plan.verdicts[i] {
+                MemberVerdict::Active { slot } => slot_member[slot] = members.len(),
+                MemberVerdict::Spare => {}
+                ref other => return Err(GrowError::Refused(format!("{}: {other}", m.dev.name()))),
+            }
+            members.push(m);
+        }
+        let targets = |geometry: &Geometry, moved: bool| -> Vec<MemberTarget> {
+            (0..geometry.raid_disks())
+                .map(|slot| {
+                    let m = &members[slot_member[slot]];
+                    let offset = if moved { m.sb.data_offset.saturating_add_signed(shift) } else { m.sb.data_offset };
+                    MemberTarget {
+                        dev: Arc::clone(&m.dev),
+                        base: offset * SECTOR_BYTES,
+                        data_bytes: geometry.member_data_bytes(),
+                        log_area: None,
+                    }
+                })
+                .collect()
+        };
+        let (old_targets, new_targets) = (targets(&old_geometry, false), targets(&new_geometry, true));
+        let old = Array::new(old_geometry.clone(), vec![SlotState::InSync; old_geometry.raid_disks()])?;
+        let new = Array::new(new_geometry.clone(), vec![SlotState::InSync; new_geometry.raid_disks()])?;
+        let position = reshape.position_bytes();
+        let name = plan.name.rsplit(':').next().unwrap_or_default().to_string();
+        let mut grow = Grow {
+            events: plan.events,
+            members,
+            old,
+            new,
+            old_targets,
+            new_targets,
+            window,
+            position,
+            recorded: position,
+            name: if name.is_empty() { plan.uuid_string() } else { name },
+            old_raid_disks,
+        };
+        grow.align_superblocks(reshape.position)?;
+        Ok(grow)
+    }
+
+    /// A crash among the superblock writes of a record leaves some members one event behind
+    /// (md takes them: they are not stale). Before the next record bumps the events again, they
+    /// are brought level with the freshest, at its events and position, so that no later cut
+    /// can leave a member two events behind (stale, and out of the array).
+    fn align_superblocks(&mut self, position: u64) -> Result<(), GrowError> {
+        let events = self.events;
+        if self.members.iter().all(|m| m.sb.events == events && m.sb.reshape_position == position) {
+            return Ok(());
+        }
+        for m in &mut self.members {
+            record_position(&mut m.sb, position);
+            m.sb.events = events;
+            m.dev
+                .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
+                .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
+        }
+        for m in &self.members {
+            m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
+        }
+        Ok(())
+    }
+
+    /// [`Grow::settle_end`] on the devices at `paths`.
+    pub fn settle_end_at(paths: &[PathBuf]) -> Result<bool, GrowError> {
+        Grow::settle_end(open_paths(paths)?)
+    }
+
+    /// After a crash among the writes of the final superblocks, record the end on the members
+    /// that missed it (one event behind, their reshape at its end), as the others have it, so
+    /// that every member says the same to the kernel too. True if any was behind.
+    pub fn settle_end(devs: Vec<Arc<dyn MemberDevice>>) -> Result<bool, GrowError> {
+        let mut members = read_members(devs)?;
+        let candidates: Vec<Candidate> =
+            members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
+        let plan = assemble::plan(&candidates)?;
+        if plan.reshape.is_some() {
+            return Ok(false);
+        }
+        let reference = members[plan.reference].sb.clone();
+        let mut settled = false;
+        for (m, c) in members.iter_mut().zip(&candidates) {
+            let behind = c.info.reshape.is_some() && plan.data_start(&c.info) != c.info.data_offset;
+            if behind {
+                finish(&mut m.sb);
+                m.sb.events = reference.events;
+                m.sb.utime = reference.utime;
+                m.dev
+                    .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
+                    .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
+                m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
+                settled = true;
+            }
+        }
+        Ok(settled)
+    }
+
+    /// The array's name (else its UUID), for messages.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Members before and after.
+    pub fn raid_disks(&self) -> (u32, u32) {
+        (self.old_raid_disks, self.members.iter().map(|m| m.sb.raid_disks).max().unwrap_or(0))
+    }
+
+    /// Logical bytes reshaped so far, and the array's size once grown.
+    pub fn progress(&self) -> (u64, u64) {
+        (self.position, self.window.new_size())
+    }
+
+    /// The position the superblocks hold, in bytes.
+    pub fn recorded(&self) -> u64 {
+        self.recorded
+    }
+
+    /// Do the next step: reshape one stripe, or record the position first when the next stripe
+    /// needs it, or, once every stripe is done, record the end. True when the reshape is over.
+    pub fn step(&mut self) -> Result<bool, GrowError> {
+        match self.window.next(self.position, self.recorded)? {
+            GrowStep::Stripe { logical, .. } => {
+                let old_size = self.window.old_size();
+                let mut data = vec![0u8; (logical.end - logical.start) as usize];
+                if logical.start < old_size {
+                    let len = logical.end.min(old_size) - logical.start;
+                    let read = run(&mut self.old, &self.old_targets, Request::Read { offset: logical.start, len })?;
+                    let Completion::Read(bytes) = read else { unreachable!("a read answers with bytes") };
+                    bytes.copy_to(&mut data[..len as usize]);
+                }
+                run(
+                    &mut self.new,
+                    &self.new_targets,
+                    Request::Write { offset: logical.start, data: Bytes::from(data) },
+                )?;
+                self.position = logical.end;
+                Ok(false)
+            }
+            GrowStep::Record { at } => {
+                self.record(at)?;
+                Ok(false)
+            }
+            GrowStep::Finished => {
+                self.finish()?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Record the position reached (after a flush), if it moved on since the last record: what
+    /// a stop does, and what is done every few seconds so a crash loses little.
+    pub fn checkpoint(&mut self) -> Result<(), GrowError> {
+        if self.position > self.recorded && self.position < self.window.new_size() {
+            self.record(self.position)?;
+        }
+        Ok(())
+    }
+
+    /// Flush every member, then write every superblock with `edit` applied and the events one
+    /// up (md's `md_update_sb`), then flush them.
+    fn update_superblocks(&mut self, edit: impl Fn(&mut Superblock1)) -> Result<(), GrowError> {
+        for m in &self.members {
+            m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing", e))?;
+        }
+        self.events += 1;
+        let utime = now_seconds();
+        for m in &mut self.members {
+            edit(&mut m.sb);
+            m.sb.events = self.events;
+            m.sb.utime = utime;
+            m.dev
+                .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
+                .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
+        }
+        for m in &self.members {
+            m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, at: u64) -> Result<(), GrowError> {
+        self.update_superblocks(|sb| record_position(sb, at / SECTOR_BYTES))?;
+        self.recorded = at;
+        Ok(())
+    }
+
+    /// Record the end, then write the final superblocks: a crash among the final writes leaves
+    /// members that say the reshape reached the end, which assembly reads at their new offset.
+    fn finish(&mut self) -> Result<(), GrowError> {
+        let end = self.window.new_size();
+        if self.recorded < end {
+            self.record(end)?;
+        }
+        self.update_superblocks(finish)?;
+        self.recorded = self.window.new_size();
+        Ok(())
+    }
+}
+
+/// Run one request on `array`, its member I/O performed on `targets`; a member I/O that fails
+/// stops the reshape (the engine would go on degraded, which a reshape must not).
+fn run(array: &mut Array, targets: &[MemberTarget], request: Request) -> Result<Completion, GrowError> {
+    let mut failure: Option<String> = None;
+    let mut exec = |io: &MemberIo| -> IoResult {
+        match targets[io.slot].perform(io) {
+            Ok(r) => r,
+            Err(e) => {
+                failure.get_or_insert_with(|| e.to_string());
+                IoResult::Failed(e)
+            }
+        }
+    };
+    let done = execute(array, request, &mut exec);
+    if let Some(f) = failure {
+        return Err(GrowError::Member(f));
+    }
+    Ok(done?)
+}

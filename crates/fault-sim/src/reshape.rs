@@ -1,0 +1,270 @@
+//! Grows cut short by power losses: the real reshape (`uraid_device::reshape::Grow`, which the
+//! engine drives) on simulated disks whose volatile writes a crash keeps, loses or tears
+//! ([`SimDisk::crash`]), crashed again and again part-way and continued from the bytes left,
+//! until it finishes. Judged by what a user would see: after every crash the array reads the
+//! data written before the grow, and at the end it has the new member count, the same data, and
+//! parity right everywhere.
+//!
+//! Each seed picks a level (raid5 or raid6), a member count, a chunk and a member size, fills
+//! the array with random data, starts the grow (its superblock writes complete: a cut among
+//! those few writes can leave members disagreeing on the member count, which assembly refuses
+//! as mdadm does), then cuts power after a random number of member writes, up to eight times.
+//! Disks also write back parts of their caches on their own between flushes.
+
+use std::io;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use uraid_device::reshape::Grow;
+use uraid_device::{MemberDevice, MemoryDevice, OpenArray};
+use uraid_md_format::create::{self, CreateSpec};
+use uraid_md_format::MetadataVersion;
+
+use crate::disk::SimDisk;
+use crate::rng::SimRng;
+
+/// What one seed did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReshapeRun {
+    /// md level, members before and after, chunk sectors.
+    pub level: i32,
+    pub from: u32,
+    pub to: u32,
+    pub chunk_sectors: u32,
+    /// Power cuts during the reshape, and member writes it made in all.
+    pub crashes: usize,
+    pub writes: u64,
+}
+
+/// A simulated disk as the reshape sees it: writes go to the disk's cache (volatile until a
+/// flush), and stop once a budget shared by every disk is spent (the power cut).
+struct CutDisk {
+    name: String,
+    disk: Arc<Mutex<SimDisk>>,
+    budget: Arc<AtomicI64>,
+    writes: Arc<AtomicI64>,
+    rng: Arc<Mutex<SimRng>>,
+}
+
+fn cut() -> io::Error {
+    io::Error::other("power cut")
+}
+
+impl MemberDevice for CutDisk {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn size(&self) -> u64 {
+        self.disk.lock().expect("disk").len()
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let data = self.disk.lock().expect("disk").read(offset, buf.len() as u64).map_err(io::Error::other)?;
+        buf.copy_from_slice(&data);
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        if self.budget.fetch_sub(1, Ordering::SeqCst) <= 0 {
+            return Err(cut());
+        }
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let mut disk = self.disk.lock().expect("disk");
+        disk.write(offset, data).map_err(io::Error::other)?;
+        // Drives write back their caches on their own, oldest first.
+        if self.rng.lock().expect("rng").chance(1, 6) {
+            disk.destage(1);
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        if self.budget.load(Ordering::SeqCst) <= 0 {
+            return Err(cut());
+        }
+        let mut disk = self.disk.lock().expect("disk");
+        let mark = disk.flush_mark();
+        disk.flush_done(mark);
+        Ok(())
+    }
+}
+
+/// The disks' durable-or-not current bytes as in-memory members, to open the array on.
+fn snapshot(disks: &[Arc<Mutex<SimDisk>>]) -> Vec<Box<dyn MemberDevice>> {
+    disks
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let d = d.lock().expect("disk");
+            Box::new(MemoryDevice::from_bytes(&format!("d{i}"), d.peek(0, d.len()).to_vec())) as Box<dyn MemberDevice>
+        })
+        .collect()
+}
+
+/// Run seed `seed`: a grow cut by power losses until it finishes, judged as the module says.
+pub fn run_seed(seed: u64) -> Result<ReshapeRun, String> {
+    let mut rng = SimRng::new(seed);
+    let level = if rng.chance(1, 2) { 5 } else { 6 };
+    let parity = if level == 6 { 2 } else { 1 };
+    let from = parity + rng.between(2, 4) as u32;
+    let to = from + rng.between(1, 2) as u32;
+    let chunk_sectors = rng.pick(&[64u32, 128]);
+    let data_offset = 2048u64;
+    let member_sectors = u64::from(chunk_sectors) * rng.between(12, 40);
+    let member_bytes = (data_offset + member_sectors + 8) * 512;
+    let mut uuid = [0u8; 16];
+    rng.fill(&mut uuid);
+    let spec = CreateSpec {
+        version: MetadataVersion::V1_2,
+        level,
+        layout: -1,
+        chunk_sectors,
+        raid_disks: from,
+        array_uuid: uuid,
+        name: "sim:grow".into(),
+        ctime: 1_700_000_000,
+        component_sectors: Some(member_sectors),
+        bitmap: false,
+        data_offset: Some(data_offset),
+        bitmap_chunk: None,
+    };
+    let uuids: Vec<[u8; 16]> = (0..from).map(|i| [i as u8 + 1; 16]).collect();
+    let plan = create::plan(&spec, &vec![member_bytes; from as usize], &uuids)
+        .map_err(|e| format!("seed {seed}: creating the array: {e}"))?;
+    // The array filled with random data, through the engine, on in-memory members.
+    let mem: Vec<Arc<MemoryDevice>> = plan
+        .superblocks
+        .iter()
+        .enumerate()
+        .map(|(i, sb)| {
+            let mut sb = sb.clone();
+            sb.set_clean(true);
+            let mut image = vec![0u8; member_bytes as usize];
+            let at = sb.byte_offset() as usize;
+            let bytes = sb.to_bytes();
+            image[at..at + bytes.len()].copy_from_slice(&bytes);
+            Arc::new(MemoryDevice::from_bytes(&format!("d{i}"), image))
+        })
+        .collect();
+    let boxed: Vec<Box<dyn MemberDevice>> =
+        mem.iter().map(|d| Box::new(Arc::clone(d)) as Box<dyn MemberDevice>).collect();
+    let mut array = OpenArray::assemble(boxed, true).map_err(|e| format!("seed {seed}: {e}"))?;
+    let mut data = vec![0u8; array.size() as usize];
+    rng.fill(&mut data);
+    array.write(0, data.clone()).map_err(|e| format!("seed {seed}: {e}"))?;
+    array.close().map_err(|e| format!("seed {seed}: {e}"))?;
+    let disks: Vec<Arc<Mutex<SimDisk>>> = (0..to as usize)
+        .map(|i| {
+            let mut disk = SimDisk::new(i, member_bytes);
+            if let Some(m) = mem.get(i) {
+                disk.write_durable(0, &m.snapshot()).expect("in range");
+            }
+            Arc::new(Mutex::new(disk))
+        })
+        .collect();
+    let budget = Arc::new(AtomicI64::new(i64::MAX));
+    let writes = Arc::new(AtomicI64::new(0));
+    let shared_rng = Arc::new(Mutex::new(rng.fork()));
+    let members = || -> Vec<Arc<dyn MemberDevice>> {
+        disks
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                Arc::new(CutDisk {
+                    name: format!("d{i}"),
+                    disk: Arc::clone(d),
+                    budget: Arc::clone(&budget),
+                    writes: Arc::clone(&writes),
+                    rng: Arc::clone(&shared_rng),
+                }) as Arc<dyn MemberDevice>
+            })
+            .collect()
+    };
+    let all = members();
+    Grow::start_on(all[..from as usize].to_vec(), all[from as usize..].to_vec(), to)
+        .map_err(|e| format!("seed {seed}: starting the grow: {e}"))?;
+    let mut crashes = 0;
+    loop {
+        // Up to eight cuts, each after a random number of writes; then it runs to its end.
+        let allowance = if crashes < 8 { rng.between(1, 120) as i64 } else { i64::MAX };
+        budget.store(allowance, Ordering::SeqCst);
+        let outcome = (|| -> Result<(), String> {
+            let mut grow = Grow::resume_on(members()).map_err(|e| e.to_string())?;
+            while !grow.step().map_err(|e| e.to_string())? {}
+            Ok(())
+        })();
+        match outcome {
+            Ok(()) => break,
+            Err(e) if budget.load(Ordering::SeqCst) <= 0 => {
+                let _ = e;
+                crashes += 1;
+                for d in &disks {
+                    d.lock().expect("disk").crash(&mut rng, &[]);
+                }
+                // What a user finds after the cut: the data, read through whatever shape.
+                let mut array = OpenArray::assemble(snapshot(&disks), false)
+                    .map_err(|e| format!("seed {seed}: after cut {crashes}: assembling: {e}"))?;
+                let read =
+                    array.read(0, data.len() as u64).map_err(|e| format!("seed {seed}: after cut {crashes}: {e}"))?;
+                if read != data {
+                    return Err(format!(
+                        "seed {seed}: after cut {crashes}: the array does not read the data written before the grow"
+                    ));
+                }
+                // A cut after the final superblocks were written (at their flush) ends it.
+                let md = array.md().expect("an md array");
+                if md.plan.reshape.is_none() && md.plan.raid_disks == to as usize {
+                    break;
+                }
+            }
+            Err(e) => return Err(format!("seed {seed}: the grow failed without a cut: {e}")),
+        }
+    }
+    // Members that missed the final superblock get it, as `uraid grow --continue` gives it.
+    budget.store(i64::MAX, Ordering::SeqCst);
+    Grow::settle_end(members()).map_err(|e| format!("seed {seed}: settling the end: {e}"))?;
+    let finals: Vec<u64> = disks
+        .iter()
+        .map(|d| {
+            let d = d.lock().expect("disk");
+            let found =
+                uraid_md_format::Superblock::find(d.len(), |at, len| Ok::<_, ()>(d.peek(at, len as u64).to_vec()));
+            found.ok().flatten().map_or(0, |sb| sb.info().data_offset)
+        })
+        .collect();
+    if finals.iter().any(|&o| o != finals[0]) {
+        return Err(format!("seed {seed}: the members end with different data offsets: {finals:?}"));
+    }
+    let mut array =
+        OpenArray::assemble(snapshot(&disks), false).map_err(|e| format!("seed {seed}: at the end: {e}"))?;
+    let md = array.md().expect("an md array");
+    if md.plan.reshape.is_some() || md.plan.raid_disks != to as usize {
+        return Err(format!("seed {seed}: the grow did not end with {to} members"));
+    }
+    let read = array.read(0, data.len() as u64).map_err(|e| format!("seed {seed}: at the end: {e}"))?;
+    if read != data {
+        return Err(format!("seed {seed}: at the end the array does not read the data written before the grow"));
+    }
+    let mismatches = array.sync(0, array.size(), false).map_err(|e| format!("seed {seed}: checking: {e}"))?;
+    if mismatches != 0 {
+        return Err(format!("seed {seed}: {mismatches} sectors of parity wrong at the end"));
+    }
+    Ok(ReshapeRun { level, from, to, chunk_sectors, crashes, writes: writes.load(Ordering::SeqCst) as u64 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grows_cut_by_power_losses_lose_nothing() {
+        let mut crashes = 0;
+        for seed in 0..24 {
+            let run = run_seed(seed).unwrap_or_else(|e| panic!("{e}"));
+            assert!(run.to > run.from);
+            crashes += run.crashes;
+        }
+        assert!(crashes >= 24 * 4, "the seeds cut power often: {crashes}");
+    }
+}

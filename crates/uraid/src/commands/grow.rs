@@ -1,0 +1,158 @@
+//! `uraid grow`: mdadm's `--grow --raid-devices=N` on a stopped raid4/5/6 array, the new
+//! devices given with `--add` (mdadm adds them as spares first, then grows), and `--continue`
+//! (mdadm's `--grow --continue`) for a reshape left part-way, by uraid or by the kernel. The
+//! reshape runs in the foreground with a progress bar on a terminal, records its position as
+//! md does, and stops cleanly on SIGINT or SIGTERM (the next `--continue`, or the kernel, goes
+//! on from there). What md's `--grow` does beyond adding members is refused, naming it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+use uraid_device::reshape::Grow;
+
+use super::{err, CliError, CliResult};
+use crate::size::parse_size;
+use crate::GrowArgs;
+
+/// How often the position reached is recorded, besides when the next stripe needs it: as a
+/// rebuild's checkpoints, so a crash repeats little.
+const RECORD_EVERY: Duration = Duration::from_secs(2);
+
+pub fn run(args: &GrowArgs) -> CliResult {
+    for (given, what) in [
+        (&args.level, "--level (a level change)"),
+        (&args.chunk, "--chunk (a chunk size change)"),
+        (&args.layout, "--layout (a layout change)"),
+        (&args.size, "--size"),
+        (&args.bitmap, "--bitmap"),
+        (&args.array_size, "--array-size"),
+    ] {
+        if given.is_some() {
+            return err(format!(
+                "grow: {what} is not supported yet; uraid grows raid4/5/6 arrays onto more devices (--raid-devices with --add)"
+            ));
+        }
+    }
+    let all: Vec<std::path::PathBuf> = args.members.iter().chain(&args.add).cloned().collect();
+    refuse_if_served(&all)?;
+    let limit = match &args.speed_limit_max {
+        Some(max) => Some(parse_size(max, 1).map_err(CliError)?.max(1)),
+        None => None,
+    };
+    match (args.raid_devices, args.continue_) {
+        (Some(_), true) => {
+            return err("grow: give --raid-devices to start a reshape, or --continue to go on with one, not both")
+        }
+        (None, false) => {
+            return err(
+                "grow: nothing to change: give --raid-devices=N (with --add for the new devices), or --continue",
+            )
+        }
+        (Some(n), false) => {
+            Grow::start(&args.members, &args.add, n)?;
+            for dev in &args.add {
+                eprintln!("uraid: added {}", dev.display());
+            }
+        }
+        (None, true) => {
+            if !args.add.is_empty() {
+                return err("grow: --continue takes every member, the added ones included, and no --add");
+            }
+        }
+    }
+    let mut members = args.members.clone();
+    if !args.continue_ {
+        members.extend(args.add.iter().cloned());
+    }
+    if args.continue_ && Grow::settle_end_at(&members)? {
+        eprintln!("uraid: the reshape had ended; its end is now recorded on every member");
+        return Ok(());
+    }
+    let mut grow = Grow::resume(&members)?;
+    let (from, to) = grow.raid_disks();
+    let (done, total) = grow.progress();
+    eprintln!(
+        "uraid: reshape of {} from {from} to {to} devices {} at {}K of {}K",
+        grow.name(),
+        if done == 0 { "starting" } else { "continuing" },
+        done / 1024,
+        total / 1024
+    );
+    reshape(&mut grow, limit, &members)
+}
+
+/// Refuse members of an array uraid is running by name: the reshape rewrites every member
+/// under the server's feet (uraid takes no lock on served members). Arrays served by hand
+/// (`uraid serve` without `assemble`) are not known here.
+fn refuse_if_served(members: &[std::path::PathBuf]) -> CliResult {
+    let Ok(runtime) = crate::runtime_dir::RuntimeDir::from_env() else { return Ok(()) };
+    let Ok(running) = runtime.running() else { return Ok(()) };
+    let ours: Vec<std::path::PathBuf> = members.iter().filter_map(|m| std::fs::canonicalize(m).ok()).collect();
+    for array in running {
+        let Ok(status) = super::ctl::status(&array.dir.control_socket()) else { continue };
+        let served = status["members"].as_array().into_iter().flatten().filter_map(|m| m["path"].as_str());
+        for path in served {
+            if std::fs::canonicalize(path).is_ok_and(|p| ours.contains(&p)) {
+                let name = array.dir.name();
+                return err(format!(
+                    "grow: {path} belongs to array {name}, which is running; stop it first (uraid stop {name}): uraid grows stopped arrays"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run the reshape to its end, or until SIGINT/SIGTERM (then record where it got to).
+fn reshape(grow: &mut Grow, limit: Option<u64>, members: &[std::path::PathBuf]) -> CliResult {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(|e| CliError(format!("signal handler: {e}")))?;
+    }
+    let (start, total) = grow.progress();
+    let bar = crate::progress::bytes_bar(total, "reshape");
+    let began = Instant::now();
+    let mut last_record = Instant::now();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            grow.checkpoint()?;
+            if let Some(bar) = &bar {
+                bar.finish_and_clear();
+            }
+            let list: Vec<String> = members.iter().map(|m| m.display().to_string()).collect();
+            return err(format!(
+                "reshape of {} stopped at {}K of {}K; continue it with: uraid grow --continue {} (or let the kernel: mdadm --assemble)",
+                grow.name(),
+                grow.recorded() / 1024,
+                total / 1024,
+                list.join(" ")
+            ));
+        }
+        if grow.step()? {
+            break;
+        }
+        let (done, _) = grow.progress();
+        if let Some(bar) = &bar {
+            bar.set_position(done);
+        }
+        if last_record.elapsed() >= RECORD_EVERY {
+            grow.checkpoint()?;
+            last_record = Instant::now();
+        }
+        if let Some(max) = limit {
+            // md's speed_limit_max: no faster than `max` bytes of the array per second.
+            let due = Duration::from_secs_f64((done - start) as f64 / max as f64);
+            if let Some(wait) = due.checked_sub(began.elapsed()) {
+                std::thread::sleep(wait.min(Duration::from_millis(200)));
+            }
+        }
+    }
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let (from, to) = grow.raid_disks();
+    eprintln!("uraid: reshape of {} finished: {to} devices (from {from}), array size {}K", grow.name(), total / 1024);
+    Ok(())
+}

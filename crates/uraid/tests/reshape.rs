@@ -1,0 +1,363 @@
+//! Arrays part-way through a reshape: described as mdadm describes them, read through both
+//! shapes, and never written while uraid cannot continue the reshape.
+//!
+//! The arrays the real kernel left mid-reshape (`testdata/reshape`, made by
+//! `scripts/oracle/make-reshape-samples.sh`) must read byte for byte what the kernel read from
+//! them mid-reshape.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use uraid_md_format::sb1::feature;
+use uraid_md_format::{MetadataVersion, Superblock1};
+use uraid_testkit::sha256_hex;
+
+mod common;
+use common::{ok, text, uraid_stdin, with};
+
+/// Change the 1.2 superblock of every member with `edit`.
+fn edit_superblocks(members: &[String], edit: impl Fn(&mut Superblock1)) {
+    for m in members {
+        let f = OpenOptions::new().read(true).write(true).open(m).unwrap();
+        let size = f.metadata().unwrap().len();
+        let mut buf = vec![0u8; 4096];
+        f.read_exact_at(&mut buf, 4096).unwrap();
+        let mut sb = Superblock1::parse(MetadataVersion::V1_2, &buf, size).unwrap();
+        edit(&mut sb);
+        f.write_all_at(&sb.to_bytes(), 4096).unwrap();
+    }
+}
+
+fn hashes(paths: &[String]) -> Vec<String> {
+    paths.iter().map(|p| sha256_hex(&std::fs::read(p).unwrap())).collect()
+}
+
+/// A raid5 of four made and filled by uraid, then recorded as reshaping to the same shape
+/// (so both shapes hold the same bytes): what every command must treat as mid-reshape.
+fn recorded_mid_reshape(dir: &Path) -> (Vec<String>, Vec<u8>) {
+    let members: Vec<String> = (0..4)
+        .map(|i| {
+            let p = dir.join(format!("d{i}.img"));
+            std::fs::File::create(&p).unwrap().set_len(8 << 20).unwrap();
+            p.display().to_string()
+        })
+        .collect();
+    ok(&with(&["create", "-l5", "-n4", "--chunk=64K", "--name=grown", "--assume-clean"], &members));
+    let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let w = uraid_stdin(&with(&["write", "--offset=0"], &members), &data);
+    assert!(w.status.success(), "{}", text(&w));
+    let before = ok(&with(&["cat"], &members)).stdout;
+    edit_superblocks(&members, |sb| {
+        sb.feature_map |= feature::RESHAPE_ACTIVE;
+        sb.reshape_position = 1536;
+        sb.new_level = sb.level;
+        sb.new_layout = sb.layout;
+        sb.new_chunk = sb.chunksize;
+        sb.delta_disks = 0;
+    });
+    (members, before)
+}
+
+#[test]
+fn a_reshape_in_progress_is_shown_as_mdadm_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (members, _) = recorded_mid_reshape(dir.path());
+    let out = String::from_utf8(ok(&["examine", &members[0]]).stdout).unwrap();
+    assert!(out.contains("  Reshape pos'n : 768\n"), "{out}");
+    let json: Value = serde_json::from_slice(&ok(&["examine", "--json", &members[0]]).stdout).unwrap();
+    assert_eq!(json[0]["reshape"]["position_sectors"], 1536);
+    let detail = String::from_utf8(ok(&with(&["detail"], &members)).stdout).unwrap();
+    assert!(detail.contains("Reshape Status : "), "{detail}");
+}
+
+#[test]
+fn an_array_mid_reshape_is_read_but_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (members, before) = recorded_mid_reshape(dir.path());
+    assert_eq!(ok(&with(&["cat"], &members)).stdout, before, "both shapes hold the same bytes here");
+    let untouched = hashes(&members);
+    for args in [
+        with(&["write", "--offset=0"], &members),
+        with(&["resync"], &members),
+        with(&["serve", "--listen=unix:/nonexistent/none.sock"], &members),
+    ] {
+        let o = uraid_stdin(&args, b"new data");
+        assert!(!o.status.success(), "{args:?} must be refused\n{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("array grown is part-way through a reshape") && err.contains("reshape position 768K"),
+            "{args:?}: the refusal names the array and the position\n{}",
+            text(&o)
+        );
+        assert_eq!(hashes(&members), untouched, "{args:?} wrote to a member");
+    }
+}
+
+/// One array the kernel left mid-reshape: its folder and what its `case.txt` says.
+struct KernelSample {
+    dir: PathBuf,
+    members: Vec<String>,
+    sha256: String,
+    sha256_mid: String,
+    position: u64,
+}
+
+fn kernel_sample(name: &str, into: &Path) -> KernelSample {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/reshape").join(name);
+    let case = std::fs::read_to_string(dir.join("case.txt")).unwrap();
+    let field = |key: &str| {
+        case.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("{key} in case.txt"))
+            .to_string()
+    };
+    let mut members = Vec::new();
+    for i in 0.. {
+        let packed = dir.join(format!("disk{i}.img.zst"));
+        if !packed.exists() {
+            break;
+        }
+        let out = into.join(format!("{name}-disk{i}.img"));
+        let z = Command::new("zstd").args(["-q", "-d", "-f", "-o"]).arg(&out).arg(&packed).status();
+        assert!(
+            z.is_ok_and(|s| s.success()),
+            "zstd -d {} (zstd is needed to unpack the kernel's images)",
+            packed.display()
+        );
+        members.push(out.display().to_string());
+    }
+    assert!(members.len() >= 5, "{name}: members");
+    KernelSample {
+        dir,
+        members,
+        sha256: field("sha256"),
+        sha256_mid: field("sha256-mid-reshape"),
+        position: field("reshape_position").parse().unwrap(),
+    }
+}
+
+fn kernel_samples() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/reshape");
+    let mut names: Vec<String> =
+        std::fs::read_dir(root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert!(names.len() >= 2, "the kernel's mid-reshape samples: {names:?}");
+    names
+}
+
+#[test]
+fn arrays_the_kernel_left_mid_reshape_read_as_the_kernel_read_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in kernel_samples() {
+        let s = kernel_sample(&name, tmp.path());
+        assert_eq!(s.sha256, s.sha256_mid, "{name}: the kernel read the same bytes before and during the reshape");
+        let json: Value = serde_json::from_slice(&ok(&["examine", "--json", &s.members[0]]).stdout).unwrap();
+        assert_eq!(json[0]["reshape"]["position_sectors"], s.position, "{name}: {}", s.dir.display());
+        assert!(s.position > 0, "{name}: the kernel had started");
+        let got = ok(&with(&["cat"], &s.members)).stdout;
+        assert_eq!(sha256_hex(&got), s.sha256, "{name}: uraid cat of the array mid-reshape");
+        let w = uraid_stdin(&with(&["write", "--offset=0"], &s.members), b"x");
+        assert!(
+            !w.status.success() && String::from_utf8_lossy(&w.stderr).contains("part-way through a reshape"),
+            "{}",
+            text(&w)
+        );
+    }
+}
+
+#[test]
+fn examine_says_what_mdadm_says_of_a_reshape() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in kernel_samples() {
+        let s = kernel_sample(&name, tmp.path());
+        let case = std::fs::read_to_string(s.dir.join("case.txt")).unwrap();
+        let ours = String::from_utf8(ok(&["examine", &s.members[0]]).stdout).unwrap();
+        for key in ["Reshape pos'n", "Delta Devices", "New Offset", "New Level", "New Layout", "New Chunksize"] {
+            // mdadm's lines for the first member (the case file lists every member's examine).
+            let theirs = case.lines().find(|l| l.trim_start().starts_with(key) && l.contains(" : "));
+            let mine = ours.lines().find(|l| l.trim_start().starts_with(key) && l.contains(" : "));
+            if key == "New Offset" {
+                // Each member moves by its own offset; compare the first member's.
+                assert_eq!(mine.is_some(), theirs.is_some(), "{name}: {key}\nmdadm:\n{case}\nuraid:\n{ours}");
+                continue;
+            }
+            assert_eq!(mine.map(str::trim), theirs.map(str::trim), "{name}: {key}\nmdadm:\n{case}\nuraid:\n{ours}");
+        }
+    }
+}
+
+/// Blank member files `d0.img`.. of `bytes` each.
+fn blank_members(dir: &Path, count: usize, bytes: u64) -> Vec<String> {
+    (0..count)
+        .map(|i| {
+            let p = dir.join(format!("d{i}.img"));
+            std::fs::File::create(&p).unwrap().set_len(bytes).unwrap();
+            p.display().to_string()
+        })
+        .collect()
+}
+
+/// An array of `level` over all but the last `added` of `members`, filled with random bytes
+/// (returned).
+fn filled(level: &str, members: &[String], added: usize) -> Vec<u8> {
+    let old = &members[..members.len() - added];
+    let n = format!("-n{}", old.len());
+    ok(&with(&["create", level, &n, "--chunk=64K", "--name=grown"], old));
+    let size: u64 = serde_json::from_slice::<Value>(&ok(&with(&["detail", "--json"], old)).stdout).unwrap()
+        ["array_size_bytes"]
+        .as_u64()
+        .unwrap();
+    let data: Vec<u8> = (0..size).map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 29) as u8).collect();
+    let w = uraid_stdin(&with(&["write", "--offset=0"], old), &data);
+    assert!(w.status.success(), "{}", text(&w));
+    data
+}
+
+fn mismatch_cnt(members: &[String]) -> String {
+    let o = ok(&with(&["check"], members));
+    let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    all.lines()
+        .find(|l| l.starts_with("mismatch_cnt"))
+        .unwrap_or_else(|| panic!("no mismatch_cnt in {all}"))
+        .to_string()
+}
+
+#[test]
+fn grow_adds_members_keeping_the_data_and_parity() {
+    for (level, old, added) in [("-l5", 4, 1), ("-l6", 5, 1), ("-l5", 3, 2)] {
+        let dir = tempfile::tempdir().unwrap();
+        let members = blank_members(dir.path(), old + added, 12 << 20);
+        let data = filled(level, &members, added);
+        let (now, new) = members.split_at(old);
+        let n = format!("--raid-devices={}", old + added);
+        let mut args = vec!["grow", n.as_str()];
+        args.extend(now.iter().map(String::as_str));
+        for a in new {
+            args.extend(["--add", a.as_str()]);
+        }
+        let o = ok(&args);
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(said.contains("uraid: added") && said.contains("finished"), "{said}");
+        let detail: Value = serde_json::from_slice(&ok(&with(&["detail", "--json"], &members)).stdout).unwrap();
+        assert_eq!(detail["raid_devices"], (old + added) as u64, "{level} {old}+{added}");
+        assert_eq!(detail["reshape"], Value::Null);
+        let grown = detail["array_size_bytes"].as_u64().unwrap();
+        let parity = if level == "-l6" { 2 } else { 1 };
+        assert_eq!(
+            grown / (old + added - parity) as u64,
+            data.len() as u64 / (old - parity) as u64,
+            "{level}: every member's share kept"
+        );
+        let got = ok(&with(&["cat"], &members)).stdout;
+        assert!(got[..data.len()] == data[..], "{level} {old}+{added}: the data moved intact");
+        assert!(got[data.len()..].iter().all(|&b| b == 0), "{level}: the new space reads as zeros");
+        assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0", "{level} {old}+{added}: parity right everywhere");
+    }
+}
+
+#[test]
+fn a_grow_killed_part_way_is_continued_from_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = blank_members(dir.path(), 5, 48 << 20);
+    let data = filled("-l5", &members, 1);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(["grow", "--raid-devices=5", "--speed-limit-max=16M", "--add", &members[4]])
+        .args(&members[..4])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until a position past the start has been recorded, then kill it as a crash would.
+    let position = |m: &str| -> Option<u64> {
+        let v: Value = serde_json::from_slice(&ok(&["examine", "--json", m]).stdout).ok()?;
+        v[0]["reshape"]["position_sectors"].as_u64()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while position(&members[0]).unwrap_or(0) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no position recorded");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let at = position(&members[0]).expect("still mid-reshape after the kill");
+    assert!(at > 0 && at * 512 < data.len() as u64, "killed part-way: {at}");
+    let got = ok(&with(&["cat"], &members)).stdout;
+    assert!(got[..data.len()] == data[..], "mid-reshape, uraid cat reads the data through both shapes");
+    let o = ok(&with(&["grow", "--continue"], &members));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("continuing at"), "{}", text(&o));
+    assert_eq!(position(&members[0]), None, "finished");
+    let got = ok(&with(&["cat"], &members)).stdout;
+    assert!(got[..data.len()] == data[..], "the data survived the kill");
+    assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0");
+}
+
+#[test]
+fn grow_refuses_what_it_does_not_do_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = blank_members(dir.path(), 5, 8 << 20);
+    filled("-l5", &members, 1);
+    let old = &members[..4];
+    let untouched = hashes(&members);
+    for (args, says) in [
+        (vec!["grow", "--level=6", "--add", &members[4]], "--level (a level change) is not supported yet"),
+        (vec!["grow", "--chunk=128"], "--chunk (a chunk size change) is not supported yet"),
+        (vec!["grow", "--raid-devices=3"], "cannot reduce the number of devices (4 -> 3)"),
+        (vec!["grow", "--raid-devices=5"], "needs 1 new device(s) (--add); 0 given"),
+        (vec!["grow", "--raid-devices=4"], "already has 4 devices"),
+        (vec!["grow", "--raid-devices=5", "--add", &members[0]], "carries an md superblock"),
+        (vec!["grow", "--continue"], "no reshape is in progress"),
+        (vec!["grow"], "nothing to change"),
+    ] {
+        let all: Vec<&str> = args.iter().copied().chain(old.iter().map(String::as_str)).collect();
+        let o = uraid_stdin(&all, b"");
+        assert!(!o.status.success(), "{all:?}\n{}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{all:?}: expected {says:?}\n{}", text(&o));
+        assert_eq!(hashes(&members), untouched, "{all:?} wrote something");
+    }
+}
+
+#[test]
+fn uraid_finishes_a_reshape_the_kernel_left_part_way() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in kernel_samples() {
+        let s = kernel_sample(&name, tmp.path());
+        let o = ok(&with(&["grow", "--continue"], &s.members));
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(said.contains("continuing at") && said.contains("finished"), "{name}: {said}");
+        let detail: Value = serde_json::from_slice(&ok(&with(&["detail", "--json"], &s.members)).stdout).unwrap();
+        assert_eq!(detail["reshape"], Value::Null, "{name}");
+        assert_eq!(detail["raid_devices"], s.members.len() as u64, "{name}");
+        let got = ok(&with(&["cat"], &s.members)).stdout;
+        let before = std::fs::read_to_string(s.dir.join("case.txt")).unwrap();
+        let bytes: usize = before.lines().find_map(|l| l.strip_prefix("bytes ")).unwrap().parse().unwrap();
+        assert_eq!(sha256_hex(&got[..bytes]), s.sha256, "{name}: the kernel's data, reshaped by uraid");
+        assert!(got[bytes..].iter().all(|&b| b == 0), "{name}: the new space reads as zeros");
+        assert_eq!(mismatch_cnt(&s.members), "mismatch_cnt 0", "{name}");
+    }
+}
+
+#[test]
+fn grow_refuses_the_members_of_a_running_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = blank_members(dir.path(), 5, 8 << 20);
+    filled("-l5", &members, 1);
+    let runtime = dir.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_uraid")).env("URAID_RUNTIME_DIR", &runtime).args(args).output().unwrap()
+    };
+    let o = run(&with(&["assemble"], &members[..4]));
+    assert!(o.status.success(), "{}", text(&o));
+    let untouched = hashes(&members[4..]);
+    let o = run(&with(&["grow", "-n5", "--add", &members[4]], &members[..4]));
+    let stop = run(&["stop", "grown"]);
+    assert!(stop.status.success(), "{}", text(&stop));
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("which is running; stop it first"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(hashes(&members[4..]), untouched, "the new member was not written");
+}

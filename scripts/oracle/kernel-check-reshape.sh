@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Reshapes that add members, handed between uraid and the real kernel both ways.
+#
+#   uraid-killed:NAME  uraid creates the array, fills it with the md-oracle pattern, and starts
+#                      `uraid grow --raid-devices=N --add NEW` slowed down; once a reshape
+#                      position past 0 is recorded it is killed with SIGKILL. The kernel must
+#                      assemble the members, finish the reshape, find N devices, the pattern
+#                      intact and mismatch_cnt 0 after a check.
+#   kernel-left:NAME   the arrays the kernel left mid-reshape (crates/uraid/tests/testdata/reshape,
+#                      made by make-reshape-samples.sh) are finished by `uraid grow --continue`;
+#                      the kernel must then assemble them with N devices and no reshape, read the
+#                      data it wrote before the reshape, and find mismatch_cnt 0.
+#
+# usage: scripts/oracle/kernel-check-reshape.sh [NAME-REGEX]
+# env:   URAID (default target/release/uraid, built if missing), MD_ORACLE (default
+#        ../shared/tools/md-oracle beside the repository)
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+oracle=${MD_ORACLE:-$repo/../shared/tools/md-oracle}
+uraid=${URAID:-$repo/target/release/uraid}
+filter=${1:-.}
+samples=$repo/crates/uraid/tests/testdata/reshape
+[ -x "$oracle/run-vm.sh" ] || { echo "md-oracle not found at $oracle (set MD_ORACLE)" >&2; exit 2; }
+if [ ! -x "$uraid" ]; then (cd "$repo" && cargo build --release -q -p uraid); fi
+mdpattern=${MD_ORACLE_CACHE:-$HOME/.cache/md-oracle}/mdpattern
+[ -x "$mdpattern" ] || "$oracle/setup.sh" >/dev/null
+
+# name | create flags | members before | members after | member size
+killed=(
+  "raid5-4to5|--level=5 --chunk=64K|4|5|12M"
+  "raid6-5to6|--level=6 --chunk=64K|5|6|12M"
+)
+
+work=$(mktemp -d)
+trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+disks=(); : >"$work/groups"
+
+position() { # reshape position (sectors) in the superblock of $1, or "none"
+  "$uraid" examine --json "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)[0]["reshape"]; print("none" if r is None else r["position_sectors"])'
+}
+
+fail=0
+num=3100
+for spec in "${killed[@]}"; do
+  IFS='|' read -r name flags n total size <<<"$spec"
+  name=uraid-killed:$name; num=$((num + 1))
+  [[ "$name" =~ $filter ]] || continue
+  dir=$work/$num; mkdir -p "$dir"; members=()
+  for i in $(seq 0 $((total - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
+  old=("${members[@]:0:$n}")
+  # shellcheck disable=SC2086
+  "$uraid" create $flags --raid-devices="$n" --name="r$num" "${old[@]}" >/dev/null 2>&1
+  bytes=$("$uraid" detail --json "${old[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["array_size_bytes"])')
+  "$mdpattern" gen "$num" $((bytes / 512)) >"$dir/data"
+  "$uraid" write --offset=0 "${old[@]}" <"$dir/data" 2>/dev/null
+  sha=$(sha256sum <"$dir/data" | cut -d' ' -f1)
+  add=(); for m in "${members[@]:$n}"; do add+=(--add "$m"); done
+  "$uraid" grow --raid-devices="$total" --speed-limit-max=4M "${add[@]}" "${old[@]}" 2>"$dir/log" &
+  pid=$!
+  for _ in $(seq 300); do
+    at=$(position "${members[0]}")
+    [ "$at" != none ] && [ "$at" -gt 0 ] && break
+    sleep 0.1
+  done
+  kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+  at=$(position "${members[0]}")
+  if [ "$at" = none ] || [ "$at" -eq 0 ]; then
+    echo "FAIL $name: uraid recorded no reshape position before the kill ($at)"; sed 's/^/    /' "$dir/log"; fail=1; continue
+  fi
+  if [ "$("$uraid" cat "${members[@]}" 2>/dev/null | head -c "$bytes" | sha256sum | cut -d' ' -f1)" != "$sha" ]; then
+    echo "FAIL $name: uraid cat mid-reshape does not read the pattern"; fail=1; continue
+  fi
+  echo "$name|$total|$bytes|$sha|$at" >>"$work/groups"
+  disks+=("${members[@]}")
+done
+
+for case_dir in "$samples"/*/; do
+  sample=$(basename "$case_dir")
+  name=kernel-left:$sample
+  [[ "$name" =~ $filter ]] || continue
+  dir=$work/$sample; mkdir -p "$dir"; members=()
+  for z in "$case_dir"/disk*.img.zst; do
+    img=$dir/$(basename "$z" .zst); zstd -q -d -f "$z" -o "$img"; members+=("$img")
+  done
+  bytes=$(sed -n 's/^bytes //p' "$case_dir/case.txt")
+  sha=$(sed -n 's/^sha256 //p' "$case_dir/case.txt")
+  at=$(position "${members[0]}")
+  if ! "$uraid" grow --continue "${members[@]}" >"$dir/log" 2>&1; then
+    echo "FAIL $name: uraid grow --continue failed"; sed 's/^/    /' "$dir/log"; fail=1; continue
+  fi
+  echo "$name|${#members[@]}|$bytes|$sha|$at" >>"$work/groups"
+  disks+=("${members[@]}")
+done
+[ ${#disks[@]} -gt 0 ] || { echo "no case matches $filter" >&2; exit 2; }
+
+cat >"$work/guest.sh" <<'GUEST'
+md=/sys/block/md0/md
+set -- $DISKS
+echo 500000 >/proc/sys/dev/raid/speed_limit_max
+while IFS='|' read -r name n bytes _ _; do
+  devs=""
+  for _ in $(seq "$n"); do devs="$devs $1"; shift; done
+  if ! mdadm --assemble /dev/md0 --run $devs >/tmp/asm.log 2>&1; then
+    echo "$name assemble FAILED: $(tr '\n' ' ' </tmp/asm.log)"; continue
+  fi
+  before=$(cat $md/reshape_position)
+  # The kernel finishes a reshape it finds (mdadm --assemble starts it again).
+  for _ in $(seq 3000); do
+    [ "$(cat $md/reshape_position)" = none ] && [ "$(cat $md/sync_action)" = idle ] && break
+    sleep 0.2
+  done
+  raid=$(cat $md/raid_disks)
+  echo check >$md/sync_action; sleep 0.5
+  mdadm --wait /dev/md0 >/dev/null 2>&1
+  while [ "$(cat $md/sync_action)" != idle ]; do sleep 0.2; done
+  sha=$(head -c "$bytes" /dev/md0 | sha256sum | cut -d' ' -f1)
+  echo "$name reshape_at_assembly=$before raid_disks=$raid reshape=$(cat $md/reshape_position) degraded=$(cat $md/degraded) mismatch_cnt=$(cat $md/mismatch_cnt) sha=$sha"
+  mdadm --stop /dev/md0 >/dev/null 2>&1
+done <"$IN/groups"
+GUEST
+mkdir -p "$work/in"; cp "$work/groups" "$work/in/groups"
+out=$("$oracle/run-vm.sh" -t 1500 -i "$work/in" "$work/guest.sh" "${disks[@]}" 2>/dev/null || true)
+while IFS='|' read -r name total _ sha at; do
+  line=$(echo "$out" | grep "^$name " || echo "$name (no result)")
+  want="raid_disks=$total reshape=none degraded=0 mismatch_cnt=0 sha=$sha"
+  # Where the kernel's reshape stood once assembled: past uraid's record (it has run on a moment
+  # already; never back at 0) for uraid's, none for those uraid finished.
+  found=$(echo "$line" | sed -n 's/.* reshape_at_assembly=\([^ ]*\) .*/\1/p')
+  case $name in
+    uraid-killed:*) [[ "$found" =~ ^[0-9]+$ ]] && [ "$found" -ge "$at" ] && resumed=yes || resumed=no ;;
+    *) [ "$found" = none ] && resumed=yes || resumed=no ;;
+  esac
+  if [ "$resumed" = yes ] && [[ "$line" == *" $want" ]]; then
+    case $name in
+      uraid-killed:*) echo "PASS $name: uraid killed at reshape position $at; the kernel went on from there (at $found once assembled) and finished: $total devices, mismatch_cnt 0, data intact" ;;
+      *) echo "PASS $name: the kernel's reshape (left at $at) finished by uraid; the kernel assembles $total devices, no reshape, mismatch_cnt 0, data intact" ;;
+    esac
+  else
+    echo "FAIL $name: the kernel said '$line', wanted the reshape at assembly past $at (uraid-killed) or none, and '$want'"; fail=1
+  fi
+done <"$work/groups"
+exit $fail
