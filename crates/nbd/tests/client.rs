@@ -247,3 +247,46 @@ fn nbdkit_killed_under_the_client_leaves_it_gone() {
     assert!(matches!(err, ClientError::Gone { .. }), "{err}");
     assert!(err.to_string().contains("the export is gone"), "{err}");
 }
+
+/// A fake server: a correct handshake, then `garbage` in answer to the first request, on every
+/// connection it accepts (up to 16).
+fn garbage_server(socket: &Path, garbage: &'static [u8]) -> thread::JoinHandle<()> {
+    use std::io::{Read, Write};
+    use uraid_nbd::proto::*;
+    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+    thread::spawn(move || {
+        for conn in listener.incoming().take(16) {
+            let Ok(mut s) = conn else { return };
+            let reply = |option, reply_type, data: &[u8]| {
+                let mut b = OptionReplyHeader { option, reply_type, len: data.len() as u32 }.encode().to_vec();
+                b.extend_from_slice(data);
+                b
+            };
+            let mut b = [0u8; 4096];
+            let _ = s.write_all(&encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES));
+            let _ = s.read_exact(&mut b[..4]);
+            let _ = s.read_exact(&mut b[..16]);
+            let _ = s.write_all(&reply(OPT_STRUCTURED_REPLY, REP_ACK, &[]));
+            let _ = s.read_exact(&mut b[..16]);
+            let len = u32::from_be_bytes(b[12..16].try_into().unwrap()) as usize;
+            let _ = s.read_exact(&mut b[..len]);
+            let _ = s.write_all(&reply(OPT_GO, REP_INFO, &info_export(1 << 20, FLAG_HAS_FLAGS)));
+            let _ = s.write_all(&reply(OPT_GO, REP_ACK, &[]));
+            let _ = s.read_exact(&mut b[..REQUEST_HEADER_LEN]);
+            let _ = s.write_all(garbage);
+        }
+    })
+}
+
+#[test]
+fn a_server_sending_garbage_fails_the_request_cleanly() {
+    let dir = temp_dir("garbage");
+    let socket = dir.join("fake.sock");
+    let _server = garbage_server(&socket, b"\x67\x44\x66\x98\0\0\0\0\xde\xad\xbe\xef\0\0\0\x01this is not a reply");
+    let client = NbdClient::connect(&unix_uri(&socket, ""), quick()).unwrap();
+    let started = Instant::now();
+    let err = client.read(0, &mut [0u8; 4096]).unwrap_err();
+    assert!(matches!(err, ClientError::Lost { .. }), "{err}");
+    assert!(err.to_string().contains("no request in flight"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
