@@ -26,27 +26,26 @@ const RESENDS: u32 = 2;
 /// commonly take.
 const MAX_EFFECT_LEN: u64 = 1 << 30;
 
-/// What went wrong with a request to the export. Every message starts with the export's URI.
+/// What went wrong with a request to the export. Messages do not name the export: whoever
+/// reports them does (the URI, [`NbdClient::uri`]), as for a file's I/O errors.
 #[derive(Debug, Error)]
 pub enum ClientError {
-    #[error("{uri}: {source}")]
-    Connect { uri: String, source: ConnectError },
-    #[error("{uri}: the export is gone: {reason} ({attempts} reconnection attempt(s) over {elapsed:.1?} failed)")]
-    Gone { uri: String, attempts: usize, elapsed: Duration, reason: String },
-    #[error("{uri}: {command} got no reply within {timeout:?}")]
-    TimedOut { uri: String, command: String, timeout: Duration },
-    #[error("{uri}: {command} at byte {offset}: {source}")]
-    Server { uri: String, command: String, offset: u64, source: ServerError },
-    #[error("{uri}: {command} failed: connection lost ({reason})")]
-    Lost { uri: String, command: String, reason: String },
-    #[error("{uri}: the export is read-only")]
-    ReadOnly { uri: String },
-    #[error("{uri}: access {offset}+{len} beyond the export's end ({size} bytes)")]
-    OutOfRange { uri: String, offset: u64, len: u64, size: u64 },
-    #[error(
-        "{uri}: the export changed on reconnection (size {was} -> {now} bytes, flags {was_flags:#x} -> {now_flags:#x})"
-    )]
-    Changed { uri: String, was: u64, now: u64, was_flags: u16, now_flags: u16 },
+    #[error("{source}")]
+    Connect { source: ConnectError },
+    #[error("the export is gone: {reason} ({attempts} reconnection attempt(s) over {elapsed:.1?} failed)")]
+    Gone { attempts: usize, elapsed: Duration, reason: String },
+    #[error("{command} got no reply within {timeout:?}")]
+    TimedOut { command: String, timeout: Duration },
+    #[error("{command} at byte {offset}: {source}")]
+    Server { command: String, offset: u64, source: ServerError },
+    #[error("{command} failed: connection lost ({reason})")]
+    Lost { command: String, reason: String },
+    #[error("the export is read-only")]
+    ReadOnly,
+    #[error("access {offset}+{len} beyond the export's end ({size} bytes)")]
+    OutOfRange { offset: u64, len: u64, size: u64 },
+    #[error("the export changed on reconnection (size {was} -> {now} bytes, flags {was_flags:#x} -> {now_flags:#x})")]
+    Changed { was: u64, now: u64, was_flags: u16, now_flags: u16 },
 }
 
 impl From<ClientError> for io::Error {
@@ -57,7 +56,7 @@ impl From<ClientError> for io::Error {
             }
             ClientError::TimedOut { .. } => io::ErrorKind::TimedOut,
             ClientError::Server { source, .. } => source.to_io().kind(),
-            ClientError::ReadOnly { .. } => io::ErrorKind::PermissionDenied,
+            ClientError::ReadOnly => io::ErrorKind::PermissionDenied,
             ClientError::OutOfRange { .. } => io::ErrorKind::UnexpectedEof,
             ClientError::Changed { .. } => io::ErrorKind::Other,
         };
@@ -91,8 +90,7 @@ impl NbdClient {
     /// allows. A failure here is not retried: a URI that does not work at first is reported.
     pub fn connect(uri: &NbdUri, config: ClientConfig) -> Result<NbdClient, ClientError> {
         let shown = uri.to_string();
-        let first = Connection::open(uri, config.connect_timeout)
-            .map_err(|source| ClientError::Connect { uri: shown.clone(), source })?;
+        let first = Connection::open(uri, config.connect_timeout).map_err(|source| ClientError::Connect { source })?;
         let info = *first.info();
         let count = if info.has(FLAG_CAN_MULTI_CONN) { config.multi_conn.max(1) } else { 1 };
         let mut slots = vec![Mutex::new(Some(Arc::new(first)))];
@@ -261,13 +259,13 @@ impl NbdClient {
     fn check_range(&self, offset: u64, len: u64) -> Result<(), ClientError> {
         match offset.checked_add(len) {
             Some(end) if end <= self.info.size => Ok(()),
-            _ => Err(ClientError::OutOfRange { uri: self.shown.clone(), offset, len, size: self.info.size }),
+            _ => Err(ClientError::OutOfRange { offset, len, size: self.info.size }),
         }
     }
 
     fn check_writable(&self) -> Result<(), ClientError> {
         if self.info.read_only() {
-            return Err(ClientError::ReadOnly { uri: self.shown.clone() });
+            return Err(ClientError::ReadOnly);
         }
         Ok(())
     }
@@ -282,18 +280,13 @@ impl NbdClient {
             match conn.call(kind, flags, offset, len, payload, self.config.request_timeout) {
                 Ok(data) => return Ok(data),
                 Err(CallError::Server(source)) => {
-                    return Err(ClientError::Server {
-                        uri: self.shown.clone(),
-                        command: command_name(kind),
-                        offset,
-                        source,
-                    })
+                    return Err(ClientError::Server { command: command_name(kind), offset, source })
                 }
                 Err(CallError::TimedOut(timeout)) => {
-                    return Err(ClientError::TimedOut { uri: self.shown.clone(), command: command_name(kind), timeout })
+                    return Err(ClientError::TimedOut { command: command_name(kind), timeout })
                 }
                 Err(CallError::Lost(reason)) if resends >= RESENDS => {
-                    return Err(ClientError::Lost { uri: self.shown.clone(), command: command_name(kind), reason })
+                    return Err(ClientError::Lost { command: command_name(kind), reason })
                 }
                 Err(CallError::Lost(_)) => resends += 1,
             }
@@ -334,15 +327,10 @@ impl NbdClient {
     /// A copy of the error that ended the export, for one more request.
     fn gone_error_from(&self, e: &ClientError) -> ClientError {
         match e {
-            ClientError::Gone { uri, attempts, elapsed, reason } => {
-                ClientError::Gone { uri: uri.clone(), attempts: *attempts, elapsed: *elapsed, reason: reason.clone() }
+            ClientError::Gone { attempts, elapsed, reason } => {
+                ClientError::Gone { attempts: *attempts, elapsed: *elapsed, reason: reason.clone() }
             }
-            other => ClientError::Gone {
-                uri: self.shown.clone(),
-                attempts: 0,
-                elapsed: Duration::ZERO,
-                reason: other.to_string(),
-            },
+            other => ClientError::Gone { attempts: 0, elapsed: Duration::ZERO, reason: other.to_string() },
         }
     }
 
@@ -359,7 +347,6 @@ impl NbdClient {
                     let now = *c.info();
                     if now.size != self.info.size || now.read_only() != self.info.read_only() {
                         return Err(ClientError::Changed {
-                            uri: self.shown.clone(),
                             was: self.info.size,
                             now: now.size,
                             was_flags: self.info.flags,
@@ -371,6 +358,6 @@ impl NbdClient {
                 Err(e) => reason = format!("{broke}; attempt {}: {e}", attempt + 1),
             }
         }
-        Err(ClientError::Gone { uri: self.shown.clone(), attempts: delays.len(), elapsed: started.elapsed(), reason })
+        Err(ClientError::Gone { attempts: delays.len(), elapsed: started.elapsed(), reason })
     }
 }
