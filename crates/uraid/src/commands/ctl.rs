@@ -109,8 +109,13 @@ pub fn wait_stopped(socket: &Path) {
 }
 
 fn manage(socket: &Path, op: &str, member: &Path, force: bool) -> CliResult {
-    // The server resolves relative paths from its own directory: send an absolute one.
-    let member = std::path::absolute(member).unwrap_or_else(|_| member.to_path_buf());
+    // The server resolves relative paths from its own directory: send an absolute one (an NBD
+    // URI is no path, and goes as written).
+    let member = if uraid_device::Member::is_uri(member) {
+        member.to_path_buf()
+    } else {
+        std::path::absolute(member).unwrap_or_else(|_| member.to_path_buf())
+    };
     let answer = request(socket, json!({"op": op, "member": member.display().to_string(), "force": force}))?;
     eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("done"));
     Ok(())

@@ -15,7 +15,7 @@ use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
 use uraid_device::vinum_drives::{foreign_content, prepare_save, DriveToWrite, VinumDriveError};
-use uraid_device::{FileDevice, MemberDevice};
+use uraid_device::{Member, MemberDevice};
 use uraid_vinum_format::drive_layout::DATA_START;
 use uraid_vinum_format::objects::DEFAULT_STRIPE_SIZE;
 use uraid_vinum_format::placement::{concat, mirror, place, raid5, stripe, PlacementError, Present, SizedDrive};
@@ -196,7 +196,7 @@ fn apply(
     // Open every drive for writing, then plan the save: nothing is written before it is whole.
     let now = now();
     let host = header_hostname();
-    let mut devices: Vec<FileDevice> = Vec::new();
+    let mut devices: Vec<Member> = Vec::new();
     let mut headers: Vec<DriveHeader> = Vec::new();
     for placed in &placement.drives {
         let name = &placed.drive.name;
@@ -224,7 +224,7 @@ fn apply(
 
 /// A new drive's device must hold no gvinum drive (checked by the caller), be large enough for
 /// gvinum's metadata, and, unless `force`, hold nothing a new drive would overwrite.
-fn check_new_device(dev: &FileDevice, set: &DriveSet, index: usize, force: bool) -> CliResult {
+fn check_new_device(dev: &Member, set: &DriveSet, index: usize, force: bool) -> CliResult {
     if dev.size() < DATA_START {
         return err(format!(
             "{}: {} bytes is too small for a gvinum drive: its header and two configuration copies take {DATA_START}",

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use uraid_device::vinum_drives::{check_media, startup, StartedDrive, Startup, VinumMediaError};
-use uraid_device::{FileDevice, MemberDevice};
+use uraid_device::{Member, MemberDevice};
 use uraid_vinum_format::drive_layout::DATA_START;
 use uraid_vinum_format::{Timeval, VinumConfig};
 
@@ -35,7 +35,7 @@ pub enum Origin {
 /// A device looked at.
 pub struct Seen {
     pub path: PathBuf,
-    pub dev: FileDevice,
+    pub dev: Member,
     pub origin: Origin,
     pub identity: (u64, u64),
 }
@@ -147,7 +147,7 @@ impl DriveSet {
     }
 
     /// Open a drive's device again, for writing.
-    pub fn writable(&self, drive: &StartedDrive) -> CliResult<FileDevice> {
+    pub fn writable(&self, drive: &StartedDrive) -> CliResult<Member> {
         open_member(self.path_of(drive), true)
     }
 }

@@ -15,7 +15,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
 use uraid_device::vinum_drives::{prepare_remove, DriveToWrite};
-use uraid_device::FileDevice;
+use uraid_device::Member;
 use uraid_vinum_format::edit::{self, EditDrive, EditError, Edited, Workspace};
 use uraid_vinum_format::tokens::parse_size;
 
@@ -80,7 +80,7 @@ fn apply(
             edited.down_drives.join(", ")
         ));
     }
-    let files: Vec<FileDevice> = written.iter().map(|(d, _)| set.writable(d)).collect::<CliResult<_>>()?;
+    let files: Vec<Member> = written.iter().map(|(d, _)| set.writable(d)).collect::<CliResult<_>>()?;
     let mut kept = Vec::new();
     let mut removed = Vec::new();
     for ((d, is_removed), file) in written.iter().zip(&files) {
