@@ -297,3 +297,72 @@ fn a_member_server_killed_mid_write_leaves_the_array_degraded_and_whole() {
     // What the surviving members say, read directly: the same bytes, one member faulty.
     assert_eq!(cat(&[members[0].clone(), members[2].clone()], 0, 4096), data[..4096]);
 }
+
+#[test]
+fn gvinum_and_raidframe_verbs_take_nbd_members() {
+    if !installed("nbdkit") {
+        return;
+    }
+    let dir = TempDir::new().unwrap();
+    // gvinum: a concatenated volume over an NBD drive and a file drive.
+    let (_v0, v0) = nbdkit_unix(dir.path(), "v0", 16 * MIB, &[], &[]);
+    let v1 = image(dir.path(), "v1.img", 16 * MIB);
+    let description = format!(
+        "drive d0 device {v0}\ndrive d1 device {v1}\nvolume v\nplex org concat\nsd length 4m drive d0\nsd length 4m drive d1\n"
+    );
+    let conf = dir.path().join("v.conf");
+    std::fs::write(&conf, description).unwrap();
+    ok(&["vinum", "create", &conf.display().to_string()]);
+    let listed = String::from_utf8(ok(&["vinum", "list", &v0, &v1]).stdout).unwrap();
+    assert!(listed.contains(&format!("State: up\t{v0}")), "{listed}");
+    let drives = vec!["--volume".to_string(), "v".into(), v0, v1];
+    let data = pattern(6 * MIB as usize, 5);
+    write(&drives, 0, &data);
+    assert_eq!(cat(&drives, 0, data.len()), data);
+
+    // RAIDframe: a raidctl configuration naming an NBD component, kept as written (not taken
+    // relative to the file's folder as paths are).
+    let (_r0, r0) = nbdkit_unix(dir.path(), "r0", 16 * MIB, &[], &[]);
+    image(dir.path(), "d1.img", 16 * MIB);
+    image(dir.path(), "d2.img", 16 * MIB);
+    let raid_conf = dir.path().join("raid.conf");
+    std::fs::write(
+        &raid_conf,
+        format!("START array\n1 3 0\n\nSTART disks\n{r0}\nd1.img\nd2.img\n\nSTART layout\n32 1 1 5\n\nSTART queue\nfifo 100\n"),
+    )
+    .unwrap();
+    let c = raid_conf.display().to_string();
+    ok(&["raidctl", "-C", &c]);
+    ok(&["raidctl", "-I", "2026", &c]);
+    ok(&["raidctl", "-i", &c]);
+    let status = String::from_utf8(ok(&["raidctl", "-s", &c]).stdout).unwrap();
+    assert!(status.contains(&format!("{r0}: optimal")), "{status}");
+    let set = vec!["--raidframe".to_string(), c];
+    let data = pattern(100_000, 6);
+    write(&set, 512, &data);
+    assert_eq!(cat(&set, 512, data.len()), data);
+}
+
+#[test]
+fn ctl_add_rebuilds_onto_an_nbd_member() {
+    if !installed("nbdkit") {
+        return;
+    }
+    let dir = TempDir::new().unwrap();
+    let files: Vec<String> = (0..2).map(|i| image(dir.path(), &format!("m{i}.img"), 16 * MIB)).collect();
+    let created = vec![files[0].clone(), "missing".into(), files[1].clone()];
+    ok(&with(&["create", "--level=5", "--raid-devices=3", "--chunk=64K"], &created));
+    let data = pattern(4 * MIB as usize, 7);
+    write(&files, 0, &data);
+    let (_n, nbd) = nbdkit_unix(dir.path(), "n", 16 * MIB, &[], &[]);
+    let serve = Serve::start(dir.path(), &files, &[]);
+    let added = serve.ctl(&["add", &nbd]);
+    assert!(added.status.success(), "{}", text(&added));
+    wait_until("the rebuild onto the NBD member", Duration::from_secs(60), || {
+        let s = serve.status();
+        s["degraded"] == 0 && s["members"].as_array().unwrap().iter().all(|m| m["state"] == "in_sync")
+    });
+    serve.stop(libc::SIGTERM);
+    // The NBD member now holds its share: read with a file member left out.
+    assert_eq!(cat(&[files[0].clone(), nbd], 0, data.len()), data);
+}

@@ -24,7 +24,7 @@ use uraid_vinum_format::{parse_create_description, CreateDescription, DriveHeade
 
 use super::super::{err, open_member, CliError, CliResult};
 use super::drives::Search;
-use super::drives::{header_hostname, identity, now, DriveSet};
+use super::drives::{header_hostname, identity, now, DriveSet, Identity};
 use super::{CreateArgs, ShortcutArgs};
 
 /// One of the shortcut verbs, with its own option.
@@ -168,7 +168,7 @@ fn apply(
     // The devices of the drives to make.
     let mut sizes: BTreeMap<String, u64> = BTreeMap::new();
     let mut paths: BTreeMap<String, PathBuf> = BTreeMap::new();
-    let mut taken: Vec<((u64, u64), String)> = Vec::new();
+    let mut taken: Vec<(Identity, String)> = Vec::new();
     for d in &description.drives {
         let Some(key) = d.device.as_deref() else { continue };
         let path = new.iter().find(|n| n.key == key).map_or_else(|| resolve(key), |n| n.path.clone());
@@ -176,7 +176,7 @@ fn apply(
         if let Some((_, other)) = taken.iter().find(|(i, _)| *i == id) {
             return err(format!("drives {other:?} and {:?} are both on {}", d.name, path.display()));
         }
-        taken.push((id, d.name.clone()));
+        taken.push((id.clone(), d.name.clone()));
         let index = set.seen.iter().position(|s| s.identity == id).expect("every new drive's device was looked at");
         if let Some(holder) = set.startup.drives.iter().find(|s| s.index == index) {
             return err(format!(
