@@ -17,9 +17,13 @@ use super::reply::ServerError;
 use super::uri::NbdUri;
 use crate::proto::*;
 
-/// How many times one request is sent again after its connection broke under it (each time on
-/// a connection opened again, within the reconnection limits).
-const RESENDS: u32 = 2;
+/// How many times a read is sent again after its connection broke under it (each time on a
+/// connection opened again, within the reconnection limits). Only reads: a write, zeroing or
+/// trim may still be carried out by the server from the broken connection after its resent copy
+/// and a later write to the same bytes completed, undoing that later write; and a flush on a new
+/// connection would not cover writes acknowledged on the old one. Those fail instead, and the
+/// array decides (md fails the member).
+const READ_RESENDS: u32 = 2;
 
 /// Largest length of one `NBD_CMD_TRIM` or `NBD_CMD_WRITE_ZEROES`: no data travels, but a
 /// server may still refuse lengths far beyond its maximum payload, and 1 GiB is what servers
@@ -270,9 +274,9 @@ impl NbdClient {
         Ok(())
     }
 
-    /// Sends one request on the next connection in turn, sending it again on a fresh connection
-    /// when the connection broke under it. A timeout is not retried: a silent server would make
-    /// the array wait many times over.
+    /// Sends one request on the next connection in turn; a read whose connection broke under it
+    /// is sent again on a fresh one (see [`READ_RESENDS`]). A timeout is not retried: a silent
+    /// server would make the array wait many times over.
     fn request(&self, kind: u16, flags: u16, offset: u64, len: u32, payload: &[&[u8]]) -> Result<Vec<u8>, ClientError> {
         let mut resends = 0;
         loop {
@@ -285,7 +289,7 @@ impl NbdClient {
                 Err(CallError::TimedOut(timeout)) => {
                     return Err(ClientError::TimedOut { command: command_name(kind), timeout })
                 }
-                Err(CallError::Lost(reason)) if resends >= RESENDS => {
+                Err(CallError::Lost(reason)) if kind != CMD_READ || resends >= READ_RESENDS => {
                     return Err(ClientError::Lost { command: command_name(kind), reason })
                 }
                 Err(CallError::Lost(_)) => resends += 1,
