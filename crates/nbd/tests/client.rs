@@ -294,3 +294,15 @@ fn a_server_sending_garbage_fails_the_request_cleanly() {
     assert!(err.to_string().contains("no request in flight"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+#[test]
+fn nbdkit_without_structured_replies_is_read_through_simple_replies() {
+    let Some(kit) = Nbdkit::start(&["--no-sr", "memory", "1M"]) else { return };
+    let client = NbdClient::connect(&unix_uri(&kit.socket, ""), quick()).unwrap();
+    assert!(!client.info().structured);
+    let data = pattern(200_000, 9);
+    client.write(777, &[&data], true).unwrap();
+    let mut back = vec![0u8; data.len()];
+    client.read(777, &mut back).unwrap();
+    assert_eq!(back, data);
+}

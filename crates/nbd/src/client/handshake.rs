@@ -233,6 +233,101 @@ fn parse_info(data: &[u8]) -> Result<Info, HandshakeError> {
 mod tests {
     use super::*;
 
+    /// A server's bytes to read, and what the client writes kept.
+    struct Scripted<'a> {
+        server: &'a [u8],
+        client: Vec<u8>,
+    }
+
+    impl Read for Scripted<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.server.read(buf)
+        }
+    }
+
+    impl Write for Scripted<'_> {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.client.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn reply(option: u32, reply_type: u32, data: &[u8]) -> Vec<u8> {
+        let mut b = OptionReplyHeader { option, reply_type, len: data.len() as u32 }.encode().to_vec();
+        b.extend_from_slice(data);
+        b
+    }
+
+    #[test]
+    fn go_with_block_sizes_and_structured_replies() {
+        let mut server = encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_vec();
+        server.extend(reply(OPT_STRUCTURED_REPLY, REP_ACK, &[]));
+        server.extend(reply(OPT_GO, REP_INFO, &info_string(INFO_NAME, "disk")));
+        server.extend(reply(OPT_GO, REP_INFO, &info_block_size(512, 4096, 1 << 26)));
+        server.extend(reply(OPT_GO, REP_INFO, &info_export(1 << 30, FLAG_HAS_FLAGS | FLAG_SEND_FLUSH)));
+        server.extend(reply(OPT_GO, REP_ACK, &[]));
+        let mut s = Scripted { server: &server, client: Vec::new() };
+        let info = handshake(&mut s, "disk").unwrap();
+        assert_eq!(
+            info,
+            ExportInfo {
+                size: 1 << 30,
+                flags: FLAG_HAS_FLAGS | FLAG_SEND_FLUSH,
+                min_block: 512,
+                preferred_block: 4096,
+                max_payload: MAX_PAYLOAD_CAP,
+                structured: true,
+            }
+        );
+        // Client flags, then NBD_OPT_STRUCTURED_REPLY, then NBD_OPT_GO asking for block sizes.
+        let mut want = (FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes().to_vec();
+        want.extend(OptionHeader { option: OPT_STRUCTURED_REPLY, len: 0 }.encode());
+        let go = InfoRequest { name: b"disk".to_vec(), requests: vec![INFO_BLOCK_SIZE] }.encode();
+        want.extend(OptionHeader { option: OPT_GO, len: go.len() as u32 }.encode());
+        want.extend(go);
+        assert_eq!(s.client, want);
+    }
+
+    #[test]
+    fn a_server_without_go_gets_export_name() {
+        let mut server = encode_greeting(FLAG_FIXED_NEWSTYLE).to_vec();
+        server.extend(reply(OPT_STRUCTURED_REPLY, REP_ERR_UNSUP, &[]));
+        server.extend(reply(OPT_GO, REP_ERR_UNSUP, b"what is GO?"));
+        server.extend(export_name_reply(1 << 20, FLAG_HAS_FLAGS | FLAG_READ_ONLY, false));
+        let mut s = Scripted { server: &server, client: Vec::new() };
+        let info = handshake(&mut s, "old").unwrap();
+        assert_eq!((info.size, info.read_only(), info.structured, info.min_block), (1 << 20, true, false, 512));
+        assert!(s.client.ends_with(&[&OptionHeader { option: OPT_EXPORT_NAME, len: 3 }.encode()[..], b"old"].concat()));
+        // A server that closes instead of answering NBD_OPT_EXPORT_NAME has no such export.
+        let cut = &server[..server.len() - 134];
+        let e = handshake(&mut Scripted { server: cut, client: Vec::new() }, "old").unwrap_err();
+        assert!(matches!(e, HandshakeError::ExportNameRejected { .. }), "{e}");
+    }
+
+    #[test]
+    fn refusals_are_told_apart() {
+        let refused = |reply_type: u32, message: &[u8]| {
+            let mut server = encode_greeting(FLAG_FIXED_NEWSTYLE).to_vec();
+            server.extend(reply(OPT_STRUCTURED_REPLY, REP_ACK, &[]));
+            server.extend(reply(OPT_GO, reply_type, message));
+            handshake(&mut Scripted { server: &server, client: Vec::new() }, "x").unwrap_err()
+        };
+        assert!(matches!(refused(REP_ERR_UNKNOWN, b""), HandshakeError::UnknownExport { .. }));
+        let tls = refused(REP_ERR_TLS_REQD, b"TLS please").to_string();
+        assert!(tls.contains("requires TLS") && tls.contains("TLS please"), "{tls}");
+        let policy = refused(REP_ERR_POLICY, b"not you").to_string();
+        assert_eq!(policy, "the server refused NBD_OPT_GO (NBD_REP_ERR_POLICY): not you");
+        let mut old = encode_greeting(0).to_vec();
+        old.extend([0; 4]);
+        assert!(matches!(
+            handshake(&mut Scripted { server: &old, client: Vec::new() }, "x"),
+            Err(HandshakeError::NotFixedNewstyle)
+        ));
+    }
+
     #[test]
     fn info_payloads() {
         assert_eq!(parse_info(&info_export(1 << 30, 0x1ed)).unwrap(), Info::Export { size: 1 << 30, flags: 0x1ed });
