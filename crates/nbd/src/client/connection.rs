@@ -44,13 +44,24 @@ pub enum CallError {
     /// The connection broke before the reply came; the request may or may not have been done.
     #[error("connection lost: {0}")]
     Lost(String),
+    /// No reply within the timeout: this request's, or another's on the same connection (the
+    /// server stopped answering), which ended the connection.
     #[error("no reply within {0:?}")]
     TimedOut(Duration),
     #[error(transparent)]
     Server(#[from] ServerError),
 }
 
-type ReplySender = mpsc::SyncSender<Result<Outcome, String>>;
+/// Why a connection ended, as the requests still waiting on it hear it.
+#[derive(Debug, Clone)]
+struct Broken {
+    reason: String,
+    /// The server stopped answering (a request timed out): the others waiting on it would
+    /// not be answered either.
+    silent: Option<Duration>,
+}
+
+type ReplySender = mpsc::SyncSender<Result<Outcome, Broken>>;
 
 struct Waiting {
     /// `None` while the reader is filling it in from a reply.
@@ -61,7 +72,7 @@ struct Waiting {
 #[derive(Default)]
 struct State {
     waiting: HashMap<u64, Waiting>,
-    broken: Option<String>,
+    broken: Option<Broken>,
 }
 
 /// What the requesting threads and the reader thread share.
@@ -80,13 +91,19 @@ impl Shared {
     /// Breaks the connection for `reason` (the first reason given stays): every waiting request
     /// fails with it and the socket is shut down, which ends the reader.
     fn break_with(&self, reason: String) {
+        self.end(Broken { reason, silent: None });
+    }
+
+    /// As [`Shared::break_with`], for a server that stopped answering within `timeout`.
+    fn break_silent(&self, reason: String, timeout: Duration) {
+        self.end(Broken { reason, silent: Some(timeout) });
+    }
+
+    fn end(&self, why: Broken) {
         let mut st = self.state();
-        if st.broken.is_none() {
-            st.broken = Some(reason);
-        }
-        let reason = st.broken.clone().unwrap_or_default();
+        let why = st.broken.get_or_insert(why).clone();
         for (_, w) in st.waiting.drain() {
-            let _ = w.reply.try_send(Err(reason.clone()));
+            let _ = w.reply.try_send(Err(why.clone()));
         }
         drop(st);
         self.socket.shutdown();
@@ -141,7 +158,7 @@ impl Connection {
 
     /// Why the connection broke, if it did.
     pub fn broken(&self) -> Option<String> {
-        self.shared.state().broken.clone()
+        self.shared.state().broken.as_ref().map(|b| b.reason.clone())
     }
 
     /// Sends one request (a write's payload given in pieces) and waits up to `timeout` for its
@@ -159,23 +176,24 @@ impl Connection {
         let (reply, answer) = mpsc::sync_channel(1);
         {
             let mut st = self.shared.state();
-            if let Some(reason) = &st.broken {
-                return Err(CallError::Lost(reason.clone()));
+            if let Some(b) = &st.broken {
+                return Err(CallError::Lost(b.reason.clone()));
             }
             st.waiting.insert(handle, Waiting { req: Some(InFlight::new(kind, offset, len)), reply });
         }
         if let Err(e) = self.send(&RequestHeader { flags, kind, handle, offset, len }, payload) {
             self.shared.break_with(format!("sending {}: {e}", command_name(kind)));
         }
-        let settled = |r: Result<Outcome, String>| match r {
+        let settled = |r: Result<Outcome, Broken>| match r {
             Ok(Ok(data)) => Ok(data),
             Ok(Err(e)) => Err(CallError::Server(e)),
-            Err(reason) => Err(CallError::Lost(reason)),
+            Err(Broken { silent: Some(t), .. }) => Err(CallError::TimedOut(t)),
+            Err(Broken { reason, silent: None }) => Err(CallError::Lost(reason)),
         };
         match answer.recv_timeout(timeout) {
             Ok(r) => settled(r),
             Err(RecvTimeoutError::Timeout) => {
-                self.shared.break_with(format!("{} got no reply within {timeout:?}", command_name(kind)));
+                self.shared.break_silent(format!("{} got no reply within {timeout:?}", command_name(kind)), timeout);
                 // The reply may have come in the meantime; then it counts.
                 match answer.try_recv() {
                     Ok(Ok(r)) => settled(Ok(r)),

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
@@ -72,7 +72,9 @@ impl From<ClientError> for io::Error {
 pub struct NbdClient {
     uri: NbdUri,
     shown: String,
-    config: ClientConfig,
+    /// The limits in force; the connection count was fixed at connect time, the rest may be
+    /// changed while the client runs ([`NbdClient::set_config`]).
+    config: RwLock<ClientConfig>,
     info: ExportInfo,
     /// One slot per connection; `None` once broken, until a request opens it again.
     slots: Vec<Mutex<Option<Arc<Connection>>>>,
@@ -106,7 +108,7 @@ impl NbdClient {
         Ok(NbdClient {
             uri: uri.clone(),
             shown,
-            config,
+            config: RwLock::new(config),
             info,
             slots,
             next_slot: AtomicUsize::new(0),
@@ -127,6 +129,17 @@ impl NbdClient {
     /// How many connections the client spreads requests over.
     pub fn connections(&self) -> usize {
         self.slots.len()
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> ClientConfig {
+        self.config.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Changes the limits for requests and reconnections from now on (requests already waiting
+    /// keep the timeout they started with; the connection count stays what it is).
+    pub fn set_config(&self, config: ClientConfig) {
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
     }
 
     /// Reads `buf.len()` bytes at `offset`.
@@ -281,7 +294,8 @@ impl NbdClient {
         let mut resends = 0;
         loop {
             let conn = self.connection()?;
-            match conn.call(kind, flags, offset, len, payload, self.config.request_timeout) {
+            let timeout = self.config().request_timeout;
+            match conn.call(kind, flags, offset, len, payload, timeout) {
                 Ok(data) => return Ok(data),
                 Err(CallError::Server(source)) => {
                     return Err(ClientError::Server { command: command_name(kind), offset, source })
@@ -342,11 +356,12 @@ impl NbdClient {
     /// [`ClientConfig::reconnect_delays`] says. The export must be the same as before.
     fn reconnect(&self, broke: &str) -> Result<Connection, ClientError> {
         let started = Instant::now();
-        let delays = self.config.reconnect_delays();
+        let config = self.config();
+        let delays = config.reconnect_delays();
         let mut reason = broke.to_string();
         for (attempt, delay) in delays.iter().enumerate() {
             std::thread::sleep(*delay);
-            match Connection::open(&self.uri, self.config.connect_timeout) {
+            match Connection::open(&self.uri, config.connect_timeout) {
                 Ok(c) => {
                     let now = *c.info();
                     if now.size != self.info.size || now.read_only() != self.info.read_only() {
