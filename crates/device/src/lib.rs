@@ -36,7 +36,7 @@ mod syscall;
 mod target;
 pub mod vinum_drives;
 
-pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};
+pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice, RemoteLimits};
 pub use nbd_member::NbdDevice;
 pub use open_array::{MemberTarget, OpenArray, OpenError, Placement, PlacementError};
 pub use open_member::Member;

@@ -10,7 +10,7 @@ use std::io;
 use uraid_engine::IoBuf;
 use uraid_nbd::client::{ClientConfig, ClientError, NbdClient, NbdUri};
 
-use crate::member::MemberDevice;
+use crate::member::{MemberDevice, RemoteLimits};
 
 /// An NBD export used as a member.
 pub struct NbdDevice {
@@ -100,5 +100,25 @@ impl MemberDevice for NbdDevice {
     /// Cheap when the server zeroes ranges itself: no data crosses the network.
     fn discard_is_cheap(&self) -> bool {
         self.client.can_write_zeroes()
+    }
+
+    fn remote_limits(&self) -> Option<RemoteLimits> {
+        let c = self.client.config();
+        Some(RemoteLimits {
+            request_timeout: c.request_timeout,
+            reconnect_attempts: c.reconnect_attempts,
+            reconnect_budget: c.reconnect_budget,
+        })
+    }
+
+    fn set_remote_limits(&self, limits: RemoteLimits) -> bool {
+        let config = ClientConfig {
+            request_timeout: limits.request_timeout,
+            reconnect_attempts: limits.reconnect_attempts,
+            reconnect_budget: limits.reconnect_budget,
+            ..self.client.config()
+        };
+        self.client.set_config(config);
+        true
     }
 }

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use uraid_engine::IoBuf;
 use uraid_nbd::client::{looks_like_nbd_uri, NbdUri};
 
-use crate::member::{FileDevice, IoHandle, MemberDevice};
+use crate::member::{FileDevice, IoHandle, MemberDevice, RemoteLimits};
 use crate::nbd_member::NbdDevice;
 
 /// An opened member: a file or block device, or an NBD export (boxed: its client, with its
@@ -101,6 +101,12 @@ impl MemberDevice for Member {
     }
     fn discard_is_cheap(&self) -> bool {
         self.dev().discard_is_cheap()
+    }
+    fn remote_limits(&self) -> Option<RemoteLimits> {
+        self.dev().remote_limits()
+    }
+    fn set_remote_limits(&self, limits: RemoteLimits) -> bool {
+        self.dev().set_remote_limits(limits)
     }
     fn io_handle(&self) -> Option<IoHandle> {
         self.dev().io_handle()

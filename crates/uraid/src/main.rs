@@ -248,6 +248,25 @@ pub enum CtlOp {
         #[arg(long)]
         json: bool,
     },
+    /// Show, or set, the limits of members reached over a network (NBD exports): how long a
+    /// request may go unanswered before it fails (and, as with md's failfast, the member with
+    /// it), and how a broken connection is retried. For MEMBER, or for every such member.
+    /// Prints the limits in force.
+    MemberLimits {
+        /// The member (its URI as the array names it); every NBD member when left out.
+        member: Option<PathBuf>,
+        /// Request timeout: seconds, or with a unit (500ms, 30s); default 30s.
+        #[arg(long)]
+        timeout: Option<String>,
+        /// Attempts to open a broken connection again before the member is gone; default 5.
+        #[arg(long)]
+        reconnect_attempts: Option<u32>,
+        /// All reconnection attempts after one breakage end within this time; default 10s.
+        #[arg(long)]
+        reconnect_budget: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop the running array as SIGTERM does (requests in flight finished, members flushed,
     /// the array recorded clean), and wait until it has stopped (like mdadm --stop).
     Stop,

@@ -366,3 +366,52 @@ fn ctl_add_rebuilds_onto_an_nbd_member() {
     // The NBD member now holds its share: read with a file member left out.
     assert_eq!(cat(&[files[0].clone(), nbd], 0, data.len()), data);
 }
+
+#[test]
+fn a_silent_member_fails_fast_under_limits_set_with_ctl() {
+    if !installed("nbdkit") || !installed("nbdcopy") {
+        return;
+    }
+    use std::io::Read;
+    let dir = TempDir::new().unwrap();
+    let (_a, a) = nbdkit_unix(dir.path(), "a", 32 * MIB, &[], &[]);
+    // nbdkit's pause filter holds every request while paused: a member that stops answering.
+    let pause = dir.path().join("pause.sock");
+    let pause_param = format!("pause-control={}", pause.display());
+    let (_b, b) = nbdkit_unix(dir.path(), "b", 32 * MIB, &["--filter=pause"], &[&pause_param]);
+    let members = vec![a.clone(), b.clone(), image(dir.path(), "c.img", 32 * MIB)];
+    ok(&with(&["create", "--level=5", "--raid-devices=3", "--chunk=64K", "--assume-clean"], &members));
+    let data = pattern(2 * MIB as usize, 8);
+    write(&members, 0, &data);
+    let serve = Serve::start(dir.path(), &members, &[]);
+
+    let shown = serve.ctl(&["member-limits"]);
+    let listed = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        listed.contains(&format!("{b} timeout 30000ms reconnect-attempts 5 reconnect-budget 10000ms")),
+        "{}",
+        text(&shown)
+    );
+    let set = serve.ctl(&["member-limits", &b, "--timeout=500ms", "--reconnect-attempts=1"]);
+    assert!(String::from_utf8_lossy(&set.stdout).contains("timeout 500ms reconnect-attempts 1"), "{}", text(&set));
+    let local = serve.ctl(&["member-limits", &members[2]]);
+    assert!(!local.status.success() && String::from_utf8_lossy(&local.stderr).contains("not reached over a network"));
+
+    // Pause b, then read the whole array: b's reads go unanswered, fail after 500 ms, and the
+    // array fails b and answers from the other two.
+    let mut control = std::os::unix::net::UnixStream::connect(&pause).unwrap();
+    control.write_all(b"p").unwrap();
+    let mut answer = [0u8; 1];
+    control.read_exact(&mut answer).unwrap();
+    let started = Instant::now();
+    let out = dir.path().join("out.raw");
+    nbdcopy_out(&unix_uri(&dir.path().join("nbd.sock"), ""), &out);
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    assert_eq!(&std::fs::read(&out).unwrap()[..data.len()], &data[..]);
+    let status = serve.status();
+    let b_state =
+        status["members"].as_array().unwrap().iter().find(|m| m["path"] == b.as_str()).unwrap()["state"].clone();
+    assert_eq!(b_state, "faulty", "{status}");
+    control.write_all(b"r").unwrap();
+    serve.stop(libc::SIGTERM);
+}

@@ -516,6 +516,10 @@ impl RaidframeSet {
     }
 
     /// The names of the fresh components, in column order.
+    pub(super) fn devices(&self) -> Vec<Arc<dyn MemberDevice>> {
+        (0..self.device_columns.len()).filter_map(|i| self.meta_device(i).cloned()).collect()
+    }
+
     pub(super) fn device_names(&self) -> Vec<String> {
         (0..self.device_columns.len()).filter_map(|i| self.meta_device(i).map(|d| d.name().to_string())).collect()
     }
