@@ -22,7 +22,14 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "uraid", version, about = "Software RAID in user space, on-disk compatible with Linux md")]
+#[command(
+    name = "uraid",
+    version,
+    about = "Software RAID in user space, on-disk compatible with Linux md",
+    after_help = "A member may be a file, a block device, or an NBD export named by its URI: \
+                  nbd://HOST[:PORT]/EXPORT or nbd+unix:///EXPORT?socket=PATH (a file whose name \
+                  starts like a URI is given as ./nbd://...)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -336,8 +343,8 @@ pub struct CreateArgs {
     /// Overwrite members that already carry an md superblock.
     #[arg(short, long)]
     pub force: bool,
-    /// Member files or block devices (must exist; make files with truncate -s), raid slots in
-    /// order then spares. The word `missing` leaves its raid slot empty: the array starts
+    /// Member files or block devices (must exist; make files with truncate -s), or NBD URIs,
+    /// raid slots in order then spares. The word `missing` leaves its raid slot empty: the array starts
     /// degraded (as many as the level can lose).
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
