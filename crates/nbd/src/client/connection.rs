@@ -129,11 +129,7 @@ impl Connection {
         // Replies may be far apart when idle: the reader waits without bound (the requests
         // have their own timeouts); a write still gives up if the server stops reading.
         socket.set_timeouts(None).map_err(ConnectError::Connect)?;
-        if let Socket::Tcp(s) = &socket {
-            s.set_write_timeout(Some(timeout)).map_err(ConnectError::Connect)?;
-        } else if let Socket::Unix(s) = &socket {
-            s.set_write_timeout(Some(timeout)).map_err(ConnectError::Connect)?;
-        }
+        socket.set_write_timeout(Some(timeout)).map_err(ConnectError::Connect)?;
         let shared =
             Arc::new(Shared { state: Mutex::default(), socket: socket.try_clone().map_err(ConnectError::Connect)? });
         let reader_socket = socket.try_clone().map_err(ConnectError::Connect)?;

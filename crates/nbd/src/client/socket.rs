@@ -57,14 +57,17 @@ impl Socket {
     /// Bounds each read and write (the handshake's), or lifts the bound (`None`).
     pub fn set_timeouts(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
-            Socket::Tcp(s) => {
-                s.set_read_timeout(timeout)?;
-                s.set_write_timeout(timeout)
-            }
-            Socket::Unix(s) => {
-                s.set_read_timeout(timeout)?;
-                s.set_write_timeout(timeout)
-            }
+            Socket::Tcp(s) => s.set_read_timeout(timeout)?,
+            Socket::Unix(s) => s.set_read_timeout(timeout)?,
+        }
+        self.set_write_timeout(timeout)
+    }
+
+    /// Bounds each write only (the socket is shared by its clones, so this holds for all).
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_write_timeout(timeout),
+            Socket::Unix(s) => s.set_write_timeout(timeout),
         }
     }
 }
