@@ -2,6 +2,8 @@
 //!
 //! - [`member`]: the `MemberDevice` trait every backend implements, and its file/block-device
 //!   and in-memory backends;
+//! - [`nbd_member`]: a member that is an NBD export, through uraid's NBD client;
+//! - [`open_member`]: opening a member from what a user gives, a path or an NBD URI;
 //! - [`mod@probe`]: finding and reading an md superblock on a device (trying every metadata version);
 //! - [`open_array`]: assembling an array from devices and running the engine over them one request
 //!   at a time, keeping superblocks (events, clean state, roles) and the bitmap as md would;
@@ -22,7 +24,9 @@
 pub mod array_policy;
 mod error;
 pub mod member;
+pub mod nbd_member;
 pub mod open_array;
+pub mod open_member;
 pub mod ppl;
 pub mod probe;
 pub mod raidframe_components;
@@ -33,8 +37,10 @@ mod syscall;
 mod target;
 pub mod vinum_drives;
 
-pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice};
+pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice, RemoteLimits};
+pub use nbd_member::NbdDevice;
 pub use open_array::{MemberTarget, OpenArray, OpenError, Placement, PlacementError, ReshapeRefusal};
+pub use open_member::Member;
 pub use probe::{probe, ProbeError, Probed};
 pub use service::{
     ArrayService, BlockOp, BlockReply, IoBackend, ServiceConfig, ServiceError, ServiceHandle, ServiceInfo,

@@ -104,12 +104,34 @@ pub trait MemberDevice: Send + Sync {
     fn discard_is_cheap(&self) -> bool {
         false
     }
+    /// How long a request to a member reached over a network may wait, and how hard a broken
+    /// connection is retried; `None` (the default) for devices that are not remote.
+    fn remote_limits(&self) -> Option<RemoteLimits> {
+        None
+    }
+    /// Change [`MemberDevice::remote_limits`] from now on; `false` for a device without them.
+    fn set_remote_limits(&self, limits: RemoteLimits) -> bool {
+        let _ = limits;
+        false
+    }
     /// The file descriptors behind the device, for a driver that submits I/O to the kernel
     /// itself (io_uring). `None` (the default) for devices that only work through the methods
     /// above, such as test devices that inject faults: those are driven by threads calling them.
     fn io_handle(&self) -> Option<IoHandle> {
         None
     }
+}
+
+/// The limits of a member reached over a network (an NBD export): what md's failfast leaves
+/// to the device, set per member while the array runs (`uraid ctl SOCKET member-limits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteLimits {
+    /// A request unanswered this long fails (and with it, in an array, the member).
+    pub request_timeout: std::time::Duration,
+    /// Attempts to open a broken connection again before the member is gone.
+    pub reconnect_attempts: u32,
+    /// All attempts after one breakage end within this time.
+    pub reconnect_budget: std::time::Duration,
 }
 
 /// What an asynchronous driver needs to reach a device directly. The descriptors belong to the
@@ -186,6 +208,12 @@ impl<T: MemberDevice + ?Sized> MemberDevice for std::sync::Arc<T> {
     }
     fn discard_is_cheap(&self) -> bool {
         (**self).discard_is_cheap()
+    }
+    fn remote_limits(&self) -> Option<RemoteLimits> {
+        (**self).remote_limits()
+    }
+    fn set_remote_limits(&self, limits: RemoteLimits) -> bool {
+        (**self).set_remote_limits(limits)
     }
     fn io_handle(&self) -> Option<IoHandle> {
         (**self).io_handle()

@@ -25,7 +25,8 @@ use uraid_md::assemble::{self, Candidate, MemberVerdict};
 use uraid_md::reshape::{begin_grow, choose_new_offset, finish, record_position, GrowStep, GrowWindow, ReshapeError};
 use uraid_md_format::{Role, Superblock, Superblock1};
 
-use crate::member::{FileDevice, MemberDevice};
+use crate::member::MemberDevice;
+use crate::open_member::Member;
 use crate::probe::{no_superblock, probe};
 use crate::target::MemberTarget;
 use crate::OpenError;
@@ -92,8 +93,7 @@ fn io_error(dev: &dyn MemberDevice, what: &str, e: std::io::Error) -> GrowError 
 fn open_paths(paths: &[PathBuf]) -> Result<Vec<Arc<dyn MemberDevice>>, GrowError> {
     let mut out: Vec<Arc<dyn MemberDevice>> = Vec::new();
     for p in paths {
-        let dev =
-            FileDevice::open(p, true).map_err(|source| OpenError::Open { path: p.display().to_string(), source })?;
+        let dev = Member::open(p, true).map_err(|source| OpenError::Open { path: p.display().to_string(), source })?;
         out.push(Arc::new(dev));
     }
     Ok(out)

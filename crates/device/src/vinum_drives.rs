@@ -35,7 +35,8 @@ use uraid_vinum_format::{
     DriveMetadataError, HeaderStatus, MergedConfig, TastedDrive, Timeval, VinumConfig,
 };
 
-use crate::member::{FileDevice, MemberDevice};
+use crate::member::MemberDevice;
+use crate::open_member::Member;
 use crate::probe::{self, ProbeError};
 
 /// Why a device's gvinum metadata could not be read, or why it is not a gvinum drive.
@@ -117,7 +118,7 @@ pub const FILE_SECTOR_SIZE: u32 = 512;
 
 /// The logical sector size of `dev` as gvinum would see it: a block device's own, and
 /// [`FILE_SECTOR_SIZE`] for a regular file.
-pub fn media_sector_size(dev: &FileDevice) -> Result<u32, VinumMediaError> {
+pub fn media_sector_size(dev: &Member) -> Result<u32, VinumMediaError> {
     let size = dev
         .logical_sector_size()
         .map_err(|source| VinumMediaError::SectorSizeUnknown { device: dev.name().to_string(), source })?;
@@ -128,7 +129,7 @@ pub fn media_sector_size(dev: &FileDevice) -> Result<u32, VinumMediaError> {
 /// kernel reads a drive's header only when the header's offset (4096) and length (512) are
 /// whole sectors (`gv_read_header`) and otherwise does not taste the device, so a drive made
 /// there would never be found. Returns the sector size.
-pub fn check_media(dev: &FileDevice) -> Result<u32, VinumMediaError> {
+pub fn check_media(dev: &Member) -> Result<u32, VinumMediaError> {
     let sector_size = media_sector_size(dev)?;
     if !supports_sector_size(u64::from(sector_size)) {
         return Err(VinumMediaError::SectorSize { device: dev.name().to_string(), sector_size });

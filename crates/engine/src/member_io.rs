@@ -97,6 +97,14 @@ impl MemberIoError {
     pub fn errno(&self) -> Option<i32> {
         self.errno
     }
+
+    /// Whether the member did not answer at all (its request timed out) or cannot be reached
+    /// (a remote member whose server is gone), rather than answering with an error for these
+    /// bytes. Retrying the read row by row or rewriting it, as a read error gets, would only
+    /// wait on it again.
+    pub fn member_unreachable(&self) -> bool {
+        matches!(self.kind, std::io::ErrorKind::TimedOut | std::io::ErrorKind::NotConnected)
+    }
 }
 
 impl IoResult {

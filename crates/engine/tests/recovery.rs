@@ -758,3 +758,41 @@ fn completions_from_a_replaced_member_are_ignored() {
         assert_eq!(array.slot_states()[victim], SlotState::Recovering, "{name}");
     }
 }
+
+/// A member that does not answer (its read timed out) or cannot be reached fails at once where
+/// the array can do without it (md's failfast), and the read is served from the others; with no
+/// redundancy to fall back on it fails the request only, as a read error does.
+#[test]
+fn an_unreachable_member_fails_fast_where_redundancy_allows() {
+    let timed_out = MemberIoError::os("remote member: read", &std::io::Error::from(std::io::ErrorKind::TimedOut));
+    assert!(timed_out.member_unreachable());
+    for (index, (name, g)) in geometries().into_iter().enumerate() {
+        let mut rng = StdRng::seed_from_u64(0xfa57 + index as u64);
+        let (mut members, mut array, model) = filled_array(&g);
+        let offset = range_in_one_chunk(&g, &mut rng, 4096);
+        let (slot, _) = first_read_location(&g, offset, 4096);
+        let mut reads_of_slot = 0;
+        let got = execute(&mut array, Request::Read { offset, len: 4096 }, &mut |io| {
+            if io.slot == slot && matches!(io.op, MemberOp::Read { .. }) {
+                reads_of_slot += 1;
+                IoResult::Failed(timed_out.clone())
+            } else {
+                members.exec(io)
+            }
+        });
+        if g.max_degraded() == 0 {
+            assert!(matches!(got, Err(EngineError::UnrecoverableRead { .. })), "{name}: {got:?}");
+            assert!(array.slot_states().iter().all(|s| *s == SlotState::InSync), "{name}: member dropped");
+            continue;
+        }
+        let want = &model[offset as usize..offset as usize + 4096];
+        assert!(matches!(&got, Ok(Completion::Read(d)) if d.to_vec()[..] == *want), "{name}: {got:?}");
+        assert_eq!(reads_of_slot, 1, "{name}: the silent member was asked again");
+        assert_eq!(array.slot_states()[slot], SlotState::Faulty, "{name}");
+        let events = array.take_events();
+        assert!(
+            events.iter().any(|e| matches!(e, EngineEvent::MemberFailed { slot: s, reason } if *s == slot && reason.starts_with("not answering"))),
+            "{name}: {events:?}"
+        );
+    }
+}

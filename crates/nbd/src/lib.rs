@@ -1,4 +1,4 @@
-//! uraid's NBD (Network Block Device) server.
+//! uraid's NBD (Network Block Device) server, and its client.
 //!
 //! - [`proto`]: the wire format (constants and fixed-size messages), checked against the
 //!   protocol description `doc/proto.md` of the NetworkBlockDevice/nbd project;
@@ -6,12 +6,15 @@
 //! - [`server`]: the fixed-newstyle handshake and a threaded transmission phase: per connection a
 //!   reader that submits requests as soon as they are parsed and a writer that sends replies in
 //!   completion order, simple or structured;
-//! - [`addr`]: `unix:PATH` / `tcp:HOST:PORT` listen addresses.
+//! - [`addr`]: `unix:PATH` / `tcp:HOST:PORT` listen addresses;
+//! - [`client`]: the client side, for members that are NBD exports: URIs, the handshake,
+//!   many requests in flight per connection, multi-conn, reconnection.
 //!
 //! With the `testing` feature, the `testing` module adds an in-memory export whose completions
 //! arrive out of order on other threads, and a small client.
 
 pub mod addr;
+pub mod client;
 mod client_io;
 mod config;
 mod conn;

@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::thread;
 
 use serde_json::{json, Value};
-use uraid_device::service::{ArrayStatus, ManageOp, ServiceHandle, SyncAction};
+use std::time::Duration;
+
+use uraid_device::service::{ArrayStatus, ManageOp, RemoteLimitsChange, ServiceHandle, SyncAction};
 use uraid_engine::SlotState;
 
 use crate::commands::{CliError, CliResult};
@@ -136,13 +138,38 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
                 Err(e) => fail(format!("speed-limit: {e}")),
             }
         }
+        "member-limits" => {
+            let field = |name: &str| match request.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v.as_u64().map(Some).ok_or_else(|| format!("member-limits: \"{name}\" must be a whole number, not {v}")),
+            };
+            let (timeout, attempts, budget) = match (field("timeout_ms"), field("reconnect_attempts"), field("reconnect_budget_ms")) {
+                (Ok(t), Ok(a), Ok(b)) => (t, a, b),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e),
+            };
+            let change = RemoteLimitsChange {
+                request_timeout: timeout.map(Duration::from_millis),
+                reconnect_attempts: attempts.map(|a| a.min(u64::from(u32::MAX)) as u32),
+                reconnect_budget: budget.map(Duration::from_millis),
+            };
+            let member = request.get("member").and_then(Value::as_str).map(str::to_string);
+            match handle.remote_limits(member, change) {
+                Ok(members) => json!({"ok": true, "members": members.iter().map(|(name, l)| json!({
+                    "path": name,
+                    "timeout_ms": l.request_timeout.as_millis() as u64,
+                    "reconnect_attempts": l.reconnect_attempts,
+                    "reconnect_budget_ms": l.reconnect_budget.as_millis() as u64,
+                })).collect::<Vec<_>>()}),
+                Err(e) => fail(format!("member-limits: {e}")),
+            }
+        }
         "stop" => match signal_hook::low_level::raise(signal_hook::consts::SIGTERM) {
             Ok(()) => json!({"ok": true}),
             Err(e) => fail(format!("stopping: {e}")),
         },
         "" => fail("no \"op\" in the request".into()),
         other => fail(format!(
-            "unknown op {other:?} (status, check, repair, idle, wait, add, fail, remove, speed-limit, stop)"
+            "unknown op {other:?} (status, check, repair, idle, wait, add, fail, remove, speed-limit, member-limits, stop)"
         )),
     }
 }

@@ -22,7 +22,14 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "uraid", version, about = "Software RAID in user space, on-disk compatible with Linux md")]
+#[command(
+    name = "uraid",
+    version,
+    about = "Software RAID in user space, on-disk compatible with Linux md",
+    after_help = "A member may be a file, a block device, or an NBD export named by its URI: \
+                  nbd://HOST[:PORT]/EXPORT or nbd+unix:///EXPORT?socket=PATH (a file whose name \
+                  starts like a URI is given as ./nbd://...)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -289,6 +296,25 @@ pub enum CtlOp {
         #[arg(long)]
         json: bool,
     },
+    /// Show, or set, the limits of members reached over a network (NBD exports): how long a
+    /// request may go unanswered before it fails (and, as with md's failfast, the member with
+    /// it), and how a broken connection is retried. For MEMBER, or for every such member.
+    /// Prints the limits in force.
+    MemberLimits {
+        /// The member (its URI as the array names it); every NBD member when left out.
+        member: Option<PathBuf>,
+        /// Request timeout: seconds, or with a unit (500ms, 30s); default 30s.
+        #[arg(long)]
+        timeout: Option<String>,
+        /// Attempts to open a broken connection again before the member is gone; default 5.
+        #[arg(long)]
+        reconnect_attempts: Option<u32>,
+        /// All reconnection attempts after one breakage end within this time; default 10s.
+        #[arg(long)]
+        reconnect_budget: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop the running array as SIGTERM does (requests in flight finished, members flushed,
     /// the array recorded clean), and wait until it has stopped (like mdadm --stop).
     Stop,
@@ -358,8 +384,8 @@ pub struct CreateArgs {
     /// Overwrite members that already carry an md superblock.
     #[arg(short, long)]
     pub force: bool,
-    /// Member files or block devices (must exist; make files with truncate -s), raid slots in
-    /// order then spares. The word `missing` leaves its raid slot empty: the array starts
+    /// Member files or block devices (must exist; make files with truncate -s), or NBD URIs,
+    /// raid slots in order then spares. The word `missing` leaves its raid slot empty: the array starts
     /// degraded (as many as the level can lose).
     #[arg(required = true)]
     pub members: Vec<PathBuf>,

@@ -20,7 +20,8 @@ use uraid_md_format::{MemberInfo, Reshape, Role, MAX_SECTOR};
 
 use super::{Format, OpenArray, OpenError};
 use crate::error::ReshapeRefusal;
-use crate::member::{FileDevice, MemberDevice};
+use crate::member::MemberDevice;
+use crate::open_member::Member;
 use crate::ppl::LogReplay;
 use crate::probe::{no_superblock, probe, Probed};
 use crate::target::MemberTarget;
@@ -148,7 +149,7 @@ impl OpenArray {
         let mut devs: Vec<Box<dyn MemberDevice>> = Vec::new();
         for p in paths {
             let p = p.as_ref();
-            let dev = FileDevice::open(p, writable)
+            let dev = Member::open(p, writable)
                 .map_err(|source| OpenError::Open { path: p.display().to_string(), source })?;
             devs.push(Box::new(dev));
         }

@@ -139,6 +139,15 @@ impl OpenArray {
         }
     }
 
+    /// The array's devices, in the order of [`OpenArray::device_names`].
+    pub fn devices(&self) -> Vec<Arc<dyn MemberDevice>> {
+        match &self.format {
+            Format::Md(md) => md.members.iter().map(|m| Arc::clone(&m.dev)).collect(),
+            Format::Vinum(v) => v.drives.iter().map(|(_, d)| Arc::clone(d)).collect(),
+            Format::Raidframe(r) => r.devices(),
+        }
+    }
+
     /// The name of metadata device `idx` (the device a [`MetaOp`]'s index stands for): md's
     /// member `idx`; for a Vinum volume, the drive of that device (several may be one drive).
     pub fn metadata_device_name(&self, idx: usize) -> Option<&str> {

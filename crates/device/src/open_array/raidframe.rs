@@ -25,7 +25,8 @@ use uraid_raidframe_format::layout::data_offset;
 use super::md::MetadataFailure;
 use super::{Format, OpenArray};
 use crate::error::OpenError;
-use crate::member::{FileDevice, MemberDevice};
+use crate::member::MemberDevice;
+use crate::open_member::Member;
 use crate::raidframe_components::read_component;
 use crate::target::MemberTarget;
 
@@ -102,7 +103,7 @@ impl OpenArray {
         let mut devs: Vec<Option<Arc<dyn MemberDevice>>> = Vec::new();
         for p in paths {
             let p = p.as_ref();
-            let dev = FileDevice::open(p, writable)
+            let dev = Member::open(p, writable)
                 .map_err(|source| SetOpenError::Open { path: p.display().to_string(), source })?;
             devs.push(Some(Arc::new(dev)));
         }
@@ -137,7 +138,7 @@ impl OpenArray {
         let mut unopened = Vec::new();
         let spares = config.spares.iter().map(|s| Some(s.as_str()));
         for path in file_components(config).into_iter().chain(spares) {
-            devs.push(match path.map(|p| (p, FileDevice::open(Path::new(p), writable))) {
+            devs.push(match path.map(|p| (p, Member::open(Path::new(p), writable))) {
                 Some((_, Ok(dev))) => Some(Arc::new(dev)),
                 Some((p, Err(e))) => {
                     unopened.push(format!("{p}: {e}"));
@@ -515,6 +516,10 @@ impl RaidframeSet {
     }
 
     /// The names of the fresh components, in column order.
+    pub(super) fn devices(&self) -> Vec<Arc<dyn MemberDevice>> {
+        (0..self.device_columns.len()).filter_map(|i| self.meta_device(i).cloned()).collect()
+    }
+
     pub(super) fn device_names(&self) -> Vec<String> {
         (0..self.device_columns.len()).filter_map(|i| self.meta_device(i).map(|d| d.name().to_string())).collect()
     }

@@ -25,7 +25,8 @@ use uraid_vinum::{VinumMetadata, VolumePlan, VolumePlanError};
 use super::md::MetadataFailure;
 use super::{Format, OpenArray};
 use crate::error::OpenError;
-use crate::member::{FileDevice, MemberDevice};
+use crate::member::MemberDevice;
+use crate::open_member::Member;
 use crate::target::MemberTarget;
 use crate::vinum_drives::{startup, StartupError, VinumDriveError};
 
@@ -94,7 +95,7 @@ impl OpenArray {
         let mut devs: Vec<Box<dyn MemberDevice>> = Vec::new();
         for p in paths {
             let p = p.as_ref();
-            let dev = FileDevice::open(p, writable)
+            let dev = Member::open(p, writable)
                 .map_err(|source| VolumeOpenError::Open { path: p.display().to_string(), source })?;
             devs.push(Box::new(dev));
         }
@@ -135,7 +136,7 @@ impl OpenArray {
         let mut devs: Vec<Box<dyn MemberDevice>> = Vec::new();
         for p in paths {
             let p = p.as_ref();
-            let dev = FileDevice::open(p, true)
+            let dev = Member::open(p, true)
                 .map_err(|source| VolumeOpenError::Open { path: p.display().to_string(), source })?;
             devs.push(Box::new(dev));
         }

@@ -9,9 +9,10 @@ use super::inline;
 use super::messages::{Msg, Pending};
 use super::notifier::Inbox;
 use super::{
-    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, ServiceError, ServiceInfo, SpeedLimitError,
-    SpeedLimits, SyncAction, SyncError,
+    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, RemoteLimitsChange, RemoteLimitsError, ServiceError,
+    ServiceInfo, SpeedLimitError, SpeedLimits, SyncAction, SyncError,
 };
+use crate::member::RemoteLimits;
 use crate::splice::PipedRead;
 
 /// A handle for submitting requests; cheap to clone and send to other threads.
@@ -99,6 +100,19 @@ impl ServiceHandle {
             return Ok(None);
         }
         rx.recv().map_or(Ok(None), |r| r.map(Some))
+    }
+
+    /// Change the remote limits (request timeout, reconnection) of `member`, or of every member
+    /// reached over a network; with an empty change, only say them. Returns each such member's
+    /// limits in force afterwards.
+    pub fn remote_limits(
+        &self,
+        member: Option<String>,
+        change: RemoteLimitsChange,
+    ) -> Result<Vec<(String, RemoteLimits)>, RemoteLimitsError> {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.inbox.send(Msg::RemoteLimits { member, change, reply }).map_err(|_| RemoteLimitsError::Stopping)?;
+        rx.recv().map_err(|_| RemoteLimitsError::Stopping)?
     }
 
     /// Submit `op` and wait for its outcome.

@@ -4,9 +4,11 @@
 
 use crossbeam_channel::Sender;
 
+use crate::member::RemoteLimits;
+
 use super::{
-    ArrayStatus, BlockOp, Done, ManageError, ManageOp, ServiceError, SpeedLimitError, SpeedLimits, StopError,
-    StopReport, SyncAction, SyncError,
+    ArrayStatus, BlockOp, Done, ManageError, ManageOp, RemoteLimitsChange, RemoteLimitsError, ServiceError,
+    SpeedLimitError, SpeedLimits, StopError, StopReport, SyncAction, SyncError,
 };
 
 /// A request's callback while the request waits in the engine thread's inbox. Dropped without
@@ -43,5 +45,12 @@ pub(super) enum Msg {
         min: Option<u64>,
         max: Option<u64>,
         reply: Sender<Result<SpeedLimits, SpeedLimitError>>,
+    },
+    /// Change (or with an empty change, only say) the remote limits of one member, or of every
+    /// member that has them.
+    RemoteLimits {
+        member: Option<String>,
+        change: RemoteLimitsChange,
+        reply: Sender<Result<Vec<(String, RemoteLimits)>, RemoteLimitsError>>,
     },
 }

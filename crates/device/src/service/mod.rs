@@ -56,8 +56,8 @@ pub use config::{IoBackend, ServiceConfig, DEFAULT_INLINE_MAX, INLINE_WRITE_MAX,
 pub use handle::ServiceHandle;
 pub use notifier::INBOX_CAPACITY;
 pub use types::{
-    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, ServiceError, ServiceInfo, SlotReport, StopError,
-    StopReport, SyncProgress,
+    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, RemoteLimitsChange, RemoteLimitsError, ServiceError,
+    ServiceInfo, SlotReport, StopError, StopReport, SyncProgress,
 };
 
 /// Service messages go to standard error, one line each.

@@ -233,3 +233,43 @@ pub enum ManageOp {
     /// Remove a failed member or a spare.
     Remove(String),
 }
+
+/// A change to the remote limits of members reached over a network (NBD exports): the fields
+/// given change, the others stay.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemoteLimitsChange {
+    pub request_timeout: Option<std::time::Duration>,
+    pub reconnect_attempts: Option<u32>,
+    pub reconnect_budget: Option<std::time::Duration>,
+}
+
+impl RemoteLimitsChange {
+    pub fn is_empty(&self) -> bool {
+        *self == RemoteLimitsChange::default()
+    }
+
+    /// `limits` with this change made; a zero timeout is refused (every request would fail).
+    pub fn apply(&self, limits: crate::member::RemoteLimits) -> Result<crate::member::RemoteLimits, RemoteLimitsError> {
+        if self.request_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(RemoteLimitsError::ZeroTimeout);
+        }
+        Ok(crate::member::RemoteLimits {
+            request_timeout: self.request_timeout.unwrap_or(limits.request_timeout),
+            reconnect_attempts: self.reconnect_attempts.unwrap_or(limits.reconnect_attempts),
+            reconnect_budget: self.reconnect_budget.unwrap_or(limits.reconnect_budget),
+        })
+    }
+}
+
+/// Why remote limits were not changed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteLimitsError {
+    #[error("array is stopping")]
+    Stopping,
+    #[error("the request timeout must be longer than 0")]
+    ZeroTimeout,
+    #[error(transparent)]
+    Member(#[from] ManageError),
+    #[error("{0}: not reached over a network, so it has no remote limits")]
+    NotRemote(String),
+}

@@ -389,7 +389,7 @@ fn startup_keeps_detached_plexes_and_subdisks() {
 fn a_regular_file_counts_as_512_byte_sector_media() {
     let path = uraid_testkit::scratch_dir("vinum-drives").join(format!("media-{}.img", std::process::id()));
     std::fs::File::create(&path).unwrap().set_len(4 * MIB).unwrap();
-    let dev = FileDevice::open(&path, false).unwrap();
+    let dev = crate::open_member::Member::open(&path, false).unwrap();
     assert_eq!(dev.logical_sector_size().unwrap(), None);
     assert_eq!(media_sector_size(&dev).unwrap(), 512);
     assert_eq!(check_media(&dev).unwrap(), 512);

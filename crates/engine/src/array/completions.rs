@@ -43,6 +43,14 @@ impl Array {
                     Outcome::Done
                 }
                 IoResult::Failed(reason) => match io.kind {
+                    // md's failfast: a member that does not answer, or cannot be reached, is
+                    // failed at once where the array can do without it, and the read is served
+                    // from the others; narrowing the error to rows and rewriting them would
+                    // wait on the member for every row.
+                    IoKind::Read if reason.member_unreachable() && self.can_lose(slot) => {
+                        self.fail_slot(slot, &format!("not answering: {reason}"));
+                        Outcome::Lost
+                    }
                     IoKind::Read => Outcome::ReadError,
                     IoKind::Correction => {
                         self.fail_slot(slot, &format!("rewriting after a read error failed: {reason}"));

@@ -42,6 +42,12 @@ impl Array {
         self.geometry.is_readable(&|s| slots[s] == SlotState::InSync)
     }
 
+    /// Whether every byte can still be read with `slot` out as well.
+    pub(super) fn can_lose(&self, slot: usize) -> bool {
+        let slots = &self.slots;
+        self.geometry.is_readable(&|s| s != slot && slots[s] == SlotState::InSync)
+    }
+
     pub(super) fn in_sync(&self, slot: usize) -> bool {
         self.slots[slot] == SlotState::InSync
     }

@@ -22,7 +22,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use rand::RngCore;
 use uraid_device::probe::md_magic_offsets;
 use uraid_device::service::SpeedLimits;
-use uraid_device::{probe, FileDevice, MemberDevice, OpenArray};
+use uraid_device::{probe, Member, MemberDevice, OpenArray};
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
 use uraid_md::assemble::{self, AssemblyRules, Candidate};
 use uraid_md_format::create::{plan_members, stored_name, ConsistencyPolicy, CreateSpec, NewMember};
@@ -85,10 +85,9 @@ pub fn run(args: &CreateArgs) -> CliResult {
     // (any case, as mdadm) is a word, not a file.
     let is_missing = |p: &PathBuf| p.to_str().is_some_and(|w| w.eq_ignore_ascii_case("missing"));
     let present: Vec<&PathBuf> = args.members.iter().filter(|p| !is_missing(p)).collect();
-    let mut devs: Vec<FileDevice> = Vec::new();
+    let mut devs: Vec<Member> = Vec::new();
     for path in &present {
-        let dev = FileDevice::open(path, true).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
-        devs.push(dev);
+        devs.push(super::open_member(path, true)?);
     }
     check_distinct(&present)?;
     for dev in &devs {
@@ -213,8 +212,7 @@ pub fn run(args: &CreateArgs) -> CliResult {
         AssemblyRules { start_dirty_degraded: needs_sync && !made.missing_slots.is_empty(), ..Default::default() };
     let mut reopened: Vec<Box<dyn MemberDevice>> = Vec::new();
     for path in &present {
-        reopened
-            .push(Box::new(FileDevice::open(path, true).map_err(|e| CliError(format!("{}: {e}", path.display())))?));
+        reopened.push(Box::new(super::open_member(path, true)?));
     }
     let mut array = OpenArray::assemble_with(reopened, true, rules)?;
     if needs_sync {
@@ -308,7 +306,7 @@ fn consistency_policy(args: &CreateArgs, level: Level, version: MetadataVersion)
 
 /// Write `bytes` at `at`, skipping the 4 KiB blocks that already hold them (so zeroed areas of
 /// fresh sparse members stay unallocated).
-fn write_changed(dev: &FileDevice, at: u64, bytes: &[u8]) -> std::io::Result<()> {
+fn write_changed(dev: &Member, at: u64, bytes: &[u8]) -> std::io::Result<()> {
     const BLOCK: usize = 4096;
     let mut old = vec![0u8; bytes.len()];
     dev.read_at(at, &mut old)?;
@@ -413,14 +411,30 @@ fn layout_number(level: Level, layout: Option<&str>, sizes: &[u64], version: Met
 
 fn check_distinct(paths: &[&PathBuf]) -> CliResult {
     use std::os::unix::fs::MetadataExt;
-    let mut seen: Vec<(u64, u64, &PathBuf)> = Vec::new();
+    /// What makes two members one: a file's inode, a block device's number, an NBD export's
+    /// URI as written back (two spellings of one address are not caught).
+    #[derive(PartialEq)]
+    enum Key {
+        Node(u64, u64),
+        Export(String),
+    }
+    let mut seen: Vec<(Key, &PathBuf)> = Vec::new();
     for p in paths {
-        let m = std::fs::metadata(p).map_err(|e| CliError(format!("{}: {e}", p.display())))?;
-        let key = if m.file_type().is_file() { (m.dev(), m.ino()) } else { (m.rdev(), 0) };
-        if let Some((_, _, other)) = seen.iter().find(|(d, i, _)| (*d, *i) == key) {
+        let key = match p.to_str().and_then(|s| uraid_nbd::client::NbdUri::parse(s).ok()) {
+            Some(uri) => Key::Export(uri.to_string()),
+            None => {
+                let m = std::fs::metadata(p).map_err(|e| CliError(format!("{}: {e}", p.display())))?;
+                if m.file_type().is_file() {
+                    Key::Node(m.dev(), m.ino())
+                } else {
+                    Key::Node(m.rdev(), 0)
+                }
+            }
+        };
+        if let Some((_, other)) = seen.iter().find(|(k, _)| *k == key) {
             return err(format!("{} and {} are the same device", other.display(), p.display()));
         }
-        seen.push((key.0, key.1, *p));
+        seen.push((key, *p));
     }
     Ok(())
 }

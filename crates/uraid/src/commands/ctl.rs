@@ -73,6 +73,14 @@ pub fn run(args: &CtlArgs) -> CliResult {
         CtlOp::Fail { member, force } => manage(socket, "fail", member, *force)?,
         CtlOp::Remove { member } => manage(socket, "remove", member, false)?,
         CtlOp::Stop => stop(socket)?,
+        CtlOp::MemberLimits { member, timeout, reconnect_attempts, reconnect_budget, json } => member_limits(
+            socket,
+            member.as_deref(),
+            timeout.as_deref(),
+            *reconnect_attempts,
+            reconnect_budget.as_deref(),
+            *json,
+        )?,
         CtlOp::SpeedLimit { min, max, json } => speed_limit(socket, min.as_deref(), max.as_deref(), *json)?,
         CtlOp::Wait { json } => {
             let status = crate::progress::follow(
@@ -109,8 +117,13 @@ pub fn wait_stopped(socket: &Path) {
 }
 
 fn manage(socket: &Path, op: &str, member: &Path, force: bool) -> CliResult {
-    // The server resolves relative paths from its own directory: send an absolute one.
-    let member = std::path::absolute(member).unwrap_or_else(|_| member.to_path_buf());
+    // The server resolves relative paths from its own directory: send an absolute one (an NBD
+    // URI is no path, and goes as written).
+    let member = if uraid_device::Member::is_uri(member) {
+        member.to_path_buf()
+    } else {
+        std::path::absolute(member).unwrap_or_else(|_| member.to_path_buf())
+    };
     let answer = request(socket, json!({"op": op, "member": member.display().to_string(), "force": force}))?;
     eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("done"));
     Ok(())
@@ -131,6 +144,67 @@ fn speed_limit(socket: &Path, min: Option<&str>, max: Option<&str>, as_json: boo
         println!("speed_limit_min {min}\nspeed_limit_max {max}");
     }
     Ok(())
+}
+
+/// Set and/or show the remote limits of NBD members: a line per member (or a JSON object).
+fn member_limits(
+    socket: &Path,
+    member: Option<&Path>,
+    timeout: Option<&str>,
+    attempts: Option<u32>,
+    budget: Option<&str>,
+    as_json: bool,
+) -> CliResult {
+    let millis = |flag: &str, text: Option<&str>| -> CliResult<Option<u64>> {
+        text.map(|t| parse_millis(t).map_err(|e| CliError(format!("member-limits --{flag}: {e}")))).transpose()
+    };
+    let member = member.map(|m| {
+        if uraid_device::Member::is_uri(m) {
+            m.display().to_string()
+        } else {
+            std::path::absolute(m).unwrap_or_else(|_| m.to_path_buf()).display().to_string()
+        }
+    });
+    let answer = request(
+        socket,
+        json!({
+            "op": "member-limits",
+            "member": member,
+            "timeout_ms": millis("timeout", timeout)?,
+            "reconnect_attempts": attempts,
+            "reconnect_budget_ms": millis("reconnect-budget", budget)?,
+        }),
+    )?;
+    let members = answer["members"].as_array().cloned().unwrap_or_default();
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&members).expect("JSON"));
+    } else if members.is_empty() {
+        eprintln!("uraid: no member of this array is reached over a network");
+    } else {
+        for m in &members {
+            println!(
+                "{} timeout {}ms reconnect-attempts {} reconnect-budget {}ms",
+                m["path"].as_str().unwrap_or("?"),
+                m["timeout_ms"],
+                m["reconnect_attempts"],
+                m["reconnect_budget_ms"]
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A duration in milliseconds from `N` (seconds), `Ns` or `Nms`.
+fn parse_millis(text: &str) -> Result<u64, String> {
+    let (number, scale) = match text.strip_suffix("ms") {
+        Some(n) => (n, 1),
+        None => (text.strip_suffix('s').unwrap_or(text), 1000),
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("{text:?} is not a duration (seconds, or with a unit: 500ms, 30s)"))
 }
 
 fn print_status(v: &Value, as_json: bool) {

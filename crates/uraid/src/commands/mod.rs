@@ -29,7 +29,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use uraid_device::service::StopReport;
-use uraid_device::{probe, FileDevice, MemberDevice, OpenArray, OpenError, Probed};
+use uraid_device::{probe, Member, MemberDevice, OpenArray, OpenError, Probed};
 use uraid_md::assemble::MemberVerdict;
 use uraid_md_format::uuid::{format_md, parse_md};
 
@@ -67,13 +67,14 @@ pub fn emit(text: &str) -> CliResult {
     }
 }
 
-/// Open a member file or block device.
-pub fn open_member(path: &Path, writable: bool) -> CliResult<FileDevice> {
-    FileDevice::open(path, writable).map_err(|e| CliError(format!("{}: {e}", path.display())))
+/// Open a member: a file or block device, or an NBD export given as a URI (see
+/// [`uraid_device::open_member`]).
+pub fn open_member(path: &Path, writable: bool) -> CliResult<Member> {
+    Member::open(path, writable).map_err(|e| CliError(format!("{}: {e}", path.display())))
 }
 
 /// Open and probe a member: its device and the superblock found (or `None`).
-pub fn open_and_probe(path: &Path) -> CliResult<(FileDevice, Option<Probed>)> {
+pub fn open_and_probe(path: &Path) -> CliResult<(Member, Option<Probed>)> {
     let dev = open_member(path, false)?;
     let probed = probe(&dev as &dyn MemberDevice)?;
     Ok((dev, probed))

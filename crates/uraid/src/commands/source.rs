@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use uraid_device::raidframe_components::read_label;
-use uraid_device::{MemberDevice, OpenArray};
+use uraid_device::{Member, MemberDevice, OpenArray};
 use uraid_raidframe_format::config_file::{RaidConfig, ABSENT};
 
 use super::vinum::drives::{DriveSet, Search};
@@ -90,13 +90,14 @@ pub fn open_raidframe_config(path: &Path, writable: bool) -> CliResult<OpenArray
 
 /// Read the raidctl configuration file at `path`: as written, and with every relative
 /// component or spare path taken relative to the file's folder (raidctl would take them
-/// relative to where it runs; a file that travels with its images is more useful).
+/// relative to where it runs; a file that travels with its images is more useful). An NBD URI
+/// is no path and stays as written.
 pub fn read_raidframe_config(path: &Path) -> CliResult<(RaidConfig, RaidConfig)> {
     let text = std::fs::read_to_string(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
     let config = RaidConfig::parse(&text).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
     let folder = path.parent().unwrap_or(Path::new(""));
     let resolve = |name: &String| {
-        if name == ABSENT || Path::new(name).is_absolute() {
+        if name == ABSENT || Path::new(name).is_absolute() || Member::is_uri(Path::new(name)) {
             name.clone()
         } else {
             folder.join(name).display().to_string()

@@ -20,7 +20,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use uraid_device::{FileDevice, MemberDevice};
+use uraid_device::{Member, MemberDevice};
 use uraid_md::probe::{superblocks_on_device, OnDevice};
 
 use super::{err, CliError, CliResult};
@@ -29,7 +29,7 @@ use crate::ZeroSuperblockArgs;
 /// A device whose superblocks may be erased, and what erasing them writes.
 struct Checked {
     path: PathBuf,
-    dev: FileDevice,
+    dev: Member,
     found: Vec<OnDevice>,
     /// The exclusive open held on a block device until its superblocks are erased.
     _exclusive: Option<File>,
@@ -74,7 +74,9 @@ pub fn run(args: &ZeroSuperblockArgs) -> CliResult {
 /// Open `path` and find what there is to erase, or say why it must not be.
 fn check(path: &Path, force: bool) -> CliResult<Checked> {
     let name = path.display();
-    let block = std::fs::metadata(path).map_err(|e| CliError(format!("{name}: {e}")))?.file_type().is_block_device();
+    // An NBD export has no local node to hold exclusively; it is opened as any member is.
+    let block = !Member::is_uri(path)
+        && std::fs::metadata(path).map_err(|e| CliError(format!("{name}: {e}")))?.file_type().is_block_device();
     let exclusive = if block && !force {
         let f = OpenOptions::new().read(true).write(true).custom_flags(libc::O_EXCL).open(path).map_err(|e| {
             CliError(format!(
@@ -85,7 +87,7 @@ fn check(path: &Path, force: bool) -> CliResult<Checked> {
     } else {
         None
     };
-    let dev = FileDevice::open(path, true).map_err(|e| CliError(format!("{name}: {e}")))?;
+    let dev = Member::open(path, true).map_err(|e| CliError(format!("{name}: {e}")))?;
     let found = superblocks_on_device(dev.size(), |offset, len| {
         let mut buf = vec![0u8; len];
         dev.read_at(offset, &mut buf).map(|()| buf)

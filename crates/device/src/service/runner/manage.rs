@@ -49,7 +49,7 @@ impl Runner {
         }
         match op {
             ManageOp::Add(path) => {
-                let dev = match crate::member::FileDevice::open(&path, true) {
+                let dev = match crate::open_member::Member::open(&path, true) {
                     Ok(dev) => dev,
                     Err(source) => return Err(ManageError::Open { path, source }),
                 };
@@ -97,8 +97,18 @@ impl Runner {
         }
     }
 
-    /// The member name as the array knows it, for a path as the user gave it.
+    /// The member name as the array knows it, for a path as the user gave it (an NBD URI in
+    /// any spelling that writes back the same, as the member's name is that form).
     pub(super) fn resolve_member(&self, given: &str) -> Result<String, ManageError> {
+        if let Ok(uri) = uraid_nbd::client::NbdUri::parse(given) {
+            let shown = uri.to_string();
+            return self
+                .array
+                .device_names()
+                .into_iter()
+                .find(|name| *name == shown)
+                .ok_or_else(|| ManageError::NotAMember { given: given.to_string() });
+        }
         let canon = |p: &str| std::fs::canonicalize(p).ok();
         let want = canon(given);
         self.array

@@ -28,6 +28,7 @@ mod manage;
 mod member_io;
 mod metadata;
 mod passes;
+mod remote_limits;
 mod requests;
 
 use requests::Job;
@@ -240,6 +241,9 @@ impl Runner {
                         self.policy.set_speed_limits(limits, now);
                     });
                     let _ = reply.send(result);
+                }
+                Msg::RemoteLimits { member, change, reply } => {
+                    let _ = reply.send(self.remote_limits(member.as_deref(), change));
                 }
                 Msg::WaitIdle(reply) => {
                     if self.policy.pass_idle(&self.array) {

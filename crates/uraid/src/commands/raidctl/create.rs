@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use uraid_device::raidframe_components::{read_label, write_component, ComponentError};
 use uraid_device::vinum_drives::read_drive;
-use uraid_device::{probe, FileDevice, MemberDevice};
+use uraid_device::{probe, Member, MemberDevice};
 use uraid_raidframe::new_set::{new_labels, SECTOR_BYTES};
 use uraid_raidframe::raidctl_session::LabelChange;
 use uraid_raidframe_format::config_file::ABSENT;
@@ -35,7 +35,7 @@ pub fn run(target: &Target, serial: Option<i32>) -> CliResult {
             found.push(Found::Absent);
             continue;
         }
-        let dev = FileDevice::open(std::path::Path::new(path), true).map_err(|e| CliError(format!("{shown}: {e}")))?;
+        let dev = Member::open(std::path::Path::new(path), true).map_err(|e| CliError(format!("{shown}: {e}")))?;
         if probe(&dev as &dyn MemberDevice)?.is_some() {
             return err(format!("{shown}: carries an md superblock: not labelled as a RAIDframe component"));
         }

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use uraid_device::raidframe_components::read_label;
-use uraid_device::{FileDevice, MemberDevice};
+use uraid_device::{Member, MemberDevice};
 use uraid_raidframe_format::layout::data_offset;
 
 use super::super::{emit, err, CliResult};
@@ -25,8 +25,9 @@ pub fn add(target: &Target, component: &str) -> CliResult {
     if target.shown.spares.iter().any(|s| s == component) {
         return err(format!("{component} is already a hot spare of {}", target.name));
     }
-    let path = if Path::new(component).is_absolute() { component.into() } else { target.folder.join(component) };
-    let dev = FileDevice::open(&path, false).map_err(|e| super::super::CliError(format!("{component}: {e}")))?;
+    let keep = Path::new(component).is_absolute() || Member::is_uri(Path::new(component));
+    let path = if keep { component.into() } else { target.folder.join(component) };
+    let dev = Member::open(&path, false).map_err(|e| super::super::CliError(format!("{component}: {e}")))?;
     let array = target.open(false)?;
     let set = array.raidframe().expect("a RAIDframe set");
     let need = data_offset(set.plan.layout.sector_bytes()) + array.engine().geometry().member_data_bytes();

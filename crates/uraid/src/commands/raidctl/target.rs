@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use uraid_device::open_array::RebuildOnto;
 use uraid_device::raidframe_components::read_component;
-use uraid_device::{FileDevice, OpenArray};
+use uraid_device::{Member, OpenArray};
 use uraid_raidframe_format::config_file::{QueueLine, RaidConfig, ABSENT};
 
 use super::super::source::{open_raidframe_found, open_raidframe_resolved, read_raidframe_config};
@@ -130,7 +130,7 @@ impl Target {
             return None;
         }
         let absent: Vec<usize> = (0..self.shown.disks.len()).filter(|&c| self.shown.disks[c] == ABSENT).collect();
-        let dev = FileDevice::open(Path::new(component), false).ok()?;
+        let dev = Member::open(Path::new(component), false).ok()?;
         match read_component(&dev) {
             Ok(found) if Some(found.label.serial_number) == self.serial => {
                 usize::try_from(found.label.column).ok().filter(|c| absent.contains(c))

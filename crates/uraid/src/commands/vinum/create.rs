@@ -15,7 +15,7 @@ use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
 use uraid_device::vinum_drives::{foreign_content, prepare_save, DriveToWrite, VinumDriveError};
-use uraid_device::{FileDevice, MemberDevice};
+use uraid_device::{Member, MemberDevice};
 use uraid_vinum_format::drive_layout::DATA_START;
 use uraid_vinum_format::objects::DEFAULT_STRIPE_SIZE;
 use uraid_vinum_format::placement::{concat, mirror, place, raid5, stripe, PlacementError, Present, SizedDrive};
@@ -24,7 +24,7 @@ use uraid_vinum_format::{parse_create_description, CreateDescription, DriveHeade
 
 use super::super::{err, open_member, CliError, CliResult};
 use super::drives::Search;
-use super::drives::{header_hostname, identity, now, DriveSet};
+use super::drives::{header_hostname, identity, now, DriveSet, Identity};
 use super::{CreateArgs, ShortcutArgs};
 
 /// One of the shortcut verbs, with its own option.
@@ -168,7 +168,7 @@ fn apply(
     // The devices of the drives to make.
     let mut sizes: BTreeMap<String, u64> = BTreeMap::new();
     let mut paths: BTreeMap<String, PathBuf> = BTreeMap::new();
-    let mut taken: Vec<((u64, u64), String)> = Vec::new();
+    let mut taken: Vec<(Identity, String)> = Vec::new();
     for d in &description.drives {
         let Some(key) = d.device.as_deref() else { continue };
         let path = new.iter().find(|n| n.key == key).map_or_else(|| resolve(key), |n| n.path.clone());
@@ -176,7 +176,7 @@ fn apply(
         if let Some((_, other)) = taken.iter().find(|(i, _)| *i == id) {
             return err(format!("drives {other:?} and {:?} are both on {}", d.name, path.display()));
         }
-        taken.push((id, d.name.clone()));
+        taken.push((id.clone(), d.name.clone()));
         let index = set.seen.iter().position(|s| s.identity == id).expect("every new drive's device was looked at");
         if let Some(holder) = set.startup.drives.iter().find(|s| s.index == index) {
             return err(format!(
@@ -196,7 +196,7 @@ fn apply(
     // Open every drive for writing, then plan the save: nothing is written before it is whole.
     let now = now();
     let host = header_hostname();
-    let mut devices: Vec<FileDevice> = Vec::new();
+    let mut devices: Vec<Member> = Vec::new();
     let mut headers: Vec<DriveHeader> = Vec::new();
     for placed in &placement.drives {
         let name = &placed.drive.name;
@@ -224,7 +224,7 @@ fn apply(
 
 /// A new drive's device must hold no gvinum drive (checked by the caller), be large enough for
 /// gvinum's metadata, and, unless `force`, hold nothing a new drive would overwrite.
-fn check_new_device(dev: &FileDevice, set: &DriveSet, index: usize, force: bool) -> CliResult {
+fn check_new_device(dev: &Member, set: &DriveSet, index: usize, force: bool) -> CliResult {
     if dev.size() < DATA_START {
         return err(format!(
             "{}: {} bytes is too small for a gvinum drive: its header and two configuration copies take {DATA_START}",

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use uraid_device::vinum_drives::{check_media, startup, StartedDrive, Startup, VinumMediaError};
-use uraid_device::{FileDevice, MemberDevice};
+use uraid_device::{Member, MemberDevice};
 use uraid_vinum_format::drive_layout::DATA_START;
 use uraid_vinum_format::{Timeval, VinumConfig};
 
@@ -35,9 +35,9 @@ pub enum Origin {
 /// A device looked at.
 pub struct Seen {
     pub path: PathBuf,
-    pub dev: FileDevice,
+    pub dev: Member,
     pub origin: Origin,
-    pub identity: (u64, u64),
+    pub identity: Identity,
 }
 
 /// The devices looked at and the gvinum drives on them.
@@ -46,11 +46,30 @@ pub struct DriveSet {
     pub startup: Startup,
 }
 
-/// What makes two paths the same device: (device, inode) of a file, the device number of a
-/// block device.
-pub fn identity(path: &Path) -> CliResult<(u64, u64)> {
+/// What makes two names the same device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// (device, inode) of a file, the device number (and 0) of a block device.
+    Node(u64, u64),
+    /// An NBD export, by its URI as written back (two spellings of one address are not caught).
+    Export(String),
+}
+
+/// What makes two paths the same device (see [`Identity`]).
+pub fn identity(path: &Path) -> CliResult<Identity> {
+    if let Some(uri) = path.to_str().and_then(|s| uraid_nbd::client::NbdUri::parse(s).ok()) {
+        return Ok(Identity::Export(uri.to_string()));
+    }
     let m = std::fs::metadata(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
-    Ok(if m.file_type().is_block_device() { (m.rdev(), 0) } else { (m.dev(), m.ino()) })
+    Ok(if m.file_type().is_block_device() { Identity::Node(m.rdev(), 0) } else { Identity::Node(m.dev(), m.ino()) })
+}
+
+/// Whether a verb's argument names a device (an existing file or block device, or an NBD URI)
+/// rather than an object.
+pub fn is_device_argument(arg: &str) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    Member::is_uri(Path::new(arg))
+        || std::fs::metadata(arg).is_ok_and(|m| m.is_file() || m.file_type().is_block_device())
 }
 
 impl DriveSet {
@@ -147,7 +166,7 @@ impl DriveSet {
     }
 
     /// Open a drive's device again, for writing.
-    pub fn writable(&self, drive: &StartedDrive) -> CliResult<FileDevice> {
+    pub fn writable(&self, drive: &StartedDrive) -> CliResult<Member> {
         open_member(self.path_of(drive), true)
     }
 }

@@ -11,11 +11,10 @@
 //! As with the listings, arguments that are existing files or block devices are the devices
 //! to look at; the others are the verb's own words (object names, states, an offset).
 
-use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
 use uraid_device::vinum_drives::{prepare_remove, DriveToWrite};
-use uraid_device::FileDevice;
+use uraid_device::Member;
 use uraid_vinum_format::edit::{self, EditDrive, EditError, Edited, Workspace};
 use uraid_vinum_format::tokens::parse_size;
 
@@ -23,10 +22,10 @@ use super::super::{err, CliResult};
 use super::drives::{now, DriveSet};
 use super::{AttachArgs, DetachArgs, MoveArgs, RenameArgs, RmArgs, Search, SetstateArgs};
 
-/// Split arguments into devices (existing files and block devices) and words.
+/// Split arguments into devices (existing files and block devices, NBD URIs) and words.
 fn split(args: &[String]) -> (Vec<PathBuf>, Vec<String>) {
     let (devices, words): (Vec<&String>, Vec<&String>) =
-        args.iter().partition(|a| std::fs::metadata(a).is_ok_and(|m| m.is_file() || m.file_type().is_block_device()));
+        args.iter().partition(|a| super::drives::is_device_argument(a));
     (devices.into_iter().map(PathBuf::from).collect(), words.into_iter().cloned().collect())
 }
 
@@ -80,7 +79,7 @@ fn apply(
             edited.down_drives.join(", ")
         ));
     }
-    let files: Vec<FileDevice> = written.iter().map(|(d, _)| set.writable(d)).collect::<CliResult<_>>()?;
+    let files: Vec<Member> = written.iter().map(|(d, _)| set.writable(d)).collect::<CliResult<_>>()?;
     let mut kept = Vec::new();
     let mut removed = Vec::new();
     for ((d, is_removed), file) in written.iter().zip(&files) {

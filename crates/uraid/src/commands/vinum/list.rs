@@ -419,13 +419,10 @@ impl<'a> Lister<'a> {
 }
 
 pub fn run(kind: Kind, args: &ListArgs) -> CliResult {
-    // Arguments that are files or block devices are devices to look at; the rest are names.
-    let (devices, names): (Vec<&String>, Vec<&String>) = args.args.iter().partition(|a| {
-        std::fs::metadata(a).is_ok_and(|m| {
-            use std::os::unix::fs::FileTypeExt;
-            m.is_file() || m.file_type().is_block_device()
-        })
-    });
+    // Arguments that are files, block devices or NBD URIs are devices to look at; the rest are
+    // names.
+    let (devices, names): (Vec<&String>, Vec<&String>) =
+        args.args.iter().partition(|a| super::drives::is_device_argument(a));
     let devices: Vec<std::path::PathBuf> = devices.into_iter().map(Into::into).collect();
     let names: Vec<String> = names.into_iter().cloned().collect();
     let set = DriveSet::start(&devices, &args.search, &[])?;

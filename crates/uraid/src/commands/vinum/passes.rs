@@ -51,9 +51,11 @@ pub struct ParityArgs {
     pub args: Vec<String>,
 }
 
-/// Split arguments into devices (paths that exist) and object names, as `list` does.
+/// Split arguments into devices (paths that exist, NBD URIs) and object names, as `list` does.
 fn devices_and_names(args: &[String]) -> (Vec<PathBuf>, Vec<String>) {
-    let (devices, names): (Vec<&String>, Vec<&String>) = args.iter().partition(|a| std::path::Path::new(a).exists());
+    let (devices, names): (Vec<&String>, Vec<&String>) = args
+        .iter()
+        .partition(|a| std::path::Path::new(a).exists() || uraid_device::Member::is_uri(std::path::Path::new(a)));
     (devices.into_iter().map(PathBuf::from).collect(), names.into_iter().cloned().collect())
 }
 

@@ -13,7 +13,7 @@
 use std::io::{BufRead, IsTerminal};
 
 use uraid_device::vinum_drives::{prepare_reset, prepare_save, DriveToWrite};
-use uraid_device::FileDevice;
+use uraid_device::Member;
 
 use super::super::{emit, err, CliResult};
 use super::drives::{now, DriveSet};
@@ -21,7 +21,7 @@ use super::{DrivesArgs, ResetArgs};
 
 /// The drives found, opened for writing, in the kernel's list order; an error when there are
 /// none or one is damaged.
-fn writable_drives(set: &DriveSet) -> CliResult<Vec<FileDevice>> {
+fn writable_drives(set: &DriveSet) -> CliResult<Vec<Member>> {
     set.report_skipped(true)?;
     if set.startup.drives.is_empty() {
         return err("no gvinum drives found (give the devices that hold them, or --scan DIR)");
@@ -29,7 +29,7 @@ fn writable_drives(set: &DriveSet) -> CliResult<Vec<FileDevice>> {
     set.startup.drives.iter().map(|d| set.writable(d)).collect()
 }
 
-fn to_write<'a>(set: &DriveSet, devices: &'a [FileDevice]) -> Vec<DriveToWrite<'a>> {
+fn to_write<'a>(set: &DriveSet, devices: &'a [Member]) -> Vec<DriveToWrite<'a>> {
     set.startup
         .drives
         .iter()
