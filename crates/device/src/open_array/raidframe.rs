@@ -539,7 +539,10 @@ impl RaidframeSet {
     /// kernel fails a component whose I/O fails while the set survives it).
     pub(super) fn fail_for_metadata(&mut self, array: &mut Engine, idx: usize) -> MetadataFailure {
         let Some(&slot) = self.device_columns.get(idx) else { return MetadataFailure::Refused };
-        if array.slot_states()[slot] != SlotState::InSync {
+        // A column being reconstructed is written like the others, so its failure must be
+        // recorded too: taken as already out, its label flushes failed again on every retry of
+        // the metadata step, for ever.
+        if !matches!(array.slot_states()[slot], SlotState::InSync | SlotState::Recovering) {
             return MetadataFailure::AlreadyOut;
         }
         let states = array.slot_states().to_vec();
@@ -547,6 +550,7 @@ impl RaidframeSet {
         if !array.geometry().is_readable(&alive) || array.set_slot_state(slot, SlotState::Faulty, true).is_err() {
             return MetadataFailure::Refused;
         }
+        self.recovering[slot] = None;
         MetadataFailure::Failed
     }
 }
