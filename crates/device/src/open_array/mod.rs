@@ -64,6 +64,9 @@ pub struct OpenArray {
     /// Members failed because their metadata could not be written, not yet reported by
     /// [`OpenArray::note_events`].
     metadata_failures: Vec<(String, String)>,
+    /// The devices the metadata I/O handed out last (a step, or the live members' flushes)
+    /// went to, by metadata device index.
+    step_devices: Vec<(usize, Arc<dyn MemberDevice>)>,
     corrected_read_errors: Vec<(String, u64, u64)>,
 }
 
@@ -83,6 +86,7 @@ impl OpenArray {
             written: false,
             failures: Vec::new(),
             metadata_failures: Vec::new(),
+            step_devices: Vec::new(),
             corrected_read_errors: Vec::new(),
         }
     }
@@ -636,12 +640,13 @@ impl OpenArray {
     /// none is queued.
     pub fn next_metadata_step(&mut self) -> Option<Vec<(Arc<dyn MemberDevice>, MetaOp)>> {
         let step = self.meta_mut().next_step()?;
-        Some(
-            step.ops
-                .into_iter()
-                .map(|op| (Arc::clone(self.meta_device(op.device()).expect("a metadata device")), op))
-                .collect(),
-        )
+        let ops: Vec<(Arc<dyn MemberDevice>, MetaOp)> = step
+            .ops
+            .into_iter()
+            .map(|op| (Arc::clone(self.meta_device(op.device()).expect("a metadata device")), op))
+            .collect();
+        self.step_devices = ops.iter().map(|(dev, op)| (op.device(), Arc::clone(dev))).collect();
+        Some(ops)
     }
 
     /// The step handed out last is done (or failed: then no later metadata is written, and
@@ -670,6 +675,16 @@ impl OpenArray {
     /// [`OpenArray::note_events`], whose caller records the new membership. False when failing
     /// it would fail the array: then the metadata cannot be written at all.
     pub fn fail_for_metadata(&mut self, idx: usize, why: &str) -> bool {
+        // The device that failed may have left its place while the metadata I/O was out (a
+        // spare took its RAIDframe column over): it is out already, and the device that holds
+        // the place now is not to blame.
+        let replaced = self
+            .step_devices
+            .iter()
+            .any(|(i, dev)| *i == idx && self.meta_device(idx).is_none_or(|now| !Arc::ptr_eq(dev, now)));
+        if replaced {
+            return true;
+        }
         let Some(name) = self.meta_device(idx).map(|d| d.name().to_string()) else { return false };
         let outcome = match &mut self.format {
             Format::Md(md) => md.fail_for_metadata(&mut self.array, idx),
@@ -722,7 +737,7 @@ impl OpenArray {
     /// A flush of every live member (in a slot, in sync or rebuilding), each op with its device,
     /// as [`OpenArray::next_metadata_step`] gives them: what must precede recording the array
     /// clean, clearing intent bits or recording a rebuild checkpoint.
-    pub fn live_flushes(&self) -> Vec<(Arc<dyn MemberDevice>, MetaOp)> {
+    pub fn live_flushes(&mut self) -> Vec<(Arc<dyn MemberDevice>, MetaOp)> {
         let states = self.array.slot_states();
         let mut out: Vec<(Arc<dyn MemberDevice>, MetaOp)> = Vec::new();
         let mut seen: Vec<usize> = Vec::new();
@@ -738,6 +753,7 @@ impl OpenArray {
             seen.push(key);
             out.push((Arc::clone(self.meta_device(idx).expect("a slot's device")), MetaOp::Flush { device: idx }));
         }
+        self.step_devices = out.iter().map(|(dev, op)| (op.device(), Arc::clone(dev))).collect();
         out
     }
 

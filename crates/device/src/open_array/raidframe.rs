@@ -539,9 +539,9 @@ impl RaidframeSet {
     /// kernel fails a component whose I/O fails while the set survives it).
     pub(super) fn fail_for_metadata(&mut self, array: &mut Engine, idx: usize) -> MetadataFailure {
         let Some(&slot) = self.device_columns.get(idx) else { return MetadataFailure::Refused };
-        // A column being reconstructed is written like the others, so its failure must be
-        // recorded too: taken as already out, its label flushes failed again on every retry of
-        // the metadata step, for ever.
+        // Failed whether it is in sync or being reconstructed: a column being reconstructed is
+        // written like the others, and taken as already out, its failed label flushes were
+        // tried again for ever.
         if !matches!(array.slot_states()[slot], SlotState::InSync | SlotState::Recovering) {
             return MetadataFailure::AlreadyOut;
         }
