@@ -345,6 +345,13 @@ impl Grow {
         for m in &mut self.members {
             record_position(&mut m.sb, position);
             m.sb.events = events;
+        }
+        self.write_superblocks()
+    }
+
+    /// Write every member's superblock as it stands, then flush every member.
+    fn write_superblocks(&self) -> Result<(), GrowError> {
+        for m in &self.members {
             m.dev
                 .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
                 .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
@@ -462,14 +469,8 @@ impl Grow {
             edit(&mut m.sb);
             m.sb.events = self.events;
             m.sb.utime = utime;
-            m.dev
-                .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
-                .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
         }
-        for m in &self.members {
-            m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
-        }
-        Ok(())
+        self.write_superblocks()
     }
 
     fn record(&mut self, at: u64) -> Result<(), GrowError> {

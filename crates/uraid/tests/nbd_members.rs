@@ -97,15 +97,7 @@ fn image(dir: &Path, name: &str, size: u64) -> String {
 }
 
 fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    uraid_testkit::random_bytes(len as u64, seed)
 }
 
 fn cat(members: &[String], offset: u64, len: usize) -> Vec<u8> {

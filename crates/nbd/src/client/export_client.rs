@@ -292,8 +292,11 @@ impl NbdClient {
     /// server would make the array wait many times over.
     fn request(&self, kind: u16, flags: u16, offset: u64, len: u32, payload: &[&[u8]]) -> Result<Vec<u8>, ClientError> {
         let mut resends = 0;
+        // A resent read goes to the same slot, whose connection is known broken by then and is
+        // opened again: the next slot's may be broken too without anyone having seen it yet.
+        let slot = self.next_slot.fetch_add(1, Ordering::Relaxed) % self.slots.len();
         loop {
-            let conn = self.connection()?;
+            let conn = self.connection(slot)?;
             let timeout = self.config().request_timeout;
             match conn.call(kind, flags, offset, len, payload, timeout) {
                 Ok(data) => return Ok(data),
@@ -311,9 +314,8 @@ impl NbdClient {
         }
     }
 
-    /// The next connection in turn, opened again first if it broke.
-    fn connection(&self) -> Result<Arc<Connection>, ClientError> {
-        let i = self.next_slot.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+    /// The connection of slot `i`, opened again first if it broke.
+    fn connection(&self, i: usize) -> Result<Arc<Connection>, ClientError> {
         let mut slot = lock(&self.slots[i]);
         if let Some(gone) = self.gone_error() {
             return Err(gone);
