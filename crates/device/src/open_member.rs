@@ -96,6 +96,9 @@ impl MemberDevice for Member {
     fn flush(&self) -> io::Result<()> {
         self.dev().flush()
     }
+    fn flush_is_noop(&self) -> bool {
+        self.dev().flush_is_noop()
+    }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         self.dev().discard(offset, len)
     }
@@ -123,6 +126,28 @@ mod tests {
         assert!(Member::is_uri(Path::new("nbd+unix:///e?socket=/run/s")));
         assert!(!Member::is_uri(Path::new("./nbd://host/export")));
         assert!(!Member::is_uri(Path::new("/srv/d0.img")));
+    }
+
+    /// Every property of the device inside shows through (one forgotten method silently
+    /// takes the trait's default).
+    #[test]
+    fn a_file_member_answers_as_its_file() {
+        for dir in [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")] {
+            let folder = dir.join(format!("uraid-open-member-{}", std::process::id()));
+            if std::fs::create_dir_all(&folder).is_err() {
+                continue;
+            }
+            let path = folder.join("m.img");
+            std::fs::File::create(&path).unwrap().set_len(1 << 20).unwrap();
+            let file = FileDevice::open(&path, true).unwrap();
+            let member = Member::open(&path, true).unwrap();
+            assert_eq!(member.flush_is_noop(), file.flush_is_noop(), "{}", dir.display());
+            assert_eq!(member.discard_is_cheap(), file.discard_is_cheap(), "{}", dir.display());
+            assert_eq!(member.io_handle().is_some(), file.io_handle().is_some(), "{}", dir.display());
+            assert_eq!((member.name(), member.size()), (file.name(), file.size()));
+            drop((file, member));
+            std::fs::remove_dir_all(&folder).unwrap();
+        }
     }
 
     #[test]
