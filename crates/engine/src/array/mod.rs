@@ -58,7 +58,7 @@ use crate::read_balance::{Balancer, ReadPolicy};
 
 pub use crate::member_io::{IoId, IoResult, MemberIo, MemberIoError, MemberOp};
 pub use crate::slot::SlotState;
-pub use parity::{compute_parity, compute_parity_into, reconstruct};
+pub use parity::{compute_parity_into, reconstruct};
 
 mod assembly;
 mod completions;

@@ -4,15 +4,6 @@
 use smallvec::{smallvec, SmallVec};
 use uraid_layout::StripeRoles;
 
-/// P (and Q) over the data blocks of a stripe, given in data-index order, in new blocks.
-pub fn compute_parity(roles: &StripeRoles, data: &[&[u8]], len: usize) -> (Vec<u8>, Option<Vec<u8>>) {
-    let mut p = vec![0u8; len];
-    let mut q = roles.q.map(|_| vec![0u8; len]);
-    let zeros = if roles.syndrome_disks > data.len() { vec![0u8; len] } else { Vec::new() };
-    compute_parity_into(roles, data, &zeros, &mut p, q.as_deref_mut());
-    (p, q)
-}
-
 /// P (and, on raid6, Q) over the data blocks of a stripe, given in data-index order, written
 /// over whatever `p` and `q` held. Syndrome slots that hold no data (P and Q's own under DDF
 /// layouts) count as zeros, which `zeros` provides: at least as long as `p` when there are any.

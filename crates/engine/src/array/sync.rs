@@ -2,7 +2,7 @@
 //! compared, parity recomputed, mismatches counted per 4 KiB row, and what disagrees rewritten.
 
 use super::emit::{IoTag, Outcome};
-use super::parity::{compute_parity, reconstruct};
+use super::parity::{compute_parity_into, reconstruct};
 use super::rows::row_pieces;
 use super::{Array, RequestId};
 use crate::error::EngineError;
@@ -216,33 +216,52 @@ impl Array {
                 reconstruct(&roles, &mut unit.blocks, &missing, len);
                 let data: Vec<&[u8]> =
                     roles.data.iter().map(|&d| unit.blocks[d].as_deref().expect("rebuilt")).collect();
-                let (p, q) = compute_parity(&roles, &data, len);
-                // Recomputed parity, shared by the rewrites that take slices of it (no copies).
-                let mut targets = vec![(roles.p, Bytes::from(p))];
+                // Recomputed parity in blocks of the array's pool: a check of a consistent
+                // stripe, the usual case, gives them back and allocates nothing.
+                let mut p = self.parity_blocks.take(len);
+                let mut q = roles.q.map(|_| self.parity_blocks.take(len));
+                let zeros = if roles.syndrome_disks > data.len() { self.parity_blocks.zeros(len) } else { &[] };
+                compute_parity_into(&roles, &data, zeros, &mut p, q.as_deref_mut());
+                let mut wanted = vec![(roles.p, p)];
                 if let (Some(qs), Some(q)) = (roles.q, q) {
-                    targets.push((qs, Bytes::from(q)));
+                    wanted.push((qs, q));
                 }
-                // The unit may be one row cut out of its stripe after a read error: its own
-                // offset, not the stripe's start, is where its rows are.
-                let base = unit.copies[0].1;
-                let compared: Vec<&(usize, Bytes)> = targets.iter().filter(|(slot, _)| was_read[*slot]).collect();
                 // Rows that disagree, counted one by one as md's mismatch_cnt; rewritten in runs
                 // of rows that follow one another, one write per run and parity member.
-                let mut run: Option<std::ops::Range<usize>> = None;
+                let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
                 for row in (0..unit.len).step_by(row_bytes as usize) {
                     let r = row as usize..(row + row_bytes).min(unit.len) as usize;
-                    let bad = compared
+                    let bad = wanted
                         .iter()
+                        .filter(|(slot, _)| was_read[*slot])
                         .any(|(slot, want)| want[r.clone()] != unit.blocks[*slot].as_ref().expect("read")[r.clone()]);
                     if bad {
                         s.mismatch_sectors += (r.end - r.start) as u64 / SECTOR_BYTES;
-                        run = Some(run.map_or(r.clone(), |run| run.start..r.end));
+                        match runs.last_mut() {
+                            Some(run) if run.end == r.start => run.end = r.end,
+                            _ => runs.push(r),
+                        }
                     }
-                    if s.repair && (!bad || r.end == len) {
-                        if let Some(run) = run.take() {
-                            for (slot, want) in &compared {
-                                writes.push((*slot, base + run.start as u64, want.slice(run.clone()), false));
-                            }
+                }
+                let rewrites =
+                    (s.repair && !runs.is_empty()) || !unit.bad.is_empty() || (s.repair && !recovering.is_empty());
+                // Shared by the rewrites that take slices of it (no copies); back to the pool
+                // when nothing is rewritten.
+                let targets: Vec<(usize, Bytes)> = if rewrites {
+                    wanted.into_iter().map(|(slot, b)| (slot, Bytes::from(b))).collect()
+                } else {
+                    for (_, block) in wanted {
+                        self.parity_blocks.put(block);
+                    }
+                    Vec::new()
+                };
+                // The unit may be one row cut out of its stripe after a read error: its own
+                // offset, not the stripe's start, is where its rows are.
+                let base = unit.copies[0].1;
+                if s.repair {
+                    for run in &runs {
+                        for (slot, want) in targets.iter().filter(|(slot, _)| was_read[*slot]) {
+                            writes.push((*slot, base + run.start as u64, want.slice(run.clone()), false));
                         }
                     }
                 }
