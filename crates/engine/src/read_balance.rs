@@ -73,6 +73,10 @@
 //!     Layouts whose copies lie far apart (raid10 far and offset) read the lowest copy, which
 //!     the layout already spreads over every member, as md does.
 //!
+//! Every policy passes over a copy whose measured latency is clearly worse than another's
+//! (`crate::read_latency`: a far or slow host), before choosing by its own rules among the
+//! others; while the members are alike, or no clock is given, that changes nothing.
+//!
 //! Positions are member byte offsets from the data start, as the engine's member I/Os carry
 //! them (md uses sectors; only differences and equality matter here).
 
@@ -80,6 +84,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::geometry::{CopyPlacement, Geometry};
+use crate::read_latency::{ReadLatency, ReadTiming, SlotSet};
 use crate::SECTOR_BYTES;
 
 /// How reads choose among the copies of mirrored data (raid1, raid10). md keeps no such setting
@@ -177,7 +182,7 @@ pub(crate) struct SlotLoad {
 
 impl SlotLoad {
     /// I/Os in flight or about to be, as md's `nr_pending` counts them.
-    fn load(&self) -> u32 {
+    pub(crate) fn load(&self) -> u32 {
         self.pending + self.planned
     }
 
@@ -305,6 +310,8 @@ pub(crate) struct Balancer {
     array_next: u64,
     /// `md-1998`: bytes of the current sequential run read on `last_used` (2.2's `sect_count`).
     run_count: u64,
+    /// Each slot's measured read latency: which copies are too slow to choose.
+    latency: ReadLatency,
 }
 
 /// `md-1998`: a sequential run moves to the next disk after this many bytes (2.2's
@@ -335,7 +342,43 @@ impl Balancer {
             last_used: 0,
             array_next: 0,
             run_count: 0,
+            latency: ReadLatency::new(geometry.raid_disks()),
         }
+    }
+
+    /// The driver's clock, in nanoseconds from any fixed start (see [`crate::Array::set_now`]).
+    pub(crate) fn set_now(&mut self, now_ns: u64) {
+        self.latency.set_now(now_ns);
+    }
+
+    pub(crate) fn latency_balancing(&self) -> bool {
+        self.latency.enabled()
+    }
+
+    pub(crate) fn set_latency_balancing(&mut self, on: bool) {
+        self.latency.set_enabled(on);
+    }
+
+    /// The measured mean latency of reads of `len` bytes on `slot`, in nanoseconds.
+    pub(crate) fn read_latency_ns(&self, slot: usize, len: u64) -> Option<f64> {
+        self.latency.measured(slot, len).map(|m| m.latency_ns)
+    }
+
+    /// A member read of `len` bytes is about to go out to `slot` (before [`Balancer::issued`]):
+    /// what to keep with it to measure it.
+    pub(crate) fn read_started(&mut self, slot: usize, len: u64) -> Option<ReadTiming> {
+        self.latency.start(slot, len, self.slots[slot].pending)
+    }
+
+    /// A read started with [`Balancer::read_started`] came back with its data.
+    pub(crate) fn read_finished(&mut self, slot: usize, timing: ReadTiming) {
+        self.latency.finished(slot, timing);
+    }
+
+    /// The slots too slow for a read of `len` bytes among `copies` (see
+    /// `crate::read_latency`): `readable` less these is what the policies choose from.
+    fn too_slow(&self, copies: &[(usize, u64)], len: u64, readable: &impl Fn(usize) -> bool) -> SlotSet {
+        self.latency.slow_slots(copies, len, &self.slots, readable)
     }
 
     pub(crate) fn tuning(&self) -> SplitTuning {
@@ -401,25 +444,12 @@ impl Balancer {
         let chosen = match copies.len() {
             0 => None,
             1 => readable(copies[0].0).then_some(0),
-            _ => match self.policy {
-                ReadPolicy::Md => match self.flavour {
-                    MdFlavour::Raid1 => self.md_raid1(copies, &readable),
-                    MdFlavour::Raid10 { near, far } => self.md_raid10(copies, near, far, &readable),
-                },
-                ReadPolicy::RoundRobin => {
-                    let n = copies.len();
-                    let start = self.turn % n;
-                    (0..n).map(|k| (start + k) % n).find(|&i| readable(copies[i].0))
-                }
-                ReadPolicy::ShortestQueue => self.least_busy(copies, &readable, |s| s.head),
-                ReadPolicy::Split => self.split_single(copies, &readable),
-                ReadPolicy::Md1998 | ReadPolicy::Md2006 if matches!(self.flavour, MdFlavour::Raid10 { .. }) => {
-                    let MdFlavour::Raid10 { near, far } = self.flavour else { unreachable!("matched above") };
-                    self.md_raid10(copies, near, far, &readable)
-                }
-                ReadPolicy::Md1998 => self.md1998(copies, len, &readable),
-                ReadPolicy::Md2006 => self.md2006(copies, &readable),
-            },
+            _ => {
+                let slow = self.too_slow(copies, len, &readable);
+                let chosen = self.choose_by_policy(copies, len, &|slot| readable(slot) && !slow.contains(slot))?;
+                let probe = self.latency.probe(copies, chosen, len, |s| self.slots[s].load() == 0, &readable);
+                Some(probe.unwrap_or(chosen))
+            }
         }?;
         let (slot, offset) = copies[chosen];
         self.note_read(slot, offset, len);
@@ -428,6 +458,34 @@ impl Balancer {
             self.array_next = offset + len;
         }
         Some(chosen)
+    }
+
+    /// The policy's own choice among the copies `readable` allows (two or more copies).
+    fn choose_by_policy(
+        &mut self,
+        copies: &[(usize, u64)],
+        len: u64,
+        readable: &impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        match self.policy {
+            ReadPolicy::Md => match self.flavour {
+                MdFlavour::Raid1 => self.md_raid1(copies, &readable),
+                MdFlavour::Raid10 { near, far } => self.md_raid10(copies, near, far, &readable),
+            },
+            ReadPolicy::RoundRobin => {
+                let n = copies.len();
+                let start = self.turn % n;
+                (0..n).map(|k| (start + k) % n).find(|&i| readable(copies[i].0))
+            }
+            ReadPolicy::ShortestQueue => self.least_busy(copies, &readable, |s| s.head),
+            ReadPolicy::Split => self.split_single(copies, &readable),
+            ReadPolicy::Md1998 | ReadPolicy::Md2006 if matches!(self.flavour, MdFlavour::Raid10 { .. }) => {
+                let MdFlavour::Raid10 { near, far } = self.flavour else { unreachable!("matched above") };
+                self.md_raid10(copies, near, far, &readable)
+            }
+            ReadPolicy::Md1998 => self.md1998(copies, len, &readable),
+            ReadPolicy::Md2006 => self.md2006(copies, &readable),
+        }
     }
 
     /// How much of a read of `len` bytes at `copies` should go to one copy: all of it, except
@@ -566,6 +624,8 @@ impl Balancer {
         readable: impl Fn(usize) -> bool,
         out: &mut [usize],
     ) -> usize {
+        let slow = self.too_slow(copies, self.tuning.divide_bytes, &readable);
+        let readable = |slot| readable(slot) && !slow.contains(slot);
         let mut n = 0;
         for (i, &(slot, _)) in copies.iter().enumerate() {
             if n < out.len() && readable(slot) && self.slots[slot].load() == 0 {
@@ -760,6 +820,9 @@ impl Balancer {
         lane: usize,
         readable: impl Fn(usize) -> bool,
     ) -> Option<usize> {
+        // Read-ahead reads runs of up to 1 MiB, within a window.
+        let slow = self.too_slow(copies, self.tuning.window_bytes.min(1 << 20), &readable);
+        let readable = |slot| readable(slot) && !slow.contains(slot);
         if self.far_copies() {
             return copies
                 .iter()
