@@ -377,8 +377,18 @@ impl Balancer {
 
     /// The slots too slow for a read of `len` bytes among `copies` (see
     /// `crate::read_latency`): `readable` less these is what the policies choose from.
+    /// A copy the read continues a run on (md's sequential rule: it starts where the slot's
+    /// last read ended, or at its head) is never among them: its latency is that of its own
+    /// stream, which says nothing of where it is.
     fn too_slow(&self, copies: &[(usize, u64)], len: u64, readable: &impl Fn(usize) -> bool) -> SlotSet {
-        self.latency.slow_slots(copies, len, &self.slots, readable)
+        let mut slow = self.latency.slow_slots(copies, len, &self.slots, readable);
+        for &(slot, offset) in copies {
+            let s = &self.slots[slot];
+            if s.next_seq == offset || s.head == offset {
+                slow.remove(slot);
+            }
+        }
+        slow
     }
 
     pub(crate) fn tuning(&self) -> SplitTuning {
@@ -1090,6 +1100,36 @@ mod tests {
         // The next request starts afresh (the reads are issued by then, and counted there).
         b.begin_request();
         assert_eq!(b.choose(&[(0, 5 * MIB), (1, 5 * MIB)], 4096, all), Some(0));
+    }
+
+    /// `n` reads of 4 KiB on `slot`, one at a time, each taking `ns` of the clock at `*now`.
+    fn timed_reads(b: &mut Balancer, now: &mut u64, slot: usize, ns: u64, n: usize) {
+        for _ in 0..n {
+            b.set_now(*now);
+            let t = b.read_started(slot, 4096).expect("a clock");
+            b.issued(slot, 0, 4096, true);
+            *now += ns;
+            b.set_now(*now);
+            b.completed(slot, 0, 4096, true);
+            b.read_finished(slot, t);
+        }
+    }
+
+    #[test]
+    fn a_slow_copy_is_passed_over_unless_the_read_continues_its_run() {
+        let mut b = raid1(2);
+        let mut now = 0;
+        timed_reads(&mut b, &mut now, 0, 5_000_000, 8);
+        timed_reads(&mut b, &mut now, 1, 100_000, 8);
+        // Both idle: md takes the first idle disk, but slot 0 is fifty times slower.
+        assert_eq!(b.choose(&mirror(2, 100 * MIB), 4096, all), Some(1));
+        // A read that continues slot 0's run (starts at its head) stays there, as md has it:
+        // a stream's latency says nothing of where its disk is.
+        ran(&mut b, 0, 0, 300 * MIB);
+        assert_eq!(b.choose(&mirror(2, 300 * MIB), 4096, all), Some(0));
+        // Turned off, md's order again.
+        b.set_latency_balancing(false);
+        assert_eq!(b.choose(&mirror(2, 700 * MIB), 4096, all), Some(0));
     }
 
     #[test]

@@ -163,6 +163,12 @@ impl SlotSet {
         }
     }
 
+    pub(crate) fn remove(&mut self, slot: usize) {
+        if slot < Self::CAPACITY {
+            self.0[slot / 64] &= !(1 << (slot % 64));
+        }
+    }
+
     pub(crate) fn contains(&self, slot: usize) -> bool {
         slot < Self::CAPACITY && self.0[slot / 64] & (1 << (slot % 64)) != 0
     }
