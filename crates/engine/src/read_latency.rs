@@ -24,7 +24,8 @@
 //!
 //! Probes. A copy that no read goes to is never measured: the one md's order leaves idle at
 //! queue depth 1, the one ruled out as slow. So a readable copy to which no read of a size
-//! class has gone for [`STALE_NS`] (since the clock started) gets the next read of that class,
+//! class has gone for [`STALE_NS`], or none at all [`FIRST_PROBE_NS`] after the clock started,
+//! gets the next read of that class,
 //! if it is idle and the policy chose a measured copy ([`ReadLatency::probe`]), and so do the
 //! reads after it, one at a time, until it has [`MIN_SAMPLES`] new samples. Its first sample
 //! starts its estimate afresh, and an estimate with fewer than [`MIN_SAMPLES`] is not judged:
@@ -32,7 +33,7 @@
 //! out is so measured about once a second, at the cost of the few reads it takes meanwhile,
 //! and a host that recovered wins back its share. Between alike members that the policy reads
 //! every second, nothing differs from the policy's choices.
-
+//!
 //! Size classes keep bandwidth out of the comparison: a 1 MiB read takes milliseconds on a
 //! fast local disk, as long as a 4 KiB read on a far host, and must not make its member look
 //! far. Reads are compared with reads of their own class only (up to 16 KiB, 128 KiB, 1 MiB,
@@ -48,8 +49,10 @@
 //! Why all three. Latency alone differs between alike disks at different queue depths (a disk
 //! with 8 reads queued answers each 8 times later); time per I/O alone differs between alike
 //! hosts that serve in parallel at different depths (the same 100 µs over 1 or over 16 in
-//! flight). A far or slow member is worse by both, and alike members are never worse by
-//! both, whatever their queues: so the policies choose among alike members exactly as before.
+//! flight). A far or slow member is worse by both; alike members whose service time is their
+//! own (SSDs, hosts) are never worse by both, whatever their queues, so the policies choose
+//! among them exactly as before. Hard disks are the exception: their service time is set by
+//! the seeks the policy's choices make (`docs/read-balancing.md`, "Latency").
 //! The expected wait lets a slow copy take reads again when the fast one is queued deeper than
 //! it is slower. A member that gets reads only now and then (a disk beside the one a sequential
 //! reader keeps) starts afresh at every sample and never has enough of them to take part.
@@ -61,8 +64,8 @@ use crate::read_balance::SlotLoad;
 /// moves it little enough that alike disks stay well within [`SLOW_RATIO`] of each other.
 pub(crate) const SAMPLE_WEIGHT: f64 = 1.0 / 8.0;
 
-/// A copy is slow when its time per I/O and its expected wait are more than this many times
-/// the reference's. Twice: a copy that would take more than twice as long as another is a
+/// A copy is slow when its latency, its time per I/O and its expected wait are more than this
+/// many times the reference's. Twice: a copy that would take more than twice as long as another is a
 /// different kind of member (a far host, a slower device), not the same kind with a bad
 /// moment; alike disks under the same mix of reads measure within some tens of percent.
 pub(crate) const SLOW_RATIO: f64 = 2.0;
@@ -74,6 +77,11 @@ pub(crate) const SLOW_MARGIN_NS: f64 = 50_000.0;
 /// A sample more than this after the one before it (a second) starts the estimate afresh, and
 /// a copy no read went to for this long is probed.
 pub(crate) const STALE_NS: u64 = 1_000_000_000;
+
+/// A copy that no read of a class has gone to since the clock started is probed this soon (a
+/// tenth of a second): a far member that md's order reads first costs no more than that, and
+/// a member the policy reads at all has had its read by then.
+pub(crate) const FIRST_PROBE_NS: u64 = 100_000_000;
 
 /// Samples an estimate needs, since it started, to take part in the rule.
 pub(crate) const MIN_SAMPLES: u64 = 4;
@@ -250,7 +258,13 @@ impl ReadLatency {
         let class = class_of(len);
         self.slots[copies[chosen].0][class].known()?;
         let started = self.started;
-        let due = |e: &Estimate| e.probing || now.saturating_sub(e.issued_at.unwrap_or(started)) > STALE_NS;
+        let due = |e: &Estimate| {
+            e.probing
+                || match e.issued_at {
+                    Some(t) => now.saturating_sub(t) > STALE_NS,
+                    None => now.saturating_sub(started) > FIRST_PROBE_NS,
+                }
+        };
         let i = copies
             .iter()
             .enumerate()
@@ -411,10 +425,9 @@ mod tests {
         measure(&mut l, 1, 4096, 5 * MS, 20);
         let copies = [(0, 0), (1, 0), (2, 0)];
         let idle = |_| true;
-        // Slot 2 has had no read, but the clock started only 102 ms ago.
-        assert_eq!(l.probe(&copies, 0, 4096, idle, &all), None);
+        // Slot 2 has had no read yet, and the clock has run for 102 ms: probed.
+        assert_eq!(l.probe(&copies[..], 0, 4096, idle, &all), Some(2));
         l.set_now(l.now.unwrap() + STALE_NS - 50 * MS);
-        assert_eq!(l.probe(&copies, 0, 4096, idle, &all), Some(2));
         // Not a busy copy, nor an unreadable one; slot 1 was read less than a second ago.
         assert_eq!(l.probe(&copies, 0, 4096, |s| s != 2, &all), None);
         assert_eq!(l.probe(&copies, 0, 4096, idle, &|s| s != 2), None);
