@@ -32,13 +32,16 @@ struct Member {
     serves: Serves,
 }
 
+/// A member I/O in flight: (completion time, issue order, I/O id, slot, length), earliest first.
+type InFlight = Reverse<(u64, u64, u64, usize, u64)>;
+
 /// A closed-loop random reader workload over an array, in virtual time.
 struct Sim {
     array: Array,
     members: Vec<Member>,
     busy_until: Vec<u64>,
     /// Member I/Os in flight: (completion time, issue order) → (id, slot, length).
-    events: BinaryHeap<Reverse<(u64, u64, u64, usize, u64)>>,
+    events: BinaryHeap<InFlight>,
     order: u64,
     now: u64,
     rng: u64,

@@ -83,9 +83,9 @@ impl Placement {
     /// Whether the placement can be laid out on `hosts` hosts.
     pub fn fits(&self, hosts: u32) -> bool {
         match *self {
-            Placement::HeadRaid10 => hosts >= 2 && hosts % 2 == 0,
+            Placement::HeadRaid10 => hosts >= 2 && hosts.is_multiple_of(2),
             Placement::HeadRaid6 => hosts >= 4,
-            Placement::GroupsRaid6 { width } => width >= 4 && hosts >= width && hosts % width == 0,
+            Placement::GroupsRaid6 { width } => width >= 4 && hosts >= width && hosts.is_multiple_of(width),
             Placement::DeclusteredRaid6 { width } => width >= 4 && hosts > width,
         }
     }
