@@ -23,6 +23,7 @@ impl ArrayService {
     pub fn start(mut array: OpenArray, config: ServiceConfig) -> ArrayService {
         array.engine_mut().set_stripe_memory_limit(config.stripe_cache_bytes);
         array.engine_mut().set_read_policy(config.read_policy);
+        array.engine_mut().set_latency_balancing(config.latency_balancing);
         array.engine_mut().set_split_tuning(config.split_tuning);
         let geometry = array.engine().geometry().clone();
         let targets = array.member_targets();

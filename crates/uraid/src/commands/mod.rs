@@ -17,6 +17,7 @@ pub mod raidctl;
 pub mod raidframe_describe;
 pub mod serve;
 pub mod sim;
+pub mod sim_hosts;
 pub mod source;
 pub mod status;
 pub mod stop;

@@ -146,6 +146,13 @@ impl Runner {
         self.started.elapsed()
     }
 
+    /// Tell the engine the time before it issues or hears of member I/O: it measures each
+    /// member's read latency by it (read balancing passes over far or slow members).
+    fn tell_time(&mut self) {
+        let now = self.now();
+        self.array.engine_mut().set_now(now);
+    }
+
     pub(in crate::service) fn run(self, rx: Receiver<Msg>) {
         let inbox = self.back.clone();
         notifier::engine_thread_starts(&inbox.notifier);
