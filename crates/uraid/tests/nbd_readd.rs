@@ -116,6 +116,10 @@ fn lose_a_member_while_writing(dir: &Path, bitmap: bool) -> Lost {
     wait_until("the lost member to be failed", Duration::from_secs(30), || {
         member_state(&serve.status(), &members[1]) == "faulty"
     });
+    // The others' superblocks record it, as md's do: the local member's, read directly.
+    wait_until("the failure recorded on the others", Duration::from_secs(30), || {
+        String::from_utf8_lossy(&ok(&["examine", &c]).stdout).contains("Array State : A.A")
+    });
     // Some writes after the failure too.
     let rounds_then = last.lock().unwrap()[0];
     wait_until("writes to go on degraded", Duration::from_secs(30), || last.lock().unwrap()[0] > rounds_then + 1);
