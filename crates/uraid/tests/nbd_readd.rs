@@ -277,6 +277,8 @@ fn another_arrays_member_at_the_address_is_left_alone() {
     assert!(why.contains("another array"), "{why}");
     assert_eq!(member_state(&status, &b_uri), "faulty", "{status:#}");
     assert_eq!(status["readded"], 0);
+    let shown = String::from_utf8(lost.serve().ctl(&["status"]).stdout).unwrap();
+    assert!(shown.contains(&format!("lost: {b_uri} (slot 1)")) && shown.contains("left out: "), "{shown}");
     let by_hand = lost.serve().ctl(&["re-add", &b_uri]);
     assert!(!by_hand.status.success() && String::from_utf8_lossy(&by_hand.stderr).contains("another array"));
     // Tried again (and refused again) a few times: reported once in the log.
@@ -285,7 +287,7 @@ fn another_arrays_member_at_the_address_is_left_alone() {
         lost.serve().status()["returning"][0]["attempts"].as_u64().unwrap() >= attempts + 2
     });
     let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
-    assert_eq!(log.matches("is left out (nothing written to it)").count(), 1, "{log}");
+    assert_eq!(log.matches("is left out, nothing written to it").count(), 1, "{log}");
     data_intact(dir.path(), &lost);
     lost.stop();
     drop(stranger);

@@ -126,7 +126,8 @@ impl Runner {
         let why = refusal.to_string();
         let tried = self.returns.find(device).is_some();
         if !tried || self.returns.attempt_failed(device, now, AttemptFailure::Refused(why.clone())) {
-            log(&format!("{device} answers again, but is left out (nothing written to it): {why}"));
+            // The reason names the device.
+            log(&format!("a lost member answers again and is left out, nothing written to it: {why}"));
         }
     }
 
