@@ -39,7 +39,9 @@ pub mod vinum_drives;
 
 pub use member::{AlignedBuf, DirectIo, FileDevice, IoHandle, MemberDevice, MemoryDevice, RemoteLimits};
 pub use nbd_member::NbdDevice;
-pub use open_array::{MemberTarget, OpenArray, OpenError, Placement, PlacementError, ReshapeRefusal};
+pub use open_array::{
+    MemberTarget, OpenArray, OpenError, Placement, PlacementError, ReaddMode, ReaddRefusal, Readded, ReshapeRefusal,
+};
 pub use open_member::Member;
 pub use probe::{probe, ProbeError, Probed};
 pub use service::{

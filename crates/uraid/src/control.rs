@@ -2,6 +2,7 @@
 //!
 //! One request per connection line, one answer line, both JSON: `{"op":"status"}`,
 //! `{"op":"check"}`, `{"op":"repair"}`, `{"op":"idle"}`, `{"op":"wait"}`, `{"op":"stop"}`,
+//! `{"op":"add"|"re-add"|"fail"|"remove","member":PATH}`, `{"op":"member-limits",...}`,
 //! `{"op":"speed-limit","min":BYTES_PER_SEC,"max":BYTES_PER_SEC}` (either or both, or neither to
 //! ask; answered with the limits in force as `"min"` and `"max"`).
 //! Answers are `{"ok":true, ...}` or `{"ok":false,"error":"..."}`. `wait` answers when no pass
@@ -20,7 +21,9 @@ use std::thread;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-use uraid_device::service::{ArrayStatus, ManageOp, RemoteLimitsChange, ServiceHandle, SyncAction};
+use uraid_device::service::{
+    ArrayStatus, ManageOp, RemoteLimitsChange, ReturnBackoff, ReturnBackoffChange, ServiceHandle, SyncAction,
+};
 use uraid_engine::SlotState;
 
 use crate::commands::{CliError, CliResult};
@@ -106,13 +109,14 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
             Ok(s) => json!({"ok": true, "status": status_json(&s)}),
             Err(e) => fail(e.to_string()),
         },
-        "add" | "fail" | "remove" => {
+        "add" | "fail" | "remove" | "re-add" => {
             let Some(member) = request.get("member").and_then(Value::as_str) else {
                 return fail(format!("{op} needs a \"member\""));
             };
             let force = request.get("force").and_then(Value::as_bool).unwrap_or(false);
             let manage = match op {
                 "add" => ManageOp::Add(member.into()),
+                "re-add" => ManageOp::ReAdd(member.into()),
                 "fail" => ManageOp::Fail { member: member.to_string(), force },
                 _ => ManageOp::Remove(member.to_string()),
             };
@@ -152,15 +156,41 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
                 reconnect_attempts: attempts.map(|a| a.min(u64::from(u32::MAX)) as u32),
                 reconnect_budget: budget.map(Duration::from_millis),
             };
+            let (first, max) = match (field("readd_first_ms"), field("readd_max_ms")) {
+                (Ok(f), Ok(m)) => (f, m),
+                (Err(e), _) | (_, Err(e)) => return fail(e),
+            };
+            let enabled = match request.get("auto_readd") {
+                None | Some(Value::Null) => None,
+                Some(Value::Bool(b)) => Some(*b),
+                Some(v) => return fail(format!("member-limits: \"auto_readd\" must be true or false, not {v}")),
+            };
+            let backoff_change =
+                ReturnBackoffChange { enabled, first: first.map(Duration::from_millis), max: max.map(Duration::from_millis) };
+            // Whether the backoff change is refused does not depend on the backoff in force:
+            // refused, nothing changes.
+            if let Err(e) = backoff_change.apply(ReturnBackoff::default()) {
+                return fail(format!("member-limits: {e}"));
+            }
             let member = request.get("member").and_then(Value::as_str).map(str::to_string);
-            match handle.remote_limits(member, change) {
-                Ok(members) => json!({"ok": true, "members": members.iter().map(|(name, l)| json!({
+            let members = match handle.remote_limits(member, change) {
+                Ok(members) => members,
+                Err(e) => return fail(format!("member-limits: {e}")),
+            };
+            match handle.return_backoff(backoff_change) {
+                Some(Ok(backoff)) => json!({"ok": true, "members": members.iter().map(|(name, l)| json!({
                     "path": name,
                     "timeout_ms": l.request_timeout.as_millis() as u64,
                     "reconnect_attempts": l.reconnect_attempts,
                     "reconnect_budget_ms": l.reconnect_budget.as_millis() as u64,
-                })).collect::<Vec<_>>()}),
-                Err(e) => fail(format!("member-limits: {e}")),
+                })).collect::<Vec<_>>(),
+                "readd": {
+                    "auto_readd": backoff.enabled,
+                    "readd_first_ms": backoff.first.as_millis() as u64,
+                    "readd_max_ms": backoff.max.as_millis() as u64,
+                }}),
+                Some(Err(e)) => fail(format!("member-limits: {e}")),
+                None => fail("array is stopping".into()),
             }
         }
         "stop" => match signal_hook::low_level::raise(signal_hook::consts::SIGTERM) {
@@ -169,7 +199,7 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
         },
         "" => fail("no \"op\" in the request".into()),
         other => fail(format!(
-            "unknown op {other:?} (status, check, repair, idle, wait, add, fail, remove, speed-limit, member-limits, stop)"
+            "unknown op {other:?} (status, check, repair, idle, wait, add, re-add, fail, remove, speed-limit, member-limits, stop)"
         )),
     }
 }
@@ -253,9 +283,19 @@ pub fn status_json(s: &ArrayStatus) -> Value {
         "speed_limit_min": s.speed_limits.min_bytes_per_sec,
         "speed_limit_max": s.speed_limits.max_bytes_per_sec,
         "last_sync": s.last_sync,
+        "last_sync_bytes": s.last_sync_bytes,
         "passes_ended": s.passes_ended,
         "requests": s.requests,
         "members": members,
         "spares": s.spares,
+        "returning": s.returning.iter().map(|r| json!({
+            "path": r.device,
+            "slot": r.slot,
+            "attempts": r.attempts,
+            "next_attempt_ms": r.next_attempt_in.as_millis() as u64,
+            "last_failure": r.last_failure,
+            "refused": r.refused,
+        })).collect::<Vec<_>>(),
+        "readded": s.readded,
     })
 }

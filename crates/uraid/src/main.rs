@@ -282,6 +282,10 @@ pub enum CtlOp {
     },
     /// Remove a failed member or a spare (an active member must be failed first).
     Remove { member: PathBuf },
+    /// Take a former member back into the slot it held, rebuilt only where the write-intent
+    /// bitmap marks (mdadm --re-add); refused, with the reason, when that is not possible.
+    #[command(name = "re-add")]
+    ReAdd { member: PathBuf },
     /// Show, or set, the speed limits of this array's background passes (resync, recovery,
     /// check, repair), as md's speed_limit_min / speed_limit_max; the running pass follows
     /// them at once. Prints the limits in force.
@@ -312,6 +316,18 @@ pub enum CtlOp {
         /// All reconnection attempts after one breakage end within this time; default 10s.
         #[arg(long)]
         reconnect_budget: Option<String>,
+        /// Whether members lost for being unreachable are tried again and re-added by themselves
+        /// when they answer (for the whole array); default on.
+        #[arg(long, value_parser = ["on", "off"])]
+        auto_readd: Option<String>,
+        /// The wait before a lost member is first tried again (it doubles after each failed
+        /// attempt), for the whole array; default 1s.
+        #[arg(long)]
+        readd_first: Option<String>,
+        /// The longest wait between attempts to reach a lost member, for the whole array;
+        /// default 30s.
+        #[arg(long)]
+        readd_max: Option<String>,
         #[arg(long)]
         json: bool,
     },

@@ -96,6 +96,23 @@ pub fn ctl_status(v: &Value) -> String {
     if let Some(last) = v["last_sync"].as_str() {
         out.push_str(&format!("      last pass: {last}; mismatch_cnt {}\n", v["mismatch_cnt"]));
     }
+    for r in v["returning"].as_array().into_iter().flatten() {
+        let path = r["path"].as_str().unwrap_or("?");
+        let next = r["next_attempt_ms"].as_u64().unwrap_or(0);
+        let mut line = format!(
+            "      lost: {path} (slot {}), {} attempt(s) to reach it again, next in {}.{:01}s",
+            r["slot"],
+            r["attempts"],
+            next / 1000,
+            next % 1000 / 100
+        );
+        if let Some(why) = r["last_failure"].as_str() {
+            let what = if r["refused"] == Value::Bool(true) { "left out" } else { "not reached" };
+            line.push_str(&format!("; {what}: {why}"));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
     out
 }
 

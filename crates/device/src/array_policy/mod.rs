@@ -51,7 +51,9 @@
 //!
 //! Where things live: client writes, parking and held answers in `writes`, the metadata queue and
 //! what follows a flush in `metadata`, the bitmap in `intent`, the passes in `passes` and one
-//! pass's bookkeeping and throttle in `pass_run`.
+//! pass's bookkeeping and throttle in `pass_run`. Beside the policy, and as free of I/O:
+//! `member_returns`, when the members lost for being unreachable are tried again (the service
+//! makes the attempts and re-adds those that come back).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -62,6 +64,7 @@ use crate::open_array::{OpenArray, WriteIntentBits};
 
 mod errors;
 mod intent;
+mod member_returns;
 mod metadata;
 mod pass_run;
 mod passes;
@@ -71,6 +74,9 @@ mod writes;
 mod tests;
 
 pub use errors::{MetadataError, SyncError};
+pub use member_returns::{
+    AttemptFailure, LostMember, MemberReturns, ReturnBackoff, ReturnBackoffChange, ReturnBackoffError,
+};
 pub use metadata::{MetadataIo, MetadataIoKind};
 pub use pass_run::{throttle_delay, SpeedLimitError, SpeedLimits, SyncAction, SyncRun};
 pub use passes::CHECKPOINT_EVERY;
@@ -217,6 +223,8 @@ pub struct ArrayPolicy {
     mismatch_sectors: u64,
     /// How the last pass ended, in words.
     last_pass: Option<String>,
+    /// Bytes the last pass went through, regions it skipped as clean not counted.
+    last_pass_bytes: Option<u64>,
     /// Passes ended so far (finished or cut short), so that a watcher polling the status can
     /// tell that a pass began and ended between two looks.
     passes_ended: u64,
@@ -264,6 +272,7 @@ impl ArrayPolicy {
             pass_failure: None,
             mismatch_sectors: 0,
             last_pass: None,
+            last_pass_bytes: None,
             passes_ended: 0,
             resync_due: false,
             clean_failures: 0,
@@ -393,6 +402,12 @@ impl ArrayPolicy {
     /// How the last pass ended, in words (e.g. "check completed: ...").
     pub fn last_pass(&self) -> Option<&str> {
         self.last_pass.as_deref()
+    }
+
+    /// Bytes the last pass went through (a rebuild: bytes rebuilt), regions it stepped over as
+    /// clean in the write-intent bitmap not counted.
+    pub fn last_pass_bytes(&self) -> Option<u64> {
+        self.last_pass_bytes
     }
 
     /// Passes ended so far, finished or cut short.

@@ -427,6 +427,7 @@ impl ArrayPolicy {
                 .unwrap_or_else(|| format!("{} interrupted at byte {} of {}", run.action, run.pos, run.end))
         };
         self.last_pass = Some(summary.clone());
+        self.last_pass_bytes = Some(run.done_bytes().saturating_sub(run.skipped));
         self.passes_ended += 1;
         self.events.push_back(PolicyEvent::PassEnded { summary });
     }

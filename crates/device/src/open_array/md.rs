@@ -296,6 +296,16 @@ impl OpenArray {
     /// is filled. A device that already carries an md superblock is refused, whatever array it
     /// names: it may hold someone's data.
     pub(super) fn add_md_member(&mut self, dev: Box<dyn MemberDevice>) -> Result<Option<usize>, OpenError> {
+        self.add_md_member_into(dev, None)
+    }
+
+    /// [`OpenArray::add_md_member`], into `slot` when that is one of the free slots.
+    pub(super) fn add_md_member_into(
+        &mut self,
+        dev: Box<dyn MemberDevice>,
+        slot: Option<usize>,
+    ) -> Result<Option<usize>, OpenError> {
+        let wanted = slot;
         self.require_md("adding a member")?;
         if !self.writable {
             return Err(OpenError::ReadOnly);
@@ -318,7 +328,7 @@ impl OpenArray {
                     info.events
                 )));
             }
-            if let Some(slot) = self.readd_slot(&info).filter(|_| !self.array.log_held()) {
+            if let Ok(slot) = self.readd_slot(dev.name(), &info) {
                 return self.readd(dev, found, slot, reuse).map(Some);
             }
             // A former member the bitmap cannot vouch for: it is rebuilt in full like a new one.
@@ -340,9 +350,10 @@ impl OpenArray {
         let states = self.array.slot_states().to_vec();
         // While a member failure holds the log it is not yet recorded: the device waits as a
         // spare (see `activate_spare`).
-        let slot = states
-            .iter()
-            .position(|s| matches!(s, SlotState::Missing | SlotState::Faulty))
+        let free = |s: &SlotState| matches!(s, SlotState::Missing | SlotState::Faulty);
+        let slot = wanted
+            .filter(|&s| states.get(s).is_some_and(free))
+            .or_else(|| states.iter().position(free))
             .filter(|_| !self.array.log_held());
         match slot {
             Some(s) => sb.set_rebuilding(dev_number, s as u32),
@@ -373,7 +384,7 @@ impl OpenArray {
     }
 
     /// Put `m` at index `reuse` (an entry of the same device that holds nothing) or at the end.
-    fn place_member(&mut self, m: OpenMember, reuse: Option<usize>) -> usize {
+    pub(super) fn place_member(&mut self, m: OpenMember, reuse: Option<usize>) -> usize {
         match reuse {
             Some(idx) => {
                 self.mdp_mut().members[idx] = m;
@@ -388,7 +399,7 @@ impl OpenArray {
     }
 
     /// Member `idx` takes `slot` to be rebuilt there (`readded`: only where the bitmap says).
-    fn take_slot(&mut self, idx: usize, slot: usize, readded: bool) -> Result<(), OpenError> {
+    pub(super) fn take_slot(&mut self, idx: usize, slot: usize, readded: bool) -> Result<(), OpenError> {
         if let Some(old) = self.mdp().plan.slots[slot] {
             if old != idx {
                 self.mdp_mut().plan.verdicts[old] = MemberVerdict::Faulty;
@@ -400,49 +411,6 @@ impl OpenArray {
         self.mdp_mut().readded[slot] = readded;
         self.array.set_slot_state(slot, SlotState::Recovering, false)?;
         Ok(())
-    }
-
-    /// The slot a former member may be re-added to with a bitmap-guided rebuild (md's
-    /// `--re-add`): it was active in a slot that is free now, the bitmap has kept every region
-    /// written since it left (bits are never cleared while degraded; `events_cleared` is not
-    /// past its events), and it was not itself half rebuilt. raid10's bitmap covers the array,
-    /// not members, so raid10 members are rebuilt in full.
-    fn readd_slot(&self, info: &MemberInfo) -> Option<usize> {
-        let bits = self.mdp().meta.write_intent().filter(|b| !b.all_dirty)?;
-        let Role::Active(slot) = info.role else { return None };
-        let slot = slot as usize;
-        let free =
-            self.array.slot_states().get(slot).is_some_and(|s| matches!(s, SlotState::Missing | SlotState::Faulty));
-        let ok = free
-            && info.events >= bits.events_cleared
-            && info.recovery_offset.is_none()
-            && self.mdp().plan.level != uraid_layout::Level::Raid10
-            && info.data_offset == self.mdp().members[self.mdp().plan.reference].info.data_offset;
-        ok.then_some(slot)
-    }
-
-    fn readd(
-        &mut self,
-        dev: Box<dyn MemberDevice>,
-        found: Probed,
-        slot: usize,
-        reuse: Option<usize>,
-    ) -> Result<usize, OpenError> {
-        let mut sb = found.superblock;
-        // Until the rebuild is done it is not in sync: if we stop first, it starts over in full.
-        let info = sb.info();
-        sb.set_rebuilding(info.dev_number, slot as u32);
-        let offset = found.offset;
-        let info = sb.info();
-        let idx = self
-            .place_member(OpenMember { dev: Arc::from(dev), probed: Probed { superblock: sb, offset }, info }, reuse);
-        let reference_bitmap = read_bitmap_header(&self.mdp().members[self.mdp().plan.reference])?;
-        let device = md_device(&self.mdp().members[idx], reference_bitmap.as_deref())?;
-        self.join(idx, device, Vec::new())?;
-        self.take_slot(idx, slot, true)?;
-        self.roles_moved();
-        self.record_roles()?;
-        Ok(slot)
     }
 
     /// Whether the member rebuilding in `slot` came back with a bitmap-guided rebuild.
@@ -547,7 +515,12 @@ impl OpenArray {
     }
 
     /// Device `idx` joins the array with the superblock in its entry (see [`MdMetadata::join`]).
-    fn join(&mut self, idx: usize, device: MdDevice, areas: Vec<(u64, bytes::Bytes)>) -> Result<(), OpenError> {
+    pub(super) fn join(
+        &mut self,
+        idx: usize,
+        device: MdDevice,
+        areas: Vec<(u64, bytes::Bytes)>,
+    ) -> Result<(), OpenError> {
         let index = (idx < self.mdp().meta.devices().len()).then_some(idx);
         let (at, _) = self.mdp_mut().meta.join(index, device, areas);
         debug_assert_eq!(at, idx, "metadata devices follow the members' order");
@@ -555,11 +528,11 @@ impl OpenArray {
     }
 
     /// The md parts, for the md-only operations below (each checks the format first).
-    fn mdp(&self) -> &MdArray {
+    pub(super) fn mdp(&self) -> &MdArray {
         self.md().expect("an md-only operation checked the format")
     }
 
-    fn mdp_mut(&mut self) -> &mut MdArray {
+    pub(super) fn mdp_mut(&mut self) -> &mut MdArray {
         match &mut self.format {
             Format::Md(md) => md,
             Format::Vinum(_) | Format::Raidframe(_) => panic!("an md-only operation checked the format"),
@@ -567,7 +540,7 @@ impl OpenArray {
     }
 
     /// Refuse an md-only operation on another format.
-    fn require_md(&self, what: &str) -> Result<(), OpenError> {
+    pub(super) fn require_md(&self, what: &str) -> Result<(), OpenError> {
         match &self.format {
             Format::Md(_) => Ok(()),
             Format::Vinum(_) | Format::Raidframe(_) => Err(OpenError::Unsupported(format!(
@@ -579,7 +552,7 @@ impl OpenArray {
 }
 
 /// The bitmap header bytes of member `m`, when its superblock names a bitmap.
-fn read_bitmap_header(m: &OpenMember) -> Result<Option<Vec<u8>>, OpenError> {
+pub(super) fn read_bitmap_header(m: &OpenMember) -> Result<Option<Vec<u8>>, OpenError> {
     let Some(sectors) = m.info.bitmap_offset else { return Ok(None) };
     let at = bitmap_byte_offset(m.probed.offset, sectors);
     let mut header = vec![0u8; bitmap::HEADER_BYTES];
@@ -595,7 +568,7 @@ fn read_bitmap_header(m: &OpenMember) -> Result<Option<Vec<u8>>, OpenError> {
 /// bitmap, the bitmap header read from the device. A member whose own header does not parse
 /// (torn, overwritten) gets the reference member's: the next update writes it whole, as md
 /// rewrites every member's bitmap from the one it loaded.
-fn md_device(m: &OpenMember, reference_bitmap: Option<&[u8]>) -> Result<MdDevice, OpenError> {
+pub(super) fn md_device(m: &OpenMember, reference_bitmap: Option<&[u8]>) -> Result<MdDevice, OpenError> {
     let own = read_bitmap_header(m)?;
     let header = match (own.as_deref(), reference_bitmap) {
         (Some(h), Some(r)) if BitmapSuper::parse(h).is_err() => Some(r),

@@ -12,13 +12,14 @@
 //! - absent and failed members are recorded, so a later assembly leaves a stale one out.
 //!
 //! Each format has a file: `md.rs` (Linux md: superblocks, events, bitmap, partial parity log,
-//! adding and re-adding members), `vinum.rs` (FreeBSD gvinum: a volume's subdisks on drives,
+//! adding members; `readd.rs`: taking former members back, md's `--re-add`), `vinum.rs` (FreeBSD gvinum: a volume's subdisks on drives,
 //! configuration saves) and `raidframe.rs` (NetBSD RAIDframe: a set's components, component
 //! labels and parity map). This file holds what they share: requests, the metadata's steps, and
 //! failures.
 
 mod md;
 mod raidframe;
+mod readd;
 mod vinum;
 
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub(crate) use self::md::fill_random;
 use self::md::MetadataFailure;
 pub use self::md::{MdArray, OpenMember};
 pub use self::raidframe::{RaidframeSet, RebuildOnto, SetOpenError, SetSource};
+pub use self::readd::{ReaddMode, ReaddRefusal, Readded};
 pub use self::vinum::{VinumVolume, VolumeOpenError};
 pub use crate::error::{OpenError, ReshapeRefusal};
 use crate::member::MemberDevice;
@@ -590,7 +592,7 @@ impl OpenArray {
     }
 
     /// Membership changed: the next metadata update records it as such.
-    fn roles_moved(&mut self) {
+    pub(super) fn roles_moved(&mut self) {
         self.devs_changed = true;
         self.meta_mut().membership_changed();
     }

@@ -115,6 +115,17 @@ impl ServiceHandle {
         rx.recv().map_err(|_| RemoteLimitsError::Stopping)?
     }
 
+    /// Change how often members lost for being unreachable are tried again (an empty change
+    /// only asks); the backoff in force afterwards. `None` once the array is stopping.
+    pub fn return_backoff(
+        &self,
+        change: crate::array_policy::ReturnBackoffChange,
+    ) -> Option<Result<crate::array_policy::ReturnBackoff, crate::array_policy::ReturnBackoffError>> {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.inbox.send(Msg::ReturnBackoff { change, reply }).ok()?;
+        rx.recv().ok()
+    }
+
     /// Submit `op` and wait for its outcome.
     pub fn call(&self, op: BlockOp) -> Result<BlockReply, ServiceError> {
         let (tx, rx) = crossbeam_channel::bounded(1);

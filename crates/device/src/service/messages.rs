@@ -6,6 +6,8 @@ use crossbeam_channel::Sender;
 
 use crate::member::RemoteLimits;
 
+use crate::array_policy::{ReturnBackoff, ReturnBackoffChange, ReturnBackoffError};
+
 use super::{
     ArrayStatus, BlockOp, Done, ManageError, ManageOp, RemoteLimitsChange, RemoteLimitsError, ServiceError,
     SpeedLimitError, SpeedLimits, StopError, StopReport, SyncAction, SyncError,
@@ -52,5 +54,11 @@ pub(super) enum Msg {
         member: Option<String>,
         change: RemoteLimitsChange,
         reply: Sender<Result<Vec<(String, RemoteLimits)>, RemoteLimitsError>>,
+    },
+    /// Change (or with an empty change, only say) how often members lost for being unreachable
+    /// are tried again.
+    ReturnBackoff {
+        change: ReturnBackoffChange,
+        reply: Sender<Result<ReturnBackoff, ReturnBackoffError>>,
     },
 }

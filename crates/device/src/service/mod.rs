@@ -33,7 +33,9 @@
 //! `config`, the client side in `handle` (`ServiceHandle`) and `array_service` (start and stop),
 //! the engine thread's messages in `messages` and its wake-ups in `notifier`, the choice of a
 //! member's I/O path in `workers`, member I/O threads in `io_threads` and rings in [`uring`], the
-//! metadata I/O thread in `metadata_io`, the engine thread itself in `runner` (its policy in
+//! metadata I/O thread in `metadata_io`, attempts to reach members lost for being unreachable in
+//! `reopen` (when they are due, and re-adding those that answer, in `runner::member_return`),
+//! the engine thread itself in `runner` (its policy in
 //! [`crate::array_policy`]), and inline requests in `inline`. Every queue between these threads is bounded; why
 //! none of them can make a thread wait forever is told in `notifier`.
 
@@ -45,19 +47,23 @@ mod io_threads;
 mod messages;
 mod metadata_io;
 mod notifier;
+mod reopen;
 mod runner;
 mod types;
 pub mod uring;
 mod workers;
 
-pub use crate::array_policy::{MetadataError, SpeedLimitError, SpeedLimits, SyncAction, SyncError, SyncRun};
+pub use crate::array_policy::{
+    MetadataError, ReturnBackoff, ReturnBackoffChange, ReturnBackoffError, SpeedLimitError, SpeedLimits, SyncAction,
+    SyncError, SyncRun,
+};
 pub use array_service::ArrayService;
 pub use config::{IoBackend, ServiceConfig, DEFAULT_INLINE_MAX, INLINE_WRITE_MAX, SERVE_INLINE_MAX};
 pub use handle::ServiceHandle;
 pub use notifier::INBOX_CAPACITY;
 pub use types::{
-    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, RemoteLimitsChange, RemoteLimitsError, ServiceError,
-    ServiceInfo, SlotReport, StopError, StopReport, SyncProgress,
+    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, RemoteLimitsChange, RemoteLimitsError,
+    ReturningReport, ServiceError, ServiceInfo, SlotReport, StopError, StopReport, SyncProgress,
 };
 
 /// Service messages go to standard error, one line each.

@@ -87,6 +87,9 @@ pub enum ManageError {
     /// The array refused the change or could not record it.
     #[error(transparent)]
     Array(#[from] OpenError),
+    /// A re-add was refused (nothing was written to the device).
+    #[error(transparent)]
+    Readd(#[from] crate::open_array::ReaddRefusal),
 }
 
 /// Why stopping the service did not end with the array marked clean
@@ -217,10 +220,34 @@ pub struct ArrayStatus {
     pub speed_limits: super::SpeedLimits,
     /// How the last pass ended, in words (e.g. "check completed: 0 mismatched sectors").
     pub last_sync: Option<String>,
+    /// Bytes the last pass went through (read and compared, or rebuilt), bitmap-clean regions
+    /// it stepped over not counted.
+    pub last_sync_bytes: Option<u64>,
     /// Passes ended since the array started, finished or cut short: a pass that began and
     /// ended between two looks at the status still shows here.
     pub passes_ended: u64,
     pub requests: u64,
+    /// Members lost for being unreachable that the array tries to reach again.
+    pub returning: Vec<ReturningReport>,
+    /// Members the array took back by itself since it started.
+    pub readded: u64,
+}
+
+/// A member lost for being unreachable, as the array tries to reach it again.
+#[derive(Debug, Clone)]
+pub struct ReturningReport {
+    pub device: String,
+    /// The slot it held.
+    pub slot: usize,
+    /// Attempts made so far.
+    pub attempts: u64,
+    /// Until the next attempt (zero while one is out).
+    pub next_attempt_in: std::time::Duration,
+    /// How the last attempt went: the member could not be reached, or answered and was refused
+    /// (why, in words).
+    pub last_failure: Option<String>,
+    /// The last attempt reached it and it was refused (rather than not reached).
+    pub refused: bool,
 }
 
 /// Membership changes, as md's `--add`, `--fail` and `--remove`.
@@ -232,6 +259,9 @@ pub enum ManageOp {
     Fail { member: String, force: bool },
     /// Remove a failed member or a spare.
     Remove(String),
+    /// md's `--re-add`: take a former member back into its slot, rebuilt only where the
+    /// write-intent bitmap marks; refused when that is not possible.
+    ReAdd(std::path::PathBuf),
 }
 
 /// A change to the remote limits of members reached over a network (NBD exports): the fields

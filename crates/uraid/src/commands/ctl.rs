@@ -72,13 +72,28 @@ pub fn run(args: &CtlArgs) -> CliResult {
         CtlOp::Add { member } => manage(socket, "add", member, false)?,
         CtlOp::Fail { member, force } => manage(socket, "fail", member, *force)?,
         CtlOp::Remove { member } => manage(socket, "remove", member, false)?,
+        CtlOp::ReAdd { member } => manage(socket, "re-add", member, false)?,
         CtlOp::Stop => stop(socket)?,
-        CtlOp::MemberLimits { member, timeout, reconnect_attempts, reconnect_budget, json } => member_limits(
+        CtlOp::MemberLimits {
+            member,
+            timeout,
+            reconnect_attempts,
+            reconnect_budget,
+            auto_readd,
+            readd_first,
+            readd_max,
+            json,
+        } => member_limits(
             socket,
             member.as_deref(),
-            timeout.as_deref(),
-            *reconnect_attempts,
-            reconnect_budget.as_deref(),
+            MemberLimitFlags {
+                timeout: timeout.as_deref(),
+                attempts: *reconnect_attempts,
+                budget: reconnect_budget.as_deref(),
+                auto_readd: auto_readd.as_deref().map(|v| v == "on"),
+                readd_first: readd_first.as_deref(),
+                readd_max: readd_max.as_deref(),
+            },
             *json,
         )?,
         CtlOp::SpeedLimit { min, max, json } => speed_limit(socket, min.as_deref(), max.as_deref(), *json)?,
@@ -146,15 +161,19 @@ fn speed_limit(socket: &Path, min: Option<&str>, max: Option<&str>, as_json: boo
     Ok(())
 }
 
-/// Set and/or show the remote limits of NBD members: a line per member (or a JSON object).
-fn member_limits(
-    socket: &Path,
-    member: Option<&Path>,
-    timeout: Option<&str>,
+/// `member-limits`' flags, as given.
+struct MemberLimitFlags<'a> {
+    timeout: Option<&'a str>,
     attempts: Option<u32>,
-    budget: Option<&str>,
-    as_json: bool,
-) -> CliResult {
+    budget: Option<&'a str>,
+    auto_readd: Option<bool>,
+    readd_first: Option<&'a str>,
+    readd_max: Option<&'a str>,
+}
+
+/// Set and/or show the remote limits of NBD members, a line per member, and how members lost
+/// for being unreachable are tried again, a last line (or a JSON object).
+fn member_limits(socket: &Path, member: Option<&Path>, flags: MemberLimitFlags<'_>, as_json: bool) -> CliResult {
     let millis = |flag: &str, text: Option<&str>| -> CliResult<Option<u64>> {
         text.map(|t| parse_millis(t).map_err(|e| CliError(format!("member-limits --{flag}: {e}")))).transpose()
     };
@@ -170,15 +189,26 @@ fn member_limits(
         json!({
             "op": "member-limits",
             "member": member,
-            "timeout_ms": millis("timeout", timeout)?,
-            "reconnect_attempts": attempts,
-            "reconnect_budget_ms": millis("reconnect-budget", budget)?,
+            "timeout_ms": millis("timeout", flags.timeout)?,
+            "reconnect_attempts": flags.attempts,
+            "reconnect_budget_ms": millis("reconnect-budget", flags.budget)?,
+            "auto_readd": flags.auto_readd,
+            "readd_first_ms": millis("readd-first", flags.readd_first)?,
+            "readd_max_ms": millis("readd-max", flags.readd_max)?,
         }),
     )?;
     let members = answer["members"].as_array().cloned().unwrap_or_default();
+    let readd = &answer["readd"];
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&members).expect("JSON"));
-    } else if members.is_empty() {
+        println!("{}", serde_json::to_string_pretty(&json!({"members": members, "readd": readd})).expect("JSON"));
+        return Ok(());
+    }
+    if readd["auto_readd"] == Value::Bool(true) {
+        println!("auto-readd on readd-first {}ms readd-max {}ms", readd["readd_first_ms"], readd["readd_max_ms"]);
+    } else {
+        println!("auto-readd off");
+    }
+    if members.is_empty() {
         eprintln!("uraid: no member of this array is reached over a network");
     } else {
         for m in &members {

@@ -46,4 +46,5 @@ pub fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
     head.iter().copied().chain(tail.iter().map(String::as_str)).collect()
 }
 
+pub mod nbdkit;
 pub mod serve;

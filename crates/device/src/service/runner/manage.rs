@@ -16,6 +16,8 @@ impl Runner {
             let members = self.queues.len();
             let path = spawn_member_io(slot, members, target, &self.config, &self.back.notifier);
             self.set_path(slot, Some(path));
+            // What the old device's answers said is no longer this slot's.
+            self.unreachable[slot] = false;
         }
     }
 
@@ -74,6 +76,8 @@ impl Runner {
                     }
                     other => other.into(),
                 })?;
+                // Failed by hand: not taken back by the array itself, whatever its I/O said.
+                self.unreachable[slot] = false;
                 self.after_completions();
                 // A check or resync cannot go on degraded.
                 let now = self.now();
@@ -82,8 +86,11 @@ impl Runner {
                 self.use_spare();
                 Ok(format!("{member} (slot {slot}) marked faulty"))
             }
+            ManageOp::ReAdd(path) => self.readd_by_hand(path),
             ManageOp::Remove(member) => {
                 let name = self.resolve_member(&member)?;
+                // Removed by hand: no longer taken back by the array itself.
+                self.returns.forget(&name);
                 if let Some((_, MemberVerdict::Active { slot })) = self.array.find_member(&name) {
                     self.array.remove_member(&name)?;
                     self.drain_path(slot);

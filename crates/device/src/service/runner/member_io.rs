@@ -1,9 +1,11 @@
 //! Handing the engine's member I/O out, to each member's ring or I/O threads, and driving them
 //! (submitting, reaping, handing the answers back to the engine, or to the metadata job whose
-//! ops went down the same paths), paths retired from their slot included.
+//! ops went down the same paths), paths retired from their slot included; answers that say a
+//! member could not be reached are noted for its slot (see `member_return`).
 
 use uraid_engine::array::{IoId, IoResult};
 
+use super::member_return::unreachable;
 use super::metadata::is_metadata_io;
 use super::{MemberPath, Runner};
 
@@ -34,7 +36,16 @@ impl Runner {
         // Reused across calls: this runs for every batch of requests.
         let mut done = std::mem::take(&mut self.io_done);
         loop {
-            for path in self.queues.iter_mut().flatten().chain(self.retired.iter_mut()) {
+            for (slot, path) in self.queues.iter_mut().enumerate() {
+                let Some(path) = path else { continue };
+                path.submit();
+                path.reap();
+                for (id, result) in path.take_done() {
+                    self.unreachable[slot] |= unreachable(&result);
+                    done.push((id, result));
+                }
+            }
+            for path in self.retired.iter_mut() {
                 path.submit();
                 path.reap();
                 done.extend(path.take_done());
@@ -64,6 +75,7 @@ impl Runner {
             path.drain();
             let done: Vec<_> = path.take_done().collect();
             for (id, result) in done {
+                self.unreachable[slot] |= unreachable(&result);
                 self.hand_back(id, result);
             }
             self.after_completions();

@@ -4,7 +4,8 @@
 //! runner feeds with the time and the outcomes of what it did; the runner does the I/O. What it
 //! does with its messages lives in the submodules: client requests (`requests`), the passes'
 //! steps and those waiting for their end (`passes`), membership changes (`manage`), the hand-off
-//! of member I/O (`member_io`) and of metadata I/O, and the policy's other decisions (`metadata`).
+//! of member I/O (`member_io`) and of metadata I/O, and the policy's other decisions (`metadata`),
+//! and members lost for being unreachable tried again and re-added (`member_return`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,14 +19,16 @@ use uraid_engine::SlotState;
 use super::messages::Msg;
 use super::metadata_io::{spawn_metadata_io, MetadataIo};
 use super::notifier::{self, Inbox};
+use super::reopen::Reopener;
 use super::workers::MemberPath;
 use super::{inline, log, ArrayStatus, ManageError, ServiceConfig, ServiceError, ServiceInfo, SlotReport, StopError};
-use super::{BlockReply, Done, StopReport, SyncProgress};
-use crate::array_policy::{ArrayPolicy, PolicyConfig, PolicyMutation};
+use super::{BlockReply, Done, ReturningReport, StopReport, SyncProgress};
+use crate::array_policy::{ArrayPolicy, AttemptFailure, MemberReturns, PolicyConfig, PolicyMutation, ReturnBackoff};
 use crate::open_array::OpenArray;
 
 mod manage;
 mod member_io;
+mod member_return;
 mod metadata;
 mod passes;
 mod remote_limits;
@@ -83,6 +86,15 @@ pub(in crate::service) struct Runner {
     /// Its ops on the members' paths, by I/O id: the device index and what the op does.
     meta_flight: IdMap<IoId, (usize, String)>,
     next_meta_io: u64,
+    /// Per slot: a member I/O answer said its member could not be reached, since the slot's
+    /// failure was last looked at (see `member_return`).
+    unreachable: Vec<bool>,
+    /// Members lost for being unreachable, and when each is tried again.
+    returns: MemberReturns,
+    /// Where those attempts are made (off this thread) and answered.
+    reopen: Reopener,
+    /// Members taken back by the array itself.
+    readded: u64,
 }
 
 impl Runner {
@@ -112,6 +124,8 @@ impl Runner {
         // notice is the first event).
         let started = Instant::now();
         let policy = ArrayPolicy::new(&mut array, policy_config, Duration::ZERO);
+        let slots = queues.len();
+        let reopen = Reopener::new(slots, &back.notifier);
         let mut runner = Runner {
             array,
             config,
@@ -135,6 +149,10 @@ impl Runner {
             meta_job: None,
             meta_flight: IdMap::default(),
             next_meta_io: 0,
+            unreachable: vec![false; slots],
+            returns: MemberReturns::new(ReturnBackoff::default()),
+            reopen,
+            readded: 0,
         };
         runner.update_inline();
         runner.policy_events();
@@ -177,7 +195,15 @@ impl Runner {
             self.drive_pass();
             self.after_completions();
             self.pump();
-            let deadline = self.policy.next_deadline(&self.array).map(|d| self.started + d);
+            if stopping.is_none() {
+                self.start_return_attempts();
+            }
+            let policy_deadline = self.policy.next_deadline(&self.array);
+            let deadline = match (policy_deadline, self.returns.next_deadline()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+            .map(|d| self.started + d);
             let msg = match self.next_msg(&rx, deadline) {
                 Next::Msg(m) => m,
                 Next::Timeout => {
@@ -209,6 +235,8 @@ impl Runner {
                     let now = self.now();
                     self.policy.stop(&mut self.array, now);
                     self.policy_events();
+                    // No member is taken back from now on; attempts out are ignored.
+                    self.returns = MemberReturns::new(self.returns.backoff());
                     stopping = Some(ack);
                 }
                 Msg::Status(reply) => {
@@ -251,6 +279,22 @@ impl Runner {
                 }
                 Msg::RemoteLimits { member, change, reply } => {
                     let _ = reply.send(self.remote_limits(member.as_deref(), change));
+                }
+                Msg::ReturnBackoff { change, reply } => {
+                    let result = change.apply(self.returns.backoff()).inspect(|&backoff| {
+                        if backoff != self.returns.backoff() {
+                            log(&format!(
+                                "members lost for being unreachable: {}",
+                                if backoff.enabled {
+                                    format!("tried again after {:?}, then up to every {:?}", backoff.first, backoff.max)
+                                } else {
+                                    "not tried again".to_string()
+                                }
+                            ));
+                        }
+                        self.returns.set_backoff(backoff);
+                    });
+                    let _ = reply.send(result);
                 }
                 Msg::WaitIdle(reply) => {
                     if self.policy.pass_idle(&self.array) {
@@ -301,11 +345,26 @@ impl Runner {
             mismatch_sectors: self.policy.mismatch_sectors(),
             speed_limits: self.policy.speed_limits(),
             last_sync: self.policy.last_pass().map(str::to_string),
+            last_sync_bytes: self.policy.last_pass_bytes(),
             passes_ended: self.policy.passes_ended(),
             requests: {
                 let (reads, writes, _) = self.inline.served();
                 self.report.requests + reads + writes
             },
+            returning: self
+                .returns
+                .members()
+                .iter()
+                .map(|m| ReturningReport {
+                    device: m.device.clone(),
+                    slot: m.slot,
+                    attempts: m.attempts,
+                    next_attempt_in: if m.in_flight { Duration::ZERO } else { m.next_attempt.saturating_sub(now) },
+                    last_failure: m.last_failure.as_ref().map(|f| f.text().to_string()),
+                    refused: matches!(m.last_failure, Some(AttemptFailure::Refused(_))),
+                })
+                .collect(),
+            readded: self.readded,
         }
     }
 
@@ -322,6 +381,10 @@ impl Runner {
         loop {
             if let Some(result) = self.meta_io.as_ref().and_then(|m| m.answers.try_recv().ok()) {
                 self.metadata_thread_answered(result);
+                return Next::Progress;
+            }
+            if let Ok(answer) = self.reopen.answers.try_recv() {
+                self.return_attempt_answered(answer);
                 return Next::Progress;
             }
             if let Some(m) = notifier::take_looped_back() {
@@ -365,7 +428,13 @@ impl Runner {
             self.back.notifier.sleeping.store(true, Ordering::SeqCst);
             std::sync::atomic::fence(Ordering::SeqCst);
             let meta_answered = self.meta_io.as_ref().is_some_and(|m| !m.answers.is_empty());
-            if rx.is_empty() && !meta_answered && !notifier::has_looped_back() && !self.members_have_answers() {
+            let reopen_answered = !self.reopen.answers.is_empty();
+            if rx.is_empty()
+                && !meta_answered
+                && !reopen_answered
+                && !notifier::has_looped_back()
+                && !self.members_have_answers()
+            {
                 self.back.notifier.wait(deadline);
             }
             self.back.notifier.sleeping.store(false, Ordering::SeqCst);

@@ -236,6 +236,9 @@ impl Runner {
             for (name, reason) in &failed {
                 log(&format!("member {name} failed and is out of the array: {reason}"));
             }
+            for (name, _) in &failed {
+                self.member_lost(name);
+            }
             self.report.failed_members.extend(failed);
             // Recorded, answers to writes held until it is durable, and a pass that cannot go
             // on degraded cut short.

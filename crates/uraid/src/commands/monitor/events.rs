@@ -2,7 +2,9 @@
 //! before and now), named and ordered as mdadm names and orders them (`Monitor.c`,
 //! `check_array`): `NewArray`, `DeviceDisappeared`, `TestMessage`, `DegradedArray`,
 //! `RebuildStarted`, `RebuildNN`, `RebuildFinished` (with the mismatch count when there is
-//! one), `Fail`, `FailSpare`, `SpareActive`.
+//! one), `Fail`, `FailSpare`, `SpareActive`; and two of uraid's own, for members the array
+//! lost for being unreachable and tries to take back: `ReAdded` (one came back and was
+//! re-added) and `ReAddRefused` (one answered and was left out, with the reason).
 //!
 //! Pure: a look is a [`Snapshot`] taken from `uraid ctl status --json`'s answer.
 //!
@@ -35,6 +37,14 @@ pub struct Pass {
     pub percent: u64,
 }
 
+/// A member lost for being unreachable that the array tries to take back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Returning {
+    pub device: String,
+    /// It answered and was left out: why.
+    pub refused: Option<String>,
+}
+
 /// One look at an array: what the events are told from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
@@ -47,6 +57,9 @@ pub struct Snapshot {
     pub passes_ended: u64,
     /// md's `mismatch_cnt`: sectors the last check or repair found inconsistent.
     pub mismatch_cnt: u64,
+    /// Bytes the last pass went through (a rebuild: bytes rebuilt).
+    pub last_sync_bytes: Option<u64>,
+    pub returning: Vec<Returning>,
 }
 
 impl Snapshot {
@@ -80,6 +93,20 @@ impl Snapshot {
             pass,
             passes_ended: v["passes_ended"].as_u64().unwrap_or(0),
             mismatch_cnt: v["mismatch_cnt"].as_u64().unwrap_or(0),
+            last_sync_bytes: v["last_sync_bytes"].as_u64(),
+            returning: v["returning"]
+                .as_array()
+                .map(|rs| {
+                    rs.iter()
+                        .filter_map(|r| {
+                            let device = r["path"].as_str()?.to_string();
+                            let refused = (r["refused"] == Value::Bool(true))
+                                .then(|| r["last_failure"].as_str().unwrap_or_default().to_string());
+                            Some(Returning { device, refused })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 
@@ -112,6 +139,10 @@ pub enum EventKind {
     FailSpare,
     /// A member finished rebuilding and is active.
     SpareActive,
+    /// A member lost for being unreachable came back and was re-added (uraid's own).
+    ReAdded,
+    /// A member lost for being unreachable answered and was left out (uraid's own).
+    ReAddRefused,
 }
 
 impl EventKind {
@@ -128,6 +159,8 @@ impl EventKind {
             EventKind::Fail => "Fail".into(),
             EventKind::FailSpare => "FailSpare".into(),
             EventKind::SpareActive => "SpareActive".into(),
+            EventKind::ReAdded => "ReAdded".into(),
+            EventKind::ReAddRefused => "ReAddRefused".into(),
         }
     }
 }
@@ -146,11 +179,15 @@ pub struct Event {
     pub device: Option<String>,
     /// For `RebuildFinished`: mismatches found, if any.
     pub mismatches: Option<Mismatches>,
+    /// For `RebuildFinished`: the bytes the pass went through (rebuilt, for a rebuild).
+    pub bytes: Option<u64>,
+    /// For `ReAddRefused`: why.
+    pub reason: Option<String>,
 }
 
 impl Event {
     fn new(kind: EventKind, array: &str) -> Event {
-        Event { kind, array: array.to_string(), device: None, mismatches: None }
+        Event { kind, array: array.to_string(), device: None, mismatches: None, bytes: None, reason: None }
     }
 
     fn on(kind: EventKind, array: &str, device: &str) -> Event {
@@ -175,6 +212,9 @@ impl Event {
             (None, Some(device)) => line.push_str(&format!(", device {device}")),
             (None, None) => {}
         }
+        if let Some(reason) = &self.reason {
+            line.push_str(&format!(": {reason}"));
+        }
         line
     }
 
@@ -184,6 +224,8 @@ impl Event {
             "array": self.array,
             "device": self.device,
             "mismatch_cnt": self.mismatches.as_ref().map(|m| m.sectors),
+            "bytes": self.bytes,
+            "reason": self.reason,
         })
     }
 }
@@ -222,6 +264,7 @@ pub fn events(array: &str, before: Option<&Snapshot>, after: Option<&Snapshot>, 
         (Some(was), Some(now)) => {
             let mut out = pass_events(array, was, now, look.increment.max(1));
             out.extend(member_events(array, was, now));
+            out.extend(return_events(array, was, now));
             out
         }
     }
@@ -230,6 +273,7 @@ pub fn events(array: &str, before: Option<&Snapshot>, after: Option<&Snapshot>, 
 fn pass_events(array: &str, was: &Snapshot, now: &Snapshot, increment: u64) -> Vec<Event> {
     let finished = || Event {
         mismatches: (now.mismatch_cnt > 0).then(|| Mismatches { sectors: now.mismatch_cnt, level: now.level.clone() }),
+        bytes: now.last_sync_bytes,
         ..Event::new(EventKind::RebuildFinished, array)
     };
     let started = || Event::new(EventKind::RebuildStarted, array);
@@ -272,6 +316,26 @@ fn member_events(array: &str, was: &Snapshot, now: &Snapshot) -> Vec<Event> {
     out
 }
 
+/// Members the array tries to take back: one refused for a new reason, one back in a slot.
+fn return_events(array: &str, was: &Snapshot, now: &Snapshot) -> Vec<Event> {
+    let mut out = Vec::new();
+    for r in &now.returning {
+        let Some(why) = &r.refused else { continue };
+        let before = was.returning.iter().find(|w| w.device == r.device).and_then(|w| w.refused.as_ref());
+        if before != Some(why) {
+            out.push(Event { reason: Some(why.clone()), ..Event::on(EventKind::ReAddRefused, array, &r.device) });
+        }
+    }
+    for r in &was.returning {
+        let gone = !now.returning.iter().any(|n| n.device == r.device);
+        let back = now.has(&r.device, MemberState::Recovering) || now.has(&r.device, MemberState::InSync);
+        if gone && back {
+            out.push(Event::on(EventKind::ReAdded, array, &r.device));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +354,8 @@ mod tests {
             pass: None,
             passes_ended: 0,
             mismatch_cnt: 0,
+            last_sync_bytes: None,
+            returning: Vec::new(),
         }
     }
 
@@ -404,6 +470,36 @@ mod tests {
         assert!(events("a", Some(&checked), Some(&restarted), STEADY).is_empty());
     }
 
+    /// A member lost for being unreachable: refused once per reason, then back and rebuilt,
+    /// the rebuild's bytes in its end.
+    #[test]
+    fn a_returning_member_is_refused_then_readded() {
+        let mut lost = whole();
+        lost.members[1].state = MemberState::Faulty;
+        lost.degraded = true;
+        lost.returning = vec![Returning { device: "/d1".into(), refused: None }];
+        let mut refused = lost.clone();
+        refused.returning[0].refused = Some("/d1: carries an md superblock of another array".into());
+        let e = events("a", Some(&lost), Some(&refused), STEADY);
+        assert_eq!(names(&e), ["ReAddRefused"]);
+        assert_eq!(
+            e[0].line(),
+            "Event: ReAddRefused, array a, device /d1: /d1: carries an md superblock of another array"
+        );
+        assert!(events("a", Some(&refused), Some(&refused), STEADY).is_empty(), "said once per reason");
+        let mut back = running(whole(), "recover", 10);
+        back.members[1].state = MemberState::Recovering;
+        back.degraded = true;
+        assert_eq!(names(&events("a", Some(&refused), Some(&back), STEADY)), ["RebuildStarted", "ReAdded"]);
+        let mut done = whole();
+        done.passes_ended = 1;
+        done.last_sync_bytes = Some(5 << 20);
+        let e = events("a", Some(&back), Some(&done), STEADY);
+        assert_eq!(names(&e), ["RebuildFinished", "SpareActive"]);
+        assert_eq!(e[0].json()["bytes"], 5 << 20);
+        assert_eq!(e[0].line(), "Event: RebuildFinished, array a", "mdadm's line");
+    }
+
     #[test]
     fn a_status_reads_as_a_snapshot() {
         let v = json!({
@@ -419,6 +515,19 @@ mod tests {
         assert!(s.degraded);
         assert_eq!(s.passes_ended, 2);
         assert_eq!(s.members[1], member("/b", MemberState::Recovering));
+        let lost = json!({"level": "raid1", "members": [], "last_sync_bytes": 4096, "returning": [
+            {"path": "nbd://h/e", "slot": 1, "refused": true, "last_failure": "another array"},
+            {"path": "nbd://h/f", "slot": 2, "refused": false, "last_failure": "connection refused"},
+        ]});
+        let s = Snapshot::from_status(&lost);
+        assert_eq!(s.last_sync_bytes, Some(4096));
+        assert_eq!(
+            s.returning,
+            [
+                Returning { device: "nbd://h/e".into(), refused: Some("another array".into()) },
+                Returning { device: "nbd://h/f".into(), refused: None },
+            ]
+        );
         let idle = Snapshot::from_status(&json!({"level": "raid1", "sync_action": "idle", "members": []}));
         assert_eq!(idle.pass, None);
         assert_eq!(EventKind::Rebuild(5).name(), "Rebuild05");
