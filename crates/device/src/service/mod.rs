@@ -39,12 +39,14 @@
 
 mod array_service;
 mod config;
+mod engine_thread;
 mod handle;
 mod inline;
 mod io_threads;
 mod messages;
 mod metadata_io;
 mod notifier;
+mod reshaping;
 mod runner;
 mod types;
 pub mod uring;
@@ -56,8 +58,8 @@ pub use config::{IoBackend, ServiceConfig, DEFAULT_INLINE_MAX, INLINE_WRITE_MAX,
 pub use handle::ServiceHandle;
 pub use notifier::INBOX_CAPACITY;
 pub use types::{
-    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, RemoteLimitsChange, RemoteLimitsError, ServiceError,
-    ServiceInfo, SlotReport, StopError, StopReport, SyncProgress,
+    ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, RemoteLimitsChange, RemoteLimitsError,
+    ReshapeProgress, ServiceError, ServiceInfo, SlotReport, StopError, StopReport, SyncProgress,
 };
 
 /// Service messages go to standard error, one line each.
