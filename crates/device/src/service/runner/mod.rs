@@ -175,7 +175,16 @@ impl Runner {
         requests: Vec<(BlockOp, Done)>,
     ) {
         self.report = report;
-        self.idle_waiters.extend(idle_waiters);
+        // Waiting for the array to be idle: answered now unless a pass (the resync of an array
+        // written during the reshape) has started; else when it ends.
+        if self.policy.pass_idle(&self.array) {
+            let status = self.status();
+            for w in idle_waiters {
+                let _ = w.send(status.clone());
+            }
+        } else {
+            self.idle_waiters.extend(idle_waiters);
+        }
         for (op, done) in requests {
             self.accept(op, done);
         }
