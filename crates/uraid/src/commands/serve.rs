@@ -43,9 +43,10 @@ pub fn run(args: &ServeArgs) -> CliResult {
     // is continued in the background while it is served.
     let opened = match open_source(&args.source, !args.read_only) {
         Ok(array) => Opened::Array(array),
-        Err(e) if !args.read_only => match reshape_in_progress(&args.source)? {
-            Some(r) => Opened::Reshaping(r),
-            None => return Err(e),
+        Err(e) if !args.read_only => match reshape_in_progress(&args.source) {
+            Ok(Some(r)) => Opened::Reshaping(r),
+            Ok(None) => return Err(e),
+            Err(why) => return Err(CliError(format!("{e}; it cannot be continued while served: {why}"))),
         },
         Err(e) => return Err(e),
     };
