@@ -186,7 +186,7 @@ struct ClientWrite {
 /// (or just below the record when the two are level), ahead of the position in the old shape,
 /// and far below in the new shape; some unaligned to a chunk.
 fn client_write(step: u64, position: u64, recorded: u64, size: u64) -> Option<ClientWrite> {
-    let len = if step % 2 == 0 { 8192 } else { 4096 + 512 };
+    let len = if step.is_multiple_of(2) { 8192 } else { 4096 + 512 };
     let offset = match step % 3 {
         0 if position > recorded + len => position - len - 512,
         0 => recorded.checked_sub(len)?,

@@ -74,7 +74,7 @@ impl Writer {
         self.writes += 1;
         let size = self.model.len();
         let n = self.writes;
-        let len = if n % 3 == 0 { BLOCK / 4 + 512 } else { BLOCK };
+        let len = if n.is_multiple_of(3) { BLOCK / 4 + 512 } else { BLOCK };
         let at = ((n * 7_919 * BLOCK as u64 + (n % 5) * 4096) as usize) % (size - len);
         let data = pattern(1000 + n, len);
         self.dev.write_at(at as u64, &data).unwrap();

@@ -8,7 +8,7 @@ use super::engine_thread::{self, Phase, Shared};
 use super::inline;
 use super::messages::Msg;
 use super::notifier::{Inbox, Notifier};
-use super::reshaping::Reshaping;
+use super::reshaping::{CarriedOver, Reshaping};
 use super::runner::Runner;
 use super::{log, uring, IoBackend, ServiceConfig, ServiceHandle, ServiceInfo, StopError, StopReport};
 use crate::open_array::OpenArray;
@@ -45,7 +45,7 @@ impl ArrayService {
         let (inbox, rx) = Inbox::new(notifier);
         let config = usable_io(config);
         let runner = Runner::start(array, config, Arc::clone(&info), inbox.clone(), Arc::clone(&inline));
-        ArrayService::spawn(Phase::Serving(runner), rx, Shared { info, inbox, inline })
+        ArrayService::spawn(Phase::Serving(Box::new(runner)), rx, Shared { info, inbox, inline })
     }
 
     /// Serve an md array left part-way through a reshape (by a crash, a stop, or the kernel),
@@ -68,17 +68,9 @@ impl ArrayService {
         let inline = Arc::new(inline::InlineIo::new(config.inline_max));
         let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
         let (inbox, rx) = Inbox::new(notifier);
-        let reshaping = Reshaping::new(
-            grow,
-            config,
-            Arc::clone(&info),
-            uuid,
-            md_shape,
-            Vec::new(),
-            Vec::new(),
-            StopReport::default(),
-        );
-        ArrayService::spawn(Phase::Reshaping(reshaping), rx, Shared { info, inbox, inline })
+        let carried = CarriedOver { report: StopReport::default(), idle_waiters: Vec::new(), requests: Vec::new() };
+        let reshaping = Reshaping::new(grow, config, Arc::clone(&info), uuid, md_shape, carried);
+        ArrayService::spawn(Phase::Reshaping(Box::new(reshaping)), rx, Shared { info, inbox, inline })
     }
 
     fn spawn(first: Phase, rx: crossbeam_channel::Receiver<Msg>, shared: Shared) -> ArrayService {

@@ -11,17 +11,17 @@ use crossbeam_channel::Receiver;
 use super::inline::InlineIo;
 use super::messages::Msg;
 use super::notifier::{self, Inbox};
-use super::reshaping::{ReshapeEnd, Reshaping};
+use super::reshaping::{CarriedOver, ReshapeEnd, Reshaping};
 use super::runner::{Handoff, Runner};
-use super::{log, ArrayStatus, BlockOp, Done, ManageError, ServiceConfig, ServiceInfo, StopReport};
+use super::{log, ManageError, ServiceConfig, ServiceInfo};
 use crate::member::MemberDevice;
 use crate::open_array::OpenArray;
 use crate::reshape::Grow;
 
 /// What the engine thread runs now.
 pub(super) enum Phase {
-    Serving(Runner),
-    Reshaping(Reshaping),
+    Serving(Box<Runner>),
+    Reshaping(Box<Reshaping>),
     Ended,
 }
 
@@ -44,9 +44,7 @@ pub(super) fn run(first: Phase, rx: Receiver<Msg>, shared: Shared) {
             },
             Phase::Reshaping(reshaping) => match reshaping.serve(&rx) {
                 ReshapeEnd::Stopped => Phase::Ended,
-                ReshapeEnd::Finished { devices, report, idle_waiters, config, requests } => {
-                    serve_again(devices, config, report, idle_waiters, requests, &shared)
-                }
+                ReshapeEnd::Finished(f) => serve_again(f.devices, f.config, f.carried, &shared),
             },
             Phase::Ended => break,
         };
@@ -61,7 +59,8 @@ fn begin_reshape(h: Handoff, shared: &Shared) -> Phase {
     let refused = |why: String, h: Handoff| {
         log(&format!("grow refused: {why}"));
         let _ = h.reply.send(Err(ManageError::Grow(why)));
-        serve_again(h.devices, h.config, h.report, h.idle_waiters, h.parked, shared)
+        let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
+        serve_again(h.devices, h.config, carried, shared)
     };
     if let Some(why) = h.failed.clone() {
         return refused(format!("marking the array clean before the reshape failed: {why}"), h);
@@ -77,16 +76,15 @@ fn begin_reshape(h: Handoff, shared: &Shared) -> Phase {
             let names: Vec<&str> = h.added.iter().map(|d| d.name()).collect();
             let _ =
                 h.reply.send(Ok(format!("added {}; reshape from {from} to {to} devices started", names.join(", "))));
-            Phase::Reshaping(Reshaping::new(
+            let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
+            Phase::Reshaping(Box::new(Reshaping::new(
                 grow,
                 h.config,
                 Arc::clone(&shared.info),
                 h.uuid,
                 h.md_shape,
-                h.parked,
-                h.idle_waiters,
-                h.report,
-            ))
+                carried,
+            )))
         }
         Err(e) => {
             // The superblocks say the reshape began, but it cannot be taken up: nothing more is
@@ -106,9 +104,7 @@ fn begin_reshape(h: Handoff, shared: &Shared) -> Phase {
 fn serve_again(
     devices: Vec<Arc<dyn MemberDevice>>,
     config: ServiceConfig,
-    report: StopReport,
-    idle_waiters: Vec<crossbeam_channel::Sender<ArrayStatus>>,
-    requests: Vec<(BlockOp, Done)>,
+    carried: CarriedOver,
     shared: &Shared,
 ) -> Phase {
     let boxed: Vec<Box<dyn MemberDevice>> = devices.into_iter().map(|d| Box::new(d) as Box<dyn MemberDevice>).collect();
@@ -125,12 +121,12 @@ fn serve_again(
                 shared.inbox.clone(),
                 Arc::clone(&shared.inline),
             );
-            runner.take_over(report, idle_waiters, requests);
-            Phase::Serving(runner)
+            runner.take_over(carried);
+            Phase::Serving(Box::new(runner))
         }
         Err(e) => {
             log(&format!("opening the array again failed: {e}; the array is no longer served"));
-            for (_, done) in requests {
+            for (_, done) in carried.requests {
                 done(Err(super::ServiceError::Stopping));
             }
             Phase::Ended

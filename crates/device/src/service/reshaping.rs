@@ -38,18 +38,25 @@ const SPEED_WINDOW: Duration = Duration::from_secs(5);
 /// Zeroing requests are written in pieces of this size.
 const ZERO_PIECE: u64 = 1 << 20;
 
+/// What one phase of the engine thread hands the next: the report so far, the callers waiting
+/// for the array to be idle, and requests taken and not yet served, in order.
+pub(super) struct CarriedOver {
+    pub report: StopReport,
+    pub idle_waiters: Vec<Sender<ArrayStatus>>,
+    pub requests: Vec<(BlockOp, Done)>,
+}
+
+/// A reshape finished: every stripe moved and the end recorded. The array is to be served in
+/// its new shape, with these devices.
+pub(super) struct Finished {
+    pub devices: Vec<Arc<dyn MemberDevice>>,
+    pub config: ServiceConfig,
+    pub carried: CarriedOver,
+}
+
 /// How the reshape phase ended.
 pub(super) enum ReshapeEnd {
-    /// Every stripe moved and the end recorded: the array is to be served in its new shape,
-    /// with these devices; the requests and waiters are carried over.
-    Finished {
-        devices: Vec<Arc<dyn MemberDevice>>,
-        report: StopReport,
-        idle_waiters: Vec<Sender<ArrayStatus>>,
-        config: ServiceConfig,
-        /// Requests taken and not yet served.
-        requests: Vec<(BlockOp, Done)>,
-    },
+    Finished(Box<Finished>),
     /// Stopped (the position recorded), or every sender gone.
     Stopped,
 }
@@ -81,10 +88,9 @@ impl Reshaping {
         info: Arc<ServiceInfo>,
         uuid: String,
         md_shape: Option<String>,
-        parked: Vec<(BlockOp, Done)>,
-        idle_waiters: Vec<Sender<ArrayStatus>>,
-        report: StopReport,
+        carried: CarriedOver,
     ) -> Reshaping {
+        let CarriedOver { report, idle_waiters, requests } = carried;
         let now = Instant::now();
         let (done, total) = grow.progress();
         let (from, to) = grow.raid_disks();
@@ -103,7 +109,7 @@ impl Reshaping {
             md_shape,
             report,
             idle_waiters,
-            queued: parked.into(),
+            queued: requests.into(),
             samples: VecDeque::from([(now, done)]),
             last_record: now,
             paced_from: (now, done),
@@ -311,13 +317,11 @@ impl Reshaping {
             self.grow.name(),
             total / 1024
         ));
-        ReshapeEnd::Finished {
+        ReshapeEnd::Finished(Box::new(Finished {
             devices: self.grow.devices(),
-            report: self.report,
-            idle_waiters: self.idle_waiters,
             config: self.config,
-            requests: self.queued.into(),
-        }
+            carried: CarriedOver { report: self.report, idle_waiters: self.idle_waiters, requests: self.queued.into() },
+        }))
     }
 
     fn status(&self) -> ArrayStatus {

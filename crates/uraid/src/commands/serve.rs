@@ -42,9 +42,9 @@ pub fn run(args: &ServeArgs) -> CliResult {
     // An md array part-way through a reshape is not opened writable as it stands: its reshape
     // is continued in the background while it is served.
     let opened = match open_source(&args.source, !args.read_only) {
-        Ok(array) => Opened::Array(array),
+        Ok(array) => Opened::Array(Box::new(array)),
         Err(e) if !args.read_only => match reshape_in_progress(&args.source) {
-            Ok(Some(r)) => Opened::Reshaping(r),
+            Ok(Some(r)) => Opened::Reshaping(Box::new(r)),
             Ok(None) => return Err(e),
             Err(why) => return Err(CliError(format!("{e}; it cannot be continued while served: {why}"))),
         },
@@ -91,8 +91,11 @@ pub fn run(args: &ServeArgs) -> CliResult {
     let mut control = args.control.as_deref().map(crate::control::bind).transpose()?;
     let listener = addr.bind().map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
     let service = match opened {
-        Opened::Array(array) => ArrayService::start(array, config),
-        Opened::Reshaping(r) => ArrayService::start_reshaping(r.grow, config, r.uuid, r.md_shape),
+        Opened::Array(array) => ArrayService::start(*array, config),
+        Opened::Reshaping(r) => {
+            let r = *r;
+            ArrayService::start_reshaping(r.grow, config, r.uuid, r.md_shape)
+        }
     };
     if let Some(c) = control.as_mut() {
         if let Err(e) = c.serve(service.handle()) {
@@ -134,8 +137,8 @@ pub fn run(args: &ServeArgs) -> CliResult {
 
 /// What `serve` opened: an array as it stands, or one whose reshape it continues.
 enum Opened {
-    Array(uraid_device::OpenArray),
-    Reshaping(Reshaping),
+    Array(Box<uraid_device::OpenArray>),
+    Reshaping(Box<Reshaping>),
 }
 
 /// Reads from this size up are tried as spliced replies. Below it, copying the bytes costs

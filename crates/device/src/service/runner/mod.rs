@@ -18,6 +18,7 @@ use uraid_engine::SlotState;
 use super::messages::Msg;
 use super::metadata_io::{spawn_metadata_io, MetadataIo};
 use super::notifier::{self, Inbox};
+use super::reshaping::CarriedOver;
 use super::workers::{spawn_member_io, MemberPath};
 use super::{inline, log, ArrayStatus, ManageError, ServiceConfig, ServiceError, ServiceInfo, SlotReport, StopError};
 use super::{BlockOp, BlockReply, Done, StopReport, SyncProgress};
@@ -168,12 +169,8 @@ impl Runner {
 
     /// Take over what the reshape before this runner leaves: its report, the callers waiting
     /// for the array to be idle, and requests it took and did not serve.
-    pub(in crate::service) fn take_over(
-        &mut self,
-        report: StopReport,
-        idle_waiters: Vec<Sender<ArrayStatus>>,
-        requests: Vec<(BlockOp, Done)>,
-    ) {
+    pub(in crate::service) fn take_over(&mut self, carried: CarriedOver) {
+        let CarriedOver { report, idle_waiters, requests } = carried;
         self.report = report;
         // Waiting for the array to be idle: answered now unless a pass (the resync of an array
         // written during the reshape) has started; else when it ends.
