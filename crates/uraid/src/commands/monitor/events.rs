@@ -416,7 +416,7 @@ mod tests {
         assert_eq!(e[1].detail().as_deref(), Some("/d4"));
         assert_eq!(
             names(&events("a", Some(&reshaping), Some(&running(grown.clone(), "reshape", 41)), STEADY)),
-            ["Rebuild40"]
+            ["Rebuild41"]
         );
         assert_eq!(
             names(&events("a", Some(&running(grown.clone(), "reshape", 99)), Some(&grown), STEADY)),
