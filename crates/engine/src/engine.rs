@@ -165,6 +165,19 @@ impl Engine {
         either!(self, e => e.nonrotational())
     }
 
+    /// Tell the engine the time (see [`Array::set_now`]).
+    pub fn set_now(&mut self, now: std::time::Duration) {
+        either!(self, e => e.set_now(now))
+    }
+
+    pub fn set_latency_balancing(&mut self, on: bool) {
+        either!(self, e => e.set_latency_balancing(on))
+    }
+
+    pub fn latency_balancing(&self) -> bool {
+        either!(self, e => e.latency_balancing())
+    }
+
     pub fn split_tuning(&self) -> SplitTuning {
         either!(self, e => e.split_tuning())
     }

@@ -28,6 +28,7 @@ pub mod metadata;
 pub mod nested;
 pub mod ppl;
 pub mod read_balance;
+mod read_latency;
 mod slot;
 mod slot_change;
 

@@ -73,6 +73,10 @@
 //!     Layouts whose copies lie far apart (raid10 far and offset) read the lowest copy, which
 //!     the layout already spreads over every member, as md does.
 //!
+//! Every policy passes over a copy whose measured latency is clearly worse than another's
+//! (`crate::read_latency`: a far or slow host), before choosing by its own rules among the
+//! others; while the members are alike, or no clock is given, that changes nothing.
+//!
 //! Positions are member byte offsets from the data start, as the engine's member I/Os carry
 //! them (md uses sectors; only differences and equality matter here).
 
@@ -80,6 +84,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::geometry::{CopyPlacement, Geometry};
+use crate::read_latency::{ReadLatency, ReadTiming, SlotSet};
 use crate::SECTOR_BYTES;
 
 /// How reads choose among the copies of mirrored data (raid1, raid10). md keeps no such setting
@@ -177,7 +182,7 @@ pub(crate) struct SlotLoad {
 
 impl SlotLoad {
     /// I/Os in flight or about to be, as md's `nr_pending` counts them.
-    fn load(&self) -> u32 {
+    pub(crate) fn load(&self) -> u32 {
         self.pending + self.planned
     }
 
@@ -305,6 +310,8 @@ pub(crate) struct Balancer {
     array_next: u64,
     /// `md-1998`: bytes of the current sequential run read on `last_used` (2.2's `sect_count`).
     run_count: u64,
+    /// Each slot's measured read latency: which copies are too slow to choose.
+    latency: ReadLatency,
 }
 
 /// `md-1998`: a sequential run moves to the next disk after this many bytes (2.2's
@@ -335,7 +342,53 @@ impl Balancer {
             last_used: 0,
             array_next: 0,
             run_count: 0,
+            latency: ReadLatency::new(geometry.raid_disks()),
         }
+    }
+
+    /// The driver's clock, in nanoseconds from any fixed start (see [`crate::Array::set_now`]).
+    pub(crate) fn set_now(&mut self, now_ns: u64) {
+        self.latency.set_now(now_ns);
+    }
+
+    pub(crate) fn latency_balancing(&self) -> bool {
+        self.latency.enabled()
+    }
+
+    pub(crate) fn set_latency_balancing(&mut self, on: bool) {
+        self.latency.set_enabled(on);
+    }
+
+    /// The measured mean latency of reads of `len` bytes on `slot`, in nanoseconds.
+    pub(crate) fn read_latency_ns(&self, slot: usize, len: u64) -> Option<f64> {
+        self.latency.measured(slot, len).map(|m| m.latency_ns)
+    }
+
+    /// A member read of `len` bytes is about to go out to `slot` (before [`Balancer::issued`]):
+    /// what to keep with it to measure it.
+    pub(crate) fn read_started(&mut self, slot: usize, len: u64) -> Option<ReadTiming> {
+        self.latency.start(slot, len, self.slots[slot].pending)
+    }
+
+    /// A read started with [`Balancer::read_started`] came back with its data.
+    pub(crate) fn read_finished(&mut self, slot: usize, timing: ReadTiming) {
+        self.latency.finished(slot, timing);
+    }
+
+    /// The slots too slow for a read of `len` bytes among `copies` (see
+    /// `crate::read_latency`): `readable` less these is what the policies choose from.
+    /// A copy the read continues a run on (md's sequential rule: it starts where the slot's
+    /// last read ended, or at its head) is never among them: its latency is that of its own
+    /// stream, which says nothing of where it is.
+    fn too_slow(&self, copies: &[(usize, u64)], len: u64, readable: &impl Fn(usize) -> bool) -> SlotSet {
+        let mut slow = self.latency.slow_slots(copies, len, &self.slots, readable);
+        for &(slot, offset) in copies {
+            let s = &self.slots[slot];
+            if s.next_seq == offset || s.head == offset {
+                slow.remove(slot);
+            }
+        }
+        slow
     }
 
     pub(crate) fn tuning(&self) -> SplitTuning {
@@ -401,25 +454,12 @@ impl Balancer {
         let chosen = match copies.len() {
             0 => None,
             1 => readable(copies[0].0).then_some(0),
-            _ => match self.policy {
-                ReadPolicy::Md => match self.flavour {
-                    MdFlavour::Raid1 => self.md_raid1(copies, &readable),
-                    MdFlavour::Raid10 { near, far } => self.md_raid10(copies, near, far, &readable),
-                },
-                ReadPolicy::RoundRobin => {
-                    let n = copies.len();
-                    let start = self.turn % n;
-                    (0..n).map(|k| (start + k) % n).find(|&i| readable(copies[i].0))
-                }
-                ReadPolicy::ShortestQueue => self.least_busy(copies, &readable, |s| s.head),
-                ReadPolicy::Split => self.split_single(copies, &readable),
-                ReadPolicy::Md1998 | ReadPolicy::Md2006 if matches!(self.flavour, MdFlavour::Raid10 { .. }) => {
-                    let MdFlavour::Raid10 { near, far } = self.flavour else { unreachable!("matched above") };
-                    self.md_raid10(copies, near, far, &readable)
-                }
-                ReadPolicy::Md1998 => self.md1998(copies, len, &readable),
-                ReadPolicy::Md2006 => self.md2006(copies, &readable),
-            },
+            _ => {
+                let slow = self.too_slow(copies, len, &readable);
+                let chosen = self.choose_by_policy(copies, len, &|slot| readable(slot) && !slow.contains(slot))?;
+                let probe = self.latency.probe(copies, chosen, len, |s| self.slots[s].load() == 0, &readable);
+                Some(probe.unwrap_or(chosen))
+            }
         }?;
         let (slot, offset) = copies[chosen];
         self.note_read(slot, offset, len);
@@ -428,6 +468,34 @@ impl Balancer {
             self.array_next = offset + len;
         }
         Some(chosen)
+    }
+
+    /// The policy's own choice among the copies `readable` allows (two or more copies).
+    fn choose_by_policy(
+        &mut self,
+        copies: &[(usize, u64)],
+        len: u64,
+        readable: &impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        match self.policy {
+            ReadPolicy::Md => match self.flavour {
+                MdFlavour::Raid1 => self.md_raid1(copies, &readable),
+                MdFlavour::Raid10 { near, far } => self.md_raid10(copies, near, far, &readable),
+            },
+            ReadPolicy::RoundRobin => {
+                let n = copies.len();
+                let start = self.turn % n;
+                (0..n).map(|k| (start + k) % n).find(|&i| readable(copies[i].0))
+            }
+            ReadPolicy::ShortestQueue => self.least_busy(copies, &readable, |s| s.head),
+            ReadPolicy::Split => self.split_single(copies, &readable),
+            ReadPolicy::Md1998 | ReadPolicy::Md2006 if matches!(self.flavour, MdFlavour::Raid10 { .. }) => {
+                let MdFlavour::Raid10 { near, far } = self.flavour else { unreachable!("matched above") };
+                self.md_raid10(copies, near, far, &readable)
+            }
+            ReadPolicy::Md1998 => self.md1998(copies, len, &readable),
+            ReadPolicy::Md2006 => self.md2006(copies, &readable),
+        }
     }
 
     /// How much of a read of `len` bytes at `copies` should go to one copy: all of it, except
@@ -566,6 +634,8 @@ impl Balancer {
         readable: impl Fn(usize) -> bool,
         out: &mut [usize],
     ) -> usize {
+        let slow = self.too_slow(copies, self.tuning.divide_bytes, &readable);
+        let readable = |slot| readable(slot) && !slow.contains(slot);
         let mut n = 0;
         for (i, &(slot, _)) in copies.iter().enumerate() {
             if n < out.len() && readable(slot) && self.slots[slot].load() == 0 {
@@ -760,6 +830,9 @@ impl Balancer {
         lane: usize,
         readable: impl Fn(usize) -> bool,
     ) -> Option<usize> {
+        // Read-ahead reads runs of up to 1 MiB, within a window.
+        let slow = self.too_slow(copies, self.tuning.window_bytes.min(1 << 20), &readable);
+        let readable = |slot| readable(slot) && !slow.contains(slot);
         if self.far_copies() {
             return copies
                 .iter()
@@ -1027,6 +1100,36 @@ mod tests {
         // The next request starts afresh (the reads are issued by then, and counted there).
         b.begin_request();
         assert_eq!(b.choose(&[(0, 5 * MIB), (1, 5 * MIB)], 4096, all), Some(0));
+    }
+
+    /// `n` reads of 4 KiB on `slot`, one at a time, each taking `ns` of the clock at `*now`.
+    fn timed_reads(b: &mut Balancer, now: &mut u64, slot: usize, ns: u64, n: usize) {
+        for _ in 0..n {
+            b.set_now(*now);
+            let t = b.read_started(slot, 4096).expect("a clock");
+            b.issued(slot, 0, 4096, true);
+            *now += ns;
+            b.set_now(*now);
+            b.completed(slot, 0, 4096, true);
+            b.read_finished(slot, t);
+        }
+    }
+
+    #[test]
+    fn a_slow_copy_is_passed_over_unless_the_read_continues_its_run() {
+        let mut b = raid1(2);
+        let mut now = 0;
+        timed_reads(&mut b, &mut now, 0, 5_000_000, 8);
+        timed_reads(&mut b, &mut now, 1, 100_000, 8);
+        // Both idle: md takes the first idle disk, but slot 0 is fifty times slower.
+        assert_eq!(b.choose(&mirror(2, 100 * MIB), 4096, all), Some(1));
+        // A read that continues slot 0's run (starts at its head) stays there, as md has it:
+        // a stream's latency says nothing of where its disk is.
+        ran(&mut b, 0, 0, 300 * MIB);
+        assert_eq!(b.choose(&mirror(2, 300 * MIB), 4096, all), Some(0));
+        // Turned off, md's order again.
+        b.set_latency_balancing(false);
+        assert_eq!(b.choose(&mirror(2, 700 * MIB), 4096, all), Some(0));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::budget::ServerBudget;
 use crate::export::Export;
 
 /// Default largest READ/WRITE payload: 2^25, the size the spec says clients may always use.
@@ -26,6 +27,11 @@ pub struct ServerConfig {
     pub max_inflight_bytes: u64,
     /// Per connection, the most requests submitted but not yet answered.
     pub max_inflight_requests: usize,
+    /// Across every connection of the server, readers stop taking requests while those
+    /// submitted and not yet answered add up to more than this (a connection with nothing in
+    /// flight is always let one through), so that a client opening many connections cannot make
+    /// the server hold many times one connection's queue.
+    pub max_server_inflight_bytes: u64,
     /// When a connection is closing and its replies have not moved for this long because the
     /// client stopped reading them, the socket is shut down instead of waiting forever.
     pub stalled_client_timeout: Duration,
@@ -39,6 +45,7 @@ impl Default for ServerConfig {
             max_payload: DEFAULT_MAX_PAYLOAD,
             max_inflight_bytes: 64 << 20,
             max_inflight_requests: 512,
+            max_server_inflight_bytes: 64 << 20,
             stalled_client_timeout: Duration::from_secs(30),
         }
     }
@@ -51,4 +58,6 @@ pub(crate) struct Settings {
     pub config: ServerConfig,
     /// The export's preferred block size made valid for `NBD_INFO_BLOCK_SIZE`.
     pub preferred_block_size: u32,
+    /// Room for requests in flight across all connections.
+    pub budget: Arc<ServerBudget>,
 }

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use uraid_engine::IoBuf;
 
+use crate::budget::ServerBudget;
 use crate::client_io::{discard, read_exact_or_eof, read_payload, write_failed, ReadEnd};
 use crate::config::Settings;
 use crate::export::{Errno, ExportCommand, ExportError, ExportReply, SplicedData};
@@ -78,6 +79,8 @@ pub(crate) struct Conn<S: Stream> {
     stop_requested: AtomicBool,
     inflight: Mutex<Inflight>,
     inflight_changed: Condvar,
+    /// The server's room for requests in flight across connections.
+    budget: Arc<ServerBudget>,
     /// True while the writer holds bytes the client has not accepted yet.
     writer_busy: AtomicBool,
     requests: AtomicU64,
@@ -105,16 +108,18 @@ impl<S: Stream> ConnControl for Conn<S> {
         // Wakes a reader waiting for in-flight room.
         let _guard = self.inflight.lock().unwrap();
         self.inflight_changed.notify_all();
+        self.budget.wake_all();
     }
 }
 
 impl<S: Stream> Conn<S> {
-    pub(crate) fn new(control: S) -> Self {
+    pub(crate) fn new(control: S, budget: Arc<ServerBudget>) -> Self {
         Conn {
             control,
             stop_requested: AtomicBool::new(false),
             inflight: Mutex::new(Inflight::default()),
             inflight_changed: Condvar::new(),
+            budget,
             writer_busy: AtomicBool::new(false),
             requests: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
@@ -139,7 +144,8 @@ impl<S: Stream> Conn<S> {
             // A lone request is always let through, however big, or it could never run.
             let fits = inflight.requests == 0
                 || (inflight.requests < max_requests && inflight.bytes.saturating_add(cost) <= max_bytes);
-            if fits {
+            // Then the server's room; a connection with nothing in flight always gets it.
+            if fits && self.budget.try_take(cost, inflight.requests == 0) {
                 inflight.requests += 1;
                 inflight.bytes += cost;
                 return true;
@@ -147,6 +153,13 @@ impl<S: Stream> Conn<S> {
             // Sending never blocks (nor takes this lock): the writer frees their room as it
             // sends them, and the loop looks again.
             if send_held() {
+                continue;
+            }
+            if fits {
+                // Only the server is full: its room comes back from other connections.
+                drop(inflight);
+                self.budget.wait_for_room(cost, || self.stopping());
+                inflight = self.inflight.lock().unwrap();
                 continue;
             }
             inflight.waiters += 1;
@@ -163,6 +176,8 @@ impl<S: Stream> Conn<S> {
         if inflight.waiters > 0 {
             self.inflight_changed.notify_all();
         }
+        drop(inflight);
+        self.budget.give(cost);
     }
 
     /// Waits until every counted request has been answered. The export must complete what it was

@@ -14,6 +14,7 @@
 //! arrive out of order on other threads, and a small client.
 
 pub mod addr;
+mod budget;
 pub mod client;
 mod client_io;
 mod config;

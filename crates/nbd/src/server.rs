@@ -11,6 +11,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use crate::addr::{Accepted, Listener, SocketFileGuard};
+use crate::budget::ServerBudget;
 use crate::config::Settings;
 use crate::conn::{self, ConnControl};
 use crate::export::Export;
@@ -47,7 +48,12 @@ impl Server {
         config.max_inflight_requests = config.max_inflight_requests.max(1);
         Server {
             inner: Arc::new(Inner {
-                settings: Settings { export, config, preferred_block_size: preferred },
+                settings: Settings {
+                    budget: Arc::new(ServerBudget::new(config.max_server_inflight_bytes)),
+                    export,
+                    config,
+                    preferred_block_size: preferred,
+                },
                 stopping: AtomicBool::new(false),
                 connections: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
@@ -67,7 +73,7 @@ impl Server {
         stream.prepare()?;
         let control = stream.try_clone()?;
         let writer = stream.try_clone()?;
-        let conn = Arc::new(conn::Conn::new(control));
+        let conn = Arc::new(conn::Conn::new(control, Arc::clone(&self.inner.settings.budget)));
         let _registration = self.register(conn.clone());
         let stats = conn::serve(&self.inner.settings, &conn, stream, writer, &peer);
         log(format_args!(

@@ -579,6 +579,48 @@ fn inflight_limits_hold_back_the_reader() {
     assert_eq!(export.contents()[11 * 4096..12 * 4096], [11; 4096]);
 }
 
+/// Several connections share the server's room: with 16 KiB for the server and 64 KiB per
+/// connection, three connections pipelining 4 KiB writes hold at most four of them in the
+/// export at once (and at least one each, so none waits forever on the others).
+#[test]
+fn the_server_wide_limit_holds_back_every_connection() {
+    let export = rw_export();
+    let cfg = ServerConfig {
+        max_inflight_bytes: 64 << 10,
+        max_inflight_requests: 64,
+        max_server_inflight_bytes: 16 << 10,
+        ..config()
+    };
+    let srv = start(export.clone(), cfg);
+    let mut clients: Vec<_> = (0..3).map(|_| srv.go(false)).collect();
+    export.hold();
+    let n = 8u64;
+    for (k, c) in clients.iter_mut().enumerate() {
+        for i in 0..n {
+            let at = (k as u64 * n + i) * 4096;
+            c.send_request(0, CMD_WRITE, at, 4096, &[(k as u8) << 4 | i as u8; 4096]).unwrap();
+        }
+    }
+    thread::sleep(Duration::from_millis(300));
+    // 16 KiB is four writes; a connection with none in flight gets one beyond that.
+    let pending = export.pending();
+    assert!((4..=6).contains(&pending), "{pending} writes in the export");
+    export.release();
+    for c in clients.iter_mut() {
+        for _ in 0..n {
+            assert_eq!(c.recv().unwrap().error, 0);
+        }
+    }
+    assert!(export.max_pending() <= 6, "{}", export.max_pending());
+    let contents = export.contents();
+    for k in 0..3u64 {
+        for i in 0..n {
+            let at = ((k * n + i) * 4096) as usize;
+            assert!(contents[at..at + 4096].iter().all(|&b| b == ((k as u8) << 4 | i as u8)));
+        }
+    }
+}
+
 /// An export that answers inside `submit`: the reader holds those replies and sends them when it
 /// would wait. With room for only 4 requests in flight, it must send them before waiting for
 /// room (they are what frees it), or a client that pipelines more than 4 would hang; a lone

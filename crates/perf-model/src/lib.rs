@@ -17,10 +17,13 @@
 //! - [`workload`]: the benchmarks as streams of block requests from closed-loop clients;
 //! - [`runner`]: the event loop driving the engine (or one bare disk) under a workload;
 //! - [`seeds`]: the seed figures, how each is modelled, and their simulated values;
-//! - [`plot`]: the SVG charts of the sweeps.
+//! - [`plot`]: the SVG charts of the sweeps;
+//! - [`hosts`]: arrays over many hosts on paper: rebuild time and the chance of data loss by
+//!   host count and placement (`uraid sim hosts`, `docs/many-hosts.md`).
 
 pub mod bus;
 pub mod disk;
+pub mod hosts;
 pub mod plot;
 pub mod profiles;
 pub mod runner;

@@ -602,6 +602,11 @@ pub struct MemberIoArgs {
     /// [default: 512K for serve, 256K for mount and bench engine]
     #[arg(long, value_name = "SIZE", value_parser = parse_split_bytes)]
     pub inline_max: Option<u64>,
+    /// Let the read policy alone choose among copies: by default a copy measured to be clearly
+    /// slower than another (a member on a far or slow host) is passed over
+    /// (docs/read-balancing.md, "Latency").
+    #[arg(long)]
+    pub no_latency_balancing: bool,
 }
 
 fn parse_read_policy(name: &str) -> Result<uraid_engine::ReadPolicy, String> {
@@ -664,6 +669,7 @@ impl MemberIoArgs {
             read_policy: self.read_policy,
             split_tuning,
             inline_max: self.inline_max.unwrap_or(config.inline_max),
+            latency_balancing: !self.no_latency_balancing,
             ..config
         })
     }

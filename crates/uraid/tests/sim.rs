@@ -249,3 +249,37 @@ fn faults_campaign_reports_totals_and_catches_a_planted_mutation() {
         assert!(String::from_utf8_lossy(&o.stderr).contains(bad[3]), "{bad:?}: {}", String::from_utf8_lossy(&o.stderr));
     }
 }
+
+#[test]
+fn hosts_gives_a_row_per_fitting_placement_and_refuses_bad_parameters() {
+    let rows = json_lines(&uraid(&["sim", "hosts", "--json", "--hosts", "8,16"]));
+    let names: BTreeSet<(u64, String)> =
+        rows.iter().map(|r| (r["hosts"].as_u64().unwrap(), r["placement"].as_str().unwrap().to_string())).collect();
+    // 8 hosts: no declustered row (a stripe of 8 needs more hosts than its width).
+    assert_eq!(rows.len(), 3 + 4, "{names:?}");
+    assert!(names.contains(&(16, "declustered raid6, stripes of 8".to_string())));
+    for r in &rows {
+        for field in ["rebuild_hours", "head_bytes_in", "loss_given_failure", "loss_per_year"] {
+            let v = r[field].as_f64().unwrap_or_else(|| panic!("{field} in {r}"));
+            assert!(v.is_finite() && v >= 0.0, "{field} in {r}");
+        }
+        assert!(r["loss_per_year"].as_f64().unwrap() <= 1.0);
+    }
+    // A faster network shortens the rebuild through the head.
+    let slow = json_lines(&uraid(&["sim", "hosts", "--json", "--hosts", "16"]));
+    let fast = json_lines(&uraid(&["sim", "hosts", "--json", "--hosts", "16", "--net-gbit", "100"]));
+    let head = |rows: &[Value]| {
+        rows.iter().find(|r| r["placement"] == "md raid6 over NBD, one head").unwrap()["rebuild_hours"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(head(&fast) < head(&slow) / 5.0);
+    for bad in [
+        &["sim", "hosts", "--width", "3"][..],
+        &["sim", "hosts", "--mttf-hours", "0"],
+        &["sim", "hosts", "--capacity", "x"],
+    ] {
+        let o = uraid(bad);
+        assert!(!o.status.success(), "{bad:?} accepted");
+    }
+}

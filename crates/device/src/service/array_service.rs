@@ -23,9 +23,7 @@ pub struct ArrayService {
 impl ArrayService {
     /// Start serving `array`.
     pub fn start(mut array: OpenArray, config: ServiceConfig) -> ArrayService {
-        array.engine_mut().set_stripe_memory_limit(config.stripe_cache_bytes);
-        array.engine_mut().set_read_policy(config.read_policy);
-        array.engine_mut().set_split_tuning(config.split_tuning);
+        configure_engine(&mut array, &config);
         let geometry = array.engine().geometry().clone();
         let targets = array.member_targets();
         let discards = !array.engine().ppl_enabled();
@@ -116,4 +114,12 @@ fn usable_io(mut config: ServiceConfig) -> ServiceConfig {
         }
     }
     config
+}
+
+/// Set `array`'s engine up as `config` asks (stripe cache, read policy and balancing, splits).
+pub(super) fn configure_engine(array: &mut OpenArray, config: &ServiceConfig) {
+    array.engine_mut().set_stripe_memory_limit(config.stripe_cache_bytes);
+    array.engine_mut().set_read_policy(config.read_policy);
+    array.engine_mut().set_latency_balancing(config.latency_balancing);
+    array.engine_mut().set_split_tuning(config.split_tuning);
 }

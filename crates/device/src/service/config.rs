@@ -68,6 +68,9 @@ pub struct ServiceConfig {
     pub read_policy: ReadPolicy,
     /// The `split` policy's knobs (window, read-ahead bound, division threshold).
     pub split_tuning: SplitTuning,
+    /// Whether reads of mirrored data pass over copies measured clearly slower than another (a
+    /// far or slow host); see the engine's `Array::set_latency_balancing`.
+    pub latency_balancing: bool,
     /// Reads (and, on linear and raid0, writes without FUA, up to [`INLINE_WRITE_MAX`]) of at
     /// most this many bytes are answered on the submitting thread when the array is whole and
     /// the members can do them without waiting for a device (see the `inline` module); 0 turns that off.
@@ -92,6 +95,7 @@ impl Default for ServiceConfig {
             stripe_cache_bytes: uraid_engine::array::DEFAULT_STRIPE_MEMORY,
             read_policy: ReadPolicy::Md,
             split_tuning: SplitTuning::default(),
+            latency_balancing: true,
             inline_max: DEFAULT_INLINE_MAX,
         }
     }

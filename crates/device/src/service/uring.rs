@@ -110,6 +110,10 @@ pub(super) fn member_ring(
 const MAX_PIECE: usize = 1 << 30;
 /// Bounce buffers are page aligned and at least this big, so most sizes share buffers.
 const MIN_BOUNCE: usize = 4096;
+/// Most bytes of free bounce buffers a ring keeps for reuse. One per place in the ring could be
+/// 32 buffers of a MiB or more per member, memory held for a burst long past; this keeps enough
+/// for the steady state of large direct I/Os (a few in flight per member) and frees the rest.
+const POOL_BYTES: usize = 8 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -500,7 +504,12 @@ impl MemberRing {
     }
 
     /// The direct descriptor, if there is one and `[at, at+len)` is whole pages that suit it.
+    /// Never for a file on a memory file system: there direct I/O is the same copy from the
+    /// same pages as buffered I/O, and a bounce buffer would only add a second copy.
     fn direct_for(&self, at: u64, len: usize) -> Option<DirectIo> {
+        if self.handle.in_memory {
+            return None;
+        }
         let d = self.handle.direct.as_ref().ok()?;
         let whole = |v: u64| aligned(v, d.offset_align) && v.is_multiple_of(self.page);
         (whole(at) && whole(len as u64)).then_some(*d)
@@ -518,7 +527,8 @@ impl MemberRing {
 
     fn recycle(&mut self, buf: AlignedBuf) {
         // One buffer per place in the ring is as many as can be in use at once.
-        if self.pool.len() < self.slots.len() {
+        let pooled: usize = self.pool.iter().map(AlignedBuf::capacity).sum();
+        if self.pool.len() < self.slots.len() && pooled + buf.capacity() <= POOL_BYTES {
             self.pool.push(buf);
         }
     }
@@ -826,7 +836,8 @@ mod tests {
         write_then_read(&scratch("rw"));
     }
 
-    /// tmpfs takes O_DIRECT on recent kernels; the members of a benchmark live there.
+    /// tmpfs takes O_DIRECT on recent kernels, but the ring goes through its pages directly
+    /// (the same copy, without a bounce buffer); the members of a benchmark live there.
     #[test]
     fn writes_and_reads_on_tmpfs() {
         let shm = Path::new("/dev/shm");
@@ -837,7 +848,23 @@ mod tests {
         let dir = shm.join(format!("uraid-uring-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         write_then_read(&dir);
+        let rig = Rig::new(&member_file(&dir, "member"), true, 8);
+        assert!(rig.ring.handle.in_memory && rig.ring.direct_for(0, 1 << 20).is_none());
+        rig.stop();
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Free bounce buffers kept for reuse stay within `POOL_BYTES`, however many places the ring
+    /// has.
+    #[test]
+    fn the_bounce_pool_is_bounded_in_bytes() {
+        let mut rig = Rig::new(&member_file(&scratch("pool"), "member"), true, 32);
+        for _ in 0..32 {
+            rig.ring.recycle(crate::member::AlignedBuf::new(1 << 20, 4096));
+        }
+        let pooled: usize = rig.ring.pool.iter().map(crate::member::AlignedBuf::capacity).sum();
+        assert!((super::POOL_BYTES - (1 << 20)..=super::POOL_BYTES).contains(&pooled), "{pooled}");
+        rig.stop();
     }
 
     #[test]

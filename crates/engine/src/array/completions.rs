@@ -22,6 +22,11 @@ impl Array {
         let io = self.io_owner.remove(&id).expect("completion for an unknown member I/O");
         let slot = io.tag.slot;
         self.balance.completed(slot, io.offset, io.len, io.moves_head);
+        if let (Some(timing), IoResult::Read(_)) = (io.timing, &result) {
+            if self.generation[slot] == io.generation {
+                self.balance.read_finished(slot, timing);
+            }
+        }
         let outcome = if self.generation[slot] != io.generation {
             Outcome::Lost
         } else {

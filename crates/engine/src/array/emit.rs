@@ -7,6 +7,7 @@ use bytes::Bytes;
 use super::{Array, RequestId};
 use crate::iobuf::IoBuf;
 use crate::member_io::{MemberIo, MemberOp};
+use crate::read_latency::ReadTiming;
 
 /// Sub-identifier of an I/O inside its op: which part, and which slot.
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +41,8 @@ pub(super) struct Emitted {
     pub(super) kind: IoKind,
     /// A data read, write or discard: where it ends is where the member's head will be.
     pub(super) moves_head: bool,
+    /// A read, when the driver tells the time: when it went out, to measure its latency.
+    pub(super) timing: Option<ReadTiming>,
 }
 
 /// A member I/O's result as the ops see it.
@@ -74,9 +77,13 @@ impl Array {
         };
         // Log writes land in the log area, not at a data offset.
         let moves_head = matches!(op, MemberOp::Read { .. } | MemberOp::Write { .. } | MemberOp::Discard { .. });
+        let timing = match op {
+            MemberOp::Read { .. } => self.balance.read_started(tag.slot, len),
+            _ => None,
+        };
         self.balance.issued(tag.slot, offset, len, moves_head);
         let generation = self.generation[tag.slot];
-        self.io_owner.insert(id, Emitted { rid, tag, generation, offset, len, kind, moves_head });
+        self.io_owner.insert(id, Emitted { rid, tag, generation, offset, len, kind, moves_head, timing });
         self.outbox.push_back(MemberIo { id, slot: tag.slot, offset, op });
     }
 

@@ -47,6 +47,7 @@
 //! - `discard.rs`, `sync.rs` (check and repair) and `recover.rs` (rebuilding members).
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -350,6 +351,33 @@ impl Array {
     /// Whether the members are taken to be non-rotational (see [`Array::set_nonrotational`]).
     pub fn nonrotational(&self) -> bool {
         self.balance.nonrot()
+    }
+
+    /// Tell the engine the time: the driver's monotonic clock, from any fixed start, before it
+    /// submits requests or hands back completions (a real driver reads its clock; a simulator
+    /// gives its virtual time). The engine measures each member's read latency by it and reads
+    /// mirrored data from a far or slow member less (see `docs/read-balancing.md`, "Latency").
+    /// Until it is told, nothing is measured. A time earlier than the last is taken as the last.
+    pub fn set_now(&mut self, now: Duration) {
+        self.balance.set_now(u64::try_from(now.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Say whether reads of mirrored data pass over copies measured to be clearly slower than
+    /// another (on by default; it needs [`Array::set_now`]). Off, the read policy alone decides,
+    /// as it does for members that are alike.
+    pub fn set_latency_balancing(&mut self, on: bool) {
+        self.balance.set_latency_balancing(on);
+    }
+
+    /// Whether reads pass over slow copies (see [`Array::set_latency_balancing`]).
+    pub fn latency_balancing(&self) -> bool {
+        self.balance.latency_balancing()
+    }
+
+    /// The measured mean latency of reads of about `len` bytes from `slot` (completion minus
+    /// issue), once enough reads of that size were measured.
+    pub fn read_latency(&self, slot: usize, len: u64) -> Option<Duration> {
+        self.balance.read_latency_ns(slot, len).map(|ns| Duration::from_nanos(ns as u64))
     }
 
     /// Whether any slot is not in sync (missing, faulty or still recovering).

@@ -212,6 +212,20 @@ impl NestedArray {
         self.outer.set_nonrotational(nonrot);
     }
 
+    /// The driver's clock (see [`Array::set_now`]): the mirror of plexes measures each plex's
+    /// reads by it. The plexes' own arrays have no copies to choose among.
+    pub fn set_now(&mut self, now: std::time::Duration) {
+        self.outer.set_now(now);
+    }
+
+    pub fn set_latency_balancing(&mut self, on: bool) {
+        self.outer.set_latency_balancing(on);
+    }
+
+    pub fn latency_balancing(&self) -> bool {
+        self.outer.latency_balancing()
+    }
+
     pub fn nonrotational(&self) -> bool {
         self.outer.nonrotational()
     }

@@ -18,6 +18,7 @@ pub mod raidframe_describe;
 pub mod reshaping;
 pub mod serve;
 pub mod sim;
+pub mod sim_hosts;
 pub mod source;
 pub mod status;
 pub mod stop;

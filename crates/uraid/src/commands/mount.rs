@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, KernelConfig, LockOwner,
+    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, InitFlags, KernelConfig, LockOwner,
     MountOption, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request,
     Session, SessionACL, WriteFlags,
 };
@@ -179,6 +179,10 @@ impl Filesystem for ArrayFile {
         // Larger requests mean fewer round trips; the kernel lowers these to what it allows.
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
+        // Without it the kernel turns every O_DIRECT read or write of an asynchronous caller
+        // (libaio, io_uring: a VM's disk, fio) into one that waits, so queue depth is lost. A
+        // kernel that lacks it answers with the flags it has; the mount works either way.
+        let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
         Ok(())
     }
 
@@ -224,7 +228,10 @@ impl Filesystem for ArrayFile {
         if wants_write(flags) && self.handle.info().read_only {
             return reply.error(Errno::EROFS);
         }
-        reply.opened(FileHandle(0), FopenFlags::empty());
+        // Direct writes from several callers may run at once, as on a block device (the kernel
+        // otherwise holds the file's lock across each: one writer at a time). Writes that
+        // overlap while both are in flight land in either order there too.
+        reply.opened(FileHandle(0), FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES);
     }
 
     fn read(

@@ -1,4 +1,4 @@
-//! `uraid sim`: the two simulations from the command line.
+//! `uraid sim`: the simulations from the command line.
 //!
 //! `uraid sim faults` runs the fault simulation (crate `uraid-fault-sim`): seeded runs of the real
 //! engine over simulated members with faults and crashes injected, each judged against a model
@@ -9,6 +9,9 @@
 //! profile, through the real engine, under each read policy, and prints the seed's value, the
 //! simulated one and their ratio (a table, or one JSON object per figure and policy); with
 //! `--plots DIR` it also runs the sweeps and writes their SVG charts.
+//!
+//! `uraid sim hosts` (`sim_hosts.rs`) puts arrays over many hosts on paper: rebuild time and
+//! the chance of data loss by host count and placement.
 
 use std::path::PathBuf;
 
@@ -33,6 +36,9 @@ pub enum SimWhat {
     /// Run the real engine under injected faults and crashes, seed by seed, judged against a
     /// model; exits non-zero when a run fails.
     Faults(FaultsArgs),
+    /// Arrays over many hosts on paper: rebuild time and the chance of data loss by host count
+    /// and placement (md over NBD through one host, raid6 groups, declustered raid6).
+    Hosts(super::sim_hosts::HostsArgs),
 }
 
 #[derive(Args)]
@@ -96,6 +102,7 @@ pub fn run(args: &SimArgs) -> CliResult {
     match &args.what {
         SimWhat::Seeds(a) => run_seeds(a),
         SimWhat::Faults(a) => run_faults(a),
+        SimWhat::Hosts(a) => super::sim_hosts::run(a),
     }
 }
 

@@ -13,6 +13,7 @@ impl Runner {
         if is_metadata_io(id) {
             self.metadata_io_answered(id, result);
         } else {
+            self.tell_time();
             self.array.engine_mut().complete_io(id, result);
         }
     }

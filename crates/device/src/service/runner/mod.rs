@@ -192,6 +192,13 @@ impl Runner {
         self.started.elapsed()
     }
 
+    /// Tell the engine the time before it issues or hears of member I/O: it measures each
+    /// member's read latency by it (read balancing passes over far or slow members).
+    fn tell_time(&mut self) {
+        let now = self.now();
+        self.array.engine_mut().set_now(now);
+    }
+
     /// Serve until stopped (`None`), or until a grow asked for has wound the runner down: then
     /// the array goes to the reshape with what waits for it.
     pub(in crate::service) fn serve(mut self, rx: &Receiver<Msg>) -> Option<Handoff> {

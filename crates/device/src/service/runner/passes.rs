@@ -8,6 +8,7 @@ impl Runner {
     /// Submit the running pass's next steps, as many as the policy has now.
     pub(super) fn drive_pass(&mut self) {
         let now = self.now();
+        self.array.engine_mut().set_now(now);
         while let Some(request) = self.policy.next_pass_step(&mut self.array, now) {
             let submitted = self.array.engine_mut().submit(request);
             self.policy.pass_step_submitted(&mut self.array, now, submitted);

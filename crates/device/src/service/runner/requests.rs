@@ -170,6 +170,7 @@ impl Runner {
     }
 
     pub(super) fn submit_engine(&mut self, job_id: u64, request: Request) {
+        self.tell_time();
         match self.array.engine_mut().submit(request) {
             Ok(rid) => {
                 self.owner.insert(rid, job_id);

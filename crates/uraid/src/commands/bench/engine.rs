@@ -220,6 +220,7 @@ pub fn run(args: &EngineBenchArgs) -> CliResult {
             serde_json::json!({
                 "level": level.to_string(), "pattern": args.pattern, "bs": bs, "iodepth": args.iodepth,
                 "streams": args.streams, "read_policy": args.member_io.read_policy.name(),
+                "latency_balancing": !args.member_io.no_latency_balancing,
                 "split_window": config_split.window_bytes, "split_readahead": config_split.readahead_bytes,
                 "split_divide": config_split.divide_bytes, "inline_max": config_inline_max,
                 "io": format!("{:?}", args.member_io.io).to_lowercase(),
