@@ -8,10 +8,10 @@
 #                      intact and mismatch_cnt 0 after a check.
 #   served-killed:NAME uraid serves the array (filled beforehand with another pattern), grows
 #                      it with `uraid ctl SOCKET grow` slowed down, writes the md-oracle pattern
-#                      over the whole array through NBD while the reshape runs (both sides of the
-#                      position), and is killed with SIGKILL once that write is flushed, the
-#                      reshape still running. The kernel must continue it from the array left
-#                      dirty and part-way, as for uraid-killed.
+#                      over the whole array through NBD once a third of it is reshaped (so on
+#                      both sides of the position), and is killed with SIGKILL once that write is
+#                      flushed, the reshape still running. The kernel must continue it from the
+#                      array left dirty and part-way, as for uraid-killed.
 #   kernel-left:NAME   the arrays the kernel left mid-reshape (crates/uraid/tests/testdata/reshape,
 #                      made by make-reshape-samples.sh) are finished by `uraid grow --continue`;
 #                      the kernel must then assemble them with N devices and no reshape, read the
@@ -101,12 +101,13 @@ for spec in "${killed[@]}"; do
   if ! "$uraid" ctl "$dir/ctl.sock" grow --raid-devices="$total" "${add[@]}" >>"$dir/log" 2>&1; then
     echo "FAIL $name: the grow did not start"; sed 's/^/    /' "$dir/log"; kill -9 "$pid"; fail=1; continue
   fi
-  nbdcopy "$dir/data" "nbd+unix:///?socket=$dir/nbd.sock"
-  for _ in $(seq 300); do
+  # Written once a third of the array is reshaped: a third of it lands in the new shape.
+  for _ in $(seq 900); do
     at=$(position "${members[0]}")
-    [ "$at" != none ] && [ "$at" -gt 0 ] && break
+    [ "$at" != none ] && [ "$at" -gt $((bytes / 512 / 3)) ] && break
     sleep 0.1
   done
+  nbdcopy --flush "$dir/data" "nbd+unix:///?socket=$dir/nbd.sock"
   kill -9 "$pid"; wait "$pid" 2>/dev/null || true
   at=$(position "${members[0]}")
   if [ "$at" = none ] || [ "$at" -eq 0 ]; then
