@@ -6,6 +6,12 @@
 #                      position past 0 is recorded it is killed with SIGKILL. The kernel must
 #                      assemble the members, finish the reshape, find N devices, the pattern
 #                      intact and mismatch_cnt 0 after a check.
+#   served-killed:NAME uraid serves the array (filled beforehand with another pattern), grows
+#                      it with `uraid ctl SOCKET grow` slowed down, writes the md-oracle pattern
+#                      over the whole array through NBD once a third of it is reshaped (so on
+#                      both sides of the position), and is killed with SIGKILL once that write is
+#                      flushed, the reshape still running. The kernel must continue it from the
+#                      array left dirty and part-way, as for uraid-killed.
 #   kernel-left:NAME   the arrays the kernel left mid-reshape (crates/uraid/tests/testdata/reshape,
 #                      made by make-reshape-samples.sh) are finished by `uraid grow --continue`;
 #                      the kernel must then assemble them with N devices and no reshape, read the
@@ -75,6 +81,45 @@ for spec in "${killed[@]}"; do
   disks+=("${members[@]}")
 done
 
+for spec in "${killed[@]}"; do
+  IFS='|' read -r name flags n total size <<<"$spec"
+  name=served-killed:$name; num=$((num + 1))
+  [[ "$name" =~ $filter ]] || continue
+  dir=$work/$num; mkdir -p "$dir"; members=()
+  for i in $(seq 0 $((total - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
+  old=("${members[@]:0:$n}")
+  # shellcheck disable=SC2086
+  "$uraid" create $flags --raid-devices="$n" --name="r$num" "${old[@]}" >/dev/null 2>&1
+  bytes=$("$uraid" detail --json "${old[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["array_size_bytes"])')
+  "$mdpattern" gen $((num + 50)) $((bytes / 512)) | "$uraid" write --offset=0 "${old[@]}" 2>/dev/null
+  "$mdpattern" gen "$num" $((bytes / 512)) >"$dir/data"
+  sha=$(sha256sum <"$dir/data" | cut -d' ' -f1)
+  "$uraid" serve --listen=unix:"$dir/nbd.sock" --control="$dir/ctl.sock" --speed-limit-max=1M "${old[@]}" 2>"$dir/log" &
+  pid=$!
+  for _ in $(seq 100); do [ -S "$dir/ctl.sock" ] && "$uraid" ctl "$dir/ctl.sock" status >/dev/null 2>&1 && break; sleep 0.1; done
+  add=(); for m in "${members[@]:$n}"; do add+=(--add "$m"); done
+  if ! "$uraid" ctl "$dir/ctl.sock" grow --raid-devices="$total" "${add[@]}" >>"$dir/log" 2>&1; then
+    echo "FAIL $name: the grow did not start"; sed 's/^/    /' "$dir/log"; kill -9 "$pid"; fail=1; continue
+  fi
+  # Written once a third of the array is reshaped: a third of it lands in the new shape.
+  for _ in $(seq 900); do
+    at=$(position "${members[0]}")
+    [ "$at" != none ] && [ "$at" -gt $((bytes / 512 / 3)) ] && break
+    sleep 0.1
+  done
+  nbdcopy --flush "$dir/data" "nbd+unix:///?socket=$dir/nbd.sock"
+  kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+  at=$(position "${members[0]}")
+  if [ "$at" = none ] || [ "$at" -eq 0 ]; then
+    echo "FAIL $name: no reshape part-way at the kill ($at)"; sed 's/^/    /' "$dir/log"; fail=1; continue
+  fi
+  if [ "$("$uraid" cat "${members[@]}" 2>/dev/null | head -c "$bytes" | sha256sum | cut -d' ' -f1)" != "$sha" ]; then
+    echo "FAIL $name: uraid cat mid-reshape does not read the pattern written during the reshape"; fail=1; continue
+  fi
+  echo "$name|$total|$bytes|$sha|$at" >>"$work/groups"
+  disks+=("${members[@]}")
+done
+
 for case_dir in "$samples"/*/; do
   sample=$(basename "$case_dir")
   name=kernel-left:$sample
@@ -128,12 +173,12 @@ while IFS='|' read -r name total _ sha at; do
   # already; never back at 0) for uraid's, none for those uraid finished.
   found=$(echo "$line" | sed -n 's/.* reshape_at_assembly=\([^ ]*\) .*/\1/p')
   case $name in
-    uraid-killed:*) [[ "$found" =~ ^[0-9]+$ ]] && [ "$found" -ge "$at" ] && resumed=yes || resumed=no ;;
+    uraid-killed:* | served-killed:*) [[ "$found" =~ ^[0-9]+$ ]] && [ "$found" -ge "$at" ] && resumed=yes || resumed=no ;;
     *) [ "$found" = none ] && resumed=yes || resumed=no ;;
   esac
   if [ "$resumed" = yes ] && [[ "$line" == *" $want" ]]; then
     case $name in
-      uraid-killed:*) echo "PASS $name: uraid killed at reshape position $at; the kernel went on from there (at $found once assembled) and finished: $total devices, mismatch_cnt 0, data intact" ;;
+      uraid-killed:* | served-killed:*) echo "PASS $name: uraid killed at reshape position $at; the kernel went on from there (at $found once assembled) and finished: $total devices, mismatch_cnt 0, data intact" ;;
       *) echo "PASS $name: the kernel's reshape (left at $at) finished by uraid; the kernel assembles $total devices, no reshape, mismatch_cnt 0, data intact" ;;
     esac
   else

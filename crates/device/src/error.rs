@@ -44,8 +44,10 @@ pub enum OpenError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "array {array} is part-way through a reshape ({change}; reshape position {position_kib}K of {array_kib}K): \
-     until it is finished uraid only reads it (uraid cat, uraid detail, serve and mount with --read-only); \
-     finish it with uraid grow --continue on the stopped members, or let the kernel (mdadm --assemble)"
+     until it is finished uraid writes it only while continuing the reshape (uraid serve or assemble, \
+     for a reshape that adds members), and otherwise only reads it (uraid cat, uraid detail, serve and \
+     mount with --read-only); finish it with uraid grow --continue on the stopped members, by serving \
+     it, or let the kernel (mdadm --assemble)"
 )]
 pub struct ReshapeRefusal {
     /// The array's name, else its UUID.

@@ -31,6 +31,8 @@ use crate::probe::{no_superblock, probe};
 use crate::target::MemberTarget;
 use crate::OpenError;
 
+mod io;
+
 /// Why a grow could not start or go on. Nothing is written before a refusal.
 #[derive(Debug, thiserror::Error)]
 pub enum GrowError {
@@ -79,6 +81,12 @@ pub struct Grow {
     name: String,
     /// Members before the reshape.
     old_raid_disks: u32,
+    /// Per slot of the new shape, the index of its member in `members`.
+    slot_member: Vec<usize>,
+    /// The superblocks say dirty (client writes while serving, or found so).
+    dirty: bool,
+    /// Found dirty when the reshape was taken up: a resync is owed, so no stop marks it clean.
+    owes_resync: bool,
 }
 
 fn now_seconds() -> u64 {
@@ -248,12 +256,10 @@ impl Grow {
                 "the array is degraded: uraid continues reshapes of whole arrays only".into(),
             ));
         }
-        if !plan.clean {
-            return Err(GrowError::Refused(
-                "the array was not shut down cleanly during its reshape: let the kernel continue it (mdadm --assemble)"
-                    .into(),
-            ));
-        }
+        // Found dirty (a crash while a server wrote during the reshape), the array is reshaped
+        // all the same: the reshape reads data only and computes every new stripe's parity, and
+        // the dirty mark stays until the resync after it, which sets right any stripe a crash
+        // cut a write short in.
         let refi = &candidates[plan.reference].info;
         if reshape.delta_disks <= 0
             || reshape.backwards
@@ -328,6 +334,9 @@ impl Grow {
             recorded: position,
             name: if name.is_empty() { plan.uuid_string() } else { name },
             old_raid_disks,
+            slot_member,
+            dirty: !plan.clean,
+            owes_resync: !plan.clean,
         };
         grow.align_superblocks(reshape.position)?;
         Ok(grow)
@@ -394,6 +403,21 @@ impl Grow {
             }
         }
         Ok(settled)
+    }
+
+    /// Every device taking part (the added ones included), as read at the start.
+    pub fn devices(&self) -> Vec<Arc<dyn MemberDevice>> {
+        self.members.iter().map(|m| Arc::clone(&m.dev)).collect()
+    }
+
+    /// The shape the array is reshaped from.
+    pub fn old_geometry(&self) -> &Geometry {
+        self.old.geometry()
+    }
+
+    /// The device in each slot of the new shape, by name.
+    pub fn slot_names(&self) -> Vec<String> {
+        self.slot_member.iter().map(|&i| self.members[i].dev.name().to_string()).collect()
     }
 
     /// The array's name (else its UUID), for messages.

@@ -65,7 +65,12 @@ impl MemberDevice for CutDevice {
 
 /// A raid5 of four (and a blank fifth) holding `data`, as images.
 fn raid5_with_data() -> (Vec<Vec<u8>>, Vec<u8>) {
-    let array = NewMdArray { chunk_sectors: 128, clean: true, ..NewMdArray::new(5, 4, MEMBER_BYTES) };
+    raid5_of(MEMBER_BYTES, 128)
+}
+
+/// [`raid5_with_data`] with members of `member_bytes` and chunks of `chunk_sectors`.
+fn raid5_of(member_bytes: u64, chunk_sectors: u32) -> (Vec<Vec<u8>>, Vec<u8>) {
+    let array = NewMdArray { chunk_sectors, clean: true, ..NewMdArray::new(5, 4, member_bytes) };
     let devs: Vec<Arc<MemoryDevice>> = array
         .images()
         .into_iter()
@@ -77,7 +82,7 @@ fn raid5_with_data() -> (Vec<Vec<u8>>, Vec<u8>) {
     a.write(0, data.clone()).unwrap();
     a.close().unwrap();
     let mut images: Vec<Vec<u8>> = devs.iter().map(|d| d.snapshot()).collect();
-    images.push(vec![0u8; MEMBER_BYTES as usize]);
+    images.push(vec![0u8; member_bytes as usize]);
     (images, data)
 }
 
@@ -165,6 +170,140 @@ fn a_grow_cut_at_any_write_is_finished_with_the_data_intact() {
         if cut >= start_writes {
             let now: Vec<Vec<u8>> = devs.iter().map(|d| d.now.lock().unwrap().clone()).collect();
             judge(now, &data, &format!("cut at write {cut}, every write landed"));
+        }
+    }
+}
+
+/// A client write made while the reshape runs (as a server makes them between steps), then a
+/// flush: acknowledged once both are done.
+struct ClientWrite {
+    offset: u64,
+    data: Vec<u8>,
+}
+
+/// The client write made after reshape step `step` (position `position`, recorded `recorded`):
+/// by turns just below the position, where the reshape has moved data it has not recorded yet
+/// (or just below the record when the two are level), ahead of the position in the old shape,
+/// and far below in the new shape; some unaligned to a chunk.
+fn client_write(step: u64, position: u64, recorded: u64, size: u64) -> Option<ClientWrite> {
+    let len = if step.is_multiple_of(2) { 8192 } else { 4096 + 512 };
+    let offset = match step % 3 {
+        0 if position > recorded + len => position - len - 512,
+        0 => recorded.checked_sub(len)?,
+        1 => position + 70_000,
+        _ => (position / 3) & !511,
+    };
+    (offset + len <= size).then(|| ClientWrite { offset, data: pattern(100 + step, len as usize) })
+}
+
+/// Start the grow of the first four onto the fifth and run it, a client write and flush after
+/// every step, until it ends or the cut; `acked` gathers the client writes acknowledged, and
+/// `in_flight` is the one the cut fell in, if any.
+fn grow_written(
+    devs: &[Arc<CutDevice>],
+    acked: &mut Vec<ClientWrite>,
+    in_flight: &mut Option<ClientWrite>,
+) -> Result<(), String> {
+    let all = dyn_devs(devs);
+    Grow::start_on(all[..4].to_vec(), all[4..].to_vec(), 5).map_err(|e| e.to_string())?;
+    let mut g = Grow::resume_on(all).map_err(|e| e.to_string())?;
+    let mut step = 0;
+    while !g.step().map_err(|e| e.to_string())? {
+        step += 1;
+        let Some(w) = client_write(step, g.progress().0, g.recorded(), g.serving_size()) else { continue };
+        let done = g.write(w.offset, &w.data).and_then(|()| g.flush());
+        if let Err(e) = done {
+            *in_flight = Some(w);
+            return Err(e.to_string());
+        }
+        acked.push(w);
+    }
+    Ok(())
+}
+
+/// `read` holds `data` with the writes `acked` made, and `in_flight` made in part: each of its
+/// sectors old or new.
+fn holds(read: &[u8], data: &[u8], acked: &[ClientWrite], in_flight: &Option<ClientWrite>, what: &str) {
+    let mut want = data.to_vec();
+    for w in acked {
+        want[w.offset as usize..w.offset as usize + w.data.len()].copy_from_slice(&w.data);
+    }
+    if let Some(w) = in_flight {
+        let at = w.offset as usize;
+        for (i, sector) in w.data.chunks(512).enumerate() {
+            let range = at + i * 512..at + i * 512 + sector.len();
+            if read[range.clone()] == *sector {
+                want[range].copy_from_slice(sector);
+            }
+        }
+    }
+    if let Some(first) = (0..want.len()).find(|&i| read[i] != want[i]) {
+        panic!("{what}: byte {first} differs from what was written");
+    }
+}
+
+/// Like [`judge`], with client writes: the array reads what they wrote (acknowledged ones in
+/// full), the same once the reshape is finished, and parity checks out once any resync owed is
+/// done (a write cut short leaves the array dirty, never clean with bad parity).
+fn judge_written(
+    images: Vec<Vec<u8>>,
+    data: &[u8],
+    acked: &[ClientWrite],
+    in_flight: &Option<ClientWrite>,
+    what: &str,
+) {
+    let mut devs = memory(images);
+    if uraid_device::probe(devs[4].as_ref()).unwrap().is_none() {
+        devs.pop();
+    }
+    let mut a = open(&devs, false);
+    let left = a.read(0, data.len() as u64).unwrap();
+    holds(&left, data, acked, in_flight, &format!("{what}: read as left"));
+    let (reshaping, members) = (a.md().unwrap().plan.reshape.is_some(), a.md().unwrap().plan.raid_disks);
+    drop(a);
+    if reshaping {
+        let mut g = Grow::resume_on(devs.clone()).unwrap_or_else(|e| panic!("{what}: resume: {e}"));
+        while !g.step().unwrap_or_else(|e| panic!("{what}: step: {e}")) {}
+    } else if members == 4 {
+        return;
+    }
+    let mut a = open(&devs, false);
+    assert_eq!(a.md().unwrap().plan.raid_disks, 5, "{what}");
+    assert!(a.read(0, data.len() as u64).unwrap() == left, "{what}: the finished reshape changed the data");
+    let clean = a.md().unwrap().plan.clean;
+    let mismatches = a.sync(0, a.size(), false).unwrap();
+    if clean {
+        assert_eq!(mismatches, 0, "{what}: mismatches in an array recorded clean");
+    } else {
+        drop(a);
+        let mut a = open(&devs, true);
+        a.sync(0, a.size(), true).unwrap();
+        assert_eq!(a.sync(0, a.size(), false).unwrap(), 0, "{what}: mismatches after the resync");
+        assert!(a.read(0, data.len() as u64).unwrap() == left, "{what}: the resync changed the data");
+    }
+}
+
+#[test]
+fn a_grow_with_client_writes_cut_at_any_write_keeps_every_acknowledged_write() {
+    // Smaller than the other test's array, with smaller chunks, so as many steps take less time.
+    let (images, data) = raid5_of(3 << 20, 64);
+    let (devs, budget) = cut_devices(&images, i64::MAX);
+    let (mut acked, mut in_flight) = (Vec::new(), None);
+    grow_written(&devs, &mut acked, &mut in_flight).unwrap();
+    let writes = i64::MAX - budget.load(Ordering::SeqCst);
+    assert!(acked.len() > 20, "{} client writes", acked.len());
+    judge_written(devs.iter().map(|d| d.now.lock().unwrap().clone()).collect(), &data, &acked, &None, "uncut");
+    let start_writes = images.len() as i64;
+    for cut in 0..writes {
+        let (devs, _) = cut_devices(&images, cut);
+        let (mut acked, mut in_flight) = (Vec::new(), None);
+        assert!(grow_written(&devs, &mut acked, &mut in_flight).is_err(), "cut at write {cut} of {writes}");
+        let flushed: Vec<Vec<u8>> = devs.iter().map(|d| d.flushed.lock().unwrap().clone()).collect();
+        let what = format!("cut at write {cut}, writes since the last flush lost");
+        judge_written(flushed, &data, &acked, &in_flight, &what);
+        if cut >= start_writes {
+            let now: Vec<Vec<u8>> = devs.iter().map(|d| d.now.lock().unwrap().clone()).collect();
+            judge_written(now, &data, &acked, &in_flight, &format!("cut at write {cut}, every write landed"));
         }
     }
 }

@@ -10,6 +10,9 @@
 //! those few writes can leave members disagreeing on the member count, which assembly refuses
 //! as mdadm does), then cuts power after a random number of member writes, up to eight times.
 //! Disks also write back parts of their caches on their own between flushes.
+//!
+//! [`run_seed_served`] runs the same grow as a server runs it, client writes between its steps
+//! (see `uraid_device::reshape`'s online I/O), and judges every acknowledged write kept.
 
 use std::io;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -104,6 +107,25 @@ fn snapshot(disks: &[Arc<Mutex<SimDisk>>]) -> Vec<Box<dyn MemberDevice>> {
 
 /// Run seed `seed`: a grow cut by power losses until it finishes, judged as the module says.
 pub fn run_seed(seed: u64) -> Result<ReshapeRun, String> {
+    run(seed, false)
+}
+
+/// [`run_seed`] with the grow as a server runs it: between its steps, client writes (each
+/// followed by a flush, acknowledged once both are done) land anywhere in the array. After
+/// every cut the array must read every acknowledged write, and each sector of a write the cut
+/// fell in old or new; at the end, parity must check out once the resync an array left dirty
+/// owes is done, and at once if it was left clean.
+pub fn run_seed_served(seed: u64) -> Result<ReshapeRun, String> {
+    run(seed, true)
+}
+
+/// A client write of a served grow: where, and the bytes.
+struct ClientWrite {
+    offset: u64,
+    data: Vec<u8>,
+}
+
+fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
     let mut rng = SimRng::new(seed);
     let level = if rng.chance(1, 2) { 5 } else { 6 };
     let parity = if level == 6 { 2 } else { 1 };
@@ -185,13 +207,30 @@ pub fn run_seed(seed: u64) -> Result<ReshapeRun, String> {
     Grow::start_on(all[..from as usize].to_vec(), all[from as usize..].to_vec(), to)
         .map_err(|e| format!("seed {seed}: starting the grow: {e}"))?;
     let mut crashes = 0;
+    let mut client_writes = 0u64;
     loop {
         // Up to eight cuts, each after a random number of writes; then it runs to its end.
         let allowance = if crashes < 8 { rng.between(1, 120) as i64 } else { i64::MAX };
         budget.store(allowance, Ordering::SeqCst);
+        let mut in_flight: Option<ClientWrite> = None;
         let outcome = (|| -> Result<(), String> {
             let mut grow = Grow::resume_on(members()).map_err(|e| e.to_string())?;
-            while !grow.step().map_err(|e| e.to_string())? {}
+            while !grow.step().map_err(|e| e.to_string())? {
+                if !served || !rng.chance(1, 2) {
+                    continue;
+                }
+                let size = grow.serving_size();
+                let len = 512 * rng.between(1, 128);
+                let offset = 512 * rng.below((size - len) / 512 + 1);
+                let mut bytes = vec![0u8; len as usize];
+                rng.fill(&mut bytes);
+                in_flight = Some(ClientWrite { offset, data: bytes });
+                let w = in_flight.as_ref().expect("just set");
+                grow.write(w.offset, &w.data).and_then(|()| grow.flush()).map_err(|e| e.to_string())?;
+                let w = in_flight.take().expect("just set");
+                data[w.offset as usize..(w.offset + w.data.len() as u64) as usize].copy_from_slice(&w.data);
+                client_writes += 1;
+            }
             Ok(())
         })();
         match outcome {
@@ -207,9 +246,20 @@ pub fn run_seed(seed: u64) -> Result<ReshapeRun, String> {
                     .map_err(|e| format!("seed {seed}: after cut {crashes}: assembling: {e}"))?;
                 let read =
                     array.read(0, data.len() as u64).map_err(|e| format!("seed {seed}: after cut {crashes}: {e}"))?;
+                // The write the cut fell in: each sector old or new; what it left is the data
+                // from here on.
+                if let Some(w) = in_flight.take() {
+                    for (i, sector) in w.data.chunks(512).enumerate() {
+                        let at = w.offset as usize + i * 512;
+                        if read[at..at + 512] == *sector {
+                            data[at..at + 512].copy_from_slice(sector);
+                        }
+                    }
+                }
                 if read != data {
+                    let first = (0..data.len()).find(|&i| read[i] != data[i]).unwrap_or(0);
                     return Err(format!(
-                        "seed {seed}: after cut {crashes}: the array does not read the data written before the grow"
+                        "seed {seed}: after cut {crashes}: the array does not read the data written (byte {first} differs)"
                     ));
                 }
                 // A cut after the final superblocks were written (at their flush) ends it.
@@ -242,13 +292,33 @@ pub fn run_seed(seed: u64) -> Result<ReshapeRun, String> {
     if md.plan.reshape.is_some() || md.plan.raid_disks != to as usize {
         return Err(format!("seed {seed}: the grow did not end with {to} members"));
     }
+    let clean = md.plan.clean;
     let read = array.read(0, data.len() as u64).map_err(|e| format!("seed {seed}: at the end: {e}"))?;
     if read != data {
         return Err(format!("seed {seed}: at the end the array does not read the data written before the grow"));
     }
     let mismatches = array.sync(0, array.size(), false).map_err(|e| format!("seed {seed}: checking: {e}"))?;
-    if mismatches != 0 {
+    if clean && mismatches != 0 {
         return Err(format!("seed {seed}: {mismatches} sectors of parity wrong at the end"));
+    }
+    if !clean {
+        // Left dirty by client writes: the resync owed, then parity must check out and the
+        // data stay as it was.
+        drop(array);
+        let mut array =
+            OpenArray::assemble(snapshot(&disks), true).map_err(|e| format!("seed {seed}: resyncing: {e}"))?;
+        array.sync(0, array.size(), true).map_err(|e| format!("seed {seed}: resyncing: {e}"))?;
+        let after = array.sync(0, array.size(), false).map_err(|e| format!("seed {seed}: checking: {e}"))?;
+        if after != 0 {
+            return Err(format!("seed {seed}: {after} sectors of parity wrong after the resync"));
+        }
+        let read = array.read(0, data.len() as u64).map_err(|e| format!("seed {seed}: after the resync: {e}"))?;
+        if read != data {
+            return Err(format!("seed {seed}: the resync changed the data"));
+        }
+    }
+    if served && client_writes == 0 {
+        return Err(format!("seed {seed}: no client write was made"));
     }
     Ok(ReshapeRun { level, from, to, chunk_sectors, crashes, writes: writes.load(Ordering::SeqCst) as u64 })
 }
@@ -263,6 +333,16 @@ mod tests {
         for seed in 0..24 {
             let run = run_seed(seed).unwrap_or_else(|e| panic!("{e}"));
             assert!(run.to > run.from);
+            crashes += run.crashes;
+        }
+        assert!(crashes >= 24 * 4, "the seeds cut power often: {crashes}");
+    }
+
+    #[test]
+    fn served_grows_cut_by_power_losses_keep_every_acknowledged_write() {
+        let mut crashes = 0;
+        for seed in 0..24 {
+            let run = run_seed_served(seed).unwrap_or_else(|e| panic!("{e}"));
             crashes += run.crashes;
         }
         assert!(crashes >= 24 * 4, "the seeds cut power often: {crashes}");

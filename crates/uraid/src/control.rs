@@ -3,6 +3,7 @@
 //! One request per connection line, one answer line, both JSON: `{"op":"status"}`,
 //! `{"op":"check"}`, `{"op":"repair"}`, `{"op":"idle"}`, `{"op":"wait"}`, `{"op":"stop"}`,
 //! `{"op":"add"|"re-add"|"fail"|"remove","member":PATH}`, `{"op":"member-limits",...}`,
+//! `{"op":"grow","raid_devices":N,"add":[PATH,...]}`,
 //! `{"op":"speed-limit","min":BYTES_PER_SEC,"max":BYTES_PER_SEC}` (either or both, or neither to
 //! ask; answered with the limits in force as `"min"` and `"max"`).
 //! Answers are `{"ok":true, ...}` or `{"ok":false,"error":"..."}`. `wait` answers when no pass
@@ -125,6 +126,24 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
                 Err(e) => fail(e.to_string()),
             }
         }
+        "grow" => {
+            let Some(raid_devices) = request.get("raid_devices").and_then(Value::as_u64) else {
+                return fail("grow needs \"raid_devices\", a whole number".into());
+            };
+            let Some(add) = request.get("add").and_then(Value::as_array) else {
+                return fail("grow needs \"add\", a list of devices".into());
+            };
+            let Some(add) = add.iter().map(|v| v.as_str().map(std::path::PathBuf::from)).collect::<Option<Vec<_>>>() else {
+                return fail("grow: \"add\" must list device paths as strings".into());
+            };
+            let Ok(raid_devices) = u32::try_from(raid_devices) else {
+                return fail(format!("grow: {raid_devices} devices is more than an array can have"));
+            };
+            match handle.grow(raid_devices, add) {
+                Ok(done) => json!({"ok": true, "done": done}),
+                Err(e) => fail(e.to_string()),
+            }
+        }
         "speed-limit" => {
             let limit = |name: &str| match request.get(name) {
                 None | Some(Value::Null) => Ok(None),
@@ -199,7 +218,7 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
         },
         "" => fail("no \"op\" in the request".into()),
         other => fail(format!(
-            "unknown op {other:?} (status, check, repair, idle, wait, add, re-add, fail, remove, speed-limit, member-limits, stop)"
+            "unknown op {other:?} (status, check, repair, idle, wait, add, re-add, fail, remove, grow, speed-limit, member-limits, stop)"
         )),
     }
 }
@@ -229,6 +248,7 @@ pub fn state_text(s: &ArrayStatus) -> String {
             }
             .into(),
         ),
+        None if s.reshape.is_some() => parts.push("reshaping".into()),
         None if s.needs_resync => parts.push("resync needed".into()),
         None => {}
     }
@@ -258,8 +278,14 @@ pub fn status_json(s: &ArrayStatus) -> Value {
             })
         })
         .collect();
-    let (action, completed) = match &s.sync {
-        Some(p) => (p.action.name(), format!("{} / {}", p.done_bytes / 512, p.total_bytes / 512)),
+    // A reshape shows as md shows it: sync_action "reshape", its progress in the sync fields.
+    let progress = match (&s.sync, &s.reshape) {
+        (Some(p), _) => Some((p.action.name(), p.done_bytes, p.total_bytes, p.bytes_per_sec, p.eta_secs)),
+        (None, Some(r)) => Some(("reshape", r.done_bytes, r.total_bytes, r.bytes_per_sec, r.eta_secs)),
+        (None, None) => None,
+    };
+    let (action, completed) = match progress {
+        Some((action, done, total, _, _)) => (action, format!("{} / {}", done / 512, total / 512)),
         None => ("idle", "none".to_string()),
     };
     json!({
@@ -275,10 +301,16 @@ pub fn status_json(s: &ArrayStatus) -> Value {
         "read_only": s.read_only,
         "sync_action": action,
         "sync_completed": completed,
-        "sync_done_bytes": s.sync.as_ref().map(|p| p.done_bytes),
-        "sync_total_bytes": s.sync.as_ref().map(|p| p.total_bytes),
-        "sync_speed_bytes_per_sec": s.sync.as_ref().map(|p| p.bytes_per_sec),
-        "sync_eta_seconds": s.sync.as_ref().and_then(|p| p.eta_secs),
+        "sync_done_bytes": progress.map(|p| p.1),
+        "sync_total_bytes": progress.map(|p| p.2),
+        "sync_speed_bytes_per_sec": progress.map(|p| p.3),
+        "sync_eta_seconds": progress.and_then(|p| p.4),
+        "reshape": s.reshape.as_ref().map(|r| json!({
+            "from_devices": r.from_disks,
+            "to_devices": r.to_disks,
+            "done_bytes": r.done_bytes,
+            "total_bytes": r.total_bytes,
+        })),
         "mismatch_cnt": s.mismatch_sectors,
         "speed_limit_min": s.speed_limits.min_bytes_per_sec,
         "speed_limit_max": s.speed_limits.max_bytes_per_sec,

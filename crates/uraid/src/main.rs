@@ -286,6 +286,17 @@ pub enum CtlOp {
     /// bitmap marks (mdadm --re-add); refused, with the reason, when that is not possible.
     #[command(name = "re-add")]
     ReAdd { member: PathBuf },
+    /// Reshape the running raid4/5/6 onto more devices while it is served (mdadm --grow
+    /// --raid-devices=N --add NEW): the data is restriped in the background, as a reshape
+    /// pass, while reads and writes go on. Returns once the reshape has started.
+    Grow {
+        /// The number of devices the array is to have.
+        #[arg(short = 'n', long, required = true)]
+        raid_devices: u32,
+        /// A blank device to grow onto (repeat for several), taking the new slots in order.
+        #[arg(short = 'a', long, value_name = "NEW", required = true)]
+        add: Vec<PathBuf>,
+    },
     /// Show, or set, the speed limits of this array's background passes (resync, recovery,
     /// check, repair), as md's speed_limit_min / speed_limit_max; the running pass follows
     /// them at once. Prints the limits in force.

@@ -48,6 +48,9 @@ pub enum SyncError {
     /// A rebuild was asked for, and no member is waiting for one.
     #[error("no member is waiting to be rebuilt")]
     NothingToRebuild,
+    /// The array is being reshaped: the reshape is its pass until it ends.
+    #[error("the array is being reshaped: no {0} until the reshape ends")]
+    Reshaping(SyncAction),
     /// Marking the array dirty before a writing pass failed.
     #[error("updating the superblocks failed: {0}")]
     Metadata(MetadataError),

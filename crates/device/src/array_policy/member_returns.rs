@@ -44,6 +44,9 @@ pub enum ReturnBackoffError {
     ZeroWait,
     #[error("the longest wait ({max:?}) is shorter than the first ({first:?})")]
     MaxBelowFirst { first: Duration, max: Duration },
+    /// Members are not tried again while a reshape runs (it stops at a member failure).
+    #[error("the array is being reshaped: wait for the reshape to end (uraid ctl NAME wait)")]
+    Reshaping,
 }
 
 impl ReturnBackoffChange {

@@ -4,13 +4,15 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use super::engine_thread::{self, Phase, Shared};
 use super::inline;
 use super::messages::Msg;
 use super::notifier::{Inbox, Notifier};
+use super::reshaping::{CarriedOver, Reshaping};
 use super::runner::Runner;
-use super::workers::spawn_member_io;
 use super::{log, uring, IoBackend, ServiceConfig, ServiceHandle, ServiceInfo, StopError, StopReport};
 use crate::open_array::OpenArray;
+use crate::reshape::Grow;
 
 /// The running service: the engine thread and its member workers.
 pub struct ArrayService {
@@ -21,10 +23,7 @@ pub struct ArrayService {
 impl ArrayService {
     /// Start serving `array`.
     pub fn start(mut array: OpenArray, config: ServiceConfig) -> ArrayService {
-        array.engine_mut().set_stripe_memory_limit(config.stripe_cache_bytes);
-        array.engine_mut().set_read_policy(config.read_policy);
-        array.engine_mut().set_latency_balancing(config.latency_balancing);
-        array.engine_mut().set_split_tuning(config.split_tuning);
+        configure_engine(&mut array, &config);
         let geometry = array.engine().geometry().clone();
         let targets = array.member_targets();
         let discards = !array.engine().ppl_enabled();
@@ -42,23 +41,47 @@ impl ArrayService {
         let inline = Arc::new(inline::InlineIo::new(config.inline_max));
         let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
         let (inbox, rx) = Inbox::new(notifier);
-        let mut config = config;
-        if config.io == IoBackend::Uring {
-            if let Err(e) = uring::available() {
-                log(&format!("io_uring is not available ({e}); member I/O uses threads"));
-                config.io = IoBackend::Threads;
-            }
-        }
-        let members = targets.len();
-        let queues = (targets.into_iter().enumerate())
-            .map(|(slot, target)| target.map(|t| spawn_member_io(slot, members, t, &config, &inbox.notifier)))
-            .collect();
-        let runner = Runner::new(array, config, Arc::clone(&info), queues, inbox.clone(), Arc::clone(&inline));
+        let config = usable_io(config);
+        let runner = Runner::start(array, config, Arc::clone(&info), inbox.clone(), Arc::clone(&inline));
+        ArrayService::spawn(Phase::Serving(Box::new(runner)), rx, Shared { info, inbox, inline })
+    }
+
+    /// Serve an md array left part-way through a reshape (by a crash, a stop, or the kernel),
+    /// continuing the reshape in the background (see `reshaping`); once it finishes, the array
+    /// is served in its new shape. `uuid` and `md_shape` are for its status.
+    pub fn start_reshaping(grow: Grow, config: ServiceConfig, uuid: String, md_shape: Option<String>) -> ArrayService {
+        let geometry = grow.old_geometry();
+        let info = Arc::new(ServiceInfo {
+            // Trims are not passed on and zeroing is written while the array is reshaped.
+            cheap_discard: false,
+            discards: false,
+            size: grow.serving_size(),
+            read_only: false,
+            level: geometry.name().to_string(),
+            chunk_bytes: geometry.chunk_bytes(),
+            stripe_data_bytes: geometry.stripe_data_bytes(),
+            discard_granularity: geometry.discard_granularity(),
+        });
+        let config = usable_io(config);
+        let inline = Arc::new(inline::InlineIo::new(config.inline_max));
+        let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
+        let (inbox, rx) = Inbox::new(notifier);
+        let carried = CarriedOver { report: StopReport::default(), idle_waiters: Vec::new(), requests: Vec::new() };
+        let reshaping = Reshaping::new(grow, config, Arc::clone(&info), uuid, md_shape, carried);
+        ArrayService::spawn(Phase::Reshaping(Box::new(reshaping)), rx, Shared { info, inbox, inline })
+    }
+
+    fn spawn(first: Phase, rx: crossbeam_channel::Receiver<Msg>, shared: Shared) -> ArrayService {
+        let handle = ServiceHandle {
+            inbox: shared.inbox.clone(),
+            info: Arc::clone(&shared.info),
+            inline: Arc::clone(&shared.inline),
+        };
         let engine_thread = std::thread::Builder::new()
             .name("engine".into())
-            .spawn(move || runner.run(rx))
+            .spawn(move || engine_thread::run(first, rx, shared))
             .expect("spawning the engine thread");
-        ArrayService { handle: ServiceHandle { inbox, info, inline }, engine_thread: Some(engine_thread) }
+        ArrayService { handle, engine_thread: Some(engine_thread) }
     }
 
     pub fn handle(&self) -> ServiceHandle {
@@ -80,4 +103,23 @@ impl ArrayService {
         }
         result
     }
+}
+
+/// `config` with member I/O on threads where io_uring is not available.
+fn usable_io(mut config: ServiceConfig) -> ServiceConfig {
+    if config.io == IoBackend::Uring {
+        if let Err(e) = uring::available() {
+            log(&format!("io_uring is not available ({e}); member I/O uses threads"));
+            config.io = IoBackend::Threads;
+        }
+    }
+    config
+}
+
+/// Set `array`'s engine up as `config` asks (stripe cache, read policy and balancing, splits).
+pub(super) fn configure_engine(array: &mut OpenArray, config: &ServiceConfig) {
+    array.engine_mut().set_stripe_memory_limit(config.stripe_cache_bytes);
+    array.engine_mut().set_read_policy(config.read_policy);
+    array.engine_mut().set_latency_balancing(config.latency_balancing);
+    array.engine_mut().set_split_tuning(config.split_tuning);
 }

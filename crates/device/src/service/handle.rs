@@ -90,6 +90,16 @@ impl ServiceHandle {
         rx.recv().map_err(|_| ManageError::Stopping)?
     }
 
+    /// Reshape the running array onto `raid_devices` members, `add` being the new devices (md's
+    /// `--grow --raid-devices` with `--add`); returns once the reshape has started, which then
+    /// runs in the background while requests go on. Refused, changing nothing, unless the array
+    /// is a whole md raid4/5/6 with no pass running.
+    pub fn grow(&self, raid_devices: u32, add: Vec<std::path::PathBuf>) -> Result<String, ManageError> {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.inbox.send(Msg::Grow { raid_devices, add, reply }).map_err(|_| ManageError::Stopping)?;
+        rx.recv().map_err(|_| ManageError::Stopping)?
+    }
+
     /// Set the minimum and/or maximum speed of background passes (md's `speed_limit_min` and
     /// `speed_limit_max`, for this array), the running pass's included; with neither, only ask.
     /// Returns the limits in force afterwards. Refused, changing nothing, when the minimum would

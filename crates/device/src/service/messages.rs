@@ -42,6 +42,13 @@ pub(super) enum Msg {
     /// Answer once no pass is running.
     WaitIdle(Sender<ArrayStatus>),
     Manage(ManageOp, Sender<Result<String, ManageError>>),
+    /// Reshape the array onto `raid_devices` members, `add` being the new ones; answered once
+    /// the reshape has started (or with why not).
+    Grow {
+        raid_devices: u32,
+        add: Vec<std::path::PathBuf>,
+        reply: Sender<Result<String, ManageError>>,
+    },
     /// Change the passes' speed limits (either or both; neither: only say them).
     SpeedLimits {
         min: Option<u64>,

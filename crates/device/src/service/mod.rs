@@ -41,6 +41,7 @@
 
 mod array_service;
 mod config;
+mod engine_thread;
 mod handle;
 mod inline;
 mod io_threads;
@@ -48,6 +49,7 @@ mod messages;
 mod metadata_io;
 mod notifier;
 mod reopen;
+mod reshaping;
 mod runner;
 mod types;
 pub mod uring;
@@ -63,7 +65,7 @@ pub use handle::ServiceHandle;
 pub use notifier::INBOX_CAPACITY;
 pub use types::{
     ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, RemoteLimitsChange, RemoteLimitsError,
-    ReturningReport, ServiceError, ServiceInfo, SlotReport, StopError, StopReport, SyncProgress,
+    ReshapeProgress, ReturningReport, ServiceError, ServiceInfo, SlotReport, StopError, StopReport, SyncProgress,
 };
 
 /// Service messages go to standard error, one line each.

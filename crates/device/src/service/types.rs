@@ -65,6 +65,10 @@ pub enum ServiceError {
     /// Writing the superblocks failed; the write was not let through.
     #[error("updating the superblocks failed: {0}")]
     Metadata(MetadataError),
+    /// The array is being reshaped and the request failed, or the reshape stopped on a failure
+    /// (then nothing more is done until the array is stopped).
+    #[error("reshape: {0}")]
+    Reshape(String),
 }
 
 /// Why a membership change was refused or failed
@@ -90,6 +94,12 @@ pub enum ManageError {
     /// A re-add was refused (nothing was written to the device).
     #[error(transparent)]
     Readd(#[from] crate::open_array::ReaddRefusal),
+    /// A reshape is running: the membership changes once it has ended.
+    #[error("the array is being reshaped: wait for the reshape to end (uraid ctl NAME wait)")]
+    Reshaping,
+    /// The reshape asked for cannot be done now, or could not start.
+    #[error("grow: {0}")]
+    Grow(String),
 }
 
 /// Why stopping the service did not end with the array marked clean
@@ -101,6 +111,10 @@ pub enum StopError {
     MarkClean(#[from] OpenError),
     #[error("engine thread already ended")]
     Ended,
+    /// Recording where the reshape got to failed, or it had stopped on a failure before: the
+    /// superblocks hold its last record.
+    #[error("reshape: {0}")]
+    Reshape(String),
     #[error("engine thread ended without a report")]
     NoReport,
     #[error("engine thread panicked")]
@@ -192,6 +206,20 @@ pub struct SyncProgress {
     pub eta_secs: Option<u64>,
 }
 
+/// A running reshape, as /proc/mdstat shows it (`reshape = ...`).
+#[derive(Debug, Clone)]
+pub struct ReshapeProgress {
+    /// Members before and after.
+    pub from_disks: u32,
+    pub to_disks: u32,
+    /// Bytes of the grown array reshaped, of all of it.
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+    /// Over its last few seconds.
+    pub bytes_per_sec: u64,
+    pub eta_secs: Option<u64>,
+}
+
 /// What `uraid ctl status` shows.
 #[derive(Debug, Clone)]
 pub struct ArrayStatus {
@@ -214,6 +242,7 @@ pub struct ArrayStatus {
     /// Slots not in sync.
     pub degraded: usize,
     pub sync: Option<SyncProgress>,
+    pub reshape: Option<ReshapeProgress>,
     /// Sectors found inconsistent by the last check or repair (md's `mismatch_cnt`).
     pub mismatch_sectors: u64,
     /// The limits background passes keep to (md's `speed_limit_min` / `speed_limit_max`).

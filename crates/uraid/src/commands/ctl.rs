@@ -73,6 +73,12 @@ pub fn run(args: &CtlArgs) -> CliResult {
         CtlOp::Fail { member, force } => manage(socket, "fail", member, *force)?,
         CtlOp::Remove { member } => manage(socket, "remove", member, false)?,
         CtlOp::ReAdd { member } => manage(socket, "re-add", member, false)?,
+        CtlOp::Grow { raid_devices, add } => {
+            let add: Vec<String> = add.iter().map(|p| absolute(p).display().to_string()).collect();
+            let answer = request(socket, json!({"op": "grow", "raid_devices": raid_devices, "add": add}))?;
+            eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("reshape started"));
+            eprintln!("uraid: `uraid ctl {} wait` waits for the reshape to end", args.socket.display());
+        }
         CtlOp::Stop => stop(socket)?,
         CtlOp::MemberLimits {
             member,
@@ -131,14 +137,20 @@ pub fn wait_stopped(socket: &Path) {
     }
 }
 
-fn manage(socket: &Path, op: &str, member: &Path, force: bool) -> CliResult {
-    // The server resolves relative paths from its own directory: send an absolute one (an NBD
-    // URI is no path, and goes as written).
-    let member = if uraid_device::Member::is_uri(member) {
+/// A device as the server is to open it: the server resolves relative paths from its own
+/// directory, so an absolute path (an NBD URI is no path, and goes as written).
+fn absolute(member: &Path) -> PathBuf {
+    if uraid_device::Member::is_uri(member) {
         member.to_path_buf()
     } else {
         std::path::absolute(member).unwrap_or_else(|_| member.to_path_buf())
-    };
+    }
+}
+
+fn manage(socket: &Path, op: &str, member: &Path, force: bool) -> CliResult {
+    // The server resolves relative paths from its own directory: send an absolute one (an NBD
+    // URI is no path, and goes as written).
+    let member = absolute(member);
     let answer = request(socket, json!({"op": op, "member": member.display().to_string(), "force": force}))?;
     eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("done"));
     Ok(())

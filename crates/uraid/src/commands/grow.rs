@@ -3,7 +3,9 @@
 //! (mdadm's `--grow --continue`) for a reshape left part-way, by uraid or by the kernel. The
 //! reshape runs in the foreground with a progress bar on a terminal, records its position as
 //! md does, and stops cleanly on SIGINT or SIGTERM (the next `--continue`, or the kernel, goes
-//! on from there). What md's `--grow` does beyond adding members is refused, naming it.
+//! on from there). Given the members of an array `uraid assemble` runs, the running server
+//! grows it instead, in the background, as `uraid ctl NAME grow` asks it. What md's `--grow`
+//! does beyond adding members is refused, naming it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -35,12 +37,14 @@ pub fn run(args: &GrowArgs) -> CliResult {
             ));
         }
     }
-    let all: Vec<std::path::PathBuf> = args.members.iter().chain(&args.add).cloned().collect();
-    refuse_if_served(&all)?;
     let limit = match &args.speed_limit_max {
         Some(max) => Some(parse_size(max, 1).map_err(CliError)?.max(1)),
         None => None,
     };
+    // Members of an array uraid is running: the running server grows it, in the background.
+    if let Some((name, socket)) = served_by(&args.members) {
+        return grow_served(&name, &socket, args, limit);
+    }
     match (args.raid_devices, args.continue_) {
         (Some(_), true) => {
             return err("grow: give --raid-devices to start a reshape, or --continue to go on with one, not both")
@@ -83,25 +87,43 @@ pub fn run(args: &GrowArgs) -> CliResult {
     reshape(&mut grow, limit, &members)
 }
 
-/// Refuse members of an array uraid is running by name: the reshape rewrites every member
-/// under the server's feet (uraid takes no lock on served members). Arrays served by hand
+/// The running array (by name, and its control socket) that `members` belong to, if uraid
+/// runs one: a reshape of its members must be the server's (it rewrites every member under
+/// the server's feet otherwise; uraid takes no lock on served members). Arrays served by hand
 /// (`uraid serve` without `assemble`) are not known here.
-fn refuse_if_served(members: &[std::path::PathBuf]) -> CliResult {
-    let Ok(runtime) = crate::runtime_dir::RuntimeDir::from_env() else { return Ok(()) };
-    let Ok(running) = runtime.running() else { return Ok(()) };
+fn served_by(members: &[std::path::PathBuf]) -> Option<(String, std::path::PathBuf)> {
+    let runtime = crate::runtime_dir::RuntimeDir::from_env().ok()?;
+    let running = runtime.running().ok()?;
     let ours: Vec<std::path::PathBuf> = members.iter().filter_map(|m| std::fs::canonicalize(m).ok()).collect();
     for array in running {
-        let Ok(status) = super::ctl::status(&array.dir.control_socket()) else { continue };
+        let socket = array.dir.control_socket();
+        let Ok(status) = super::ctl::status(&socket) else { continue };
         let served = status["members"].as_array().into_iter().flatten().filter_map(|m| m["path"].as_str());
         for path in served {
             if std::fs::canonicalize(path).is_ok_and(|p| ours.contains(&p)) {
-                let name = array.dir.name();
-                return err(format!(
-                    "grow: {path} belongs to array {name}, which is running; stop it first (uraid stop {name}): uraid grows stopped arrays"
-                ));
+                return Some((array.dir.name().to_string(), socket));
             }
         }
     }
+    None
+}
+
+/// Grow the running array `name` (its control socket `socket`) as `uraid ctl NAME grow` does.
+fn grow_served(name: &str, socket: &std::path::Path, args: &GrowArgs, limit: Option<u64>) -> CliResult {
+    let Some(raid_devices) = args.raid_devices else {
+        return err(format!(
+            "grow: array {name} is running: it continues its reshape itself (uraid status shows it); nothing to continue here"
+        ));
+    };
+    if let Some(max) = limit {
+        super::ctl::request(socket, serde_json::json!({"op": "speed-limit", "max": max}))?;
+    }
+    let add: Vec<String> =
+        args.add.iter().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string()).collect();
+    let answer =
+        super::ctl::request(socket, serde_json::json!({"op": "grow", "raid_devices": raid_devices, "add": add}))?;
+    eprintln!("uraid: {name}: {}", answer["done"].as_str().unwrap_or("reshape started"));
+    eprintln!("uraid: the reshape runs in the background; `uraid ctl {name} wait` waits for it to end");
     Ok(())
 }
 

@@ -15,6 +15,7 @@ pub mod mount;
 pub mod pass;
 pub mod raidctl;
 pub mod raidframe_describe;
+pub mod reshaping;
 pub mod serve;
 pub mod sim;
 pub mod sim_hosts;

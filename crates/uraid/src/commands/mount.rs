@@ -153,7 +153,7 @@ fn errno(e: &ServiceError) -> Errno {
         ServiceError::Engine(EngineError::OutOfRange { .. } | EngineError::Unaligned { .. }) => Errno::EINVAL,
         ServiceError::ReadOnly => Errno::EROFS,
         ServiceError::Stopping => Errno::from_i32(libc::ESHUTDOWN),
-        ServiceError::Engine(_) | ServiceError::Metadata(_) => Errno::EIO,
+        ServiceError::Engine(_) | ServiceError::Metadata(_) | ServiceError::Reshape(_) => Errno::EIO,
     }
 }
 

@@ -20,6 +20,7 @@ use uraid_nbd::{
 };
 
 use super::report_stop;
+use super::reshaping::{reshape_in_progress, Reshaping};
 use super::source::open_source;
 use super::{CliError, CliResult};
 use crate::size::parse_size;
@@ -38,17 +39,47 @@ pub fn run(args: &ServeArgs) -> CliResult {
     }
     let addr = parse_listen(&args.listen, args.allow_remote)
         .map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
-    let array = open_source(&args.source, !args.read_only)?;
-    let description = format!("{} from uraid", array.describe());
-    let slots = array.engine().slot_states().len();
-    let summary = format!(
-        "{} ({} bytes{}, {} of {} members)",
-        array.describe(),
-        array.size(),
-        if args.read_only { ", read-only" } else { "" },
-        slots - array.missing_slots().len(),
-        slots,
-    );
+    // An md array part-way through a reshape is not opened writable as it stands: its reshape
+    // is continued in the background while it is served.
+    let opened = match open_source(&args.source, !args.read_only) {
+        Ok(array) => Opened::Array(Box::new(array)),
+        Err(e) if !args.read_only => match reshape_in_progress(&args.source) {
+            Ok(Some(r)) => Opened::Reshaping(Box::new(r)),
+            Ok(None) => return Err(e),
+            Err(why) => return Err(CliError(format!("{e}; it cannot be continued while served: {why}"))),
+        },
+        Err(e) => return Err(e),
+    };
+    let (description, summary) = match &opened {
+        Opened::Array(array) => {
+            let slots = array.engine().slot_states().len();
+            (
+                format!("{} from uraid", array.describe()),
+                format!(
+                    "{} ({} bytes{}, {} of {} members)",
+                    array.describe(),
+                    array.size(),
+                    if args.read_only { ", read-only" } else { "" },
+                    slots - array.missing_slots().len(),
+                    slots,
+                ),
+            )
+        }
+        Opened::Reshaping(r) => {
+            let (from, to) = r.grow.raid_disks();
+            let (done, total) = r.grow.progress();
+            (
+                format!("{} from uraid", r.description),
+                format!(
+                    "{} ({} bytes, reshaping from {from} to {to} members, at {}K of {}K)",
+                    r.description,
+                    r.grow.serving_size(),
+                    done / 1024,
+                    total / 1024
+                ),
+            )
+        }
+    };
     let config = args.member_io.apply(ServiceConfig {
         workers_per_member: args.member_threads.max(1),
         speed,
@@ -59,7 +90,13 @@ pub fn run(args: &ServeArgs) -> CliResult {
     // Bind both sockets before the array is started, so a busy address costs nothing.
     let mut control = args.control.as_deref().map(crate::control::bind).transpose()?;
     let listener = addr.bind().map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
-    let service = ArrayService::start(array, config);
+    let service = match opened {
+        Opened::Array(array) => ArrayService::start(*array, config),
+        Opened::Reshaping(r) => {
+            let r = *r;
+            ArrayService::start_reshaping(r.grow, config, r.uuid, r.md_shape)
+        }
+    };
     if let Some(c) = control.as_mut() {
         if let Err(e) = c.serve(service.handle()) {
             let _ = service.stop();
@@ -96,6 +133,12 @@ pub fn run(args: &ServeArgs) -> CliResult {
     let report = stopped.map_err(|e| CliError(format!("stopping the array: {e}")))?;
     report_stop(&report, args.read_only, "stopped");
     Ok(())
+}
+
+/// What `serve` opened: an array as it stands, or one whose reshape it continues.
+enum Opened {
+    Array(Box<uraid_device::OpenArray>),
+    Reshaping(Box<Reshaping>),
 }
 
 /// Reads from this size up are tried as spliced replies. Below it, copying the bytes costs
@@ -194,7 +237,7 @@ fn export_error(e: &ServiceError) -> ExportError {
         ServiceError::Engine(EngineError::OutOfRange { .. } | EngineError::Unaligned { .. }) => Errno::Inval,
         ServiceError::ReadOnly => Errno::Perm,
         ServiceError::Stopping => Errno::Shutdown,
-        ServiceError::Engine(_) | ServiceError::Metadata(_) => Errno::Io,
+        ServiceError::Engine(_) | ServiceError::Metadata(_) | ServiceError::Reshape(_) => Errno::Io,
     };
     ExportError::new(errno, e.to_string())
 }

@@ -20,12 +20,15 @@ use super::messages::Msg;
 use super::metadata_io::{spawn_metadata_io, MetadataIo};
 use super::notifier::{self, Inbox};
 use super::reopen::Reopener;
-use super::workers::MemberPath;
+use super::reshaping::CarriedOver;
+use super::workers::{spawn_member_io, MemberPath};
 use super::{inline, log, ArrayStatus, ManageError, ServiceConfig, ServiceError, ServiceInfo, SlotReport, StopError};
-use super::{BlockReply, Done, ReturningReport, StopReport, SyncProgress};
+use super::{BlockOp, BlockReply, Done, ReturningReport, StopReport, SyncProgress};
 use crate::array_policy::{ArrayPolicy, AttemptFailure, MemberReturns, PolicyConfig, PolicyMutation, ReturnBackoff};
+use crate::error::OpenError;
 use crate::open_array::OpenArray;
 
+mod grow;
 mod manage;
 mod member_io;
 mod member_return;
@@ -34,6 +37,7 @@ mod passes;
 mod remote_limits;
 mod requests;
 
+pub(in crate::service) use grow::Handoff;
 use requests::Job;
 
 /// Messages the engine thread takes before it submits the member I/O they made.
@@ -95,6 +99,10 @@ pub(in crate::service) struct Runner {
     reopen: Reopener,
     /// Members taken back by the array itself.
     readded: u64,
+    /// A grow asked for: the runner winds down to hand the array over to the reshape, and
+    /// requests arriving meanwhile wait in `parked` for it.
+    grow_ask: Option<grow::GrowAsk>,
+    parked: Vec<(BlockOp, Done)>,
 }
 
 impl Runner {
@@ -153,10 +161,48 @@ impl Runner {
             returns: MemberReturns::new(ReturnBackoff::default()),
             reopen,
             readded: 0,
+            grow_ask: None,
+            parked: Vec::new(),
         };
         runner.update_inline();
         runner.policy_events();
         runner
+    }
+
+    /// [`Runner::new`] with the member I/O paths started for `array`'s members.
+    pub(in crate::service) fn start(
+        array: OpenArray,
+        config: ServiceConfig,
+        info: Arc<ServiceInfo>,
+        back: Inbox,
+        inline: Arc<inline::InlineIo>,
+    ) -> Runner {
+        let targets = array.member_targets();
+        let members = targets.len();
+        let queues = (targets.into_iter().enumerate())
+            .map(|(slot, target)| target.map(|t| spawn_member_io(slot, members, t, &config, &back.notifier)))
+            .collect();
+        Runner::new(array, config, info, queues, back, inline)
+    }
+
+    /// Take over what the reshape before this runner leaves: its report, the callers waiting
+    /// for the array to be idle, and requests it took and did not serve.
+    pub(in crate::service) fn take_over(&mut self, carried: CarriedOver) {
+        let CarriedOver { report, idle_waiters, requests } = carried;
+        self.report = report;
+        // Waiting for the array to be idle: answered now unless a pass (the resync of an array
+        // written during the reshape) has started; else when it ends.
+        if self.policy.pass_idle(&self.array) {
+            let status = self.status();
+            for w in idle_waiters {
+                let _ = w.send(status.clone());
+            }
+        } else {
+            self.idle_waiters.extend(idle_waiters);
+        }
+        for (op, done) in requests {
+            self.accept(op, done);
+        }
     }
 
     /// The policy's time: since the engine thread's state was made.
@@ -171,15 +217,9 @@ impl Runner {
         self.array.engine_mut().set_now(now);
     }
 
-    pub(in crate::service) fn run(self, rx: Receiver<Msg>) {
-        let inbox = self.back.clone();
-        notifier::engine_thread_starts(&inbox.notifier);
-        self.serve(rx);
-        inbox.close();
-        notifier::engine_thread_ends();
-    }
-
-    fn serve(mut self, rx: Receiver<Msg>) {
+    /// Serve until stopped (`None`), or until a grow asked for has wound the runner down: then
+    /// the array goes to the reshape with what waits for it.
+    pub(in crate::service) fn serve(mut self, rx: &Receiver<Msg>) -> Option<Handoff> {
         let mut stopping: Option<Sender<Result<StopReport, StopError>>> = None;
         loop {
             // Every turn, so a slot that leaves the array and comes back (failed, replaced,
@@ -189,8 +229,12 @@ impl Runner {
                 if self.jobs.is_empty() && self.policy.settled(&self.array) {
                     let result = self.finish();
                     let _ = ack.send(result);
-                    return;
+                    return None;
                 }
+            }
+            if self.grow_ask.is_some() && stopping.is_none() && self.jobs.is_empty() && self.policy.settled(&self.array)
+            {
+                return Some(self.hand_over());
             }
             self.drive_pass();
             self.after_completions();
@@ -204,7 +248,7 @@ impl Runner {
                 (a, b) => a.or(b),
             }
             .map(|d| self.started + d);
-            let msg = match self.next_msg(&rx, deadline) {
+            let msg = match self.next_msg(rx, deadline) {
                 Next::Msg(m) => m,
                 Next::Timeout => {
                     // Clearing idle bitmap bits, the idle clean mark: each after a flush, which
@@ -214,7 +258,7 @@ impl Runner {
                     self.policy_events();
                     continue;
                 }
-                Next::Closed => return,
+                Next::Closed => return None,
                 // Member I/O completed: a pass may take its next step, a stop may finish, and
                 // the deadlines change.
                 Next::Progress => continue,
@@ -224,12 +268,21 @@ impl Runner {
                     let done = pending.take();
                     if stopping.is_some() {
                         done(Err(ServiceError::Stopping));
+                    } else if self.grow_ask.is_some() {
+                        self.parked.push((op, done));
                     } else {
                         self.report.requests += 1;
                         self.accept(op, done);
                     }
                 }
                 Msg::Stop(ack) => {
+                    // A grow not yet handed over is dropped: the stop comes first.
+                    if let Some(ask) = self.grow_ask.take() {
+                        let _ = ask.reply.send(Err(ManageError::Stopping));
+                    }
+                    for (_, done) in self.parked.drain(..) {
+                        done(Err(ServiceError::Stopping));
+                    }
                     // A pass is cut short at its current step; a resync cut short is still
                     // needed, and the array stays dirty.
                     let now = self.now();
@@ -263,6 +316,13 @@ impl Runner {
                     self.policy.membership_changed(&self.array);
                     self.dispatch_metadata();
                     let _ = reply.send(result);
+                }
+                Msg::Grow { raid_devices, add, reply } => {
+                    if stopping.is_some() {
+                        let _ = reply.send(Err(ManageError::Stopping));
+                    } else {
+                        self.ask_grow(raid_devices, add, reply);
+                    }
                 }
                 Msg::SpeedLimits { min, max, reply } => {
                     let now = self.now();
@@ -344,6 +404,7 @@ impl Runner {
             }),
             mismatch_sectors: self.policy.mismatch_sectors(),
             speed_limits: self.policy.speed_limits(),
+            reshape: None,
             last_sync: self.policy.last_pass().map(str::to_string),
             last_sync_bytes: self.policy.last_pass_bytes(),
             passes_ended: self.policy.passes_ended(),
@@ -487,6 +548,13 @@ impl Runner {
 
     /// Everything accepted is done: stop the member I/O threads, flush, mark clean.
     fn finish(mut self) -> Result<StopReport, StopError> {
+        self.wind_down()?;
+        Ok(self.report)
+    }
+
+    /// What a stop does once everything accepted is done (see [`Runner::finish`]), the array
+    /// left to the caller.
+    fn wind_down(&mut self) -> Result<(), OpenError> {
         self.inline.set(None);
         self.inline_on = false;
         (self.report.inline_reads, self.report.inline_writes, self.report.spliced_reads) = self.inline.served();
@@ -519,6 +587,6 @@ impl Runner {
         }
         self.report.clean = !self.array.is_dirty();
         self.report.resync_needed = self.array.needs_resync();
-        Ok(self.report)
+        Ok(())
     }
 }

@@ -500,6 +500,26 @@ mod tests {
         assert_eq!(e[0].line(), "Event: RebuildFinished, array a", "mdadm's line");
     }
 
+    /// A grow while served: the reshape is a pass like the others (md's `sync_action`
+    /// `reshape`), and the member it adds is active from its start, as md makes it.
+    #[test]
+    fn a_grow_is_reported_as_a_pass_and_its_new_member_as_active() {
+        let mut grown = whole();
+        grown.members.push(member("/d4", MemberState::InSync));
+        let reshaping = running(grown.clone(), "reshape", 0);
+        let e = events("a", Some(&whole()), Some(&reshaping), STEADY);
+        assert_eq!(names(&e), ["RebuildStarted", "SpareActive"]);
+        assert_eq!(e[1].detail().as_deref(), Some("/d4"));
+        assert_eq!(
+            names(&events("a", Some(&reshaping), Some(&running(grown.clone(), "reshape", 41)), STEADY)),
+            ["Rebuild41"]
+        );
+        assert_eq!(
+            names(&events("a", Some(&running(grown.clone(), "reshape", 99)), Some(&grown), STEADY)),
+            ["RebuildFinished"]
+        );
+    }
+
     #[test]
     fn a_status_reads_as_a_snapshot() {
         let v = json!({

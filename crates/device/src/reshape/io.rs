@@ -1,0 +1,127 @@
+//! Client I/O on an array part-way through a reshape that a running server drives
+//! ([`Grow`] online): what the reshape has passed is read and written in the new shape, the rest
+//! in the old one, as md's `make_stripe_request` chooses with `reshape_progress`.
+//!
+//! The server calls these between reshape steps, on the thread that makes them, so no client
+//! I/O ever overlaps the stripe being moved (md's stripe blocking, by construction). What stays
+//! to be ordered is the record: a crash makes the reshape start again from the position the
+//! superblocks hold, copying the old shape again from there. Data written in the new shape
+//! between that position and the one reached would be copied over with old bytes, so such a
+//! write first records the position reached (md waits for `reshape_safe` the same way); writes
+//! below the record, and writes in the old shape ahead of the position, need no such care.
+//! Before the first write the superblocks are marked dirty, as md marks them: a crash during a
+//! write leaves parity to set right, which the resync after the reshape does.
+
+use bytes::Bytes;
+use uraid_engine::array::{Completion, Request};
+
+use super::{run, Grow, GrowError};
+
+impl Grow {
+    /// The size the array has while it is reshaped (md keeps the old size until the end).
+    pub fn serving_size(&self) -> u64 {
+        self.window.old_size()
+    }
+
+    /// Whether the superblocks say dirty.
+    pub fn dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// `len` bytes of the array at `offset`.
+    pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, GrowError> {
+        self.check_range(offset, len)?;
+        let mut out = vec![0u8; len as usize];
+        let end = offset + len;
+        let mut at = offset;
+        while at < end {
+            let (upto, below) = self.piece(at, end);
+            let array = if below { &mut self.new } else { &mut self.old };
+            let targets = if below { &self.new_targets } else { &self.old_targets };
+            let Completion::Read(bytes) = run(array, targets, Request::Read { offset: at, len: upto - at })? else {
+                return Err(GrowError::Refused("the engine answered a read with no data".into()));
+            };
+            bytes.copy_to(&mut out[(at - offset) as usize..(upto - offset) as usize]);
+            at = upto;
+        }
+        Ok(out)
+    }
+
+    /// Write `data` at `offset`: in the new shape below the position reached, in the old one
+    /// above it (see the module documentation for the record made first).
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), GrowError> {
+        let len = data.len() as u64;
+        self.check_range(offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        if !self.dirty {
+            self.update_superblocks(|sb| sb.resync_offset = 0)?;
+            self.dirty = true;
+        }
+        let end = offset + len;
+        if offset < self.position && end > self.recorded && self.position > self.recorded {
+            let at = self.position;
+            self.record(at)?;
+        }
+        let mut at = offset;
+        while at < end {
+            let (upto, below) = self.piece(at, end);
+            let array = if below { &mut self.new } else { &mut self.old };
+            let targets = if below { &self.new_targets } else { &self.old_targets };
+            let piece = Bytes::copy_from_slice(&data[(at - offset) as usize..(upto - offset) as usize]);
+            run(array, targets, Request::Write { offset: at, data: piece })?;
+            at = upto;
+        }
+        Ok(())
+    }
+
+    /// Make every write so far durable on the members.
+    pub fn flush(&self) -> Result<(), GrowError> {
+        for m in &self.members {
+            m.dev.flush().map_err(|e| super::io_error(m.dev.as_ref(), "flushing", e))?;
+        }
+        Ok(())
+    }
+
+    /// Stop where the reshape got to: flush, then record the position reached, and the array
+    /// clean unless it owes a resync (found dirty when the reshape was taken up). The next
+    /// assembly, or the kernel, continues from there.
+    pub fn stop(&mut self) -> Result<(), GrowError> {
+        let clean = !self.owes_resync;
+        let at = self.position;
+        if at >= self.window.new_size() {
+            return Ok(());
+        }
+        self.update_superblocks(|sb| {
+            super::record_position(sb, at / uraid_engine::SECTOR_BYTES);
+            if clean {
+                sb.resync_offset = u64::MAX;
+            }
+        })?;
+        self.recorded = at;
+        self.dirty = !clean;
+        Ok(())
+    }
+
+    /// The piece of `[at, end)` that lies in one shape: its end, and whether that shape is the
+    /// new one (the reshape has passed it).
+    fn piece(&self, at: u64, end: u64) -> (u64, bool) {
+        if at < self.position {
+            (end.min(self.position), true)
+        } else {
+            (end, false)
+        }
+    }
+
+    /// Refuse a range that is not inside the array as it is served while reshaped.
+    pub fn check_range(&self, offset: u64, len: u64) -> Result<(), GrowError> {
+        let size = self.serving_size();
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(GrowError::Refused(format!(
+                "{len} bytes at {offset} go past the end of the array ({size} bytes while it is reshaped)"
+            )));
+        }
+        Ok(())
+    }
+}

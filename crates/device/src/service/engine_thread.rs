@@ -1,0 +1,133 @@
+//! The engine thread's phases: serving the array (`runner`), and reshaping it (`reshaping`),
+//! on the same inbox, so clients and the control socket keep their handles throughout. A grow
+//! asked of the runner winds it down and starts the reshape; a reshape that finishes opens the
+//! array again in its new shape and serves it with a new runner (a resync first if the array
+//! was written dirty meanwhile, as the policy starts for any array found dirty).
+
+use std::sync::Arc;
+
+use crossbeam_channel::Receiver;
+
+use super::inline::InlineIo;
+use super::messages::Msg;
+use super::notifier::{self, Inbox};
+use super::reshaping::{CarriedOver, ReshapeEnd, Reshaping};
+use super::runner::{Handoff, Runner};
+use super::{log, ManageError, ServiceConfig, ServiceInfo};
+use crate::member::MemberDevice;
+use crate::open_array::OpenArray;
+use crate::reshape::Grow;
+
+/// What the engine thread runs now.
+pub(super) enum Phase {
+    Serving(Box<Runner>),
+    Reshaping(Box<Reshaping>),
+    Ended,
+}
+
+/// What every phase shares with the handles.
+pub(super) struct Shared {
+    pub info: Arc<ServiceInfo>,
+    pub inbox: Inbox,
+    pub inline: Arc<InlineIo>,
+}
+
+/// The engine thread: run `first`, and the phases it leads to, until the service stops.
+pub(super) fn run(first: Phase, rx: Receiver<Msg>, shared: Shared) {
+    notifier::engine_thread_starts(&shared.inbox.notifier);
+    let mut phase = first;
+    loop {
+        phase = match phase {
+            Phase::Serving(runner) => match runner.serve(&rx) {
+                None => Phase::Ended,
+                Some(handoff) => begin_reshape(handoff, &shared),
+            },
+            Phase::Reshaping(reshaping) => match reshaping.serve(&rx) {
+                ReshapeEnd::Stopped => Phase::Ended,
+                ReshapeEnd::Finished(f) => serve_again(f.devices, f.config, f.carried, &shared),
+            },
+            Phase::Ended => break,
+        };
+    }
+    shared.inbox.close();
+    notifier::engine_thread_ends();
+}
+
+/// Record the grow in the superblocks and start the reshape; if it cannot start, serve the
+/// array as it was.
+fn begin_reshape(h: Handoff, shared: &Shared) -> Phase {
+    let refused = |why: String, h: Handoff| {
+        log(&format!("grow refused: {why}"));
+        let _ = h.reply.send(Err(ManageError::Grow(why)));
+        let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
+        serve_again(h.devices, h.config, carried, shared)
+    };
+    if let Some(why) = h.failed.clone() {
+        return refused(format!("marking the array clean before the reshape failed: {why}"), h);
+    }
+    if let Err(e) = Grow::start_on(h.devices.clone(), h.added.clone(), h.raid_devices) {
+        return refused(e.to_string(), h);
+    }
+    let mut all = h.devices.clone();
+    all.extend(h.added.iter().cloned());
+    match Grow::resume_on(all) {
+        Ok(grow) => {
+            let (from, to) = grow.raid_disks();
+            let names: Vec<&str> = h.added.iter().map(|d| d.name()).collect();
+            let _ =
+                h.reply.send(Ok(format!("added {}; reshape from {from} to {to} devices started", names.join(", "))));
+            let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
+            Phase::Reshaping(Box::new(Reshaping::new(
+                grow,
+                h.config,
+                Arc::clone(&shared.info),
+                h.uuid,
+                h.md_shape,
+                carried,
+            )))
+        }
+        Err(e) => {
+            // The superblocks say the reshape began, but it cannot be taken up: nothing more is
+            // written; the next assembly (or the kernel) continues it.
+            let why = format!("the reshape was recorded but could not be taken up: {e}");
+            log(&why);
+            let _ = h.reply.send(Err(ManageError::Grow(why)));
+            for (_, done) in h.parked {
+                done(Err(super::ServiceError::Stopping));
+            }
+            Phase::Ended
+        }
+    }
+}
+
+/// Open the array of `devices` again, writable, and serve it with a new runner.
+fn serve_again(
+    devices: Vec<Arc<dyn MemberDevice>>,
+    config: ServiceConfig,
+    carried: CarriedOver,
+    shared: &Shared,
+) -> Phase {
+    let boxed: Vec<Box<dyn MemberDevice>> = devices.into_iter().map(|d| Box::new(d) as Box<dyn MemberDevice>).collect();
+    match OpenArray::assemble(boxed, true) {
+        Ok(mut array) => {
+            super::array_service::configure_engine(&mut array, &config);
+            log(&format!("serving {}", array.describe()));
+            let mut runner = Runner::start(
+                array,
+                config,
+                Arc::clone(&shared.info),
+                shared.inbox.clone(),
+                Arc::clone(&shared.inline),
+            );
+            runner.take_over(carried);
+            Phase::Serving(Box::new(runner))
+        }
+        Err(e) => {
+            log(&format!("opening the array again failed: {e}; the array is no longer served"));
+            for (_, done) in carried.requests {
+                done(Err(super::ServiceError::Stopping));
+            }
+            Phase::Ended
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! The engine thread while the array is reshaped (md's reshape, `sync_action` "reshape"): a
+//! [`Grow`] moves the data one new stripe at a time, and client requests are served between
+//! its steps, through the new shape below the position it has reached and the old one above
+//! (see `crate::reshape`'s `io` module). Requests come first: at most [`REQUESTS_PER_STEP`]
+//! are taken between two steps, and the steps keep to the speed limits' maximum, so the reshape
+//! neither starves clients nor is starved by them.
+//!
+//! Every request is done in full before the next step, on this thread, so none overlaps the
+//! stripe being moved: md blocks such I/O until the stripe is moved, which here cannot arise.
+//! The position is recorded every [`RECORD_EVERY`] as well as when the reshape needs it, so a
+//! crash repeats little; a stop records it, and the next assembly goes on from there.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use uraid_engine::{EngineError, IoBuf, SlotState};
+
+use super::messages::Msg;
+use super::notifier;
+use super::{
+    log, ArrayStatus, BlockOp, BlockReply, Done, ManageError, RemoteLimitsError, ReshapeProgress, ServiceConfig,
+    ServiceError, ServiceInfo, SlotReport, StopError, StopReport, SyncError,
+};
+use crate::member::MemberDevice;
+use crate::reshape::Grow;
+
+/// Client requests taken between two reshape steps, at most.
+const REQUESTS_PER_STEP: usize = 16;
+
+/// How often the position reached is recorded besides when the reshape needs it.
+const RECORD_EVERY: Duration = Duration::from_secs(2);
+
+/// The window the speed is measured over (md's `sync_speed` looks back a few seconds too).
+const SPEED_WINDOW: Duration = Duration::from_secs(5);
+
+/// Zeroing requests are written in pieces of this size.
+const ZERO_PIECE: u64 = 1 << 20;
+
+/// What one phase of the engine thread hands the next: the report so far, the callers waiting
+/// for the array to be idle, and requests taken and not yet served, in order.
+pub(super) struct CarriedOver {
+    pub report: StopReport,
+    pub idle_waiters: Vec<Sender<ArrayStatus>>,
+    pub requests: Vec<(BlockOp, Done)>,
+}
+
+/// A reshape finished: every stripe moved and the end recorded. The array is to be served in
+/// its new shape, with these devices.
+pub(super) struct Finished {
+    pub devices: Vec<Arc<dyn MemberDevice>>,
+    pub config: ServiceConfig,
+    pub carried: CarriedOver,
+}
+
+/// How the reshape phase ended.
+pub(super) enum ReshapeEnd {
+    Finished(Box<Finished>),
+    /// Stopped (the position recorded), or every sender gone.
+    Stopped,
+}
+
+/// The reshape phase's state.
+pub(super) struct Reshaping {
+    grow: Grow,
+    config: ServiceConfig,
+    info: Arc<ServiceInfo>,
+    uuid: String,
+    md_shape: Option<String>,
+    report: StopReport,
+    idle_waiters: Vec<Sender<ArrayStatus>>,
+    /// Requests to serve before any new message.
+    queued: VecDeque<(BlockOp, Done)>,
+    /// (when, position) samples over the last [`SPEED_WINDOW`], for the speed.
+    samples: VecDeque<(Instant, u64)>,
+    last_record: Instant,
+    /// When the current pace began and the position then, for the speed limit.
+    paced_from: (Instant, u64),
+    /// The reshape stopped on a failure: nothing more is done until the array is stopped.
+    failed: Option<String>,
+}
+
+impl Reshaping {
+    pub(super) fn new(
+        grow: Grow,
+        config: ServiceConfig,
+        info: Arc<ServiceInfo>,
+        uuid: String,
+        md_shape: Option<String>,
+        carried: CarriedOver,
+    ) -> Reshaping {
+        let CarriedOver { report, idle_waiters, requests } = carried;
+        let now = Instant::now();
+        let (done, total) = grow.progress();
+        let (from, to) = grow.raid_disks();
+        log(&format!(
+            "reshape of {} from {from} to {to} devices {} at {}K of {}K",
+            grow.name(),
+            if done == 0 { "starting" } else { "continuing" },
+            done / 1024,
+            total / 1024
+        ));
+        Reshaping {
+            grow,
+            config,
+            info,
+            uuid,
+            md_shape,
+            report,
+            idle_waiters,
+            queued: requests.into(),
+            samples: VecDeque::from([(now, done)]),
+            last_record: now,
+            paced_from: (now, done),
+            failed: None,
+        }
+    }
+
+    /// Run the reshape to its end, serving requests meanwhile, or until stopped.
+    pub(super) fn serve(mut self, rx: &Receiver<Msg>) -> ReshapeEnd {
+        loop {
+            let mut taken = 0;
+            while taken < REQUESTS_PER_STEP {
+                if let Some((op, done)) = self.queued.pop_front() {
+                    self.serve_request(op, done);
+                    taken += 1;
+                    continue;
+                }
+                let Some(msg) = notifier::take_looped_back().or_else(|| rx.try_recv().ok()) else { break };
+                if let Some(end) = self.take(msg) {
+                    return end;
+                }
+                taken += 1;
+            }
+            let wait = self.pace_wait();
+            if self.failed.is_some() || !wait.is_zero() {
+                // Nothing to do until a message comes (or the pace allows the next step).
+                let timeout = if self.failed.is_some() { Duration::from_secs(3600) } else { wait };
+                match rx.recv_timeout(timeout) {
+                    Ok(msg) => {
+                        if let Some(end) = self.take(msg) {
+                            return end;
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return self.stop(None),
+                }
+                continue;
+            }
+            match self.grow.step() {
+                Ok(true) => return self.finished(),
+                Ok(false) => {}
+                Err(e) => self.fail(format!("{e}")),
+            }
+            let now = Instant::now();
+            self.samples.push_back((now, self.grow.progress().0));
+            while self.samples.len() > 2 && now.duration_since(self.samples[1].0) >= SPEED_WINDOW {
+                self.samples.pop_front();
+            }
+            if self.failed.is_none() && self.last_record.elapsed() >= RECORD_EVERY {
+                if let Err(e) = self.grow.checkpoint() {
+                    self.fail(format!("{e}"));
+                }
+                self.last_record = Instant::now();
+            }
+        }
+    }
+
+    /// Take one message; `Some` when the phase ends with it.
+    fn take(&mut self, msg: Msg) -> Option<ReshapeEnd> {
+        match msg {
+            Msg::Submit(op, pending) => {
+                self.report.requests += 1;
+                self.serve_request(op, pending.take());
+            }
+            Msg::Stop(ack) => return Some(self.stop(Some(ack))),
+            Msg::Status(reply) => {
+                let _ = reply.send(self.status());
+            }
+            Msg::StartSync(action, reply) => {
+                let _ = reply.send(Err(SyncError::Reshaping(action)));
+            }
+            // The reshape is not a pass `idle` stops: md's `idle` does not stop a reshape either
+            // (it is restarted at once); `uraid stop` records where it got to.
+            Msg::Idle(reply) => {
+                let _ = reply.send(());
+            }
+            Msg::WaitIdle(reply) => self.idle_waiters.push(reply),
+            Msg::Manage(_, reply) => {
+                let _ = reply.send(Err(ManageError::Reshaping));
+            }
+            Msg::Grow { reply, .. } => {
+                let _ = reply.send(Err(ManageError::Reshaping));
+            }
+            Msg::SpeedLimits { min, max, reply } => {
+                let result = self.config.speed.with(min, max).inspect(|&limits| {
+                    self.config.speed = limits;
+                    self.paced_from = (Instant::now(), self.grow.progress().0);
+                });
+                let _ = reply.send(result);
+            }
+            Msg::RemoteLimits { reply, .. } => {
+                let _ = reply.send(Err(RemoteLimitsError::Member(ManageError::Reshaping)));
+            }
+            Msg::ReturnBackoff { reply, .. } => {
+                let _ = reply.send(Err(crate::array_policy::ReturnBackoffError::Reshaping));
+            }
+        }
+        None
+    }
+
+    /// How long to wait before the next step to keep to the maximum speed.
+    fn pace_wait(&self) -> Duration {
+        let (since, from) = self.paced_from;
+        let done = self.grow.progress().0.saturating_sub(from);
+        let due = Duration::from_secs_f64(done as f64 / self.config.speed.max_bytes_per_sec.max(1) as f64);
+        due.saturating_sub(since.elapsed()).min(Duration::from_millis(200))
+    }
+
+    fn serve_request(&mut self, op: BlockOp, done: Done) {
+        if let Some(why) = &self.failed {
+            return done(Err(ServiceError::Reshape(format!("the reshape stopped: {why}"))));
+        }
+        let range = match &op {
+            BlockOp::Read { offset, len } | BlockOp::Trim { offset, len } | BlockOp::Zero { offset, len, .. } => {
+                Some((*offset, *len))
+            }
+            BlockOp::Write { offset, data, .. } => Some((*offset, data.len() as u64)),
+            BlockOp::Flush => None,
+        };
+        if let Some((offset, len)) = range {
+            let size = self.info.size;
+            if offset.checked_add(len).is_none_or(|end| end > size) {
+                return done(Err(ServiceError::Engine(EngineError::OutOfRange { offset, len, size })));
+            }
+        }
+        let result = match op {
+            BlockOp::Read { offset, len } => {
+                self.grow.read(offset, len).map(|data| BlockReply::Data(IoBuf::from(data)))
+            }
+            BlockOp::Write { offset, data, fua } => self
+                .grow
+                .write(offset, &data)
+                .and_then(|()| if fua { self.grow.flush() } else { Ok(()) })
+                .map(|()| BlockReply::Done),
+            BlockOp::Flush => self.grow.flush().map(|()| BlockReply::Done),
+            // Advisory, and a discard would have to keep each shape's parity: not passed on.
+            BlockOp::Trim { .. } => Ok(BlockReply::Done),
+            BlockOp::Zero { offset, len, fua, .. } => self.zero(offset, len, fua).map(|()| BlockReply::Done),
+        };
+        done(result.map_err(|e| {
+            let text = e.to_string();
+            if matches!(e, crate::reshape::GrowError::Member(_) | crate::reshape::GrowError::Engine(_)) {
+                self.fail(text.clone());
+            }
+            ServiceError::Reshape(text)
+        }))
+    }
+
+    fn zero(&mut self, offset: u64, len: u64, fua: bool) -> Result<(), crate::reshape::GrowError> {
+        let mut at = offset;
+        while at < offset + len {
+            let piece = ZERO_PIECE.min(offset + len - at);
+            self.grow.write(at, &vec![0u8; piece as usize])?;
+            at += piece;
+        }
+        if fua {
+            self.grow.flush()?;
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self, why: String) {
+        log(&format!(
+            "reshape of {} stopped: {why}; stop the array, and assemble it again to continue",
+            self.grow.name()
+        ));
+        self.failed.get_or_insert(why);
+    }
+
+    /// Record where the reshape got to (unless it failed: its last record stands) and end.
+    fn stop(&mut self, ack: Option<Sender<Result<StopReport, StopError>>>) -> ReshapeEnd {
+        for (_, done) in self.queued.drain(..) {
+            done(Err(ServiceError::Stopping));
+        }
+        let result = match &self.failed {
+            Some(why) => Err(StopError::Reshape(why.clone())),
+            None => match self.grow.stop() {
+                Ok(()) => {
+                    let (done, total) = self.grow.progress();
+                    log(&format!(
+                        "reshape of {} stopped at {}K of {}K; assembling the array again continues it",
+                        self.grow.name(),
+                        done / 1024,
+                        total / 1024
+                    ));
+                    self.report.clean = !self.grow.dirty();
+                    self.report.resync_needed = self.grow.dirty();
+                    Ok(self.report.clone())
+                }
+                Err(e) => Err(StopError::Reshape(e.to_string())),
+            },
+        };
+        let status = ArrayStatus { reshape: None, ..self.status() };
+        for w in self.idle_waiters.drain(..) {
+            let _ = w.send(status.clone());
+        }
+        if let Some(ack) = ack {
+            let _ = ack.send(result);
+        }
+        ReshapeEnd::Stopped
+    }
+
+    fn finished(self) -> ReshapeEnd {
+        let (from, to) = self.grow.raid_disks();
+        let (_, total) = self.grow.progress();
+        log(&format!(
+            "reshape of {} finished: {to} devices (from {from}), array size {}K (served at its old size until the array is started again)",
+            self.grow.name(),
+            total / 1024
+        ));
+        ReshapeEnd::Finished(Box::new(Finished {
+            devices: self.grow.devices(),
+            config: self.config,
+            carried: CarriedOver { report: self.report, idle_waiters: self.idle_waiters, requests: self.queued.into() },
+        }))
+    }
+
+    fn status(&self) -> ArrayStatus {
+        let (done, total) = self.grow.progress();
+        let (from, to) = self.grow.raid_disks();
+        let bytes_per_sec = match (self.samples.front(), self.samples.back()) {
+            (Some(&(t0, p0)), Some(&(t1, p1))) if t1 > t0 => {
+                ((p1 - p0) as f64 / t1.duration_since(t0).as_secs_f64()) as u64
+            }
+            _ => 0,
+        };
+        let slots = self
+            .grow
+            .slot_names()
+            .into_iter()
+            .enumerate()
+            .map(|(slot, device)| SlotReport { slot, device: Some(device), state: SlotState::InSync })
+            .collect();
+        ArrayStatus {
+            uuid: self.uuid.clone(),
+            level: self.info.level.clone(),
+            size: self.info.size,
+            chunk_bytes: self.info.chunk_bytes,
+            md_shape: self.md_shape.clone(),
+            slots,
+            spares: Vec::new(),
+            read_only: self.info.read_only,
+            dirty: self.grow.dirty(),
+            needs_resync: false,
+            degraded: 0,
+            sync: None,
+            reshape: Some(ReshapeProgress {
+                from_disks: from,
+                to_disks: to,
+                done_bytes: done,
+                total_bytes: total,
+                bytes_per_sec,
+                eta_secs: (bytes_per_sec > 0).then(|| (total - done) / bytes_per_sec),
+            }),
+            mismatch_sectors: 0,
+            speed_limits: self.config.speed,
+            last_sync: None,
+            last_sync_bytes: None,
+            passes_ended: 0,
+            requests: self.report.requests,
+            returning: Vec::new(),
+            readded: 0,
+        }
+    }
+}

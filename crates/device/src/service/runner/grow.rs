@@ -1,0 +1,158 @@
+//! A grow asked of the running array (md's `--grow --raid-devices` with `--add`): checked here
+//! before anything changes, then the runner winds down as a stop does (requests in flight
+//! answered, members flushed, the array marked clean) and hands the array's devices over to
+//! the reshape, with the requests that arrived meanwhile. The reshape itself runs in
+//! `service::reshaping`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+
+use super::{log, Runner};
+use crate::member::MemberDevice;
+use crate::probe::probe;
+use crate::service::{ArrayStatus, BlockOp, Done, ManageError, ServiceConfig, StopReport};
+
+/// A grow waiting for the runner to wind down.
+pub(super) struct GrowAsk {
+    raid_devices: u32,
+    added: Vec<Arc<dyn MemberDevice>>,
+    pub(super) reply: Sender<Result<String, ManageError>>,
+}
+
+/// What the reshape takes over from a runner wound down for it.
+pub(in crate::service) struct Handoff {
+    /// The array's devices (members and spares), and the ones to add.
+    pub devices: Vec<Arc<dyn MemberDevice>>,
+    pub added: Vec<Arc<dyn MemberDevice>>,
+    pub raid_devices: u32,
+    /// Answered once the reshape has started, or with why it did not.
+    pub reply: Sender<Result<String, ManageError>>,
+    /// Requests that arrived while the runner wound down, in order.
+    pub parked: Vec<(BlockOp, Done)>,
+    /// Callers waiting for the array to be idle (`wait`): the reshape answers them at its end.
+    pub idle_waiters: Vec<Sender<ArrayStatus>>,
+    pub report: StopReport,
+    pub config: ServiceConfig,
+    /// The array's identity and md's words for its shape, for its status.
+    pub uuid: String,
+    pub md_shape: Option<String>,
+    /// The wind-down's last step, flushing and marking the array clean, failed: the reshape
+    /// does not start.
+    pub failed: Option<String>,
+}
+
+impl Runner {
+    /// Check a grow onto `raid_devices` members with `add` as the new devices; if it may go,
+    /// start winding down for it (see the module documentation). A refusal changes nothing.
+    pub(super) fn ask_grow(
+        &mut self,
+        raid_devices: u32,
+        add: Vec<PathBuf>,
+        reply: Sender<Result<String, ManageError>>,
+    ) {
+        match self.check_grow(raid_devices, &add) {
+            Ok(added) => {
+                log(&format!("grow onto {raid_devices} devices asked: finishing the requests in flight"));
+                // No pass starts from here on and no idle clean mark is started: the wind-down
+                // marks the array clean itself.
+                let now = self.now();
+                self.policy.stop(&mut self.array, now);
+                self.policy_events();
+                self.grow_ask = Some(GrowAsk { raid_devices, added, reply });
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
+    /// Refuse, changing nothing, what the reshape cannot do; else the new devices, open.
+    fn check_grow(&self, raid_devices: u32, add: &[PathBuf]) -> Result<Vec<Arc<dyn MemberDevice>>, ManageError> {
+        let refuse = |why: String| Err(ManageError::Grow(why));
+        if self.info.read_only {
+            return Err(ManageError::ReadOnly);
+        }
+        if self.grow_ask.is_some() {
+            return refuse("a grow is already starting".into());
+        }
+        let Some(md) = self.array.md() else {
+            return refuse("uraid grows md arrays only".into());
+        };
+        if !md.plan.level.is_parity() {
+            return refuse(format!("uraid grows raid4, raid5 and raid6 arrays only; this one is {}", md.plan.level));
+        }
+        let old = md.plan.raid_disks as u32;
+        if raid_devices <= old {
+            return refuse(format!(
+                "the array has {old} devices; --raid-devices={raid_devices} would not add any (shrinking is not supported)"
+            ));
+        }
+        if add.len() as u32 != raid_devices - old {
+            return refuse(format!(
+                "growing from {old} to {raid_devices} devices needs {} new device(s) (--add); {} given",
+                raid_devices - old,
+                add.len()
+            ));
+        }
+        if self.array.engine().degraded() {
+            return refuse("the array is degraded: rebuild it before growing it".into());
+        }
+        if let Some(pass) = self.policy.pass() {
+            return refuse(format!("a {} is running: wait for it to end (or stop it with idle) first", pass.action));
+        }
+        if self.array.needs_resync() {
+            return refuse("the array owes a resync (it was not shut down cleanly): let it finish first".into());
+        }
+        if self.array.write_intent().is_some() || self.array.ppl().is_some() {
+            return refuse(
+                "the array has a write-intent bitmap or a partial parity log, which the reshape does not carry over"
+                    .into(),
+            );
+        }
+        let mut added: Vec<Arc<dyn MemberDevice>> = Vec::new();
+        for path in add {
+            let dev = crate::open_member::Member::open(path, true)
+                .map_err(|source| ManageError::Open { path: path.clone(), source })?;
+            let in_use = self.array.device_names().iter().any(|name| {
+                let canon = |p: &str| std::fs::canonicalize(p).ok();
+                name == dev.name() || (canon(name).is_some() && canon(name) == canon(dev.name()))
+            });
+            if in_use {
+                return refuse(format!("{}: already a device of this array", path.display()));
+            }
+            match probe(&dev) {
+                Ok(None) => {}
+                Ok(Some(_)) => {
+                    return refuse(format!(
+                        "{}: carries an md superblock; it may hold data, so it is not added (wipe it with uraid zero-superblock if it is free)",
+                        path.display()
+                    ))
+                }
+                Err(e) => return refuse(format!("{}: {e}", path.display())),
+            }
+            added.push(Arc::new(dev));
+        }
+        Ok(added)
+    }
+
+    /// Wind down as a stop does and hand the array over to the reshape (see [`Handoff`]).
+    pub(super) fn hand_over(mut self) -> Handoff {
+        let ask = self.grow_ask.take().expect("a grow was asked for");
+        let failed = self.wind_down().err().map(|e| e.to_string());
+        Handoff {
+            devices: self.array.devices(),
+            added: ask.added,
+            raid_devices: ask.raid_devices,
+            reply: ask.reply,
+            parked: std::mem::take(&mut self.parked),
+            idle_waiters: std::mem::take(&mut self.idle_waiters),
+            report: std::mem::take(&mut self.report),
+            config: self.config.clone(),
+            uuid: self.array.identity(),
+            md_shape: self.array.mdstat_shape(),
+            failed,
+        }
+    }
+}

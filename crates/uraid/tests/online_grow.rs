@@ -1,0 +1,304 @@
+//! Growing a served raid5 onto a fifth member with writes going on (`uraid ctl NAME grow`):
+//! the data written before and during the reshape reads back through the server and from the
+//! grown array, parity checks out, and a server killed part-way continues the reshape when it
+//! is started again. Refusals change nothing.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use uraid_device::{Member, MemberDevice};
+
+mod common;
+use common::serve::Serve;
+use common::{ok, text, uraid, with};
+
+/// Member size: small, so the reshape takes seconds at the speed limit the tests set.
+const MEMBER_BYTES: u64 = 12 << 20;
+const BLOCK: usize = 64 << 10;
+
+/// A reproducible byte stream (xorshift), different per `seed`.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn blank(dir: &Path, name: &str) -> String {
+    let p = dir.join(name);
+    std::fs::File::create(&p).unwrap().set_len(MEMBER_BYTES).unwrap();
+    p.display().to_string()
+}
+
+/// A clean raid5 of four blank files, and a fifth blank file to grow onto.
+fn raid5_of_four(dir: &Path) -> (Vec<String>, String) {
+    let members: Vec<String> = (0..4).map(|i| blank(dir, &format!("d{i}.img"))).collect();
+    ok(&with(&["create", "-l5", "-n4", "--chunk=64K", "--name=online", "--assume-clean"], &members));
+    (members, blank(dir, "d4.img"))
+}
+
+/// An NBD client of the server's export.
+fn client(dir: &Path) -> Member {
+    let uri = format!("nbd+unix:///?socket={}", dir.join("nbd.sock").display());
+    Member::open(&PathBuf::from(uri), true).expect("connecting to the export")
+}
+
+/// The array as the client and the test expect it: written through `dev`, kept in `model`.
+struct Writer {
+    dev: Member,
+    model: Vec<u8>,
+    writes: u64,
+}
+
+impl Writer {
+    /// Fill the whole array.
+    fn fill(dev: Member) -> Writer {
+        let size = dev.size() as usize;
+        let model = pattern(1, size);
+        for at in (0..size).step_by(1 << 20) {
+            dev.write_at(at as u64, &model[at..(at + (1 << 20)).min(size)]).unwrap();
+        }
+        dev.flush().unwrap();
+        Writer { dev, model, writes: 0 }
+    }
+
+    /// Write one block somewhere (spread over the whole array, so on both sides of the reshape
+    /// position), some not aligned to a chunk, then read another back and compare.
+    fn write_one(&mut self) {
+        self.writes += 1;
+        let size = self.model.len();
+        let n = self.writes;
+        let len = if n.is_multiple_of(3) { BLOCK / 4 + 512 } else { BLOCK };
+        let at = ((n * 7_919 * BLOCK as u64 + (n % 5) * 4096) as usize) % (size - len);
+        let data = pattern(1000 + n, len);
+        self.dev.write_at(at as u64, &data).unwrap();
+        self.model[at..at + len].copy_from_slice(&data);
+        let back = ((n * 104_729 * 4096) as usize) % (size - BLOCK);
+        let mut buf = vec![0u8; BLOCK];
+        self.dev.read_at(back as u64, &mut buf).unwrap();
+        assert!(buf == self.model[back..back + BLOCK], "read at {back} after {n} writes differs");
+    }
+
+    fn check_all(&self) {
+        let mut buf = vec![0u8; self.model.len()];
+        for at in (0..buf.len()).step_by(1 << 20) {
+            let end = (at + (1 << 20)).min(buf.len());
+            self.dev.read_at(at as u64, &mut buf[at..end]).unwrap();
+        }
+        assert!(buf == self.model, "the array read through the server differs from what was written");
+    }
+}
+
+fn reshape_running(status: &Value) -> bool {
+    status["sync_action"] == "reshape"
+}
+
+/// Write through `w` until the reshape ends (bounded), checking the status as it goes.
+fn write_until_reshaped(serve: &Serve, w: &mut Writer) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut seen_line = false;
+    loop {
+        for _ in 0..8 {
+            w.write_one();
+        }
+        let status = serve.status();
+        if !reshape_running(&status) {
+            break;
+        }
+        assert_eq!(status["reshape"]["to_devices"], 5, "{status:#}");
+        if !seen_line {
+            let text = String::from_utf8(serve.ctl(&["status"]).stdout).unwrap();
+            assert!(text.contains("reshape = "), "{text}");
+            seen_line = true;
+        }
+        assert!(Instant::now() < deadline, "the reshape did not end in time: {status:#}");
+    }
+}
+
+fn mismatch_cnt(members: &[String]) -> u64 {
+    let o = ok(&with(&["check"], members));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    out.lines()
+        .find_map(|l| l.strip_prefix("mismatch_cnt "))
+        .unwrap_or_else(|| panic!("no mismatch_cnt line\n{}", text(&o)))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// What the stopped array of `members` reads, up to `len` bytes.
+fn cat(members: &[String], len: usize) -> Vec<u8> {
+    let mut out = ok(&with(&["cat"], members)).stdout;
+    out.truncate(len);
+    out
+}
+
+fn examine(path: &str) -> Value {
+    serde_json::from_slice::<Value>(&ok(&["examine", "--json", path]).stdout).unwrap()[0].clone()
+}
+
+fn serve_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
+}
+
+#[test]
+fn a_served_raid5_grows_onto_a_fifth_member_while_it_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (members, new) = raid5_of_four(dir);
+    let serve = Serve::start(dir, &members, &["--speed-limit-max=4M"]);
+    let mut w = Writer::fill(client(dir));
+    let grow = serve.ctl(&["grow", "--raid-devices=5", "--add", &new]);
+    assert!(grow.status.success(), "{}\n{}", text(&grow), serve_log(dir));
+    assert!(text(&grow).contains("reshape from 4 to 5 devices started"), "{}", text(&grow));
+    write_until_reshaped(&serve, &mut w);
+    assert!(w.writes >= 16, "only {} writes went on during the reshape", w.writes);
+    // The writes marked the array dirty: the resync after the reshape is waited for too.
+    let waited: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
+    assert_eq!(waited["members"].as_array().unwrap().len(), 5, "{waited:#}");
+    assert_eq!(waited["sync_action"], "idle", "{waited:#}");
+    w.check_all();
+    // Refused while another grow could not be: nothing to add.
+    let again = serve.ctl(&["grow", "--raid-devices=5", "--add", &blank(dir, "d5.img")]);
+    assert!(!again.status.success(), "{}", text(&again));
+    let w_model = w.model.clone();
+    drop(w);
+    serve.stop(libc::SIGTERM);
+    let log = serve_log(dir);
+    assert!(log.contains("reshape of online finished: 5 devices (from 4)"), "{log}");
+
+    let mut all = members.clone();
+    all.push(new.clone());
+    let grown = examine(&new);
+    assert_eq!(grown["raid_devices"], 5, "{grown:#}");
+    assert!(grown.get("reshape").is_none_or(Value::is_null), "{grown:#}");
+    assert_eq!(cat(&all, w_model.len()), w_model, "the grown array, read stopped, differs");
+    assert_eq!(mismatch_cnt(&all), 0);
+    // Started again, it serves its new size: four members' worth of data.
+    let serve = Serve::start(dir, &all, &[]);
+    let size = serve.status()["size_bytes"].as_u64().unwrap();
+    serve.stop(libc::SIGTERM);
+    assert!(size > w_model.len() as u64 * 4 / 3 - (1 << 20), "the grown array serves {size} bytes");
+}
+
+#[test]
+fn a_server_killed_mid_reshape_continues_it_when_started_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (members, new) = raid5_of_four(dir);
+    let mut all = members.clone();
+    all.push(new.clone());
+    let serve = Serve::start(dir, &members, &["--speed-limit-max=1M"]);
+    let mut w = Writer::fill(client(dir));
+    let before = w.model.clone();
+    let grow = serve.ctl(&["grow", "-n5", "-a", &new]);
+    assert!(grow.status.success(), "{}\n{}", text(&grow), serve_log(dir));
+    // Writes on both sides of the position, each made durable, then the server killed with
+    // none in flight once the reshape has recorded a position past 0.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        w.write_one();
+        w.dev.flush().unwrap();
+        if w.writes >= 24 && examine(&new)["reshape"]["position_sectors"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no reshape position was recorded\n{}", serve_log(dir));
+    }
+    let model = w.model.clone();
+    assert_ne!(model, before);
+    drop(w);
+    serve.stop(libc::SIGKILL);
+    let left = examine(&members[0]);
+    assert!(left["reshape"]["position_sectors"].as_u64().unwrap() > 0, "{left:#}");
+
+    // Started again (every member given, as assembly finds them): the reshape goes on in the
+    // background, the data reads back as written, and more writes go on.
+    let serve = Serve::start(dir, &all, &["--speed-limit-max=2M"]);
+    let status = serve.status();
+    assert!(reshape_running(&status), "{status:#}\n{}", serve_log(dir));
+    let mut w = Writer { dev: client(dir), model, writes: 1_000 };
+    w.check_all();
+    write_until_reshaped(&serve, &mut w);
+    serve.ctl(&["wait"]);
+    w.check_all();
+    let model = w.model.clone();
+    drop(w);
+    serve.stop(libc::SIGTERM);
+    assert_eq!(cat(&all, model.len()), model, "the grown array, read stopped, differs");
+    assert_eq!(mismatch_cnt(&all), 0);
+    assert_eq!(examine(&members[0])["raid_devices"], 5);
+}
+
+#[test]
+fn a_served_array_stopped_mid_reshape_records_the_position_and_continues() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (members, new) = raid5_of_four(dir);
+    let mut all = members.clone();
+    all.push(new.clone());
+    let serve = Serve::start(dir, &members, &["--speed-limit-max=1M"]);
+    let w = Writer::fill(client(dir));
+    let model = w.model.clone();
+    drop(w);
+    assert!(serve.ctl(&["grow", "-n5", "-a", &new]).status.success(), "{}", serve_log(dir));
+    std::thread::sleep(Duration::from_millis(1500));
+    serve.stop(libc::SIGTERM);
+    let log = serve_log(dir);
+    assert!(log.contains("reshape of online stopped at "), "{log}");
+    let left = examine(&members[2]);
+    let position = left["reshape"]["position_sectors"].as_u64().unwrap();
+    assert!(position > 0, "{left:#}");
+    // A clean stop: no resync owed.
+    assert_eq!(left["examine_state"], "clean", "{left:#}");
+    // Read stopped, through both shapes.
+    assert_eq!(cat(&all, model.len()), model);
+    let serve = Serve::start(dir, &all, &["--speed-limit-max=100M"]);
+    serve.ctl(&["wait"]);
+    serve.stop(libc::SIGTERM);
+    assert_eq!(cat(&all, model.len()), model);
+    assert!(examine(&new).get("reshape").is_none_or(Value::is_null));
+    assert_eq!(mismatch_cnt(&all), 0);
+}
+
+#[test]
+fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (members, new) = raid5_of_four(dir);
+    let serve = Serve::start(dir, &members, &[]);
+    let events = examine(&members[0])["events"].clone();
+    // Too few new devices for the count asked.
+    let o = serve.ctl(&["grow", "-n6", "-a", &new]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("needs 2 new device(s)"), "{}", text(&o));
+    // A count that adds nothing.
+    let o = serve.ctl(&["grow", "-n4", "-a", &new]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("would not add any"), "{}", text(&o));
+    // A device of another array (it carries a superblock).
+    let other: Vec<String> = (0..3).map(|i| blank(dir, &format!("o{i}.img"))).collect();
+    ok(&with(&["create", "-l5", "-n3", "--assume-clean"], &other));
+    let o = serve.ctl(&["grow", "-n5", "-a", &other[0]]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("carries an md superblock"), "{}", text(&o));
+    // A member of this very array.
+    let o = serve.ctl(&["grow", "-n5", "-a", &members[1]]);
+    assert!(!o.status.success());
+    // A device that does not exist.
+    let o = serve.ctl(&["grow", "-n5", "-a", &dir.join("nothing.img").display().to_string()]);
+    assert!(!o.status.success());
+    let status = serve.status();
+    assert_eq!(status["members"].as_array().unwrap().len(), 4, "{status:#}");
+    assert_eq!(status["sync_action"], "idle");
+    serve.stop(libc::SIGTERM);
+    assert_eq!(examine(&members[0])["raid_devices"], 4);
+    assert_eq!(examine(&members[0])["events"], events);
+    let blank_left = uraid(&["examine", &new]);
+    assert!(!blank_left.status.success(), "the device to add was written: {}", text(&blank_left));
+}
