@@ -43,9 +43,7 @@ pub(super) fn rebuild(array: OpenArray, speed: SpeedLimits, devices: &[PathBuf])
         || handle.wait_idle().map(|s| status_json(&s)).map_err(|e| CliError(e.to_string())),
     )?;
     let report = service.stop().map_err(|e| CliError(format!("stopping the array: {e}")))?;
-    if let Some(outcome) = last["last_sync"].as_str() {
-        eprintln!("uraid: {outcome}");
-    }
+    // How the rebuild ended is already in the service's messages ("recover completed: ...").
     report_stop(&report, false, "done");
     let rebuilding: Vec<&str> = last["members"]
         .as_array()
