@@ -130,16 +130,30 @@ impl Connection {
         let mut socket = Socket::connect(&uri.endpoint, timeout).map_err(ConnectError::Connect)?;
         socket.set_timeouts(Some(timeout)).map_err(ConnectError::Connect)?;
         let greeting = greet(&mut socket)?;
+        let mut relay_failure = None;
         if let Some(tls) = tls {
             start_tls(&mut socket)?;
             // From here the relay thread owns the network socket and the TLS session; this
             // connection speaks plain NBD to its end of a socket pair. The relay ends by itself
             // once that end is closed (what is left gets `timeout` to go out).
             let relay = tls.connect(socket, timeout)?;
+            relay_failure = Some(relay.failure);
             socket = Socket::Unix(relay.local);
             socket.set_timeouts(Some(timeout)).map_err(ConnectError::Connect)?;
         }
-        let info = negotiate(&mut socket, &uri.export, greeting)?;
+        let info = match negotiate(&mut socket, &uri.export, greeting) {
+            Ok(info) => info,
+            Err(HandshakeError::Io(e)) => {
+                // The relay knows whether the server refused the TLS session (a client
+                // certificate checked after the handshake), which reads here as a closed socket.
+                let refused = relay_failure.and_then(|f| f.reason()).zip(tls);
+                return Err(match refused {
+                    Some((reason, tls)) => tls.ended_after_handshake(reason).into(),
+                    None => HandshakeError::Io(e).into(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         // Replies may be far apart when idle: the reader waits without bound (the requests
         // have their own timeouts); a write still gives up if the server stops reading.
         socket.set_timeouts(None).map_err(ConnectError::Connect)?;

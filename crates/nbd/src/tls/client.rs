@@ -105,6 +105,17 @@ impl ClientTls {
         Ok(ClientTls { context: b.build(), expected_name, hint })
     }
 
+    /// The error for a session the server ended at once, for `reason` (the relay's).
+    pub(crate) fn ended_after_handshake(&self, reason: String) -> TlsError {
+        let hint = if reason.contains("certificate required") {
+            " (the server wants a client certificate: put client-cert.pem and client-key.pem in the tls-certificates folder)"
+                .to_string()
+        } else {
+            self.hint.clone()
+        };
+        TlsError::EndedAfterHandshake { reason, hint }
+    }
+
     /// Runs the client side of the handshake on `stream` (blocking; the socket's timeouts bound
     /// it), then starts its relay.
     pub(crate) fn connect<S>(&self, stream: S, linger: Duration) -> Result<Relay, TlsError>

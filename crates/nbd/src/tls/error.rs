@@ -28,6 +28,10 @@ pub enum TlsError {
     /// The TLS handshake failed; `hint` says what usually causes it.
     #[error("TLS handshake failed: {reason}{hint}")]
     Handshake { reason: String, hint: String },
+    /// The TLS handshake went through, and the server then ended the session (in TLS 1.3 a
+    /// server refuses a client's certificate only after the client's side of the handshake).
+    #[error("the server ended the TLS session right after the handshake: {reason}{hint}")]
+    EndedAfterHandshake { reason: String, hint: String },
     /// The relay thread or its socket pair could not be made.
     #[error("TLS relay: {0}")]
     Relay(io::Error),

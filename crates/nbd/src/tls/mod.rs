@@ -18,7 +18,7 @@
 pub mod client;
 pub mod error;
 pub mod psk_file;
-mod relay;
+pub(crate) mod relay;
 pub mod server;
 pub mod x509_dir;
 

@@ -17,6 +17,7 @@ use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -25,10 +26,34 @@ use openssl::ssl::{ErrorCode, SslStream};
 /// Bytes moved per read, either way.
 const CHUNK: usize = 64 << 10;
 
-/// A running relay: the local end to hand to the protocol code, and the thread.
+/// A running relay: the local end to hand to the protocol code, the thread, and why the TLS
+/// session failed if it did.
 pub struct Relay {
     pub local: UnixStream,
     pub thread: JoinHandle<()>,
+    pub failure: Failure,
+}
+
+/// Why the relay's TLS session failed (a TLS alert from the peer, a broken socket), set before
+/// the local end is shut down, so whoever sees that end close can ask why. In TLS 1.3 a client's
+/// handshake is over before the server has checked the client's certificate: a refusal then
+/// arrives as an alert on the first read, and only the relay sees it.
+#[derive(Clone, Default)]
+pub struct Failure(Arc<Mutex<Option<String>>>);
+
+impl Failure {
+    pub fn reason(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, e: &openssl::ssl::Error) {
+        let reason = match (e.ssl_error(), e.io_error()) {
+            (Some(stack), _) => super::error::describe_stack(stack),
+            (None, Some(io)) => io.to_string(),
+            (None, None) => "the peer closed the connection".into(),
+        };
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(reason);
+    }
 }
 
 /// Starts relaying `tls`, whose handshake is done. Its socket is made non-blocking.
@@ -39,8 +64,10 @@ where
     set_nonblocking(tls.get_ref().as_fd())?;
     let (local, ours) = UnixStream::pair()?;
     ours.set_nonblocking(true)?;
-    let thread = thread::Builder::new().name(name.into()).spawn(move || Pump::new(tls, ours, linger).run())?;
-    Ok(Relay { local, thread })
+    let failure = Failure::default();
+    let pump = Pump::new(tls, ours, linger, failure.clone());
+    let thread = thread::Builder::new().name(name.into()).spawn(move || pump.run())?;
+    Ok(Relay { local, thread, failure })
 }
 
 fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
@@ -107,6 +134,7 @@ struct Pump<S: Read + Write> {
     /// When the local end closed, for the linger bound.
     local_closed_at: Option<Instant>,
     buf: Vec<u8>,
+    failure: Failure,
 }
 
 enum Step {
@@ -117,7 +145,7 @@ enum Step {
 }
 
 impl<S: Read + Write + AsFd> Pump<S> {
-    fn new(tls: SslStream<S>, local: UnixStream, linger: Duration) -> Self {
+    fn new(tls: SslStream<S>, local: UnixStream, linger: Duration, failure: Failure) -> Self {
         Pump {
             tls,
             local,
@@ -130,6 +158,7 @@ impl<S: Read + Write + AsFd> Pump<S> {
             local_told_eof: false,
             local_closed_at: None,
             buf: vec![0; CHUNK],
+            failure,
         }
     }
 
@@ -201,7 +230,10 @@ impl<S: Read + Write + AsFd> Pump<S> {
                     self.peer_sending = false;
                     Step::Progress
                 }
-                _ => Step::Failed,
+                _ => {
+                    self.failure.set(&e);
+                    Step::Failed
+                }
             },
         }
     }
@@ -278,7 +310,10 @@ impl<S: Read + Write + AsFd> Pump<S> {
                     wants.net |= libc::POLLOUT;
                     Step::Blocked
                 }
-                _ => Step::Failed,
+                _ => {
+                    self.failure.set(&e);
+                    Step::Failed
+                }
             },
         }
     }
