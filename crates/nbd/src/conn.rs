@@ -219,10 +219,12 @@ pub(crate) fn serve<S: Stream>(server: &Settings, conn: &Arc<Conn>, stream: S, w
     };
     stats.reason = match greet(&stopping, &mut reader, &mut handshake_writer) {
         Err(reason) => reason,
-        Ok(greeted) => match negotiate_and_transmit(server, conn, reader, handshake_writer, greeted, false, peer, &mut stats) {
-            Session::Ended(reason) => reason,
-            Session::StartTls(raw) => serve_tls(server, conn, raw, greeted, peer, &mut stats),
-        },
+        Ok(greeted) => {
+            match negotiate_and_transmit(server, conn, reader, handshake_writer, greeted, false, peer, &mut stats) {
+                Session::Ended(reason) => reason,
+                Session::StartTls(raw) => serve_tls(server, conn, raw, greeted, peer, &mut stats),
+            }
+        }
     };
     conn.shutdown(Shutdown::Both);
     stats.requests = conn.requests.load(Ordering::SeqCst);

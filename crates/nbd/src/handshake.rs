@@ -49,7 +49,11 @@ pub(crate) enum Haggled {
 }
 
 /// Sends the greeting and reads the client's flags. `Err` carries why the connection must end.
-pub(crate) fn greet<R: BufRead, W: Write>(stopping: &dyn Fn() -> bool, r: &mut R, w: &mut W) -> Result<Greeted, EndReason> {
+pub(crate) fn greet<R: BufRead, W: Write>(
+    stopping: &dyn Fn() -> bool,
+    r: &mut R,
+    w: &mut W,
+) -> Result<Greeted, EndReason> {
     let write_end = |e: io::Error| write_failed(e, stopping());
     let read_end = |e: ReadEnd| e.reason(stopping());
 
@@ -92,9 +96,9 @@ pub(crate) fn haggle<R: BufRead, W: Write>(
     // logged as refused rather than as an ordinary disconnection.
     let mut told_tls_required = false;
     let read_end = |e: ReadEnd, told: bool| match e {
-        ReadEnd::Closed if told && !stopping() => EndReason::Refused(
-            "this server requires TLS, and the client left without sending NBD_OPT_STARTTLS".into(),
-        ),
+        ReadEnd::Closed if told && !stopping() => {
+            EndReason::Refused("this server requires TLS, and the client left without sending NBD_OPT_STARTTLS".into())
+        }
         e => e.reason(stopping()),
     };
 
@@ -141,9 +145,7 @@ pub(crate) fn haggle<R: BufRead, W: Write>(
         if tls_required && option != OPT_STARTTLS && option != OPT_ABORT {
             if option == OPT_EXPORT_NAME {
                 // This option has no error reply; closing is the only answer.
-                return Err(EndReason::Refused(
-                    "NBD_OPT_EXPORT_NAME without TLS, which this server requires".into(),
-                ));
+                return Err(EndReason::Refused("NBD_OPT_EXPORT_NAME without TLS, which this server requires".into()));
             }
             told_tls_required = true;
             let msg = format!(

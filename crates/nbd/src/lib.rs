@@ -26,9 +26,9 @@ mod outcome;
 pub mod proto;
 pub mod server;
 mod stream;
-pub mod tls;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 
 pub use addr::{bind_unix_socket, parse_listen, AddrError, ListenAddr, Listener};
 pub use export::{Completion, Errno, Export, ExportCommand, ExportError, ExportReply, SplicedData};

@@ -144,9 +144,11 @@ fn psk_round_trip_and_refusals() {
     let running = tls_server(export.clone(), TlsMode::Require, ServerCredentials::Psk { file: good.clone() });
     let socket = running.path.display().to_string();
 
-    let client =
-        NbdClient::connect(&uri(&format!("nbds+unix://alice@/{EXPORT_NAME}?socket={socket}&tls-psk-file={}", good.display())), quick())
-            .unwrap();
+    let client = NbdClient::connect(
+        &uri(&format!("nbds+unix://alice@/{EXPORT_NAME}?socket={socket}&tls-psk-file={}", good.display())),
+        quick(),
+    )
+    .unwrap();
     assert_eq!(client.connections(), 4, "every multi-conn connection runs its own TLS session");
     round_trip(&client, 1);
     assert_eq!(&export.contents()[..MIB], &pattern(MIB, 1)[..]);
@@ -409,10 +411,8 @@ fn nbdkit_with_psk_and_with_certificates() {
 
     let x509_dir = dir.join("x509");
     std::fs::create_dir_all(&x509_dir).unwrap();
-    let (_nbdkit, socket) = nbdkit(
-        &x509_dir,
-        &[format!("--tls-certificates={}", pki.server_dir.display()), "--tls-verify-peer".into()],
-    );
+    let (_nbdkit, socket) =
+        nbdkit(&x509_dir, &[format!("--tls-certificates={}", pki.server_dir.display()), "--tls-verify-peer".into()]);
     let s = socket.display();
     let certs = |d: &Path| format!("nbds+unix:///?socket={s}&tls-hostname=localhost&tls-certificates={}", d.display());
     round_trip(&NbdClient::connect(&uri(&certs(&pki.client_dir)), quick()).unwrap(), 5);
@@ -443,7 +443,10 @@ fn nbdkit_over_tcp_checks_the_host_name() {
     let ca = pki.ca_only_dir.display();
     // The certificate names localhost and 127.0.0.1; both work as the URI's host.
     for host in ["localhost", "127.0.0.1"] {
-        round_trip(&NbdClient::connect(&uri(&format!("nbds://{host}:{port}/?tls-certificates={ca}")), quick()).unwrap(), 6);
+        round_trip(
+            &NbdClient::connect(&uri(&format!("nbds://{host}:{port}/?tls-certificates={ca}")), quick()).unwrap(),
+            6,
+        );
     }
     let e = connect_error(NbdClient::connect(
         &uri(&format!("nbds://127.0.0.1:{port}/?tls-certificates={ca}&tls-hostname=not-this-one")),

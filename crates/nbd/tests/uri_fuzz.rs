@@ -31,8 +31,11 @@ fn arb_uri() -> impl Strategy<Value = NbdUri> {
     )
         .prop_map(|(host, port)| Endpoint::Tcp { host, port });
     let unix = arb_text().prop_filter("a socket path", |s| !s.is_empty()).prop_map(|socket| Endpoint::Unix { socket });
-    (prop_oneof![tcp, unix], arb_text(), any::<bool>())
-        .prop_map(|(endpoint, export, tls)| NbdUri { endpoint, export, tls: tls.then(TlsParams::default) })
+    (prop_oneof![tcp, unix], arb_text(), any::<bool>()).prop_map(|(endpoint, export, tls)| NbdUri {
+        endpoint,
+        export,
+        tls: tls.then(TlsParams::default),
+    })
 }
 
 /// What `Display` keeps of a URI: its TLS settings are not shown, only that TLS is used.
@@ -42,7 +45,13 @@ fn as_shown(u: &NbdUri) -> NbdUri {
 
 fn encode(s: &str) -> String {
     s.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
         .collect()
 }
 

@@ -51,10 +51,25 @@ fn make_ca(dir: &Path, name: &str) {
     openssl(
         dir,
         &[
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", &format!("{name}-key.pem"), "-out", &format!("{name}-cert.pem"), "-days", "2",
-            "-subj", &format!("/CN=uraid test {name}"),
-            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{name}-key.pem"),
+            "-out",
+            &format!("{name}-cert.pem"),
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN=uraid test {name}"),
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
         ],
     );
 }
@@ -64,8 +79,18 @@ fn make_leaf(dir: &Path, ca: &str, name: &str, common_name: &str, purpose: &str,
     openssl(
         dir,
         &[
-            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
-            &format!("{name}-key.pem"), "-out", &format!("{name}.csr"), "-subj", &format!("/CN={common_name}"),
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{name}-key.pem"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            &format!("/CN={common_name}"),
         ],
     );
     let mut ext = format!(
@@ -78,9 +103,21 @@ fn make_leaf(dir: &Path, ca: &str, name: &str, common_name: &str, purpose: &str,
     openssl(
         dir,
         &[
-            "x509", "-req", "-in", &format!("{name}.csr"), "-CA", &format!("{ca}-cert.pem"), "-CAkey",
-            &format!("{ca}-key.pem"), "-CAcreateserial", "-out", &format!("{name}-cert.pem"), "-days", "2",
-            "-extfile", &format!("{name}.ext"),
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{ca}-cert.pem"),
+            "-CAkey",
+            &format!("{ca}-key.pem"),
+            "-CAcreateserial",
+            "-out",
+            &format!("{name}-cert.pem"),
+            "-days",
+            "2",
+            "-extfile",
+            &format!("{name}.ext"),
         ],
     );
 }
@@ -104,11 +141,19 @@ pub fn make_pki(dir: &Path) -> Pki {
     Pki {
         server_dir: folder(
             "server",
-            &[("ca-cert.pem", "ca-cert.pem"), ("server-cert.pem", "server-cert.pem"), ("server-key.pem", "server-key.pem")],
+            &[
+                ("ca-cert.pem", "ca-cert.pem"),
+                ("server-cert.pem", "server-cert.pem"),
+                ("server-key.pem", "server-key.pem"),
+            ],
         ),
         client_dir: folder(
             "client",
-            &[("ca-cert.pem", "ca-cert.pem"), ("client-cert.pem", "client-cert.pem"), ("client-key.pem", "client-key.pem")],
+            &[
+                ("ca-cert.pem", "ca-cert.pem"),
+                ("client-cert.pem", "client-cert.pem"),
+                ("client-key.pem", "client-key.pem"),
+            ],
         ),
         ca_only_dir: folder("ca-only", &[("ca-cert.pem", "ca-cert.pem")]),
         other_ca_dir: folder("other-ca", &[("other-ca-cert.pem", "ca-cert.pem")]),

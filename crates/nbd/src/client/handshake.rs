@@ -135,9 +135,7 @@ pub fn start_tls<S: Read + Write>(s: &mut S) -> Result<(), HandshakeError> {
             data.len()
         ))),
         t if t & REP_ERR_BIT != 0 => Err(HandshakeError::TlsRefused { reply: reply_name(t), message }),
-        other => {
-            Err(HandshakeError::BadReply(format!("unexpected reply type {other:#x} to NBD_OPT_STARTTLS")))
-        }
+        other => Err(HandshakeError::BadReply(format!("unexpected reply type {other:#x} to NBD_OPT_STARTTLS"))),
     }
 }
 

@@ -82,7 +82,8 @@ impl ClientTls {
                     match (x509_dir::optional(dir, CLIENT_CERT), x509_dir::optional(dir, CLIENT_KEY)) {
                         (Some(cert), Some(key)) => {
                             b.set_certificate_chain_file(&cert).map_err(|e| x509_dir::file_error(&cert, e))?;
-                            b.set_private_key_file(&key, SslFiletype::PEM).map_err(|e| x509_dir::file_error(&key, e))?;
+                            b.set_private_key_file(&key, SslFiletype::PEM)
+                                .map_err(|e| x509_dir::file_error(&key, e))?;
                             b.check_private_key().map_err(|e| x509_dir::file_error(&key, e))?;
                         }
                         (None, None) => {}

@@ -45,11 +45,8 @@ impl From<ErrorStack> for TlsError {
 
 /// OpenSSL's reasons, without its numeric codes and file names: "tlsv1 alert decrypt error".
 pub(crate) fn describe_stack(e: &ErrorStack) -> String {
-    let reasons: Vec<String> = e
-        .errors()
-        .iter()
-        .map(|err| err.reason().map(str::to_string).unwrap_or_else(|| err.to_string()))
-        .collect();
+    let reasons: Vec<String> =
+        e.errors().iter().map(|err| err.reason().map(str::to_string).unwrap_or_else(|| err.to_string())).collect();
     if reasons.is_empty() {
         "no reason given".into()
     } else {

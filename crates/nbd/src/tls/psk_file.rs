@@ -121,7 +121,7 @@ fn decode_hex(hex: &str, line: usize) -> Result<Vec<u8>, PskFileError> {
     if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(PskFileError::NotHex { line });
     }
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return Err(PskFileError::OddKey { line });
     }
     if hex.len() / 2 > MAX_KEY_LEN {
@@ -157,10 +157,7 @@ mod tests {
         assert_eq!(e("a\tb:00"), PskFileError::ControlInUsername { line: 1 });
         assert_eq!(e(&format!("a:{}", "00".repeat(MAX_KEY_LEN + 1))), PskFileError::KeyTooLong { line: 1 });
         assert_eq!(e(&format!("{}:00", "u".repeat(MAX_USERNAME_LEN + 1))), PskFileError::UsernameTooLong { line: 1 });
-        assert_eq!(
-            e("a:00\n\na:11"),
-            PskFileError::Duplicate { line: 3, username: "a".into(), first: 1 }
-        );
+        assert_eq!(e("a:00\n\na:11"), PskFileError::Duplicate { line: 3, username: "a".into(), first: 1 });
         assert_eq!(e("\n \n"), PskFileError::Empty);
         assert_eq!(e("a:00:11"), PskFileError::NotHex { line: 1 });
         assert!(e("a:0").to_string().starts_with("line 1: "));

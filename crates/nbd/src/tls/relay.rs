@@ -165,9 +165,14 @@ impl<S: Read + Write + AsFd> Pump<S> {
     fn run(mut self) {
         loop {
             let mut wants = Wants::default();
-            let steps = [self.from_peer(&mut wants), self.to_local(&mut wants), self.from_local(&mut wants)];
-            let step_out = self.to_peer(&mut wants);
-            if steps.iter().chain([&step_out]).any(|s| matches!(s, Step::Failed)) {
+            // Each direction in turn, every pass: a step that cannot go on says what it waits for.
+            let steps = [
+                self.decrypt_incoming(&mut wants),
+                self.deliver_incoming(&mut wants),
+                self.take_outgoing(&mut wants),
+                self.encrypt_outgoing(&mut wants),
+            ];
+            if steps.iter().any(|s| matches!(s, Step::Failed)) {
                 break;
             }
             if !self.local_sending && self.outbound.is_empty() {
@@ -180,8 +185,7 @@ impl<S: Read + Write + AsFd> Pump<S> {
                 let _ = self.local.shutdown(Shutdown::Write);
                 self.local_told_eof = true;
             }
-            let progressed = steps.iter().chain([&step_out]).any(|s| matches!(s, Step::Progress));
-            if progressed {
+            if steps.iter().any(|s| matches!(s, Step::Progress)) {
                 continue;
             }
             let timeout = match self.local_closed_at {
@@ -200,7 +204,7 @@ impl<S: Read + Write + AsFd> Pump<S> {
     }
 
     /// Decrypts what the peer sent, if there is room for it.
-    fn from_peer(&mut self, wants: &mut Wants) -> Step {
+    fn decrypt_incoming(&mut self, wants: &mut Wants) -> Step {
         if !self.peer_sending || !self.inbound.is_empty() {
             return Step::Blocked;
         }
@@ -239,7 +243,7 @@ impl<S: Read + Write + AsFd> Pump<S> {
     }
 
     /// Hands decrypted bytes to the local end.
-    fn to_local(&mut self, wants: &mut Wants) -> Step {
+    fn deliver_incoming(&mut self, wants: &mut Wants) -> Step {
         if self.inbound.is_empty() {
             return Step::Blocked;
         }
@@ -264,7 +268,7 @@ impl<S: Read + Write + AsFd> Pump<S> {
     }
 
     /// Takes what the local end sent, if the previous piece is out.
-    fn from_local(&mut self, wants: &mut Wants) -> Step {
+    fn take_outgoing(&mut self, wants: &mut Wants) -> Step {
         if !self.local_sending || !self.outbound.is_empty() {
             return Step::Blocked;
         }
@@ -292,7 +296,7 @@ impl<S: Read + Write + AsFd> Pump<S> {
     }
 
     /// Encrypts and sends what the local end sent.
-    fn to_peer(&mut self, wants: &mut Wants) -> Step {
+    fn encrypt_outgoing(&mut self, wants: &mut Wants) -> Step {
         if self.outbound.is_empty() {
             return Step::Blocked;
         }
@@ -324,7 +328,11 @@ impl<S: Read + Write + AsFd> Pump<S> {
         // and over, while the relay is waiting on the other side.
         let fd_if = |want: libc::c_short, fd: i32| if want != 0 { fd } else { -1 };
         let mut fds = [
-            libc::pollfd { fd: fd_if(wants.net, self.tls.get_ref().as_fd().as_raw_fd()), events: wants.net, revents: 0 },
+            libc::pollfd {
+                fd: fd_if(wants.net, self.tls.get_ref().as_fd().as_raw_fd()),
+                events: wants.net,
+                revents: 0,
+            },
             libc::pollfd { fd: fd_if(wants.local, self.local.as_raw_fd()), events: wants.local, revents: 0 },
         ];
         let ms = timeout.map_or(-1, |t| t.as_millis().clamp(1, i32::MAX as u128) as libc::c_int);

@@ -105,10 +105,9 @@ impl ServerTls {
         S: Read + Write + AsFd + Send + 'static,
     {
         let ssl = Ssl::new(&self.context)?;
-        let tls = ssl.accept(stream).map_err(|e| TlsError::Handshake {
-            reason: describe_handshake(&e),
-            hint: String::new(),
-        })?;
+        let tls = ssl
+            .accept(stream)
+            .map_err(|e| TlsError::Handshake { reason: describe_handshake(&e), hint: String::new() })?;
         let s = tls.ssl();
         let psk_user = psk_user_index().ok().and_then(|i| s.ex_data(i));
         let who = match (psk_user, s.peer_certificate()) {

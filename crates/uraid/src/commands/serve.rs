@@ -17,8 +17,7 @@ use uraid_device::splice::PipedRead;
 use uraid_engine::EngineError;
 use uraid_nbd::tls::{ServerCredentials, ServerTls, TlsMode};
 use uraid_nbd::{
-    parse_listen, Errno, Export, ExportCommand, ExportError, ExportReply, ListenAddr, Server, ServerConfig,
-    SplicedData,
+    parse_listen, Errno, Export, ExportCommand, ExportError, ExportReply, ListenAddr, Server, ServerConfig, SplicedData,
 };
 
 use super::report_stop;
@@ -130,23 +129,24 @@ fn server_tls(args: &TlsArgs) -> CliResult<Option<ServerTls>> {
         (None, None) => None,
         (Some(_), Some(_)) => return Err(CliError("--tls-psk and --tls-certificates: give one".into())),
     };
-    let (mode, credentials) = match (args.tls, credentials) {
-        (None | Some(TlsChoice::Off), None) => return Ok(None),
-        (None, Some(_)) => {
-            return Err(CliError(
+    let (mode, credentials) =
+        match (args.tls, credentials) {
+            (None | Some(TlsChoice::Off), None) => return Ok(None),
+            (None, Some(_)) => return Err(CliError(
                 "--tls-psk or --tls-certificates without --tls: add --tls=require (or --tls=on to let clients choose)"
                     .into(),
-            ))
-        }
-        (Some(TlsChoice::Off), Some(_)) => {
-            return Err(CliError("--tls=off with --tls-psk or --tls-certificates: TLS credentials given but TLS turned off".into()))
-        }
-        (Some(_), None) => {
-            return Err(CliError("--tls=on and --tls=require need --tls-psk=FILE or --tls-certificates=DIR".into()))
-        }
-        (Some(TlsChoice::On), Some(c)) => (TlsMode::On, c),
-        (Some(TlsChoice::Require), Some(c)) => (TlsMode::Require, c),
-    };
+            )),
+            (Some(TlsChoice::Off), Some(_)) => {
+                return Err(CliError(
+                    "--tls=off with --tls-psk or --tls-certificates: TLS credentials given but TLS turned off".into(),
+                ))
+            }
+            (Some(_), None) => {
+                return Err(CliError("--tls=on and --tls=require need --tls-psk=FILE or --tls-certificates=DIR".into()))
+            }
+            (Some(TlsChoice::On), Some(c)) => (TlsMode::On, c),
+            (Some(TlsChoice::Require), Some(c)) => (TlsMode::Require, c),
+        };
     let flag = match &credentials {
         ServerCredentials::Psk { .. } => "--tls-psk",
         ServerCredentials::X509 { .. } => "--tls-certificates",
