@@ -123,6 +123,12 @@ pub(crate) fn haggle<R: BufRead, W: Write>(
                     header.len
                 )));
             }
+            if tls_required && option != OPT_STARTTLS && option != OPT_ABORT {
+                // Before TLS every option but these two is refused the same way, whatever its size.
+                told_tls_required = true;
+                reply(REP_ERR_TLS_REQD, tls_required_message(option).as_bytes())?;
+                continue;
+            }
             let msg = format!(
                 "{} data of {} bytes exceeds the {MAX_OPTION_DATA}-byte limit",
                 option_name(option),
@@ -148,11 +154,7 @@ pub(crate) fn haggle<R: BufRead, W: Write>(
                 return Err(EndReason::Refused("NBD_OPT_EXPORT_NAME without TLS, which this server requires".into()));
             }
             told_tls_required = true;
-            let msg = format!(
-                "{} refused: this server requires TLS (send NBD_OPT_STARTTLS first; with libnbd, use an nbds:// URI)",
-                option_name(option)
-            );
-            reply(REP_ERR_TLS_REQD, msg.as_bytes())?;
+            reply(REP_ERR_TLS_REQD, tls_required_message(option).as_bytes())?;
             continue;
         }
 
@@ -249,6 +251,14 @@ pub(crate) fn haggle<R: BufRead, W: Write>(
             }
         }
     }
+}
+
+/// The message of `NBD_REP_ERR_TLS_REQD`: what was refused and what to do.
+fn tls_required_message(option: u32) -> String {
+    format!(
+        "{} refused: this server requires TLS (send NBD_OPT_STARTTLS first; with libnbd, use an nbds:// URI)",
+        option_name(option)
+    )
 }
 
 /// The configured name, or "" which the spec reserves for the default export.

@@ -22,7 +22,7 @@ use uraid_nbd::client::{ClientConfig, ClientError, ConnectError, HandshakeError,
 use uraid_nbd::proto::*;
 use uraid_nbd::testing::{MemExport, TestClient};
 use uraid_nbd::tls::{ServerCredentials, ServerTls, TlsError, TlsMode};
-use uraid_nbd::{ConnStats, EndReason, Server, ServerConfig};
+use uraid_nbd::{ConnStats, EndReason, Server, ServerConfig, MAX_OPTION_DATA};
 use uraid_testkit::tls_creds::{make_pki, openssl_installed, write_psk_file, Pki};
 
 const MIB: usize = 1 << 20;
@@ -289,6 +289,9 @@ fn options_before_tls_are_answered_tls_required() {
         assert_eq!(replies[0].reply_type, REP_ERR_TLS_REQD, "{}", option_name(option));
         assert!(String::from_utf8_lossy(&replies[0].data).contains("requires TLS"));
     }
+    // However long the option.
+    let replies = c.option(OPT_LIST, &vec![0; MAX_OPTION_DATA + 1]).unwrap();
+    assert_eq!(replies[0].reply_type, REP_ERR_TLS_REQD, "an oversized option before TLS");
     // STARTTLS carries no data.
     let replies = c.option(OPT_STARTTLS, b"x").unwrap();
     assert_eq!(replies[0].reply_type, REP_ERR_INVALID);
