@@ -12,9 +12,10 @@ cd "$(dirname "$0")/.."
 # valgrind (instruction counts of the RAIDframe driver, bench/raidframe-cpu.py), zstd (the
 # kernel's mid-reshape images the tests unpack, crates/uraid/tests/testdata/reshape).
 # python3-venv holds the virtualenv of the Vinum cross-check (below). The md-oracle installs its
-# own packages when first run.
-packages=(xz-utils ca-certificates gcc pkg-config libnbd-bin qemu-utils fio fuse3 e2fsprogs util-linux
-  python3 python3-venv libisal-dev nbdkit bonnie++ valgrind zstd)
+# own packages when first run. libssl-dev (with pkg-config) is the OpenSSL that NBD over TLS
+# links; openssl makes the TLS tests' keys and certificates.
+packages=(xz-utils ca-certificates gcc pkg-config libssl-dev openssl libnbd-bin qemu-utils fio fuse3
+  e2fsprogs util-linux python3 python3-venv libisal-dev nbdkit bonnie++ valgrind zstd)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,8 +1,9 @@
 //! One way to open a member, whatever it is: every command and the running service open the
 //! members they are given through [`Member::open`], so an NBD URI works wherever a path does.
 //!
-//! A member string that is written as an NBD URI (`nbd://`, `nbd+unix://`, and the TLS forms,
-//! which are refused; see [`uraid_nbd::client::looks_like_nbd_uri`]) is an NBD export; any other
+//! A member string that is written as an NBD URI (`nbd://`, `nbd+unix://`, and the TLS forms
+//! `nbds://`, `nbds+unix://` with their `tls-*` parameters; see
+//! [`uraid_nbd::client::looks_like_nbd_uri`]) is an NBD export; any other
 //! is a file or block device path. A file whose name really starts like a URI is reached as
 //! `./nbd://…`.
 
@@ -151,9 +152,13 @@ mod tests {
     }
 
     #[test]
-    fn tls_uris_are_refused_without_connecting() {
-        let e = Member::open(Path::new("nbds://127.0.0.1:1/x"), false).unwrap_err();
+    fn tls_settings_are_checked_before_connecting() {
+        // On a plain URI they are refused: it would not be encrypted.
+        let e = Member::open(Path::new("nbd://127.0.0.1:1/x?tls-psk-file=k.psk"), false).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-        assert!(e.to_string().contains("TLS is not supported yet"), "{e}");
+        assert!(e.to_string().contains("nbds://"), "{e}");
+        // A missing key file is named before any connection is tried (nothing listens on port 1).
+        let e = Member::open(Path::new("nbds://127.0.0.1:1/x?tls-psk-file=/nonexistent/k.psk"), false).unwrap_err();
+        assert!(e.to_string().contains("PSK file /nonexistent/k.psk: cannot be read"), "{e}");
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::budget::ServerBudget;
 use crate::export::Export;
+use crate::tls::ServerTls;
 
 /// Default largest READ/WRITE payload: 2^25, the size the spec says clients may always use.
 pub const DEFAULT_MAX_PAYLOAD: u32 = 32 << 20;
@@ -35,6 +36,8 @@ pub struct ServerConfig {
     /// When a connection is closing and its replies have not moved for this long because the
     /// client stopped reading them, the socket is shut down instead of waiting forever.
     pub stalled_client_timeout: Duration,
+    /// TLS offered or required (`None`: `NBD_OPT_STARTTLS` is refused, nbdkit's `--tls=off`).
+    pub tls: Option<ServerTls>,
 }
 
 impl Default for ServerConfig {
@@ -47,6 +50,7 @@ impl Default for ServerConfig {
             max_inflight_requests: 512,
             max_server_inflight_bytes: 64 << 20,
             stalled_client_timeout: Duration::from_secs(30),
+            tls: None,
         }
     }
 }

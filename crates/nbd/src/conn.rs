@@ -26,11 +26,11 @@ use crate::budget::ServerBudget;
 use crate::client_io::{discard, read_exact_or_eof, read_payload, write_failed, ReadEnd};
 use crate::config::Settings;
 use crate::export::{Errno, ExportCommand, ExportError, ExportReply, SplicedData};
-use crate::handshake::{handshake, Negotiated};
+use crate::handshake::{greet, haggle, Greeted, Haggled, Negotiated};
 use crate::log::log;
 use crate::outcome::{ConnStats, EndReason};
 use crate::proto::*;
-use crate::stream::Stream;
+use crate::stream::{ShutdownHandle, Stream};
 
 /// Write payloads up to this size are read and thrown away when the write is refused, so the
 /// client gets an error and the stream stays in step; larger ones end the connection. The spec
@@ -73,9 +73,10 @@ pub(crate) trait ConnControl: Send + Sync {
 }
 
 /// State shared by a connection's reader, its writer, the export's completions and `stop()`.
-pub(crate) struct Conn<S: Stream> {
-    /// A clone of the socket used only to shut it down.
-    control: S,
+pub(crate) struct Conn {
+    /// A clone of the socket used only to shut it down: the client's socket, or after
+    /// `NBD_OPT_STARTTLS` the local end of the TLS relay.
+    control: Mutex<Box<dyn ShutdownHandle>>,
     stop_requested: AtomicBool,
     inflight: Mutex<Inflight>,
     inflight_changed: Condvar,
@@ -99,12 +100,12 @@ struct Inflight {
     answered: u64,
 }
 
-impl<S: Stream> ConnControl for Conn<S> {
+impl ConnControl for Conn {
     fn stop(&self) {
         self.stop_requested.store(true, Ordering::SeqCst);
         // Wakes a reader blocked in read() (it sees EOF) without touching the write side, so
         // replies to requests already read still go out.
-        let _ = self.control.shutdown(Shutdown::Read);
+        self.shutdown(Shutdown::Read);
         // Wakes a reader waiting for in-flight room.
         let _guard = self.inflight.lock().unwrap();
         self.inflight_changed.notify_all();
@@ -112,10 +113,10 @@ impl<S: Stream> ConnControl for Conn<S> {
     }
 }
 
-impl<S: Stream> Conn<S> {
-    pub(crate) fn new(control: S, budget: Arc<ServerBudget>) -> Self {
+impl Conn {
+    pub(crate) fn new(control: Box<dyn ShutdownHandle>, budget: Arc<ServerBudget>) -> Self {
         Conn {
-            control,
+            control: Mutex::new(control),
             stop_requested: AtomicBool::new(false),
             inflight: Mutex::new(Inflight::default()),
             inflight_changed: Condvar::new(),
@@ -129,6 +130,20 @@ impl<S: Stream> Conn<S> {
 
     fn stopping(&self) -> bool {
         self.stop_requested.load(Ordering::SeqCst)
+    }
+
+    fn shutdown(&self, how: Shutdown) {
+        // Already shut down, or the client is gone: either way there is nothing left to wake.
+        let _ = self.control.lock().unwrap().shut(how);
+    }
+
+    /// The connection now runs over `control`'s socket (the TLS relay's end). A stop asked for
+    /// while the old one was in place is applied to it too.
+    fn replace_control(&self, control: Box<dyn ShutdownHandle>) {
+        *self.control.lock().unwrap() = control;
+        if self.stopping() {
+            self.shutdown(Shutdown::Read);
+        }
     }
 
     /// Waits until a request costing `cost` bytes fits the in-flight limits, then counts it.
@@ -198,14 +213,14 @@ impl<S: Stream> Conn<S> {
                 last_progress = Instant::now();
             } else if !forced && self.writer_busy.load(Ordering::SeqCst) && last_progress.elapsed() >= stall_timeout {
                 forced = true;
-                let _ = self.control.shutdown(Shutdown::Both);
+                self.shutdown(Shutdown::Both);
             }
         }
     }
 }
 
 /// Runs a whole connection and reports how it went. The socket is shut down on return.
-pub(crate) fn serve<S: Stream>(server: &Settings, conn: &Arc<Conn<S>>, stream: S, writer: S, peer: &str) -> ConnStats {
+pub(crate) fn serve<S: Stream>(server: &Settings, conn: &Arc<Conn>, stream: S, writer: S, peer: &str) -> ConnStats {
     let mut reader = BufReader::with_capacity(64 << 10, stream);
     let mut handshake_writer = BufWriter::with_capacity(4 << 10, writer);
     let stopping = || conn.stopping();
@@ -217,30 +232,114 @@ pub(crate) fn serve<S: Stream>(server: &Settings, conn: &Arc<Conn<S>>, stream: S
         bytes_written: 0,
         reason: EndReason::ClientDisconnected,
     };
-    match handshake(server, &stopping, &mut reader, &mut handshake_writer) {
-        Err(reason) => stats.reason = reason,
-        Ok(negotiated) => {
+    stats.reason = match greet(&stopping, &mut reader, &mut handshake_writer) {
+        Err(reason) => reason,
+        Ok(greeted) => {
+            match negotiate_and_transmit(server, conn, reader, handshake_writer, greeted, false, peer, &mut stats) {
+                Session::Ended(reason) => reason,
+                Session::StartTls(raw) => serve_tls(server, conn, raw, greeted, peer, &mut stats),
+            }
+        }
+    };
+    conn.shutdown(Shutdown::Both);
+    stats.requests = conn.requests.load(Ordering::SeqCst);
+    stats.bytes_read = conn.bytes_read.load(Ordering::SeqCst);
+    stats.bytes_written = conn.bytes_written.load(Ordering::SeqCst);
+    stats
+}
+
+/// How a stretch of a connection on one socket ended.
+enum Session<S> {
+    Ended(EndReason),
+    /// `NBD_OPT_STARTTLS` was acknowledged; the client's socket, for the TLS handshake.
+    StartTls(S),
+}
+
+/// Option haggling, then the transmission phase, on one socket.
+#[allow(clippy::too_many_arguments)]
+fn negotiate_and_transmit<S: Stream>(
+    server: &Settings,
+    conn: &Arc<Conn>,
+    mut reader: BufReader<S>,
+    mut handshake_writer: BufWriter<S>,
+    greeted: Greeted,
+    tls_active: bool,
+    peer: &str,
+    stats: &mut ConnStats,
+) -> Session<S> {
+    let stopping = || conn.stopping();
+    match haggle(server, &stopping, greeted, tls_active, &mut reader, &mut handshake_writer) {
+        Err(reason) => Session::Ended(reason),
+        Ok(Haggled::StartTls) => {
+            if !reader.buffer().is_empty() {
+                // The client must wait for the acknowledgement before starting TLS; bytes
+                // already here were sent in plain text where TLS records belong.
+                return Session::Ended(EndReason::ProtocolError(
+                    "the client sent more data after NBD_OPT_STARTTLS before the server acknowledged it".into(),
+                ));
+            }
+            // The handshake writer was flushed before the acknowledgement returned.
+            drop(handshake_writer);
+            Session::StartTls(reader.into_inner())
+        }
+        Ok(Haggled::Go(negotiated)) => {
             log(format_args!(
-                "{peer}: serving export {:?} ({} bytes{}, {} replies)",
+                "{peer}: serving export {:?} ({} bytes{}, {} replies{})",
                 negotiated.export_name,
                 negotiated.size,
                 if negotiated.read_only { ", read-only" } else { "" },
-                if negotiated.structured { "structured" } else { "simple" }
+                if negotiated.structured { "structured" } else { "simple" },
+                if tls_active { ", over TLS" } else { "" }
             ));
             stats.export = Some(negotiated.export_name.clone());
             stats.structured_replies = negotiated.structured;
             // Everything the handshake wrote was flushed before it returned.
             match handshake_writer.into_inner() {
-                Ok(writer) => stats.reason = transmission(server, conn, reader, writer, &negotiated),
-                Err(e) => stats.reason = write_failed(e.into_error(), conn.stopping()),
+                Ok(writer) => Session::Ended(transmission(server, conn, reader, writer, &negotiated)),
+                Err(e) => Session::Ended(write_failed(e.into_error(), conn.stopping())),
             }
         }
     }
-    let _ = conn.control.shutdown(Shutdown::Both);
-    stats.requests = conn.requests.load(Ordering::SeqCst);
-    stats.bytes_read = conn.bytes_read.load(Ordering::SeqCst);
-    stats.bytes_written = conn.bytes_written.load(Ordering::SeqCst);
-    stats
+}
+
+/// After an acknowledged `NBD_OPT_STARTTLS`: the TLS handshake on the client's socket, then the
+/// rest of the connection over the relay's local end, and the relay's end.
+fn serve_tls<S: Stream>(
+    server: &Settings,
+    conn: &Arc<Conn>,
+    raw: S,
+    greeted: Greeted,
+    peer: &str,
+    stats: &mut ConnStats,
+) -> EndReason {
+    let Some(tls) = &server.config.tls else {
+        unreachable!("NBD_OPT_STARTTLS is only acknowledged by a server with TLS");
+    };
+    let (relay, summary) = match tls.accept(raw, server.config.stalled_client_timeout) {
+        Ok(accepted) => accepted,
+        Err(e) => return if conn.stopping() { EndReason::ServerStop } else { EndReason::Tls(e.to_string()) },
+    };
+    log(format_args!("{peer}: {summary}"));
+    let local = relay.local;
+    let clones = local.try_clone().and_then(|control| Ok((control, local.try_clone()?)));
+    let reason = match clones {
+        Err(e) => EndReason::Io(format!("setting up the TLS relay's socket: {e}")),
+        Ok((control, writer)) => {
+            conn.replace_control(Box::new(control));
+            let reader = BufReader::with_capacity(64 << 10, local);
+            let writer = BufWriter::with_capacity(4 << 10, writer);
+            match negotiate_and_transmit(server, conn, reader, writer, greeted, true, peer, stats) {
+                Session::Ended(reason) => reason,
+                Session::StartTls(_) => unreachable!("NBD_OPT_STARTTLS is refused once TLS is in use"),
+            }
+        }
+    };
+    // The relay sends what is left and ends once its local end is closed.
+    conn.shutdown(Shutdown::Both);
+    if relay.thread.join().is_err() {
+        log(format_args!("{peer}: the TLS relay thread panicked"));
+    }
+    reason
 }
 
 enum Outgoing {
@@ -441,7 +540,7 @@ pub(crate) fn validate(req: &RequestHeader, limits: &Limits) -> Result<Verdict, 
 
 fn transmission<S: Stream>(
     server: &Settings,
-    conn: &Arc<Conn<S>>,
+    conn: &Arc<Conn>,
     reader: BufReader<S>,
     writer: S,
     negotiated: &Negotiated,
@@ -481,7 +580,7 @@ fn transmission<S: Stream>(
 /// protocol, or the connection is told to stop.
 fn read_requests<S: Stream>(
     server: &Settings,
-    conn: &Conn<S>,
+    conn: &Conn,
     mut reader: BufReader<S>,
     tx: &Sender<Outgoing>,
     negotiated: &Negotiated,
@@ -496,7 +595,7 @@ fn read_requests<S: Stream>(
     let discard_limit = u64::from(config.max_payload).max(MIN_DISCARD_LIMIT);
     let acquire = |cost: u64| conn.acquire(cost, config.max_inflight_bytes, config.max_inflight_requests);
     let read_end = |e: ReadEnd| e.reason(conn.stopping());
-    let id = conn as *const Conn<S> as usize;
+    let id = conn as *const Conn as usize;
     let sender = |handle: u64, read: Option<(u64, u32)>, cost: u64, write_len: u64| ReplySender {
         tx: Some(tx.clone()),
         conn: id,
@@ -594,7 +693,7 @@ fn read_requests<S: Stream>(
 /// The writer: sends replies in completion order, batching whatever is queued into one flush.
 /// Returns the write error that ended sending, if any; after one, replies are still taken from
 /// the channel (and their room released) but dropped.
-fn write_replies<S: Stream>(stream: S, rx: Receiver<Outgoing>, conn: &Conn<S>, structured: bool) -> Option<io::Error> {
+fn write_replies<S: Stream>(stream: S, rx: Receiver<Outgoing>, conn: &Conn, structured: bool) -> Option<io::Error> {
     let mut w = BufWriter::with_capacity(64 << 10, stream);
     let mut failure: Option<io::Error> = None;
     fn fail<S: Stream>(e: io::Error, failure: &mut Option<io::Error>, w: &BufWriter<S>) {

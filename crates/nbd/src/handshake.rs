@@ -1,5 +1,11 @@
-//! The fixed-newstyle handshake: greeting, client flags, and option haggling up to
-//! `NBD_OPT_EXPORT_NAME` or a successful `NBD_OPT_GO`.
+//! The fixed-newstyle handshake: greeting and client flags ([`greet`]), then option haggling
+//! ([`haggle`]) up to `NBD_OPT_EXPORT_NAME`, a successful `NBD_OPT_GO`, or an acknowledged
+//! `NBD_OPT_STARTTLS`, after which the caller runs the TLS handshake and haggles again inside TLS.
+//!
+//! With TLS required (the protocol's FORCEDTLS mode), every option but `NBD_OPT_STARTTLS` and
+//! `NBD_OPT_ABORT` is answered `NBD_REP_ERR_TLS_REQD` until TLS is up, and `NBD_OPT_EXPORT_NAME`,
+//! which cannot be answered with an error, ends the connection. Nothing negotiated before
+//! `NBD_OPT_STARTTLS` carries over (the protocol forbids it): haggling starts afresh.
 
 use std::io::{self, BufRead, Write};
 
@@ -7,6 +13,7 @@ use crate::client_io::{discard, read_exact_or_eof, read_vec, write_failed, ReadE
 use crate::config::Settings;
 use crate::outcome::EndReason;
 use crate::proto::*;
+use crate::tls::TlsMode;
 
 /// Largest option payload read into memory. The longest option this server understands is
 /// `NBD_OPT_INFO`/`GO`: a name of at most 4096 bytes plus a list of information requests, so
@@ -25,13 +32,28 @@ pub(crate) struct Negotiated {
     pub transmission_flags: u16,
 }
 
-/// Runs the handshake. `Err` carries why the connection must end instead of entering transmission.
-pub(crate) fn handshake<R: BufRead, W: Write>(
-    server: &Settings,
+/// What the greeting settled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Greeted {
+    /// The client asked to leave out the zeros after `NBD_OPT_EXPORT_NAME`'s reply.
+    pub no_zeroes: bool,
+}
+
+/// How option haggling ended, when the connection goes on.
+#[derive(Debug)]
+pub(crate) enum Haggled {
+    /// Transmission starts with what was agreed.
+    Go(Negotiated),
+    /// `NBD_OPT_STARTTLS` was acknowledged: the TLS handshake comes next, on the same socket.
+    StartTls,
+}
+
+/// Sends the greeting and reads the client's flags. `Err` carries why the connection must end.
+pub(crate) fn greet<R: BufRead, W: Write>(
     stopping: &dyn Fn() -> bool,
     r: &mut R,
     w: &mut W,
-) -> Result<Negotiated, EndReason> {
+) -> Result<Greeted, EndReason> {
     let write_end = |e: io::Error| write_failed(e, stopping());
     let read_end = |e: ReadEnd| e.reason(stopping());
 
@@ -53,13 +75,37 @@ pub(crate) fn handshake<R: BufRead, W: Write>(
                 .into(),
         ));
     }
-    let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+    Ok(Greeted { no_zeroes: client_flags & FLAG_C_NO_ZEROES != 0 })
+}
+
+/// Haggles over options until transmission or `NBD_OPT_STARTTLS`; `tls_active` says whether
+/// this connection already runs inside TLS. `Err` carries why the connection must end.
+pub(crate) fn haggle<R: BufRead, W: Write>(
+    server: &Settings,
+    stopping: &dyn Fn() -> bool,
+    greeted: Greeted,
+    tls_active: bool,
+    r: &mut R,
+    w: &mut W,
+) -> Result<Haggled, EndReason> {
+    let write_end = |e: io::Error| write_failed(e, stopping());
+    let no_zeroes = greeted.no_zeroes;
     let mut structured = false;
+    let tls_required = !tls_active && server.config.tls.as_ref().is_some_and(|t| t.mode() == TlsMode::Require);
+    // Set once the client has been told TLS is required, so a client that then leaves is
+    // logged as refused rather than as an ordinary disconnection.
+    let mut told_tls_required = false;
+    let read_end = |e: ReadEnd, told: bool| match e {
+        ReadEnd::Closed if told && !stopping() => {
+            EndReason::Refused("this server requires TLS, and the client left without sending NBD_OPT_STARTTLS".into())
+        }
+        e => e.reason(stopping()),
+    };
 
     loop {
         w.flush().map_err(write_end)?;
         let mut raw = [0u8; OPTION_HEADER_LEN];
-        read_exact_or_eof(r, &mut raw, "an option header").map_err(read_end)?;
+        read_exact_or_eof(r, &mut raw, "an option header").map_err(|e| read_end(e, told_tls_required))?;
         let header = OptionHeader::decode(&raw).map_err(|e| EndReason::ProtocolError(e.to_string()))?;
         let option = header.option;
         let mut reply = |reply_type: u32, data: &[u8]| -> Result<(), EndReason> {
@@ -70,12 +116,18 @@ pub(crate) fn handshake<R: BufRead, W: Write>(
         if header.len as usize > MAX_OPTION_DATA {
             // Skipping the data keeps the stream in step, so the client can go on with other
             // options; nothing is buffered, so the length costs the server nothing but time.
-            discard(r, header.len.into(), "option data").map_err(read_end)?;
+            discard(r, header.len.into(), "option data").map_err(|e| read_end(e, told_tls_required))?;
             if option == OPT_EXPORT_NAME {
                 return Err(EndReason::Refused(format!(
                     "NBD_OPT_EXPORT_NAME with a {}-byte name cannot name the export",
                     header.len
                 )));
+            }
+            if tls_required && option != OPT_STARTTLS && option != OPT_ABORT {
+                // Before TLS every option but these two is refused the same way, whatever its size.
+                told_tls_required = true;
+                reply(REP_ERR_TLS_REQD, tls_required_message(option).as_bytes())?;
+                continue;
             }
             let msg = format!(
                 "{} data of {} bytes exceeds the {MAX_OPTION_DATA}-byte limit",
@@ -85,7 +137,7 @@ pub(crate) fn handshake<R: BufRead, W: Write>(
             reply(REP_ERR_TOO_BIG, msg.as_bytes())?;
             continue;
         }
-        let data = read_vec(r, header.len as usize, "option data").map_err(read_end)?;
+        let data = read_vec(r, header.len as usize, "option data").map_err(|e| read_end(e, told_tls_required))?;
 
         if stopping() && option != OPT_ABORT {
             if option == OPT_EXPORT_NAME {
@@ -93,6 +145,16 @@ pub(crate) fn handshake<R: BufRead, W: Write>(
                 return Err(EndReason::ServerStop);
             }
             reply(REP_ERR_SHUTDOWN, b"the server is shutting down")?;
+            continue;
+        }
+
+        if tls_required && option != OPT_STARTTLS && option != OPT_ABORT {
+            if option == OPT_EXPORT_NAME {
+                // This option has no error reply; closing is the only answer.
+                return Err(EndReason::Refused("NBD_OPT_EXPORT_NAME without TLS, which this server requires".into()));
+            }
+            told_tls_required = true;
+            reply(REP_ERR_TLS_REQD, tls_required_message(option).as_bytes())?;
             continue;
         }
 
@@ -108,13 +170,19 @@ pub(crate) fn handshake<R: BufRead, W: Write>(
                 w.write_all(&export_name_reply(negotiated.size, negotiated.transmission_flags, no_zeroes))
                     .and_then(|()| w.flush())
                     .map_err(write_end)?;
-                return Ok(negotiated);
+                return Ok(Haggled::Go(negotiated));
             }
             OPT_ABORT => {
                 // The client may already have closed without waiting for the ACK the spec
                 // requires us to send, so a failure to send it is not worth reporting.
                 let _ = reply(REP_ACK, &[]);
                 let _ = w.flush();
+                if told_tls_required {
+                    return Err(EndReason::Refused(
+                        "this server requires TLS, and the client gave up (NBD_OPT_ABORT) without NBD_OPT_STARTTLS"
+                            .into(),
+                    ));
+                }
                 return Err(EndReason::Aborted);
             }
             OPT_LIST => {
@@ -125,7 +193,19 @@ pub(crate) fn handshake<R: BufRead, W: Write>(
                     reply(REP_ACK, &[])?;
                 }
             }
-            OPT_STARTTLS => reply(REP_ERR_UNSUP, b"this server does not support TLS")?,
+            OPT_STARTTLS => {
+                if !data.is_empty() {
+                    reply(REP_ERR_INVALID, b"NBD_OPT_STARTTLS takes no data")?;
+                } else if tls_active {
+                    reply(REP_ERR_INVALID, b"TLS is already in use on this connection")?;
+                } else if server.config.tls.is_none() {
+                    reply(REP_ERR_UNSUP, b"TLS is not enabled on this server")?;
+                } else {
+                    reply(REP_ACK, &[])?;
+                    w.flush().map_err(write_end)?;
+                    return Ok(Haggled::StartTls);
+                }
+            }
             OPT_INFO | OPT_GO => {
                 let request = match InfoRequest::decode(&data) {
                     Ok(request) => request,
@@ -153,7 +233,7 @@ pub(crate) fn handshake<R: BufRead, W: Write>(
                 reply(REP_ACK, &[])?;
                 if option == OPT_GO {
                     w.flush().map_err(write_end)?;
-                    return Ok(negotiated);
+                    return Ok(Haggled::Go(negotiated));
                 }
             }
             OPT_STRUCTURED_REPLY => {
@@ -171,6 +251,14 @@ pub(crate) fn handshake<R: BufRead, W: Write>(
             }
         }
     }
+}
+
+/// The message of `NBD_REP_ERR_TLS_REQD`: what was refused and what to do.
+fn tls_required_message(option: u32) -> String {
+    format!(
+        "{} refused: this server requires TLS (send NBD_OPT_STARTTLS first; with libnbd, use an nbds:// URI)",
+        option_name(option)
+    )
 }
 
 /// The configured name, or "" which the spec reserves for the default export.

@@ -8,7 +8,8 @@
 //!   completion order, simple or structured;
 //! - [`addr`]: `unix:PATH` / `tcp:HOST:PORT` listen addresses;
 //! - [`client`]: the client side, for members that are NBD exports: URIs, the handshake,
-//!   many requests in flight per connection, multi-conn, reconnection.
+//!   many requests in flight per connection, multi-conn, reconnection;
+//! - [`tls`]: TLS for both sides (`NBD_OPT_STARTTLS`, PSK and X.509, through OpenSSL).
 //!
 //! With the `testing` feature, the `testing` module adds an in-memory export whose completions
 //! arrive out of order on other threads, and a small client.
@@ -28,6 +29,7 @@ pub mod server;
 mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 
 pub use addr::{bind_unix_socket, parse_listen, AddrError, ListenAddr, Listener};
 pub use export::{Completion, Errno, Export, ExportCommand, ExportError, ExportReply, SplicedData};

@@ -20,6 +20,8 @@ pub enum EndReason {
     ServerStop,
     /// A socket error other than the client going away.
     Io(String),
+    /// The TLS handshake after `NBD_OPT_STARTTLS` failed (wrong key, untrusted certificate...).
+    Tls(String),
 }
 
 impl fmt::Display for EndReason {
@@ -32,6 +34,7 @@ impl fmt::Display for EndReason {
             EndReason::Refused(m) => write!(f, "refused: {m}"),
             EndReason::ServerStop => f.write_str("server stopping"),
             EndReason::Io(m) => write!(f, "I/O error: {m}"),
+            EndReason::Tls(m) => write!(f, "{m}"),
         }
     }
 }

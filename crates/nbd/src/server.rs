@@ -73,7 +73,7 @@ impl Server {
         stream.prepare()?;
         let control = stream.try_clone()?;
         let writer = stream.try_clone()?;
-        let conn = Arc::new(conn::Conn::new(control, Arc::clone(&self.inner.settings.budget)));
+        let conn = Arc::new(conn::Conn::new(Box::new(control), Arc::clone(&self.inner.settings.budget)));
         let _registration = self.register(conn.clone());
         let stats = conn::serve(&self.inner.settings, &conn, stream, writer, &peer);
         log(format_args!(

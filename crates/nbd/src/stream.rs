@@ -17,6 +17,18 @@ pub trait Stream: Read + Write + AsFd + Send + Sync + Sized + 'static {
     }
 }
 
+/// What a connection's control needs of its socket: shutting it down from another thread. A
+/// trait object, because the socket changes type when the connection turns to TLS.
+pub(crate) trait ShutdownHandle: Send + Sync {
+    fn shut(&self, how: Shutdown) -> io::Result<()>;
+}
+
+impl<S: Stream> ShutdownHandle for S {
+    fn shut(&self, how: Shutdown) -> io::Result<()> {
+        self.shutdown(how)
+    }
+}
+
 impl Stream for UnixStream {
     fn try_clone(&self) -> io::Result<Self> {
         UnixStream::try_clone(self)

@@ -6,7 +6,9 @@
 //!   with their `case.json` and their member images decompressed on demand into a cache;
 //! - the md-oracle data pattern, so a test can say what any logical sector of a fixture holds;
 //! - the independent Vinum reader (`dissect.volume`) the gvinum cross-checks run ([`vinum_peer`]);
-//! - NetBSD's own RAIDframe driver, run as a judge ([`raidframe_oracle`]).
+//! - NetBSD's own RAIDframe driver, run as a judge ([`raidframe_oracle`]);
+//! - TLS credentials (a PSK file, a CA with server and client certificates) for the NBD TLS
+//!   tests ([`tls_creds`]).
 //!
 //! Fixture cases are discovered, never listed, so new cases are picked up without code changes.
 //! A missing fixture folder is an error, not a skip: a suite that silently tests nothing is worse
@@ -22,6 +24,7 @@ use sha2::{Digest, Sha256};
 mod new_md;
 pub use new_md::NewMdArray;
 pub mod raidframe_oracle;
+pub mod tls_creds;
 pub mod vinum_peer;
 
 /// Where the kernel-made fixtures live: `$URAID_FIXTURES`, else `shared/fixtures/md` beside the

@@ -533,10 +533,12 @@ pub struct ServeArgs {
     /// --allow-remote.
     #[arg(long, default_value = "tcp:127.0.0.1:10809")]
     pub listen: String,
-    /// Allow a non-loopback TCP address. NBD has no authentication here: anyone who can reach
-    /// the port can read and write the array.
+    /// Allow a non-loopback TCP address. Without --tls=require, NBD has no authentication:
+    /// anyone who can reach the port can read and write the array.
     #[arg(long)]
     pub allow_remote: bool,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// The export's name (clients asking for the default export "" get it too).
     #[arg(long, default_value = "")]
     pub export_name: String,
@@ -571,6 +573,34 @@ pub struct ServeArgs {
     pub speed_limit_min: Option<String>,
     #[command(flatten)]
     pub source: ArraySource,
+}
+
+/// TLS for the NBD export, with nbdkit's option names (`serve`).
+#[derive(Args, Clone, Debug, Default)]
+pub struct TlsArgs {
+    /// off: NBD_OPT_STARTTLS is refused. on: clients may upgrade to TLS or stay in plain
+    /// text. require: every option but STARTTLS is refused (NBD_REP_ERR_TLS_REQD) until TLS is
+    /// up. on and require need --tls-psk or --tls-certificates. [default: off]
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub tls: Option<TlsChoice>,
+    /// Authenticate clients with pre-shared keys: a psktool file of USERNAME:HEXKEY lines (as
+    /// nbdkit --tls-psk and qemu-nbd's keys.psk).
+    #[arg(long, value_name = "FILE", conflicts_with = "tls_certificates")]
+    pub tls_psk: Option<PathBuf>,
+    /// Use X.509 certificates from DIR: server-cert.pem and server-key.pem (and ca-cert.pem with
+    /// --tls-verify-peer), as nbdkit and qemu-nbd name them.
+    #[arg(long, value_name = "DIR")]
+    pub tls_certificates: Option<PathBuf>,
+    /// With --tls-certificates: clients must present a certificate signed by DIR/ca-cert.pem.
+    #[arg(long)]
+    pub tls_verify_peer: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsChoice {
+    Off,
+    On,
+    Require,
 }
 
 /// How member I/O is done (`serve`, `mount`, `bench engine`).

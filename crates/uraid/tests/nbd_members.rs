@@ -1,8 +1,9 @@
 //! Members that are NBD exports, through the real binary: nbdkit's memory plugin over a Unix
 //! socket and over TCP, qemu-nbd, and another `uraid serve` as members beside local files;
 //! the array served again and read by nbdinfo and nbdcopy; and what goes wrong: nothing at the
-//! socket, an export the server does not have, TLS asked for, a server sending garbage, and a
-//! member's server killed in the middle of writes.
+//! socket, an export the server does not have, TLS settings on a plain URI or unreadable, a
+//! server sending garbage, and a member's server killed in the middle of writes. (Members over
+//! TLS: `nbd_tls.rs`.)
 //!
 //! The servers are nbdkit and qemu-nbd; a test that needs one that is not installed says so and
 //! passes without running.
@@ -219,9 +220,13 @@ fn errors_name_the_member_and_what_is_wrong() {
     let msg = String::from_utf8_lossy(&o.stderr);
     assert!(msg.contains(&absent) && msg.contains("cannot connect"), "{msg}");
 
-    // TLS asked for: refused, never tried in the clear.
-    let o = uraid(&["examine", "nbds://127.0.0.1:1/x"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("TLS is not supported yet"), "{}", text(&o));
+    // TLS settings on a plain URI: refused, never tried in the clear.
+    let o = uraid(&["examine", "nbd://127.0.0.1:1/x?tls-psk-file=k.psk"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("write nbds://"), "{}", text(&o));
+    // TLS credentials that cannot be read: named before connecting.
+    let o = uraid(&["examine", "nbds://127.0.0.1:1/x?tls-psk-file=/nonexistent/k.psk"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("PSK file /nonexistent/k.psk"), "{}", text(&o));
 
     // A malformed URI is the URI's error, not "no such file".
     let o = uraid(&["examine", "nbd+unix:///x"]);

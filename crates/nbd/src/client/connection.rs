@@ -15,11 +15,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::handshake::{handshake, ExportInfo, HandshakeError};
+use super::handshake::{greet, negotiate, start_tls, ExportInfo, HandshakeError};
 use super::reply::{read_body, read_header, InFlight, Outcome, ReplyError, ServerError};
 use super::socket::Socket;
 use super::uri::NbdUri;
 use crate::proto::*;
+use crate::tls::{ClientTls, TlsError};
 
 /// Payloads up to this size go out in the same write as their header (one packet for small
 /// writes); larger ones follow it piece by piece, uncopied.
@@ -36,6 +37,8 @@ pub enum ConnectError {
     Connect(io::Error),
     #[error(transparent)]
     Handshake(#[from] HandshakeError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 /// Why a request made on a connection did not succeed.
@@ -120,12 +123,37 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to `uri`'s server and negotiates its export; `timeout` bounds the connection
-    /// and each step of the handshake, and later every write of a request.
-    pub fn open(uri: &NbdUri, timeout: Duration) -> Result<Connection, ConnectError> {
+    /// Connects to `uri`'s server and negotiates its export, over TLS when `tls` is given
+    /// (`NBD_OPT_STARTTLS` first, and no going on in plain text if it is refused); `timeout`
+    /// bounds the connection and each step of the handshake, and later every write of a request.
+    pub fn open(uri: &NbdUri, tls: Option<&ClientTls>, timeout: Duration) -> Result<Connection, ConnectError> {
         let mut socket = Socket::connect(&uri.endpoint, timeout).map_err(ConnectError::Connect)?;
         socket.set_timeouts(Some(timeout)).map_err(ConnectError::Connect)?;
-        let info = handshake(&mut socket, &uri.export)?;
+        let greeting = greet(&mut socket)?;
+        let mut relay_failure = None;
+        if let Some(tls) = tls {
+            start_tls(&mut socket)?;
+            // From here the relay thread owns the network socket and the TLS session; this
+            // connection speaks plain NBD to its end of a socket pair. The relay ends by itself
+            // once that end is closed (what is left gets `timeout` to go out).
+            let relay = tls.connect(socket, timeout)?;
+            relay_failure = Some(relay.failure);
+            socket = Socket::Unix(relay.local);
+            socket.set_timeouts(Some(timeout)).map_err(ConnectError::Connect)?;
+        }
+        let info = match negotiate(&mut socket, &uri.export, greeting) {
+            Ok(info) => info,
+            Err(HandshakeError::Io(e)) => {
+                // The relay knows whether the server refused the TLS session (a client
+                // certificate checked after the handshake), which reads here as a closed socket.
+                let refused = relay_failure.and_then(|f| f.reason()).zip(tls);
+                return Err(match refused {
+                    Some((reason, tls)) => tls.ended_after_handshake(reason).into(),
+                    None => HandshakeError::Io(e).into(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         // Replies may be far apart when idle: the reader waits without bound (the requests
         // have their own timeouts); a write still gives up if the server stops reading.
         socket.set_timeouts(None).map_err(ConnectError::Connect)?;

@@ -16,6 +16,7 @@ use super::handshake::ExportInfo;
 use super::reply::ServerError;
 use super::uri::NbdUri;
 use crate::proto::*;
+use crate::tls::ClientTls;
 
 /// How many times a read is sent again after its connection broke under it (each time on a
 /// connection opened again, within the reconnection limits). Only reads: a write, zeroing or
@@ -72,6 +73,8 @@ impl From<ClientError> for io::Error {
 pub struct NbdClient {
     uri: NbdUri,
     shown: String,
+    /// For an `nbds` URI: its credentials, read once and used by every connection.
+    tls: Option<ClientTls>,
     /// The limits in force; the connection count was fixed at connect time, the rest may be
     /// changed while the client runs ([`NbdClient::set_config`]).
     config: RwLock<ClientConfig>,
@@ -96,18 +99,24 @@ impl NbdClient {
     /// allows. A failure here is not retried: a URI that does not work at first is reported.
     pub fn connect(uri: &NbdUri, config: ClientConfig) -> Result<NbdClient, ClientError> {
         let shown = uri.to_string();
-        let first = Connection::open(uri, config.connect_timeout).map_err(|source| ClientError::Connect { source })?;
+        let connect_error = |source| ClientError::Connect { source };
+        let tls = match &uri.tls {
+            Some(params) => Some(ClientTls::new(params, &uri.endpoint).map_err(|e| connect_error(e.into()))?),
+            None => None,
+        };
+        let first = Connection::open(uri, tls.as_ref(), config.connect_timeout).map_err(connect_error)?;
         let info = *first.info();
         let count = if info.has(FLAG_CAN_MULTI_CONN) { config.multi_conn.max(1) } else { 1 };
         let mut slots = vec![Mutex::new(Some(Arc::new(first)))];
         for _ in 1..count {
             // A further connection that fails now is opened again when its turn comes.
-            let more = Connection::open(uri, config.connect_timeout).ok().map(Arc::new);
+            let more = Connection::open(uri, tls.as_ref(), config.connect_timeout).ok().map(Arc::new);
             slots.push(Mutex::new(more));
         }
         Ok(NbdClient {
             uri: uri.clone(),
             shown,
+            tls,
             config: RwLock::new(config),
             info,
             slots,
@@ -363,7 +372,7 @@ impl NbdClient {
         let mut reason = broke.to_string();
         for (attempt, delay) in delays.iter().enumerate() {
             std::thread::sleep(*delay);
-            match Connection::open(&self.uri, config.connect_timeout) {
+            match Connection::open(&self.uri, self.tls.as_ref(), config.connect_timeout) {
                 Ok(c) => {
                     let now = *c.info();
                     if now.size != self.info.size || now.read_only() != self.info.read_only() {

@@ -1,7 +1,9 @@
-//! The client's side of the fixed-newstyle handshake: the greeting, the client flags, structured
-//! replies asked for, and `NBD_OPT_GO` with an `NBD_INFO_BLOCK_SIZE` request (so the server may
-//! state its size constraints, which the client then honours), falling back to
-//! `NBD_OPT_EXPORT_NAME` for a server that does not know `NBD_OPT_GO`.
+//! The client's side of the fixed-newstyle handshake: the greeting and the client flags
+//! ([`greet`]); for TLS, `NBD_OPT_STARTTLS` as the very first option ([`start_tls`]), after which
+//! the caller runs the TLS handshake on the same socket; then ([`negotiate`]) structured replies
+//! asked for, and `NBD_OPT_GO` with an `NBD_INFO_BLOCK_SIZE` request (so the server may state its
+//! size constraints, which the client then honours), falling back to `NBD_OPT_EXPORT_NAME` for a
+//! server that does not know `NBD_OPT_GO`. [`handshake`] is the whole of it without TLS.
 
 use std::io::{self, Read, Write};
 
@@ -55,8 +57,11 @@ pub enum HandshakeError {
     NotFixedNewstyle,
     #[error("the server has no export named {name:?}{}", suffix(.message))]
     UnknownExport { name: String, message: String },
-    #[error("the server requires TLS, and TLS is not supported yet{}", suffix(.message))]
+    #[error("the server requires TLS{}; connect with nbds:// (or nbds+unix://) and tls-psk-file= or tls-certificates=", suffix(.message))]
     TlsRequired { message: String },
+    /// `NBD_OPT_STARTTLS` was refused: an `nbds` URI never goes on in plain text.
+    #[error("the server does not offer TLS ({reply}{}); an nbds URI is never served in plain text", suffix(.message))]
+    TlsRefused { reply: String, message: String },
     #[error("the server refused {option} ({reply}){}", suffix(.message))]
     Refused { option: String, reply: String, message: String },
     #[error("the server closed the connection after NBD_OPT_EXPORT_NAME (it has no export {name:?}, or refuses it)")]
@@ -88,8 +93,22 @@ fn reply_name(reply_type: u32) -> String {
     }
 }
 
-/// Runs the handshake for `export` over `s` (a fresh connection) and returns what was agreed.
+/// What the server's greeting settled that later steps need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Greeting {
+    /// Both sides agreed to leave out the 124 zero bytes after `NBD_OPT_EXPORT_NAME`'s reply.
+    pub no_zeroes: bool,
+}
+
+/// Runs the whole handshake for `export` over `s` (a fresh connection), without TLS, and returns
+/// what was agreed.
 pub fn handshake<S: Read + Write>(s: &mut S, export: &str) -> Result<ExportInfo, HandshakeError> {
+    let greeting = greet(s)?;
+    negotiate(s, export, greeting)
+}
+
+/// Reads the server's greeting and answers with the client flags.
+pub fn greet<S: Read + Write>(s: &mut S) -> Result<Greeting, HandshakeError> {
     let mut greeting = [0u8; GREETING_LEN];
     s.read_exact(&mut greeting)?;
     let server_flags = decode_greeting(&greeting).map_err(HandshakeError::NotNbd)?;
@@ -99,10 +118,38 @@ pub fn handshake<S: Read + Write>(s: &mut S, export: &str) -> Result<ExportInfo,
     let no_zeroes = server_flags & FLAG_NO_ZEROES != 0;
     let client_flags = FLAG_C_FIXED_NEWSTYLE | if no_zeroes { FLAG_C_NO_ZEROES } else { 0 };
     s.write_all(&client_flags.to_be_bytes())?;
+    Ok(Greeting { no_zeroes })
+}
 
+/// Sends `NBD_OPT_STARTTLS` and reads its answer. `Ok` means the server acknowledged it and the
+/// TLS handshake starts now, on the same socket; any refusal is an error (the protocol lets a
+/// client go on in plain text, but an `nbds` URI must not).
+pub fn start_tls<S: Read + Write>(s: &mut S) -> Result<(), HandshakeError> {
+    send_option(s, OPT_STARTTLS, &[])?;
+    let (header, data) = read_option_reply(s, OPT_STARTTLS)?;
+    let message = String::from_utf8_lossy(&data).into_owned();
+    match header.reply_type {
+        REP_ACK if data.is_empty() => Ok(()),
+        REP_ACK => Err(HandshakeError::BadReply(format!(
+            "NBD_OPT_STARTTLS acknowledged with {} bytes of data (it has none)",
+            data.len()
+        ))),
+        t if t & REP_ERR_BIT != 0 => Err(HandshakeError::TlsRefused { reply: reply_name(t), message }),
+        other => Err(HandshakeError::BadReply(format!("unexpected reply type {other:#x} to NBD_OPT_STARTTLS"))),
+    }
+}
+
+/// The option haggling after the greeting (and after TLS, when used): structured replies, then
+/// `NBD_OPT_GO` (or `NBD_OPT_EXPORT_NAME`) for `export`.
+pub fn negotiate<S: Read + Write>(s: &mut S, export: &str, greeting: Greeting) -> Result<ExportInfo, HandshakeError> {
+    let no_zeroes = greeting.no_zeroes;
     send_option(s, OPT_STRUCTURED_REPLY, &[])?;
-    let (header, _) = read_option_reply(s, OPT_STRUCTURED_REPLY)?;
-    // Any refusal just means simple replies; only an ACK turns structured replies on.
+    let (header, data) = read_option_reply(s, OPT_STRUCTURED_REPLY)?;
+    if header.reply_type == REP_ERR_TLS_REQD {
+        // No option will succeed without TLS: saying so now beats a refused NBD_OPT_GO.
+        return Err(HandshakeError::TlsRequired { message: String::from_utf8_lossy(&data).into_owned() });
+    }
+    // Any other refusal just means simple replies; only an ACK turns structured replies on.
     let structured = header.reply_type == REP_ACK;
 
     let go = InfoRequest { name: export.as_bytes().to_vec(), requests: vec![INFO_BLOCK_SIZE] };
@@ -317,7 +364,13 @@ mod tests {
         };
         assert!(matches!(refused(REP_ERR_UNKNOWN, b""), HandshakeError::UnknownExport { .. }));
         let tls = refused(REP_ERR_TLS_REQD, b"TLS please").to_string();
-        assert!(tls.contains("requires TLS") && tls.contains("TLS please"), "{tls}");
+        assert!(tls.contains("requires TLS") && tls.contains("TLS please") && tls.contains("nbds://"), "{tls}");
+        // Told at the first option, the client stops there.
+        let mut server = encode_greeting(FLAG_FIXED_NEWSTYLE).to_vec();
+        server.extend(reply(OPT_STRUCTURED_REPLY, REP_ERR_TLS_REQD, b"use TLS"));
+        let mut s = Scripted { server: &server, client: Vec::new() };
+        assert!(matches!(handshake(&mut s, "x"), Err(HandshakeError::TlsRequired { .. })));
+        assert!(!s.client.windows(4).any(|w| w == OPT_GO.to_be_bytes()), "NBD_OPT_GO was not sent");
         let policy = refused(REP_ERR_POLICY, b"not you").to_string();
         assert_eq!(policy, "the server refused NBD_OPT_GO (NBD_REP_ERR_POLICY): not you");
         let mut old = encode_greeting(0).to_vec();
@@ -326,6 +379,36 @@ mod tests {
             handshake(&mut Scripted { server: &old, client: Vec::new() }, "x"),
             Err(HandshakeError::NotFixedNewstyle)
         ));
+    }
+
+    #[test]
+    fn starttls_is_the_first_option_and_only_an_ack_goes_on() {
+        let starttls = |server: &[u8]| {
+            let mut s = Scripted { server, client: Vec::new() };
+            let greeting = greet(&mut s).unwrap();
+            let r = start_tls(&mut s);
+            (greeting, r, s.client)
+        };
+        let mut server = encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_vec();
+        server.extend(reply(OPT_STARTTLS, REP_ACK, &[]));
+        let (greeting, r, client) = starttls(&server);
+        assert!(r.is_ok() && greeting.no_zeroes);
+        let mut want = (FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes().to_vec();
+        want.extend(OptionHeader { option: OPT_STARTTLS, len: 0 }.encode());
+        assert_eq!(client, want);
+
+        let mut server = encode_greeting(FLAG_FIXED_NEWSTYLE).to_vec();
+        server.extend(reply(OPT_STARTTLS, REP_ERR_UNSUP, b"no TLS here"));
+        let e = starttls(&server).1.unwrap_err();
+        assert!(matches!(e, HandshakeError::TlsRefused { .. }), "{e}");
+        assert!(e.to_string().contains("NBD_REP_ERR_UNSUP: no TLS here") && e.to_string().contains("never"), "{e}");
+
+        let mut server = encode_greeting(FLAG_FIXED_NEWSTYLE).to_vec();
+        server.extend(reply(OPT_STARTTLS, REP_ACK, b"x"));
+        assert!(matches!(starttls(&server).1, Err(HandshakeError::BadReply(_))));
+        let mut server = encode_greeting(FLAG_FIXED_NEWSTYLE).to_vec();
+        server.extend(reply(OPT_GO, REP_ACK, &[]));
+        assert!(matches!(starttls(&server).1, Err(HandshakeError::BadReply(_))), "a reply to another option");
     }
 
     #[test]

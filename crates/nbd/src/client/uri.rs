@@ -3,14 +3,22 @@
 //! - `nbd://HOST[:PORT][/EXPORT]`: TCP, port 10809 by default; `HOST` may be an IPv6 address in
 //!   brackets (`nbd://[::1]:10809/disk`);
 //! - `nbd+unix:///[EXPORT]?socket=PATH`: a Unix socket; the authority must be empty;
-//! - `nbds://…`, `nbds+unix://…`: the same over TLS, which is not supported yet and refused
-//!   here, so that a URI asking for encryption never runs in the clear.
+//! - `nbds://…`, `nbds+unix://…`: the same over TLS, which must then be negotiated: the connection
+//!   fails rather than go on in plain text.
 //!
 //! The export name is the path without its leading `/`, percent-decoded, as libnbd takes it
 //! (`nbd://host/` and `nbd://host` both name the default export, `""`). The socket path is
-//! percent-decoded too. Anything libnbd would read as an instruction this client does not follow
-//! (a `tls-*` parameter, an unknown query parameter, a fragment, `nbd+vsock`) is refused rather
-//! than ignored.
+//! percent-decoded too.
+//!
+//! TLS parameters ([`TlsParams`]), libnbd's names: `tls-psk-file=FILE` (psktool's format) with
+//! the user name from `USER@` in the authority or `tls-username=NAME` (by default the local user
+//! name, as libnbd takes it); or `tls-certificates=DIR` (`ca-cert.pem`, and `client-cert.pem`
+//! with `client-key.pem` if the server checks clients); `tls-verify-peer=false` to accept any
+//! server certificate; `tls-hostname=NAME`, the name the server's certificate must carry (by
+//! default the URI's host; over a Unix socket no name is checked unless given). They are only
+//! taken with `nbds`: on a plain `nbd` URI they would promise a protection it does not have, and
+//! are refused. Anything else this client would not follow (an unknown query parameter, a
+//! fragment, `nbd+vsock`) is refused rather than ignored.
 //!
 //! Telling a URI from a path: a member string is an NBD URI when it starts with a scheme of the
 //! form `nbd`, `nbds`, `nbd+TRANSPORT` or `nbds+TRANSPORT` followed by `://` (see
@@ -33,12 +41,35 @@ pub enum Endpoint {
     Unix { socket: String },
 }
 
-/// A parsed `nbd://` or `nbd+unix://` URI.
+/// A parsed NBD URI.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NbdUri {
     pub endpoint: Endpoint,
     /// The export name sent in `NBD_OPT_GO` (may be empty: the server's default export).
     pub export: String,
+    /// `Some` for `nbds://` and `nbds+unix://`: TLS is required, with these settings.
+    pub tls: Option<TlsParams>,
+}
+
+/// How an `nbds` URI's TLS is set up (see the module documentation for the parameters).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsParams {
+    /// The PSK user name (`USER@` or `tls-username=`); `None` is the local user name.
+    pub username: Option<String>,
+    /// `tls-psk-file=`: authenticate with a pre-shared key from this file.
+    pub psk_file: Option<String>,
+    /// `tls-certificates=`: the folder of `ca-cert.pem` (and the client's certificate and key).
+    pub certificates: Option<String>,
+    /// `tls-verify-peer=`: whether the server's certificate is checked (default true).
+    pub verify_peer: bool,
+    /// `tls-hostname=`: the name the server's certificate must carry.
+    pub hostname: Option<String>,
+}
+
+impl Default for TlsParams {
+    fn default() -> Self {
+        TlsParams { username: None, psk_file: None, certificates: None, verify_peer: true, hostname: None }
+    }
 }
 
 /// Why a string is not an NBD URI this client can connect to.
@@ -46,9 +77,7 @@ pub struct NbdUri {
 pub enum UriError {
     #[error("not an NBD URI (expected nbd://, nbd+unix://, nbds:// or nbds+unix://)")]
     NotNbd,
-    #[error("{scheme}:// asks for TLS, and TLS is not supported yet (the connection would not be encrypted, so it is refused)")]
-    TlsNotSupported { scheme: String },
-    #[error("the {scheme}:// transport is not supported (use nbd:// or nbd+unix://)")]
+    #[error("the {scheme}:// transport is not supported (use nbd://, nbd+unix://, nbds:// or nbds+unix://)")]
     UnsupportedTransport { scheme: String },
     #[error("nbd+unix:// needs ?socket=PATH")]
     MissingSocket,
@@ -60,12 +89,20 @@ pub enum UriError {
     BadPort(String),
     #[error("bad host {0:?}")]
     BadHost(String),
-    #[error("query parameter {0:?} needs TLS, and TLS is not supported yet")]
-    TlsParameter(String),
-    #[error("unknown query parameter {0:?} (only socket= is understood)")]
+    #[error("{0}= sets up TLS, which nbd:// and nbd+unix:// never use; write nbds:// or nbds+unix:// to require TLS")]
+    TlsParameterWithoutTls(String),
+    #[error("unknown query parameter {0:?} (understood: socket, tls-psk-file, tls-username, tls-certificates, tls-verify-peer, tls-hostname)")]
     UnknownParameter(String),
-    #[error("socket= given twice")]
-    DuplicateSocket,
+    #[error("{0}= given twice")]
+    DuplicateParameter(String),
+    #[error("{0}= needs a value")]
+    EmptyParameter(String),
+    #[error("tls-verify-peer={0:?}: expected true or false")]
+    BadBoolean(String),
+    #[error("tls-psk-file= and tls-certificates= are two ways to authenticate; give one")]
+    PskAndCertificates,
+    #[error("the PSK user is given twice, as {authority:?}@ and tls-username={query:?}")]
+    TwoUsernames { authority: String, query: String },
     #[error("socket= is only for nbd+unix:// URIs")]
     SocketWithTcp,
     #[error("a fragment (#…) has no meaning in an NBD URI")]
@@ -100,10 +137,11 @@ impl NbdUri {
             return Err(UriError::NotNbd);
         }
         let (scheme, rest) = s.split_once("://").ok_or(UriError::NotNbd)?;
-        let unix = match scheme {
-            "nbd" => false,
-            "nbd+unix" => true,
-            "nbds" | "nbds+unix" => return Err(UriError::TlsNotSupported { scheme: scheme.to_string() }),
+        let (unix, tls) = match scheme {
+            "nbd" => (false, false),
+            "nbd+unix" => (true, false),
+            "nbds" => (false, true),
+            "nbds+unix" => (true, true),
             other => return Err(UriError::UnsupportedTransport { scheme: other.to_string() }),
         };
         if rest.contains('#') {
@@ -117,28 +155,52 @@ impl NbdUri {
             Some(i) => (&before_query[..i], &before_query[i + 1..]),
             None => (before_query, ""),
         };
-        // libnbd takes a user name for TLS from the authority; it is never a secret, but without
-        // TLS it means nothing, and is dropped.
-        let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+        // libnbd takes the TLS (PSK) user name from the authority; without TLS it means
+        // nothing, and is dropped.
+        let (user, host_port) = match authority.rsplit_once('@') {
+            Some((user, hp)) if tls => (Some(percent_decode(user, "user name")?), hp),
+            Some((_, hp)) => (None, hp),
+            None => (None, authority),
+        };
         let export = percent_decode(path, "export name")?;
         if export.len() > crate::proto::MAX_STRING_LEN {
             return Err(UriError::ExportNameTooLong(export.len()));
         }
 
         let mut socket = None;
+        let mut params = TlsParams::default();
+        let mut query_user = None;
+        let mut seen: Vec<&str> = Vec::new();
         for param in query.into_iter().flat_map(|q| q.split('&')).filter(|p| !p.is_empty()) {
             let (key, value) = param.split_once('=').unwrap_or((param, ""));
+            if seen.contains(&key) {
+                return Err(UriError::DuplicateParameter(key.to_string()));
+            }
+            seen.push(key);
+            if key.starts_with("tls-") && !tls {
+                return Err(UriError::TlsParameterWithoutTls(key.to_string()));
+            }
+            let value = percent_decode(value, "query parameter")?;
+            if value.is_empty() && key != "socket" {
+                return Err(UriError::EmptyParameter(key.to_string()));
+            }
             match key {
-                "socket" => {
-                    if socket.is_some() {
-                        return Err(UriError::DuplicateSocket);
-                    }
-                    socket = Some(percent_decode(value, "socket path")?);
-                }
-                k if k.starts_with("tls") => return Err(UriError::TlsParameter(k.to_string())),
+                "socket" => socket = Some(value),
+                "tls-psk-file" => params.psk_file = Some(value),
+                "tls-certificates" => params.certificates = Some(value),
+                "tls-username" => query_user = Some(value),
+                "tls-hostname" => params.hostname = Some(value),
+                "tls-verify-peer" => params.verify_peer = parse_bool(&value)?,
                 k => return Err(UriError::UnknownParameter(k.to_string())),
             }
         }
+        if params.psk_file.is_some() && params.certificates.is_some() {
+            return Err(UriError::PskAndCertificates);
+        }
+        params.username = match (user.filter(|u| !u.is_empty()), query_user) {
+            (Some(a), Some(q)) if a != q => return Err(UriError::TwoUsernames { authority: a, query: q }),
+            (a, q) => q.or(a),
+        };
 
         let endpoint = if unix {
             if !host_port.is_empty() {
@@ -155,7 +217,16 @@ impl NbdUri {
             let (host, port) = split_host_port(host_port)?;
             Endpoint::Tcp { host, port }
         };
-        Ok(NbdUri { endpoint, export })
+        Ok(NbdUri { endpoint, export, tls: tls.then_some(params) })
+    }
+}
+
+/// libnbd's booleans, as the URI specification allows them.
+fn parse_bool(value: &str) -> Result<bool, UriError> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(UriError::BadBoolean(value.to_string())),
     }
 }
 
@@ -227,21 +298,23 @@ fn percent_encode(s: &str, keep: &[u8]) -> String {
 }
 
 /// The URI written back in its plain form: what messages and the member's name show. It carries
-/// no user name (nor anything TLS would add), so it is safe to print and log.
+/// no user name and no TLS parameter (only `nbds` says TLS is used), so it is safe to print and
+/// log, and one export keeps one name whatever credentials reach it.
 impl fmt::Display for NbdUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let export = percent_encode(&self.export, b"/");
+        let s = if self.tls.is_some() { "s" } else { "" };
         match &self.endpoint {
             Endpoint::Tcp { host, port } => {
                 let host = if host.contains(':') { format!("[{host}]") } else { host.clone() };
                 if *port == DEFAULT_PORT {
-                    write!(f, "nbd://{host}/{export}")
+                    write!(f, "nbd{s}://{host}/{export}")
                 } else {
-                    write!(f, "nbd://{host}:{port}/{export}")
+                    write!(f, "nbd{s}://{host}:{port}/{export}")
                 }
             }
             Endpoint::Unix { socket } => {
-                write!(f, "nbd+unix:///{export}?socket={}", percent_encode(socket, b"/"))
+                write!(f, "nbd{s}+unix:///{export}?socket={}", percent_encode(socket, b"/"))
             }
         }
     }
@@ -252,7 +325,7 @@ mod tests {
     use super::*;
 
     fn tcp(host: &str, port: u16, export: &str) -> NbdUri {
-        NbdUri { endpoint: Endpoint::Tcp { host: host.into(), port }, export: export.into() }
+        NbdUri { endpoint: Endpoint::Tcp { host: host.into(), port }, export: export.into(), tls: None }
     }
 
     #[test]
@@ -265,24 +338,65 @@ mod tests {
         assert_eq!(NbdUri::parse("nbd://127.0.0.1/x/y"), Ok(tcp("127.0.0.1", 10809, "x/y")));
         assert_eq!(
             NbdUri::parse("nbd+unix:///foo?socket=/tmp/nbd.sock"),
-            Ok(NbdUri { endpoint: Endpoint::Unix { socket: "/tmp/nbd.sock".into() }, export: "foo".into() })
+            Ok(NbdUri { endpoint: Endpoint::Unix { socket: "/tmp/nbd.sock".into() }, export: "foo".into(), tls: None })
         );
         assert_eq!(
             NbdUri::parse("nbd+unix://?socket=/tmp/a%20b.sock"),
-            Ok(NbdUri { endpoint: Endpoint::Unix { socket: "/tmp/a b.sock".into() }, export: "".into() })
+            Ok(NbdUri { endpoint: Endpoint::Unix { socket: "/tmp/a b.sock".into() }, export: "".into(), tls: None })
         );
         // A user name (libnbd's TLS user) is dropped.
         assert_eq!(NbdUri::parse("nbd://alice@host/e"), Ok(tcp("host", 10809, "e")));
     }
 
     #[test]
-    fn tls_is_refused_never_downgraded() {
-        for s in ["nbds://example.com/", "nbds+unix:///?socket=/s", "nbds+unix://alice@/?socket=/s&tls-certificates=c"]
-        {
-            assert!(matches!(NbdUri::parse(s), Err(UriError::TlsNotSupported { .. })), "{s}");
-            assert!(NbdUri::parse(s).unwrap_err().to_string().contains("TLS is not supported yet"));
+    fn nbds_takes_libnbds_tls_parameters() {
+        let u = NbdUri::parse("nbds://alice@h:99/e?tls-psk-file=/k%20s.psk").unwrap();
+        assert_eq!(u.endpoint, Endpoint::Tcp { host: "h".into(), port: 99 });
+        let tls = u.tls.unwrap();
+        assert_eq!((tls.username.as_deref(), tls.psk_file.as_deref()), (Some("alice"), Some("/k s.psk")));
+        assert!(tls.verify_peer && tls.certificates.is_none() && tls.hostname.is_none());
+
+        let u = NbdUri::parse(
+            "nbds+unix:///d?socket=/s&tls-certificates=/c&tls-verify-peer=false&tls-hostname=srv.example",
+        )
+        .unwrap();
+        let tls = u.tls.clone().unwrap();
+        assert_eq!(tls.certificates.as_deref(), Some("/c"));
+        assert_eq!(tls.hostname.as_deref(), Some("srv.example"));
+        assert!(!tls.verify_peer);
+        assert_eq!(u.to_string(), "nbds+unix:///d?socket=/s", "credentials are not shown");
+
+        let u = NbdUri::parse("nbds://h/?tls-username=bob&tls-psk-file=k").unwrap();
+        assert_eq!(u.tls.unwrap().username.as_deref(), Some("bob"));
+        assert_eq!(NbdUri::parse("nbds://h").unwrap().tls, Some(TlsParams::default()));
+        for v in ["1", "TRUE", "yes", "on"] {
+            assert!(NbdUri::parse(&format!("nbds://h/?tls-verify-peer={v}")).unwrap().tls.unwrap().verify_peer);
         }
-        assert_eq!(NbdUri::parse("nbd://h/?tls-psk-file=k"), Err(UriError::TlsParameter("tls-psk-file".into())));
+    }
+
+    #[test]
+    fn tls_settings_are_never_silently_dropped() {
+        // On a plain URI they would promise what nbd:// does not do.
+        assert_eq!(
+            NbdUri::parse("nbd://h/?tls-psk-file=k"),
+            Err(UriError::TlsParameterWithoutTls("tls-psk-file".into()))
+        );
+        assert!(NbdUri::parse("nbd+unix:///?socket=/s&tls-certificates=c")
+            .unwrap_err()
+            .to_string()
+            .contains("write nbds://"));
+        assert_eq!(NbdUri::parse("nbds://h/?tls-psk-file=k&tls-certificates=c"), Err(UriError::PskAndCertificates));
+        assert_eq!(NbdUri::parse("nbds://h/?tls-verify-peer=maybe"), Err(UriError::BadBoolean("maybe".into())));
+        assert_eq!(NbdUri::parse("nbds://h/?tls-psk-file="), Err(UriError::EmptyParameter("tls-psk-file".into())));
+        assert_eq!(
+            NbdUri::parse("nbds://h/?tls-hostname=a&tls-hostname=b"),
+            Err(UriError::DuplicateParameter("tls-hostname".into()))
+        );
+        assert_eq!(NbdUri::parse("nbds://h/?tls-type=psk"), Err(UriError::UnknownParameter("tls-type".into())));
+        assert_eq!(
+            NbdUri::parse("nbds://a@h/?tls-username=b"),
+            Err(UriError::TwoUsernames { authority: "a".into(), query: "b".into() })
+        );
     }
 
     #[test]
@@ -296,7 +410,10 @@ mod tests {
         assert_eq!(NbdUri::parse("nbd://h:+1/"), Err(UriError::BadPort("+1".into())));
         assert_eq!(NbdUri::parse("nbd://[zz]/"), Err(UriError::BadHost("[zz]".into())));
         assert_eq!(NbdUri::parse("nbd://h/?socket=/s"), Err(UriError::SocketWithTcp));
-        assert_eq!(NbdUri::parse("nbd+unix:///?socket=/a&socket=/b"), Err(UriError::DuplicateSocket));
+        assert_eq!(
+            NbdUri::parse("nbd+unix:///?socket=/a&socket=/b"),
+            Err(UriError::DuplicateParameter("socket".into()))
+        );
         assert_eq!(NbdUri::parse("nbd://h/?cache=1"), Err(UriError::UnknownParameter("cache".into())));
         assert_eq!(NbdUri::parse("nbd://h/x#y"), Err(UriError::Fragment));
         assert_eq!(NbdUri::parse("nbd://h/%4"), Err(UriError::BadPercent("%4".into())));
@@ -319,7 +436,14 @@ mod tests {
 
     #[test]
     fn display_round_trips_without_user() {
-        for s in ["nbd://h/", "nbd://h:99/a%20b", "nbd://[::1]:7/x/y", "nbd+unix:///e?socket=/run/x%20y.sock"] {
+        for s in [
+            "nbd://h/",
+            "nbd://h:99/a%20b",
+            "nbd://[::1]:7/x/y",
+            "nbd+unix:///e?socket=/run/x%20y.sock",
+            "nbds://h/",
+            "nbds+unix:///e?socket=/s",
+        ] {
             let u = NbdUri::parse(s).unwrap();
             assert_eq!(u.to_string(), s);
             assert_eq!(NbdUri::parse(&u.to_string()), Ok(u));

@@ -15,8 +15,9 @@ use uraid_device::service::{
 };
 use uraid_device::splice::PipedRead;
 use uraid_engine::EngineError;
+use uraid_nbd::tls::{ServerCredentials, ServerTls, TlsMode};
 use uraid_nbd::{
-    parse_listen, Errno, Export, ExportCommand, ExportError, ExportReply, Server, ServerConfig, SplicedData,
+    parse_listen, Errno, Export, ExportCommand, ExportError, ExportReply, ListenAddr, Server, ServerConfig, SplicedData,
 };
 
 use super::report_stop;
@@ -24,7 +25,7 @@ use super::reshaping::{reshape_in_progress, Reshaping};
 use super::source::open_source;
 use super::{CliError, CliResult};
 use crate::size::parse_size;
-use crate::ServeArgs;
+use crate::{ServeArgs, TlsArgs, TlsChoice};
 
 pub fn run(args: &ServeArgs) -> CliResult {
     let rate = |flag: &str, text: &Option<String>| -> CliResult<Option<u64>> {
@@ -39,6 +40,20 @@ pub fn run(args: &ServeArgs) -> CliResult {
     }
     let addr = parse_listen(&args.listen, args.allow_remote)
         .map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
+    let tls = server_tls(&args.tls)?;
+    if matches!(addr, ListenAddr::Tcp(a) if !a.ip().is_loopback())
+        && tls.as_ref().map(ServerTls::mode) != Some(TlsMode::Require)
+    {
+        eprintln!(
+            "uraid: warning: serving on {} without --tls=require: anyone who reaches the port can read and write the array, in plain text",
+            args.listen
+        );
+    }
+    let tls_note = match &tls {
+        None => String::new(),
+        Some(t) if t.mode() == TlsMode::Require => ", TLS required".into(),
+        Some(_) => ", TLS offered".into(),
+    };
     // An md array part-way through a reshape is not opened writable as it stands: its reshape
     // is continued in the background while it is served.
     let opened = match open_source(&args.source, !args.read_only) {
@@ -109,6 +124,7 @@ pub fn run(args: &ServeArgs) -> CliResult {
         ServerConfig {
             export_name: args.export_name.clone(),
             description: Some(description),
+            tls,
             ..ServerConfig::default()
         },
     ));
@@ -124,7 +140,7 @@ pub fn run(args: &ServeArgs) -> CliResult {
             stopper.stop();
         }
     });
-    eprintln!("uraid: serving {summary} on {}", args.listen);
+    eprintln!("uraid: serving {summary} on {}{tls_note}", args.listen);
     let served = server.run(listener);
     signal_handle.close();
     let _ = watcher.join();
@@ -139,6 +155,46 @@ pub fn run(args: &ServeArgs) -> CliResult {
 enum Opened {
     Array(Box<uraid_device::OpenArray>),
     Reshaping(Box<Reshaping>),
+}
+
+/// The export's TLS from `--tls`, `--tls-psk`, `--tls-certificates` and `--tls-verify-peer`,
+/// checked and loaded before anything is opened (a bad key file costs nothing).
+fn server_tls(args: &TlsArgs) -> CliResult<Option<ServerTls>> {
+    if args.tls_verify_peer && args.tls_certificates.is_none() {
+        return Err(CliError(
+            "--tls-verify-peer checks client certificates and needs --tls-certificates=DIR (PSK clients are checked by their key)"
+                .into(),
+        ));
+    }
+    let credentials = match (&args.tls_psk, &args.tls_certificates) {
+        (Some(file), None) => Some(ServerCredentials::Psk { file: file.clone() }),
+        (None, Some(dir)) => Some(ServerCredentials::X509 { dir: dir.clone(), verify_peer: args.tls_verify_peer }),
+        (None, None) => None,
+        (Some(_), Some(_)) => return Err(CliError("--tls-psk and --tls-certificates: give one".into())),
+    };
+    let (mode, credentials) =
+        match (args.tls, credentials) {
+            (None | Some(TlsChoice::Off), None) => return Ok(None),
+            (None, Some(_)) => return Err(CliError(
+                "--tls-psk or --tls-certificates without --tls: add --tls=require (or --tls=on to let clients choose)"
+                    .into(),
+            )),
+            (Some(TlsChoice::Off), Some(_)) => {
+                return Err(CliError(
+                    "--tls=off with --tls-psk or --tls-certificates: TLS credentials given but TLS turned off".into(),
+                ))
+            }
+            (Some(_), None) => {
+                return Err(CliError("--tls=on and --tls=require need --tls-psk=FILE or --tls-certificates=DIR".into()))
+            }
+            (Some(TlsChoice::On), Some(c)) => (TlsMode::On, c),
+            (Some(TlsChoice::Require), Some(c)) => (TlsMode::Require, c),
+        };
+    let flag = match &credentials {
+        ServerCredentials::Psk { .. } => "--tls-psk",
+        ServerCredentials::X509 { .. } => "--tls-certificates",
+    };
+    ServerTls::new(mode, &credentials).map(Some).map_err(|e| CliError(format!("{flag}: {e}")))
 }
 
 /// Reads from this size up are tried as spliced replies. Below it, copying the bytes costs

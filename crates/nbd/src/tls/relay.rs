@@ -1,0 +1,343 @@
+//! The TLS relay: one thread per TLS connection that owns the OpenSSL session and moves bytes
+//! between it and one end of a Unix socket pair; the protocol code gets the other end.
+//!
+//! Why a relay rather than handing the `SslStream` to the protocol code: both the server and the
+//! client read on one thread while other threads write, and an OpenSSL session must not be read
+//! and written from two threads at once (a TLS 1.3 read may itself need to write, a write may
+//! need to read). With the relay, the protocol code keeps a plain socket it can clone, shut
+//! down and splice into, exactly as without TLS, and only this thread touches the session. The
+//! cost is a copy through the socket pair, small beside encryption.
+//!
+//! The thread runs until the local end has closed and everything it sent has been encrypted and
+//! handed to the network (then a `close_notify` is sent), or the network side fails. When the
+//! peer ends its side, the local end's reads see end-of-file. Once the local end has closed, what
+//! it left unsent gets `linger` to go out; a peer that stops reading cannot hold the thread.
+
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use openssl::ssl::{ErrorCode, SslStream};
+
+/// Bytes moved per read, either way.
+const CHUNK: usize = 64 << 10;
+
+/// A running relay: the local end to hand to the protocol code, the thread, and why the TLS
+/// session failed if it did.
+pub struct Relay {
+    pub local: UnixStream,
+    pub thread: JoinHandle<()>,
+    pub failure: Failure,
+}
+
+/// Why the relay's TLS session failed (a TLS alert from the peer, a broken socket), set before
+/// the local end is shut down, so whoever sees that end close can ask why. In TLS 1.3 a client's
+/// handshake is over before the server has checked the client's certificate: a refusal then
+/// arrives as an alert on the first read, and only the relay sees it.
+#[derive(Clone, Default)]
+pub struct Failure(Arc<Mutex<Option<String>>>);
+
+impl Failure {
+    pub fn reason(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, e: &openssl::ssl::Error) {
+        let reason = match (e.ssl_error(), e.io_error()) {
+            (Some(stack), _) => super::error::describe_stack(stack),
+            (None, Some(io)) => io.to_string(),
+            (None, None) => "the peer closed the connection".into(),
+        };
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(reason);
+    }
+}
+
+/// Starts relaying `tls`, whose handshake is done. Its socket is made non-blocking.
+pub fn spawn<S>(tls: SslStream<S>, linger: Duration, name: &str) -> io::Result<Relay>
+where
+    S: Read + Write + AsFd + Send + 'static,
+{
+    set_nonblocking(tls.get_ref().as_fd())?;
+    let (local, ours) = UnixStream::pair()?;
+    ours.set_nonblocking(true)?;
+    let failure = Failure::default();
+    let pump = Pump::new(tls, ours, linger, failure.clone());
+    let thread = thread::Builder::new().name(name.into()).spawn(move || pump.run())?;
+    Ok(Relay { local, thread, failure })
+}
+
+fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let raw = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor that stays open for the call; no memory is passed.
+    let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Bytes taken from one side and not yet all given to the other.
+#[derive(Default)]
+struct Pending {
+    data: Vec<u8>,
+    at: usize,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.at >= self.data.len()
+    }
+    fn rest(&self) -> &[u8] {
+        &self.data[self.at..]
+    }
+    fn consume(&mut self, n: usize) {
+        self.at += n;
+        if self.is_empty() {
+            self.data.clear();
+            self.at = 0;
+        }
+    }
+}
+
+/// What one pass needs before it can go on: readiness of the network socket and of the local
+/// end, as `poll` events.
+#[derive(Default)]
+struct Wants {
+    net: libc::c_short,
+    local: libc::c_short,
+}
+
+struct Pump<S: Read + Write> {
+    tls: SslStream<S>,
+    local: UnixStream,
+    linger: Duration,
+    /// Decrypted, for the local end.
+    inbound: Pending,
+    /// From the local end, to encrypt.
+    outbound: Pending,
+    /// The peer may still send.
+    peer_sending: bool,
+    /// The local end may still send.
+    local_sending: bool,
+    /// The local end still takes what the peer sends (it has not shut down its reading).
+    local_taking: bool,
+    /// The local end was told the peer has finished.
+    local_told_eof: bool,
+    /// When the local end closed, for the linger bound.
+    local_closed_at: Option<Instant>,
+    buf: Vec<u8>,
+    failure: Failure,
+}
+
+enum Step {
+    Progress,
+    Blocked,
+    /// The network side failed; the relay ends.
+    Failed,
+}
+
+impl<S: Read + Write + AsFd> Pump<S> {
+    fn new(tls: SslStream<S>, local: UnixStream, linger: Duration, failure: Failure) -> Self {
+        Pump {
+            tls,
+            local,
+            linger,
+            inbound: Pending::default(),
+            outbound: Pending::default(),
+            peer_sending: true,
+            local_sending: true,
+            local_taking: true,
+            local_told_eof: false,
+            local_closed_at: None,
+            buf: vec![0; CHUNK],
+            failure,
+        }
+    }
+
+    fn run(mut self) {
+        loop {
+            let mut wants = Wants::default();
+            // Each direction in turn, every pass: a step that cannot go on says what it waits for.
+            let steps = [
+                self.decrypt_incoming(&mut wants),
+                self.deliver_incoming(&mut wants),
+                self.take_outgoing(&mut wants),
+                self.encrypt_outgoing(&mut wants),
+            ];
+            if steps.iter().any(|s| matches!(s, Step::Failed)) {
+                break;
+            }
+            if !self.local_sending && self.outbound.is_empty() {
+                // Everything the local end sent is out: say goodbye (once; a peer that is gone
+                // or slow to read it changes nothing) and end.
+                let _ = self.tls.shutdown();
+                break;
+            }
+            if !self.peer_sending && self.inbound.is_empty() && !self.local_told_eof {
+                let _ = self.local.shutdown(Shutdown::Write);
+                self.local_told_eof = true;
+            }
+            if steps.iter().any(|s| matches!(s, Step::Progress)) {
+                continue;
+            }
+            let timeout = match self.local_closed_at {
+                Some(at) => match self.linger.checked_sub(at.elapsed()) {
+                    Some(left) => Some(left),
+                    None => break,
+                },
+                None => None,
+            };
+            if !self.wait(&wants, timeout) {
+                break;
+            }
+        }
+        // Whatever the local end still does fails or sees the end now.
+        let _ = self.local.shutdown(Shutdown::Both);
+    }
+
+    /// Decrypts what the peer sent, if there is room for it.
+    fn decrypt_incoming(&mut self, wants: &mut Wants) -> Step {
+        if !self.peer_sending || !self.inbound.is_empty() {
+            return Step::Blocked;
+        }
+        match self.tls.ssl_read(&mut self.buf) {
+            Ok(0) => {
+                self.peer_sending = false;
+                Step::Progress
+            }
+            Ok(n) => {
+                if self.local_taking {
+                    self.inbound.data.extend_from_slice(&self.buf[..n]);
+                }
+                Step::Progress
+            }
+            Err(e) => match e.code() {
+                ErrorCode::WANT_READ => {
+                    wants.net |= libc::POLLIN;
+                    Step::Blocked
+                }
+                ErrorCode::WANT_WRITE => {
+                    wants.net |= libc::POLLOUT;
+                    Step::Blocked
+                }
+                // A close_notify, or (IGNORE_UNEXPECTED_EOF) the socket simply closing: NBD's
+                // own framing tells a cut-off message from a finished one.
+                ErrorCode::ZERO_RETURN => {
+                    self.peer_sending = false;
+                    Step::Progress
+                }
+                _ => {
+                    self.failure.set(&e);
+                    Step::Failed
+                }
+            },
+        }
+    }
+
+    /// Hands decrypted bytes to the local end.
+    fn deliver_incoming(&mut self, wants: &mut Wants) -> Step {
+        if self.inbound.is_empty() {
+            return Step::Blocked;
+        }
+        match (&self.local).write(self.inbound.rest()) {
+            Ok(n) => {
+                self.inbound.consume(n);
+                Step::Progress
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                wants.local |= libc::POLLOUT;
+                Step::Blocked
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Step::Progress,
+            Err(_) => {
+                // The local end no longer reads (it shut down its reading, or is gone): what the
+                // peer sends from now on is read and dropped.
+                self.local_taking = false;
+                self.inbound = Pending::default();
+                Step::Progress
+            }
+        }
+    }
+
+    /// Takes what the local end sent, if the previous piece is out.
+    fn take_outgoing(&mut self, wants: &mut Wants) -> Step {
+        if !self.local_sending || !self.outbound.is_empty() {
+            return Step::Blocked;
+        }
+        match (&self.local).read(&mut self.buf) {
+            Ok(0) => {
+                self.local_sending = false;
+                self.local_closed_at = Some(Instant::now());
+                Step::Progress
+            }
+            Ok(n) => {
+                self.outbound.data.extend_from_slice(&self.buf[..n]);
+                Step::Progress
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                wants.local |= libc::POLLIN;
+                Step::Blocked
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Step::Progress,
+            Err(_) => {
+                self.local_sending = false;
+                self.local_closed_at = Some(Instant::now());
+                Step::Progress
+            }
+        }
+    }
+
+    /// Encrypts and sends what the local end sent.
+    fn encrypt_outgoing(&mut self, wants: &mut Wants) -> Step {
+        if self.outbound.is_empty() {
+            return Step::Blocked;
+        }
+        match self.tls.ssl_write(self.outbound.rest()) {
+            Ok(n) => {
+                self.outbound.consume(n);
+                Step::Progress
+            }
+            Err(e) => match e.code() {
+                ErrorCode::WANT_READ => {
+                    wants.net |= libc::POLLIN;
+                    Step::Blocked
+                }
+                ErrorCode::WANT_WRITE => {
+                    wants.net |= libc::POLLOUT;
+                    Step::Blocked
+                }
+                _ => {
+                    self.failure.set(&e);
+                    Step::Failed
+                }
+            },
+        }
+    }
+
+    /// Waits until a side is ready as `wants` says, or `timeout`. False if polling failed.
+    fn wait(&self, wants: &Wants, timeout: Option<Duration>) -> bool {
+        // A side nothing waits on is left out (-1): its hang-up would wake the poll at once, over
+        // and over, while the relay is waiting on the other side.
+        let fd_if = |want: libc::c_short, fd: i32| if want != 0 { fd } else { -1 };
+        let mut fds = [
+            libc::pollfd {
+                fd: fd_if(wants.net, self.tls.get_ref().as_fd().as_raw_fd()),
+                events: wants.net,
+                revents: 0,
+            },
+            libc::pollfd { fd: fd_if(wants.local, self.local.as_raw_fd()), events: wants.local, revents: 0 },
+        ];
+        let ms = timeout.map_or(-1, |t| t.as_millis().clamp(1, i32::MAX as u128) as libc::c_int);
+        // SAFETY: two valid pollfds whose descriptors stay open for the duration of the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        n >= 0 || io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+    }
+}
