@@ -60,3 +60,12 @@ def member_files(directory, count, mib, reuse=True, sync=False):
                 f.flush()
                 os.fsync(f.fileno())
     return files
+
+
+def peak_rss_mib(pid):
+    """The peak resident set of a running process (`VmHWM`), in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import member_files, require_fio
+from benchlib import member_files, peak_rss_mib, require_fio
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -29,14 +29,6 @@ LOADS = [("read", "1M"), ("write", "1M"), ("randread", "4K"), ("randwrite", "4K"
 
 def run(cmd):
     return subprocess.run(cmd, check=True, capture_output=True, text=True)
-
-
-def peak_rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def wait_for(path, proc, what, log):

@@ -1,15 +1,15 @@
 //! Members on other hosts, made real on one machine: network namespaces joined to this one by
 //! veth pairs, each running one member's NBD server (nbdkit, qemu-nbd, or another `uraid serve`)
 //! on its own address. The array runs here and reaches its members over those links. The test
-//! kills a host's server with SIGKILL in the middle of writes, takes a link down and up, slows a
-//! link, and restarts a server from its file; it checks that every flushed write reads back, that
+//! kills a host's server with SIGKILL in the middle of writes, takes a link down and up, runs a
+//! host on a link that delays and loses frames, and restarts a server from its file; it checks that every flushed write reads back, that
 //! the array stays up while within its redundancy, that a member that returns is taken back by
 //! itself and resynced from the bitmap only, and that the members check clean afterwards.
 //!
 //! Namespaces need root (CAP_NET_ADMIN) and iproute2; without them, or without nbdkit,
-//! qemu-nbd or nbdcopy, the test says so and passes without running. A slow link is netem's
-//! delay where the kernel has netem, else a token-bucket rate limit (tbf), which every kernel
-//! with traffic control has.
+//! qemu-nbd or nbdcopy, the test says so and passes without running. The delay and loss are
+//! made in user space (`common/lossy_link.rs`, two TAP devices and a thread per direction), not
+//! by netem, which kernels built without `sch_netem` lack.
 //!
 //! `URAID_KEEP_MEMBERS=DIR` leaves the member images and the array's sha256 in DIR, for
 //! `scripts/oracle/kernel-check-hosts.sh` to hand to the kernel's md.
@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use common::lossy_link::{Impairment, LossyLink};
 use common::serve::Serve;
 use common::{ok, text, with};
 use serde_json::Value;
@@ -61,6 +62,9 @@ fn cannot_run() -> Option<String> {
             return Some(format!("{program} is not installed"));
         }
     }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("no /dev/net/tun for the link with delay and loss".into());
+    }
     let probe = format!("uraid-probe-{}", std::process::id());
     let o = run("ip", &["netns", "add", &probe]);
     if !o.status.success() {
@@ -73,7 +77,8 @@ fn cannot_run() -> Option<String> {
 /// Each network gets its own names and subnet, so tests and test processes do not meet.
 static NETWORKS: AtomicU32 = AtomicU32::new(0);
 
-/// One member host: a namespace, the veth pair joining it to this one, and its server.
+/// One member host: a namespace, the link joining it to this one (a veth pair, or a link with
+/// delay and loss carried in user space), and its server.
 struct Host {
     namespace: String,
     /// This side of the link (in the test's namespace).
@@ -81,22 +86,36 @@ struct Host {
     /// The host's address, inside its namespace.
     addr: String,
     server: Option<Child>,
+    impaired: Option<LossyLink>,
 }
 
 impl Host {
-    fn new(network: u32, index: u32) -> Host {
+    /// Host `index` of `network`, on a veth pair, or on a link with `impairment`.
+    fn new(network: u32, index: u32, impairment: Option<Impairment>) -> Host {
         let pid = std::process::id();
         let tag = format!("u{}n{network}h{index}", pid % 10_000);
         let namespace = format!("uraid-{tag}");
         let (link, inner) = (format!("{tag}a"), format!("{tag}b"));
         let net = format!("10.{}.{}", 64 + pid % 128, (network * 8 + index) % 256);
         must("ip", &["netns", "add", &namespace]);
-        let host = Host { namespace, link, addr: format!("{net}.2"), server: None };
-        must("ip", &["link", "add", &host.link, "type", "veth", "peer", "name", &inner, "netns", &host.namespace]);
-        must("ip", &["addr", "add", &format!("{net}.1/24"), "dev", &host.link]);
-        must("ip", &["link", "set", &host.link, "up"]);
-        host.inside("ip", &["addr", "add", &format!("{}/24", host.addr), "dev", &inner]);
-        host.inside("ip", &["link", "set", &inner, "up"]);
+        let mut host = Host { namespace, link, addr: format!("{net}.2"), server: None, impaired: None };
+        let (outer_addr, inner_addr) = (format!("{net}.1/24"), format!("{}/24", host.addr));
+        match impairment {
+            Some(how) => {
+                let made = LossyLink::new(&tag, &host.namespace, &outer_addr, &inner_addr, how);
+                host.impaired = Some(made.unwrap_or_else(|e| panic!("a link with delay and loss: {e}")));
+            }
+            None => {
+                must(
+                    "ip",
+                    &["link", "add", &host.link, "type", "veth", "peer", "name", &inner, "netns", &host.namespace],
+                );
+                must("ip", &["addr", "add", &outer_addr, "dev", &host.link]);
+                must("ip", &["link", "set", &host.link, "up"]);
+                host.inside("ip", &["addr", "add", &inner_addr, "dev", &inner]);
+                host.inside("ip", &["link", "set", &inner, "up"]);
+            }
+        }
         host.inside("ip", &["link", "set", "lo", "up"]);
         host
     }
@@ -140,32 +159,12 @@ impl Host {
     fn set_link(&self, up: bool) {
         must("ip", &["link", "set", &self.link, if up { "up" } else { "down" }]);
     }
-
-    /// Slow this host's link: netem's delay where the kernel has it, else a rate limit. Says
-    /// which.
-    fn slow_link(&self) -> &'static str {
-        let netem = run("tc", &["qdisc", "add", "dev", &self.link, "root", "netem", "delay", "20ms"]);
-        if netem.status.success() {
-            return "netem delay 20ms";
-        }
-        must(
-            "tc",
-            &[
-                "qdisc", "add", "dev", &self.link, "root", "tbf", "rate", "40mbit", "burst", "32kbit", "latency",
-                "400ms",
-            ],
-        );
-        "tbf rate 40mbit (this kernel has no netem)"
-    }
-
-    fn unslow_link(&self) {
-        must("tc", &["qdisc", "del", "dev", &self.link, "root"]);
-    }
 }
 
 impl Drop for Host {
     fn drop(&mut self) {
         self.kill_server();
+        self.impaired.take();
         // Deleting the namespace deletes its end of the pair, and with it this end.
         let _ = run("ip", &["link", "del", &self.link]);
         let _ = run("ip", &["netns", "del", &self.namespace]);
@@ -207,7 +206,7 @@ impl Writer {
     /// how many were done.
     fn writes_until(&mut self, region: std::ops::Range<u64>, seed: u64, enough: &dyn Fn(u64) -> bool) -> u64 {
         const LEN: u64 = 256 << 10;
-        let end = (region.end * MIB).min(self.model.len() as u64);
+        let end = region.end.saturating_mul(MIB).min(self.model.len() as u64);
         let (first, slots) = (region.start * MIB / LEN, (end - region.start * MIB) / LEN);
         let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         let mut done = 0;
@@ -303,7 +302,7 @@ fn taken_back(serve: &Serve, slot: usize, member_size: u64) -> u64 {
 }
 
 #[test]
-fn raid5_across_three_hosts_outlives_a_killed_server_a_cut_link_and_a_slow_one() {
+fn raid5_across_three_hosts_outlives_a_killed_server_a_cut_link_and_a_lossy_one() {
     if let Some(why) = cannot_run() {
         eprintln!("skipped: {why}");
         return;
@@ -311,7 +310,9 @@ fn raid5_across_three_hosts_outlives_a_killed_server_a_cut_link_and_a_slow_one()
     let dir = TempDir::new().unwrap();
     let d = dir.path();
     let network = NETWORKS.fetch_add(1, Ordering::Relaxed);
-    let mut hosts: Vec<Host> = (0..3).map(|i| Host::new(network, i)).collect();
+    // Host 2 is far and on a poor network: 3 ms each way, and 1 frame in 100 lost each way.
+    let poor = Impairment { delay: Duration::from_millis(3), loss_ppm: 10_000 };
+    let mut hosts: Vec<Host> = (0..3).map(|i| Host::new(network, i, (i == 2).then_some(poor))).collect();
     let size = 64 * MIB;
 
     // Host 0: nbdkit on a file, writes slowed so that a kill lands among them.
@@ -366,7 +367,7 @@ fn raid5_across_three_hosts_outlives_a_killed_server_a_cut_link_and_a_slow_one()
     sleep(BITS_CLEAR);
 
     // A host dies in the middle of writes: they all succeed, the array goes on degraded.
-    writing_through(&mut writer, 0..16, 2, Duration::from_millis(300), || hosts[0].kill_server());
+    writing_through(&mut writer, 0..16, 2, Duration::from_millis(1500), || hosts[0].kill_server());
     wait_until("host 0's member to be failed", Duration::from_secs(30), || state_of(&serve, 0) == "faulty");
     assert_eq!(serve.status()["degraded"], 1);
     writer.verify("with host 0 dead");
@@ -380,21 +381,22 @@ fn raid5_across_three_hosts_outlives_a_killed_server_a_cut_link_and_a_slow_one()
 
     // A link goes down under writes: the member times out and fails, the writes go on.
     sleep(BITS_CLEAR);
-    writing_through(&mut writer, 32..48, 4, Duration::from_millis(200), || hosts[1].set_link(false));
+    writing_through(&mut writer, 32..48, 4, Duration::from_millis(1500), || hosts[1].set_link(false));
     wait_until("host 1's member to be failed", Duration::from_secs(30), || state_of(&serve, 1) == "faulty");
     writer.verify("with host 1 cut off");
     hosts[1].set_link(true);
     let rebuilt = taken_back(&serve, 1, size);
     eprintln!("host 1's link came back: {rebuilt} bytes rebuilt");
 
-    // A slow link: the array stays whole, only slower.
-    let how = hosts[2].slow_link();
-    eprintln!("host 2's link slowed: {how}");
+    // All along, host 2's link lost frames and delayed the rest: TCP retransmitted, and the
+    // array never failed that member.
     writer.writes(0..u64::MAX, 32, 5);
-    writer.verify("with host 2 slow");
-    hosts[2].unslow_link();
     assert_eq!(serve.status()["degraded"], 0);
     writer.verify("at the end");
+    let link = hosts[2].impaired.as_ref().unwrap();
+    let (carried, dropped) = (link.carried.load(Ordering::Relaxed), link.dropped.load(Ordering::Relaxed));
+    eprintln!("host 2's link carried {carried} frames and dropped {dropped}");
+    assert!(dropped > 0 && carried > 100 * dropped / 2, "carried {carried}, dropped {dropped}");
     let model = std::mem::take(&mut writer.model);
     drop(writer);
     serve.stop(libc::SIGTERM);

@@ -46,5 +46,6 @@ pub fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
     head.iter().copied().chain(tail.iter().map(String::as_str)).collect()
 }
 
+pub mod lossy_link;
 pub mod nbdkit;
 pub mod serve;
