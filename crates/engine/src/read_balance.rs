@@ -381,7 +381,7 @@ impl Balancer {
     /// last read ended, or at its head) is never among them: its latency is that of its own
     /// stream, which says nothing of where it is.
     fn too_slow(&self, copies: &[(usize, u64)], len: u64, readable: &impl Fn(usize) -> bool) -> SlotSet {
-        let mut slow = self.latency.slow_slots(copies, len, &self.slots, readable);
+        let mut slow = self.latency.slow_slots(copies, len, &|slot| self.slots[slot].load(), readable);
         for &(slot, offset) in copies {
             let s = &self.slots[slot];
             if s.next_seq == offset || s.head == offset {

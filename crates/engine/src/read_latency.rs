@@ -57,8 +57,6 @@
 //! it is slower. A member that gets reads only now and then (a disk beside the one a sequential
 //! reader keeps) starts afresh at every sample and never has enough of them to take part.
 
-use crate::read_balance::SlotLoad;
-
 /// Weight of a new sample in the mean: an eighth, so a member's estimate follows it within a
 /// few dozen reads, and the spread of a disk's random access times (2-14 ms on a hard disk)
 /// moves it little enough that alike disks stay well within [`SLOW_RATIO`] of each other.
@@ -280,13 +278,13 @@ impl ReadLatency {
     }
 
     /// The slots among `copies` (slot, member offset) that a read of `len` bytes should not
-    /// go to, by the rule in the module documentation; `loads` gives each slot's queue and
-    /// `readable` which copies may be read at all.
+    /// go to, by the rule in the module documentation; `queued` gives each slot's I/Os in
+    /// flight or about to be (md's `nr_pending`) and `readable` which copies may be read at all.
     pub(crate) fn slow_slots(
         &self,
         copies: &[(usize, u64)],
         len: u64,
-        loads: &[SlotLoad],
+        queued: &impl Fn(usize) -> u32,
         readable: &impl Fn(usize) -> bool,
     ) -> SlotSet {
         let mut slow = SlotSet::default();
@@ -300,7 +298,7 @@ impl ReadLatency {
                 continue;
             }
             if let Some(m) = self.slots[slot][class].known() {
-                let wait = Self::expected_wait(m.per_io_ns, loads[slot].load());
+                let wait = Self::expected_wait(m.per_io_ns, queued(slot));
                 if reference.is_none_or(|(w, _)| wait < w) {
                     reference = Some((wait, m));
                 }
@@ -313,7 +311,7 @@ impl ReadLatency {
                 continue;
             }
             let Some(m) = self.slots[slot][class].known() else { continue };
-            let wait = Self::expected_wait(m.per_io_ns, loads[slot].load());
+            let wait = Self::expected_wait(m.per_io_ns, queued(slot));
             if worse(m.latency_ns, reference.latency_ns)
                 && worse(m.per_io_ns, reference.per_io_ns)
                 && worse(wait, ref_wait)
@@ -331,8 +329,8 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    fn loads(pending: &[u32]) -> Vec<SlotLoad> {
-        pending.iter().map(|&p| SlotLoad { pending: p, ..SlotLoad::default() }).collect()
+    fn loads(pending: &[u32]) -> impl Fn(usize) -> u32 + '_ {
+        move |slot| pending[slot]
     }
 
     fn all(_: usize) -> bool {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::engine_thread::{self, Phase, Shared};
+use super::engine_thread::{self, configure_engine, Phase, Shared};
 use super::inline;
 use super::messages::Msg;
 use super::notifier::{Inbox, Notifier};
@@ -114,12 +114,4 @@ fn usable_io(mut config: ServiceConfig) -> ServiceConfig {
         }
     }
     config
-}
-
-/// Set `array`'s engine up as `config` asks (stripe cache, read policy and balancing, splits).
-pub(super) fn configure_engine(array: &mut OpenArray, config: &ServiceConfig) {
-    array.engine_mut().set_stripe_memory_limit(config.stripe_cache_bytes);
-    array.engine_mut().set_read_policy(config.read_policy);
-    array.engine_mut().set_latency_balancing(config.latency_balancing);
-    array.engine_mut().set_split_tuning(config.split_tuning);
 }

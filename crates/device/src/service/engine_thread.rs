@@ -110,7 +110,7 @@ fn serve_again(
     let boxed: Vec<Box<dyn MemberDevice>> = devices.into_iter().map(|d| Box::new(d) as Box<dyn MemberDevice>).collect();
     match OpenArray::assemble(boxed, true) {
         Ok(mut array) => {
-            super::array_service::configure_engine(&mut array, &config);
+            configure_engine(&mut array, &config);
             log(&format!("serving {}", array.describe()));
             let mut runner = Runner::start(
                 array,
@@ -130,4 +130,12 @@ fn serve_again(
             Phase::Ended
         }
     }
+}
+
+/// Set `array`'s engine up as `config` asks (stripe cache, read policy and balancing, splits).
+pub(super) fn configure_engine(array: &mut OpenArray, config: &ServiceConfig) {
+    array.engine_mut().set_stripe_memory_limit(config.stripe_cache_bytes);
+    array.engine_mut().set_read_policy(config.read_policy);
+    array.engine_mut().set_latency_balancing(config.latency_balancing);
+    array.engine_mut().set_split_tuning(config.split_tuning);
 }
