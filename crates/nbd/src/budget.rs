@@ -10,45 +10,72 @@
 //! while the server is full. A connection with nothing in flight is always let through, with its
 //! cost counted, so that no connection waits forever on others; the total can then pass the
 //! budget by at most one request per connection.
+//!
+//! Every request and every reply passes here, on every connection at once, so taking and giving
+//! room are atomic operations; the lock is taken only by a reader that has to wait, and by a
+//! giver when some reader waits.
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 pub(crate) struct ServerBudget {
     max_bytes: u64,
-    state: Mutex<State>,
+    bytes: AtomicU64,
+    /// Readers waiting for room: `give` takes the lock to wake them only if there are any.
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
     changed: Condvar,
-}
-
-#[derive(Default)]
-struct State {
-    bytes: u64,
-    /// Readers waiting for room: `give` wakes them only if there are any.
-    waiters: usize,
 }
 
 impl ServerBudget {
     pub(crate) fn new(max_bytes: u64) -> ServerBudget {
-        ServerBudget { max_bytes, state: Mutex::new(State::default()), changed: Condvar::new() }
+        ServerBudget {
+            max_bytes,
+            bytes: AtomicU64::new(0),
+            waiters: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// Whether `cost` fits beside `bytes` in flight (an empty server takes any one request).
+    fn fits(&self, bytes: u64, cost: u64) -> bool {
+        bytes == 0 || bytes.saturating_add(cost) <= self.max_bytes
     }
 
     /// Count `cost` if it fits (or `always`); whether it was counted.
     pub(crate) fn try_take(&self, cost: u64, always: bool) -> bool {
-        let mut s = self.state.lock().unwrap();
-        let fits = always || cost == 0 || s.bytes == 0 || s.bytes.saturating_add(cost) <= self.max_bytes;
-        if fits {
-            s.bytes += cost;
+        if cost == 0 {
+            return true;
         }
-        fits
+        if always {
+            self.bytes.fetch_add(cost, Ordering::SeqCst);
+            return true;
+        }
+        let mut now = self.bytes.load(Ordering::SeqCst);
+        while self.fits(now, cost) {
+            match self.bytes.compare_exchange_weak(now, now + cost, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return true,
+                Err(seen) => now = seen,
+            }
+        }
+        false
     }
 
     /// Wait until `cost` might fit, or `give_up()` says to stop waiting. Counts nothing: the
     /// caller tries again with [`ServerBudget::try_take`].
     pub(crate) fn wait_for_room(&self, cost: u64, give_up: impl Fn() -> bool) {
-        let mut s = self.state.lock().unwrap();
-        while !give_up() && s.bytes != 0 && s.bytes.saturating_add(cost) > self.max_bytes {
-            s.waiters += 1;
-            s = self.changed.wait(s).unwrap();
-            s.waiters -= 1;
+        let mut guard = self.lock.lock().unwrap();
+        loop {
+            // Counted as waiting before looking: a `give` that this look misses sees the count
+            // and wakes this reader (all in one order, `SeqCst`).
+            self.waiters.fetch_add(1, Ordering::SeqCst);
+            if give_up() || self.fits(self.bytes.load(Ordering::SeqCst), cost) {
+                self.waiters.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+            guard = self.changed.wait(guard).unwrap();
+            self.waiters.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -56,22 +83,22 @@ impl ServerBudget {
         if cost == 0 {
             return;
         }
-        let mut s = self.state.lock().unwrap();
-        s.bytes -= cost;
-        if s.waiters > 0 {
+        self.bytes.fetch_sub(cost, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = self.lock.lock().unwrap();
             self.changed.notify_all();
         }
     }
 
     /// Wake every waiting reader, so that one told to stop notices.
     pub(crate) fn wake_all(&self) {
-        let _guard = self.state.lock().unwrap();
+        let _guard = self.lock.lock().unwrap();
         self.changed.notify_all();
     }
 
     #[cfg(test)]
     fn bytes(&self) -> u64 {
-        self.state.lock().unwrap().bytes
+        self.bytes.load(Ordering::SeqCst)
     }
 }
 
