@@ -21,11 +21,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::lossy_link::{Impairment, LossyLink};
 use common::serve::Serve;
-use common::{ok, text, with};
+use common::{image, installed, ok, text, wait_until, with};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
@@ -43,35 +43,23 @@ fn must(program: &str, args: &[&str]) {
     assert!(o.status.success(), "{program} {args:?} failed\n{}", text(&o));
 }
 
-fn installed(program: &str) -> bool {
-    Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
-}
-
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
-        sleep(Duration::from_millis(50));
-    }
-}
-
-/// Why this machine cannot run the test, if it cannot.
-fn cannot_run() -> Option<String> {
-    for program in ["nbdkit", "qemu-nbd", "nbdcopy"] {
-        if !installed(program) {
-            return Some(format!("{program} is not installed"));
-        }
+/// Whether this machine can run the test; says why not when it cannot.
+fn can_run() -> bool {
+    if !["nbdkit", "qemu-nbd", "nbdcopy"].into_iter().all(installed) {
+        return false;
     }
     if !Path::new("/dev/net/tun").exists() {
-        return Some("no /dev/net/tun for the link with delay and loss".into());
+        eprintln!("skipped: no /dev/net/tun for the link with delay and loss");
+        return false;
     }
     let probe = format!("uraid-probe-{}", std::process::id());
     let o = run("ip", &["netns", "add", &probe]);
     if !o.status.success() {
-        return Some(format!("cannot make a network namespace: {}", String::from_utf8_lossy(&o.stderr).trim()));
+        eprintln!("skipped: cannot make a network namespace: {}", String::from_utf8_lossy(&o.stderr).trim());
+        return false;
     }
     let _ = run("ip", &["netns", "del", &probe]);
-    None
+    true
 }
 
 /// Each network gets its own names and subnet, so tests and test processes do not meet.
@@ -169,12 +157,6 @@ impl Drop for Host {
         let _ = run("ip", &["link", "del", &self.link]);
         let _ = run("ip", &["netns", "del", &self.namespace]);
     }
-}
-
-fn image(dir: &Path, name: &str, size: u64) -> String {
-    let path = dir.join(name);
-    std::fs::File::create(&path).unwrap().set_len(size).unwrap();
-    path.display().to_string()
 }
 
 fn uraid_bin() -> String {
@@ -307,8 +289,7 @@ fn taken_back(serve: &Serve, slot: usize, member_size: u64) -> u64 {
 
 #[test]
 fn raid5_across_three_hosts_outlives_a_killed_server_a_cut_link_and_a_lossy_one() {
-    if let Some(why) = cannot_run() {
-        eprintln!("skipped: {why}");
+    if !can_run() {
         return;
     }
     let dir = TempDir::new().unwrap();

@@ -19,26 +19,10 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use common::serve::Serve;
-use common::{ok, text, uraid, uraid_stdin, with};
+use common::{image, installed, ok, text, uraid, uraid_stdin, wait_until, with};
 use tempfile::TempDir;
 
 const MIB: u64 = 1 << 20;
-
-fn installed(program: &str) -> bool {
-    let found = Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
-    if !found {
-        eprintln!("skipped: {program} is not installed");
-    }
-    found
-}
-
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        sleep(Duration::from_millis(20));
-    }
-}
 
 /// A server process, killed on drop.
 struct Daemon(Child);
@@ -89,12 +73,6 @@ fn nbdkit_tcp(size: u64) -> (Daemon, String) {
         .expect("run nbdkit");
     wait_until("nbdkit's port", Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
     (Daemon(child), format!("nbd://127.0.0.1:{port}/"))
-}
-
-fn image(dir: &Path, name: &str, size: u64) -> String {
-    let path = dir.join(name);
-    std::fs::File::create(&path).unwrap().set_len(size).unwrap();
-    path.display().to_string()
 }
 
 fn pattern(len: usize, seed: u64) -> Vec<u8> {

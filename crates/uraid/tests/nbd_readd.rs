@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::nbdkit::{installed, wait_until, FileExport};
+use common::nbdkit::FileExport;
 use common::serve::Serve;
+use common::{installed, wait_until};
 use common::{ok, text, with};
 use serde_json::Value;
 use sha2::{Digest, Sha256};

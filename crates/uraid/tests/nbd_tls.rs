@@ -17,19 +17,11 @@ use std::process::{Child, Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{ok, text, uraid, uraid_stdin, with};
+use common::{image, installed, ok, text, uraid, uraid_stdin, with};
 use tempfile::TempDir;
 use uraid_testkit::tls_creds::{make_pki, openssl_installed, write_psk_file, Pki};
 
 const MIB: u64 = 1 << 20;
-
-fn installed(program: &str) -> bool {
-    let found = Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
-    if !found {
-        eprintln!("skipped: {program} is not installed");
-    }
-    found
-}
 
 fn all_installed(programs: &[&str]) -> bool {
     if !openssl_installed() {
@@ -62,12 +54,6 @@ fn wait_until(what: &str, child: &mut Child, mut done: impl FnMut() -> bool) {
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn image(dir: &Path, name: &str, size: u64) -> String {
-    let path = dir.join(name);
-    File::create(&path).unwrap().set_len(size).unwrap();
-    path.display().to_string()
 }
 
 /// `uraid serve --listen=LISTEN --control=DIR/ctl.sock EXTRA MEMBERS`, its messages in

@@ -3,7 +3,10 @@
 #![allow(dead_code)]
 
 use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
 
 /// Run `uraid` with `args` and wait for it.
 pub fn uraid(args: &[&str]) -> Output {
@@ -49,3 +52,28 @@ pub fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
 pub mod lossy_link;
 pub mod nbdkit;
 pub mod serve;
+
+/// Whether `program` runs; says so when it does not (the test then passes without running).
+pub fn installed(program: &str) -> bool {
+    let found = Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !found {
+        eprintln!("skipped: {program} is not installed");
+    }
+    found
+}
+
+/// Wait until `done`, at most `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        sleep(Duration::from_millis(20));
+    }
+}
+
+/// A blank member image of `size` bytes in `dir`; its path.
+pub fn image(dir: &Path, name: &str, size: u64) -> String {
+    let path = dir.join(name);
+    std::fs::File::create(&path).unwrap().set_len(size).unwrap();
+    path.display().to_string()
+}

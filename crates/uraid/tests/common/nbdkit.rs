@@ -3,26 +3,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Whether `program` runs; says so when it does not (the test then passes without running).
-pub fn installed(program: &str) -> bool {
-    let found = Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
-    if !found {
-        eprintln!("skipped: {program} is not installed");
-    }
-    found
-}
-
-/// Wait until `done`, at most `limit`.
-pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
-        sleep(Duration::from_millis(50));
-    }
-}
+use super::wait_until;
 
 /// `nbdkit file` exporting `file` on `socket`; killed (SIGKILL) on drop.
 pub struct FileExport {
