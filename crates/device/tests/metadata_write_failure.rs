@@ -30,7 +30,12 @@ fn perform_failing(open: &mut OpenArray, device: usize) -> Vec<usize> {
         let mut result = Ok(());
         for (dev, op) in step {
             if op.device() == device {
-                result = Err(MetaError::Io { device, what: "writing superblock".into(), reason: "EIO".into() });
+                result = Err(MetaError::Io {
+                    device,
+                    what: "writing superblock".into(),
+                    reason: "EIO".into(),
+                    unreachable: false,
+                });
                 continue;
             }
             if let MetaOp::Write { offset, data, .. } = &op {
@@ -68,7 +73,8 @@ fn the_last_member_is_not_failed_for_its_metadata_the_metadata_stops_instead() {
     open.record_change(MetaChange::Dirty).expect("record");
     let step = open.next_metadata_step().expect("a step");
     let device = step[0].1.device();
-    let result = Err(MetaError::Io { device, what: "writing superblock".into(), reason: "EIO".into() });
+    let result =
+        Err(MetaError::Io { device, what: "writing superblock".into(), reason: "EIO".into(), unreachable: false });
     assert!(open.metadata_step_done(result).is_err());
     assert_eq!(open.engine().slot_states()[0], SlotState::InSync);
     assert!(open.metadata_failed().is_some());

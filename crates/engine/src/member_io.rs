@@ -103,8 +103,15 @@ impl MemberIoError {
     /// bytes. Retrying the read row by row or rewriting it, as a read error gets, would only
     /// wait on it again.
     pub fn member_unreachable(&self) -> bool {
-        matches!(self.kind, std::io::ErrorKind::TimedOut | std::io::ErrorKind::NotConnected)
+        unreachable_kind(self.kind)
     }
+}
+
+/// Whether an I/O error of `kind` says the member did not answer or cannot be reached (a
+/// request timed out, or the connection to a remote member is gone for good), not that it
+/// answered with an error.
+pub fn unreachable_kind(kind: std::io::ErrorKind) -> bool {
+    matches!(kind, std::io::ErrorKind::TimedOut | std::io::ErrorKind::NotConnected)
 }
 
 impl IoResult {

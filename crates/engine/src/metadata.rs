@@ -127,7 +127,13 @@ pub enum MetaError {
     #[error("the array is open read-only")]
     ReadOnly,
     #[error("device {device}: {what} failed: {reason}")]
-    Io { device: usize, what: String, reason: String },
+    Io {
+        device: usize,
+        what: String,
+        reason: String,
+        /// The device could not be reached (see [`crate::array::MemberIoError::member_unreachable`]).
+        unreachable: bool,
+    },
     #[error("{0}")]
     Format(String),
 }

@@ -32,7 +32,11 @@ fn replace_with_spares(array: &mut Array, members: &mut Members, slots: &[usize]
     let events = array.take_events();
     for &s in slots {
         assert!(
-            events.contains(&EngineEvent::MemberFailed { slot: s, reason: "failed by request".into() }),
+            events.contains(&EngineEvent::MemberFailed {
+                slot: s,
+                reason: "failed by request".into(),
+                unreachable: false
+            }),
             "{name}: no failed-by-request event for {s}: {events:?}"
         );
     }
@@ -418,7 +422,7 @@ fn correction_that_does_not_take(seed: u64, spoil: fn(&mut Members, usize), reas
         assert_eq!(array.slot_states()[slot], SlotState::Faulty, "{name}");
         let events = array.take_events();
         assert!(
-            matches!(events.as_slice(), [EngineEvent::MemberFailed { slot: s, reason: r }] if *s == slot && r.contains(reason)),
+            matches!(events.as_slice(), [EngineEvent::MemberFailed { slot: s, reason: r, .. }] if *s == slot && r.contains(reason)),
             "{name}: expected one member-failed event saying {reason:?}: {events:?}"
         );
         assert!(read_all(&mut array, &mut members) == model, "{name}: contents differ with the member failed");
@@ -606,7 +610,11 @@ fn slot_state_changes_are_checked() {
                     assert!(survivable, "{name}: failing {s} after {failed:?} accepted");
                     assert_eq!(
                         array.take_events(),
-                        vec![EngineEvent::MemberFailed { slot: s, reason: "failed by request".into() }]
+                        vec![EngineEvent::MemberFailed {
+                            slot: s,
+                            reason: "failed by request".into(),
+                            unreachable: false
+                        }]
                     );
                     failed.push(s);
                 }
@@ -726,7 +734,7 @@ fn completions_from_a_replaced_member_are_ignored() {
         let events = array.take_events();
         assert_eq!(
             events,
-            vec![EngineEvent::MemberFailed { slot: io.slot, reason: "failed by request".into() }],
+            vec![EngineEvent::MemberFailed { slot: io.slot, reason: "failed by request".into(), unreachable: false }],
             "{name}"
         );
 
@@ -791,7 +799,35 @@ fn an_unreachable_member_fails_fast_where_redundancy_allows() {
         assert_eq!(array.slot_states()[slot], SlotState::Faulty, "{name}");
         let events = array.take_events();
         assert!(
-            events.iter().any(|e| matches!(e, EngineEvent::MemberFailed { slot: s, reason } if *s == slot && reason.starts_with("not answering"))),
+            events.iter().any(|e| matches!(e, EngineEvent::MemberFailed { slot: s, reason, unreachable: true } if *s == slot && reason.starts_with("not answering"))),
+            "{name}: {events:?}"
+        );
+    }
+}
+
+/// A member failed on a write says why: not reached (its write timed out, a member on another
+/// host may come back) or answered with an error (a local disk's EIO, which it may not).
+#[test]
+fn a_failed_member_says_whether_it_was_unreachable() {
+    let timed_out = MemberIoError::os("remote member: write", &std::io::Error::from(std::io::ErrorKind::TimedOut));
+    // EIO: what a local disk answers with.
+    let eio = MemberIoError::os("write", &std::io::Error::from_raw_os_error(5));
+    for (error, unreachable) in [(timed_out, true), (eio, false)] {
+        let (name, g) = redundant_geometries().into_iter().next().unwrap();
+        let (mut members, mut array, _) = filled_array(&g);
+        let got = execute(&mut array, Request::Write { offset: 0, data: vec![7u8; 4096].into() }, &mut |io| {
+            if io.slot == 0 && matches!(io.op, MemberOp::Write { .. }) {
+                IoResult::Failed(error.clone())
+            } else {
+                members.exec(io)
+            }
+        });
+        assert!(got.is_ok(), "{name}: {got:?}");
+        let events = array.take_events();
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, EngineEvent::MemberFailed { slot: 0, unreachable: u, .. } if *u == unreachable)),
             "{name}: {events:?}"
         );
     }

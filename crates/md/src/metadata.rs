@@ -1015,7 +1015,12 @@ mod tests {
         let step = meta.next_step().expect("a step");
         assert!(meta.next_step().is_none(), "one step out at a time");
         assert!(!step.ops.is_empty());
-        meta.step_done(Err(MetaError::Io { device: 0, what: "writing superblock".into(), reason: "EIO".into() }));
+        meta.step_done(Err(MetaError::Io {
+            device: 0,
+            what: "writing superblock".into(),
+            reason: "EIO".into(),
+            unreachable: false,
+        }));
         assert!(!meta.durable(t));
         assert!(meta.next_step().is_none());
         assert!(matches!(meta.record(MetaChange::Clean, &whole(), 2), Err(MetaError::Io { .. })));

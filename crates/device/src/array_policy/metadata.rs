@@ -238,8 +238,8 @@ impl ArrayPolicy {
     fn flush_failed(&mut self, array: &mut OpenArray, now: Duration, after: AfterFlush, e: MetaError) {
         // A member that cannot flush is failed, as md fails one whose superblock write (and its
         // preflush) fails; the flush goes again to the others.
-        if let MetaError::Io { device, what, reason } = &e {
-            if array.fail_for_metadata(*device, &format!("{what} failed: {reason}")) {
+        if let MetaError::Io { device, what, reason, unreachable } = &e {
+            if array.fail_for_metadata(*device, &format!("{what} failed: {reason}"), *unreachable) {
                 self.meta.flushes.push_front(after);
                 return;
             }

@@ -237,7 +237,8 @@ fn a_failed_metadata_write_fails_the_parked_writes() {
     // where it fails too: the array cannot do without that one, so the metadata stops.
     for device in [0, 1] {
         let _job = d.hand_out_metadata().expect("a metadata step");
-        let failed = MetaError::Io { device, what: "writing bitmap".into(), reason: "injected".into() };
+        let failed =
+            MetaError::Io { device, what: "writing bitmap".into(), reason: "injected".into(), unreachable: false };
         d.policy.metadata_io_done(&mut d.array, d.now, Err(failed));
     }
     d.take_events();

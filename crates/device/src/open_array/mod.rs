@@ -66,6 +66,9 @@ pub struct OpenArray {
     /// Members failed because their metadata could not be written, not yet reported by
     /// [`OpenArray::note_events`].
     metadata_failures: Vec<(String, String)>,
+    /// Members the engine failed for being unreachable (see `EngineEvent::MemberFailed`), by
+    /// name, until the driver asks ([`OpenArray::take_unreachable_failure`]).
+    unreachable_failures: Vec<String>,
     /// The devices the metadata I/O handed out last (a step, or the live members' flushes)
     /// went to, by metadata device index.
     step_devices: Vec<(usize, Arc<dyn MemberDevice>)>,
@@ -88,6 +91,7 @@ impl OpenArray {
             written: false,
             failures: Vec::new(),
             metadata_failures: Vec::new(),
+            unreachable_failures: Vec::new(),
             step_devices: Vec::new(),
             corrected_read_errors: Vec::new(),
         }
@@ -402,10 +406,13 @@ impl OpenArray {
         let already: Vec<String> = out.iter().map(|(name, _)| name.clone()).collect();
         for event in self.array.take_events() {
             match event {
-                EngineEvent::MemberFailed { slot, reason } => {
+                EngineEvent::MemberFailed { slot, reason, unreachable } => {
                     let name = self.slot_member_name(slot);
                     if already.contains(&name) {
                         continue;
+                    }
+                    if unreachable {
+                        self.unreachable_failures.push(name.clone());
                     }
                     self.failures.push((name.clone(), reason.clone()));
                     out.push((name, reason));
@@ -417,7 +424,17 @@ impl OpenArray {
                 }
             }
         }
+        // Asked of right after (`take_unreachable_failure`); what a driver did not ask of goes.
+        self.unreachable_failures.retain(|n| out.iter().any(|(m, _)| m == n));
         out
+    }
+
+    /// Whether the member `name` was failed by the engine for being unreachable (once: the
+    /// answer is taken).
+    pub fn take_unreachable_failure(&mut self, name: &str) -> bool {
+        let before = self.unreachable_failures.len();
+        self.unreachable_failures.retain(|n| n != name);
+        self.unreachable_failures.len() != before
     }
 
     /// How messages name the member in `slot`: md's device, or a Vinum subdisk with its drive's
@@ -654,8 +671,8 @@ impl OpenArray {
     /// The step handed out last is done (or failed: then no later metadata is written, and
     /// the error names the device).
     pub fn metadata_step_done(&mut self, result: Result<(), MetaError>) -> Result<(), OpenError> {
-        if let Err(MetaError::Io { device, what, reason }) = &result {
-            if self.fail_for_metadata(*device, &format!("{what} failed: {reason}")) {
+        if let Err(MetaError::Io { device, what, reason, unreachable }) = &result {
+            if self.fail_for_metadata(*device, &format!("{what} failed: {reason}"), *unreachable) {
                 self.meta_mut().step_failed_on(*device);
                 return Ok(());
             }
@@ -676,7 +693,7 @@ impl OpenArray {
     /// `md_error`), if the array can do without it. Reported by the next
     /// [`OpenArray::note_events`], whose caller records the new membership. False when failing
     /// it would fail the array: then the metadata cannot be written at all.
-    pub fn fail_for_metadata(&mut self, idx: usize, why: &str) -> bool {
+    pub fn fail_for_metadata(&mut self, idx: usize, why: &str, unreachable: bool) -> bool {
         // The device that failed may have left its place while the metadata I/O was out (a
         // spare took its RAIDframe column over): it is out already, and the device that holds
         // the place now is not to blame.
@@ -697,6 +714,9 @@ impl OpenArray {
             MetadataFailure::Failed => {}
             MetadataFailure::AlreadyOut => return true,
             MetadataFailure::Refused => return false,
+        }
+        if unreachable {
+            self.unreachable_failures.push(name.clone());
         }
         self.metadata_failures.push((name, format!("its metadata could not be written: {why}")));
         self.roles_moved();
@@ -776,7 +796,8 @@ impl OpenArray {
                     MetaOp::Flush { .. } => dev.flush().map_err(|e| ("flushing metadata".to_string(), e)),
                 };
                 if let Err((what, e)) = done {
-                    result = Err(MetaError::Io { device: op.device(), what, reason: e.to_string() });
+                    let unreachable = uraid_engine::array::unreachable_kind(e.kind());
+                    result = Err(MetaError::Io { device: op.device(), what, reason: e.to_string(), unreachable });
                     break;
                 }
             }
@@ -789,7 +810,7 @@ impl OpenArray {
     pub fn metadata_error(&self, e: MetaError) -> OpenError {
         match e {
             MetaError::ReadOnly => OpenError::ReadOnly,
-            MetaError::Io { device, what, reason } => OpenError::Metadata {
+            MetaError::Io { device, what, reason, .. } => OpenError::Metadata {
                 device: self.meta_device(device).map_or_else(|| format!("device {device}"), |d| d.name().to_string()),
                 what,
                 reason,

@@ -61,7 +61,8 @@ pub(super) fn perform(job: &MetaJob) -> Result<(), MetaError> {
             MetaOp::Flush { .. } => dev.flush().map_err(|e| ("flushing".to_string(), e)),
         };
         if let Err((what, e)) = done {
-            return Err(MetaError::Io { device: op.device(), what, reason: e.to_string() });
+            let unreachable = uraid_engine::array::unreachable_kind(e.kind());
+            return Err(MetaError::Io { device: op.device(), what, reason: e.to_string(), unreachable });
         }
     }
     Ok(())

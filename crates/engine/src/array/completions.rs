@@ -53,20 +53,28 @@ impl Array {
                     // from the others; narrowing the error to rows and rewriting them would
                     // wait on the member for every row.
                     IoKind::Read if reason.member_unreachable() && self.can_lose(slot) => {
-                        self.fail_slot(slot, &format!("not answering: {reason}"));
+                        self.fail_slot(slot, &format!("not answering: {reason}"), true);
                         Outcome::Lost
                     }
                     IoKind::Read => Outcome::ReadError,
                     IoKind::Correction => {
-                        self.fail_slot(slot, &format!("rewriting after a read error failed: {reason}"));
+                        self.fail_slot(
+                            slot,
+                            &format!("rewriting after a read error failed: {reason}"),
+                            reason.member_unreachable(),
+                        );
                         Outcome::Lost
                     }
                     IoKind::Reread => {
-                        self.fail_slot(slot, &format!("reading back a rewritten read error failed: {reason}"));
+                        self.fail_slot(
+                            slot,
+                            &format!("reading back a rewritten read error failed: {reason}"),
+                            reason.member_unreachable(),
+                        );
                         Outcome::Lost
                     }
                     IoKind::Write | IoKind::Other => {
-                        self.fail_slot(slot, &reason.to_string());
+                        self.fail_slot(slot, &reason.to_string(), reason.member_unreachable());
                         Outcome::Lost
                     }
                 },

@@ -27,7 +27,7 @@ impl Array {
             }
         }
         if state == Faulty {
-            self.fail_slot(slot, "failed by request");
+            self.fail_slot(slot, "failed by request", false);
         } else {
             self.change_state(slot, state);
         }
@@ -66,10 +66,10 @@ impl Array {
         self.slots[slot] = state;
     }
 
-    pub(super) fn fail_slot(&mut self, slot: usize, reason: &str) {
+    pub(super) fn fail_slot(&mut self, slot: usize, reason: &str, unreachable: bool) {
         if self.writable(slot) {
             self.change_state(slot, SlotState::Faulty);
-            self.events.push(EngineEvent::MemberFailed { slot, reason: reason.to_string() });
+            self.events.push(EngineEvent::MemberFailed { slot, reason: reason.to_string(), unreachable });
             self.hold_log_for_failure();
         }
     }

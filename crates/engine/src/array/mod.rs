@@ -57,7 +57,7 @@ use crate::idmap::IdMap;
 use crate::iobuf::IoBuf;
 use crate::read_balance::{Balancer, ReadPolicy};
 
-pub use crate::member_io::{IoId, IoResult, MemberIo, MemberIoError, MemberOp};
+pub use crate::member_io::{unreachable_kind, IoId, IoResult, MemberIo, MemberIoError, MemberOp};
 pub use crate::slot::SlotState;
 pub use parity::{compute_parity_into, reconstruct};
 
@@ -153,14 +153,14 @@ pub enum EngineEvent {
     MemberFailed {
         slot: usize,
         reason: String,
+        /// It failed because it could not be reached (an I/O timed out, or its connection could
+        /// not be made again: `MemberIoError::member_unreachable`), not because it answered
+        /// with an error or was failed by request: a member on another host may come back.
+        unreachable: bool,
     },
     /// A read of `len` bytes at member byte `offset` of `slot` failed; the bytes were rebuilt
     /// from redundancy and written back successfully, so the member stays in sync.
-    ReadErrorCorrected {
-        slot: usize,
-        offset: u64,
-        len: u64,
-    },
+    ReadErrorCorrected { slot: usize, offset: u64, len: u64 },
 }
 
 /// How a parity write chooses, stripe by stripe, between reading the old data and parity

@@ -48,7 +48,7 @@ impl NestedArray {
     /// stale from now on, and the driver hears of each.
     fn take_plex_out(&mut self, p: usize, reason: &str) {
         for g in self.mark_plex_out(p) {
-            self.events.push(EngineEvent::MemberFailed { slot: g, reason: reason.to_string() });
+            self.events.push(EngineEvent::MemberFailed { slot: g, reason: reason.to_string(), unreachable: false });
         }
     }
 
@@ -84,7 +84,11 @@ impl NestedArray {
                     e => e,
                 })?;
                 self.slots[slot] = Faulty;
-                self.events.push(EngineEvent::MemberFailed { slot, reason: "failed by request".to_string() });
+                self.events.push(EngineEvent::MemberFailed {
+                    slot,
+                    reason: "failed by request".to_string(),
+                    unreachable: false,
+                });
             }
             (_, InSync) => {
                 let array = self.plexes[p].as_mut().expect("a whole plex has its array");
@@ -96,7 +100,11 @@ impl NestedArray {
             }
             (Faulty, Recovering) => {
                 self.slots[slot] = Faulty;
-                self.events.push(EngineEvent::MemberFailed { slot, reason: "failed by request".to_string() });
+                self.events.push(EngineEvent::MemberFailed {
+                    slot,
+                    reason: "failed by request".to_string(),
+                    unreachable: false,
+                });
                 self.outer.set_slot_state(p, Faulty, true)?;
             }
             (Recovering, _) => {
@@ -146,9 +154,9 @@ impl NestedArray {
         let first = self.layout.first_slot(p);
         for event in events {
             self.events.push(match event {
-                EngineEvent::MemberFailed { slot, reason } => {
+                EngineEvent::MemberFailed { slot, reason, unreachable } => {
                     self.slots[first + slot] = SlotState::Faulty;
-                    EngineEvent::MemberFailed { slot: first + slot, reason }
+                    EngineEvent::MemberFailed { slot: first + slot, reason, unreachable }
                 }
                 EngineEvent::ReadErrorCorrected { slot, offset, len } => {
                     EngineEvent::ReadErrorCorrected { slot: first + slot, offset, len }
@@ -178,7 +186,7 @@ impl NestedArray {
     pub(super) fn outer_events(&mut self, events: Vec<EngineEvent>) {
         for event in events {
             match event {
-                EngineEvent::MemberFailed { slot: p, reason } => {
+                EngineEvent::MemberFailed { slot: p, reason, .. } => {
                     self.take_plex_out(p, &format!("its plex is out of service: {reason}"));
                 }
                 EngineEvent::ReadErrorCorrected { slot: p, offset, len } => {

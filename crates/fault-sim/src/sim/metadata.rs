@@ -358,7 +358,7 @@ impl Sim {
                 MetaOp::Write { what, .. } => what.to_string(),
                 MetaOp::Flush { .. } => "flushing metadata".to_string(),
             };
-            out.error.get_or_insert(MetaError::Io { device: f.op.device(), what, reason });
+            out.error.get_or_insert(MetaError::Io { device: f.op.device(), what, reason, unreachable: false });
         }
         if out.left == 0 {
             self.metadata_job_done()?;

@@ -16,8 +16,6 @@ impl Runner {
             let members = self.queues.len();
             let path = spawn_member_io(slot, members, target, &self.config, &self.back.notifier);
             self.set_path(slot, Some(path));
-            // What the old device's answers said is no longer this slot's.
-            self.unreachable[slot] = false;
         }
     }
 
@@ -76,8 +74,6 @@ impl Runner {
                     }
                     other => other.into(),
                 })?;
-                // Failed by hand: not taken back by the array itself, whatever its I/O said.
-                self.unreachable[slot] = false;
                 self.after_completions();
                 // A check or resync cannot go on degraded.
                 let now = self.now();

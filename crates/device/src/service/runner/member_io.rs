@@ -5,7 +5,6 @@
 
 use uraid_engine::array::{IoId, IoResult};
 
-use super::member_return::unreachable;
 use super::metadata::is_metadata_io;
 use super::{MemberPath, Runner};
 
@@ -36,14 +35,10 @@ impl Runner {
         // Reused across calls: this runs for every batch of requests.
         let mut done = std::mem::take(&mut self.io_done);
         loop {
-            for (slot, path) in self.queues.iter_mut().enumerate() {
-                let Some(path) = path else { continue };
+            for path in self.queues.iter_mut().flatten() {
                 path.submit();
                 path.reap();
-                for (id, result) in path.take_done() {
-                    self.unreachable[slot] |= unreachable(&result);
-                    done.push((id, result));
-                }
+                done.extend(path.take_done());
             }
             for path in self.retired.iter_mut() {
                 path.submit();
@@ -75,7 +70,6 @@ impl Runner {
             path.drain();
             let done: Vec<_> = path.take_done().collect();
             for (id, result) in done {
-                self.unreachable[slot] |= unreachable(&result);
                 self.hand_back(id, result);
             }
             self.after_completions();

@@ -13,7 +13,6 @@
 
 use std::path::Path;
 
-use uraid_engine::array::IoResult;
 use uraid_engine::SlotState;
 use uraid_md::assemble::MemberVerdict;
 
@@ -24,18 +23,13 @@ use crate::open_member::Member;
 use crate::service::reopen::ReopenAnswer;
 use crate::service::ManageError;
 
-/// Whether a member I/O answer says its member could not be reached (see
-/// `MemberIoError::member_unreachable`).
-pub(super) fn unreachable(result: &IoResult) -> bool {
-    matches!(result, IoResult::Failed(e) if e.member_unreachable())
-}
-
 impl Runner {
     /// `device` failed and is out of the array: if it failed for being unreachable and is
     /// reached over a network, it is tried again from now on.
     pub(super) fn member_lost(&mut self, device: &str) {
+        // The engine says whether it failed the member for not answering or for its answer.
+        let unreachable = self.array.take_unreachable_failure(device);
         let Some((_, MemberVerdict::Active { slot })) = self.array.find_member(device) else { return };
-        let unreachable = std::mem::take(&mut self.unreachable[slot]);
         if !unreachable || !Member::is_uri(Path::new(device)) || self.array.md().is_none() || self.info.read_only {
             return;
         }

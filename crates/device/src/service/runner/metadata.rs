@@ -89,7 +89,9 @@ impl Runner {
     pub(super) fn metadata_io_answered(&mut self, id: IoId, result: IoResult) {
         let Some((device, what)) = self.meta_flight.remove(&id) else { return };
         let result = match result {
-            IoResult::Failed(e) => Err(MetaError::Io { device, what, reason: e.to_string() }),
+            IoResult::Failed(e) => {
+                Err(MetaError::Io { device, what, reason: e.to_string(), unreachable: e.member_unreachable() })
+            }
             _ => Ok(()),
         };
         if let Some(out) = &mut self.meta_job {

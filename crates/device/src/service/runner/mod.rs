@@ -90,9 +90,6 @@ pub(in crate::service) struct Runner {
     /// Its ops on the members' paths, by I/O id: the device index and what the op does.
     meta_flight: IdMap<IoId, (usize, String)>,
     next_meta_io: u64,
-    /// Per slot: a member I/O answer said its member could not be reached, since the slot's
-    /// failure was last looked at (see `member_return`).
-    unreachable: Vec<bool>,
     /// Members lost for being unreachable, and when each is tried again.
     returns: MemberReturns,
     /// Where those attempts are made (off this thread) and answered.
@@ -157,7 +154,6 @@ impl Runner {
             meta_job: None,
             meta_flight: IdMap::default(),
             next_meta_io: 0,
-            unreachable: vec![false; slots],
             returns: MemberReturns::new(ReturnBackoff::default()),
             reopen,
             readded: 0,
