@@ -292,26 +292,20 @@ impl ReadLatency {
             return slow;
         }
         let class = class_of(len);
-        let mut reference: Option<(f64, Measured)> = None;
-        for &(slot, _) in copies {
-            if !readable(slot) {
-                continue;
-            }
-            if let Some(m) = self.slots[slot][class].known() {
-                let wait = Self::expected_wait(m.per_io_ns, queued(slot));
-                if reference.is_none_or(|(w, _)| wait < w) {
-                    reference = Some((wait, m));
-                }
-            }
-        }
-        let Some((ref_wait, reference)) = reference else { return slow };
+        // Each readable copy's estimate and expected wait, worked out once.
+        let measured: smallvec::SmallVec<[(usize, Measured, f64); 4]> = copies
+            .iter()
+            .filter(|&&(slot, _)| readable(slot))
+            .filter_map(|&(slot, _)| {
+                let m = self.slots[slot][class].known()?;
+                Some((slot, m, Self::expected_wait(m.per_io_ns, queued(slot))))
+            })
+            .collect();
+        let Some(&(_, reference, ref_wait)) = measured.iter().min_by(|a, b| a.2.total_cmp(&b.2)) else {
+            return slow;
+        };
         let worse = |a: f64, b: f64| a > SLOW_RATIO * b + SLOW_MARGIN_NS;
-        for &(slot, _) in copies {
-            if !readable(slot) {
-                continue;
-            }
-            let Some(m) = self.slots[slot][class].known() else { continue };
-            let wait = Self::expected_wait(m.per_io_ns, queued(slot));
+        for &(slot, m, wait) in &measured {
             if worse(m.latency_ns, reference.latency_ns)
                 && worse(m.per_io_ns, reference.per_io_ns)
                 && worse(wait, ref_wait)
