@@ -16,6 +16,14 @@ pub enum SlotState {
     Recovering,
 }
 
+impl SlotState {
+    /// No working device holds the slot (none was there, or the one there failed): a device may
+    /// take it, to be rebuilt there.
+    pub fn is_vacant(self) -> bool {
+        matches!(self, SlotState::Missing | SlotState::Faulty)
+    }
+}
+
 impl fmt::Display for SlotState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

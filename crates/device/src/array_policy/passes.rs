@@ -45,8 +45,7 @@ impl ArrayPolicy {
         if action == SyncAction::Recover {
             return self.start_recovery(array, now);
         }
-        let lost =
-            array.engine().slot_states().iter().filter(|s| matches!(s, SlotState::Missing | SlotState::Faulty)).count();
+        let lost = array.engine().slot_states().iter().filter(|s| s.is_vacant()).count();
         if lost > 0 && self.shape.stripe_data_bytes.is_some() && lost + 1 > self.shape.max_degraded {
             return Err(SyncError::Degraded(action));
         }

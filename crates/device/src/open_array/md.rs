@@ -350,7 +350,7 @@ impl OpenArray {
         let states = self.array.slot_states().to_vec();
         // While a member failure holds the log it is not yet recorded: the device waits as a
         // spare (see `activate_spare`).
-        let free = |s: &SlotState| matches!(s, SlotState::Missing | SlotState::Faulty);
+        let free = |s: &SlotState| s.is_vacant();
         let slot = wanted
             .filter(|&s| states.get(s).is_some_and(free))
             .or_else(|| states.iter().position(free))
@@ -449,7 +449,7 @@ impl OpenArray {
             return Ok(None);
         };
         let states = self.array.slot_states().to_vec();
-        let Some(slot) = states.iter().position(|s| matches!(s, SlotState::Missing | SlotState::Faulty)) else {
+        let Some(slot) = states.iter().position(|s| s.is_vacant()) else {
             return Ok(None);
         };
         self.take_slot(spare, slot, false)?;

@@ -407,8 +407,7 @@ impl OpenArray {
             )));
         }
         let states = self.array.slot_states();
-        let Some(column) = (0..states.len()).find(|&c| matches!(states[c], SlotState::Faulty | SlotState::Missing))
-        else {
+        let Some(column) = (0..states.len()).find(|&c| states[c].is_vacant()) else {
             return Ok(None);
         };
         let live_name = (0..states.len())

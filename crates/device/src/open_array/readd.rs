@@ -114,8 +114,7 @@ impl OpenArray {
             return Err(ReaddRefusal::NotActive { device: device.to_string(), role: role_words(info.role) });
         };
         let slot = slot as usize;
-        let free =
-            self.array.slot_states().get(slot).is_some_and(|s| matches!(s, SlotState::Missing | SlotState::Faulty));
+        let free = self.array.slot_states().get(slot).is_some_and(|s| s.is_vacant());
         if !free {
             return Err(ReaddRefusal::SlotTaken { device: device.to_string(), slot });
         }

@@ -72,7 +72,7 @@ impl Array {
         // is P or Q, the other syndrome against the data). Mirrors compare the copies that are
         // there (md's raid1/raid10 resync does the same), and a chunk left with one copy has
         // nothing to disagree with.
-        let lost = self.slots.iter().filter(|st| matches!(st, SlotState::Missing | SlotState::Faulty)).count();
+        let lost = self.slots.iter().filter(|st| st.is_vacant()).count();
         if self.geometry.is_parity() && lost > 0 && lost + 1 > self.geometry.max_degraded() {
             return Some(Err(EngineError::DegradedCheck));
         }

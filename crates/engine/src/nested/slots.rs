@@ -140,7 +140,7 @@ impl NestedArray {
     /// Plex `p`, out of service, is revived whole once none of its members is missing or
     /// failed.
     fn revive_if_complete(&mut self, p: usize) -> Result<(), EngineError> {
-        if self.layout.plex_slots(p).any(|g| matches!(self.slots[g], SlotState::Missing | SlotState::Faulty)) {
+        if self.layout.plex_slots(p).any(|g| self.slots[g].is_vacant()) {
             return Ok(());
         }
         self.abandon_plex(p);

@@ -16,8 +16,7 @@ impl Sim {
             return Ok(());
         }
         let states = self.open.engine().slot_states().to_vec();
-        let empty: Vec<usize> =
-            (0..states.len()).filter(|&s| matches!(states[s], SlotState::Faulty | SlotState::Missing)).collect();
+        let empty: Vec<usize> = (0..states.len()).filter(|&s| states[s].is_vacant()).collect();
         if empty.is_empty() {
             self.spare_countdown = None;
             return Ok(());

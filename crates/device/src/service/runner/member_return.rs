@@ -13,7 +13,6 @@
 
 use std::path::Path;
 
-use uraid_engine::SlotState;
 use uraid_md::assemble::MemberVerdict;
 
 use super::{log, Runner};
@@ -65,12 +64,7 @@ impl Runner {
     /// Whether `slot` is still free for `device` (empty, or failed with `device` or nothing
     /// else in it).
     fn slot_free_for(&self, device: &str, slot: usize) -> bool {
-        let free = self
-            .array
-            .engine()
-            .slot_states()
-            .get(slot)
-            .is_some_and(|s| matches!(s, SlotState::Missing | SlotState::Faulty));
+        let free = self.array.engine().slot_states().get(slot).is_some_and(|s| s.is_vacant());
         free && self.array.slot_device_name(slot).is_none_or(|held| held == device)
     }
 
