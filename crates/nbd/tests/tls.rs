@@ -9,6 +9,7 @@
 
 mod common;
 
+use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,6 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{pattern, temp_dir, EXPORT_NAME};
+use openssl::ssl::{SslConnector, SslMethod, SslStream};
 use uraid_nbd::client::{ClientConfig, ClientError, ConnectError, HandshakeError, NbdClient, NbdUri};
 use uraid_nbd::proto::*;
 use uraid_nbd::testing::{MemExport, TestClient};
@@ -307,6 +309,128 @@ fn options_before_tls_are_answered_tls_required() {
     let mut c = running.connect();
     let replies = c.option(OPT_STARTTLS, &[]).unwrap();
     assert_eq!((replies[0].reply_type, replies[0].data.len()), (REP_ACK, 0));
+}
+
+#[test]
+fn bytes_after_starttls_before_the_acknowledgement_end_the_connection() {
+    if !openssl_installed() {
+        eprintln!("skipped: openssl is not installed");
+        return;
+    }
+    let dir = temp_dir("tls-inject");
+    let (good, _) = psk_files(&dir);
+    let running = tls_server(MemExport::builder(MIB).build(), TlsMode::Require, ServerCredentials::Psk { file: good });
+    let mut c = running.connect();
+    // STARTTLS and one more byte in one write, so both are in the server's buffer when it reads
+    // the option: a byte there would be plaintext injected ahead of the TLS session (the attack
+    // of nbdkit's CVE-2021-3716).
+    let mut b = OptionHeader { option: OPT_STARTTLS, len: 0 }.encode().to_vec();
+    b.push(0x16);
+    c.stream().write_all(&b).unwrap();
+    let reason = running.wait_ended(|r| matches!(r, EndReason::ProtocolError(_)));
+    let EndReason::ProtocolError(message) = reason else { unreachable!() };
+    assert!(message.contains("after NBD_OPT_STARTTLS"), "{message}");
+}
+
+#[test]
+fn starttls_inside_tls_is_refused_and_the_session_goes_on() {
+    if !openssl_installed() {
+        eprintln!("skipped: openssl is not installed");
+        return;
+    }
+    let pki = make_pki(&temp_dir("tls-again"));
+    let running = tls_server(
+        MemExport::builder(MIB).build(),
+        TlsMode::Require,
+        ServerCredentials::X509 { dir: pki.server_dir.clone(), verify_peer: false },
+    );
+    let mut c = running.connect();
+    assert_eq!(c.option(OPT_STARTTLS, &[]).unwrap()[0].reply_type, REP_ACK);
+    let mut connector = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    connector.set_ca_file(pki.client_dir.join("ca-cert.pem")).unwrap();
+    let mut tls = connector.build().connect("localhost", c.into_stream()).expect("TLS handshake");
+    let ask = |tls: &mut SslStream<UnixStream>, option: u32| -> (u32, Vec<u8>) {
+        tls.write_all(&OptionHeader { option, len: 0 }.encode()).unwrap();
+        let mut h = [0u8; OPTION_REPLY_HEADER_LEN];
+        tls.read_exact(&mut h).unwrap();
+        let h = OptionReplyHeader::decode(&h).unwrap();
+        assert_eq!(h.option, option);
+        let mut data = vec![0; h.len as usize];
+        tls.read_exact(&mut data).unwrap();
+        (h.reply_type, data)
+    };
+    let (reply_type, data) = ask(&mut tls, OPT_STARTTLS);
+    assert_eq!(reply_type, REP_ERR_INVALID, "a second NBD_OPT_STARTTLS");
+    assert!(String::from_utf8_lossy(&data).contains("already in use"), "{}", String::from_utf8_lossy(&data));
+    // The session is still good: options are answered inside TLS.
+    let (reply_type, _) = ask(&mut tls, OPT_STRUCTURED_REPLY);
+    assert_eq!(reply_type, REP_ACK);
+}
+
+/// A copy of the folder `from` at `to`, but for the files `leave_out`.
+fn copy_folder(from: &Path, to: &Path, leave_out: &[&str]) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if !leave_out.iter().any(|name| entry.file_name() == *name) {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+fn server_credentials_error(dir: &Path) -> TlsError {
+    match ServerTls::new(TlsMode::Require, &ServerCredentials::X509 { dir: dir.to_path_buf(), verify_peer: true }) {
+        Ok(_) => panic!("the server credentials in {} were expected to be refused", dir.display()),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn certificate_folders_that_cannot_work_are_refused_naming_the_file() {
+    if !openssl_installed() {
+        eprintln!("skipped: openssl is not installed");
+        return;
+    }
+    let dir = temp_dir("tls-folders");
+    let pki = make_pki(&dir);
+
+    // A revocation list uraid cannot check: refused on both sides rather than ignored.
+    let with_crl = dir.join("server-with-crl");
+    copy_folder(&pki.server_dir, &with_crl, &[]);
+    std::fs::write(with_crl.join("ca-crl.pem"), "").unwrap();
+    let e = server_credentials_error(&with_crl);
+    assert!(matches!(e, TlsError::Credentials { .. }), "{e}");
+    assert!(
+        e.to_string().contains("ca-crl.pem") && e.to_string().contains("revocation lists are not supported"),
+        "{e}"
+    );
+    let client_with_crl = dir.join("client-with-crl");
+    copy_folder(&pki.client_dir, &client_with_crl, &[]);
+    std::fs::write(client_with_crl.join("ca-crl.pem"), "").unwrap();
+    let e = connect_error(NbdClient::connect(
+        &uri(&format!("nbds+unix:///?socket=/nonexistent&tls-certificates={}", client_with_crl.display())),
+        quick(),
+    ));
+    assert!(matches!(e, ConnectError::Tls(TlsError::Credentials { .. })), "{e}");
+    assert!(e.to_string().contains("ca-crl.pem"), "{e}");
+
+    // A client certificate without its key.
+    let no_key = dir.join("client-without-key");
+    copy_folder(&pki.client_dir, &no_key, &["client-key.pem"]);
+    let e = connect_error(NbdClient::connect(
+        &uri(&format!("nbds+unix:///?socket=/nonexistent&tls-certificates={}", no_key.display())),
+        quick(),
+    ));
+    assert!(matches!(e, ConnectError::Tls(TlsError::Credentials { .. })), "{e}");
+    assert!(e.to_string().contains("client-key.pem"), "{e}");
+
+    // A server key that is not the certificate's (the client's key in its place).
+    let mismatched = dir.join("server-wrong-key");
+    copy_folder(&pki.server_dir, &mismatched, &["server-key.pem"]);
+    std::fs::copy(pki.client_dir.join("client-key.pem"), mismatched.join("server-key.pem")).unwrap();
+    let e = server_credentials_error(&mismatched);
+    assert!(matches!(e, TlsError::Credentials { .. }), "{e}");
+    assert!(e.to_string().contains("server-key.pem"), "{e}");
 }
 
 #[test]
