@@ -84,26 +84,44 @@ fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
-/// Bytes taken from one side and not yet all given to the other.
-#[derive(Default)]
+/// Bytes taken from one side and not yet all given to the other: `buf[start..end]`. A side is
+/// only read when its `Pending` is empty, so each read goes straight into the whole buffer and no
+/// byte is copied twice.
 struct Pending {
-    data: Vec<u8>,
-    at: usize,
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
 }
 
 impl Pending {
+    fn new() -> Self {
+        Pending { buf: vec![0; CHUNK].into_boxed_slice(), start: 0, end: 0 }
+    }
     fn is_empty(&self) -> bool {
-        self.at >= self.data.len()
+        self.start >= self.end
     }
     fn rest(&self) -> &[u8] {
-        &self.data[self.at..]
+        &self.buf[self.start..self.end]
     }
     fn consume(&mut self, n: usize) {
-        self.at += n;
+        self.start += n;
         if self.is_empty() {
-            self.data.clear();
-            self.at = 0;
+            self.clear();
         }
+    }
+    fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+    /// Where the next read goes; only while empty, so nothing pending is overwritten.
+    fn space(&mut self) -> &mut [u8] {
+        debug_assert!(self.is_empty(), "reading into a buffer that still holds bytes");
+        &mut self.buf
+    }
+    /// The read into [`Pending::space`] gave `n` bytes.
+    fn filled(&mut self, n: usize) {
+        self.start = 0;
+        self.end = n;
     }
 }
 
@@ -133,7 +151,6 @@ struct Pump<S: Read + Write> {
     local_told_eof: bool,
     /// When the local end closed, for the linger bound.
     local_closed_at: Option<Instant>,
-    buf: Vec<u8>,
     failure: Failure,
 }
 
@@ -150,14 +167,13 @@ impl<S: Read + Write + AsFd> Pump<S> {
             tls,
             local,
             linger,
-            inbound: Pending::default(),
-            outbound: Pending::default(),
+            inbound: Pending::new(),
+            outbound: Pending::new(),
             peer_sending: true,
             local_sending: true,
             local_taking: true,
             local_told_eof: false,
             local_closed_at: None,
-            buf: vec![0; CHUNK],
             failure,
         }
     }
@@ -208,14 +224,16 @@ impl<S: Read + Write + AsFd> Pump<S> {
         if !self.peer_sending || !self.inbound.is_empty() {
             return Step::Blocked;
         }
-        match self.tls.ssl_read(&mut self.buf) {
+        match self.tls.ssl_read(self.inbound.space()) {
             Ok(0) => {
                 self.peer_sending = false;
                 Step::Progress
             }
             Ok(n) => {
+                // Read all the same when the local end no longer takes them, so the peer is not
+                // held up; they are then dropped.
                 if self.local_taking {
-                    self.inbound.data.extend_from_slice(&self.buf[..n]);
+                    self.inbound.filled(n);
                 }
                 Step::Progress
             }
@@ -261,7 +279,7 @@ impl<S: Read + Write + AsFd> Pump<S> {
                 // The local end no longer reads (it shut down its reading, or is gone): what the
                 // peer sends from now on is read and dropped.
                 self.local_taking = false;
-                self.inbound = Pending::default();
+                self.inbound.clear();
                 Step::Progress
             }
         }
@@ -272,14 +290,14 @@ impl<S: Read + Write + AsFd> Pump<S> {
         if !self.local_sending || !self.outbound.is_empty() {
             return Step::Blocked;
         }
-        match (&self.local).read(&mut self.buf) {
+        match (&self.local).read(self.outbound.space()) {
             Ok(0) => {
                 self.local_sending = false;
                 self.local_closed_at = Some(Instant::now());
                 Step::Progress
             }
             Ok(n) => {
-                self.outbound.data.extend_from_slice(&self.buf[..n]);
+                self.outbound.filled(n);
                 Step::Progress
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
