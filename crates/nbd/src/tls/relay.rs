@@ -143,13 +143,11 @@ struct Pump<S: Read + Write> {
     outbound: Pending,
     /// The peer may still send.
     peer_sending: bool,
-    /// The local end may still send.
-    local_sending: bool,
     /// The local end still takes what the peer sends (it has not shut down its reading).
     local_taking: bool,
     /// The local end was told the peer has finished.
     local_told_eof: bool,
-    /// When the local end closed, for the linger bound.
+    /// When the local end closed (it sends no more), for the linger bound.
     local_closed_at: Option<Instant>,
     failure: Failure,
 }
@@ -170,7 +168,6 @@ impl<S: Read + Write + AsFd> Pump<S> {
             inbound: Pending::new(),
             outbound: Pending::new(),
             peer_sending: true,
-            local_sending: true,
             local_taking: true,
             local_told_eof: false,
             local_closed_at: None,
@@ -191,7 +188,7 @@ impl<S: Read + Write + AsFd> Pump<S> {
             if steps.iter().any(|s| matches!(s, Step::Failed)) {
                 break;
             }
-            if !self.local_sending && self.outbound.is_empty() {
+            if self.local_closed_at.is_some() && self.outbound.is_empty() {
                 // Everything the local end sent is out: say goodbye (once; a peer that is gone
                 // or slow to read it changes nothing) and end.
                 let _ = self.tls.shutdown();
@@ -224,7 +221,13 @@ impl<S: Read + Write + AsFd> Pump<S> {
         if !self.peer_sending || !self.inbound.is_empty() {
             return Step::Blocked;
         }
-        match self.tls.ssl_read(self.inbound.space()) {
+        // A close_notify, or (IGNORE_UNEXPECTED_EOF) the socket simply closing, reads as the end:
+        // NBD's own framing tells a cut-off message from a finished one.
+        let read = self.tls.ssl_read(self.inbound.space()).or_else(|e| match e.code() {
+            ErrorCode::ZERO_RETURN => Ok(0),
+            _ => Err(e),
+        });
+        match read {
             Ok(0) => {
                 self.peer_sending = false;
                 Step::Progress
@@ -237,26 +240,7 @@ impl<S: Read + Write + AsFd> Pump<S> {
                 }
                 Step::Progress
             }
-            Err(e) => match e.code() {
-                ErrorCode::WANT_READ => {
-                    wants.net |= libc::POLLIN;
-                    Step::Blocked
-                }
-                ErrorCode::WANT_WRITE => {
-                    wants.net |= libc::POLLOUT;
-                    Step::Blocked
-                }
-                // A close_notify, or (IGNORE_UNEXPECTED_EOF) the socket simply closing: NBD's
-                // own framing tells a cut-off message from a finished one.
-                ErrorCode::ZERO_RETURN => {
-                    self.peer_sending = false;
-                    Step::Progress
-                }
-                _ => {
-                    self.failure.set(&e);
-                    Step::Failed
-                }
-            },
+            Err(e) => self.net_blocked_or_failed(e, wants),
         }
     }
 
@@ -270,47 +254,34 @@ impl<S: Read + Write + AsFd> Pump<S> {
                 self.inbound.consume(n);
                 Step::Progress
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wants.local |= libc::POLLOUT;
-                Step::Blocked
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Step::Progress,
-            Err(_) => {
+            Err(e) => retry_local(&e, libc::POLLOUT, wants).unwrap_or_else(|| {
                 // The local end no longer reads (it shut down its reading, or is gone): what the
                 // peer sends from now on is read and dropped.
                 self.local_taking = false;
                 self.inbound.clear();
                 Step::Progress
-            }
+            }),
         }
     }
 
     /// Takes what the local end sent, if the previous piece is out.
     fn take_outgoing(&mut self, wants: &mut Wants) -> Step {
-        if !self.local_sending || !self.outbound.is_empty() {
+        if self.local_closed_at.is_some() || !self.outbound.is_empty() {
             return Step::Blocked;
         }
-        match (&self.local).read(self.outbound.space()) {
-            Ok(0) => {
-                self.local_sending = false;
-                self.local_closed_at = Some(Instant::now());
-                Step::Progress
-            }
-            Ok(n) => {
-                self.outbound.filled(n);
-                Step::Progress
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wants.local |= libc::POLLIN;
-                Step::Blocked
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Step::Progress,
-            Err(_) => {
-                self.local_sending = false;
-                self.local_closed_at = Some(Instant::now());
-                Step::Progress
-            }
+        let read = match (&self.local).read(self.outbound.space()) {
+            Err(e) => match retry_local(&e, libc::POLLIN, wants) {
+                Some(step) => return step,
+                None => Err(e),
+            },
+            read => read,
+        };
+        match read {
+            Ok(n) if n > 0 => self.outbound.filled(n),
+            // End-of-file, or a local end that broke: either way it sends no more.
+            _ => self.local_closed_at = Some(Instant::now()),
         }
+        Step::Progress
     }
 
     /// Encrypts and sends what the local end sent.
@@ -323,20 +294,26 @@ impl<S: Read + Write + AsFd> Pump<S> {
                 self.outbound.consume(n);
                 Step::Progress
             }
-            Err(e) => match e.code() {
-                ErrorCode::WANT_READ => {
-                    wants.net |= libc::POLLIN;
-                    Step::Blocked
-                }
-                ErrorCode::WANT_WRITE => {
-                    wants.net |= libc::POLLOUT;
-                    Step::Blocked
-                }
-                _ => {
-                    self.failure.set(&e);
-                    Step::Failed
-                }
-            },
+            Err(e) => self.net_blocked_or_failed(e, wants),
+        }
+    }
+
+    /// An OpenSSL call on the network side that did not go through: it waits for the socket to be
+    /// readable or writable, or the session failed (and the relay ends, saying why).
+    fn net_blocked_or_failed(&self, e: openssl::ssl::Error, wants: &mut Wants) -> Step {
+        match e.code() {
+            ErrorCode::WANT_READ => {
+                wants.net |= libc::POLLIN;
+                Step::Blocked
+            }
+            ErrorCode::WANT_WRITE => {
+                wants.net |= libc::POLLOUT;
+                Step::Blocked
+            }
+            _ => {
+                self.failure.set(&e);
+                Step::Failed
+            }
         }
     }
 
@@ -357,5 +334,18 @@ impl<S: Read + Write + AsFd> Pump<S> {
         // SAFETY: two valid pollfds whose descriptors stay open for the duration of the call.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
         n >= 0 || io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+    }
+}
+
+/// A local read or write that did not go through but only has to be tried again: once the local
+/// end is ready for `event` (it would block), or at once (interrupted). `None` for a real failure.
+fn retry_local(e: &io::Error, event: libc::c_short, wants: &mut Wants) -> Option<Step> {
+    match e.kind() {
+        io::ErrorKind::WouldBlock => {
+            wants.local |= event;
+            Some(Step::Blocked)
+        }
+        io::ErrorKind::Interrupted => Some(Step::Progress),
+        _ => None,
     }
 }
