@@ -5,9 +5,7 @@
 
 use std::ffi::CStr;
 use std::fmt;
-use std::io::{Read, Write};
 use std::net::IpAddr;
-use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,6 +15,7 @@ use super::error::{describe_handshake, TlsError};
 use super::psk_file::PskFile;
 use super::relay::{self, Relay};
 use super::x509_dir::{self, CA_CERT, CLIENT_CERT, CLIENT_KEY};
+use crate::client::socket::Socket;
 use crate::client::uri::{Endpoint, TlsParams};
 
 /// A client's TLS, ready to run handshakes (one per connection, reconnections included).
@@ -119,10 +118,7 @@ impl ClientTls {
 
     /// Runs the client side of the handshake on `stream` (blocking; the socket's timeouts bound
     /// it), then starts its relay.
-    pub(crate) fn connect<S>(&self, stream: S, linger: Duration) -> Result<Relay, TlsError>
-    where
-        S: Read + Write + AsFd + Send + 'static,
-    {
+    pub(crate) fn connect(&self, stream: Socket, linger: Duration) -> Result<Relay, TlsError> {
         let mut ssl = Ssl::new(&self.context)?;
         if let Some(name) = &self.expected_name {
             match name.parse::<IpAddr>() {

@@ -15,13 +15,16 @@
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use openssl::ssl::{ErrorCode, SslStream};
+
+use crate::client::socket::Socket;
+use crate::stream::Stream;
 
 /// Bytes moved per read, either way.
 const CHUNK: usize = 64 << 10;
@@ -56,32 +59,32 @@ impl Failure {
     }
 }
 
+/// A network socket a relay can run on: the server's and the client's.
+pub(crate) trait NetSocket: Read + Write + AsFd + Send + 'static {
+    fn make_nonblocking(&self) -> io::Result<()>;
+}
+
+impl<S: Stream> NetSocket for S {
+    fn make_nonblocking(&self) -> io::Result<()> {
+        self.set_nonblocking(true)
+    }
+}
+
+impl NetSocket for Socket {
+    fn make_nonblocking(&self) -> io::Result<()> {
+        self.set_nonblocking(true)
+    }
+}
+
 /// Starts relaying `tls`, whose handshake is done. Its socket is made non-blocking.
-pub fn spawn<S>(tls: SslStream<S>, linger: Duration, name: &str) -> io::Result<Relay>
-where
-    S: Read + Write + AsFd + Send + 'static,
-{
-    set_nonblocking(tls.get_ref().as_fd())?;
+pub fn spawn<S: NetSocket>(tls: SslStream<S>, linger: Duration, name: &str) -> io::Result<Relay> {
+    tls.get_ref().make_nonblocking()?;
     let (local, ours) = UnixStream::pair()?;
     ours.set_nonblocking(true)?;
     let failure = Failure::default();
     let pump = Pump::new(tls, ours, linger, failure.clone());
     let thread = thread::Builder::new().name(name.into()).spawn(move || pump.run())?;
     Ok(Relay { local, thread, failure })
-}
-
-fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let raw = fd.as_raw_fd();
-    // SAFETY: fcntl on a descriptor that stays open for the call; no memory is passed.
-    let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Bytes taken from one side and not yet all given to the other: `buf[start..end]`. A side is
@@ -159,7 +162,7 @@ enum Step {
     Failed,
 }
 
-impl<S: Read + Write + AsFd> Pump<S> {
+impl<S: NetSocket> Pump<S> {
     fn new(tls: SslStream<S>, local: UnixStream, linger: Duration, failure: Failure) -> Self {
         Pump {
             tls,

@@ -3,8 +3,6 @@
 //! `NBD_OPT_STARTTLS`.
 
 use std::fmt;
-use std::io::{Read, Write};
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -14,7 +12,7 @@ use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslFiletype, SslMethod, S
 
 use super::error::{describe_handshake, TlsError};
 use super::psk_file::PskFile;
-use super::relay::{self, Relay};
+use super::relay::{self, NetSocket, Relay};
 use super::x509_dir::{self, CA_CERT, SERVER_CERT, SERVER_KEY};
 
 /// nbdkit's `--tls=on` and `--tls=require` (`--tls=off` is no [`ServerTls`] at all).
@@ -100,10 +98,7 @@ impl ServerTls {
 
     /// Runs the server side of the handshake on `stream` (blocking), then starts its relay.
     /// Returns the relay and a line for the log: protocol, cipher, and who the client is.
-    pub(crate) fn accept<S>(&self, stream: S, linger: Duration) -> Result<(Relay, String), TlsError>
-    where
-        S: Read + Write + AsFd + Send + 'static,
-    {
+    pub(crate) fn accept<S: NetSocket>(&self, stream: S, linger: Duration) -> Result<(Relay, String), TlsError> {
         let ssl = Ssl::new(&self.context)?;
         let tls = ssl
             .accept(stream)
