@@ -6,31 +6,14 @@
 //! plain text; a well-formed PSK file gives back exactly its users and keys, and any text is
 //! parsed or refused with a line number inside the text.
 
-use std::io::{self, Read, Write};
+mod common;
 
+use common::scripted::Scripted;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use uraid_nbd::client::handshake::{start_tls, HandshakeError};
 use uraid_nbd::proto::*;
 use uraid_nbd::tls::{PskFile, PskFileError};
-
-/// A server's bytes to read from, and whatever the client writes thrown away.
-struct Scripted<'a>(&'a [u8]);
-
-impl Read for Scripted<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buf)
-    }
-}
-
-impl Write for Scripted<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
 
 fn reply(option: u32, reply_type: u32, data: &[u8]) -> Vec<u8> {
     let mut b = OptionReplyHeader { option, reply_type, len: data.len() as u32 }.encode().to_vec();
