@@ -9,10 +9,10 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslFiletype, SslMethod, SslOptions, SslVerifyMode, SslVersion};
+use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslVerifyMode, SslVersion};
 
 use super::error::{describe_handshake, TlsError};
-use super::psk_file::PskFile;
+use super::psk_file;
 use super::relay::{self, Relay};
 use super::x509_dir::{self, CA_CERT, CLIENT_CERT, CLIENT_KEY};
 use crate::client::socket::Socket;
@@ -45,8 +45,7 @@ impl ClientTls {
             Endpoint::Unix { .. } => None,
         });
         let hint = if let Some(file) = &params.psk_file {
-            let path = Path::new(file);
-            let keys = PskFile::load(path).map_err(|source| TlsError::PskFile { path: file.clone(), source })?;
+            let keys = psk_file::load(Path::new(file))?;
             let username = match &params.username {
                 Some(u) => u.clone(),
                 None => local_username().ok_or(TlsError::NoUsername)?,
@@ -80,10 +79,7 @@ impl ClientTls {
                     b.set_ca_file(&ca).map_err(|e| x509_dir::file_error(&ca, e))?;
                     match (x509_dir::optional(dir, CLIENT_CERT), x509_dir::optional(dir, CLIENT_KEY)) {
                         (Some(cert), Some(key)) => {
-                            b.set_certificate_chain_file(&cert).map_err(|e| x509_dir::file_error(&cert, e))?;
-                            b.set_private_key_file(&key, SslFiletype::PEM)
-                                .map_err(|e| x509_dir::file_error(&key, e))?;
-                            b.check_private_key().map_err(|e| x509_dir::file_error(&key, e))?;
+                            x509_dir::use_key_pair(&mut b, &cert, &key)?;
                         }
                         (None, None) => {}
                         (Some(_), None) => x509_dir::required(dir, CLIENT_KEY).map(drop)?,

@@ -3,15 +3,15 @@
 //! `NBD_OPT_STARTTLS`.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use openssl::ex_data::Index;
-use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslFiletype, SslMethod, SslOptions, SslVerifyMode, SslVersion};
+use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslVerifyMode, SslVersion};
 
 use super::error::{describe_handshake, TlsError};
-use super::psk_file::PskFile;
+use super::psk_file;
 use super::relay::{self, NetSocket, Relay};
 use super::x509_dir::{self, CA_CERT, SERVER_CERT, SERVER_KEY};
 
@@ -60,7 +60,7 @@ impl ServerTls {
         b.set_options(SslOptions::IGNORE_UNEXPECTED_EOF | SslOptions::NO_RENEGOTIATION);
         let kind = match credentials {
             ServerCredentials::Psk { file } => {
-                let keys = load_psk(file)?;
+                let keys = psk_file::load(file)?;
                 let user_index = psk_user_index()?;
                 b.set_psk_server_callback(move |ssl, identity, psk| match identity.map(|id| (id, keys.key(id))) {
                     Some((id, Some(key))) if key.len() <= psk.len() => {
@@ -78,9 +78,7 @@ impl ServerTls {
                 x509_dir::check_folder(dir)?;
                 let cert = x509_dir::required(dir, SERVER_CERT)?;
                 let key = x509_dir::required(dir, SERVER_KEY)?;
-                b.set_certificate_chain_file(&cert).map_err(|e| x509_dir::file_error(&cert, e))?;
-                b.set_private_key_file(&key, SslFiletype::PEM).map_err(|e| x509_dir::file_error(&key, e))?;
-                b.check_private_key().map_err(|e| x509_dir::file_error(&key, e))?;
+                x509_dir::use_key_pair(&mut b, &cert, &key)?;
                 if *verify_peer {
                     let ca = x509_dir::required(dir, CA_CERT)?;
                     b.set_ca_file(&ca).map_err(|e| x509_dir::file_error(&ca, e))?;
@@ -129,10 +127,6 @@ fn psk_user_index() -> Result<Index<Ssl, String>, TlsError> {
     }
     let i = Ssl::new_ex_index()?;
     Ok(*INDEX.get_or_init(|| i))
-}
-
-fn load_psk(file: &Path) -> Result<PskFile, TlsError> {
-    PskFile::load(file).map_err(|source| TlsError::PskFile { path: file.display().to_string(), source })
 }
 
 /// A certificate's subject as `CN=...,O=...`.
