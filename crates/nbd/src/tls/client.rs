@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslVerifyMode, SslVersion};
 
-use super::error::{describe_handshake, TlsError};
+use super::error::{describe_handshake, setup, TlsError};
 use super::psk_file;
 use super::relay::{self, Relay};
 use super::x509_dir::{self, CA_CERT, CLIENT_CERT, CLIENT_KEY};
@@ -37,8 +37,8 @@ impl fmt::Debug for ClientTls {
 impl ClientTls {
     /// Reads the credentials `params` names (errors name the file), for a server at `endpoint`.
     pub fn new(params: &TlsParams, endpoint: &Endpoint) -> Result<ClientTls, TlsError> {
-        let mut b = SslContextBuilder::new(SslMethod::tls_client())?;
-        b.set_min_proto_version(Some(SslVersion::TLS1_2))?;
+        let mut b = SslContextBuilder::new(SslMethod::tls_client()).map_err(setup("making the client context"))?;
+        b.set_min_proto_version(Some(SslVersion::TLS1_2)).map_err(setup("requiring TLS 1.2 or later"))?;
         b.set_options(SslOptions::IGNORE_UNEXPECTED_EOF | SslOptions::NO_RENEGOTIATION);
         let expected_name = params.hostname.clone().or_else(|| match endpoint {
             Endpoint::Tcp { host, .. } => Some(host.clone()),
@@ -82,11 +82,11 @@ impl ClientTls {
                             x509_dir::use_key_pair(&mut b, &cert, &key)?;
                         }
                         (None, None) => {}
-                        (Some(_), None) => x509_dir::required(dir, CLIENT_KEY).map(drop)?,
-                        (None, Some(_)) => x509_dir::required(dir, CLIENT_CERT).map(drop)?,
+                        (Some(_), None) => return Err(half_key_pair(dir, CLIENT_CERT, CLIENT_KEY)),
+                        (None, Some(_)) => return Err(half_key_pair(dir, CLIENT_KEY, CLIENT_CERT)),
                     }
                 }
-                None => b.set_default_verify_paths()?,
+                None => b.set_default_verify_paths().map_err(setup("reading the system's trusted CAs"))?,
             }
             b.set_verify(if params.verify_peer { SslVerifyMode::PEER } else { SslVerifyMode::NONE });
             let name = match &expected_name {
@@ -115,13 +115,13 @@ impl ClientTls {
     /// Runs the client side of the handshake on `stream` (blocking; the socket's timeouts bound
     /// it), then starts its relay.
     pub(crate) fn connect(&self, stream: Socket, linger: Duration) -> Result<Relay, TlsError> {
-        let mut ssl = Ssl::new(&self.context)?;
+        let mut ssl = Ssl::new(&self.context).map_err(setup("making a session"))?;
         if let Some(name) = &self.expected_name {
             match name.parse::<IpAddr>() {
-                Ok(ip) => ssl.param_mut().set_ip(ip)?,
+                Ok(ip) => ssl.param_mut().set_ip(ip).map_err(setup(format!("expecting IP address {ip}")))?,
                 Err(_) => {
-                    ssl.set_hostname(name)?;
-                    ssl.param_mut().set_host(name)?;
+                    ssl.set_hostname(name).map_err(setup(format!("sending host name {name:?} (SNI)")))?;
+                    ssl.param_mut().set_host(name).map_err(setup(format!("expecting host name {name:?}")))?;
                 }
             }
         }
@@ -130,6 +130,10 @@ impl ClientTls {
             .map_err(|e| TlsError::Handshake { reason: describe_handshake(&e), hint: self.hint.clone() })?;
         relay::spawn(tls, linger, "nbd-tls-relay").map_err(TlsError::Relay)
     }
+}
+
+fn half_key_pair(dir: &Path, present: &'static str, missing: &'static str) -> TlsError {
+    TlsError::HalfKeyPair { dir: dir.display().to_string(), present, missing }
 }
 
 /// The local user name, found as libnbd finds it: `$LOGNAME`, else the name of the user this

@@ -10,7 +10,7 @@ use std::time::Duration;
 use openssl::ex_data::Index;
 use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslVerifyMode, SslVersion};
 
-use super::error::{describe_handshake, TlsError};
+use super::error::{describe_handshake, setup, TlsError};
 use super::psk_file;
 use super::relay::{self, NetSocket, Relay};
 use super::x509_dir::{self, CA_CERT, SERVER_CERT, SERVER_KEY};
@@ -53,10 +53,10 @@ impl fmt::Debug for ServerTls {
 impl ServerTls {
     /// Loads the credentials now, so a missing or bad file stops the server before it serves.
     pub fn new(mode: TlsMode, credentials: &ServerCredentials) -> Result<ServerTls, TlsError> {
-        let mut b = SslContextBuilder::new(SslMethod::tls_server())?;
-        b.set_min_proto_version(Some(SslVersion::TLS1_2))?;
+        let mut b = SslContextBuilder::new(SslMethod::tls_server()).map_err(setup("making the server context"))?;
+        b.set_min_proto_version(Some(SslVersion::TLS1_2)).map_err(setup("requiring TLS 1.2 or later"))?;
         // No resumption is offered, so tickets would only cost the client a message to ignore.
-        b.set_num_tickets(0)?;
+        b.set_num_tickets(0).map_err(setup("turning session tickets off"))?;
         b.set_options(SslOptions::IGNORE_UNEXPECTED_EOF | SslOptions::NO_RENEGOTIATION);
         let kind = match credentials {
             ServerCredentials::Psk { file } => {
@@ -97,10 +97,11 @@ impl ServerTls {
     /// Runs the server side of the handshake on `stream` (blocking), then starts its relay.
     /// Returns the relay and a line for the log: protocol, cipher, and who the client is.
     pub(crate) fn accept<S: NetSocket>(&self, stream: S, linger: Duration) -> Result<(Relay, String), TlsError> {
-        let ssl = Ssl::new(&self.context)?;
-        let tls = ssl
-            .accept(stream)
-            .map_err(|e| TlsError::Handshake { reason: describe_handshake(&e), hint: String::new() })?;
+        let ssl = Ssl::new(&self.context).map_err(setup("making a session for a client"))?;
+        let tls = ssl.accept(stream).map_err(|e| TlsError::Handshake {
+            reason: describe_handshake(&e),
+            hint: format!(" ({} authentication)", self.kind),
+        })?;
         let s = tls.ssl();
         let psk_user = psk_user_index().ok().and_then(|i| s.ex_data(i));
         let who = match (psk_user, s.peer_certificate()) {
@@ -125,7 +126,7 @@ fn psk_user_index() -> Result<Index<Ssl, String>, TlsError> {
     if let Some(i) = INDEX.get() {
         return Ok(*i);
     }
-    let i = Ssl::new_ex_index()?;
+    let i = Ssl::new_ex_index().map_err(setup("making a place for the PSK user name"))?;
     Ok(*INDEX.get_or_init(|| i))
 }
 
