@@ -109,6 +109,17 @@ fn tls_server(export: Arc<MemExport>, mode: TlsMode, credentials: ServerCredenti
     serve(export, Some(ServerTls::new(mode, &credentials).expect("server credentials")))
 }
 
+/// A server of `export` with X.509 credentials made in a fresh folder (see [`make_pki`]), checking
+/// client certificates if `verify_peer`; `None` (the test is skipped) without the openssl command.
+fn x509_server(tag: &str, export: Arc<MemExport>, mode: TlsMode, verify_peer: bool) -> Option<(Pki, Recorded)> {
+    if !openssl_installed() {
+        return None;
+    }
+    let pki = make_pki(&temp_dir(tag));
+    let running = tls_server(export, mode, ServerCredentials::X509 { dir: pki.server_dir.clone(), verify_peer });
+    Some((pki, running))
+}
+
 fn uri(text: &str) -> NbdUri {
     NbdUri::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
 }
@@ -137,7 +148,6 @@ fn connect_error(r: Result<NbdClient, ClientError>) -> ConnectError {
 #[test]
 fn psk_round_trip_and_refusals() {
     if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
         return;
     }
     let dir = temp_dir("tls-psk");
@@ -194,18 +204,8 @@ fn psk_round_trip_and_refusals() {
 
 #[test]
 fn x509_round_trip_and_certificate_checks() {
-    if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
-        return;
-    }
-    let dir = temp_dir("tls-x509");
-    let pki = make_pki(&dir);
     let export = MemExport::builder(4 * MIB).build();
-    let running = tls_server(
-        export.clone(),
-        TlsMode::Require,
-        ServerCredentials::X509 { dir: pki.server_dir.clone(), verify_peer: true },
-    );
+    let Some((pki, running)) = x509_server("tls-x509", export.clone(), TlsMode::Require, true) else { return };
     let socket = running.path.display().to_string();
     let with = |certs: &Path, extra: &str| {
         uri(&format!("nbds+unix:///?socket={socket}&tls-certificates={}{extra}", certs.display()))
@@ -234,15 +234,9 @@ fn x509_round_trip_and_certificate_checks() {
 
 #[test]
 fn verify_peer_false_accepts_an_untrusted_server_and_on_mode_serves_both() {
-    if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
+    let Some((pki, running)) = x509_server("tls-on", MemExport::builder(2 * MIB).build(), TlsMode::On, false) else {
         return;
-    }
-    let dir = temp_dir("tls-on");
-    let pki = make_pki(&dir);
-    let export = MemExport::builder(2 * MIB).build();
-    let running =
-        tls_server(export, TlsMode::On, ServerCredentials::X509 { dir: pki.server_dir.clone(), verify_peer: false });
+    };
     let socket = running.path.display().to_string();
     let untrusted =
         format!("nbds+unix:///?socket={socket}&tls-certificates={}&tls-verify-peer=false", pki.other_ca_dir.display());
@@ -273,7 +267,6 @@ fn an_nbds_uri_never_falls_back_to_plain_text() {
 #[test]
 fn options_before_tls_are_answered_tls_required() {
     if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
         return;
     }
     let dir = temp_dir("tls-options");
@@ -315,7 +308,6 @@ fn options_before_tls_are_answered_tls_required() {
 #[test]
 fn bytes_after_starttls_before_the_acknowledgement_end_the_connection() {
     if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
         return;
     }
     let dir = temp_dir("tls-inject");
@@ -335,16 +327,10 @@ fn bytes_after_starttls_before_the_acknowledgement_end_the_connection() {
 
 #[test]
 fn starttls_inside_tls_is_refused_and_the_session_goes_on() {
-    if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
+    let Some((pki, running)) = x509_server("tls-again", MemExport::builder(MIB).build(), TlsMode::Require, false)
+    else {
         return;
-    }
-    let pki = make_pki(&temp_dir("tls-again"));
-    let running = tls_server(
-        MemExport::builder(MIB).build(),
-        TlsMode::Require,
-        ServerCredentials::X509 { dir: pki.server_dir.clone(), verify_peer: false },
-    );
+    };
     let mut c = running.connect();
     assert_eq!(c.option(OPT_STARTTLS, &[]).unwrap()[0].reply_type, REP_ACK);
     let mut connector = SslConnector::builder(SslMethod::tls_client()).unwrap();
@@ -389,7 +375,6 @@ fn server_credentials_error(dir: &Path) -> TlsError {
 #[test]
 fn certificate_folders_that_cannot_work_are_refused_naming_the_file() {
     if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
         return;
     }
     let dir = temp_dir("tls-folders");
@@ -508,7 +493,6 @@ fn peers_ready(peer: &str) -> Option<(PathBuf, PathBuf, PathBuf, Pki)> {
         return None;
     }
     if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
         return None;
     }
     let dir = temp_dir(&format!("tls-{peer}"));
