@@ -81,7 +81,7 @@ proptest! {
             text.push_str(&newline.repeat(blank_lines));
         }
         let file = PskFile::parse(&text).unwrap();
-        prop_assert_eq!(file.entries().len(), entries.len());
+        prop_assert_eq!(file.usernames().count(), entries.len());
         for (name, key) in &entries {
             prop_assert_eq!(file.key(name.as_bytes()), Some(key.as_slice()));
         }
@@ -103,9 +103,10 @@ proptest! {
         let text = lines.join("\n");
         match PskFile::parse(&text) {
             Ok(file) => {
-                for e in file.entries() {
-                    prop_assert!(!e.username.is_empty() && !e.key.is_empty());
-                    let prefix = format!("{}:", e.username);
+                for username in file.usernames() {
+                    let key = file.key(username.as_bytes()).unwrap_or_default();
+                    prop_assert!(!username.is_empty() && !key.is_empty());
+                    let prefix = format!("{username}:");
                     prop_assert!(text.contains(&prefix), "{} is not in the text", prefix);
                 }
             }

@@ -138,7 +138,7 @@ fn half_key_pair(dir: &Path, present: &'static str, missing: &'static str) -> Tl
 
 /// The local user name, found as libnbd finds it: `$LOGNAME`, else the name of the user this
 /// process runs as (libnbd asks for the terminal's login name, the same user when there is one).
-pub fn local_username() -> Option<String> {
+fn local_username() -> Option<String> {
     if let Some(name) = std::env::var("LOGNAME").ok().filter(|n| !n.is_empty()) {
         return Some(name);
     }
