@@ -11,6 +11,9 @@ use std::os::unix::net::UnixStream;
 pub trait Stream: Read + Write + AsFd + Send + Sync + Sized + 'static {
     fn try_clone(&self) -> io::Result<Self>;
     fn shutdown(&self, how: Shutdown) -> io::Result<()>;
+    /// Whether reads and writes return `WouldBlock` rather than wait (a TLS relay's network
+    /// socket is non-blocking once the handshake is done).
+    fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()>;
     /// Socket options applied once before the handshake.
     fn prepare(&self) -> io::Result<()> {
         Ok(())
@@ -36,6 +39,9 @@ impl Stream for UnixStream {
     fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         UnixStream::shutdown(self, how)
     }
+    fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        UnixStream::set_nonblocking(self, nonblocking)
+    }
 }
 
 impl Stream for TcpStream {
@@ -44,6 +50,9 @@ impl Stream for TcpStream {
     }
     fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         TcpStream::shutdown(self, how)
+    }
+    fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        TcpStream::set_nonblocking(self, nonblocking)
     }
     /// The spec asks both ends to disable Nagle: a reply header and its data are separate writes,
     /// and waiting for an ACK between them would add a round trip to every read.

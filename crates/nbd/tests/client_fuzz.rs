@@ -6,8 +6,9 @@
 //! data the server meant; and the handshake accepts only constraints the specification allows.
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+mod common;
 
+use common::scripted::Scripted;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use uraid_nbd::client::handshake::{handshake, ExportInfo};
@@ -231,24 +232,6 @@ proptest! {
             prop_assert!(info.min_block.is_power_of_two() && info.max_payload >= info.min_block);
         }
         let _ = run_handshake(&noise);
-    }
-}
-
-/// A server's bytes to read from, and whatever the client writes thrown away.
-struct Scripted<'a>(&'a [u8]);
-
-impl Read for Scripted<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buf)
-    }
-}
-
-impl Write for Scripted<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 

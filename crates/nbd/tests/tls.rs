@@ -9,6 +9,7 @@
 
 mod common;
 
+use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,6 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{pattern, temp_dir, EXPORT_NAME};
+use openssl::ssl::{SslConnector, SslMethod, SslStream};
 use uraid_nbd::client::{ClientConfig, ClientError, ConnectError, HandshakeError, NbdClient, NbdUri};
 use uraid_nbd::proto::*;
 use uraid_nbd::testing::{MemExport, TestClient};
@@ -107,6 +109,17 @@ fn tls_server(export: Arc<MemExport>, mode: TlsMode, credentials: ServerCredenti
     serve(export, Some(ServerTls::new(mode, &credentials).expect("server credentials")))
 }
 
+/// A server of `export` with X.509 credentials made in a fresh folder (see [`make_pki`]), checking
+/// client certificates if `verify_peer`; `None` (the test is skipped) without the openssl command.
+fn x509_server(tag: &str, export: Arc<MemExport>, mode: TlsMode, verify_peer: bool) -> Option<(Pki, Recorded)> {
+    if !openssl_installed() {
+        return None;
+    }
+    let pki = make_pki(&temp_dir(tag));
+    let running = tls_server(export, mode, ServerCredentials::X509 { dir: pki.server_dir.clone(), verify_peer });
+    Some((pki, running))
+}
+
 fn uri(text: &str) -> NbdUri {
     NbdUri::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
 }
@@ -135,7 +148,6 @@ fn connect_error(r: Result<NbdClient, ClientError>) -> ConnectError {
 #[test]
 fn psk_round_trip_and_refusals() {
     if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
         return;
     }
     let dir = temp_dir("tls-psk");
@@ -173,7 +185,8 @@ fn psk_round_trip_and_refusals() {
     assert!(matches!(e, ConnectError::Tls(TlsError::Handshake { .. })), "{e}");
     let text = e.to_string();
     assert!(text.contains("TLS handshake failed") && text.contains("\"alice\""), "{text}");
-    running.wait_ended(|r| matches!(r, EndReason::Tls(_)));
+    // The server's log says which kind of credentials failed.
+    running.wait_ended(|r| matches!(r, EndReason::Tls(m) if m.contains("PSK authentication")));
 
     // A user the file does not have is refused before connecting.
     let e = connect_error(NbdClient::connect(
@@ -191,18 +204,8 @@ fn psk_round_trip_and_refusals() {
 
 #[test]
 fn x509_round_trip_and_certificate_checks() {
-    if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
-        return;
-    }
-    let dir = temp_dir("tls-x509");
-    let pki = make_pki(&dir);
     let export = MemExport::builder(4 * MIB).build();
-    let running = tls_server(
-        export.clone(),
-        TlsMode::Require,
-        ServerCredentials::X509 { dir: pki.server_dir.clone(), verify_peer: true },
-    );
+    let Some((pki, running)) = x509_server("tls-x509", export.clone(), TlsMode::Require, true) else { return };
     let socket = running.path.display().to_string();
     let with = |certs: &Path, extra: &str| {
         uri(&format!("nbds+unix:///?socket={socket}&tls-certificates={}{extra}", certs.display()))
@@ -226,20 +229,14 @@ fn x509_round_trip_and_certificate_checks() {
     let e = connect_error(NbdClient::connect(&with(&pki.ca_only_dir, ""), quick()));
     assert!(matches!(e, ConnectError::Tls(TlsError::EndedAfterHandshake { .. })), "{e}");
     assert!(e.to_string().contains("certificate required") && e.to_string().contains("client-cert.pem"), "{e}");
-    running.wait_ended(|r| matches!(r, EndReason::Tls(m) if m.contains("certificate")));
+    running.wait_ended(|r| matches!(r, EndReason::Tls(m) if m.contains("certificate") && m.contains("X.509")));
 }
 
 #[test]
 fn verify_peer_false_accepts_an_untrusted_server_and_on_mode_serves_both() {
-    if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
+    let Some((pki, running)) = x509_server("tls-on", MemExport::builder(2 * MIB).build(), TlsMode::On, false) else {
         return;
-    }
-    let dir = temp_dir("tls-on");
-    let pki = make_pki(&dir);
-    let export = MemExport::builder(2 * MIB).build();
-    let running =
-        tls_server(export, TlsMode::On, ServerCredentials::X509 { dir: pki.server_dir.clone(), verify_peer: false });
+    };
     let socket = running.path.display().to_string();
     let untrusted =
         format!("nbds+unix:///?socket={socket}&tls-certificates={}&tls-verify-peer=false", pki.other_ca_dir.display());
@@ -270,7 +267,6 @@ fn an_nbds_uri_never_falls_back_to_plain_text() {
 #[test]
 fn options_before_tls_are_answered_tls_required() {
     if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
         return;
     }
     let dir = temp_dir("tls-options");
@@ -307,6 +303,121 @@ fn options_before_tls_are_answered_tls_required() {
     let mut c = running.connect();
     let replies = c.option(OPT_STARTTLS, &[]).unwrap();
     assert_eq!((replies[0].reply_type, replies[0].data.len()), (REP_ACK, 0));
+}
+
+#[test]
+fn bytes_after_starttls_before_the_acknowledgement_end_the_connection() {
+    if !openssl_installed() {
+        return;
+    }
+    let dir = temp_dir("tls-inject");
+    let (good, _) = psk_files(&dir);
+    let running = tls_server(MemExport::builder(MIB).build(), TlsMode::Require, ServerCredentials::Psk { file: good });
+    let mut c = running.connect();
+    // STARTTLS and one more byte in one write, so both are in the server's buffer when it reads
+    // the option: a byte there would be plaintext injected ahead of the TLS session (the attack
+    // of nbdkit's CVE-2021-3716).
+    let mut b = OptionHeader { option: OPT_STARTTLS, len: 0 }.encode().to_vec();
+    b.push(0x16);
+    c.stream().write_all(&b).unwrap();
+    let reason = running.wait_ended(|r| matches!(r, EndReason::ProtocolError(_)));
+    let EndReason::ProtocolError(message) = reason else { unreachable!() };
+    assert!(message.contains("after NBD_OPT_STARTTLS"), "{message}");
+}
+
+#[test]
+fn starttls_inside_tls_is_refused_and_the_session_goes_on() {
+    let Some((pki, running)) = x509_server("tls-again", MemExport::builder(MIB).build(), TlsMode::Require, false)
+    else {
+        return;
+    };
+    let mut c = running.connect();
+    assert_eq!(c.option(OPT_STARTTLS, &[]).unwrap()[0].reply_type, REP_ACK);
+    let mut connector = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    connector.set_ca_file(pki.client_dir.join("ca-cert.pem")).unwrap();
+    let mut tls = connector.build().connect("localhost", c.into_stream()).expect("TLS handshake");
+    let ask = |tls: &mut SslStream<UnixStream>, option: u32| -> (u32, Vec<u8>) {
+        tls.write_all(&OptionHeader { option, len: 0 }.encode()).unwrap();
+        let mut h = [0u8; OPTION_REPLY_HEADER_LEN];
+        tls.read_exact(&mut h).unwrap();
+        let h = OptionReplyHeader::decode(&h).unwrap();
+        assert_eq!(h.option, option);
+        let mut data = vec![0; h.len as usize];
+        tls.read_exact(&mut data).unwrap();
+        (h.reply_type, data)
+    };
+    let (reply_type, data) = ask(&mut tls, OPT_STARTTLS);
+    assert_eq!(reply_type, REP_ERR_INVALID, "a second NBD_OPT_STARTTLS");
+    assert!(String::from_utf8_lossy(&data).contains("already in use"), "{}", String::from_utf8_lossy(&data));
+    // The session is still good: options are answered inside TLS.
+    let (reply_type, _) = ask(&mut tls, OPT_STRUCTURED_REPLY);
+    assert_eq!(reply_type, REP_ACK);
+}
+
+/// A copy of the folder `from` at `to`, but for the files `leave_out`.
+fn copy_folder(from: &Path, to: &Path, leave_out: &[&str]) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if !leave_out.iter().any(|name| entry.file_name() == *name) {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+fn server_credentials_error(dir: &Path) -> TlsError {
+    match ServerTls::new(TlsMode::Require, &ServerCredentials::X509 { dir: dir.to_path_buf(), verify_peer: true }) {
+        Ok(_) => panic!("the server credentials in {} were expected to be refused", dir.display()),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn certificate_folders_that_cannot_work_are_refused_naming_the_file() {
+    if !openssl_installed() {
+        return;
+    }
+    let dir = temp_dir("tls-folders");
+    let pki = make_pki(&dir);
+
+    // A revocation list uraid cannot check: refused on both sides rather than ignored.
+    let with_crl = dir.join("server-with-crl");
+    copy_folder(&pki.server_dir, &with_crl, &[]);
+    std::fs::write(with_crl.join("ca-crl.pem"), "").unwrap();
+    let e = server_credentials_error(&with_crl);
+    assert!(matches!(e, TlsError::Credentials { .. }), "{e}");
+    assert!(
+        e.to_string().contains("ca-crl.pem") && e.to_string().contains("revocation lists are not supported"),
+        "{e}"
+    );
+    let client_with_crl = dir.join("client-with-crl");
+    copy_folder(&pki.client_dir, &client_with_crl, &[]);
+    std::fs::write(client_with_crl.join("ca-crl.pem"), "").unwrap();
+    let e = connect_error(NbdClient::connect(
+        &uri(&format!("nbds+unix:///?socket=/nonexistent&tls-certificates={}", client_with_crl.display())),
+        quick(),
+    ));
+    assert!(matches!(e, ConnectError::Tls(TlsError::Credentials { .. })), "{e}");
+    assert!(e.to_string().contains("ca-crl.pem"), "{e}");
+
+    // A client certificate without its key.
+    let no_key = dir.join("client-without-key");
+    copy_folder(&pki.client_dir, &no_key, &["client-key.pem"]);
+    let e = connect_error(NbdClient::connect(
+        &uri(&format!("nbds+unix:///?socket=/nonexistent&tls-certificates={}", no_key.display())),
+        quick(),
+    ));
+    assert!(matches!(e, ConnectError::Tls(TlsError::HalfKeyPair { .. })), "{e}");
+    let expected = format!("client-cert.pem without client-key.pem in {}", no_key.display());
+    assert!(e.to_string().contains(&expected), "{e}");
+
+    // A server key that is not the certificate's (the client's key in its place).
+    let mismatched = dir.join("server-wrong-key");
+    copy_folder(&pki.server_dir, &mismatched, &["server-key.pem"]);
+    std::fs::copy(pki.client_dir.join("client-key.pem"), mismatched.join("server-key.pem")).unwrap();
+    let e = server_credentials_error(&mismatched);
+    assert!(matches!(e, TlsError::Credentials { .. }), "{e}");
+    assert!(e.to_string().contains("server-key.pem"), "{e}");
 }
 
 #[test]
@@ -382,7 +493,6 @@ fn peers_ready(peer: &str) -> Option<(PathBuf, PathBuf, PathBuf, Pki)> {
         return None;
     }
     if !openssl_installed() {
-        eprintln!("skipped: openssl is not installed");
         return None;
     }
     let dir = temp_dir(&format!("tls-{peer}"));

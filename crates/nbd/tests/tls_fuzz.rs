@@ -6,31 +6,14 @@
 //! plain text; a well-formed PSK file gives back exactly its users and keys, and any text is
 //! parsed or refused with a line number inside the text.
 
-use std::io::{self, Read, Write};
+mod common;
 
+use common::scripted::Scripted;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use uraid_nbd::client::handshake::{start_tls, HandshakeError};
 use uraid_nbd::proto::*;
 use uraid_nbd::tls::{PskFile, PskFileError};
-
-/// A server's bytes to read from, and whatever the client writes thrown away.
-struct Scripted<'a>(&'a [u8]);
-
-impl Read for Scripted<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buf)
-    }
-}
-
-impl Write for Scripted<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
 
 fn reply(option: u32, reply_type: u32, data: &[u8]) -> Vec<u8> {
     let mut b = OptionReplyHeader { option, reply_type, len: data.len() as u32 }.encode().to_vec();
@@ -98,7 +81,7 @@ proptest! {
             text.push_str(&newline.repeat(blank_lines));
         }
         let file = PskFile::parse(&text).unwrap();
-        prop_assert_eq!(file.entries().len(), entries.len());
+        prop_assert_eq!(file.usernames().count(), entries.len());
         for (name, key) in &entries {
             prop_assert_eq!(file.key(name.as_bytes()), Some(key.as_slice()));
         }
@@ -120,9 +103,10 @@ proptest! {
         let text = lines.join("\n");
         match PskFile::parse(&text) {
             Ok(file) => {
-                for e in file.entries() {
-                    prop_assert!(!e.username.is_empty() && !e.key.is_empty());
-                    let prefix = format!("{}:", e.username);
+                for username in file.usernames() {
+                    let key = file.key(username.as_bytes()).unwrap_or_default();
+                    prop_assert!(!username.is_empty() && !key.is_empty());
+                    let prefix = format!("{username}:");
                     prop_assert!(text.contains(&prefix), "{} is not in the text", prefix);
                 }
             }

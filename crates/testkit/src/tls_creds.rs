@@ -22,9 +22,13 @@ pub struct Pki {
     pub other_ca_dir: PathBuf,
 }
 
-/// Whether the `openssl` command can be run.
+/// Whether the `openssl` command can be run; when not, says that the calling test is skipped.
 pub fn openssl_installed() -> bool {
-    Command::new("openssl").arg("version").output().is_ok_and(|o| o.status.success())
+    let found = Command::new("openssl").arg("version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: openssl is not installed");
+    }
+    found
 }
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -46,53 +50,34 @@ pub fn write_psk_file(path: &Path, username: &str) -> String {
     key
 }
 
+/// How every key here is made: an EC key on P-256, unencrypted (`openssl req` arguments).
+const NEW_KEY: &[&str] = &["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+
 /// A CA `name` in `dir` (`NAME-cert.pem`, `NAME-key.pem`).
 fn make_ca(dir: &Path, name: &str) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &format!("{name}-key.pem"),
-            "-out",
-            &format!("{name}-cert.pem"),
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN=uraid test {name}"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
+    let (key, cert, subject) =
+        (format!("{name}-key.pem"), format!("{name}-cert.pem"), format!("/CN=uraid test {name}"));
+    let rest = [
+        "-keyout",
+        &key,
+        "-out",
+        &cert,
+        "-days",
+        "2",
+        "-subj",
+        &subject,
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ];
+    openssl(dir, &[&["req", "-x509"], NEW_KEY, &rest].concat());
 }
 
 /// A certificate `name` signed by the CA `ca`, for `purpose` (serverAuth or clientAuth).
 fn make_leaf(dir: &Path, ca: &str, name: &str, common_name: &str, purpose: &str, alt_names: Option<&str>) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &format!("{name}-key.pem"),
-            "-out",
-            &format!("{name}.csr"),
-            "-subj",
-            &format!("/CN={common_name}"),
-        ],
-    );
+    let (key, request, subject) = (format!("{name}-key.pem"), format!("{name}.csr"), format!("/CN={common_name}"));
+    openssl(dir, &[&["req"], NEW_KEY, &["-keyout", &key, "-out", &request, "-subj", &subject]].concat());
     let mut ext = format!(
         "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage={purpose}\n"
     );

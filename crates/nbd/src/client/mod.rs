@@ -17,7 +17,7 @@ mod connection;
 mod export_client;
 pub mod handshake;
 pub mod reply;
-mod socket;
+pub(crate) mod socket;
 pub mod uri;
 
 pub use config::ClientConfig;

@@ -64,6 +64,15 @@ impl Socket {
         self.set_write_timeout(timeout)
     }
 
+    /// Whether reads and writes return `WouldBlock` rather than wait (the TLS relay's network
+    /// socket is non-blocking once the handshake is done).
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_nonblocking(nonblocking),
+            Socket::Unix(s) => s.set_nonblocking(nonblocking),
+        }
+    }
+
     /// Bounds each write only (the socket is shared by its clones, so this holds for all).
     pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {

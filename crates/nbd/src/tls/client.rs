@@ -5,18 +5,17 @@
 
 use std::ffi::CStr;
 use std::fmt;
-use std::io::{Read, Write};
 use std::net::IpAddr;
-use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::Duration;
 
-use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslFiletype, SslMethod, SslOptions, SslVerifyMode, SslVersion};
+use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslVerifyMode, SslVersion};
 
-use super::error::{describe_handshake, TlsError};
-use super::psk_file::PskFile;
+use super::error::{describe_handshake, setup, TlsError};
+use super::psk_file;
 use super::relay::{self, Relay};
 use super::x509_dir::{self, CA_CERT, CLIENT_CERT, CLIENT_KEY};
+use crate::client::socket::Socket;
 use crate::client::uri::{Endpoint, TlsParams};
 
 /// A client's TLS, ready to run handshakes (one per connection, reconnections included).
@@ -38,16 +37,15 @@ impl fmt::Debug for ClientTls {
 impl ClientTls {
     /// Reads the credentials `params` names (errors name the file), for a server at `endpoint`.
     pub fn new(params: &TlsParams, endpoint: &Endpoint) -> Result<ClientTls, TlsError> {
-        let mut b = SslContextBuilder::new(SslMethod::tls_client())?;
-        b.set_min_proto_version(Some(SslVersion::TLS1_2))?;
+        let mut b = SslContextBuilder::new(SslMethod::tls_client()).map_err(setup("making the client context"))?;
+        b.set_min_proto_version(Some(SslVersion::TLS1_2)).map_err(setup("requiring TLS 1.2 or later"))?;
         b.set_options(SslOptions::IGNORE_UNEXPECTED_EOF | SslOptions::NO_RENEGOTIATION);
         let expected_name = params.hostname.clone().or_else(|| match endpoint {
             Endpoint::Tcp { host, .. } => Some(host.clone()),
             Endpoint::Unix { .. } => None,
         });
         let hint = if let Some(file) = &params.psk_file {
-            let path = Path::new(file);
-            let keys = PskFile::load(path).map_err(|source| TlsError::PskFile { path: file.clone(), source })?;
+            let keys = psk_file::load(Path::new(file))?;
             let username = match &params.username {
                 Some(u) => u.clone(),
                 None => local_username().ok_or(TlsError::NoUsername)?,
@@ -81,17 +79,14 @@ impl ClientTls {
                     b.set_ca_file(&ca).map_err(|e| x509_dir::file_error(&ca, e))?;
                     match (x509_dir::optional(dir, CLIENT_CERT), x509_dir::optional(dir, CLIENT_KEY)) {
                         (Some(cert), Some(key)) => {
-                            b.set_certificate_chain_file(&cert).map_err(|e| x509_dir::file_error(&cert, e))?;
-                            b.set_private_key_file(&key, SslFiletype::PEM)
-                                .map_err(|e| x509_dir::file_error(&key, e))?;
-                            b.check_private_key().map_err(|e| x509_dir::file_error(&key, e))?;
+                            x509_dir::use_key_pair(&mut b, &cert, &key)?;
                         }
                         (None, None) => {}
-                        (Some(_), None) => x509_dir::required(dir, CLIENT_KEY).map(drop)?,
-                        (None, Some(_)) => x509_dir::required(dir, CLIENT_CERT).map(drop)?,
+                        (Some(_), None) => return Err(half_key_pair(dir, CLIENT_CERT, CLIENT_KEY)),
+                        (None, Some(_)) => return Err(half_key_pair(dir, CLIENT_KEY, CLIENT_CERT)),
                     }
                 }
-                None => b.set_default_verify_paths()?,
+                None => b.set_default_verify_paths().map_err(setup("reading the system's trusted CAs"))?,
             }
             b.set_verify(if params.verify_peer { SslVerifyMode::PEER } else { SslVerifyMode::NONE });
             let name = match &expected_name {
@@ -119,17 +114,14 @@ impl ClientTls {
 
     /// Runs the client side of the handshake on `stream` (blocking; the socket's timeouts bound
     /// it), then starts its relay.
-    pub(crate) fn connect<S>(&self, stream: S, linger: Duration) -> Result<Relay, TlsError>
-    where
-        S: Read + Write + AsFd + Send + 'static,
-    {
-        let mut ssl = Ssl::new(&self.context)?;
+    pub(crate) fn connect(&self, stream: Socket, linger: Duration) -> Result<Relay, TlsError> {
+        let mut ssl = Ssl::new(&self.context).map_err(setup("making a session"))?;
         if let Some(name) = &self.expected_name {
             match name.parse::<IpAddr>() {
-                Ok(ip) => ssl.param_mut().set_ip(ip)?,
+                Ok(ip) => ssl.param_mut().set_ip(ip).map_err(setup(format!("expecting IP address {ip}")))?,
                 Err(_) => {
-                    ssl.set_hostname(name)?;
-                    ssl.param_mut().set_host(name)?;
+                    ssl.set_hostname(name).map_err(setup(format!("sending host name {name:?} (SNI)")))?;
+                    ssl.param_mut().set_host(name).map_err(setup(format!("expecting host name {name:?}")))?;
                 }
             }
         }
@@ -140,9 +132,13 @@ impl ClientTls {
     }
 }
 
+fn half_key_pair(dir: &Path, present: &'static str, missing: &'static str) -> TlsError {
+    TlsError::HalfKeyPair { dir: dir.display().to_string(), present, missing }
+}
+
 /// The local user name, found as libnbd finds it: `$LOGNAME`, else the name of the user this
 /// process runs as (libnbd asks for the terminal's login name, the same user when there is one).
-pub fn local_username() -> Option<String> {
+fn local_username() -> Option<String> {
     if let Some(name) = std::env::var("LOGNAME").ok().filter(|n| !n.is_empty()) {
         return Some(name);
     }

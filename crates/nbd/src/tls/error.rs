@@ -22,9 +22,12 @@ pub enum TlsError {
     /// A certificate, key or CA file is missing or unusable.
     #[error("{path}: {reason}")]
     Credentials { path: String, reason: String },
-    /// OpenSSL refused a setting (its own words).
-    #[error("TLS setup: {0}")]
-    Setup(String),
+    /// A certificate folder has one half of a certificate and key pair without the other.
+    #[error("{present} without {missing} in {dir}: give both, or neither")]
+    HalfKeyPair { dir: String, present: &'static str, missing: &'static str },
+    /// OpenSSL refused a setting (its own words); `step` says which.
+    #[error("TLS setup, {step}: {reason}")]
+    Setup { step: String, reason: String },
     /// The TLS handshake failed; `hint` says what usually causes it.
     #[error("TLS handshake failed: {reason}{hint}")]
     Handshake { reason: String, hint: String },
@@ -37,10 +40,10 @@ pub enum TlsError {
     Relay(io::Error),
 }
 
-impl From<ErrorStack> for TlsError {
-    fn from(e: ErrorStack) -> TlsError {
-        TlsError::Setup(describe_stack(&e))
-    }
+/// For `map_err`: OpenSSL refused the setup step `step`.
+pub(crate) fn setup(step: impl Into<String>) -> impl FnOnce(ErrorStack) -> TlsError {
+    let step = step.into();
+    move |e| TlsError::Setup { step, reason: describe_stack(&e) }
 }
 
 /// OpenSSL's reasons, without its numeric codes and file names: "tlsv1 alert decrypt error".

@@ -46,9 +46,9 @@ pub enum PskFileError {
 
 /// One user's key.
 #[derive(Clone, PartialEq, Eq)]
-pub struct PskEntry {
-    pub username: String,
-    pub key: Vec<u8>,
+struct PskEntry {
+    username: String,
+    key: Vec<u8>,
 }
 
 /// Keys are never printed.
@@ -62,6 +62,11 @@ impl fmt::Debug for PskEntry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PskFile {
     entries: Vec<PskEntry>,
+}
+
+/// The keys of the PSK file at `path`, for a server or a client; errors name the file.
+pub(crate) fn load(path: &Path) -> Result<PskFile, super::error::TlsError> {
+    PskFile::load(path).map_err(|source| super::error::TlsError::PskFile { path: path.display().to_string(), source })
 }
 
 impl PskFile {
@@ -109,8 +114,9 @@ impl PskFile {
         self.entries.iter().find(|e| e.username.as_bytes() == username).map(|e| e.key.as_slice())
     }
 
-    pub fn entries(&self) -> &[PskEntry] {
-        &self.entries
+    /// The users the file has keys for, in file order (the keys stay inside: see [`PskFile::key`]).
+    pub fn usernames(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|e| e.username.as_str())
     }
 }
 
@@ -141,7 +147,7 @@ mod tests {
         assert_eq!(f.key(b"alice"), Some(&[0x0a, 0x1b][..]));
         assert_eq!(f.key(b"bob"), Some(&[0, 0xff, 0, 0xff][..]));
         assert_eq!(f.key(b"carol"), None);
-        assert_eq!(f.entries().len(), 2);
+        assert_eq!(f.usernames().collect::<Vec<_>>(), ["alice", "bob"]);
         assert!(!format!("{f:?}").contains("0a"), "keys are not printed");
     }
 

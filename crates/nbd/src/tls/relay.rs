@@ -15,13 +15,16 @@
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use openssl::ssl::{ErrorCode, SslStream};
+
+use crate::client::socket::Socket;
+use crate::stream::Stream;
 
 /// Bytes moved per read, either way.
 const CHUNK: usize = 64 << 10;
@@ -56,12 +59,26 @@ impl Failure {
     }
 }
 
+/// A network socket a relay can run on: the server's and the client's.
+pub(crate) trait NetSocket: Read + Write + AsFd + Send + 'static {
+    fn make_nonblocking(&self) -> io::Result<()>;
+}
+
+impl<S: Stream> NetSocket for S {
+    fn make_nonblocking(&self) -> io::Result<()> {
+        self.set_nonblocking(true)
+    }
+}
+
+impl NetSocket for Socket {
+    fn make_nonblocking(&self) -> io::Result<()> {
+        self.set_nonblocking(true)
+    }
+}
+
 /// Starts relaying `tls`, whose handshake is done. Its socket is made non-blocking.
-pub fn spawn<S>(tls: SslStream<S>, linger: Duration, name: &str) -> io::Result<Relay>
-where
-    S: Read + Write + AsFd + Send + 'static,
-{
-    set_nonblocking(tls.get_ref().as_fd())?;
+pub fn spawn<S: NetSocket>(tls: SslStream<S>, linger: Duration, name: &str) -> io::Result<Relay> {
+    tls.get_ref().make_nonblocking()?;
     let (local, ours) = UnixStream::pair()?;
     ours.set_nonblocking(true)?;
     let failure = Failure::default();
@@ -70,40 +87,44 @@ where
     Ok(Relay { local, thread, failure })
 }
 
-fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let raw = fd.as_raw_fd();
-    // SAFETY: fcntl on a descriptor that stays open for the call; no memory is passed.
-    let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Bytes taken from one side and not yet all given to the other.
-#[derive(Default)]
+/// Bytes taken from one side and not yet all given to the other: `buf[start..end]`. A side is
+/// only read when its `Pending` is empty, so each read goes straight into the whole buffer and no
+/// byte is copied twice.
 struct Pending {
-    data: Vec<u8>,
-    at: usize,
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
 }
 
 impl Pending {
+    fn new() -> Self {
+        Pending { buf: vec![0; CHUNK].into_boxed_slice(), start: 0, end: 0 }
+    }
     fn is_empty(&self) -> bool {
-        self.at >= self.data.len()
+        self.start >= self.end
     }
     fn rest(&self) -> &[u8] {
-        &self.data[self.at..]
+        &self.buf[self.start..self.end]
     }
     fn consume(&mut self, n: usize) {
-        self.at += n;
+        self.start += n;
         if self.is_empty() {
-            self.data.clear();
-            self.at = 0;
+            self.clear();
         }
+    }
+    fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+    /// Where the next read goes; only while empty, so nothing pending is overwritten.
+    fn space(&mut self) -> &mut [u8] {
+        debug_assert!(self.is_empty(), "reading into a buffer that still holds bytes");
+        &mut self.buf
+    }
+    /// The read into [`Pending::space`] gave `n` bytes.
+    fn filled(&mut self, n: usize) {
+        self.start = 0;
+        self.end = n;
     }
 }
 
@@ -125,15 +146,12 @@ struct Pump<S: Read + Write> {
     outbound: Pending,
     /// The peer may still send.
     peer_sending: bool,
-    /// The local end may still send.
-    local_sending: bool,
     /// The local end still takes what the peer sends (it has not shut down its reading).
     local_taking: bool,
     /// The local end was told the peer has finished.
     local_told_eof: bool,
-    /// When the local end closed, for the linger bound.
+    /// When the local end closed (it sends no more), for the linger bound.
     local_closed_at: Option<Instant>,
-    buf: Vec<u8>,
     failure: Failure,
 }
 
@@ -144,20 +162,18 @@ enum Step {
     Failed,
 }
 
-impl<S: Read + Write + AsFd> Pump<S> {
+impl<S: NetSocket> Pump<S> {
     fn new(tls: SslStream<S>, local: UnixStream, linger: Duration, failure: Failure) -> Self {
         Pump {
             tls,
             local,
             linger,
-            inbound: Pending::default(),
-            outbound: Pending::default(),
+            inbound: Pending::new(),
+            outbound: Pending::new(),
             peer_sending: true,
-            local_sending: true,
             local_taking: true,
             local_told_eof: false,
             local_closed_at: None,
-            buf: vec![0; CHUNK],
             failure,
         }
     }
@@ -175,7 +191,7 @@ impl<S: Read + Write + AsFd> Pump<S> {
             if steps.iter().any(|s| matches!(s, Step::Failed)) {
                 break;
             }
-            if !self.local_sending && self.outbound.is_empty() {
+            if self.local_closed_at.is_some() && self.outbound.is_empty() {
                 // Everything the local end sent is out: say goodbye (once; a peer that is gone
                 // or slow to read it changes nothing) and end.
                 let _ = self.tls.shutdown();
@@ -208,37 +224,26 @@ impl<S: Read + Write + AsFd> Pump<S> {
         if !self.peer_sending || !self.inbound.is_empty() {
             return Step::Blocked;
         }
-        match self.tls.ssl_read(&mut self.buf) {
+        // A close_notify, or (IGNORE_UNEXPECTED_EOF) the socket simply closing, reads as the end:
+        // NBD's own framing tells a cut-off message from a finished one.
+        let read = self.tls.ssl_read(self.inbound.space()).or_else(|e| match e.code() {
+            ErrorCode::ZERO_RETURN => Ok(0),
+            _ => Err(e),
+        });
+        match read {
             Ok(0) => {
                 self.peer_sending = false;
                 Step::Progress
             }
             Ok(n) => {
+                // Read all the same when the local end no longer takes them, so the peer is not
+                // held up; they are then dropped.
                 if self.local_taking {
-                    self.inbound.data.extend_from_slice(&self.buf[..n]);
+                    self.inbound.filled(n);
                 }
                 Step::Progress
             }
-            Err(e) => match e.code() {
-                ErrorCode::WANT_READ => {
-                    wants.net |= libc::POLLIN;
-                    Step::Blocked
-                }
-                ErrorCode::WANT_WRITE => {
-                    wants.net |= libc::POLLOUT;
-                    Step::Blocked
-                }
-                // A close_notify, or (IGNORE_UNEXPECTED_EOF) the socket simply closing: NBD's
-                // own framing tells a cut-off message from a finished one.
-                ErrorCode::ZERO_RETURN => {
-                    self.peer_sending = false;
-                    Step::Progress
-                }
-                _ => {
-                    self.failure.set(&e);
-                    Step::Failed
-                }
-            },
+            Err(e) => self.net_blocked_or_failed(e, wants),
         }
     }
 
@@ -252,47 +257,34 @@ impl<S: Read + Write + AsFd> Pump<S> {
                 self.inbound.consume(n);
                 Step::Progress
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wants.local |= libc::POLLOUT;
-                Step::Blocked
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Step::Progress,
-            Err(_) => {
+            Err(e) => retry_local(&e, libc::POLLOUT, wants).unwrap_or_else(|| {
                 // The local end no longer reads (it shut down its reading, or is gone): what the
                 // peer sends from now on is read and dropped.
                 self.local_taking = false;
-                self.inbound = Pending::default();
+                self.inbound.clear();
                 Step::Progress
-            }
+            }),
         }
     }
 
     /// Takes what the local end sent, if the previous piece is out.
     fn take_outgoing(&mut self, wants: &mut Wants) -> Step {
-        if !self.local_sending || !self.outbound.is_empty() {
+        if self.local_closed_at.is_some() || !self.outbound.is_empty() {
             return Step::Blocked;
         }
-        match (&self.local).read(&mut self.buf) {
-            Ok(0) => {
-                self.local_sending = false;
-                self.local_closed_at = Some(Instant::now());
-                Step::Progress
-            }
-            Ok(n) => {
-                self.outbound.data.extend_from_slice(&self.buf[..n]);
-                Step::Progress
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wants.local |= libc::POLLIN;
-                Step::Blocked
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Step::Progress,
-            Err(_) => {
-                self.local_sending = false;
-                self.local_closed_at = Some(Instant::now());
-                Step::Progress
-            }
+        let read = match (&self.local).read(self.outbound.space()) {
+            Err(e) => match retry_local(&e, libc::POLLIN, wants) {
+                Some(step) => return step,
+                None => Err(e),
+            },
+            read => read,
+        };
+        match read {
+            Ok(n) if n > 0 => self.outbound.filled(n),
+            // End-of-file, or a local end that broke: either way it sends no more.
+            _ => self.local_closed_at = Some(Instant::now()),
         }
+        Step::Progress
     }
 
     /// Encrypts and sends what the local end sent.
@@ -305,20 +297,26 @@ impl<S: Read + Write + AsFd> Pump<S> {
                 self.outbound.consume(n);
                 Step::Progress
             }
-            Err(e) => match e.code() {
-                ErrorCode::WANT_READ => {
-                    wants.net |= libc::POLLIN;
-                    Step::Blocked
-                }
-                ErrorCode::WANT_WRITE => {
-                    wants.net |= libc::POLLOUT;
-                    Step::Blocked
-                }
-                _ => {
-                    self.failure.set(&e);
-                    Step::Failed
-                }
-            },
+            Err(e) => self.net_blocked_or_failed(e, wants),
+        }
+    }
+
+    /// An OpenSSL call on the network side that did not go through: it waits for the socket to be
+    /// readable or writable, or the session failed (and the relay ends, saying why).
+    fn net_blocked_or_failed(&self, e: openssl::ssl::Error, wants: &mut Wants) -> Step {
+        match e.code() {
+            ErrorCode::WANT_READ => {
+                wants.net |= libc::POLLIN;
+                Step::Blocked
+            }
+            ErrorCode::WANT_WRITE => {
+                wants.net |= libc::POLLOUT;
+                Step::Blocked
+            }
+            _ => {
+                self.failure.set(&e);
+                Step::Failed
+            }
         }
     }
 
@@ -339,5 +337,18 @@ impl<S: Read + Write + AsFd> Pump<S> {
         // SAFETY: two valid pollfds whose descriptors stay open for the duration of the call.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
         n >= 0 || io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+    }
+}
+
+/// A local read or write that did not go through but only has to be tried again: once the local
+/// end is ready for `event` (it would block), or at once (interrupted). `None` for a real failure.
+fn retry_local(e: &io::Error, event: libc::c_short, wants: &mut Wants) -> Option<Step> {
+    match e.kind() {
+        io::ErrorKind::WouldBlock => {
+            wants.local |= event;
+            Some(Step::Blocked)
+        }
+        io::ErrorKind::Interrupted => Some(Step::Progress),
+        _ => None,
     }
 }

@@ -3,18 +3,16 @@
 //! `NBD_OPT_STARTTLS`.
 
 use std::fmt;
-use std::io::{Read, Write};
-use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use openssl::ex_data::Index;
-use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslFiletype, SslMethod, SslOptions, SslVerifyMode, SslVersion};
+use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslVerifyMode, SslVersion};
 
-use super::error::{describe_handshake, TlsError};
-use super::psk_file::PskFile;
-use super::relay::{self, Relay};
+use super::error::{describe_handshake, setup, TlsError};
+use super::psk_file;
+use super::relay::{self, NetSocket, Relay};
 use super::x509_dir::{self, CA_CERT, SERVER_CERT, SERVER_KEY};
 
 /// nbdkit's `--tls=on` and `--tls=require` (`--tls=off` is no [`ServerTls`] at all).
@@ -55,14 +53,14 @@ impl fmt::Debug for ServerTls {
 impl ServerTls {
     /// Loads the credentials now, so a missing or bad file stops the server before it serves.
     pub fn new(mode: TlsMode, credentials: &ServerCredentials) -> Result<ServerTls, TlsError> {
-        let mut b = SslContextBuilder::new(SslMethod::tls_server())?;
-        b.set_min_proto_version(Some(SslVersion::TLS1_2))?;
+        let mut b = SslContextBuilder::new(SslMethod::tls_server()).map_err(setup("making the server context"))?;
+        b.set_min_proto_version(Some(SslVersion::TLS1_2)).map_err(setup("requiring TLS 1.2 or later"))?;
         // No resumption is offered, so tickets would only cost the client a message to ignore.
-        b.set_num_tickets(0)?;
+        b.set_num_tickets(0).map_err(setup("turning session tickets off"))?;
         b.set_options(SslOptions::IGNORE_UNEXPECTED_EOF | SslOptions::NO_RENEGOTIATION);
         let kind = match credentials {
             ServerCredentials::Psk { file } => {
-                let keys = load_psk(file)?;
+                let keys = psk_file::load(file)?;
                 let user_index = psk_user_index()?;
                 b.set_psk_server_callback(move |ssl, identity, psk| match identity.map(|id| (id, keys.key(id))) {
                     Some((id, Some(key))) if key.len() <= psk.len() => {
@@ -80,9 +78,7 @@ impl ServerTls {
                 x509_dir::check_folder(dir)?;
                 let cert = x509_dir::required(dir, SERVER_CERT)?;
                 let key = x509_dir::required(dir, SERVER_KEY)?;
-                b.set_certificate_chain_file(&cert).map_err(|e| x509_dir::file_error(&cert, e))?;
-                b.set_private_key_file(&key, SslFiletype::PEM).map_err(|e| x509_dir::file_error(&key, e))?;
-                b.check_private_key().map_err(|e| x509_dir::file_error(&key, e))?;
+                x509_dir::use_key_pair(&mut b, &cert, &key)?;
                 if *verify_peer {
                     let ca = x509_dir::required(dir, CA_CERT)?;
                     b.set_ca_file(&ca).map_err(|e| x509_dir::file_error(&ca, e))?;
@@ -100,14 +96,12 @@ impl ServerTls {
 
     /// Runs the server side of the handshake on `stream` (blocking), then starts its relay.
     /// Returns the relay and a line for the log: protocol, cipher, and who the client is.
-    pub(crate) fn accept<S>(&self, stream: S, linger: Duration) -> Result<(Relay, String), TlsError>
-    where
-        S: Read + Write + AsFd + Send + 'static,
-    {
-        let ssl = Ssl::new(&self.context)?;
-        let tls = ssl
-            .accept(stream)
-            .map_err(|e| TlsError::Handshake { reason: describe_handshake(&e), hint: String::new() })?;
+    pub(crate) fn accept<S: NetSocket>(&self, stream: S, linger: Duration) -> Result<(Relay, String), TlsError> {
+        let ssl = Ssl::new(&self.context).map_err(setup("making a session for a client"))?;
+        let tls = ssl.accept(stream).map_err(|e| TlsError::Handshake {
+            reason: describe_handshake(&e),
+            hint: format!(" ({} authentication)", self.kind),
+        })?;
         let s = tls.ssl();
         let psk_user = psk_user_index().ok().and_then(|i| s.ex_data(i));
         let who = match (psk_user, s.peer_certificate()) {
@@ -132,12 +126,8 @@ fn psk_user_index() -> Result<Index<Ssl, String>, TlsError> {
     if let Some(i) = INDEX.get() {
         return Ok(*i);
     }
-    let i = Ssl::new_ex_index()?;
+    let i = Ssl::new_ex_index().map_err(setup("making a place for the PSK user name"))?;
     Ok(*INDEX.get_or_init(|| i))
-}
-
-fn load_psk(file: &Path) -> Result<PskFile, TlsError> {
-    PskFile::load(file).map_err(|source| TlsError::PskFile { path: file.display().to_string(), source })
 }
 
 /// A certificate's subject as `CN=...,O=...`.

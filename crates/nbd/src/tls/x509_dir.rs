@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use openssl::ssl::{SslContextBuilder, SslFiletype};
+
 use super::error::TlsError;
 
 pub const CA_CERT: &str = "ca-cert.pem";
@@ -44,6 +46,14 @@ pub fn check_folder(dir: &Path) -> Result<(), TlsError> {
         });
     }
     Ok(())
+}
+
+/// Loads the certificate (with any chain after it) at `cert` and its private key at `key` into
+/// `b`, and checks that they belong together; errors name the file.
+pub fn use_key_pair(b: &mut SslContextBuilder, cert: &Path, key: &Path) -> Result<(), TlsError> {
+    b.set_certificate_chain_file(cert).map_err(|e| file_error(cert, e))?;
+    b.set_private_key_file(key, SslFiletype::PEM).map_err(|e| file_error(key, e))?;
+    b.check_private_key().map_err(|e| file_error(key, e))
 }
 
 /// OpenSSL's complaint about a file, named.

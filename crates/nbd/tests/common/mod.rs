@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod scripted;
+
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
