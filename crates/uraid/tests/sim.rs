@@ -274,12 +274,18 @@ fn hosts_gives_a_row_per_fitting_placement_and_refuses_bad_parameters() {
             .unwrap()
     };
     assert!(head(&fast) < head(&slow) / 5.0);
-    for bad in [
-        &["sim", "hosts", "--width", "3"][..],
-        &["sim", "hosts", "--mttf-hours", "0"],
-        &["sim", "hosts", "--capacity", "x"],
+    // Each refusal names the flag at fault.
+    for (bad, says) in [
+        (&["sim", "hosts", "--width", "3"][..], "--width=3"),
+        (&["sim", "hosts", "--mttf-hours", "0"], "--mttf-hours=0"),
+        (&["sim", "hosts", "--net-gbit=-1"], "--net-gbit=-1"),
+        (&["sim", "hosts", "--capacity", "x"], "--capacity=x"),
+        (&["sim", "hosts", "--disk", "0"], "--disk=0"),
+        (&["sim", "hosts", "--hosts", "1,3"], "--hosts=1,3: no placement fits"),
     ] {
         let o = uraid(bad);
+        let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success(), "{bad:?} accepted");
+        assert!(err.contains(says), "{bad:?}: {err}");
     }
 }

@@ -40,7 +40,7 @@ pub struct ReturnBackoffChange {
 /// Why a backoff change was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReturnBackoffError {
-    #[error("the waits before trying a lost member again must be longer than 0")]
+    #[error("--readd-first and --readd-max (the waits before trying a lost member again) must be longer than 0")]
     ZeroWait,
     #[error("the longest wait ({max:?}) is shorter than the first ({first:?})")]
     MaxBelowFirst { first: Duration, max: Duration },
@@ -102,8 +102,6 @@ pub struct LostMember {
     pub in_flight: bool,
     /// How the last attempt went, if one was made.
     pub last_failure: Option<AttemptFailure>,
-    /// The wait after the next failure.
-    wait: Duration,
 }
 
 /// The lost members and when each is tried again.
@@ -125,9 +123,13 @@ impl MemberReturns {
     /// New limits; the waits already scheduled keep their time, and later ones follow these.
     pub fn set_backoff(&mut self, backoff: ReturnBackoff) {
         self.backoff = backoff;
-        for m in &mut self.lost {
-            m.wait = m.wait.clamp(backoff.first, backoff.max);
-        }
+    }
+
+    /// The wait after the `attempts`-th attempt failed: the first wait doubled that many times,
+    /// up to the longest.
+    fn wait_after(&self, attempts: u64) -> Duration {
+        let doubled = self.backoff.first.checked_mul(1 << attempts.min(30)).unwrap_or(self.backoff.max);
+        doubled.min(self.backoff.max)
     }
 
     /// `device`, which held `slot`, was lost at `now` for being unreachable: its first attempt
@@ -142,7 +144,6 @@ impl MemberReturns {
             next_attempt: now + self.backoff.first,
             in_flight,
             last_failure: None,
-            wait: (self.backoff.first * 2).min(self.backoff.max),
         });
     }
 
@@ -191,11 +192,11 @@ impl MemberReturns {
     /// wait, which then doubles up to the longest. Whether this outcome is news (the first, or
     /// different from the last), which callers report and otherwise keep quiet about.
     pub fn attempt_failed(&mut self, device: &str, now: Duration, how: AttemptFailure) -> bool {
-        let max = self.backoff.max;
-        let Some(m) = self.lost.iter_mut().find(|m| m.device == device) else { return false };
+        let Some(attempts) = self.find(device).map(|m| m.attempts) else { return false };
+        let wait = self.wait_after(attempts);
+        let m = self.lost.iter_mut().find(|m| m.device == device).expect("found above");
         m.in_flight = false;
-        m.next_attempt = now + m.wait;
-        m.wait = (m.wait * 2).min(max);
+        m.next_attempt = now + wait;
         let news = m.last_failure.as_ref() != Some(&how);
         m.last_failure = Some(how);
         news

@@ -34,13 +34,22 @@ pub struct HostsArgs {
 }
 
 pub fn run(args: &HostsArgs) -> CliResult {
-    let capacity = crate::size::parse_size(&args.capacity, 1).map_err(super::CliError)? as f64;
-    let disk = crate::size::parse_size(&args.disk, 1).map_err(super::CliError)? as f64;
+    let size = |flag: &str, text: &str| -> CliResult<f64> {
+        match crate::size::parse_size(text, 1) {
+            Ok(0) => err(format!("--{flag}={text}: must be more than 0")),
+            Ok(n) => Ok(n as f64),
+            Err(e) => err(format!("--{flag}={text}: {e}")),
+        }
+    };
+    let capacity = size("capacity", &args.capacity)?;
+    let disk = size("disk", &args.disk)?;
     if args.width < 4 {
         return err(format!("--width={}: a raid6 stripe needs at least 4 hosts", args.width));
     }
-    if !(args.net_gbit > 0.0 && args.mttf_hours > 0.0 && capacity > 0.0 && disk > 0.0) {
-        return err("--capacity, --net-gbit, --disk and --mttf-hours must be positive".to_string());
+    for (flag, value) in [("net-gbit", args.net_gbit), ("mttf-hours", args.mttf_hours)] {
+        if !(value > 0.0 && value.is_finite()) {
+            return err(format!("--{flag}={value}: must be a number more than 0"));
+        }
     }
     let base = Hosts {
         count: 0,
@@ -50,6 +59,14 @@ pub fn run(args: &HostsArgs) -> CliResult {
         mttf_hours: args.mttf_hours,
     };
     let rows = hosts::table(&base, &args.hosts, args.width);
+    if rows.is_empty() {
+        return err(format!(
+            "--hosts={}: no placement fits these host counts (md raid10 needs an even count, md raid6 4 or more, \
+             raid6 groups a multiple of --width={w}, declustered raid6 more than {w})",
+            args.hosts.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+            w = args.width
+        ));
+    }
     let text = if args.json { json(&rows)? } else { table(&rows) };
     emit(&text)
 }
