@@ -102,9 +102,10 @@ pub fn run(args: &ServeArgs) -> CliResult {
         inline_max: uraid_device::service::SERVE_INLINE_MAX,
         ..ServiceConfig::default()
     })?;
-    // Bind both sockets before the array is started, so a busy address costs nothing.
-    let mut control = args.control.as_deref().map(crate::control::bind).transpose()?;
+    // Bind both sockets before the array is started, so a busy address costs nothing. The NBD
+    // socket comes first: a control socket that answers tells scripts the export is there too.
     let listener = addr.bind().map_err(|e| CliError(format!("--listen={}: {e}", args.listen)))?;
+    let mut control = args.control.as_deref().map(crate::control::bind).transpose()?;
     let service = match opened {
         Opened::Array(array) => ArrayService::start(*array, config),
         Opened::Reshaping(r) => {
