@@ -118,10 +118,7 @@ fn grow_served(name: &str, socket: &std::path::Path, args: &GrowArgs, limit: Opt
     if let Some(max) = limit {
         super::ctl::request(socket, serde_json::json!({"op": "speed-limit", "max": max}))?;
     }
-    let add: Vec<String> =
-        args.add.iter().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string()).collect();
-    let answer =
-        super::ctl::request(socket, serde_json::json!({"op": "grow", "raid_devices": raid_devices, "add": add}))?;
+    let answer = super::ctl::request(socket, super::ctl::grow_request(raid_devices, &args.add))?;
     eprintln!("uraid: {name}: {}", answer["done"].as_str().unwrap_or("reshape started"));
     eprintln!("uraid: the reshape runs in the background; `uraid ctl {name} wait` waits for it to end");
     Ok(())
