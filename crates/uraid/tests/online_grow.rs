@@ -266,6 +266,33 @@ fn a_served_array_stopped_mid_reshape_records_the_position_and_continues() {
     assert_eq!(mismatch_cnt(&all), 0);
 }
 
+/// A speed limit set on the running array (`ctl speed-limit`) holds the reshape a grow starts,
+/// not the limit the server was started with.
+#[test]
+fn a_speed_limit_set_before_the_grow_holds_the_reshape() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (members, new) = raid5_of_four(dir);
+    let serve = Serve::start(dir, &members, &["--speed-limit-max=100M"]);
+    let set = serve.ctl(&["speed-limit", "--min=64K", "--max=512K"]);
+    assert!(set.status.success(), "{}", text(&set));
+    let began = Instant::now();
+    let grow = serve.ctl(&["grow", "-n5", "-a", &new]);
+    assert!(grow.status.success(), "{}\n{}", text(&grow), serve_log(dir));
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = serve.status();
+    assert!(reshape_running(&status), "{status:#}\n{}", serve_log(dir));
+    assert_eq!(
+        (status["speed_limit_min"].as_u64(), status["speed_limit_max"].as_u64()),
+        (Some(64 << 10), Some(512 << 10)),
+        "{status:#}"
+    );
+    let done = status["reshape"]["done_bytes"].as_u64().unwrap();
+    let allowed = (began.elapsed().as_secs_f64() * f64::from(512 << 10)) as u64 + (2 << 20);
+    assert!(done <= allowed, "{done} bytes reshaped, more than 512K/s allows: {status:#}");
+    serve.stop(libc::SIGTERM);
+}
+
 #[test]
 fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();

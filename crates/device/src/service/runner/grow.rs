@@ -149,7 +149,9 @@ impl Runner {
             parked: std::mem::take(&mut self.parked),
             idle_waiters: std::mem::take(&mut self.idle_waiters),
             report: std::mem::take(&mut self.report),
-            config: self.config.clone(),
+            // The limits in force, which `speed-limit` may have changed since the start (it
+            // changes the policy's, not the config's).
+            config: ServiceConfig { speed: self.policy.speed_limits(), ..self.config.clone() },
             uuid: self.array.identity(),
             md_shape: self.array.mdstat_shape(),
             failed,
