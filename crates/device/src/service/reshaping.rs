@@ -23,6 +23,7 @@ use super::{
     log, ArrayStatus, BlockOp, BlockReply, Done, ManageError, RemoteLimitsError, ReshapeProgress, ServiceConfig,
     ServiceError, ServiceInfo, SlotReport, StopError, StopReport, SyncError,
 };
+use crate::array_policy::{throttle_delay, SpeedWindow};
 use crate::member::MemberDevice;
 use crate::reshape::Grow;
 
@@ -31,9 +32,6 @@ const REQUESTS_PER_STEP: usize = 16;
 
 /// How often the position reached is recorded besides when the reshape needs it.
 const RECORD_EVERY: Duration = Duration::from_secs(2);
-
-/// The window the speed is measured over (md's `sync_speed` looks back a few seconds too).
-const SPEED_WINDOW: Duration = Duration::from_secs(5);
 
 /// Zeroing requests are written in pieces of this size.
 const ZERO_PIECE: u64 = 1 << 20;
@@ -72,11 +70,11 @@ pub(super) struct Reshaping {
     idle_waiters: Vec<Sender<ArrayStatus>>,
     /// Requests to serve before any new message.
     queued: VecDeque<(BlockOp, Done)>,
-    /// (when, position) samples over the last [`SPEED_WINDOW`], for the speed.
-    samples: VecDeque<(Instant, u64)>,
+    /// When the phase began: the speed window's times are measured from it.
+    began: Instant,
+    /// The position over the last few seconds: the speed shown, and held to the limits.
+    speed: SpeedWindow,
     last_record: Instant,
-    /// When the current pace began and the position then, for the speed limit.
-    paced_from: (Instant, u64),
     /// The reshape stopped on a failure: nothing more is done until the array is stopped.
     failed: Option<String>,
 }
@@ -110,9 +108,9 @@ impl Reshaping {
             report,
             idle_waiters,
             queued: requests.into(),
-            samples: VecDeque::from([(now, done)]),
+            began: now,
+            speed: SpeedWindow::new(Duration::ZERO, done),
             last_record: now,
-            paced_from: (now, done),
             failed: None,
         }
     }
@@ -133,7 +131,11 @@ impl Reshaping {
                 }
                 taken += 1;
             }
-            let wait = self.pace_wait();
+            let wait = self.pace_wait(rx);
+            if self.failed.is_none() && !wait.is_zero() && !self.queued.is_empty() {
+                // Held back, with requests already taken: serve those rather than wait for more.
+                continue;
+            }
             if self.failed.is_some() || !wait.is_zero() {
                 // Nothing to do until a message comes (or the pace allows the next step).
                 let timeout = if self.failed.is_some() { Duration::from_secs(3600) } else { wait };
@@ -153,11 +155,7 @@ impl Reshaping {
                 Ok(false) => {}
                 Err(e) => self.fail(format!("{e}")),
             }
-            let now = Instant::now();
-            self.samples.push_back((now, self.grow.progress().0));
-            while self.samples.len() > 2 && now.duration_since(self.samples[1].0) >= SPEED_WINDOW {
-                self.samples.pop_front();
-            }
+            self.speed.mark(self.began.elapsed(), self.grow.progress().0);
             if self.failed.is_none() && self.last_record.elapsed() >= RECORD_EVERY {
                 if let Err(e) = self.grow.checkpoint() {
                     self.fail(format!("{e}"));
@@ -196,7 +194,7 @@ impl Reshaping {
             Msg::SpeedLimits { min, max, reply } => {
                 let result = self.config.speed.with(min, max).inspect(|&limits| {
                     self.config.speed = limits;
-                    self.paced_from = (Instant::now(), self.grow.progress().0);
+                    self.speed.restart(self.began.elapsed(), self.grow.progress().0);
                 });
                 let _ = reply.send(result);
             }
@@ -210,12 +208,12 @@ impl Reshaping {
         None
     }
 
-    /// How long to wait before the next step to keep to the maximum speed.
-    fn pace_wait(&self) -> Duration {
-        let (since, from) = self.paced_from;
-        let done = self.grow.progress().0.saturating_sub(from);
-        let due = Duration::from_secs_f64(done as f64 / self.config.speed.max_bytes_per_sec.max(1) as f64);
-        due.saturating_sub(since.elapsed()).min(Duration::from_millis(200))
+    /// How long to wait before the next step to keep to the speed limits, as a pass keeps to
+    /// them: clients waiting count as foreground I/O. Capped, so a message is looked at soon.
+    fn pace_wait(&self, rx: &Receiver<Msg>) -> Duration {
+        let (done, elapsed) = self.speed.window(self.began.elapsed(), self.grow.progress().0);
+        let clients_waiting = !self.queued.is_empty() || !rx.is_empty();
+        throttle_delay(done, elapsed, clients_waiting, self.config.speed).min(Duration::from_millis(200))
     }
 
     fn serve_request(&mut self, op: BlockOp, done: Done) {
@@ -330,12 +328,7 @@ impl Reshaping {
     fn status(&self) -> ArrayStatus {
         let (done, total) = self.grow.progress();
         let (from, to) = self.grow.raid_disks();
-        let bytes_per_sec = match (self.samples.front(), self.samples.back()) {
-            (Some(&(t0, p0)), Some(&(t1, p1))) if t1 > t0 => {
-                ((p1 - p0) as f64 / t1.duration_since(t0).as_secs_f64()) as u64
-            }
-            _ => 0,
-        };
+        let bytes_per_sec = self.speed.bytes_per_sec(self.began.elapsed(), done);
         let slots = self
             .grow
             .slot_names()
