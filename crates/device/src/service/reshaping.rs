@@ -14,8 +14,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use uraid_engine::{EngineError, IoBuf, SlotState};
+use uraid_engine::{EngineError, SlotState};
 
 use super::messages::Msg;
 use super::notifier;
@@ -33,8 +34,11 @@ const REQUESTS_PER_STEP: usize = 16;
 /// How often the position reached is recorded besides when the reshape needs it.
 const RECORD_EVERY: Duration = Duration::from_secs(2);
 
-/// Zeroing requests are written in pieces of this size.
+/// Zeroing requests are written in pieces of this size...
 const ZERO_PIECE: u64 = 1 << 20;
+
+/// ...each a slice of these zeros, shared by every request (zero-filled: no room in the binary).
+static ZEROS: [u8; ZERO_PIECE as usize] = [0; ZERO_PIECE as usize];
 
 /// What one phase of the engine thread hands the next: the report so far, the callers waiting
 /// for the array to be idle, and requests taken and not yet served, in order.
@@ -235,11 +239,11 @@ impl Reshaping {
         }
         let result = match op {
             BlockOp::Read { offset, len } => {
-                self.grow.read(offset, len).map(|data| BlockReply::Data(IoBuf::from(data)))
+                self.grow.read(offset, len).map(BlockReply::Data)
             }
             BlockOp::Write { offset, data, fua } => self
                 .grow
-                .write(offset, &data)
+                .write(offset, data)
                 .and_then(|()| if fua { self.grow.flush() } else { Ok(()) })
                 .map(|()| BlockReply::Done),
             BlockOp::Flush => self.grow.flush().map(|()| BlockReply::Done),
@@ -257,10 +261,11 @@ impl Reshaping {
     }
 
     fn zero(&mut self, offset: u64, len: u64, fua: bool) -> Result<(), crate::reshape::GrowError> {
+        let zeros = Bytes::from_static(&ZEROS);
         let mut at = offset;
         while at < offset + len {
             let piece = ZERO_PIECE.min(offset + len - at);
-            self.grow.write(at, &vec![0u8; piece as usize])?;
+            self.grow.write(at, zeros.slice(..piece as usize))?;
             at += piece;
         }
         if fua {
