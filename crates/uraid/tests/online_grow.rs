@@ -222,6 +222,8 @@ fn a_server_killed_mid_reshape_continues_it_when_started_again() {
     let serve = Serve::start(dir, &all, &["--speed-limit-max=2M"]);
     let status = serve.status();
     assert!(reshape_running(&status), "{status:#}\n{}", serve_log(dir));
+    // Killed after writes, the array was left dirty: the resync it owes shows while reshaping.
+    assert_eq!(status["resync_needed"], true, "{status:#}");
     let mut w = Writer { dev: client(dir), model, writes: 1_000 };
     w.check_all();
     write_until_reshaped(&serve, &mut w);

@@ -24,6 +24,12 @@ impl Grow {
         self.window.old_size()
     }
 
+    /// Whether a resync is owed: the array was found dirty when the reshape was taken up (the
+    /// resync after the reshape sets it right).
+    pub fn owes_resync(&self) -> bool {
+        self.owes_resync
+    }
+
     /// Whether the superblocks say dirty.
     pub fn dirty(&self) -> bool {
         self.dirty

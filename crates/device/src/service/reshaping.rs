@@ -342,18 +342,8 @@ impl Reshaping {
             .map(|(slot, device)| SlotReport { slot, device: Some(device), state: SlotState::InSync })
             .collect();
         ArrayStatus {
-            uuid: self.uuid.clone(),
-            level: self.info.level.clone(),
-            size: self.info.size,
-            chunk_bytes: self.info.chunk_bytes,
-            md_shape: self.md_shape.clone(),
-            slots,
-            spares: Vec::new(),
-            read_only: self.info.read_only,
             dirty: self.grow.dirty(),
-            needs_resync: false,
-            degraded: 0,
-            sync: None,
+            needs_resync: self.grow.owes_resync(),
             reshape: Some(ReshapeProgress {
                 from_disks: from,
                 to_disks: to,
@@ -362,14 +352,8 @@ impl Reshaping {
                 bytes_per_sec,
                 eta_secs: (bytes_per_sec > 0).then(|| (total - done) / bytes_per_sec),
             }),
-            mismatch_sectors: 0,
-            speed_limits: self.config.speed,
-            last_sync: None,
-            last_sync_bytes: None,
-            passes_ended: 0,
             requests: self.report.requests,
-            returning: Vec::new(),
-            readded: 0,
+            ..ArrayStatus::of(&self.info, self.uuid.clone(), self.md_shape.clone(), slots, self.config.speed)
         }
     }
 }

@@ -384,14 +384,7 @@ impl Runner {
             })
             .collect();
         ArrayStatus {
-            uuid: self.array.identity(),
-            level: self.info.level.clone(),
-            size: self.info.size,
-            chunk_bytes: self.info.chunk_bytes,
-            md_shape: self.array.mdstat_shape(),
-            slots,
             spares: self.array.spare_names(),
-            read_only: self.info.read_only,
             dirty: self.array.is_dirty(),
             needs_resync: self.array.needs_resync(),
             degraded: states.iter().filter(|s| **s != SlotState::InSync).count(),
@@ -403,8 +396,6 @@ impl Runner {
                 eta_secs: r.eta_secs(now),
             }),
             mismatch_sectors: self.policy.mismatch_sectors(),
-            speed_limits: self.policy.speed_limits(),
-            reshape: None,
             last_sync: self.policy.last_pass().map(str::to_string),
             last_sync_bytes: self.policy.last_pass_bytes(),
             passes_ended: self.policy.passes_ended(),
@@ -426,6 +417,13 @@ impl Runner {
                 })
                 .collect(),
             readded: self.readded,
+            ..ArrayStatus::of(
+                &self.info,
+                self.array.identity(),
+                self.array.mdstat_shape(),
+                slots,
+                self.policy.speed_limits(),
+            )
         }
     }
 
