@@ -45,6 +45,9 @@ pub enum GrowError {
     /// The request is not one this grow does, or the array is not in a state to grow.
     #[error("{0}")]
     Refused(String),
+    /// A client's request goes past the end of the array as it is served while reshaped.
+    #[error("{len} bytes at offset {offset} go past the end of the array ({size} bytes while it is reshaped)")]
+    OutOfRange { offset: u64, len: u64, size: u64 },
     /// A member I/O failed: the reshape stops where its last record is.
     #[error("{0}; the reshape stopped at its last recorded position")]
     Member(String),

@@ -127,9 +127,7 @@ impl Grow {
     pub fn check_range(&self, offset: u64, len: u64) -> Result<(), GrowError> {
         let size = self.serving_size();
         if offset.checked_add(len).is_none_or(|end| end > size) {
-            return Err(GrowError::Refused(format!(
-                "{len} bytes at {offset} go past the end of the array ({size} bytes while it is reshaped)"
-            )));
+            return Err(GrowError::OutOfRange { offset, len, size });
         }
         Ok(())
     }

@@ -26,7 +26,7 @@ use super::{
 };
 use crate::array_policy::{throttle_delay, SpeedWindow};
 use crate::member::MemberDevice;
-use crate::reshape::Grow;
+use crate::reshape::{Grow, GrowError};
 
 /// Client requests taken between two reshape steps, at most.
 const REQUESTS_PER_STEP: usize = 16;
@@ -224,43 +224,35 @@ impl Reshaping {
         if let Some(why) = &self.failed {
             return done(Err(ServiceError::Reshape(format!("the reshape stopped: {why}"))));
         }
-        let range = match &op {
-            BlockOp::Read { offset, len } | BlockOp::Trim { offset, len } | BlockOp::Zero { offset, len, .. } => {
-                Some((*offset, *len))
-            }
-            BlockOp::Write { offset, data, .. } => Some((*offset, data.len() as u64)),
-            BlockOp::Flush => None,
-        };
-        if let Some((offset, len)) = range {
-            let size = self.info.size;
-            if offset.checked_add(len).is_none_or(|end| end > size) {
-                return done(Err(ServiceError::Engine(EngineError::OutOfRange { offset, len, size })));
-            }
-        }
         let result = match op {
-            BlockOp::Read { offset, len } => {
-                self.grow.read(offset, len).map(BlockReply::Data)
-            }
+            BlockOp::Read { offset, len } => self.grow.read(offset, len).map(BlockReply::Data),
             BlockOp::Write { offset, data, fua } => self
                 .grow
                 .write(offset, data)
                 .and_then(|()| if fua { self.grow.flush() } else { Ok(()) })
                 .map(|()| BlockReply::Done),
             BlockOp::Flush => self.grow.flush().map(|()| BlockReply::Done),
-            // Advisory, and a discard would have to keep each shape's parity: not passed on.
-            BlockOp::Trim { .. } => Ok(BlockReply::Done),
+            // Advisory, and a discard would have to keep each shape's parity: not passed on
+            // (refused all the same past the end, as the runner refuses it).
+            BlockOp::Trim { offset, len } => self.grow.check_range(offset, len).map(|()| BlockReply::Done),
             BlockOp::Zero { offset, len, fua, .. } => self.zero(offset, len, fua).map(|()| BlockReply::Done),
         };
         done(result.map_err(|e| {
+            if let GrowError::OutOfRange { offset, len, size } = e {
+                // The client's mistake, answered as the runner answers it.
+                return ServiceError::Engine(EngineError::OutOfRange { offset, len, size });
+            }
             let text = e.to_string();
-            if matches!(e, crate::reshape::GrowError::Member(_) | crate::reshape::GrowError::Engine(_)) {
+            if matches!(e, GrowError::Member(_) | GrowError::Engine(_)) {
                 self.fail(text.clone());
             }
             ServiceError::Reshape(text)
         }))
     }
 
-    fn zero(&mut self, offset: u64, len: u64, fua: bool) -> Result<(), crate::reshape::GrowError> {
+    fn zero(&mut self, offset: u64, len: u64, fua: bool) -> Result<(), GrowError> {
+        // The whole range first: a refusal at a later piece would leave the first ones written.
+        self.grow.check_range(offset, len)?;
         let zeros = Bytes::from_static(&ZEROS);
         let mut at = offset;
         while at < offset + len {
