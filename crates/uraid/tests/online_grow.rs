@@ -319,6 +319,7 @@ fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
     // A member of this very array.
     let o = serve.ctl(&["grow", "-n5", "-a", &members[1]]);
     assert!(!o.status.success());
+    assert!(text(&o).contains("already a device of this array"), "{}", text(&o));
     // A device that does not exist.
     let o = serve.ctl(&["grow", "-n5", "-a", &dir.join("nothing.img").display().to_string()]);
     assert!(!o.status.success());
