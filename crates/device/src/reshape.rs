@@ -45,6 +45,13 @@ pub enum GrowError {
     /// The request is not one this grow does, or the array is not in a state to grow.
     #[error("{0}")]
     Refused(String),
+    /// The start of the reshape is recorded in the superblocks, but it could not be taken up:
+    /// nothing more is written, and the next assembly (or the kernel) continues it.
+    #[error("the reshape was recorded but could not be taken up: {0}")]
+    NotTakenUp(Box<GrowError>),
+    /// A client's request goes past the end of the array as it is served while reshaped.
+    #[error("{len} bytes at offset {offset} go past the end of the array ({size} bytes while it is reshaped)")]
+    OutOfRange { offset: u64, len: u64, size: u64 },
     /// A member I/O failed: the reshape stops where its last record is.
     #[error("{0}; the reshape stopped at its last recorded position")]
     Member(String),
@@ -132,15 +139,16 @@ impl Grow {
     /// a reshape: refused unless the array is a whole, clean raid4/5/6 with 1.1 or 1.2 metadata
     /// and room before its data to move it down by a chunk. Checks everything before writing.
     pub fn start(paths: &[PathBuf], added: &[PathBuf], raid_devices: u32) -> Result<(), GrowError> {
-        Grow::start_on(open_paths(paths)?, open_paths(added)?, raid_devices)
+        Grow::start_on(open_paths(paths)?, open_paths(added)?, raid_devices).map(drop)
     }
 
-    /// [`Grow::start`] on devices already open.
+    /// [`Grow::start`] on devices already open; the reshape, taken up at position 0 from the
+    /// superblocks as written (not read back).
     pub fn start_on(
         devs: Vec<Arc<dyn MemberDevice>>,
         added: Vec<Arc<dyn MemberDevice>>,
         raid_devices: u32,
-    ) -> Result<(), GrowError> {
+    ) -> Result<Grow, GrowError> {
         let members = read_members(devs)?;
         let candidates: Vec<Candidate> =
             members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
@@ -234,7 +242,7 @@ impl Grow {
         for m in &all {
             m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
         }
-        Ok(())
+        Grow::take_up(all).map_err(|e| GrowError::NotTakenUp(Box::new(e)))
     }
 
     /// Take up the reshape recorded in the superblocks of `paths`, from its recorded position.
@@ -244,7 +252,11 @@ impl Grow {
 
     /// [`Grow::resume`] on devices already open.
     pub fn resume_on(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Grow, GrowError> {
-        let opened = read_members(devs)?;
+        Grow::take_up(read_members(devs)?)
+    }
+
+    /// Take up the reshape the superblocks of `opened` record.
+    fn take_up(opened: Vec<GrowMember>) -> Result<Grow, GrowError> {
         let candidates: Vec<Candidate> =
             opened.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
         let plan = assemble::plan(&candidates)?;

@@ -211,7 +211,7 @@ fn grow_written(
     while !g.step().map_err(|e| e.to_string())? {
         step += 1;
         let Some(w) = client_write(step, g.progress().0, g.recorded(), g.serving_size()) else { continue };
-        let done = g.write(w.offset, &w.data).and_then(|()| g.flush());
+        let done = g.write(w.offset, bytes::Bytes::from(w.data.clone())).and_then(|()| g.flush());
         if let Err(e) = done {
             *in_flight = Some(w);
             return Err(e.to_string());

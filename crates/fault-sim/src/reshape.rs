@@ -226,7 +226,9 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
                 rng.fill(&mut bytes);
                 in_flight = Some(ClientWrite { offset, data: bytes });
                 let w = in_flight.as_ref().expect("just set");
-                grow.write(w.offset, &w.data).and_then(|()| grow.flush()).map_err(|e| e.to_string())?;
+                grow.write(w.offset, bytes::Bytes::from(w.data.clone()))
+                    .and_then(|()| grow.flush())
+                    .map_err(|e| e.to_string())?;
                 let w = in_flight.take().expect("just set");
                 data[w.offset as usize..(w.offset + w.data.len() as u64) as usize].copy_from_slice(&w.data);
                 client_writes += 1;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use uraid_device::{Member, MemberDevice};
+use uraid_testkit::noise;
 
 mod common;
 use common::serve::Serve;
@@ -16,19 +17,6 @@ use common::{ok, text, uraid, with};
 /// Member size: small, so the reshape takes seconds at the speed limit the tests set.
 const MEMBER_BYTES: u64 = 12 << 20;
 const BLOCK: usize = 64 << 10;
-
-/// A reproducible byte stream (xorshift), different per `seed`.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn blank(dir: &Path, name: &str) -> String {
     let p = dir.join(name);
@@ -41,6 +29,25 @@ fn raid5_of_four(dir: &Path) -> (Vec<String>, String) {
     let members: Vec<String> = (0..4).map(|i| blank(dir, &format!("d{i}.img"))).collect();
     ok(&with(&["create", "-l5", "-n4", "--chunk=64K", "--name=online", "--assume-clean"], &members));
     (members, blank(dir, "d4.img"))
+}
+
+/// A raid5 of four served at 1 MiB/s, filled through its export: its members, the device to
+/// grow onto, both together, the server, and the writer that filled it.
+struct Filled {
+    members: Vec<String>,
+    new: String,
+    all: Vec<String>,
+    serve: Serve,
+    writer: Writer,
+}
+
+fn served_and_filled(dir: &Path) -> Filled {
+    let (members, new) = raid5_of_four(dir);
+    let mut all = members.clone();
+    all.push(new.clone());
+    let serve = Serve::start(dir, &members, &["--speed-limit-max=1M"]);
+    let writer = Writer::fill(client(dir));
+    Filled { members, new, all, serve, writer }
 }
 
 /// An NBD client of the server's export.
@@ -60,7 +67,7 @@ impl Writer {
     /// Fill the whole array.
     fn fill(dev: Member) -> Writer {
         let size = dev.size() as usize;
-        let model = pattern(1, size);
+        let model = noise(1, size);
         for at in (0..size).step_by(1 << 20) {
             dev.write_at(at as u64, &model[at..(at + (1 << 20)).min(size)]).unwrap();
         }
@@ -76,7 +83,7 @@ impl Writer {
         let n = self.writes;
         let len = if n.is_multiple_of(3) { BLOCK / 4 + 512 } else { BLOCK };
         let at = ((n * 7_919 * BLOCK as u64 + (n % 5) * 4096) as usize) % (size - len);
-        let data = pattern(1000 + n, len);
+        let data = noise(1000 + n, len);
         self.dev.write_at(at as u64, &data).unwrap();
         self.model[at..at + len].copy_from_slice(&data);
         let back = ((n * 104_729 * 4096) as usize) % (size - BLOCK);
@@ -191,11 +198,7 @@ fn a_served_raid5_grows_onto_a_fifth_member_while_it_is_written() {
 fn a_server_killed_mid_reshape_continues_it_when_started_again() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let (members, new) = raid5_of_four(dir);
-    let mut all = members.clone();
-    all.push(new.clone());
-    let serve = Serve::start(dir, &members, &["--speed-limit-max=1M"]);
-    let mut w = Writer::fill(client(dir));
+    let Filled { members, new, all, serve, writer: mut w } = served_and_filled(dir);
     let before = w.model.clone();
     let grow = serve.ctl(&["grow", "-n5", "-a", &new]);
     assert!(grow.status.success(), "{}\n{}", text(&grow), serve_log(dir));
@@ -222,6 +225,8 @@ fn a_server_killed_mid_reshape_continues_it_when_started_again() {
     let serve = Serve::start(dir, &all, &["--speed-limit-max=2M"]);
     let status = serve.status();
     assert!(reshape_running(&status), "{status:#}\n{}", serve_log(dir));
+    // Killed after writes, the array was left dirty: the resync it owes shows while reshaping.
+    assert_eq!(status["resync_needed"], true, "{status:#}");
     let mut w = Writer { dev: client(dir), model, writes: 1_000 };
     w.check_all();
     write_until_reshaped(&serve, &mut w);
@@ -239,11 +244,7 @@ fn a_server_killed_mid_reshape_continues_it_when_started_again() {
 fn a_served_array_stopped_mid_reshape_records_the_position_and_continues() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let (members, new) = raid5_of_four(dir);
-    let mut all = members.clone();
-    all.push(new.clone());
-    let serve = Serve::start(dir, &members, &["--speed-limit-max=1M"]);
-    let w = Writer::fill(client(dir));
+    let Filled { members, new, all, serve, writer: w } = served_and_filled(dir);
     let model = w.model.clone();
     drop(w);
     assert!(serve.ctl(&["grow", "-n5", "-a", &new]).status.success(), "{}", serve_log(dir));
@@ -264,6 +265,33 @@ fn a_served_array_stopped_mid_reshape_records_the_position_and_continues() {
     assert_eq!(cat(&all, model.len()), model);
     assert!(examine(&new).get("reshape").is_none_or(Value::is_null));
     assert_eq!(mismatch_cnt(&all), 0);
+}
+
+/// A speed limit set on the running array (`ctl speed-limit`) holds the reshape a grow starts,
+/// not the limit the server was started with.
+#[test]
+fn a_speed_limit_set_before_the_grow_holds_the_reshape() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (members, new) = raid5_of_four(dir);
+    let serve = Serve::start(dir, &members, &["--speed-limit-max=100M"]);
+    let set = serve.ctl(&["speed-limit", "--min=64K", "--max=512K"]);
+    assert!(set.status.success(), "{}", text(&set));
+    let began = Instant::now();
+    let grow = serve.ctl(&["grow", "-n5", "-a", &new]);
+    assert!(grow.status.success(), "{}\n{}", text(&grow), serve_log(dir));
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = serve.status();
+    assert!(reshape_running(&status), "{status:#}\n{}", serve_log(dir));
+    assert_eq!(
+        (status["speed_limit_min"].as_u64(), status["speed_limit_max"].as_u64()),
+        (Some(64 << 10), Some(512 << 10)),
+        "{status:#}"
+    );
+    let done = status["reshape"]["done_bytes"].as_u64().unwrap();
+    let allowed = (began.elapsed().as_secs_f64() * f64::from(512 << 10)) as u64 + (2 << 20);
+    assert!(done <= allowed, "{done} bytes reshaped, more than 512K/s allows: {status:#}");
+    serve.stop(libc::SIGTERM);
 }
 
 #[test]
@@ -290,6 +318,7 @@ fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
     // A member of this very array.
     let o = serve.ctl(&["grow", "-n5", "-a", &members[1]]);
     assert!(!o.status.success());
+    assert!(text(&o).contains("already a device of this array"), "{}", text(&o));
     // A device that does not exist.
     let o = serve.ctl(&["grow", "-n5", "-a", &dir.join("nothing.img").display().to_string()]);
     assert!(!o.status.success());
@@ -301,4 +330,67 @@ fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
     assert_eq!(examine(&members[0])["events"], events);
     let blank_left = uraid(&["examine", &new]);
     assert!(!blank_left.status.success(), "the device to add was written: {}", text(&blank_left));
+}
+
+/// Refused grows of an array the reshape cannot take: the message names why, and nothing is
+/// written (the members keep their superblocks, the device to add stays blank, no reshape runs).
+fn refused_changing_nothing(dir: &Path, serve: &Serve, members: &[String], new: &str, why: &str) {
+    let before = examine(&members[0]);
+    let o = serve.ctl(&["grow", "-n5", "-a", new]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains(why), "{}\n{}", text(&o), serve_log(dir));
+    let status = serve.status();
+    assert!(!reshape_running(&status), "{status:#}");
+    assert!(status["reshape"].is_null(), "{status:#}");
+    let after = examine(&members[0]);
+    assert_eq!((&after["raid_devices"], &after["events"]), (&before["raid_devices"], &before["events"]), "{after:#}");
+    let blank_left = uraid(&["examine", new]);
+    assert!(!blank_left.status.success(), "the device to add was written: {}", text(&blank_left));
+}
+
+#[test]
+fn a_degraded_array_is_not_grown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (members, new) = raid5_of_four(dir);
+    let serve = Serve::start(dir, &members[..3], &[]);
+    refused_changing_nothing(dir, &serve, &members, &new, "the array is degraded: rebuild it before growing it");
+    serve.stop(libc::SIGTERM);
+}
+
+#[test]
+fn an_array_running_a_pass_is_not_grown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (members, new) = raid5_of_four(dir);
+    let serve = Serve::start(dir, &members, &["--speed-limit-max=64K", "--speed-limit-min=64K"]);
+    let check = serve.ctl(&["check"]);
+    assert!(check.status.success(), "{}", text(&check));
+    refused_changing_nothing(dir, &serve, &members, &new, "a check is running: wait for it to end");
+    assert_eq!(serve.status()["sync_action"], "check");
+    serve.stop(libc::SIGTERM);
+}
+
+#[test]
+fn arrays_with_a_bitmap_or_a_partial_parity_log_are_not_grown() {
+    for policy in ["--bitmap=internal", "--consistency-policy=ppl"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let members: Vec<String> = (0..4).map(|i| blank(dir, &format!("d{i}.img"))).collect();
+        ok(&with(&["create", "-l5", "-n4", "--chunk=64K", "--name=online", "--assume-clean", policy], &members));
+        let new = blank(dir, "d4.img");
+        let serve = Serve::start(dir, &members, &[]);
+        refused_changing_nothing(dir, &serve, &members, &new, "write-intent bitmap or a partial parity log");
+        serve.stop(libc::SIGTERM);
+    }
+}
+
+#[test]
+fn a_read_only_array_is_not_grown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (members, new) = raid5_of_four(dir);
+    let serve = Serve::start(dir, &members, &["--read-only"]);
+    refused_changing_nothing(dir, &serve, &members, &new, "read-only");
+    serve.stop(libc::SIGTERM);
 }

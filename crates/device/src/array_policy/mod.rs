@@ -78,7 +78,7 @@ pub use member_returns::{
     AttemptFailure, LostMember, MemberReturns, ReturnBackoff, ReturnBackoffChange, ReturnBackoffError,
 };
 pub use metadata::{MetadataIo, MetadataIoKind};
-pub use pass_run::{throttle_delay, SpeedLimitError, SpeedLimits, SyncAction, SyncRun};
+pub use pass_run::{throttle_delay, SpeedLimitError, SpeedLimits, SpeedWindow, SyncAction, SyncRun};
 pub use passes::CHECKPOINT_EVERY;
 pub use writes::WriteStart;
 

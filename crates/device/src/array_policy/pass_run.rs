@@ -103,6 +103,60 @@ const YIELD: Duration = Duration::from_millis(20);
 const MARK_STEP: Duration = Duration::from_millis(500);
 const MARKS: usize = 6;
 
+/// A background job's speed over its last few seconds: `(time, bytes done)` marks, at most one
+/// every [`MARK_STEP`], the last [`MARKS`] of them. The speed shown, and the one the limits are
+/// held to, is measured from the oldest, so a slow spell a while ago neither hides a burst now
+/// nor lets one through.
+#[derive(Debug, Clone)]
+pub struct SpeedWindow {
+    marks: std::collections::VecDeque<(Duration, u64)>,
+}
+
+impl SpeedWindow {
+    /// A window measuring from `done` bytes at `now`.
+    pub fn new(now: Duration, done: u64) -> SpeedWindow {
+        SpeedWindow { marks: [(now, done)].into() }
+    }
+
+    /// Measure afresh from `done` bytes at `now` (the limits changed).
+    pub fn restart(&mut self, now: Duration, done: u64) {
+        self.marks.clear();
+        self.marks.push_back((now, done));
+    }
+
+    /// `done` bytes at `now`: a mark if the last is [`MARK_STEP`] old.
+    pub fn mark(&mut self, now: Duration, done: u64) {
+        let last = self.marks.back().map_or(Duration::ZERO, |m| m.0);
+        if self.marks.is_empty() || now.saturating_sub(last) >= MARK_STEP {
+            self.marks.push_back((now, done));
+            while self.marks.len() > MARKS {
+                self.marks.pop_front();
+            }
+        }
+    }
+
+    /// The oldest mark: `(time, bytes done then)`.
+    pub fn oldest(&self) -> (Duration, u64) {
+        self.marks.front().copied().unwrap_or((Duration::ZERO, 0))
+    }
+
+    /// Bytes done and time passed since the oldest mark, `done` bytes being done at `now`.
+    pub fn window(&self, now: Duration, done: u64) -> (u64, Duration) {
+        let (t, then) = self.oldest();
+        (done.saturating_sub(then), now.saturating_sub(t))
+    }
+
+    /// The speed since the oldest mark, `done` bytes being done at `now`.
+    pub fn bytes_per_sec(&self, now: Duration, done: u64) -> u64 {
+        let (done, elapsed) = self.window(now, done);
+        let secs = elapsed.as_secs_f64();
+        if secs <= 0.0 {
+            return 0;
+        }
+        (done as f64 / secs) as u64
+    }
+}
+
 /// The state of one running pass.
 #[derive(Debug, Clone)]
 pub struct SyncRun {
@@ -143,9 +197,8 @@ pub struct SyncRun {
     completed: u64,
     /// The limits it keeps to (the policy's, as of the last step done or change).
     pub limits: SpeedLimits,
-    /// `(time, completed)` at most every [`MARK_STEP`], the last [`MARKS`] of them: the speed
-    /// the limits are held to is measured from the oldest.
-    marks: std::collections::VecDeque<(Duration, u64)>,
+    /// `completed` over the last few seconds: the speed the limits are held to.
+    speed: SpeedWindow,
 }
 
 impl SyncRun {
@@ -168,7 +221,7 @@ impl SyncRun {
             skipped: 0,
             completed: 0,
             limits: SpeedLimits { min_bytes_per_sec: u64::MAX, max_bytes_per_sec: u64::MAX },
-            marks: [(now, 0)].into(),
+            speed: SpeedWindow::new(now, 0),
         }
     }
 
@@ -211,7 +264,7 @@ impl SyncRun {
         }
         let len = self.step.min(self.end - self.pos);
         if !self.in_flight.is_empty() {
-            let (t0, done0) = self.marks.front().copied().unwrap_or((self.started, 0));
+            let (t0, done0) = self.speed.oldest();
             let out: u64 = self.in_flight.iter().map(|s| s.1).sum();
             let bytes = (self.completed - done0 + out + len) as f64;
             let ok_at = t0 + Duration::from_secs_f64(bytes / self.limits.max_bytes_per_sec.max(1) as f64);
@@ -254,8 +307,8 @@ impl SyncRun {
         self.completed += self.take_step(offset);
         self.mismatch_sectors += mismatch_sectors;
         self.limits = limits;
-        self.mark(now);
-        let (done, elapsed) = self.window(now);
+        self.speed.mark(now, self.completed);
+        let (done, elapsed) = self.speed.window(now, self.completed);
         let delay = throttle_delay(done, elapsed, foreground_busy, limits);
         self.held_back = delay > Duration::ZERO;
         self.next_at = now + delay;
@@ -286,36 +339,14 @@ impl SyncRun {
     /// once rather than after a wait the old limits set.
     pub fn limits_changed(&mut self, limits: SpeedLimits, now: Duration) {
         self.limits = limits;
-        self.marks.clear();
-        self.marks.push_back((now, self.completed));
+        self.speed.restart(now, self.completed);
         self.held_back = false;
         self.next_at = self.next_at.min(now);
     }
 
-    fn mark(&mut self, now: Duration) {
-        let last = self.marks.back().map_or(Duration::ZERO, |m| m.0);
-        if self.marks.is_empty() || now.saturating_sub(last) >= MARK_STEP {
-            self.marks.push_back((now, self.completed));
-            while self.marks.len() > MARKS {
-                self.marks.pop_front();
-            }
-        }
-    }
-
-    /// Bytes done and time passed since the oldest mark.
-    fn window(&self, now: Duration) -> (u64, Duration) {
-        let (t, done) = self.marks.front().copied().unwrap_or((self.started, 0));
-        (self.completed - done, now.saturating_sub(t))
-    }
-
     /// The pass's current speed (over its last few seconds, as md's).
     pub fn bytes_per_sec(&self, now: Duration) -> u64 {
-        let (done, elapsed) = self.window(now);
-        let secs = elapsed.as_secs_f64();
-        if secs <= 0.0 {
-            return 0;
-        }
-        (done as f64 / secs) as u64
+        self.speed.bytes_per_sec(now, self.completed)
     }
 
     /// Seconds to the end at the current speed.

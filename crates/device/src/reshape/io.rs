@@ -14,6 +14,7 @@
 
 use bytes::Bytes;
 use uraid_engine::array::{Completion, Request};
+use uraid_engine::IoBuf;
 
 use super::{run, Grow, GrowError};
 
@@ -23,15 +24,22 @@ impl Grow {
         self.window.old_size()
     }
 
+    /// Whether a resync is owed: the array was found dirty when the reshape was taken up (the
+    /// resync after the reshape sets it right).
+    pub fn owes_resync(&self) -> bool {
+        self.owes_resync
+    }
+
     /// Whether the superblocks say dirty.
     pub fn dirty(&self) -> bool {
         self.dirty
     }
 
-    /// `len` bytes of the array at `offset`.
-    pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, GrowError> {
+    /// `len` bytes of the array at `offset`: the engine's buffers as they came, each shape's
+    /// pieces in turn, none copied.
+    pub fn read(&mut self, offset: u64, len: u64) -> Result<IoBuf, GrowError> {
         self.check_range(offset, len)?;
-        let mut out = vec![0u8; len as usize];
+        let mut out = IoBuf::new();
         let end = offset + len;
         let mut at = offset;
         while at < end {
@@ -41,15 +49,16 @@ impl Grow {
             let Completion::Read(bytes) = run(array, targets, Request::Read { offset: at, len: upto - at })? else {
                 return Err(GrowError::Refused("the engine answered a read with no data".into()));
             };
-            bytes.copy_to(&mut out[(at - offset) as usize..(upto - offset) as usize]);
+            bytes.into_pieces().for_each(|piece| out.push(piece));
             at = upto;
         }
         Ok(out)
     }
 
     /// Write `data` at `offset`: in the new shape below the position reached, in the old one
-    /// above it (see the module documentation for the record made first).
-    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), GrowError> {
+    /// above it (see the module documentation for the record made first). Each shape's piece
+    /// is a slice of `data`, not a copy.
+    pub fn write(&mut self, offset: u64, data: Bytes) -> Result<(), GrowError> {
         let len = data.len() as u64;
         self.check_range(offset, len)?;
         if len == 0 {
@@ -69,7 +78,7 @@ impl Grow {
             let (upto, below) = self.piece(at, end);
             let array = if below { &mut self.new } else { &mut self.old };
             let targets = if below { &self.new_targets } else { &self.old_targets };
-            let piece = Bytes::copy_from_slice(&data[(at - offset) as usize..(upto - offset) as usize]);
+            let piece = data.slice((at - offset) as usize..(upto - offset) as usize);
             run(array, targets, Request::Write { offset: at, data: piece })?;
             at = upto;
         }
@@ -118,9 +127,7 @@ impl Grow {
     pub fn check_range(&self, offset: u64, len: u64) -> Result<(), GrowError> {
         let size = self.serving_size();
         if offset.checked_add(len).is_none_or(|end| end > size) {
-            return Err(GrowError::Refused(format!(
-                "{len} bytes at {offset} go past the end of the array ({size} bytes while it is reshaped)"
-            )));
+            return Err(GrowError::OutOfRange { offset, len, size });
         }
         Ok(())
     }

@@ -13,10 +13,10 @@ use super::messages::Msg;
 use super::notifier::{self, Inbox};
 use super::reshaping::{CarriedOver, ReshapeEnd, Reshaping};
 use super::runner::{Handoff, Runner};
-use super::{log, ManageError, ServiceConfig, ServiceInfo};
+use super::{log, BlockOp, Done, ManageError, ServiceConfig, ServiceError, ServiceInfo};
 use crate::member::MemberDevice;
 use crate::open_array::OpenArray;
-use crate::reshape::Grow;
+use crate::reshape::{Grow, GrowError};
 
 /// What the engine thread runs now.
 pub(super) enum Phase {
@@ -65,12 +65,7 @@ fn begin_reshape(h: Handoff, shared: &Shared) -> Phase {
     if let Some(why) = h.failed.clone() {
         return refused(format!("marking the array clean before the reshape failed: {why}"), h);
     }
-    if let Err(e) = Grow::start_on(h.devices.clone(), h.added.clone(), h.raid_devices) {
-        return refused(e.to_string(), h);
-    }
-    let mut all = h.devices.clone();
-    all.extend(h.added.iter().cloned());
-    match Grow::resume_on(all) {
+    match Grow::start_on(h.devices.clone(), h.added.clone(), h.raid_devices) {
         Ok(grow) => {
             let (from, to) = grow.raid_disks();
             let names: Vec<&str> = h.added.iter().map(|d| d.name()).collect();
@@ -86,17 +81,23 @@ fn begin_reshape(h: Handoff, shared: &Shared) -> Phase {
                 carried,
             )))
         }
-        Err(e) => {
+        Err(e @ GrowError::NotTakenUp(_)) => {
             // The superblocks say the reshape began, but it cannot be taken up: nothing more is
             // written; the next assembly (or the kernel) continues it.
-            let why = format!("the reshape was recorded but could not be taken up: {e}");
+            let why = e.to_string();
             log(&why);
             let _ = h.reply.send(Err(ManageError::Grow(why)));
-            for (_, done) in h.parked {
-                done(Err(super::ServiceError::Stopping));
-            }
+            answer_stopping(h.parked);
             Phase::Ended
         }
+        Err(e) => refused(e.to_string(), h),
+    }
+}
+
+/// Answer requests that will not be served, the array no longer being served.
+pub(super) fn answer_stopping(requests: impl IntoIterator<Item = (BlockOp, Done)>) {
+    for (_, done) in requests {
+        done(Err(ServiceError::Stopping));
     }
 }
 
@@ -124,9 +125,7 @@ fn serve_again(
         }
         Err(e) => {
             log(&format!("opening the array again failed: {e}; the array is no longer served"));
-            for (_, done) in carried.requests {
-                done(Err(super::ServiceError::Stopping));
-            }
+            answer_stopping(carried.requests);
             Phase::Ended
         }
     }

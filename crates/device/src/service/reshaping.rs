@@ -14,8 +14,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use uraid_engine::{EngineError, IoBuf, SlotState};
+use uraid_engine::{EngineError, SlotState};
 
 use super::messages::Msg;
 use super::notifier;
@@ -23,8 +24,9 @@ use super::{
     log, ArrayStatus, BlockOp, BlockReply, Done, ManageError, RemoteLimitsError, ReshapeProgress, ServiceConfig,
     ServiceError, ServiceInfo, SlotReport, StopError, StopReport, SyncError,
 };
+use crate::array_policy::{throttle_delay, SpeedWindow};
 use crate::member::MemberDevice;
-use crate::reshape::Grow;
+use crate::reshape::{Grow, GrowError};
 
 /// Client requests taken between two reshape steps, at most.
 const REQUESTS_PER_STEP: usize = 16;
@@ -32,11 +34,11 @@ const REQUESTS_PER_STEP: usize = 16;
 /// How often the position reached is recorded besides when the reshape needs it.
 const RECORD_EVERY: Duration = Duration::from_secs(2);
 
-/// The window the speed is measured over (md's `sync_speed` looks back a few seconds too).
-const SPEED_WINDOW: Duration = Duration::from_secs(5);
-
-/// Zeroing requests are written in pieces of this size.
+/// Zeroing requests are written in pieces of this size...
 const ZERO_PIECE: u64 = 1 << 20;
+
+/// ...each a slice of these zeros, shared by every request (zero-filled: no room in the binary).
+static ZEROS: [u8; ZERO_PIECE as usize] = [0; ZERO_PIECE as usize];
 
 /// What one phase of the engine thread hands the next: the report so far, the callers waiting
 /// for the array to be idle, and requests taken and not yet served, in order.
@@ -72,11 +74,11 @@ pub(super) struct Reshaping {
     idle_waiters: Vec<Sender<ArrayStatus>>,
     /// Requests to serve before any new message.
     queued: VecDeque<(BlockOp, Done)>,
-    /// (when, position) samples over the last [`SPEED_WINDOW`], for the speed.
-    samples: VecDeque<(Instant, u64)>,
+    /// When the phase began: the speed window's times are measured from it.
+    began: Instant,
+    /// The position over the last few seconds: the speed shown, and held to the limits.
+    speed: SpeedWindow,
     last_record: Instant,
-    /// When the current pace began and the position then, for the speed limit.
-    paced_from: (Instant, u64),
     /// The reshape stopped on a failure: nothing more is done until the array is stopped.
     failed: Option<String>,
 }
@@ -110,9 +112,9 @@ impl Reshaping {
             report,
             idle_waiters,
             queued: requests.into(),
-            samples: VecDeque::from([(now, done)]),
+            began: now,
+            speed: SpeedWindow::new(Duration::ZERO, done),
             last_record: now,
-            paced_from: (now, done),
             failed: None,
         }
     }
@@ -133,7 +135,11 @@ impl Reshaping {
                 }
                 taken += 1;
             }
-            let wait = self.pace_wait();
+            let wait = self.pace_wait(rx);
+            if self.failed.is_none() && !wait.is_zero() && !self.queued.is_empty() {
+                // Held back, with requests already taken: serve those rather than wait for more.
+                continue;
+            }
             if self.failed.is_some() || !wait.is_zero() {
                 // Nothing to do until a message comes (or the pace allows the next step).
                 let timeout = if self.failed.is_some() { Duration::from_secs(3600) } else { wait };
@@ -153,11 +159,7 @@ impl Reshaping {
                 Ok(false) => {}
                 Err(e) => self.fail(format!("{e}")),
             }
-            let now = Instant::now();
-            self.samples.push_back((now, self.grow.progress().0));
-            while self.samples.len() > 2 && now.duration_since(self.samples[1].0) >= SPEED_WINDOW {
-                self.samples.pop_front();
-            }
+            self.speed.mark(self.began.elapsed(), self.grow.progress().0);
             if self.failed.is_none() && self.last_record.elapsed() >= RECORD_EVERY {
                 if let Err(e) = self.grow.checkpoint() {
                     self.fail(format!("{e}"));
@@ -196,7 +198,7 @@ impl Reshaping {
             Msg::SpeedLimits { min, max, reply } => {
                 let result = self.config.speed.with(min, max).inspect(|&limits| {
                     self.config.speed = limits;
-                    self.paced_from = (Instant::now(), self.grow.progress().0);
+                    self.speed.restart(self.began.elapsed(), self.grow.progress().0);
                 });
                 let _ = reply.send(result);
             }
@@ -210,59 +212,52 @@ impl Reshaping {
         None
     }
 
-    /// How long to wait before the next step to keep to the maximum speed.
-    fn pace_wait(&self) -> Duration {
-        let (since, from) = self.paced_from;
-        let done = self.grow.progress().0.saturating_sub(from);
-        let due = Duration::from_secs_f64(done as f64 / self.config.speed.max_bytes_per_sec.max(1) as f64);
-        due.saturating_sub(since.elapsed()).min(Duration::from_millis(200))
+    /// How long to wait before the next step to keep to the speed limits, as a pass keeps to
+    /// them: clients waiting count as foreground I/O. Capped, so a message is looked at soon.
+    fn pace_wait(&self, rx: &Receiver<Msg>) -> Duration {
+        let (done, elapsed) = self.speed.window(self.began.elapsed(), self.grow.progress().0);
+        let clients_waiting = !self.queued.is_empty() || !rx.is_empty();
+        throttle_delay(done, elapsed, clients_waiting, self.config.speed).min(Duration::from_millis(200))
     }
 
     fn serve_request(&mut self, op: BlockOp, done: Done) {
         if let Some(why) = &self.failed {
             return done(Err(ServiceError::Reshape(format!("the reshape stopped: {why}"))));
         }
-        let range = match &op {
-            BlockOp::Read { offset, len } | BlockOp::Trim { offset, len } | BlockOp::Zero { offset, len, .. } => {
-                Some((*offset, *len))
-            }
-            BlockOp::Write { offset, data, .. } => Some((*offset, data.len() as u64)),
-            BlockOp::Flush => None,
-        };
-        if let Some((offset, len)) = range {
-            let size = self.info.size;
-            if offset.checked_add(len).is_none_or(|end| end > size) {
-                return done(Err(ServiceError::Engine(EngineError::OutOfRange { offset, len, size })));
-            }
-        }
         let result = match op {
-            BlockOp::Read { offset, len } => {
-                self.grow.read(offset, len).map(|data| BlockReply::Data(IoBuf::from(data)))
-            }
+            BlockOp::Read { offset, len } => self.grow.read(offset, len).map(BlockReply::Data),
             BlockOp::Write { offset, data, fua } => self
                 .grow
-                .write(offset, &data)
+                .write(offset, data)
                 .and_then(|()| if fua { self.grow.flush() } else { Ok(()) })
                 .map(|()| BlockReply::Done),
             BlockOp::Flush => self.grow.flush().map(|()| BlockReply::Done),
-            // Advisory, and a discard would have to keep each shape's parity: not passed on.
-            BlockOp::Trim { .. } => Ok(BlockReply::Done),
+            // Advisory, and a discard would have to keep each shape's parity: not passed on
+            // (refused all the same past the end, as the runner refuses it).
+            BlockOp::Trim { offset, len } => self.grow.check_range(offset, len).map(|()| BlockReply::Done),
             BlockOp::Zero { offset, len, fua, .. } => self.zero(offset, len, fua).map(|()| BlockReply::Done),
         };
         done(result.map_err(|e| {
+            if let GrowError::OutOfRange { offset, len, size } = e {
+                // The client's mistake, answered as the runner answers it.
+                return ServiceError::Engine(EngineError::OutOfRange { offset, len, size });
+            }
             let text = e.to_string();
-            if matches!(e, crate::reshape::GrowError::Member(_) | crate::reshape::GrowError::Engine(_)) {
+            if matches!(e, GrowError::Member(_) | GrowError::Engine(_)) {
                 self.fail(text.clone());
             }
             ServiceError::Reshape(text)
         }))
     }
 
-    fn zero(&mut self, offset: u64, len: u64, fua: bool) -> Result<(), crate::reshape::GrowError> {
+    fn zero(&mut self, offset: u64, len: u64, fua: bool) -> Result<(), GrowError> {
+        // The whole range first: a refusal at a later piece would leave the first ones written.
+        self.grow.check_range(offset, len)?;
+        let zeros = Bytes::from_static(&ZEROS);
         let mut at = offset;
         while at < offset + len {
             let piece = ZERO_PIECE.min(offset + len - at);
-            self.grow.write(at, &vec![0u8; piece as usize])?;
+            self.grow.write(at, zeros.slice(..piece as usize))?;
             at += piece;
         }
         if fua {
@@ -281,9 +276,7 @@ impl Reshaping {
 
     /// Record where the reshape got to (unless it failed: its last record stands) and end.
     fn stop(&mut self, ack: Option<Sender<Result<StopReport, StopError>>>) -> ReshapeEnd {
-        for (_, done) in self.queued.drain(..) {
-            done(Err(ServiceError::Stopping));
-        }
+        super::engine_thread::answer_stopping(self.queued.drain(..));
         let result = match &self.failed {
             Some(why) => Err(StopError::Reshape(why.clone())),
             None => match self.grow.stop() {
@@ -330,12 +323,7 @@ impl Reshaping {
     fn status(&self) -> ArrayStatus {
         let (done, total) = self.grow.progress();
         let (from, to) = self.grow.raid_disks();
-        let bytes_per_sec = match (self.samples.front(), self.samples.back()) {
-            (Some(&(t0, p0)), Some(&(t1, p1))) if t1 > t0 => {
-                ((p1 - p0) as f64 / t1.duration_since(t0).as_secs_f64()) as u64
-            }
-            _ => 0,
-        };
+        let bytes_per_sec = self.speed.bytes_per_sec(self.began.elapsed(), done);
         let slots = self
             .grow
             .slot_names()
@@ -344,18 +332,8 @@ impl Reshaping {
             .map(|(slot, device)| SlotReport { slot, device: Some(device), state: SlotState::InSync })
             .collect();
         ArrayStatus {
-            uuid: self.uuid.clone(),
-            level: self.info.level.clone(),
-            size: self.info.size,
-            chunk_bytes: self.info.chunk_bytes,
-            md_shape: self.md_shape.clone(),
-            slots,
-            spares: Vec::new(),
-            read_only: self.info.read_only,
             dirty: self.grow.dirty(),
-            needs_resync: false,
-            degraded: 0,
-            sync: None,
+            needs_resync: self.grow.owes_resync(),
             reshape: Some(ReshapeProgress {
                 from_disks: from,
                 to_disks: to,
@@ -364,14 +342,8 @@ impl Reshaping {
                 bytes_per_sec,
                 eta_secs: (bytes_per_sec > 0).then(|| (total - done) / bytes_per_sec),
             }),
-            mismatch_sectors: 0,
-            speed_limits: self.config.speed,
-            last_sync: None,
-            last_sync_bytes: None,
-            passes_ended: 0,
             requests: self.report.requests,
-            returning: Vec::new(),
-            readded: 0,
+            ..ArrayStatus::of(&self.info, self.uuid.clone(), self.md_shape.clone(), slots, self.config.speed)
         }
     }
 }

@@ -262,6 +262,43 @@ pub struct ArrayStatus {
     pub readded: u64,
 }
 
+impl ArrayStatus {
+    /// The status of the array `info` describes, with `uuid`, `md_shape` and `slots` as given,
+    /// and nothing going on: no spare, clean, no pass or reshape, no history. Each phase of the
+    /// engine thread fills in from here what it knows.
+    pub(super) fn of(
+        info: &ServiceInfo,
+        uuid: String,
+        md_shape: Option<String>,
+        slots: Vec<SlotReport>,
+        speed_limits: super::SpeedLimits,
+    ) -> ArrayStatus {
+        ArrayStatus {
+            uuid,
+            level: info.level.clone(),
+            size: info.size,
+            chunk_bytes: info.chunk_bytes,
+            md_shape,
+            slots,
+            spares: Vec::new(),
+            read_only: info.read_only,
+            dirty: false,
+            needs_resync: false,
+            degraded: 0,
+            sync: None,
+            reshape: None,
+            mismatch_sectors: 0,
+            speed_limits,
+            last_sync: None,
+            last_sync_bytes: None,
+            passes_ended: 0,
+            requests: 0,
+            returning: Vec::new(),
+            readded: 0,
+        }
+    }
+}
+
 /// A member lost for being unreachable, as the array tries to reach it again.
 #[derive(Debug, Clone)]
 pub struct ReturningReport {

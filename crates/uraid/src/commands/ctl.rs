@@ -74,8 +74,7 @@ pub fn run(args: &CtlArgs) -> CliResult {
         CtlOp::Remove { member } => manage(socket, "remove", member, false)?,
         CtlOp::ReAdd { member } => manage(socket, "re-add", member, false)?,
         CtlOp::Grow { raid_devices, add } => {
-            let add: Vec<String> = add.iter().map(|p| absolute(p).display().to_string()).collect();
-            let answer = request(socket, json!({"op": "grow", "raid_devices": raid_devices, "add": add}))?;
+            let answer = request(socket, grow_request(*raid_devices, add))?;
             eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("reshape started"));
             eprintln!("uraid: `uraid ctl {} wait` waits for the reshape to end", args.socket.display());
         }
@@ -145,6 +144,13 @@ fn absolute(member: &Path) -> PathBuf {
     } else {
         std::path::absolute(member).unwrap_or_else(|_| member.to_path_buf())
     }
+}
+
+/// The request that grows the running array onto `raid_devices` members with `add` as the new
+/// devices (`uraid ctl NAME grow`, and `uraid grow` on a running array's members).
+pub fn grow_request(raid_devices: u32, add: &[PathBuf]) -> Value {
+    let add: Vec<String> = add.iter().map(|p| absolute(p).display().to_string()).collect();
+    json!({"op": "grow", "raid_devices": raid_devices, "add": add})
 }
 
 fn manage(socket: &Path, op: &str, member: &Path, force: bool) -> CliResult {

@@ -115,14 +115,14 @@ fn grow_served(name: &str, socket: &std::path::Path, args: &GrowArgs, limit: Opt
             "grow: array {name} is running: it continues its reshape itself (uraid status shows it); nothing to continue here"
         ));
     };
-    if let Some(max) = limit {
-        super::ctl::request(socket, serde_json::json!({"op": "speed-limit", "max": max}))?;
-    }
-    let add: Vec<String> =
-        args.add.iter().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()).display().to_string()).collect();
-    let answer =
-        super::ctl::request(socket, serde_json::json!({"op": "grow", "raid_devices": raid_devices, "add": add}))?;
+    let answer = super::ctl::request(socket, super::ctl::grow_request(raid_devices, &args.add))?;
     eprintln!("uraid: {name}: {}", answer["done"].as_str().unwrap_or("reshape started"));
+    // Only once the grow is accepted: a refused grow leaves the array's limits as they were.
+    if let Some(max) = limit {
+        super::ctl::request(socket, serde_json::json!({"op": "speed-limit", "max": max})).map_err(|e| {
+            CliError(format!("grow: array {name}: the reshape started, but its speed limit was not set: {}", e.0))
+        })?;
+    }
     eprintln!("uraid: the reshape runs in the background; `uraid ctl {name} wait` waits for it to end");
     Ok(())
 }

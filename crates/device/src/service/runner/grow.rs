@@ -113,15 +113,12 @@ impl Runner {
         }
         let mut added: Vec<Arc<dyn MemberDevice>> = Vec::new();
         for path in add {
+            // Before opening it: a device of this array is not opened for writing a second time.
+            if let Ok(name) = self.resolve_member(&path.display().to_string()) {
+                return refuse(format!("{}: already a device of this array (as {name})", path.display()));
+            }
             let dev = crate::open_member::Member::open(path, true)
                 .map_err(|source| ManageError::Open { path: path.clone(), source })?;
-            let in_use = self.array.device_names().iter().any(|name| {
-                let canon = |p: &str| std::fs::canonicalize(p).ok();
-                name == dev.name() || (canon(name).is_some() && canon(name) == canon(dev.name()))
-            });
-            if in_use {
-                return refuse(format!("{}: already a device of this array", path.display()));
-            }
             match probe(&dev) {
                 Ok(None) => {}
                 Ok(Some(_)) => {
@@ -149,7 +146,9 @@ impl Runner {
             parked: std::mem::take(&mut self.parked),
             idle_waiters: std::mem::take(&mut self.idle_waiters),
             report: std::mem::take(&mut self.report),
-            config: self.config.clone(),
+            // The limits in force, which `speed-limit` may have changed since the start (it
+            // changes the policy's, not the config's).
+            config: ServiceConfig { speed: self.policy.speed_limits(), ..self.config.clone() },
             uuid: self.array.identity(),
             md_shape: self.array.mdstat_shape(),
             failed,

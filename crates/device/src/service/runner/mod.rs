@@ -276,9 +276,7 @@ impl Runner {
                     if let Some(ask) = self.grow_ask.take() {
                         let _ = ask.reply.send(Err(ManageError::Stopping));
                     }
-                    for (_, done) in self.parked.drain(..) {
-                        done(Err(ServiceError::Stopping));
-                    }
+                    crate::service::engine_thread::answer_stopping(self.parked.drain(..));
                     // A pass is cut short at its current step; a resync cut short is still
                     // needed, and the array stays dirty.
                     let now = self.now();
@@ -380,14 +378,7 @@ impl Runner {
             })
             .collect();
         ArrayStatus {
-            uuid: self.array.identity(),
-            level: self.info.level.clone(),
-            size: self.info.size,
-            chunk_bytes: self.info.chunk_bytes,
-            md_shape: self.array.mdstat_shape(),
-            slots,
             spares: self.array.spare_names(),
-            read_only: self.info.read_only,
             dirty: self.array.is_dirty(),
             needs_resync: self.array.needs_resync(),
             degraded: states.iter().filter(|s| **s != SlotState::InSync).count(),
@@ -399,8 +390,6 @@ impl Runner {
                 eta_secs: r.eta_secs(now),
             }),
             mismatch_sectors: self.policy.mismatch_sectors(),
-            speed_limits: self.policy.speed_limits(),
-            reshape: None,
             last_sync: self.policy.last_pass().map(str::to_string),
             last_sync_bytes: self.policy.last_pass_bytes(),
             passes_ended: self.policy.passes_ended(),
@@ -422,6 +411,13 @@ impl Runner {
                 })
                 .collect(),
             readded: self.readded,
+            ..ArrayStatus::of(
+                &self.info,
+                self.array.identity(),
+                self.array.mdstat_shape(),
+                slots,
+                self.policy.speed_limits(),
+            )
         }
     }
 
