@@ -104,7 +104,7 @@ const MARK_STEP: Duration = Duration::from_millis(500);
 const MARKS: usize = 6;
 
 /// A background job's speed over its last few seconds: `(time, bytes done)` marks, at most one
-/// every [`MARK_STEP`], the last [`MARKS`] of them. The speed shown, and the one the limits are
+/// every half second, the last six of them. The speed shown, and the one the limits are
 /// held to, is measured from the oldest, so a slow spell a while ago neither hides a burst now
 /// nor lets one through.
 #[derive(Debug, Clone)]
@@ -124,7 +124,7 @@ impl SpeedWindow {
         self.marks.push_back((now, done));
     }
 
-    /// `done` bytes at `now`: a mark if the last is [`MARK_STEP`] old.
+    /// `done` bytes at `now`: a mark if the last is half a second old.
     pub fn mark(&mut self, now: Duration, done: u64) {
         let last = self.marks.back().map_or(Duration::ZERO, |m| m.0);
         if self.marks.is_empty() || now.saturating_sub(last) >= MARK_STEP {
