@@ -164,8 +164,25 @@ while IFS='|' read -r name n bytes _ _; do
   mdadm --stop /dev/md0 >/dev/null 2>&1
 done <"$IN/groups"
 GUEST
-mkdir -p "$work/in"; cp "$work/groups" "$work/in/groups"
-out=$("$oracle/run-vm.sh" -t 1500 -i "$work/in" "$work/guest.sh" "${disks[@]}" 2>/dev/null || true)
+# The VM takes at most 24 member disks: the cases go to it in batches that fit.
+max_disks=24
+out=""
+mkdir -p "$work/in"
+run_batch() {
+  [ ${#batch[@]} -gt 0 ] || return 0
+  out+=$("$oracle/run-vm.sh" -t 1500 -i "$work/in" "$work/guest.sh" "${batch[@]}" </dev/null 2>/dev/null || true)
+  out+=$'\n'
+}
+: >"$work/in/groups"; batch=(); next=0
+while IFS= read -r group; do
+  n=$(echo "$group" | cut -d'|' -f2)
+  if [ $((${#batch[@]} + n)) -gt $max_disks ]; then
+    run_batch; : >"$work/in/groups"; batch=()
+  fi
+  echo "$group" >>"$work/in/groups"
+  batch+=("${disks[@]:$next:$n}"); next=$((next + n))
+done <"$work/groups"
+run_batch
 while IFS='|' read -r name total _ sha at; do
   line=$(echo "$out" | grep "^$name " || echo "$name (no result)")
   want="raid_disks=$total reshape=none degraded=0 mismatch_cnt=0 sha=$sha"
