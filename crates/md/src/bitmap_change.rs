@@ -129,7 +129,7 @@ pub fn add(
         let size = bitmap_chunk(chosen, sectors, room_bytes, &format!("the {} KiB it has", room_bytes / 1024))
             .map_err(|e| BitmapChangeError::Chunk(format!("{}: {}", m.name, strip_create(&e.to_string()))))?;
         chosen = Some(u64::from(size));
-        let header = BitmapSuper::new(info.array_uuid, sectors, size);
+        let header = BitmapSuper::new(bitmap_uuid(sb), sectors, size);
         let offset = match p.offset {
             Some(o) => i64::from(o),
             None => {
@@ -166,6 +166,15 @@ pub fn add(
         areas.push(vec![AreaWrite { offset: at, bytes: image, what: "bitmap" }]);
     }
     Ok(OfflineChange { areas, superblocks })
+}
+
+/// The array UUID as md compares it with a bitmap's: 1.x `set_uuid`, 0.90's words as they lie
+/// in its superblock (not mdadm's display order).
+fn bitmap_uuid(sb: &Superblock) -> [u8; 16] {
+    match sb {
+        Superblock::V090(sb0) => sb0.md_uuid(),
+        Superblock::V1(sb1) => sb1.set_uuid,
+    }
 }
 
 fn no_room(m: &StoppedMember, detail: String) -> BitmapChangeError {

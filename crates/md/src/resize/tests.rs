@@ -168,6 +168,11 @@ fn a_bitmap_is_added_where_mdadm_puts_it_and_removed() {
         let header = BitmapSuper::parse(&area.bytes).unwrap();
         assert_eq!((header.chunksize, header.sync_size, header.events), (64 << 20, 8192, 0), "{version}");
         assert_eq!(area.bytes[bitmap::HEADER_BYTES], 0xff, "every bit set, as mdadm writes them");
+        let uuid = match &ms[0].superblock {
+            Superblock::V090(sb0) => sb0.md_uuid(),
+            Superblock::V1(sb1) => sb1.set_uuid,
+        };
+        assert_eq!(header.uuid, uuid, "the UUID md compares, {version}");
         let members_with: Vec<StoppedMember> = ms
             .iter()
             .zip(&change.superblocks)
