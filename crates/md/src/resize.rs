@@ -88,6 +88,9 @@ pub fn plan(
         SizeRequest::Max => None,
         SizeRequest::Sectors(s) => Some(s),
     };
+    if info.version == MetadataVersion::V0_90 && wanted.is_some_and(|s| s >= MAX_090_SECTORS) {
+        return Err(ResizeError::TooLargeFor090(wanted.unwrap_or(0) / 2));
+    }
     // update_size: "max" is what the member with the least room allows; a given size must fit
     // every member.
     let rooms: Vec<(u64, u64)> = members.iter().map(|m| member_room(&m.superblock, m.device_sectors, wanted)).collect();

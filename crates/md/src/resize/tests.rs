@@ -16,6 +16,18 @@ fn members(
     size: Option<u64>,
     bitmap: bool,
 ) -> Vec<StoppedMember> {
+    members_of(16 * MIB, version, level, layout, n, size, bitmap)
+}
+
+fn members_of(
+    device_bytes: u64,
+    version: MetadataVersion,
+    level: i32,
+    layout: i32,
+    n: usize,
+    size: Option<u64>,
+    bitmap: bool,
+) -> Vec<StoppedMember> {
     let spec = CreateSpec {
         version,
         level,
@@ -30,13 +42,13 @@ fn members(
         data_offset: None,
         bitmap_chunk: if bitmap { Some(MIB) } else { None },
     };
-    let made = create::plan(&spec, &vec![16 * MIB; n], &vec![[1; 16]; n]).unwrap();
+    let made = create::plan(&spec, &vec![device_bytes; n], &vec![[1; 16]; n]).unwrap();
     made.superblocks
         .into_iter()
         .enumerate()
         .map(|(i, mut sb)| {
             sb.set_clean(true);
-            StoppedMember { name: format!("d{i}"), superblock: sb, device_sectors: 16 * MIB / 512 }
+            StoppedMember { name: format!("d{i}"), superblock: sb, device_sectors: device_bytes / 512 }
         })
         .collect()
 }
@@ -104,6 +116,19 @@ fn v090_records_the_resync_point_at_its_own_events() {
         let Superblock::V090(sb0) = sb else { panic!() };
         assert_eq!((sb0.cp_events_lo, sb0.recovery_cp), (sb0.events_lo, 8192));
     }
+}
+
+#[test]
+fn v090_stops_below_4_tib() {
+    let ms = members_of(5 << 40, MetadataVersion::V0_90, 1, -1, 2, Some(8192), false);
+    // super_90_load caps what a member gives at 4 TiB less 1 KiB: the most 0.90 can record.
+    let p = plan(&ms, None, SizeRequest::Max, false, 5).unwrap();
+    assert_eq!(p.new_sectors, (1 << 33) - 2);
+    assert_eq!(p.change.unwrap().superblocks[0].info().component_sectors, (1 << 33) - 2);
+    assert_eq!(
+        plan(&ms, None, SizeRequest::Sectors(1 << 33), false, 5).unwrap_err(),
+        ResizeError::TooLargeFor090(1 << 32)
+    );
 }
 
 #[test]
