@@ -143,7 +143,7 @@ fn check_whole(opened: &[Opened], change: MdChange) -> Result<usize, MdChangeErr
     let refuse = |text: &str| Err(MdChangeError::Refused(text.to_string()));
     if !plan.clean {
         return refuse(
-            "the array was not shut down cleanly and owes a resync, while which md changes neither size nor bitmap: resync it first (uraid resync)",
+            "the array owes a resync (it was not shut down cleanly, or a grow left new space to sync), and md changes neither size nor bitmap until it is done: resync it first (uraid resync)",
         );
     }
     if plan.degraded() && matches!(change, MdChange::Size { .. }) {
