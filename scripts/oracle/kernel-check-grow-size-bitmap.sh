@@ -13,6 +13,8 @@
 #                     doubled where the bits no longer fit) with the new space's bits set, or
 #                     its resync would skip it.
 #   size-clean:NAME   --size with --assume-clean on blank members: no resync owed.
+#   control:NAME      --size with --assume-clean over random bytes: the check must find them
+#                     disagreeing (mismatch_cnt above 0), or the resync cases prove nothing.
 #   bitmap-add:NAME   --bitmap=internal: the kernel must find the bitmap where md keeps it
 #                     (bitmap/location, chunk), start no resync of a clean array, and check
 #                     clean with the pattern intact.
@@ -38,13 +40,17 @@ cases=(
   "size:raid5-1.2|--metadata=1.2 --level=5 --chunk=64K|3|--size=max|none"
   "size:raid6-1.2|--metadata=1.2 --level=6 --chunk=64K|4|--size=10M|none"
   "size:raid10-1.2|--metadata=1.2 --level=10 --chunk=64K|4|--size=max|none"
+  "size:raid4-1.1|--metadata=1.1 --level=4 --chunk=64K|3|--size=max|none"
+  "size:raid10o2-1.2|--metadata=1.2 --level=10 --layout=o2 --chunk=64K|3|--size=max|none"
   "size:raid1-0.90|--metadata=0.90 --level=1|2|--size=max|none"
   "size:raid5-1.0|--metadata=1.0 --level=5 --chunk=64K|3|--size=max|none"
   "size-bitmap:raid5-1.2|--metadata=1.2 --level=5 --chunk=64K --bitmap=internal --bitmap-chunk=4K|3|--size=max|8192"
   "size-bitmap:raid10-1.0|--metadata=1.0 --level=10 --chunk=64K --bitmap=internal --bitmap-chunk=1M|4|--size=max|1048576"
   "size-bitmap:raid1-0.90|--metadata=0.90 --level=1 --bitmap=internal --bitmap-chunk=64K|2|--size=max|65536"
   "size-clean:raid5-1.2|--metadata=1.2 --level=5 --chunk=64K|3|--size=max --assume-clean|none"
+  "control:raid1-1.2|--metadata=1.2 --level=1|2|--size=max --assume-clean|none"
   "bitmap-add:raid5-1.2|--metadata=1.2 --level=5 --chunk=64K|3|--bitmap=internal|67108864"
+  "bitmap-add:raid1-1.1|--metadata=1.1 --level=1|2|--bitmap=internal|67108864"
   "bitmap-add:raid1-1.0|--metadata=1.0 --level=1|2|--bitmap=internal --bitmap-chunk=1M|1048576"
   "bitmap-add:raid6-0.90|--metadata=0.90 --level=6 --chunk=64K|4|--bitmap=internal|67108864"
   "bitmap-remove:raid10-1.2|--metadata=1.2 --level=10 --chunk=64K --bitmap=internal|4|--bitmap=none|none"
@@ -92,7 +98,7 @@ for spec in "${cases[@]}"; do
   location=$(json '"none" if d["bitmap_offset_sectors"] is None else "%+d" % d["bitmap_offset_sectors"]' "${members[0]}")
   case $name in
     size:* | size-bitmap:*)
-      # md resyncs from the old end: 4 MiB of each member, of the array for raid10 (near 2).
+      # md resyncs from the old end: 4 MiB of each member, of the array for raid10 (2 copies).
       if [[ $flags == *level=10* ]]; then want_resync=$((4096 * 2 * n / 2)); else want_resync=8192; fi ;;
     *) want_resync=none ;;
   esac
@@ -155,6 +161,15 @@ boot
 while IFS='|' read -r name _ _ sha _ kib resync location chunk grown; do
   line=$(echo "$out" | grep "^$name " | grep -v "^$name examine-bitmap:" || echo "$name (no result)")
   want="resync_start=$resync component_size=$kib bitmap=$location chunk=$chunk array_bytes=$grown degraded=0 mismatch_cnt=0 sha=$sha full_pattern_bad=0"
+  if [[ $name == control:* ]]; then
+    mism=$(echo "$line" | sed -n 's/.* mismatch_cnt=\([0-9]*\) .*/\1/p')
+    if [[ "$line" == "$name resync_start=none "* ]] && [ "${mism:-0}" -gt 0 ]; then
+      echo "PASS $name: with the new space recorded in sync over random bytes, the kernel's check finds mismatch_cnt $mism: the resync cases' 0 is the resync's doing"
+    else
+      echo "FAIL $name: the kernel said '$line', wanted resync_start=none and mismatch_cnt above 0"; fail=1
+    fi
+    continue
+  fi
   if [ "$line" = "$name $want" ]; then
     echo "PASS $name: the kernel assembles it with component size ${kib}K (array $grown bytes), resync from $resync, bitmap $location (chunk $chunk); mismatch_cnt 0 after resync and check, pattern intact, the whole grown array takes the pattern"
   else
