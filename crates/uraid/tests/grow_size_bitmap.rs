@@ -229,3 +229,26 @@ fn members_of_a_running_array_are_refused() {
     assert!(stopped.status.success(), "{}", text(&stopped));
     ok(&with(&["grow", "--size=max"], &members));
 }
+
+#[test]
+fn a_degraded_array_gains_a_bitmap_and_rebuilds_in_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let members: Vec<String> = (0..3).map(|i| image(dir.path(), &format!("d{i}.img"), 12 * MIB)).collect();
+    let list = vec![members[0].clone(), members[1].clone(), "missing".to_string()];
+    ok(&with(&["create", "--level=1", "--raid-devices=3", "--size=4M"], &list));
+    let present = members[..2].to_vec();
+    let data: Vec<u8> = (0..4 * MIB).map(|i| (i.wrapping_mul(40_503) >> 7) as u8).collect();
+    let o = uraid_stdin(&with(&["write", "--offset=0"], &present), &data);
+    assert!(o.status.success(), "{}", text(&o));
+    // md adds a bitmap to a degraded array while no recovery runs; its every bit set, the
+    // member that comes is rebuilt in full, not by the bitmap.
+    ok(&with(&["grow", "--bitmap=internal"], &present));
+    let o = ok(&with(&["add", "--device", &members[2]], &present));
+    assert!(text(&o).contains("rebuilding"), "{}", text(&o));
+    assert!(!text(&o).contains("guided by the write-intent bitmap"), "{}", text(&o));
+    let d = detail(&members);
+    assert_eq!((d["degraded"].as_bool(), d["consistency_policy"].as_str()), (Some(false), Some("bitmap")));
+    let o = ok(&with(&["check"], &members));
+    assert!(text(&o).contains("mismatch_cnt 0"), "{}", text(&o));
+    assert_eq!(read(&members, data.len()), data);
+}
