@@ -14,7 +14,7 @@ use uraid_md::bitmap_change::{self, bitmap_at, new_bitmap_sectors, BitmapChangeE
 use uraid_md::offline_change::{OfflineChange, StoppedMember};
 use uraid_md::resize::{self, ResizeError, SizeRequest};
 use uraid_md_format::bitmap::{self, BitmapSuper};
-use uraid_md_format::SECTOR;
+use uraid_md_format::{Role, SECTOR};
 
 use crate::member::MemberDevice;
 use crate::open_member::Member;
@@ -133,6 +133,14 @@ fn check_whole(opened: &[Opened], change: MdChange) -> Result<usize, MdChangeErr
                 o.member.name
             )));
         }
+    }
+    // A slot the superblocks still give to a device that is not here: that member was left
+    // out of the list, and a change recorded without it would leave it stale.
+    let roles = &candidates[plan.reference].info.roles;
+    if let Some(slot) = plan.missing_slots().into_iter().find(|s| roles.contains(&Role::Active(*s as u32))) {
+        return Err(MdChangeError::Refused(format!(
+            "the member in slot {slot} was not given: give every member of the array (a change recorded without it would leave it out of date)"
+        )));
     }
     if let Some(r) = plan.reshape {
         return Err(MdChangeError::Refused(format!(

@@ -103,7 +103,7 @@ pub fn add(
     chunk: Option<u64>,
     utime: u64,
 ) -> Result<OfflineChange, BitmapChangeError> {
-    let info = members.first().map(|m| m.superblock.info()).ok_or(BitmapChangeError::Absent)?;
+    let info = members.first().expect("an array has members").superblock.info();
     if info.level <= 0 {
         return Err(BitmapChangeError::Level(if info.level == 0 { "raid0".into() } else { "linear".into() }));
     }

@@ -193,7 +193,8 @@ fn refusals_say_why_and_change_nothing() {
 
     // Not the whole array: one member left out of a size change (md resyncs the new space
     // over every member), a member of another array given in.
-    refused(&["grow", "--size=max"], &members[..2], "degraded");
+    refused(&["grow", "--size=max"], &members[..2], "the member in slot 2 was not given");
+    refused(&["grow", "--bitmap=none"], &members[1..], "the member in slot 0 was not given");
     let other = tempfile::tempdir().unwrap();
     let (foreign, _) = array(other.path(), &["--level=1"], 2);
     let mixed = vec![members[0].clone(), members[1].clone(), foreign[0].clone()];
@@ -243,6 +244,8 @@ fn a_degraded_array_gains_a_bitmap_and_rebuilds_in_full() {
     // md adds a bitmap to a degraded array while no recovery runs; its every bit set, the
     // member that comes is rebuilt in full, not by the bitmap.
     ok(&with(&["grow", "--bitmap=internal"], &present));
+    // Its size waits for the rebuild: the new space is resynced over every member.
+    refused(&["grow", "--size=max"], &present, "the array is degraded (1 of 3 slots empty or rebuilding)");
     let o = ok(&with(&["add", "--device", &members[2]], &present));
     assert!(text(&o).contains("rebuilding"), "{}", text(&o));
     assert!(!text(&o).contains("guided by the write-intent bitmap"), "{}", text(&o));
