@@ -5,6 +5,8 @@
 //! - [`nbd_member`]: a member that is an NBD export, through uraid's NBD client;
 //! - [`open_member`]: opening a member from what a user gives, a path or an NBD URI;
 //! - [`mod@probe`]: finding and reading an md superblock on a device (trying every metadata version);
+//! - [`md_change`]: mdadm's `--grow --size` and `--grow --bitmap` on a stopped md array's
+//!   members, checked as a whole array before anything is written;
 //! - [`open_array`]: assembling an array from devices and running the engine over them one request
 //!   at a time, keeping superblocks (events, clean state, roles) and the bitmap as md would;
 //! - [`array_policy`]: the policy of a running array as a sans-I/O driver (what is recorded
@@ -23,6 +25,7 @@
 
 pub mod array_policy;
 mod error;
+pub mod md_change;
 pub mod member;
 pub mod nbd_member;
 pub mod open_array;

@@ -9,6 +9,9 @@
 //!   machine behind the engine's format-neutral [`uraid_engine::metadata::ArrayMetadata`]: md's
 //!   event-count rules, role tables, rebuild and resync checkpoints, and the bitmap's bits, as
 //!   ordered member writes and flushes;
+//! - [`resize`] and [`bitmap_change`]: md's `--grow --size` and `--grow --bitmap` on a stopped
+//!   array as pure decisions (what each member allows, what the superblocks and the bitmap
+//!   record), the writes collected in an [`offline_change::OfflineChange`];
 //! - [`reshape`]: md's reshape that adds members to a raid4/5/6, as pure decisions (superblock
 //!   fields, how far the data moves, which stripe may be written next).
 //!
@@ -16,10 +19,13 @@
 //! parsed and written by `uraid-md-format` (`crates/md/format`).
 
 pub mod assemble;
+pub mod bitmap_change;
 pub mod mdstat;
 pub mod metadata;
+pub mod offline_change;
 pub mod probe;
 pub mod reshape;
+pub mod resize;
 
 pub use metadata::{load_write_intent, MdDevice, MdMetadata};
 pub use uraid_engine::metadata::WriteIntentBits;

@@ -133,12 +133,21 @@ pub struct GrowArgs {
     /// Not supported yet (a layout change); refused.
     #[arg(short = 'p', long, hide = true)]
     pub layout: Option<String>,
-    /// Not supported yet; refused.
-    #[arg(short = 'z', long, hide = true)]
+    /// The space of each member the array uses: max (all each member allows) or a size (a bare
+    /// number is KiB, as in mdadm; suffixes K, M, G); raid1, raid4/5/6 and raid10, stopped.
+    /// The new space is resynced when the array next runs.
+    #[arg(short = 'z', long)]
     pub size: Option<String>,
-    /// Not supported yet; refused.
-    #[arg(short = 'b', long, hide = true)]
+    /// With --size: record the new space as in sync (no resync), as mdadm's --assume-clean.
+    #[arg(long, requires = "size")]
+    pub assume_clean: bool,
+    /// Add (internal) or remove (none) the write-intent bitmap of a stopped array.
+    #[arg(short = 'b', long, value_name = "internal|none")]
     pub bitmap: Option<String>,
+    /// With --bitmap=internal: bytes of each member per bitmap bit (a bare number is KiB, as in
+    /// mdadm; default 64M, or larger when the bitmap would not fit).
+    #[arg(long, value_name = "SIZE", requires = "bitmap")]
+    pub bitmap_chunk: Option<String>,
     /// Not supported yet; refused.
     #[arg(long, hide = true)]
     pub array_size: Option<String>,

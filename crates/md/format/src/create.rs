@@ -268,12 +268,7 @@ fn level_text(level: i32) -> String {
 /// smallest power of two of at least 4 KiB whose bits fit in `room_bytes` beside the header,
 /// and at least 64 MiB unless `given` (checked against the same bounds). `room` names the
 /// space in messages.
-pub(crate) fn bitmap_chunk(
-    given: Option<u64>,
-    bitmap_sectors: u64,
-    room_bytes: u64,
-    room: &str,
-) -> Result<u32, FormatError> {
+pub fn bitmap_chunk(given: Option<u64>, bitmap_sectors: u64, room_bytes: u64, room: &str) -> Result<u32, FormatError> {
     let max_bits = (room_bytes - bitmap::HEADER_BYTES as u64) * 8;
     let mut min_chunk: u64 = 4096;
     let mut bits = bitmap_sectors * SECTOR / min_chunk + 1;

@@ -354,11 +354,17 @@ impl Superblock {
 
     /// Record an array that still owes a resync, which has made everything below `sectors`
     /// consistent: 1.x `resync_offset`, 0.90 `recovery_cp` (with the clean bit off), as
-    /// `super_*_sync` write md's `recovery_cp` for an interrupted resync.
+    /// `super_*_sync` write md's `recovery_cp` for an interrupted resync. 0.90 takes the
+    /// checkpoint at the current events (`cp_events`, set the events first), else
+    /// `super_90_validate` ignores it and resyncs from the start.
     pub fn set_resync_offset(&mut self, sectors: u64) {
         self.set_clean(false);
         match self {
-            Superblock::V090(sb) => sb.recovery_cp = sectors.min(u64::from(u32::MAX - 1)) as u32,
+            Superblock::V090(sb) => {
+                sb.recovery_cp = sectors.min(u64::from(u32::MAX - 1)) as u32;
+                sb.cp_events_lo = sb.events_lo;
+                sb.cp_events_hi = sb.events_hi;
+            }
             Superblock::V1(sb) => sb.resync_offset = sectors.min(MAX_SECTOR - 1),
         }
     }

@@ -4,8 +4,8 @@
 //! reshape runs in the foreground with a progress bar on a terminal, records its position as
 //! md does, and stops cleanly on SIGINT or SIGTERM (the next `--continue`, or the kernel, goes
 //! on from there). Given the members of an array `uraid assemble` runs, the running server
-//! grows it instead, in the background, as `uraid ctl NAME grow` asks it. What md's `--grow`
-//! does beyond adding members is refused, naming it.
+//! grows it instead, in the background, as `uraid ctl NAME grow` asks it. `--size` and
+//! `--bitmap` go to `grow_size_bitmap`; what else md's `--grow` does is refused, naming it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,17 +23,18 @@ use crate::GrowArgs;
 const RECORD_EVERY: Duration = Duration::from_secs(2);
 
 pub fn run(args: &GrowArgs) -> CliResult {
+    if args.size.is_some() || args.bitmap.is_some() {
+        return super::grow_size_bitmap::run(args);
+    }
     for (given, what) in [
         (&args.level, "--level (a level change)"),
         (&args.chunk, "--chunk (a chunk size change)"),
         (&args.layout, "--layout (a layout change)"),
-        (&args.size, "--size"),
-        (&args.bitmap, "--bitmap"),
         (&args.array_size, "--array-size"),
     ] {
         if given.is_some() {
             return err(format!(
-                "grow: {what} is not supported yet; uraid grows raid4/5/6 arrays onto more devices (--raid-devices with --add)"
+                "grow: {what} is not supported yet; uraid grows raid4/5/6 arrays onto more devices (--raid-devices with --add), and changes --size and --bitmap"
             ));
         }
     }
@@ -91,7 +92,7 @@ pub fn run(args: &GrowArgs) -> CliResult {
 /// runs one: a reshape of its members must be the server's (it rewrites every member under
 /// the server's feet otherwise; uraid takes no lock on served members). Arrays served by hand
 /// (`uraid serve` without `assemble`) are not known here.
-fn served_by(members: &[std::path::PathBuf]) -> Option<(String, std::path::PathBuf)> {
+pub(super) fn served_by(members: &[std::path::PathBuf]) -> Option<(String, std::path::PathBuf)> {
     let runtime = crate::runtime_dir::RuntimeDir::from_env().ok()?;
     let running = runtime.running().ok()?;
     let ours: Vec<std::path::PathBuf> = members.iter().filter_map(|m| std::fs::canonicalize(m).ok()).collect();
