@@ -112,7 +112,8 @@ pub struct AddArgs {
 
 #[derive(Args)]
 pub struct GrowArgs {
-    /// The number of devices the array is to have (more than now: shrinking is not supported).
+    /// The number of devices the array is to have: more than now for raid4/5/6 (restriped onto
+    /// them); more or fewer for raid1 (fewer only down to the devices it holds).
     #[arg(short = 'n', long)]
     pub raid_devices: Option<u32>,
     /// A blank device to grow onto (repeat for several), taking the new slots in order.
@@ -124,9 +125,14 @@ pub struct GrowArgs {
     /// Upper speed limit of the reshape (bytes of the array per second, suffixes K, M, G).
     #[arg(long)]
     pub speed_limit_max: Option<String>,
-    /// Not supported yet (a level change); refused.
-    #[arg(short = 'l', long, hide = true)]
+    /// The level to take the array over to without moving data, as md does: raid1 (2 devices)
+    /// <-> raid5, raid0 -> raid4/raid5 (parity-last) and back, raid5 -> raid6 (a -6 layout) and
+    /// back, raid0 -> raid10 (near 2) and back. New slots take the --add devices, rebuilt later.
+    #[arg(short = 'l', long)]
     pub level: Option<String>,
+    /// Leave new slots that no --add device fills missing (mdadm's --force).
+    #[arg(short = 'f', long)]
+    pub force: bool,
     /// Not supported yet (a chunk size change); refused.
     #[arg(short = 'c', long, hide = true)]
     pub chunk: Option<String>,

@@ -4,8 +4,8 @@
 //! reshape runs in the foreground with a progress bar on a terminal, records its position as
 //! md does, and stops cleanly on SIGINT or SIGTERM (the next `--continue`, or the kernel, goes
 //! on from there). Given the members of an array `uraid assemble` runs, the running server
-//! grows it instead, in the background, as `uraid ctl NAME grow` asks it. What md's `--grow`
-//! does beyond adding members is refused, naming it.
+//! grows it instead, in the background, as `uraid ctl NAME grow` asks it. Level changes and a
+//! raid1's device count are `grow_takeover`'s; what else md's `--grow` does is refused, naming it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,8 +23,11 @@ use crate::GrowArgs;
 const RECORD_EVERY: Duration = Duration::from_secs(2);
 
 pub fn run(args: &GrowArgs) -> CliResult {
+    // Level changes and raid1's device count: md's takeovers, which move no data.
+    if super::grow_takeover::applies(args)? {
+        return super::grow_takeover::run(args);
+    }
     for (given, what) in [
-        (&args.level, "--level (a level change)"),
         (&args.chunk, "--chunk (a chunk size change)"),
         (&args.layout, "--layout (a layout change)"),
         (&args.size, "--size"),
@@ -91,7 +94,7 @@ pub fn run(args: &GrowArgs) -> CliResult {
 /// runs one: a reshape of its members must be the server's (it rewrites every member under
 /// the server's feet otherwise; uraid takes no lock on served members). Arrays served by hand
 /// (`uraid serve` without `assemble`) are not known here.
-fn served_by(members: &[std::path::PathBuf]) -> Option<(String, std::path::PathBuf)> {
+pub(super) fn served_by(members: &[std::path::PathBuf]) -> Option<(String, std::path::PathBuf)> {
     let runtime = crate::runtime_dir::RuntimeDir::from_env().ok()?;
     let running = runtime.running().ok()?;
     let ours: Vec<std::path::PathBuf> = members.iter().filter_map(|m| std::fs::canonicalize(m).ok()).collect();

@@ -1,0 +1,89 @@
+//! `uraid grow --level` (md's takeovers, which move no data) and `uraid grow --raid-devices` on
+//! a raid1: the data written before reads back after, `detail` and `examine` show the new
+//! shape, a device added with the change is rebuilt in sync by `uraid add`, and a refused change
+//! leaves every member byte for byte as it was.
+
+use tempfile::tempdir;
+
+mod common;
+use common::takeover::{checks_clean, created_and_filled, detail, disks, hashes, read, states};
+use common::{ok, text, uraid, with};
+
+/// `uraid grow` with `args`, which must be refused, leaving every file of `members` unchanged;
+/// what it said.
+fn refused(args: &[&str], members: &[String]) -> String {
+    let before = hashes(members);
+    let o = uraid(&[&["grow"][..], args].concat());
+    assert!(!o.status.success(), "uraid grow {args:?} was not refused\n{}", text(&o));
+    assert_eq!(hashes(members), before, "a refused grow wrote to a member");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn grow(args: &[&str]) -> String {
+    String::from_utf8_lossy(&ok(&[&["grow"][..], args].concat()).stderr).into_owned()
+}
+
+#[test]
+fn raid1_grows_onto_an_added_device_which_is_then_rebuilt_in_sync() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 3);
+    let data = created_and_filled(&["-l1", "-n2"], &d[..2]);
+    let said = grow(&["-n3", &d[0], &d[1], "--add", &d[2]]);
+    assert!(said.contains("raid1 of 2 devices is now of 3 devices"), "{said}");
+    assert!(said.contains("to be rebuilt"), "{said}");
+    let examined = String::from_utf8(ok(&["examine", &d[2]]).stdout).unwrap();
+    assert!(examined.contains("Recovery Offset : 0 sectors"), "{examined}");
+    assert!(examined.contains("Raid Devices : 3"), "{examined}");
+    assert_eq!(detail(&d)["raid_devices"], 3);
+    assert_eq!(states(&d), ["active", "active", "rebuilding"]);
+    assert_eq!(read(&d, data.len()), data);
+    ok(&with(&["add"], &d));
+    assert_eq!(states(&d), ["active", "active", "active"]);
+    assert_eq!(read(&d[2..], data.len()), data, "the rebuilt copy alone holds the data");
+    checks_clean(&d);
+}
+
+#[test]
+fn raid1_leaves_new_slots_missing_only_when_forced() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 2);
+    let data = created_and_filled(&["-l1", "-n2"], &d);
+    let said = refused(&["-n4", &d[0], &d[1]], &d);
+    assert!(said.contains("Need 2 spares to avoid degraded array, and only have 0"), "{said}");
+    let said = grow(&["-n4", "--force", &d[0], &d[1]]);
+    assert!(said.contains("slot 3 is missing"), "{said}");
+    let json = detail(&d);
+    assert_eq!((json["raid_devices"].as_u64(), json["degraded"].as_bool()), (Some(4), Some(true)));
+    assert_eq!(read(&d, data.len()), data);
+}
+
+#[test]
+fn raid1_puts_a_hot_spare_into_a_new_slot() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 3);
+    let data = created_and_filled(&["-l1", "-n2", "-x1"], &d);
+    let said = grow(&["-n3", &d[0], &d[1], &d[2]]);
+    assert!(said.contains("(a spare until now) into slot 2"), "{said}");
+    assert_eq!(states(&d), ["active", "active", "rebuilding"]);
+    ok(&with(&["add"], &d));
+    assert_eq!(states(&d), ["active", "active", "active"]);
+    assert_eq!(read(&d[2..], data.len()), data);
+}
+
+#[test]
+fn raid1_drops_only_empty_slots_and_moves_its_devices_down() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 3);
+    let members = [d[0].clone(), "missing".into(), d[2].clone()];
+    let data = created_and_filled(&["-l1", "-n3"], &members);
+    let kept = [d[0].clone(), d[2].clone()];
+    let said = refused(&["-n1", &d[0], &d[2]], &kept);
+    assert!(said.contains("cannot reduce the raid1 from 3 to 1 devices: 2 slots hold a device"), "{said}");
+    grow(&["-n2", &d[0], &d[2]]);
+    let json = detail(&kept);
+    assert_eq!((json["raid_devices"].as_u64(), json["degraded"].as_bool()), (Some(2), Some(false)));
+    assert_eq!(states(&kept), ["active", "active"]);
+    let examined = String::from_utf8(ok(&["examine", &d[2]]).stdout).unwrap();
+    assert!(examined.contains("Device Role : Active device 1"), "{examined}");
+    assert_eq!(read(&kept, data.len()), data);
+}
