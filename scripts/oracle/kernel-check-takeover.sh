@@ -33,7 +33,11 @@ cases=(
   "uraid:raid1-2to3-missing|2|-l1 -n2 %0 %1|-n3 --force %0 %1|%0 %1|raid1|3|1"
   "uraid:raid1-2to3-spare|3|-l1 -n2 -x1 %0 %1 %2|-n3 %0 %1 %2|%0 %1 %2|raid1|3|0"
   "uraid:raid1-3to2|3|-l1 -n3 %0 missing %2|-n2 %0 %2|%0 %2|raid1|2|0"
+  "uraid:raid1-to-raid5|2|-l1 -n2 %0 %1|--level=5 %0 %1|%0 %1|raid5|2|0"
+  "uraid:raid5-to-raid1|2|-l5 -n2 --chunk=64K %0 %1|--level=1 %0 %1|%0 %1|raid1|2|0"
   "kernel:raid1-2to3|3|-l1 -n2 %0 %1|--raid-devices=3 --add %2|%0 %1 %2|raid1|3|0"
+  "kernel:raid1-to-raid5|2|-l1 -n2 %0 %1|--level=5|%0 %1|raid5|2|0"
+  "kernel:raid5-to-raid1|2|-l5 -n2 --chunk=64K %0 %1|--level=1|%0 %1|raid1|2|0"
 )
 
 work=$(mktemp -d)

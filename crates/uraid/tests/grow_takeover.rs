@@ -87,3 +87,51 @@ fn raid1_drops_only_empty_slots_and_moves_its_devices_down() {
     assert!(examined.contains("Device Role : Active device 1"), "{examined}");
     assert_eq!(read(&kept, data.len()), data);
 }
+
+#[test]
+fn raid1_of_two_and_raid5_of_two_take_each_other_over() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 2);
+    let data = created_and_filled(&["-l1", "-n2"], &d);
+    let said = grow(&["--level=5", &d[0], &d[1]]);
+    assert!(said.contains("raid1 of 2 devices is now raid5 (2 devices, layout left-symmetric, chunk 64K)"), "{said}");
+    let json = detail(&d);
+    assert_eq!((json["level"].as_str(), json["layout"].as_str()), (Some("raid5"), Some("left-symmetric")));
+    assert_eq!(read(&d, data.len()), data);
+    checks_clean(&d);
+    grow(&["--level=1", &d[0], &d[1]]);
+    assert_eq!(detail(&d)["level"], "raid1");
+    assert_eq!(read(&d[1..], data.len()), data);
+    checks_clean(&d);
+}
+
+/// Members of an array `uraid assemble` runs are changed only once it is stopped.
+#[test]
+fn a_running_array_is_refused_until_stopped() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 3);
+    let data = created_and_filled(&["-l1", "-n2"], &d[..2]);
+    let runtime = dir.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_uraid"))
+            .env("URAID_RUNTIME_DIR", &runtime)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&with(&["assemble"], &d[..2]));
+    assert!(o.status.success(), "{}", text(&o));
+    let blank = hashes(&d[2..]);
+    for args in [vec!["grow", "-n3", &d[0], &d[1], "--add", &d[2]], vec!["grow", "--level=5", &d[0], &d[1]]] {
+        let o = run(&args);
+        assert!(!o.status.success(), "{}", text(&o));
+        assert!(text(&o).contains("stop the array first: uraid stop t"), "{}", text(&o));
+    }
+    assert_eq!(hashes(&d[2..]), blank, "the device to add was written");
+    let o = run(&["stop", "t"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(detail(&d[..2])["level"], "raid1");
+    grow(&["--level=5", &d[0], &d[1]]);
+    assert_eq!(read(&d[..2], data.len()), data);
+}
