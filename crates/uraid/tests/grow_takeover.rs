@@ -135,3 +135,28 @@ fn a_running_array_is_refused_until_stopped() {
     grow(&["--level=5", &d[0], &d[1]]);
     assert_eq!(read(&d[..2], data.len()), data);
 }
+
+#[test]
+fn raid0_takes_parity_on_a_new_last_device_and_gives_it_back() {
+    for level in ["5", "4"] {
+        let dir = tempdir().unwrap();
+        let d = disks(dir.path(), 4);
+        let data = created_and_filled(&["-l0", "-n3", "--chunk=64K"], &d[..3]);
+        let said = grow(&[&format!("--level={level}"), &d[0], &d[1], &d[2], "--add", &d[3]]);
+        assert!(said.contains(&format!("raid0 of 3 devices is now raid{level} (4 devices")), "{said}");
+        if level == "5" {
+            assert!(said.contains("parity-last"), "{said}");
+            assert_eq!(detail(&d)["layout"], "parity-last");
+        }
+        assert_eq!(states(&d), ["active", "active", "active", "rebuilding"]);
+        ok(&with(&["add"], &d));
+        assert_eq!(states(&d), ["active", "active", "active", "active"]);
+        checks_clean(&d);
+        assert_eq!(read(&[d[0].clone(), d[1].clone(), d[3].clone()], data.len()), data, "parity rebuilds slot 2");
+        let said = grow(&["--level=0", &d[0], &d[1], &d[2], &d[3]]);
+        assert!(said.contains("is failed and removed"), "{said}");
+        let json = detail(&d[..3]);
+        assert_eq!((json["level"].as_str(), json["raid_devices"].as_u64()), (Some("raid0"), Some(3)));
+        assert_eq!(read(&d[..3], data.len()), data);
+    }
+}
