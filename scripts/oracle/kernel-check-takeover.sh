@@ -39,11 +39,15 @@ cases=(
   "uraid:raid0-to-raid4|4|-l0 -n3 --chunk=64K %0 %1 %2|--level=4 %0 %1 %2 --add %3|%0 %1 %2 %3|raid4|4|0"
   "uraid:raid5-to-raid0|4|-l5 -n4 --layout=parity-last --chunk=64K %0 %1 %2 %3|--level=0 %0 %1 %2 %3|%0 %1 %2|raid0|3|0"
   "uraid:raid4-to-raid0|4|-l4 -n4 --chunk=64K %0 %1 %2 %3|--level=0 %0 %1 %2 %3|%0 %1 %2|raid0|3|0"
+  "uraid:raid5-to-raid6|5|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=6 %0 %1 %2 %3 --add %4|%0 %1 %2 %3 %4|raid6|5|0"
+  "uraid:raid6-to-raid5|5|-l6 -n5 --layout=left-symmetric-6 --chunk=64K %0 %1 %2 %3 %4|--level=5 %0 %1 %2 %3 %4|%0 %1 %2 %3 %4|raid5|4|0"
   "kernel:raid1-2to3|3|-l1 -n2 %0 %1|--raid-devices=3 --add %2|%0 %1 %2|raid1|3|0"
   "kernel:raid1-to-raid5|2|-l1 -n2 %0 %1|--level=5|%0 %1|raid5|2|0"
   "kernel:raid5-to-raid1|2|-l5 -n2 --chunk=64K %0 %1|--level=1|%0 %1|raid1|2|0"
   "kernel:raid0-to-raid5|4|-l0 -n3 --chunk=64K %0 %1 %2|--level=5 --layout=parity-last --add %3|%0 %1 %2 %3|raid5|4|0"
   "kernel:raid5-to-raid0|4|-l5 -n4 --layout=parity-last --chunk=64K %0 %1 %2 %3|--level=0|%0 %1 %2|raid0|3|0"
+  "kernel:raid5-to-raid6|5|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=6 --layout=preserve --add %4|%0 %1 %2 %3 %4|raid6|5|0"
+  "kernel:raid6-to-raid5|5|-l6 -n5 --layout=left-symmetric-6 --chunk=64K %0 %1 %2 %3 %4|--level=5|%0 %1 %2 %3 %4|raid5|4|0"
 )
 
 work=$(mktemp -d)

@@ -160,3 +160,26 @@ fn raid0_takes_parity_on_a_new_last_device_and_gives_it_back() {
         assert_eq!(read(&d[..3], data.len()), data);
     }
 }
+
+#[test]
+fn raid5_takes_q_on_a_new_last_device_and_gives_it_back() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 5);
+    let data = created_and_filled(&["-l5", "-n4", "--chunk=64K"], &d[..4]);
+    let said = grow(&["--level=6", &d[0], &d[1], &d[2], &d[3], "--add", &d[4]]);
+    assert!(said.contains("layout left-symmetric-6"), "{said}");
+    assert!(said.contains("--layout=preserve"), "{said}");
+    let json = detail(&d);
+    assert_eq!((json["level"].as_str(), json["layout"].as_str()), (Some("raid6"), Some("left-symmetric-6")));
+    ok(&with(&["add"], &d));
+    assert_eq!(states(&d), ["active"; 5]);
+    checks_clean(&d);
+    assert_eq!(read(&d[2..], data.len()), data, "P and Q rebuild two missing devices");
+    let said = grow(&["--level=5", &d[0], &d[1], &d[2], &d[3], &d[4]]);
+    assert!(said.contains("is now a spare"), "{said}");
+    let json = detail(&d);
+    assert_eq!((json["level"].as_str(), json["raid_devices"].as_u64()), (Some("raid5"), Some(4)));
+    assert_eq!(json["layout"], "left-symmetric");
+    assert_eq!(read(&d, data.len()), data);
+    checks_clean(&d);
+}
