@@ -27,7 +27,8 @@ mdpattern=${MD_ORACLE_CACHE:-$HOME/.cache/md-oracle}/mdpattern
 [ -x "$mdpattern" ] || "$oracle/setup.sh" >/dev/null
 
 # name | disk files | uraid create (%N: disk N) | the change (uraid grow, or mdadm --grow in the
-# guest) | the devices in the array after it | level | raid devices | degraded once recovered
+# guest) | the devices in the array after uraid's change | level | raid devices | degraded once
+# recovered
 cases=(
   "uraid:raid1-2to3|3|-l1 -n2 %0 %1|-n3 %0 %1 --add %2|%0 %1 %2|raid1|3|0"
   "uraid:raid1-2to3-missing|2|-l1 -n2 %0 %1|-n3 --force %0 %1|%0 %1|raid1|3|1"
@@ -41,6 +42,8 @@ cases=(
   "uraid:raid4-to-raid0|4|-l4 -n4 --chunk=64K %0 %1 %2 %3|--level=0 %0 %1 %2 %3|%0 %1 %2|raid0|3|0"
   "uraid:raid5-to-raid6|5|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=6 %0 %1 %2 %3 --add %4|%0 %1 %2 %3 %4|raid6|5|0"
   "uraid:raid6-to-raid5|5|-l6 -n5 --layout=left-symmetric-6 --chunk=64K %0 %1 %2 %3 %4|--level=5 %0 %1 %2 %3 %4|%0 %1 %2 %3 %4|raid5|4|0"
+  "uraid:raid0-to-raid10|4|-l0 -n2 --chunk=64K %0 %1|--level=10 %0 %1 --add %2 --add %3|%0 %1 %2 %3|raid10|4|0"
+  "uraid:raid10-to-raid0|4|-l10 -n4 --chunk=64K %0 %1 %2 %3|--level=0 %0 %1 %2 %3|%0 %2|raid0|2|0"
   "kernel:raid1-2to3|3|-l1 -n2 %0 %1|--raid-devices=3 --add %2|%0 %1 %2|raid1|3|0"
   "kernel:raid1-to-raid5|2|-l1 -n2 %0 %1|--level=5|%0 %1|raid5|2|0"
   "kernel:raid5-to-raid1|2|-l5 -n2 --chunk=64K %0 %1|--level=1|%0 %1|raid1|2|0"
@@ -48,6 +51,8 @@ cases=(
   "kernel:raid5-to-raid0|4|-l5 -n4 --layout=parity-last --chunk=64K %0 %1 %2 %3|--level=0|%0 %1 %2|raid0|3|0"
   "kernel:raid5-to-raid6|5|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=6 --layout=preserve --add %4|%0 %1 %2 %3 %4|raid6|5|0"
   "kernel:raid6-to-raid5|5|-l6 -n5 --layout=left-symmetric-6 --chunk=64K %0 %1 %2 %3 %4|--level=5|%0 %1 %2 %3 %4|raid5|4|0"
+  "kernel:raid0-to-raid10|4|-l0 -n2 --chunk=64K %0 %1|--level=10 --add %2 --add %3|%0 %1 %2 %3|raid10|4|0"
+  "kernel:raid10-to-raid0|4|-l10 -n4 --chunk=64K %0 %1 %2 %3|--level=0|%0 %2|raid0|2|0"
 )
 
 work=$(mktemp -d)
@@ -196,7 +201,12 @@ while IFS='|' read -r name num bytes sha level raid degraded after change; do
       if [[ "$line" != "$name $want"* ]]; then
         echo "FAIL $name: the kernel said '$line', wanted '$name $want ...'"; fail=1; continue
       fi
-      members=$(expand "$after" "$dir")
+      # The devices the kernel kept: those whose superblock has the new level (which device of
+      # a raid10 mirror pair mdadm keeps depends on the order it lists them in).
+      members=""
+      for m in "$dir"/disk*.img; do
+        [ "$("$uraid" examine --json "$m" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["level"])' 2>/dev/null)" = "$level" ] && members="$members $m"
+      done
       # shellcheck disable=SC2086
       got=$("$uraid" detail --json $members 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["level"], d["raid_devices"])' 2>/dev/null || echo "detail failed")
       # shellcheck disable=SC2086

@@ -105,37 +105,6 @@ fn raid1_of_two_and_raid5_of_two_take_each_other_over() {
     checks_clean(&d);
 }
 
-/// Members of an array `uraid assemble` runs are changed only once it is stopped.
-#[test]
-fn a_running_array_is_refused_until_stopped() {
-    let dir = tempdir().unwrap();
-    let d = disks(dir.path(), 3);
-    let data = created_and_filled(&["-l1", "-n2"], &d[..2]);
-    let runtime = dir.path().join("run");
-    std::fs::create_dir(&runtime).unwrap();
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_uraid"))
-            .env("URAID_RUNTIME_DIR", &runtime)
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let o = run(&with(&["assemble"], &d[..2]));
-    assert!(o.status.success(), "{}", text(&o));
-    let blank = hashes(&d[2..]);
-    for args in [vec!["grow", "-n3", &d[0], &d[1], "--add", &d[2]], vec!["grow", "--level=5", &d[0], &d[1]]] {
-        let o = run(&args);
-        assert!(!o.status.success(), "{}", text(&o));
-        assert!(text(&o).contains("stop the array first: uraid stop t"), "{}", text(&o));
-    }
-    assert_eq!(hashes(&d[2..]), blank, "the device to add was written");
-    let o = run(&["stop", "t"]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(detail(&d[..2])["level"], "raid1");
-    grow(&["--level=5", &d[0], &d[1]]);
-    assert_eq!(read(&d[..2], data.len()), data);
-}
-
 #[test]
 fn raid0_takes_parity_on_a_new_last_device_and_gives_it_back() {
     for level in ["5", "4"] {
@@ -182,4 +151,99 @@ fn raid5_takes_q_on_a_new_last_device_and_gives_it_back() {
     assert_eq!(json["layout"], "left-symmetric");
     assert_eq!(read(&d, data.len()), data);
     checks_clean(&d);
+}
+
+#[test]
+fn raid0_and_raid10_near2_trade_mirrors() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 4);
+    let data = created_and_filled(&["-l0", "-n2", "--chunk=64K"], &d[..2]);
+    let said = grow(&["--level=10", &d[0], &d[1], "--add", &d[2]]);
+    assert!(said.contains("slot 3 is missing"), "{said}");
+    let three = d[..3].to_vec();
+    let json = detail(&three);
+    assert_eq!((json["level"].as_str(), json["layout"].as_str()), (Some("raid10"), Some("near=2")));
+    ok(&with(&["add", "--device", &d[3]], &three));
+    assert_eq!(states(&d), ["active"; 4]);
+    checks_clean(&d);
+    // The copies added: slot 1 (d2) and slot 3 (d3) alone hold the data.
+    assert_eq!(read(&[d[2].clone(), d[3].clone()], data.len()), data);
+    grow(&["--level=0", &d[0], &d[1], &d[2], &d[3]]);
+    let kept = [d[0].clone(), d[1].clone()];
+    let json = detail(&kept);
+    assert_eq!((json["level"].as_str(), json["raid_devices"].as_u64()), (Some("raid0"), Some(2)));
+    assert_eq!(read(&kept, data.len()), data);
+}
+
+#[test]
+fn changes_md_refuses_write_nothing() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 6);
+    created_and_filled(&["-l5", "-n4", "--chunk=64K"], &d[..4]);
+    let r5 = d[..4].to_vec();
+    let said = refused(&with(&["--level=0"], &r5), &r5);
+    assert!(said.contains("parity-last"), "{said}");
+    let said =
+        refused(&[&with(&["--level=6", "--layout=left-symmetric"], &r5)[..], &["--add", &d[4]]].concat(), &d[..5]);
+    assert!(said.contains("restripe") && said.contains("--layout=preserve"), "{said}");
+    let said = refused(&with(&["--level=6"], &r5), &r5);
+    assert!(said.contains("Need 1 spare"), "{said}");
+    let said = refused(&with(&["--level=1"], &r5), &r5);
+    assert!(said.contains("Can only convert a 2-device array to RAID1"), "{said}");
+    let said = refused(&with(&["--level=10"], &r5), &r5);
+    assert!(said.contains("impossible level change requested"), "{said}");
+    // A device with a superblock is not added.
+    ok(&["create", "-l1", "-n2", "--name=other", &d[4], &d[5]]);
+    let said = refused(&[&with(&["--level=6"], &r5)[..], &["--add", &d[4]]].concat(), &d);
+    assert!(said.contains("carries an md superblock"), "{said}");
+}
+
+#[test]
+fn raid6_with_a_normal_layout_and_multi_zone_raid0_are_refused() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 5);
+    created_and_filled(&["-l6", "-n5", "--chunk=64K"], &d);
+    let said = refused(&with(&["--level=5"], &d), &d);
+    assert!(said.contains("left-symmetric-6 first"), "{said}");
+
+    let dir = tempdir().unwrap();
+    let small = common::image(dir.path(), "small.img", 8 << 20);
+    let big = common::image(dir.path(), "big.img", 16 << 20);
+    let extra = common::image(dir.path(), "extra.img", 16 << 20);
+    let zoned = [small, big];
+    created_and_filled(&["-l0", "-n2", "--chunk=64K"], &zoned);
+    let all = [zoned[0].clone(), zoned[1].clone(), extra.clone()];
+    let said = refused(&[&with(&["--level=5"], &zoned)[..], &["--add", &extra]].concat(), &all);
+    assert!(said.contains("more than one zone"), "{said}");
+}
+
+/// Members of an array `uraid assemble` runs are changed only once it is stopped.
+#[test]
+fn a_running_array_is_refused_until_stopped() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 3);
+    let data = created_and_filled(&["-l1", "-n2"], &d[..2]);
+    let runtime = dir.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_uraid"))
+            .env("URAID_RUNTIME_DIR", &runtime)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&with(&["assemble"], &d[..2]));
+    assert!(o.status.success(), "{}", text(&o));
+    let blank = hashes(&d[2..]);
+    for args in [vec!["grow", "-n3", &d[0], &d[1], "--add", &d[2]], vec!["grow", "--level=5", &d[0], &d[1]]] {
+        let o = run(&args);
+        assert!(!o.status.success(), "{}", text(&o));
+        assert!(text(&o).contains("stop the array first: uraid stop t"), "{}", text(&o));
+    }
+    assert_eq!(hashes(&d[2..]), blank, "the device to add was written");
+    let o = run(&["stop", "t"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(detail(&d[..2])["level"], "raid1");
+    grow(&["--level=5", &d[0], &d[1]]);
+    assert_eq!(read(&d[..2], data.len()), data);
 }
