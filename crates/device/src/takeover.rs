@@ -212,8 +212,12 @@ pub fn take_over(
             },
         };
         let mut sb = reshaped(&m.sb);
-        if matches!(plan.verdicts[i], MemberVerdict::Spare) && matches!(role, Role::Active(_)) {
-            sb.set_recovery_offset(Some(0));
+        match role {
+            // A spare taking a slot is rebuilt from its start.
+            Role::Active(_) if matches!(plan.verdicts[i], MemberVerdict::Spare) => sb.set_recovery_offset(Some(0)),
+            // A spare records no rebuild, as super_1_sync writes one.
+            Role::Spare => sb.set_recovery_offset(None),
+            _ => {}
         }
         live.push((m.sb.dev_number, role));
         written.push(Found { dev: Arc::clone(&m.dev), sb });

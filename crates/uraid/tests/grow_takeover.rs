@@ -192,6 +192,8 @@ fn changes_md_refuses_write_nothing() {
     assert!(said.contains("Can only convert a 2-device array to RAID1"), "{said}");
     let said = refused(&with(&["--level=10"], &r5), &r5);
     assert!(said.contains("impossible level change requested"), "{said}");
+    let said = refused(&with(&["--continue", "--level=0"], &r5), &r5);
+    assert!(said.contains("give --level without it"), "{said}");
     // A device with a superblock is not added.
     ok(&["create", "-l1", "-n2", "--name=other", &d[4], &d[5]]);
     let said = refused(&[&with(&["--level=6"], &r5)[..], &["--add", &d[4]]].concat(), &d);

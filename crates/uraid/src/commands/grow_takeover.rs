@@ -34,6 +34,9 @@ pub fn applies(args: &GrowArgs) -> CliResult<bool> {
         return Ok(false);
     }
     if args.continue_ {
+        if args.level.is_some() {
+            return err("grow: --continue goes on with a reshape as recorded; give --level without it");
+        }
         return Ok(false);
     }
     let request = request(args)?;
