@@ -7,7 +7,8 @@
 //! The forms and their limits are md's and mdadm 4.x's (`analyse_change` and `Grow_reshape` in
 //! mdadm's Grow.c; `raid5_takeover_raid1`, `raid45_takeover_raid0`, `raid6_takeover`,
 //! `raid5_takeover_raid6`, `raid0_takeover_raid45`, `raid10_takeover_raid0`,
-//! `raid0_takeover_raid10`, `raid1_takeover` and `raid1_reshape` in the kernel). Where mdadm
+//! `raid0_takeover_raid10`, `raid4_takeover`, `raid5_takeover` of a raid4, `raid1_takeover` and
+//! `raid1_reshape` in the kernel). Where mdadm
 //! follows a takeover with a restripe by default (raid0 to raid5 left-symmetric, raid5 to a
 //! normal raid6 layout), the takeover is done alone, in the layout that keeps the data in place
 //! (mdadm's `--layout=preserve`), and [`Takeover::note`] says so; a layout that would need the
@@ -152,6 +153,7 @@ pub fn plan(current: &CurrentArray, request: &TakeoverRequest) -> Result<Takeove
         (Level::Raid5, Level::Raid1) => raid5_to_raid1(current, request)?,
         (Level::Raid0, Level::Raid4 | Level::Raid5) => raid0_to_parity(current, request, level)?,
         (Level::Raid4 | Level::Raid5, Level::Raid0) => parity_to_raid0(current, request)?,
+        (Level::Raid4, Level::Raid5) | (Level::Raid5, Level::Raid4) => raid4_and_raid5(current, request, level)?,
         (Level::Raid5, Level::Raid6) => raid5_to_raid6(current, request)?,
         (Level::Raid6, Level::Raid5) => raid6_to_raid5(current, request)?,
         (Level::Raid0, Level::Raid10) => raid0_to_raid10(current, request)?,
@@ -183,8 +185,8 @@ pub fn plan(current: &CurrentArray, request: &TakeoverRequest) -> Result<Takeove
 fn takeover_targets(level: Level) -> &'static str {
     match level {
         Level::Raid0 => "raid4, raid5 (parity-last) and raid10 (near 2)",
-        Level::Raid4 => "raid0",
-        Level::Raid5 => "raid0 (parity-last), raid1 (2 devices) and raid6 (the -6 layouts)",
+        Level::Raid4 => "raid0 and raid5 (parity-last)",
+        Level::Raid5 => "raid0 and raid4 (from parity-last), raid1 (2 devices) and raid6 (the -6 layouts)",
         Level::Raid6 => "raid5 (from the -6 layouts)",
         _ => "no other level",
     }
@@ -411,6 +413,42 @@ fn parity_to_raid0(current: &CurrentArray, request: &TakeoverRequest) -> Result<
         raid_disks: n - 1,
         dev_sectors: current.dev_sectors,
         slot_map,
+        empty_slots: Vec::new(),
+        dropped: Dropped::Removed,
+        note: None,
+    })
+}
+
+/// raid4 and a parity-last raid5 place data and parity alike (`raid5_takeover` of a raid4,
+/// `raid4_takeover`): only the level changes.
+fn raid4_and_raid5(current: &CurrentArray, request: &TakeoverRequest, level: Level) -> Result<Takeover, TakeoverError> {
+    let n = current.raid_disks();
+    let parity_last = ParityAlgorithm::ParityLast.to_md() as i32;
+    if current.level == Level::Raid5 && current.layout != parity_last {
+        let name = ParityAlgorithm::from_md(Level::Raid5, current.layout as u32).map_or("unknown", |a| a.name());
+        return refuse(format!(
+            "md takes raid4 over from a raid5 with layout parity-last (ALGORITHM_PARITY_N) only; this one is {name}, and mdadm would restripe it to parity-last first, which uraid does not do yet"
+        ));
+    }
+    devices_must_be(request, n, &format!("{level} from {} keeps every device", current.level))?;
+    match request.layout.as_deref() {
+        None | Some("preserve") => {}
+        Some(name) if level == Level::Raid5 && ParityAlgorithm::parse(Level::Raid5, name) == Ok(ParityAlgorithm::ParityLast) => {}
+        Some(name) => {
+            return refuse(format!(
+                "{} becomes {level} in place (parity on the last device, parity-last); layout {name} would need a restripe, which uraid does not do yet",
+                current.level
+            ))
+        }
+    }
+    Ok(Takeover {
+        level,
+        // raid4_takeover stores layout 0 (raid4 ignores it), raid5_takeover ALGORITHM_PARITY_N.
+        layout: if level == Level::Raid4 { 0 } else { parity_last },
+        chunk_sectors: current.chunk_sectors,
+        raid_disks: n,
+        dev_sectors: current.dev_sectors,
+        slot_map: (0..n).map(Some).collect(),
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note: None,
@@ -680,6 +718,15 @@ mod tests {
         assert!(refused(plan(&array(Level::Raid5, 2, 4), &ask(Some(Level::Raid0), None, 0))).contains("parity-last"));
         now.in_sync[1] = false;
         assert!(refused(plan(&now, &ask(Some(Level::Raid0), None, 0))).contains("slot 1"));
+    }
+
+    #[test]
+    fn raid4_and_parity_last_raid5_change_level_only() {
+        let t = plan(&array(Level::Raid4, 0, 4), &ask(Some(Level::Raid5), None, 0)).unwrap();
+        assert_eq!((t.level, t.layout, t.raid_disks), (Level::Raid5, 5, 4));
+        let back = plan(&array(Level::Raid5, 5, 4), &ask(Some(Level::Raid4), None, 0)).unwrap();
+        assert_eq!((back.level, back.slot_map.clone()), (Level::Raid4, vec![Some(0), Some(1), Some(2), Some(3)]));
+        assert!(refused(plan(&array(Level::Raid5, 2, 4), &ask(Some(Level::Raid4), None, 0))).contains("parity-last"));
     }
 
     #[test]

@@ -131,6 +131,22 @@ fn raid0_takes_parity_on_a_new_last_device_and_gives_it_back() {
 }
 
 #[test]
+fn raid4_and_parity_last_raid5_change_level_in_place() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 4);
+    let data = created_and_filled(&["-l4", "-n4", "--chunk=64K"], &d);
+    grow(&["--level=5", &d[0], &d[1], &d[2], &d[3]]);
+    let json = detail(&d);
+    assert_eq!((json["level"].as_str(), json["layout"].as_str()), (Some("raid5"), Some("parity-last")));
+    checks_clean(&d);
+    assert_eq!(read(&d[1..], data.len()), data);
+    grow(&["--level=4", &d[0], &d[1], &d[2], &d[3]]);
+    assert_eq!(detail(&d)["level"], "raid4");
+    checks_clean(&d);
+    assert_eq!(read(&d, data.len()), data);
+}
+
+#[test]
 fn raid5_takes_q_on_a_new_last_device_and_gives_it_back() {
     let dir = tempdir().unwrap();
     let d = disks(dir.path(), 5);
