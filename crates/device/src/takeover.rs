@@ -263,7 +263,7 @@ pub fn take_over(
     for m in &all {
         m.dev.write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes()).map_err(|e| {
             TakeoverError::Member(format!(
-                "{}: writing the superblock: {e}; the members may now disagree: run the same command again",
+                "{}: writing the superblock: {e}; the members written before it carry the new shape, the others the old one",
                 m.dev.name()
             ))
         })?;

@@ -295,14 +295,13 @@ fn raid1_to_raid5(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
     if !current.dev_sectors.is_multiple_of(8) {
         return refuse("Cannot convert RAID1 of this size - reduce size to multiple of 4K first.");
     }
-    let (layout, note) = match &request.layout {
-        None => (ParityAlgorithm::LeftSymmetric, None),
-        Some(name) => {
-            let Ok(algorithm) = ParityAlgorithm::parse(Level::Raid5, name) else {
-                return refuse(format!("layout {name} not understood for this level"));
-            };
-            (algorithm, None)
-        }
+    // With one data chunk per stripe every raid5 layout mirrors; md picks left-symmetric.
+    let layout = match &request.layout {
+        None => ParityAlgorithm::LeftSymmetric,
+        Some(name) => match ParityAlgorithm::parse(Level::Raid5, name) {
+            Ok(algorithm) => algorithm,
+            Err(_) => return refuse(format!("layout {name} not understood for this level")),
+        },
     };
     if !current.in_sync.iter().any(|s| *s) {
         return refuse("the raid1 has no device in sync");
@@ -316,7 +315,7 @@ fn raid1_to_raid5(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
         slot_map: vec![Some(0), Some(1)],
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
-        note,
+        note: None,
     })
 }
 
