@@ -217,6 +217,18 @@ fn changes_md_refuses_write_nothing() {
 }
 
 #[test]
+fn arrays_with_0_90_metadata_or_a_bitmap_are_refused() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 5);
+    created_and_filled(&["-l1", "-n2", "--metadata=0.90"], &d[..2]);
+    let said = refused(&["-n3", &d[0], &d[1], "--add", &d[2]], &d[..3]);
+    assert!(said.contains("0.90 metadata"), "{said}");
+    created_and_filled(&["-l1", "-n2", "--bitmap=internal"], &d[3..]);
+    let said = refused(&["--level=5", &d[3], &d[4]], &d[3..]);
+    assert!(said.contains("write-intent bitmap"), "{said}");
+}
+
+#[test]
 fn raid6_with_a_normal_layout_and_multi_zone_raid0_are_refused() {
     let dir = tempdir().unwrap();
     let d = disks(dir.path(), 5);
