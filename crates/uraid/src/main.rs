@@ -77,7 +77,8 @@ enum Command {
     Add(AddArgs),
     /// Reshape a stopped raid4/5/6 onto more devices (mdadm --grow --raid-devices=N, the new
     /// devices given with --add), or go on with a reshape left part-way (--continue), by uraid
-    /// or by the kernel.
+    /// or by the kernel; change a stopped array's level where md moves no data (--level), or a
+    /// raid1's number of devices.
     Grow(GrowArgs),
     /// Erase the md superblocks (every version found) of devices that are to be used for
     /// something else (like mdadm --zero-superblock); nothing else is written.
@@ -136,8 +137,9 @@ pub struct GrowArgs {
     /// Not supported yet (a chunk size change); refused.
     #[arg(short = 'c', long, hide = true)]
     pub chunk: Option<String>,
-    /// Not supported yet (a layout change); refused.
-    #[arg(short = 'p', long, hide = true)]
+    /// With --level: the layout the array ends in, one that keeps the data in place
+    /// (preserve, parity-last, the -6 layout); a layout change on its own is refused.
+    #[arg(short = 'p', long)]
     pub layout: Option<String>,
     /// Not supported yet; refused.
     #[arg(short = 'z', long, hide = true)]
