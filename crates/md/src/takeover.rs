@@ -7,9 +7,9 @@
 //! The forms and their limits are md's and mdadm 4.x's (`analyse_change` and `Grow_reshape` in
 //! mdadm's Grow.c; `raid5_takeover_raid1`, `raid45_takeover_raid0`, `raid6_takeover`,
 //! `raid5_takeover_raid6`, `raid0_takeover_raid45`, `raid10_takeover_raid0`,
-//! `raid0_takeover_raid10`, `raid4_takeover`, `raid5_takeover` of a raid4, `raid1_takeover` and
-//! `raid1_reshape` in the kernel). Where mdadm
-//! follows a takeover with a restripe by default (raid0 to raid5 left-symmetric, raid5 to a
+//! `raid0_takeover_raid10`, `raid0_takeover_raid1`, `raid4_takeover`, `raid5_takeover` of a
+//! raid4, `raid1_takeover` and `raid1_reshape` in the kernel). Where mdadm follows a takeover
+//! with a restripe by default (raid0 to raid5 left-symmetric, raid5 to a
 //! normal raid6 layout), the takeover is done alone, in the layout that keeps the data in place
 //! (mdadm's `--layout=preserve`), and [`Takeover::note`] says so; a layout that would need the
 //! restripe is refused.
@@ -144,10 +144,10 @@ pub fn plan(current: &CurrentArray, request: &TakeoverRequest) -> Result<Takeove
     let mut change = match (current.level, level) {
         (Level::Raid1, Level::Raid1) => raid1_devices(current, request)?,
         (Level::Raid1, Level::Raid5) => raid1_to_raid5(current, request)?,
+        (Level::Raid1, Level::Raid0) => raid1_to_raid0(current, request)?,
         (Level::Raid1, _) => {
             return refuse(format!(
-                "impossible level change request for RAID1: a raid1 changes its number of devices, or becomes a raid5 when it has 2 (not {})",
-                level
+                "impossible level change request for RAID1: a raid1 changes its number of devices, becomes a raid5 when it has 2, or a raid0 of one of its devices (not {level})"
             ))
         }
         (Level::Raid5, Level::Raid1) => raid5_to_raid1(current, request)?,
@@ -313,6 +313,35 @@ fn raid1_to_raid5(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
         raid_disks: 2,
         dev_sectors: current.dev_sectors,
         slot_map: vec![Some(0), Some(1)],
+        empty_slots: Vec::new(),
+        dropped: Dropped::Removed,
+        note: None,
+    })
+}
+
+/// `raid0_takeover_raid1`, after mdadm's `remove_disks_for_takeover` has failed and removed
+/// every device but the first in sync: a raid0 of that one device.
+fn raid1_to_raid0(current: &CurrentArray, request: &TakeoverRequest) -> Result<Takeover, TakeoverError> {
+    let n = current.raid_disks();
+    if matches!(request.raid_devices, Some(d) if d != n) {
+        return refuse("Cannot change number of disks with RAID1->RAID0 conversion");
+    }
+    if request.layout.is_some() {
+        return refuse("layout not meaningful with this level (raid0)");
+    }
+    if !current.dev_sectors.is_multiple_of(8) {
+        return refuse("the raid1's size does not allow a chunk of 4K or more: md cannot take raid0 over from it");
+    }
+    let Some(keep) = current.in_sync.iter().position(|s| *s) else {
+        return refuse("the raid1 has no device in sync");
+    };
+    Ok(Takeover {
+        level: Level::Raid0,
+        layout: 0,
+        chunk_sectors: raid1_takeover_chunk(current.dev_sectors),
+        raid_disks: 1,
+        dev_sectors: current.dev_sectors,
+        slot_map: (0..n as usize).map(|s| (s == keep).then_some(0)).collect(),
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note: None,
@@ -682,6 +711,15 @@ mod tests {
             .starts_with("Can only convert a 2-device array to RAID5"));
         now.dev_sectors = 4097;
         assert!(refused(plan(&now, &ask(Some(Level::Raid5), None, 0))).contains("multiple of 4K"));
+    }
+
+    #[test]
+    fn raid1_keeps_its_first_device_in_sync_as_a_raid0_of_one() {
+        let mut now = array(Level::Raid1, 0, 3);
+        now.in_sync[0] = false;
+        let t = plan(&now, &ask(Some(Level::Raid0), None, 0)).unwrap();
+        assert_eq!((t.raid_disks, t.chunk_sectors, t.slot_map.clone()), (1, 128, vec![None, Some(0), None]));
+        assert!(refused(plan(&now, &ask(Some(Level::Raid0), Some(1), 0))).contains("Cannot change number of disks"));
     }
 
     #[test]

@@ -127,7 +127,7 @@ pub struct GrowArgs {
     #[arg(long)]
     pub speed_limit_max: Option<String>,
     /// The level to take the array over to without moving data, as md does: raid1 (2 devices)
-    /// <-> raid5, raid0 -> raid4/raid5 (parity-last) and back, raid4 <-> raid5 (parity-last),
+    /// <-> raid5, raid1 -> raid0 (one device), raid0 -> raid4/raid5 (parity-last) and back, raid4 <-> raid5 (parity-last),
     /// raid5 -> raid6 (a -6 layout) and back, raid0 -> raid10 (near 2) and back. New slots take the --add devices, rebuilt later.
     #[arg(short = 'l', long)]
     pub level: Option<String>,

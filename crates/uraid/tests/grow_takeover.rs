@@ -106,6 +106,19 @@ fn raid1_of_two_and_raid5_of_two_take_each_other_over() {
 }
 
 #[test]
+fn raid1_becomes_a_raid0_of_its_first_device_in_sync() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 2);
+    let data = created_and_filled(&["-l1", "-n2"], &d);
+    let said = grow(&["--level=0", &d[0], &d[1]]);
+    assert!(said.contains("raid1 of 2 devices is now raid0 (1 devices, chunk 64K)"), "{said}");
+    assert!(said.contains("(slot 1) is failed and removed"), "{said}");
+    let json = detail(&d[..1]);
+    assert_eq!((json["level"].as_str(), json["raid_devices"].as_u64()), (Some("raid0"), Some(1)));
+    assert_eq!(read(&d[..1], data.len()), data);
+}
+
+#[test]
 fn raid0_takes_parity_on_a_new_last_device_and_gives_it_back() {
     for level in ["5", "4"] {
         let dir = tempdir().unwrap();
