@@ -19,6 +19,8 @@
 //!   as gvinum does;
 //! - [`raidframe_components`]: NetBSD RAIDframe components on member devices: reading their
 //!   labels and parity maps;
+//! - [`takeover`]: md's level changes that move no data, and raid1's change of its number of
+//!   devices, on a stopped array (superblocks only);
 //! - [`service`]: the same array served to many clients at once, the engine on one thread and
 //!   member I/O on an io_uring or a thread pool per member (the NBD server and the FUSE file run
 //!   on it).
@@ -37,6 +39,7 @@ pub mod reshape;
 pub mod service;
 pub mod splice;
 mod syscall;
+pub mod takeover;
 mod target;
 pub mod vinum_drives;
 

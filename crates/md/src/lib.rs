@@ -13,7 +13,9 @@
 //!   array as pure decisions (what each member allows, what the superblocks and the bitmap
 //!   record), the writes collected in an [`offline_change::OfflineChange`];
 //! - [`reshape`]: md's reshape that adds members to a raid4/5/6, as pure decisions (superblock
-//!   fields, how far the data moves, which stripe may be written next).
+//!   fields, how far the data moves, which stripe may be written next);
+//! - [`takeover`]: md's level changes that move no data and raid1's change of its number of
+//!   devices, as pure decisions (the new shape, where each device goes, which slots start empty).
 //!
 //! md's on-disk bytes themselves (superblocks 0.90 and 1.x, the bitmap header, PPL headers) are
 //! parsed and written by `uraid-md-format` (`crates/md/format`).
@@ -26,6 +28,7 @@ pub mod offline_change;
 pub mod probe;
 pub mod reshape;
 pub mod resize;
+pub mod takeover;
 
 pub use metadata::{load_write_intent, MdDevice, MdMetadata};
 pub use uraid_engine::metadata::WriteIntentBits;

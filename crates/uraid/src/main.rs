@@ -77,7 +77,8 @@ enum Command {
     Add(AddArgs),
     /// Reshape a stopped raid4/5/6 onto more devices (mdadm --grow --raid-devices=N, the new
     /// devices given with --add), or go on with a reshape left part-way (--continue), by uraid
-    /// or by the kernel.
+    /// or by the kernel; change a stopped array's level where md moves no data (--level), or a
+    /// raid1's number of devices.
     Grow(GrowArgs),
     /// Erase the md superblocks (every version found) of devices that are to be used for
     /// something else (like mdadm --zero-superblock); nothing else is written.
@@ -112,7 +113,8 @@ pub struct AddArgs {
 
 #[derive(Args)]
 pub struct GrowArgs {
-    /// The number of devices the array is to have (more than now: shrinking is not supported).
+    /// The number of devices the array is to have: more than now for raid4/5/6 (restriped onto
+    /// them); more or fewer for raid1 (fewer only down to the devices it holds).
     #[arg(short = 'n', long)]
     pub raid_devices: Option<u32>,
     /// A blank device to grow onto (repeat for several), taking the new slots in order.
@@ -124,14 +126,20 @@ pub struct GrowArgs {
     /// Upper speed limit of the reshape (bytes of the array per second, suffixes K, M, G).
     #[arg(long)]
     pub speed_limit_max: Option<String>,
-    /// Not supported yet (a level change); refused.
-    #[arg(short = 'l', long, hide = true)]
+    /// The level to take the array over to without moving data, as md does: raid1 (2 devices)
+    /// <-> raid5, raid1 -> raid0 (one device), raid0 -> raid4/raid5 (parity-last) and back, raid4 <-> raid5 (parity-last),
+    /// raid5 -> raid6 (a -6 layout) and back, raid0 -> raid10 (near 2) and back. New slots take the --add devices, rebuilt later.
+    #[arg(short = 'l', long)]
     pub level: Option<String>,
+    /// Leave new slots that no --add device fills missing (mdadm's --force).
+    #[arg(short = 'f', long)]
+    pub force: bool,
     /// Not supported yet (a chunk size change); refused.
     #[arg(short = 'c', long, hide = true)]
     pub chunk: Option<String>,
-    /// Not supported yet (a layout change); refused.
-    #[arg(short = 'p', long, hide = true)]
+    /// With --level: the layout the array ends in, one that keeps the data in place
+    /// (preserve, parity-last, the -6 layout); a layout change on its own is refused.
+    #[arg(short = 'p', long)]
     pub layout: Option<String>,
     /// The space of each member the array uses: max (all each member allows) or a size (a bare
     /// number is KiB, as in mdadm; suffixes K, M, G); raid1, raid4/5/6 and raid10, stopped.

@@ -187,7 +187,7 @@ fn refusals_say_why_and_change_nothing() {
         &members,
         "bitmap chunk 1024 bytes is not a power of two of at least 4096",
     );
-    refused(&["grow", "--level=6"], &members, "--level (a level change) is not supported yet");
+    refused(&["grow", "--array-size=1M"], &members, "--array-size is not supported yet");
     ok(&with(&["grow", "--bitmap=internal"], &members));
     refused(&["grow", "--bitmap=internal"], &members, "a bitmap is already present");
 

@@ -301,7 +301,7 @@ fn grow_refuses_what_it_does_not_do_and_writes_nothing() {
     let old = &members[..4];
     let untouched = hashes(&members);
     for (args, says) in [
-        (vec!["grow", "--level=6", "--add", &members[4]], "--level (a level change) is not supported yet"),
+        (vec!["grow", "--level=10", "--add", &members[4]], "impossible level change requested"),
         (vec!["grow", "--chunk=128"], "--chunk (a chunk size change) is not supported yet"),
         (vec!["grow", "--raid-devices=3"], "cannot reduce the number of devices (4 -> 3)"),
         (vec!["grow", "--raid-devices=5"], "needs 1 new device(s) (--add); 0 given"),

@@ -5,7 +5,8 @@
 //! md does, and stops cleanly on SIGINT or SIGTERM (the next `--continue`, or the kernel, goes
 //! on from there). Given the members of an array `uraid assemble` runs, the running server
 //! grows it instead, in the background, as `uraid ctl NAME grow` asks it. `--size` and
-//! `--bitmap` go to `grow_size_bitmap`; what else md's `--grow` does is refused, naming it.
+//! `--bitmap` go to `grow_size_bitmap`, level changes and a raid1's device count to
+//! `grow_takeover`; what else md's `--grow` does is refused, naming it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,15 +27,18 @@ pub fn run(args: &GrowArgs) -> CliResult {
     if args.size.is_some() || args.bitmap.is_some() {
         return super::grow_size_bitmap::run(args);
     }
+    // Level changes and raid1's device count: md's takeovers, which move no data.
+    if super::grow_takeover::applies(args)? {
+        return super::grow_takeover::run(args);
+    }
     for (given, what) in [
-        (&args.level, "--level (a level change)"),
         (&args.chunk, "--chunk (a chunk size change)"),
         (&args.layout, "--layout (a layout change)"),
         (&args.array_size, "--array-size"),
     ] {
         if given.is_some() {
             return err(format!(
-                "grow: {what} is not supported yet; uraid grows raid4/5/6 arrays onto more devices (--raid-devices with --add), and changes --size and --bitmap"
+                "grow: {what} is not supported yet; uraid grows raid4/5/6 arrays onto more devices (--raid-devices with --add), changes --size, --bitmap and --level (takeovers that move no data), and a raid1's --raid-devices"
             ));
         }
     }

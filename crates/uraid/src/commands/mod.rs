@@ -11,6 +11,7 @@ pub mod detail;
 pub mod examine;
 pub mod grow;
 pub mod grow_size_bitmap;
+pub mod grow_takeover;
 pub mod monitor;
 pub mod mount;
 pub mod pass;

@@ -1,0 +1,117 @@
+//! `uraid grow --level` (md's takeovers, which move no data) and `uraid grow --raid-devices` on
+//! a raid1, on a stopped array: the superblocks are rewritten as md leaves them, new slots take
+//! the `--add` devices (recorded as being rebuilt: `uraid add MEMBERS...` rebuilds them now, the
+//! next `uraid assemble` or the kernel at its next start) or stay missing.
+
+use std::path::PathBuf;
+
+use uraid_device::takeover::{current_level, take_over, TakeoverDone};
+use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
+use uraid_md::takeover::{is_takeover, TakeoverRequest};
+
+use super::{err, CliError, CliResult};
+use crate::GrowArgs;
+
+/// What `args` ask for, in the takeover rules' terms.
+fn request(args: &GrowArgs) -> CliResult<TakeoverRequest> {
+    let level = match &args.level {
+        Some(text) => Some(Level::parse(text).map_err(|e| CliError(format!("grow: --level={text}: {e}")))?),
+        None => None,
+    };
+    Ok(TakeoverRequest {
+        level,
+        raid_devices: args.raid_devices,
+        layout: args.layout.clone(),
+        added: args.add.len() as u32,
+        force: args.force,
+    })
+}
+
+/// Whether `args` ask for a takeover or a raid1 device count change (handled here), rather
+/// than a restripe of a raid4/5/6 (`grow`'s own).
+pub fn applies(args: &GrowArgs) -> CliResult<bool> {
+    if args.level.is_none() && args.raid_devices.is_none() {
+        return Ok(false);
+    }
+    if args.continue_ {
+        if args.level.is_some() {
+            return err("grow: --continue goes on with a reshape as recorded; give --level without it");
+        }
+        return Ok(false);
+    }
+    let request = request(args)?;
+    let level = current_level(&args.members).map_err(|e| CliError(format!("grow: {e}")))?;
+    Ok(is_takeover(level, &request))
+}
+
+pub fn run(args: &GrowArgs) -> CliResult {
+    for (given, what) in [
+        (&args.chunk, "--chunk"),
+        (&args.size, "--size"),
+        (&args.bitmap, "--bitmap"),
+        (&args.array_size, "--array-size"),
+        (&args.speed_limit_max, "--speed-limit-max"),
+    ] {
+        if given.is_some() {
+            return err(format!(
+                "grow: {what} cannot be given with a level change or a raid1 device count change; change one thing at a time"
+            ));
+        }
+    }
+    if let Some((name, _)) = super::grow::served_by(&args.members) {
+        return err(format!(
+            "grow: array {name} is running; uraid changes its level or raid1 device count only while it is stopped: stop the array first: uraid stop {name}"
+        ));
+    }
+    let done = take_over(&args.members, &args.add, &request(args)?).map_err(|e| CliError(format!("grow: {e}")))?;
+    report(&done, &args.members, &args.add);
+    Ok(())
+}
+
+fn layout_name(level: Level, layout: i32) -> Option<String> {
+    match level {
+        Level::Raid5 | Level::Raid6 => {
+            ParityAlgorithm::from_md(level, layout as u32).ok().map(|a| a.name().to_string())
+        }
+        Level::Raid10 => Raid10Format::from_md(layout as u32).ok().map(|f| f.to_string()),
+        _ => None,
+    }
+}
+
+/// Say what changed, and what is left to do.
+fn report(done: &TakeoverDone, members: &[PathBuf], added: &[PathBuf]) {
+    let c = &done.change;
+    let mut shape = format!("{} devices", c.raid_disks);
+    if let Some(layout) = layout_name(c.level, c.layout) {
+        shape.push_str(&format!(", layout {layout}"));
+    }
+    if c.chunk_sectors > 0 {
+        shape.push_str(&format!(", chunk {}K", c.chunk_sectors / 2));
+    }
+    if done.from_level == c.level {
+        eprintln!("uraid: {}: {} of {} devices is now of {shape}", done.name, c.level, done.from_raid_disks);
+    } else {
+        eprintln!(
+            "uraid: {}: {} of {} devices is now {} ({shape}); no data moved",
+            done.name, done.from_level, done.from_raid_disks, c.level
+        );
+    }
+    if let Some(note) = &c.note {
+        eprintln!("uraid: {note}");
+    }
+    for text in &done.dropped {
+        eprintln!("uraid: {text}");
+    }
+    for slot in &done.missing {
+        eprintln!("uraid: slot {slot} is missing (no device was added for it)");
+    }
+    if !done.rebuilding.is_empty() {
+        let list: Vec<String> = done.rebuilding.iter().map(|(dev, slot)| format!("{dev} into slot {slot}")).collect();
+        let all: Vec<String> = members.iter().chain(added).map(|m| m.display().to_string()).collect();
+        eprintln!(
+            "uraid: to be rebuilt: {}; uraid add {} rebuilds it now, uraid assemble (or the kernel) at the next start",
+            list.join(", "),
+            all.join(" ")
+        );
+    }
+}

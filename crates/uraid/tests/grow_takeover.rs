@@ -1,0 +1,292 @@
+//! `uraid grow --level` (md's takeovers, which move no data) and `uraid grow --raid-devices` on
+//! a raid1: the data written before reads back after, `detail` and `examine` show the new
+//! shape, a device added with the change is rebuilt in sync by `uraid add`, and a refused change
+//! leaves every member byte for byte as it was.
+
+use tempfile::tempdir;
+
+mod common;
+use common::takeover::{checks_clean, created_and_filled, detail, disks, hashes, read, states};
+use common::{ok, text, uraid, with};
+
+/// `uraid grow` with `args`, which must be refused, leaving every file of `members` unchanged;
+/// what it said.
+fn refused(args: &[&str], members: &[String]) -> String {
+    let before = hashes(members);
+    let o = uraid(&[&["grow"][..], args].concat());
+    assert!(!o.status.success(), "uraid grow {args:?} was not refused\n{}", text(&o));
+    assert_eq!(hashes(members), before, "a refused grow wrote to a member");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn grow(args: &[&str]) -> String {
+    String::from_utf8_lossy(&ok(&[&["grow"][..], args].concat()).stderr).into_owned()
+}
+
+#[test]
+fn raid1_grows_onto_an_added_device_which_is_then_rebuilt_in_sync() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 3);
+    let data = created_and_filled(&["-l1", "-n2"], &d[..2]);
+    let said = grow(&["-n3", &d[0], &d[1], "--add", &d[2]]);
+    assert!(said.contains("raid1 of 2 devices is now of 3 devices"), "{said}");
+    assert!(said.contains("to be rebuilt"), "{said}");
+    let examined = String::from_utf8(ok(&["examine", &d[2]]).stdout).unwrap();
+    assert!(examined.contains("Recovery Offset : 0 sectors"), "{examined}");
+    assert!(examined.contains("Raid Devices : 3"), "{examined}");
+    assert_eq!(detail(&d)["raid_devices"], 3);
+    assert_eq!(states(&d), ["active", "active", "rebuilding"]);
+    assert_eq!(read(&d, data.len()), data);
+    ok(&with(&["add"], &d));
+    assert_eq!(states(&d), ["active", "active", "active"]);
+    assert_eq!(read(&d[2..], data.len()), data, "the rebuilt copy alone holds the data");
+    checks_clean(&d);
+}
+
+#[test]
+fn raid1_leaves_new_slots_missing_only_when_forced() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 2);
+    let data = created_and_filled(&["-l1", "-n2"], &d);
+    let said = refused(&["-n4", &d[0], &d[1]], &d);
+    assert!(said.contains("Need 2 spares to avoid degraded array, and only have 0"), "{said}");
+    let said = grow(&["-n4", "--force", &d[0], &d[1]]);
+    assert!(said.contains("slot 3 is missing"), "{said}");
+    let json = detail(&d);
+    assert_eq!((json["raid_devices"].as_u64(), json["degraded"].as_bool()), (Some(4), Some(true)));
+    assert_eq!(read(&d, data.len()), data);
+}
+
+#[test]
+fn raid1_puts_a_hot_spare_into_a_new_slot() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 3);
+    let data = created_and_filled(&["-l1", "-n2", "-x1"], &d);
+    let said = grow(&["-n3", &d[0], &d[1], &d[2]]);
+    assert!(said.contains("(a spare until now) into slot 2"), "{said}");
+    assert_eq!(states(&d), ["active", "active", "rebuilding"]);
+    ok(&with(&["add"], &d));
+    assert_eq!(states(&d), ["active", "active", "active"]);
+    assert_eq!(read(&d[2..], data.len()), data);
+}
+
+#[test]
+fn raid1_drops_only_empty_slots_and_moves_its_devices_down() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 3);
+    let members = [d[0].clone(), "missing".into(), d[2].clone()];
+    let data = created_and_filled(&["-l1", "-n3"], &members);
+    let kept = [d[0].clone(), d[2].clone()];
+    let said = refused(&["-n1", &d[0], &d[2]], &kept);
+    assert!(said.contains("cannot reduce the raid1 from 3 to 1 devices: 2 slots hold a device"), "{said}");
+    grow(&["-n2", &d[0], &d[2]]);
+    let json = detail(&kept);
+    assert_eq!((json["raid_devices"].as_u64(), json["degraded"].as_bool()), (Some(2), Some(false)));
+    assert_eq!(states(&kept), ["active", "active"]);
+    let examined = String::from_utf8(ok(&["examine", &d[2]]).stdout).unwrap();
+    assert!(examined.contains("Device Role : Active device 1"), "{examined}");
+    assert_eq!(read(&kept, data.len()), data);
+}
+
+#[test]
+fn raid1_of_two_and_raid5_of_two_take_each_other_over() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 2);
+    let data = created_and_filled(&["-l1", "-n2"], &d);
+    let said = grow(&["--level=5", &d[0], &d[1]]);
+    assert!(said.contains("raid1 of 2 devices is now raid5 (2 devices, layout left-symmetric, chunk 64K)"), "{said}");
+    let json = detail(&d);
+    assert_eq!((json["level"].as_str(), json["layout"].as_str()), (Some("raid5"), Some("left-symmetric")));
+    assert_eq!(read(&d, data.len()), data);
+    checks_clean(&d);
+    grow(&["--level=1", &d[0], &d[1]]);
+    assert_eq!(detail(&d)["level"], "raid1");
+    assert_eq!(read(&d[1..], data.len()), data);
+    checks_clean(&d);
+}
+
+#[test]
+fn raid1_becomes_a_raid0_of_its_first_device_in_sync() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 2);
+    let data = created_and_filled(&["-l1", "-n2"], &d);
+    let said = grow(&["--level=0", &d[0], &d[1]]);
+    assert!(said.contains("raid1 of 2 devices is now raid0 (1 devices, chunk 64K)"), "{said}");
+    assert!(said.contains("(slot 1) is failed and removed"), "{said}");
+    let json = detail(&d[..1]);
+    assert_eq!((json["level"].as_str(), json["raid_devices"].as_u64()), (Some("raid0"), Some(1)));
+    assert_eq!(read(&d[..1], data.len()), data);
+}
+
+#[test]
+fn raid0_takes_parity_on_a_new_last_device_and_gives_it_back() {
+    for level in ["5", "4"] {
+        let dir = tempdir().unwrap();
+        let d = disks(dir.path(), 4);
+        let data = created_and_filled(&["-l0", "-n3", "--chunk=64K"], &d[..3]);
+        let said = grow(&[&format!("--level={level}"), &d[0], &d[1], &d[2], "--add", &d[3]]);
+        assert!(said.contains(&format!("raid0 of 3 devices is now raid{level} (4 devices")), "{said}");
+        if level == "5" {
+            assert!(said.contains("parity-last"), "{said}");
+            assert_eq!(detail(&d)["layout"], "parity-last");
+        }
+        assert_eq!(states(&d), ["active", "active", "active", "rebuilding"]);
+        ok(&with(&["add"], &d));
+        assert_eq!(states(&d), ["active", "active", "active", "active"]);
+        checks_clean(&d);
+        assert_eq!(read(&[d[0].clone(), d[1].clone(), d[3].clone()], data.len()), data, "parity rebuilds slot 2");
+        let said = grow(&["--level=0", &d[0], &d[1], &d[2], &d[3]]);
+        assert!(said.contains("is failed and removed"), "{said}");
+        let json = detail(&d[..3]);
+        assert_eq!((json["level"].as_str(), json["raid_devices"].as_u64()), (Some("raid0"), Some(3)));
+        assert_eq!(read(&d[..3], data.len()), data);
+    }
+}
+
+#[test]
+fn raid4_and_parity_last_raid5_change_level_in_place() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 4);
+    let data = created_and_filled(&["-l4", "-n4", "--chunk=64K"], &d);
+    grow(&["--level=5", &d[0], &d[1], &d[2], &d[3]]);
+    let json = detail(&d);
+    assert_eq!((json["level"].as_str(), json["layout"].as_str()), (Some("raid5"), Some("parity-last")));
+    checks_clean(&d);
+    assert_eq!(read(&d[1..], data.len()), data);
+    grow(&["--level=4", &d[0], &d[1], &d[2], &d[3]]);
+    assert_eq!(detail(&d)["level"], "raid4");
+    checks_clean(&d);
+    assert_eq!(read(&d, data.len()), data);
+}
+
+#[test]
+fn raid5_takes_q_on_a_new_last_device_and_gives_it_back() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 5);
+    let data = created_and_filled(&["-l5", "-n4", "--chunk=64K"], &d[..4]);
+    let said = grow(&["--level=6", &d[0], &d[1], &d[2], &d[3], "--add", &d[4]]);
+    assert!(said.contains("layout left-symmetric-6"), "{said}");
+    assert!(said.contains("--layout=preserve"), "{said}");
+    let json = detail(&d);
+    assert_eq!((json["level"].as_str(), json["layout"].as_str()), (Some("raid6"), Some("left-symmetric-6")));
+    ok(&with(&["add"], &d));
+    assert_eq!(states(&d), ["active"; 5]);
+    checks_clean(&d);
+    assert_eq!(read(&d[2..], data.len()), data, "P and Q rebuild two missing devices");
+    let said = grow(&["--level=5", &d[0], &d[1], &d[2], &d[3], &d[4]]);
+    assert!(said.contains("is now a spare"), "{said}");
+    let json = detail(&d);
+    assert_eq!((json["level"].as_str(), json["raid_devices"].as_u64()), (Some("raid5"), Some(4)));
+    assert_eq!(json["layout"], "left-symmetric");
+    assert_eq!(read(&d, data.len()), data);
+    checks_clean(&d);
+}
+
+#[test]
+fn raid0_and_raid10_near2_trade_mirrors() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 4);
+    let data = created_and_filled(&["-l0", "-n2", "--chunk=64K"], &d[..2]);
+    let said = grow(&["--level=10", &d[0], &d[1], "--add", &d[2]]);
+    assert!(said.contains("slot 3 is missing"), "{said}");
+    let three = d[..3].to_vec();
+    let json = detail(&three);
+    assert_eq!((json["level"].as_str(), json["layout"].as_str()), (Some("raid10"), Some("near=2")));
+    ok(&with(&["add", "--device", &d[3]], &three));
+    assert_eq!(states(&d), ["active"; 4]);
+    checks_clean(&d);
+    // The copies added: slot 1 (d2) and slot 3 (d3) alone hold the data.
+    assert_eq!(read(&[d[2].clone(), d[3].clone()], data.len()), data);
+    grow(&["--level=0", &d[0], &d[1], &d[2], &d[3]]);
+    let kept = [d[0].clone(), d[1].clone()];
+    let json = detail(&kept);
+    assert_eq!((json["level"].as_str(), json["raid_devices"].as_u64()), (Some("raid0"), Some(2)));
+    assert_eq!(read(&kept, data.len()), data);
+}
+
+#[test]
+fn changes_md_refuses_write_nothing() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 6);
+    created_and_filled(&["-l5", "-n4", "--chunk=64K"], &d[..4]);
+    let r5 = d[..4].to_vec();
+    let said = refused(&with(&["--level=0"], &r5), &r5);
+    assert!(said.contains("parity-last"), "{said}");
+    let said =
+        refused(&[&with(&["--level=6", "--layout=left-symmetric"], &r5)[..], &["--add", &d[4]]].concat(), &d[..5]);
+    assert!(said.contains("restripe") && said.contains("--layout=preserve"), "{said}");
+    let said = refused(&with(&["--level=6"], &r5), &r5);
+    assert!(said.contains("Need 1 spare"), "{said}");
+    let said = refused(&with(&["--level=1"], &r5), &r5);
+    assert!(said.contains("Can only convert a 2-device array to RAID1"), "{said}");
+    let said = refused(&with(&["--level=10"], &r5), &r5);
+    assert!(said.contains("impossible level change requested"), "{said}");
+    let said = refused(&with(&["--continue", "--level=0"], &r5), &r5);
+    assert!(said.contains("give --level without it"), "{said}");
+    // A device with a superblock is not added.
+    ok(&["create", "-l1", "-n2", "--name=other", &d[4], &d[5]]);
+    let said = refused(&[&with(&["--level=6"], &r5)[..], &["--add", &d[4]]].concat(), &d);
+    assert!(said.contains("carries an md superblock"), "{said}");
+}
+
+#[test]
+fn arrays_with_0_90_metadata_or_a_bitmap_are_refused() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 5);
+    created_and_filled(&["-l1", "-n2", "--metadata=0.90"], &d[..2]);
+    let said = refused(&["-n3", &d[0], &d[1], "--add", &d[2]], &d[..3]);
+    assert!(said.contains("0.90 metadata"), "{said}");
+    created_and_filled(&["-l1", "-n2", "--bitmap=internal"], &d[3..]);
+    let said = refused(&["--level=5", &d[3], &d[4]], &d[3..]);
+    assert!(said.contains("write-intent bitmap"), "{said}");
+}
+
+#[test]
+fn raid6_with_a_normal_layout_and_multi_zone_raid0_are_refused() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 5);
+    created_and_filled(&["-l6", "-n5", "--chunk=64K"], &d);
+    let said = refused(&with(&["--level=5"], &d), &d);
+    assert!(said.contains("left-symmetric-6 first"), "{said}");
+
+    let dir = tempdir().unwrap();
+    let small = common::image(dir.path(), "small.img", 8 << 20);
+    let big = common::image(dir.path(), "big.img", 16 << 20);
+    let extra = common::image(dir.path(), "extra.img", 16 << 20);
+    let zoned = [small, big];
+    created_and_filled(&["-l0", "-n2", "--chunk=64K"], &zoned);
+    let all = [zoned[0].clone(), zoned[1].clone(), extra.clone()];
+    let said = refused(&[&with(&["--level=5"], &zoned)[..], &["--add", &extra]].concat(), &all);
+    assert!(said.contains("more than one zone"), "{said}");
+}
+
+/// Members of an array `uraid assemble` runs are changed only once it is stopped.
+#[test]
+fn a_running_array_is_refused_until_stopped() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 3);
+    let data = created_and_filled(&["-l1", "-n2"], &d[..2]);
+    let runtime = dir.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_uraid"))
+            .env("URAID_RUNTIME_DIR", &runtime)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&with(&["assemble"], &d[..2]));
+    assert!(o.status.success(), "{}", text(&o));
+    let blank = hashes(&d[2..]);
+    for args in [vec!["grow", "-n3", &d[0], &d[1], "--add", &d[2]], vec!["grow", "--level=5", &d[0], &d[1]]] {
+        let o = run(&args);
+        assert!(!o.status.success(), "{}", text(&o));
+        assert!(text(&o).contains("stop the array first: uraid stop t"), "{}", text(&o));
+    }
+    assert_eq!(hashes(&d[2..]), blank, "the device to add was written");
+    let o = run(&["stop", "t"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(detail(&d[..2])["level"], "raid1");
+    grow(&["--level=5", &d[0], &d[1]]);
+    assert_eq!(read(&d[..2], data.len()), data);
+}
