@@ -13,7 +13,8 @@ use super::messages::Msg;
 use super::notifier::{self, Inbox};
 use super::reshaping::{CarriedOver, ReshapeEnd, Reshaping};
 use super::runner::{Handoff, Runner};
-use super::{log, BlockOp, Done, ManageError, ServiceConfig, ServiceError, ServiceInfo};
+use super::types::answer_stopping;
+use super::{log, ManageError, ServiceConfig, ServiceInfo};
 use crate::member::MemberDevice;
 use crate::open_array::OpenArray;
 use crate::reshape::{Grow, GrowError};
@@ -91,13 +92,6 @@ fn begin_reshape(h: Handoff, shared: &Shared) -> Phase {
             Phase::Ended
         }
         Err(e) => refused(e.to_string(), h),
-    }
-}
-
-/// Answer requests that will not be served, the array no longer being served.
-pub(super) fn answer_stopping(requests: impl IntoIterator<Item = (BlockOp, Done)>) {
-    for (_, done) in requests {
-        done(Err(ServiceError::Stopping));
     }
 }
 

@@ -276,7 +276,7 @@ impl Reshaping {
 
     /// Record where the reshape got to (unless it failed: its last record stands) and end.
     fn stop(&mut self, ack: Option<Sender<Result<StopReport, StopError>>>) -> ReshapeEnd {
-        super::engine_thread::answer_stopping(self.queued.drain(..));
+        super::types::answer_stopping(self.queued.drain(..));
         let result = match &self.failed {
             Some(why) => Err(StopError::Reshape(why.clone())),
             None => match self.grow.stop() {

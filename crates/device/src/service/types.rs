@@ -124,6 +124,13 @@ pub enum StopError {
 /// Called once with a request's outcome.
 pub type Done = Box<dyn FnOnce(Result<BlockReply, ServiceError>) + Send>;
 
+/// Answer requests that will not be served, the array no longer being served.
+pub(super) fn answer_stopping(requests: impl IntoIterator<Item = (BlockOp, Done)>) {
+    for (_, done) in requests {
+        done(Err(ServiceError::Stopping));
+    }
+}
+
 /// Facts about the served array that front ends advertise.
 #[derive(Debug, Clone)]
 pub struct ServiceInfo {

@@ -12,7 +12,6 @@ use std::time::Duration;
 use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslVerifyMode, SslVersion};
 
 use super::error::{describe_handshake, setup, TlsError};
-use super::psk_file;
 use super::relay::{self, Relay};
 use super::x509_dir::{self, CA_CERT, CLIENT_CERT, CLIENT_KEY};
 use crate::client::socket::Socket;
@@ -45,7 +44,7 @@ impl ClientTls {
             Endpoint::Unix { .. } => None,
         });
         let hint = if let Some(file) = &params.psk_file {
-            let keys = psk_file::load(Path::new(file))?;
+            let keys = super::error::load_psk_file(Path::new(file))?;
             let username = match &params.username {
                 Some(u) => u.clone(),
                 None => local_username().ok_or(TlsError::NoUsername)?,

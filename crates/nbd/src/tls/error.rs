@@ -6,7 +6,7 @@ use openssl::error::ErrorStack;
 use openssl::ssl::{HandshakeError, SslRef};
 use thiserror::Error;
 
-use super::psk_file::PskFileError;
+use super::psk_file::{PskFile, PskFileError};
 
 #[derive(Debug, Error)]
 pub enum TlsError {
@@ -79,4 +79,9 @@ fn describe_ssl(ssl: &SslRef, e: &openssl::ssl::Error) -> String {
         Some(io) => io.to_string(),
         None => "the peer closed the connection".into(),
     }
+}
+
+/// The keys of the PSK file at `path`, for a server or a client; errors name the file.
+pub(crate) fn load_psk_file(path: &std::path::Path) -> Result<PskFile, TlsError> {
+    PskFile::load(path).map_err(|source| TlsError::PskFile { path: path.display().to_string(), source })
 }

@@ -64,11 +64,6 @@ pub struct PskFile {
     entries: Vec<PskEntry>,
 }
 
-/// The keys of the PSK file at `path`, for a server or a client; errors name the file.
-pub(crate) fn load(path: &Path) -> Result<PskFile, super::error::TlsError> {
-    PskFile::load(path).map_err(|source| super::error::TlsError::PskFile { path: path.display().to_string(), source })
-}
-
 impl PskFile {
     /// Reads and parses the file at `path`; errors do not repeat the path (callers name it).
     pub fn load(path: &Path) -> Result<PskFile, PskFileError> {

@@ -11,7 +11,6 @@ use openssl::ex_data::Index;
 use openssl::ssl::{Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslVerifyMode, SslVersion};
 
 use super::error::{describe_handshake, setup, TlsError};
-use super::psk_file;
 use super::relay::{self, NetSocket, Relay};
 use super::x509_dir::{self, CA_CERT, SERVER_CERT, SERVER_KEY};
 
@@ -60,7 +59,7 @@ impl ServerTls {
         b.set_options(SslOptions::IGNORE_UNEXPECTED_EOF | SslOptions::NO_RENEGOTIATION);
         let kind = match credentials {
             ServerCredentials::Psk { file } => {
-                let keys = psk_file::load(file)?;
+                let keys = super::error::load_psk_file(file)?;
                 let user_index = psk_user_index()?;
                 b.set_psk_server_callback(move |ssl, identity, psk| match identity.map(|id| (id, keys.key(id))) {
                     Some((id, Some(key))) if key.len() <= psk.len() => {

@@ -47,7 +47,7 @@ pub fn run(args: &GrowArgs) -> CliResult {
         None => None,
     };
     // Members of an array uraid is running: the running server grows it, in the background.
-    if let Some((name, socket)) = served_by(&args.members) {
+    if let Some((name, socket)) = super::served_by::served_by(&args.members) {
         return grow_served(&name, &socket, args, limit);
     }
     match (args.raid_devices, args.continue_) {
@@ -90,27 +90,6 @@ pub fn run(args: &GrowArgs) -> CliResult {
         total / 1024
     );
     reshape(&mut grow, limit, &members)
-}
-
-/// The running array (by name, and its control socket) that `members` belong to, if uraid
-/// runs one: a reshape of its members must be the server's (it rewrites every member under
-/// the server's feet otherwise; uraid takes no lock on served members). Arrays served by hand
-/// (`uraid serve` without `assemble`) are not known here.
-pub(super) fn served_by(members: &[std::path::PathBuf]) -> Option<(String, std::path::PathBuf)> {
-    let runtime = crate::runtime_dir::RuntimeDir::from_env().ok()?;
-    let running = runtime.running().ok()?;
-    let ours: Vec<std::path::PathBuf> = members.iter().filter_map(|m| std::fs::canonicalize(m).ok()).collect();
-    for array in running {
-        let socket = array.dir.control_socket();
-        let Ok(status) = super::ctl::status(&socket) else { continue };
-        let served = status["members"].as_array().into_iter().flatten().filter_map(|m| m["path"].as_str());
-        for path in served {
-            if std::fs::canonicalize(path).is_ok_and(|p| ours.contains(&p)) {
-                return Some((array.dir.name().to_string(), socket));
-            }
-        }
-    }
-    None
 }
 
 /// Grow the running array `name` (its control socket `socket`) as `uraid ctl NAME grow` does.

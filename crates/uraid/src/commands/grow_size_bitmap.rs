@@ -13,7 +13,7 @@ use crate::GrowArgs;
 
 pub fn run(args: &GrowArgs) -> CliResult {
     let change = parse(args)?;
-    if let Some((name, _)) = super::grow::served_by(&args.members) {
+    if let Some((name, _)) = super::served_by::served_by(&args.members) {
         return err(format!(
             "grow: array {name} is running: stop it first (uraid stop {name}); --size and --bitmap change stopped arrays"
         ));

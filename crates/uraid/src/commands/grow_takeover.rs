@@ -58,7 +58,7 @@ pub fn run(args: &GrowArgs) -> CliResult {
             ));
         }
     }
-    if let Some((name, _)) = super::grow::served_by(&args.members) {
+    if let Some((name, _)) = super::served_by::served_by(&args.members) {
         return err(format!(
             "grow: array {name} is running; uraid changes its level or raid1 device count only while it is stopped: stop the array first: uraid stop {name}"
         ));

@@ -19,6 +19,7 @@ pub mod raidctl;
 pub mod raidframe_describe;
 pub mod reshaping;
 pub mod serve;
+pub mod served_by;
 pub mod sim;
 pub mod sim_hosts;
 pub mod source;

@@ -276,7 +276,7 @@ impl Runner {
                     if let Some(ask) = self.grow_ask.take() {
                         let _ = ask.reply.send(Err(ManageError::Stopping));
                     }
-                    crate::service::engine_thread::answer_stopping(self.parked.drain(..));
+                    crate::service::types::answer_stopping(self.parked.drain(..));
                     // A pass is cut short at its current step; a resync cut short is still
                     // needed, and the array stays dirty.
                     let now = self.now();
