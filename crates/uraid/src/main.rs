@@ -127,11 +127,12 @@ pub struct GrowArgs {
     /// Not supported yet (a level change); refused.
     #[arg(short = 'l', long, hide = true)]
     pub level: Option<String>,
-    /// Not supported yet (a chunk size change); refused.
-    #[arg(short = 'c', long, hide = true)]
+    /// The chunk size to restripe to (a power of two, at least 4K; bare numbers are KiB).
+    #[arg(short = 'c', long)]
     pub chunk: Option<String>,
-    /// Not supported yet (a layout change); refused.
-    #[arg(short = 'p', long, hide = true)]
+    /// The layout to restripe to (raid5/6: left-symmetric, right-asymmetric, ..., parity-last;
+    /// raid6 also the -6 forms), as create takes it.
+    #[arg(short = 'p', long)]
     pub layout: Option<String>,
     /// Not supported yet; refused.
     #[arg(short = 'z', long, hide = true)]

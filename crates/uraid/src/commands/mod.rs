@@ -10,6 +10,7 @@ pub mod ctl;
 pub mod detail;
 pub mod examine;
 pub mod grow;
+pub mod grow_restripe;
 pub mod monitor;
 pub mod mount;
 pub mod pass;
