@@ -133,3 +133,50 @@ fn restripes_it_does_not_do_are_refused_and_nothing_is_written() {
         assert_eq!((hashes(&members), hashes(&raid4)), untouched, "{all:?} wrote something");
     }
 }
+
+/// A running array takes no chunk or layout change (stop it first), and nothing is written;
+/// one found part-way through a restripe (here a killed `uraid grow --chunk`) is continued by
+/// its server in the background, as a grow is.
+#[test]
+fn a_served_array_refuses_a_restripe_and_continues_one_found_part_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = blank_members(dir.path(), 4, 48 << 20);
+    let data = filled_with(&["-l5", "-n4", "--chunk=64K"], &members);
+    let runtime = dir.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_uraid")).env("URAID_RUNTIME_DIR", &runtime).args(args).output().unwrap()
+    };
+    let o = run(&with(&["assemble"], &members));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&with(&["grow", "--chunk=128K"], &members));
+    assert!(!o.status.success() && text(&o).contains("made on a stopped array"), "{}", text(&o));
+    let o = run(&["stop", "grown"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(detail(&members)["chunk_bytes"], 64 << 10, "the refused restripe changed nothing");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(["grow", "--chunk=128K", "--speed-limit-max=16M"])
+        .args(&members)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while reshape_position(&members[0]).unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "no position recorded");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(reshape_position(&members[0]).is_some(), "killed part-way");
+    let o = run(&with(&["assemble"], &members));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&["ctl", "grown", "wait"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&["stop", "grown"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(reshape_position(&members[0]), None, "finished by the server");
+    assert_eq!(detail(&members)["chunk_bytes"], 128 << 10);
+    assert!(ok(&with(&["cat"], &members)).stdout == data, "the data, restriped by the server");
+    assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0");
+}
