@@ -76,8 +76,8 @@ enum Command {
     /// Add devices to a stopped array and rebuild them now (or keep them as hot spares).
     Add(AddArgs),
     /// Reshape a stopped raid4/5/6 onto more devices (mdadm --grow --raid-devices=N, the new
-    /// devices given with --add), or go on with a reshape left part-way (--continue), by uraid
-    /// or by the kernel.
+    /// devices given with --add), to another chunk size or layout (--chunk, --layout), or go on
+    /// with a reshape left part-way (--continue), by uraid or by the kernel.
     Grow(GrowArgs),
     /// Erase the md superblocks (every version found) of devices that are to be used for
     /// something else (like mdadm --zero-superblock); nothing else is written.
