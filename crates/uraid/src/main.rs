@@ -292,11 +292,17 @@ pub enum CtlOp {
     /// pass, while reads and writes go on. Returns once the reshape has started.
     Grow {
         /// The number of devices the array is to have.
-        #[arg(short = 'n', long, required = true)]
-        raid_devices: u32,
+        #[arg(short = 'n', long, required_unless_present_any = ["chunk", "layout"])]
+        raid_devices: Option<u32>,
         /// A blank device to grow onto (repeat for several), taking the new slots in order.
-        #[arg(short = 'a', long, value_name = "NEW", required = true)]
+        #[arg(short = 'a', long, value_name = "NEW", required_unless_present_any = ["chunk", "layout"])]
         add: Vec<PathBuf>,
+        /// Refused: a chunk size change is made on a stopped array (uraid grow --chunk).
+        #[arg(short = 'c', long, hide = true)]
+        chunk: Option<String>,
+        /// Refused: a layout change is made on a stopped array (uraid grow --layout).
+        #[arg(short = 'p', long, hide = true)]
+        layout: Option<String>,
     },
     /// Show, or set, the speed limits of this array's background passes (resync, recovery,
     /// check, repair), as md's speed_limit_min / speed_limit_max; the running pass follows

@@ -151,6 +151,8 @@ fn a_served_array_refuses_a_restripe_and_continues_one_found_part_way() {
     assert!(o.status.success(), "{}", text(&o));
     let o = run(&with(&["grow", "--chunk=128K"], &members));
     assert!(!o.status.success() && text(&o).contains("made on a stopped array"), "{}", text(&o));
+    let o = run(&["ctl", "grown", "grow", "--layout=right-asymmetric"]);
+    assert!(!o.status.success() && text(&o).contains("made on a stopped array"), "{}", text(&o));
     let o = run(&["stop", "grown"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(detail(&members)["chunk_bytes"], 64 << 10, "the refused restripe changed nothing");
