@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# Reshapes that add members, handed between uraid and the real kernel both ways.
+# Reshapes (more members, another chunk size, another layout), handed between uraid and the
+# real kernel both ways.
 #
 #   uraid-killed:NAME  uraid creates the array, fills it with the md-oracle pattern, and starts
-#                      `uraid grow --raid-devices=N --add NEW` slowed down; once a reshape
-#                      position past 0 is recorded it is killed with SIGKILL. The kernel must
-#                      assemble the members, finish the reshape, find N devices, the pattern
-#                      intact and mismatch_cnt 0 after a check.
+#                      `uraid grow` (--raid-devices=N --add NEW, --chunk, --layout) slowed down;
+#                      once a reshape position past 0 is recorded it is killed with SIGKILL. The
+#                      kernel must assemble the members, finish the reshape, find N devices, the
+#                      new chunk size and layout, the pattern intact and mismatch_cnt 0 after a
+#                      check.
 #   served-killed:NAME uraid serves the array (filled beforehand with another pattern), grows
 #                      it with `uraid ctl SOCKET grow` slowed down, writes the md-oracle pattern
 #                      over the whole array through NBD once a third of it is reshaped (so on
 #                      both sides of the position), and is killed with SIGKILL once that write is
 #                      flushed, the reshape still running. The kernel must continue it from the
-#                      array left dirty and part-way, as for uraid-killed.
+#                      array left dirty and part-way, as for uraid-killed. (Cases that add
+#                      members only: a running array takes no chunk or layout change.)
 #   kernel-left:NAME   the arrays the kernel left mid-reshape (crates/uraid/tests/testdata/reshape,
 #                      made by make-reshape-samples.sh) are finished by `uraid grow --continue`;
-#                      the kernel must then assemble them with N devices and no reshape, read the
-#                      data it wrote before the reshape, and find mismatch_cnt 0.
+#                      the kernel must then assemble them with N devices, the new chunk size and
+#                      layout and no reshape, read the data it read from them mid-reshape, and
+#                      find mismatch_cnt 0.
 #
 # usage: scripts/oracle/kernel-check-reshape.sh [NAME-REGEX]
 # env:   URAID (default target/release/uraid, built if missing), MD_ORACLE (default
@@ -32,10 +36,14 @@ if [ ! -x "$uraid" ]; then (cd "$repo" && cargo build --release -q -p uraid); fi
 mdpattern=${MD_ORACLE_CACHE:-$HOME/.cache/md-oracle}/mdpattern
 [ -x "$mdpattern" ] || "$oracle/setup.sh" >/dev/null
 
-# name | create flags | members before | members after | member size
+# name | create flags | members before | members after | member size | grow flags
 killed=(
-  "raid5-4to5|--level=5 --chunk=64K|4|5|12M"
-  "raid6-5to6|--level=6 --chunk=64K|5|6|12M"
+  "raid5-4to5|--level=5 --chunk=64K|4|5|12M|--raid-devices=5"
+  "raid6-5to6|--level=6 --chunk=64K|5|6|12M|--raid-devices=6"
+  "raid5-chunk-64to128|--level=5 --chunk=64K|4|4|12M|--chunk=128K"
+  "raid6-chunk-64to32|--level=6 --chunk=64K|5|5|12M|--chunk=32K"
+  "raid5-layout-ls-to-ra|--level=5 --chunk=64K|4|4|12M|--layout=right-asymmetric"
+  "raid6-layout-ls-to-rs|--level=6 --chunk=64K|5|5|12M|--layout=right-symmetric"
 )
 
 work=$(mktemp -d)
@@ -45,11 +53,15 @@ disks=(); : >"$work/groups"
 position() { # reshape position (sectors) in the superblock of $1, or "none"
   "$uraid" examine --json "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)[0]["reshape"]; print("none" if r is None else r["position_sectors"])'
 }
+shape() { # chunk bytes and layout number the array of member $1 has once any reshape ends
+  "$uraid" examine --json "$1" | python3 -c 'import json,sys; m=json.load(sys.stdin)[0]; r=m["reshape"]
+print("chunk=%d layout=%d" % ((m["chunk_bytes"], m["layout_num"]) if r is None else (r["new_chunk_bytes"], r["new_layout_num"])))'
+}
 
 fail=0
 num=3100
 for spec in "${killed[@]}"; do
-  IFS='|' read -r name flags n total size <<<"$spec"
+  IFS='|' read -r name flags n total size grow <<<"$spec"
   name=uraid-killed:$name; num=$((num + 1))
   [[ "$name" =~ $filter ]] || continue
   dir=$work/$num; mkdir -p "$dir"; members=()
@@ -62,7 +74,8 @@ for spec in "${killed[@]}"; do
   "$uraid" write --offset=0 "${old[@]}" <"$dir/data" 2>/dev/null
   sha=$(sha256sum <"$dir/data" | cut -d' ' -f1)
   add=(); for m in "${members[@]:$n}"; do add+=(--add "$m"); done
-  "$uraid" grow --raid-devices="$total" --speed-limit-max=4M "${add[@]}" "${old[@]}" 2>"$dir/log" &
+  # shellcheck disable=SC2086
+  "$uraid" grow $grow --speed-limit-max=4M "${add[@]}" "${old[@]}" 2>"$dir/log" &
   pid=$!
   for _ in $(seq 300); do
     at=$(position "${members[0]}")
@@ -77,14 +90,14 @@ for spec in "${killed[@]}"; do
   if [ "$("$uraid" cat "${members[@]}" 2>/dev/null | head -c "$bytes" | sha256sum | cut -d' ' -f1)" != "$sha" ]; then
     echo "FAIL $name: uraid cat mid-reshape does not read the pattern"; fail=1; continue
   fi
-  echo "$name|$total|$bytes|$sha|$at" >>"$work/groups"
+  echo "$name|$total|$bytes|$sha|$at|$(shape "${members[0]}")" >>"$work/groups"
   disks+=("${members[@]}")
 done
 
 for spec in "${killed[@]}"; do
-  IFS='|' read -r name flags n total size <<<"$spec"
+  IFS='|' read -r name flags n total size _ <<<"$spec"
   name=served-killed:$name; num=$((num + 1))
-  [[ "$name" =~ $filter ]] || continue
+  [[ "$name" =~ $filter ]] && [ "$total" -gt "$n" ] || continue
   dir=$work/$num; mkdir -p "$dir"; members=()
   for i in $(seq 0 $((total - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
   old=("${members[@]:0:$n}")
@@ -116,7 +129,7 @@ for spec in "${killed[@]}"; do
   if [ "$("$uraid" cat "${members[@]}" 2>/dev/null | head -c "$bytes" | sha256sum | cut -d' ' -f1)" != "$sha" ]; then
     echo "FAIL $name: uraid cat mid-reshape does not read the pattern written during the reshape"; fail=1; continue
   fi
-  echo "$name|$total|$bytes|$sha|$at" >>"$work/groups"
+  echo "$name|$total|$bytes|$sha|$at|$(shape "${members[0]}")" >>"$work/groups"
   disks+=("${members[@]}")
 done
 
@@ -129,12 +142,15 @@ for case_dir in "$samples"/*/; do
     img=$dir/$(basename "$z" .zst); zstd -q -d -f "$z" -o "$img"; members+=("$img")
   done
   bytes=$(sed -n 's/^bytes //p' "$case_dir/case.txt")
-  sha=$(sed -n 's/^sha256 //p' "$case_dir/case.txt")
+  # What the kernel read of it mid-reshape (the data before it, but for the restripes the kernel
+  # stopped with data lost: see make-reshape-samples.sh).
+  sha=$(sed -n 's/^sha256-mid-reshape //p' "$case_dir/case.txt")
   at=$(position "${members[0]}")
+  want_shape=$(shape "${members[0]}")
   if ! "$uraid" grow --continue "${members[@]}" >"$dir/log" 2>&1; then
     echo "FAIL $name: uraid grow --continue failed"; sed 's/^/    /' "$dir/log"; fail=1; continue
   fi
-  echo "$name|${#members[@]}|$bytes|$sha|$at" >>"$work/groups"
+  echo "$name|${#members[@]}|$bytes|$sha|$at|$want_shape" >>"$work/groups"
   disks+=("${members[@]}")
 done
 [ ${#disks[@]} -gt 0 ] || { echo "no case matches $filter" >&2; exit 2; }
@@ -143,7 +159,7 @@ cat >"$work/guest.sh" <<'GUEST'
 md=/sys/block/md0/md
 set -- $DISKS
 echo 500000 >/proc/sys/dev/raid/speed_limit_max
-while IFS='|' read -r name n bytes _ _; do
+while IFS='|' read -r name n bytes _ _ _; do
   devs=""
   for _ in $(seq "$n"); do devs="$devs $1"; shift; done
   if ! mdadm --assemble /dev/md0 --run $devs >/tmp/asm.log 2>&1; then
@@ -160,7 +176,7 @@ while IFS='|' read -r name n bytes _ _; do
   mdadm --wait /dev/md0 >/dev/null 2>&1
   while [ "$(cat $md/sync_action)" != idle ]; do sleep 0.2; done
   sha=$(head -c "$bytes" /dev/md0 | sha256sum | cut -d' ' -f1)
-  echo "$name reshape_at_assembly=$before raid_disks=$raid reshape=$(cat $md/reshape_position) degraded=$(cat $md/degraded) mismatch_cnt=$(cat $md/mismatch_cnt) sha=$sha"
+  echo "$name reshape_at_assembly=$before raid_disks=$raid chunk=$(cat $md/chunk_size) layout=$(cat $md/layout) reshape=$(cat $md/reshape_position) degraded=$(cat $md/degraded) mismatch_cnt=$(cat $md/mismatch_cnt) sha=$sha"
   mdadm --stop /dev/md0 >/dev/null 2>&1
 done <"$IN/groups"
 GUEST
@@ -183,9 +199,9 @@ while IFS= read -r group; do
   batch+=("${disks[@]:$next:$n}"); next=$((next + n))
 done <"$work/groups"
 run_batch
-while IFS='|' read -r name total _ sha at; do
+while IFS='|' read -r name total _ sha at shape; do
   line=$(echo "$out" | grep "^$name " || echo "$name (no result)")
-  want="raid_disks=$total reshape=none degraded=0 mismatch_cnt=0 sha=$sha"
+  want="raid_disks=$total $shape reshape=none degraded=0 mismatch_cnt=0 sha=$sha"
   # Where the kernel's reshape stood once assembled: past uraid's record (it has run on a moment
   # already; never back at 0) for uraid's, none for those uraid finished.
   found=$(echo "$line" | sed -n 's/.* reshape_at_assembly=\([^ ]*\) .*/\1/p')
@@ -195,8 +211,8 @@ while IFS='|' read -r name total _ sha at; do
   esac
   if [ "$resumed" = yes ] && [[ "$line" == *" $want" ]]; then
     case $name in
-      uraid-killed:* | served-killed:*) echo "PASS $name: uraid killed at reshape position $at; the kernel went on from there (at $found once assembled) and finished: $total devices, mismatch_cnt 0, data intact" ;;
-      *) echo "PASS $name: the kernel's reshape (left at $at) finished by uraid; the kernel assembles $total devices, no reshape, mismatch_cnt 0, data intact" ;;
+      uraid-killed:* | served-killed:*) echo "PASS $name: uraid killed at reshape position $at; the kernel went on from there (at $found once assembled) and finished: $total devices, $shape, mismatch_cnt 0, data intact" ;;
+      *) echo "PASS $name: the kernel's reshape (left at $at) finished by uraid; the kernel assembles $total devices, $shape, no reshape, mismatch_cnt 0, the data it read mid-reshape" ;;
     esac
   else
     echo "FAIL $name: the kernel said '$line', wanted the reshape at assembly past $at (uraid-killed) or none, and '$want'"; fail=1

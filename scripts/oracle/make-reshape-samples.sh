@@ -2,13 +2,22 @@
 # Arrays the real kernel left part-way through a reshape, for uraid's tests to read without qemu.
 #
 # For each case the md-oracle VM (Linux 6.1, mdadm 4.2) creates the array on small members, fills
-# it with the md-oracle pattern (case number as below), reads its sha256, adds the new member as a
-# spare and starts `mdadm --grow`, with md's speed limits low. Once the reshape has passed about a
-# third of the array it is frozen and the array stopped, so md records reshape_position in every
-# superblock; the kernel then assembles it read-only and reads it again mid-reshape.
+# it with the md-oracle pattern (case number as below), reads its sha256, adds the new members as
+# spares (if the case adds any) and starts `mdadm --grow` (more members, another chunk size or
+# layout), with md's speed limits low. Once the reshape has passed about a third of the array
+# the array is stopped (mdadm --stop), so md records reshape_position in every superblock; the
+# kernel then assembles it read-only and reads it again mid-reshape.
 # The members are written, zstd-compressed, to OUTDIR/NAME/diskK.img.zst with case.txt (the case
 # number, the array's size in bytes, its sha256 before the reshape and as the kernel reads it
 # assembled read-only mid-reshape, and mdadm --examine of every member).
+#
+# The kernel stopped part-way through a restripe on the same members (the chunk and layout
+# cases) records a position behind the stripes it has already moved, whose old copies it has
+# overwritten: read mid-reshape, and once it finishes the reshape itself, those arrays lose the
+# sectors just after the recorded position (in both ways of stopping it tried: sync_action
+# frozen, and mdadm --stop). Their sha256-mid-reshape is what the kernel makes of them, and
+# what uraid must make of them too. (A restripe that also adds a member, mdadm --grow
+# --raid-devices with --chunk, hung the kernel's reads of it mid-reshape.)
 #
 # usage: scripts/oracle/make-reshape-samples.sh OUTDIR [NAME-REGEX]
 # env:   MD_ORACLE (default ../shared/tools/md-oracle beside the repository)
@@ -20,22 +29,24 @@ out=${1:?usage: make-reshape-samples.sh OUTDIR [NAME-REGEX]}
 filter=${2:-.}
 [ -x "$oracle/run-vm.sh" ] || { echo "md-oracle not found at $oracle (set MD_ORACLE)" >&2; exit 2; }
 
-# name | case number | members before | create flags | grow flags | member size
-# (1.2 metadata: mdadm moves the data offset down, so no backup file is involved)
+# name | case number | members before | members added | create flags | grow flags | member size
+# (1.2 metadata: mdadm moves the data offset, down here, so no backup file is involved)
 cases=(
-  "raid5-4to5|2201|4|--level=5 --chunk=64|--raid-devices=5|3M"
-  "raid6-5to6|2202|5|--level=6 --chunk=64|--raid-devices=6|3M"
+  "raid5-4to5|2201|4|1|--level=5 --chunk=64|--raid-devices=5|3M"
+  "raid6-5to6|2202|5|1|--level=6 --chunk=64|--raid-devices=6|3M"
+  "raid5-chunk-64to128|2203|4|0|--level=5 --chunk=64|--chunk=128|3M"
+  "raid6-layout-ls-to-ra|2204|5|0|--level=6 --chunk=64|--layout=right-asymmetric|3M"
 )
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 disks=(); : >"$work/cases"
 for spec in "${cases[@]}"; do
-  IFS='|' read -r name num n create grow size <<<"$spec"
+  IFS='|' read -r name num n added create grow size <<<"$spec"
   [[ "$name" =~ $filter ]] || continue
   mkdir -p "$work/$name"
-  for i in $(seq 0 "$n"); do truncate -s "$size" "$work/$name/disk$i.img"; disks+=("$work/$name/disk$i.img"); done
-  echo "$name|$num|$n|$create|$grow" >>"$work/cases"
+  for i in $(seq 0 $((n + added - 1))); do truncate -s "$size" "$work/$name/disk$i.img"; disks+=("$work/$name/disk$i.img"); done
+  echo "$name|$num|$n|$added|$create|$grow" >>"$work/cases"
 done
 [ ${#disks[@]} -gt 0 ] || { echo "no case matches $filter" >&2; exit 2; }
 cp "$work/cases" "$work/in-cases"
@@ -44,10 +55,11 @@ mkdir -p "$work/in"; cp "$work/cases" "$work/in/cases"
 cat >"$work/guest.sh" <<'GUEST'
 md=/sys/block/md0/md
 set -- $DISKS
-while IFS='|' read -r name num n create grow; do
+while IFS='|' read -r name num n added create grow; do
   devs=""
   for _ in $(seq "$n"); do devs="$devs $1"; shift; done
-  new=$1; shift
+  new=""
+  for _ in $(seq "$added"); do new="$new $1"; shift; done
   mdadm --create /dev/md0 --run --homehost=oracle --name="$name" --raid-devices="$n" $create $devs >/tmp/create.log 2>&1 \
     || { echo "$name create FAILED: $(tr '\n' ' ' </tmp/create.log)"; continue; }
   mdadm --wait /dev/md0 >/dev/null 2>&1
@@ -57,7 +69,7 @@ while IFS='|' read -r name num n create grow; do
   before=$(sha256sum </dev/md0 | cut -d' ' -f1)
   echo 20 >/proc/sys/dev/raid/speed_limit_min
   echo 40 >/proc/sys/dev/raid/speed_limit_max
-  mdadm /dev/md0 --add "$new" >/dev/null 2>&1
+  [ -z "$new" ] || mdadm /dev/md0 --add $new >/dev/null 2>&1
   # mdadm stays to watch the reshape it starts; it is stopped once the reshape is frozen.
   mdadm --grow /dev/md0 $grow >/tmp/grow.log 2>&1 &
   grower=$!
@@ -67,10 +79,11 @@ while IFS='|' read -r name num n create grow; do
     [ "$pos" != none ] && [ "$pos" -gt $(( total / 3 )) ] && break
     sleep 0.2
   done
-  echo frozen >$md/sync_action
-  sleep 0.5
   kill $grower 2>/dev/null; wait $grower 2>/dev/null
   [ "$pos" = none ] && { echo "$name grow FAILED: $(tr '\n' ' ' </tmp/grow.log)"; mdadm --stop /dev/md0; continue; }
+  # mdadm --stop of a reshaping array freezes it, lets it run on to a boundary it records,
+  # and stops it there. (Frozen through sysfs and stopped, a restripe on the same members
+  # was left recorded behind the data it had already moved, and read back wrong.)
   mdadm --stop /dev/md0 >/dev/null 2>&1
   echo 1000000 >/proc/sys/dev/raid/speed_limit_max
   echo 1000 >/proc/sys/dev/raid/speed_limit_min
@@ -98,10 +111,10 @@ done <"$IN/cases"
 GUEST
 
 "$oracle/run-vm.sh" -t 1500 -i "$work/in" -o "$work/result" "$work/guest.sh" "${disks[@]}"
-while IFS='|' read -r name num n _; do
+while IFS='|' read -r name num n added _; do
   [ -f "$work/result/$name.txt" ] || { echo "FAIL $name: no result" >&2; continue; }
   mkdir -p "$out/$name"
   cp "$work/result/$name.txt" "$out/$name/case.txt"
-  for i in $(seq 0 "$n"); do zstd -q -19 -f "$work/$name/disk$i.img" -o "$out/$name/disk$i.img.zst"; done
+  for i in $(seq 0 $((n + added - 1))); do zstd -q -19 -f "$work/$name/disk$i.img" -o "$out/$name/disk$i.img.zst"; done
 done <"$work/cases"
 du -sh "$out"

@@ -22,7 +22,9 @@ use uraid_engine::array::{Array, Completion, IoResult, MemberIo, Request};
 use uraid_engine::blocking::execute;
 use uraid_engine::{EngineError, Geometry, SlotState, SECTOR_BYTES};
 use uraid_md::assemble::{self, Candidate, MemberVerdict};
-use uraid_md::reshape::{begin_grow, choose_new_offset, finish, record_position, GrowStep, GrowWindow, ReshapeError};
+use uraid_md::reshape::{
+    begin_reshape, choose_new_offset, finish, record_position, GrowStep, GrowWindow, NewShape, ReshapeError,
+};
 use uraid_md_format::{Role, Superblock, Superblock1};
 
 use crate::member::MemberDevice;
@@ -32,6 +34,7 @@ use crate::target::MemberTarget;
 use crate::OpenError;
 
 mod io;
+mod restripe;
 
 /// Why a grow could not start or go on. Nothing is written before a refusal.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +91,9 @@ pub struct Grow {
     name: String,
     /// Members before the reshape.
     old_raid_disks: u32,
+    /// The shapes before and after (members, layout, chunk), for messages.
+    shapes: (NewShape, NewShape),
+    level: uraid_layout::Level,
     /// Per slot of the new shape, the index of its member in `members`.
     slot_member: Vec<usize>,
     /// The superblocks say dirty (client writes while serving, or found so).
@@ -133,13 +139,30 @@ fn read_members(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Vec<GrowMember>, Gro
     Ok(out)
 }
 
+/// What a reshape is asked to change: the number of members (more only), the layout (md's
+/// number), the chunk size (sectors). What is not given stays as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReshapeRequest {
+    pub raid_devices: Option<u32>,
+    pub layout: Option<i32>,
+    pub chunk_sectors: Option<u32>,
+}
+
 impl Grow {
     /// Record in every superblock that the array of `paths` grows onto `added` (blank devices,
     /// in the new slots, as many as `raid_devices` asks for more), as md records the start of
     /// a reshape: refused unless the array is a whole, clean raid4/5/6 with 1.1 or 1.2 metadata
     /// and room before its data to move it down by a chunk. Checks everything before writing.
     pub fn start(paths: &[PathBuf], added: &[PathBuf], raid_devices: u32) -> Result<(), GrowError> {
-        Grow::start_on(open_paths(paths)?, open_paths(added)?, raid_devices).map(drop)
+        let request = ReshapeRequest { raid_devices: Some(raid_devices), ..ReshapeRequest::default() };
+        Grow::start_reshape(paths, added, request)
+    }
+
+    /// Record in every superblock the reshape `request` asks for (more members, taken from
+    /// `added`, another layout, another chunk size, or several at once), as md records its
+    /// start; see [`Grow::start`] for what is refused. Checks everything before writing.
+    pub fn start_reshape(paths: &[PathBuf], added: &[PathBuf], request: ReshapeRequest) -> Result<(), GrowError> {
+        Grow::start_reshape_on(open_paths(paths)?, open_paths(added)?, request).map(drop)
     }
 
     /// [`Grow::start`] on devices already open; the reshape, taken up at position 0 from the
@@ -148,6 +171,17 @@ impl Grow {
         devs: Vec<Arc<dyn MemberDevice>>,
         added: Vec<Arc<dyn MemberDevice>>,
         raid_devices: u32,
+    ) -> Result<Grow, GrowError> {
+        let request = ReshapeRequest { raid_devices: Some(raid_devices), ..ReshapeRequest::default() };
+        Grow::start_reshape_on(devs, added, request)
+    }
+
+    /// [`Grow::start_reshape`] on devices already open; the reshape, taken up at position 0
+    /// from the superblocks as written (not read back).
+    pub fn start_reshape_on(
+        devs: Vec<Arc<dyn MemberDevice>>,
+        added: Vec<Arc<dyn MemberDevice>>,
+        request: ReshapeRequest,
     ) -> Result<Grow, GrowError> {
         let members = read_members(devs)?;
         let candidates: Vec<Candidate> =
@@ -165,21 +199,22 @@ impl Grow {
                 plan.level
             )));
         }
+        let reference = &members[plan.reference].sb;
         let old = plan.raid_disks as u32;
-        if raid_devices < old {
-            return Err(GrowError::Refused(format!(
-                "cannot reduce the number of devices ({old} -> {raid_devices}): shrinking is not supported yet"
-            )));
-        }
-        if raid_devices == old {
-            return Err(GrowError::Refused(format!("the array already has {old} devices: nothing to do")));
-        }
-        if added.len() as u32 != raid_devices - old {
-            return Err(GrowError::Refused(format!(
-                "growing from {old} to {raid_devices} devices needs {} new device(s) (--add); {} given",
-                raid_devices - old,
-                added.len()
-            )));
+        let to = restripe::new_shape(plan.level, reference, old, &request)?;
+        if added.len() as u32 != to.raid_disks - old {
+            return Err(GrowError::Refused(if to.raid_disks == old {
+                format!(
+                    "--add takes new devices for more members; the array keeps its {old} devices (give --raid-devices)"
+                )
+            } else {
+                format!(
+                    "growing from {old} to {} devices needs {} new device(s) (--add); {} given",
+                    to.raid_disks,
+                    to.raid_disks - old,
+                    added.len()
+                )
+            }));
         }
         if plan.degraded() {
             return Err(GrowError::Refused("the array is degraded: rebuild it before growing it".into()));
@@ -189,11 +224,10 @@ impl Grow {
                 "the array was not shut down cleanly: resync it (uraid resync) before growing it".into(),
             ));
         }
-        let reference = &members[plan.reference].sb;
-        let moved = choose_new_offset(reference)?;
+        let moved = choose_new_offset(reference, to.chunk_sectors)?;
         // Every member must have that room; they were made together, so they normally agree.
         for m in &members {
-            if choose_new_offset(&m.sb)? > moved || m.sb.data_offset != reference.data_offset {
+            if choose_new_offset(&m.sb, to.chunk_sectors)? > moved || m.sb.data_offset != reference.data_offset {
                 return Err(GrowError::Refused(format!(
                     "{}: its data offset ({} sectors) differs from the other members' ({} sectors)",
                     m.dev.name(),
@@ -228,7 +262,7 @@ impl Grow {
             for (_, new_sb, slot) in &new_members {
                 m.sb.set_role(new_sb.dev_number, Role::Active(*slot));
             }
-            begin_grow(&mut m.sb, raid_devices, moved);
+            begin_reshape(&mut m.sb, to, moved);
             m.sb.events = events;
             m.sb.utime = utime;
         }
@@ -273,14 +307,9 @@ impl Grow {
         // the dirty mark stays until the resync after it, which sets right any stripe a crash
         // cut a write short in.
         let refi = &candidates[plan.reference].info;
-        if reshape.delta_disks <= 0
-            || reshape.backwards
-            || reshape.new_level != refi.level
-            || reshape.new_layout != refi.layout
-            || reshape.new_chunk_sectors != refi.chunk_sectors
-        {
+        if reshape.delta_disks < 0 || reshape.backwards || reshape.new_level != refi.level {
             return Err(GrowError::Refused(
-                "uraid continues reshapes that add members and keep the level, layout and chunk only".into(),
+                "uraid continues reshapes that run forwards (the data offset moving down) and keep the level only: more members, another layout or chunk size".into(),
             ));
         }
         let shifts: Vec<i64> =
@@ -296,7 +325,8 @@ impl Grow {
         let parity = (plan.level == uraid_layout::Level::Raid6) as u64 + 1;
         let old_raid_disks = reshape.old_raid_disks(plan.raid_disks as u32);
         let window = GrowWindow {
-            chunk: u64::from(refi.chunk_sectors) * SECTOR_BYTES,
+            old_chunk: u64::from(refi.chunk_sectors) * SECTOR_BYTES,
+            new_chunk: u64::from(reshape.new_chunk_sectors) * SECTOR_BYTES,
             old_data_disks: u64::from(old_raid_disks) - parity,
             new_data_disks: plan.raid_disks as u64 - parity,
             shift: shift.unsigned_abs() * SECTOR_BYTES,
@@ -346,6 +376,15 @@ impl Grow {
             recorded: position,
             name: if name.is_empty() { plan.uuid_string() } else { name },
             old_raid_disks,
+            shapes: (
+                NewShape { raid_disks: old_raid_disks, layout: refi.layout, chunk_sectors: refi.chunk_sectors },
+                NewShape {
+                    raid_disks: plan.raid_disks as u32,
+                    layout: reshape.new_layout,
+                    chunk_sectors: reshape.new_chunk_sectors,
+                },
+            ),
+            level: plan.level,
             slot_member,
             dirty: !plan.clean,
             owes_resync: !plan.clean,
@@ -440,6 +479,48 @@ impl Grow {
     /// Members before and after.
     pub fn raid_disks(&self) -> (u32, u32) {
         (self.old_raid_disks, self.members.iter().map(|m| m.sb.raid_disks).max().unwrap_or(0))
+    }
+
+    /// What the reshape changes, in words: "from 4 to 5 devices", "from chunk 64K to 128K",
+    /// "from layout left-symmetric to right-asymmetric", joined.
+    pub fn change(&self) -> String {
+        let (from, to) = self.shapes;
+        let mut parts = Vec::new();
+        if from.raid_disks != to.raid_disks {
+            parts.push(format!("from {} to {} devices", from.raid_disks, to.raid_disks));
+        }
+        if from.chunk_sectors != to.chunk_sectors {
+            parts.push(format!("from chunk {}K to {}K", from.chunk_sectors / 2, to.chunk_sectors / 2));
+        }
+        if from.layout != to.layout {
+            parts.push(format!("from layout {} to {}", self.layout_name(from.layout), self.layout_name(to.layout)));
+        }
+        parts.join(", ")
+    }
+
+    /// The shape reached, in words: "5 devices (from 4)", "chunk 128K (from 64K)", "layout
+    /// right-asymmetric (from left-symmetric)", joined; the member count alone if nothing
+    /// changes.
+    pub fn outcome(&self) -> String {
+        let (from, to) = self.shapes;
+        let mut parts = Vec::new();
+        if from.raid_disks != to.raid_disks || (from.chunk_sectors == to.chunk_sectors && from.layout == to.layout) {
+            parts.push(format!("{} devices (from {})", to.raid_disks, from.raid_disks));
+        }
+        if from.chunk_sectors != to.chunk_sectors {
+            parts.push(format!("chunk {}K (from {}K)", to.chunk_sectors / 2, from.chunk_sectors / 2));
+        }
+        if from.layout != to.layout {
+            parts.push(format!("layout {} (from {})", self.layout_name(to.layout), self.layout_name(from.layout)));
+        }
+        parts.join(", ")
+    }
+
+    fn layout_name(&self, layout: i32) -> String {
+        u32::try_from(layout)
+            .ok()
+            .and_then(|n| uraid_layout::ParityAlgorithm::from_md(self.level, n).ok())
+            .map_or_else(|| layout.to_string(), |a| a.name().to_string())
     }
 
     /// Logical bytes reshaped so far, and the array's size once grown.

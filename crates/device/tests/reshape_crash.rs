@@ -1,7 +1,8 @@
 //! A grow cut short at every member write it makes, as a power cut would: the members as they
 //! were at that moment (every write landed) and as they were at the last flush (every write
 //! since lost) must each read the array's data, and `Grow::resume_on` must finish the reshape
-//! from them with the data intact and parity right everywhere.
+//! from them with the data intact and parity right everywhere. The same for a restripe on the
+//! same members (another chunk size and layout).
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::{as_dyn, open, pattern};
-use uraid_device::reshape::Grow;
+use uraid_device::reshape::{Grow, ReshapeRequest};
 use uraid_device::{MemberDevice, MemoryDevice};
 use uraid_testkit::NewMdArray;
 
@@ -127,8 +128,13 @@ fn grow(devs: &[Arc<CutDevice>]) -> Result<(), String> {
 /// Whatever state `images` are in, the array reads `data`; a reshape recorded in them is
 /// finished; then the array reads `data` again, has five members and checks clean.
 fn judge(images: Vec<Vec<u8>>, data: &[u8], what: &str) {
+    judge_shape(images, data, what, (5, 128, 2));
+}
+
+/// [`judge`], the reshape to end with `shape`'s members, chunk sectors and md layout.
+fn judge_shape(images: Vec<Vec<u8>>, data: &[u8], what: &str, shape: (usize, u32, i32)) {
     let mut devs = memory(images);
-    if uraid_device::probe(devs[4].as_ref()).unwrap().is_none() {
+    if devs.len() > 4 && uraid_device::probe(devs[4].as_ref()).unwrap().is_none() {
         // Cut before the new member had its superblock: nothing was recorded.
         devs.pop();
     }
@@ -139,14 +145,55 @@ fn judge(images: Vec<Vec<u8>>, data: &[u8], what: &str) {
     if reshaping {
         let mut g = Grow::resume_on(devs.clone()).unwrap_or_else(|e| panic!("{what}: resume: {e}"));
         while !g.step().unwrap_or_else(|e| panic!("{what}: step: {e}")) {}
-    } else if members == 4 {
+    } else if members == 4 && a_md_shape(&devs) != shape {
         // Cut before the start was recorded: the array is as it was.
         return;
     }
+    assert_eq!(a_md_shape(&devs), shape, "{what}");
     let mut a = open(&devs, false);
-    assert_eq!(a.md().unwrap().plan.raid_disks, 5, "{what}");
     assert!(a.read(0, data.len() as u64).unwrap() == data, "{what}: read once finished");
     assert_eq!(a.sync(0, a.size(), false).unwrap(), 0, "{what}: mismatches once finished");
+}
+
+/// The members, chunk sectors and md layout of the array of `devs`.
+fn a_md_shape(devs: &[Arc<dyn MemberDevice>]) -> (usize, u32, i32) {
+    let a = open(devs, false);
+    let plan = &a.md().unwrap().plan;
+    (plan.raid_disks, plan.chunk_sectors, plan.layout)
+}
+
+/// Restripe the four members to chunks of 256 sectors and the right-asymmetric layout, and run
+/// it until it ends or the cut.
+fn restripe(devs: &[Arc<CutDevice>]) -> Result<(), String> {
+    let all = dyn_devs(devs);
+    let request = ReshapeRequest { raid_devices: None, layout: Some(1), chunk_sectors: Some(256) };
+    Grow::start_reshape_on(all.clone(), Vec::new(), request).map_err(|e| e.to_string())?;
+    let mut g = Grow::resume_on(all).map_err(|e| e.to_string())?;
+    while !g.step().map_err(|e| e.to_string())? {}
+    Ok(())
+}
+
+#[test]
+fn a_restripe_cut_at_any_write_is_finished_with_the_data_intact() {
+    let (mut images, data) = raid5_with_data();
+    images.pop();
+    let shape = (4, 256, 1);
+    let (devs, budget) = cut_devices(&images, i64::MAX);
+    restripe(&devs).unwrap();
+    let writes = i64::MAX - budget.load(Ordering::SeqCst);
+    assert!(writes > 20, "{writes} writes");
+    judge_shape(devs.iter().map(|d| d.now.lock().unwrap().clone()).collect(), &data, "uncut", shape);
+    let start_writes = images.len() as i64;
+    for cut in 0..writes {
+        let (devs, _) = cut_devices(&images, cut);
+        assert!(restripe(&devs).is_err(), "cut at write {cut} of {writes}");
+        let flushed: Vec<Vec<u8>> = devs.iter().map(|d| d.flushed.lock().unwrap().clone()).collect();
+        judge_shape(flushed, &data, &format!("cut at write {cut}, writes since the last flush lost"), shape);
+        if cut >= start_writes {
+            let now: Vec<Vec<u8>> = devs.iter().map(|d| d.now.lock().unwrap().clone()).collect();
+            judge_shape(now, &data, &format!("cut at write {cut}, every write landed"), shape);
+        }
+    }
 }
 
 #[test]

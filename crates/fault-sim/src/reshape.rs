@@ -5,8 +5,10 @@
 //! data written before the grow, and at the end it has the new member count, the same data, and
 //! parity right everywhere.
 //!
-//! Each seed picks a level (raid5 or raid6), a member count, a chunk and a member size, fills
-//! the array with random data, starts the grow (its superblock writes complete: a cut among
+//! Each seed picks a level (raid5 or raid6), a member count, a chunk and a member size, and what
+//! the reshape changes (more members, or a restripe on the same members to another chunk size,
+//! another layout, or both), fills the array with random data, starts the reshape (its
+//! superblock writes complete: a cut among
 //! those few writes can leave members disagreeing on the member count, which assembly refuses
 //! as mdadm does), then cuts power after a random number of member writes, up to eight times.
 //! Disks also write back parts of their caches on their own between flushes.
@@ -18,7 +20,7 @@ use std::io;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use uraid_device::reshape::Grow;
+use uraid_device::reshape::{Grow, ReshapeRequest};
 use uraid_device::{MemberDevice, MemoryDevice, OpenArray};
 use uraid_md_format::create::{self, CreateSpec};
 use uraid_md_format::MetadataVersion;
@@ -29,11 +31,15 @@ use crate::rng::SimRng;
 /// What one seed did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReshapeRun {
-    /// md level, members before and after, chunk sectors.
+    /// md level, members before and after, chunk sectors before and after, md's layout before
+    /// and after.
     pub level: i32,
     pub from: u32,
     pub to: u32,
     pub chunk_sectors: u32,
+    pub new_chunk_sectors: u32,
+    pub layout: i32,
+    pub new_layout: i32,
     /// Power cuts during the reshape, and member writes it made in all.
     pub crashes: usize,
     pub writes: u64,
@@ -130,17 +136,26 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
     let level = if rng.chance(1, 2) { 5 } else { 6 };
     let parity = if level == 6 { 2 } else { 1 };
     let from = parity + rng.between(2, 4) as u32;
-    let to = from + rng.between(1, 2) as u32;
     let chunk_sectors = rng.pick(&[64u32, 128]);
+    // left-symmetric, md's default.
+    let layout = 2;
+    // Half the seeds add members; the rest restripe on the same ones: another chunk size
+    // (halved or doubled), another layout (right-asymmetric), or both.
+    let (to, new_chunk_sectors, new_layout) = match rng.below(4) {
+        0 | 1 => (from + rng.between(1, 2) as u32, chunk_sectors, layout),
+        2 => (from, chunk_sectors ^ 192, layout),
+        _ => (from, if rng.chance(1, 2) { chunk_sectors ^ 192 } else { chunk_sectors }, 1),
+    };
     let data_offset = 2048u64;
-    let member_sectors = u64::from(chunk_sectors) * rng.between(12, 40);
+    // Whole chunks of either size.
+    let member_sectors = 128 * rng.between(12, 40);
     let member_bytes = (data_offset + member_sectors + 8) * 512;
     let mut uuid = [0u8; 16];
     rng.fill(&mut uuid);
     let spec = CreateSpec {
         version: MetadataVersion::V1_2,
         level,
-        layout: -1,
+        layout,
         chunk_sectors,
         raid_disks: from,
         array_uuid: uuid,
@@ -204,7 +219,9 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
             .collect()
     };
     let all = members();
-    Grow::start_on(all[..from as usize].to_vec(), all[from as usize..].to_vec(), to)
+    let request =
+        ReshapeRequest { raid_devices: Some(to), layout: Some(new_layout), chunk_sectors: Some(new_chunk_sectors) };
+    Grow::start_reshape_on(all[..from as usize].to_vec(), all[from as usize..].to_vec(), request)
         .map_err(|e| format!("seed {seed}: starting the grow: {e}"))?;
     let mut crashes = 0;
     let mut client_writes = 0u64;
@@ -294,6 +311,12 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
     if md.plan.reshape.is_some() || md.plan.raid_disks != to as usize {
         return Err(format!("seed {seed}: the grow did not end with {to} members"));
     }
+    if (md.plan.chunk_sectors, md.plan.layout) != (new_chunk_sectors, new_layout) {
+        return Err(format!(
+            "seed {seed}: the reshape ended with chunk {} and layout {}, not {new_chunk_sectors} and {new_layout}",
+            md.plan.chunk_sectors, md.plan.layout
+        ));
+    }
     let clean = md.plan.clean;
     let read = array.read(0, data.len() as u64).map_err(|e| format!("seed {seed}: at the end: {e}"))?;
     if read != data {
@@ -322,7 +345,17 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
     if served && client_writes == 0 {
         return Err(format!("seed {seed}: no client write was made"));
     }
-    Ok(ReshapeRun { level, from, to, chunk_sectors, crashes, writes: writes.load(Ordering::SeqCst) as u64 })
+    Ok(ReshapeRun {
+        level,
+        from,
+        to,
+        chunk_sectors,
+        new_chunk_sectors,
+        layout,
+        new_layout,
+        crashes,
+        writes: writes.load(Ordering::SeqCst) as u64,
+    })
 }
 
 #[cfg(test)]
@@ -331,13 +364,17 @@ mod tests {
 
     #[test]
     fn grows_cut_by_power_losses_lose_nothing() {
-        let mut crashes = 0;
+        let (mut crashes, mut grown, mut rechunked, mut relaid) = (0, 0, 0, 0);
         for seed in 0..24 {
             let run = run_seed(seed).unwrap_or_else(|e| panic!("{e}"));
-            assert!(run.to > run.from);
+            assert!(run.to > run.from || run.new_chunk_sectors != run.chunk_sectors || run.new_layout != run.layout);
+            grown += usize::from(run.to > run.from);
+            rechunked += usize::from(run.new_chunk_sectors != run.chunk_sectors);
+            relaid += usize::from(run.new_layout != run.layout);
             crashes += run.crashes;
         }
         assert!(crashes >= 24 * 4, "the seeds cut power often: {crashes}");
+        assert!(grown > 0 && rechunked > 0 && relaid > 0, "every kind of reshape: {grown} {rechunked} {relaid}");
     }
 
     #[test]

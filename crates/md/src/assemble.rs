@@ -208,12 +208,24 @@ pub fn plan_with(candidates: &[Candidate], rules: AssemblyRules) -> Result<Assem
         .map(|(i, _)| i)
         .unwrap_or(0);
     let refi = &candidates[reference].info;
+    // A member one event behind that missed the superblock ending a reshape (cut among those
+    // writes) still names the old shape as its own and the one reached as the new one: it
+    // agrees with the others (`data_start` reads it at its new offset).
+    let missed_the_end = |i: &MemberInfo| match (&i.reshape, &refi.reshape) {
+        (Some(r), None) => {
+            i.events + 1 == refi.events
+                && i.raid_disks == refi.raid_disks
+                && (r.new_level, r.new_layout, r.new_chunk_sectors) == (refi.level, refi.layout, refi.chunk_sectors)
+        }
+        _ => false,
+    };
     for c in candidates {
         let i = &c.info;
-        if i.level != refi.level
-            || i.raid_disks != refi.raid_disks
-            || i.chunk_sectors != refi.chunk_sectors
-            || i.layout != refi.layout
+        if !missed_the_end(i)
+            && (i.level != refi.level
+                || i.raid_disks != refi.raid_disks
+                || i.chunk_sectors != refi.chunk_sectors
+                || i.layout != refi.layout)
         {
             return Err(EngineError::Inconsistent {
                 member: c.name.clone(),

@@ -76,9 +76,10 @@ enum Command {
     /// Add devices to a stopped array and rebuild them now (or keep them as hot spares).
     Add(AddArgs),
     /// Reshape a stopped raid4/5/6 onto more devices (mdadm --grow --raid-devices=N, the new
-    /// devices given with --add), or go on with a reshape left part-way (--continue), by uraid
-    /// or by the kernel; change a stopped array's level where md moves no data (--level), or a
-    /// raid1's number of devices.
+    /// devices given with --add), to another chunk size or layout (--chunk, --layout), or go on
+    /// with a reshape left part-way (--continue), by uraid or by the kernel; change a stopped
+    /// array's size (--size) or bitmap (--bitmap), its level where md moves no data (--level),
+    /// or a raid1's number of devices.
     Grow(GrowArgs),
     /// Erase the md superblocks (every version found) of devices that are to be used for
     /// something else (like mdadm --zero-superblock); nothing else is written.
@@ -134,11 +135,12 @@ pub struct GrowArgs {
     /// Leave new slots that no --add device fills missing (mdadm's --force).
     #[arg(short = 'f', long)]
     pub force: bool,
-    /// Not supported yet (a chunk size change); refused.
-    #[arg(short = 'c', long, hide = true)]
+    /// The chunk size to restripe to (a power of two, at least 4K; bare numbers are KiB).
+    #[arg(short = 'c', long)]
     pub chunk: Option<String>,
-    /// With --level: the layout the array ends in, one that keeps the data in place
-    /// (preserve, parity-last, the -6 layout); a layout change on its own is refused.
+    /// The layout to restripe to (raid5/6: left-symmetric, right-asymmetric, ..., parity-last;
+    /// raid6 also the -6 forms), as create takes it. With --level: the layout the array ends
+    /// in, one that keeps the data in place (preserve, parity-last, the -6 layout).
     #[arg(short = 'p', long)]
     pub layout: Option<String>,
     /// The space of each member the array uses: max (all each member allows) or a size (a bare
@@ -308,11 +310,17 @@ pub enum CtlOp {
     /// pass, while reads and writes go on. Returns once the reshape has started.
     Grow {
         /// The number of devices the array is to have.
-        #[arg(short = 'n', long, required = true)]
-        raid_devices: u32,
+        #[arg(short = 'n', long, required_unless_present_any = ["chunk", "layout"])]
+        raid_devices: Option<u32>,
         /// A blank device to grow onto (repeat for several), taking the new slots in order.
-        #[arg(short = 'a', long, value_name = "NEW", required = true)]
+        #[arg(short = 'a', long, value_name = "NEW", required_unless_present_any = ["chunk", "layout"])]
         add: Vec<PathBuf>,
+        /// Refused: a chunk size change is made on a stopped array (uraid grow --chunk).
+        #[arg(short = 'c', long, hide = true)]
+        chunk: Option<String>,
+        /// Refused: a layout change is made on a stopped array (uraid grow --layout).
+        #[arg(short = 'p', long, hide = true)]
+        layout: Option<String>,
     },
     /// Show, or set, the speed limits of this array's background passes (resync, recovery,
     /// check, repair), as md's speed_limit_min / speed_limit_max; the running pass follows

@@ -129,7 +129,7 @@ fn kernel_sample(name: &str, into: &Path) -> KernelSample {
         );
         members.push(out.display().to_string());
     }
-    assert!(members.len() >= 5, "{name}: members");
+    assert!(members.len() >= 4, "{name}: members");
     KernelSample {
         dir,
         members,
@@ -153,12 +153,16 @@ fn arrays_the_kernel_left_mid_reshape_read_as_the_kernel_read_them() {
     let tmp = tempfile::tempdir().unwrap();
     for name in kernel_samples() {
         let s = kernel_sample(&name, tmp.path());
-        assert_eq!(s.sha256, s.sha256_mid, "{name}: the kernel read the same bytes before and during the reshape");
+        if !name.contains("chunk") && !name.contains("layout") {
+            // The restripes on the same members lost data in the kernel as it stopped them
+            // (make-reshape-samples.sh says how); the grows kept it.
+            assert_eq!(s.sha256, s.sha256_mid, "{name}: the kernel read the same bytes before and during the reshape");
+        }
         let json: Value = serde_json::from_slice(&ok(&["examine", "--json", &s.members[0]]).stdout).unwrap();
         assert_eq!(json[0]["reshape"]["position_sectors"], s.position, "{name}: {}", s.dir.display());
         assert!(s.position > 0, "{name}: the kernel had started");
         let got = ok(&with(&["cat"], &s.members)).stdout;
-        assert_eq!(sha256_hex(&got), s.sha256, "{name}: uraid cat of the array mid-reshape");
+        assert_eq!(sha256_hex(&got), s.sha256_mid, "{name}: uraid cat of the array mid-reshape");
         let w = uraid_stdin(&with(&["write", "--offset=0"], &s.members), b"x");
         assert!(
             !w.status.success() && String::from_utf8_lossy(&w.stderr).contains("part-way through a reshape"),
@@ -302,7 +306,7 @@ fn grow_refuses_what_it_does_not_do_and_writes_nothing() {
     let untouched = hashes(&members);
     for (args, says) in [
         (vec!["grow", "--level=10", "--add", &members[4]], "impossible level change requested"),
-        (vec!["grow", "--chunk=128"], "--chunk (a chunk size change) is not supported yet"),
+        (vec!["grow", "--chunk=96"], "chunk size 96K is not a power of two"),
         (vec!["grow", "--raid-devices=3"], "cannot reduce the number of devices (4 -> 3)"),
         (vec!["grow", "--raid-devices=5"], "needs 1 new device(s) (--add); 0 given"),
         (vec!["grow", "--raid-devices=4"], "already has 4 devices"),
@@ -332,7 +336,7 @@ fn uraid_finishes_a_reshape_the_kernel_left_part_way() {
         let got = ok(&with(&["cat"], &s.members)).stdout;
         let before = std::fs::read_to_string(s.dir.join("case.txt")).unwrap();
         let bytes: usize = before.lines().find_map(|l| l.strip_prefix("bytes ")).unwrap().parse().unwrap();
-        assert_eq!(sha256_hex(&got[..bytes]), s.sha256, "{name}: the kernel's data, reshaped by uraid");
+        assert_eq!(sha256_hex(&got[..bytes]), s.sha256_mid, "{name}: the kernel's data, reshaped by uraid");
         assert!(got[bytes..].iter().all(|&b| b == 0), "{name}: the new space reads as zeros");
         assert_eq!(mismatch_cnt(&s.members), "mismatch_cnt 0", "{name}");
     }

@@ -95,10 +95,10 @@ impl Reshaping {
         let CarriedOver { report, idle_waiters, requests } = carried;
         let now = Instant::now();
         let (done, total) = grow.progress();
-        let (from, to) = grow.raid_disks();
         log(&format!(
-            "reshape of {} from {from} to {to} devices {} at {}K of {}K",
+            "reshape of {} {} {} at {}K of {}K",
             grow.name(),
+            grow.change(),
             if done == 0 { "starting" } else { "continuing" },
             done / 1024,
             total / 1024
@@ -306,11 +306,11 @@ impl Reshaping {
     }
 
     fn finished(self) -> ReshapeEnd {
-        let (from, to) = self.grow.raid_disks();
         let (_, total) = self.grow.progress();
         log(&format!(
-            "reshape of {} finished: {to} devices (from {from}), array size {}K (served at its old size until the array is started again)",
+            "reshape of {} finished: {}, array size {}K (served at its old size until the array is started again)",
             self.grow.name(),
+            self.grow.outcome(),
             total / 1024
         ));
         ReshapeEnd::Finished(Box::new(Finished {

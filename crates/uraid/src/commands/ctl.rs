@@ -73,8 +73,13 @@ pub fn run(args: &CtlArgs) -> CliResult {
         CtlOp::Fail { member, force } => manage(socket, "fail", member, *force)?,
         CtlOp::Remove { member } => manage(socket, "remove", member, false)?,
         CtlOp::ReAdd { member } => manage(socket, "re-add", member, false)?,
-        CtlOp::Grow { raid_devices, add } => {
-            let answer = request(socket, grow_request(*raid_devices, add))?;
+        CtlOp::Grow { raid_devices, add, chunk, layout } => {
+            let Some(raid_devices) = raid_devices.filter(|_| chunk.is_none() && layout.is_none()) else {
+                return err(
+                    "ctl grow: a running array takes more members only; a chunk or layout change is made on a stopped array (stop it, then uraid grow --chunk/--layout MEMBERS)",
+                );
+            };
+            let answer = request(socket, grow_request(raid_devices, add))?;
             eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("reshape started"));
             eprintln!("uraid: `uraid ctl {} wait` waits for the reshape to end", args.socket.display());
         }

@@ -1,12 +1,14 @@
 //! `uraid grow`: mdadm's `--grow --raid-devices=N` on a stopped raid4/5/6 array, the new
-//! devices given with `--add` (mdadm adds them as spares first, then grows), and `--continue`
+//! devices given with `--add` (mdadm adds them as spares first, then grows), `--chunk` and
+//! `--layout` (a restripe, on the same members or with the new ones), and `--continue`
 //! (mdadm's `--grow --continue`) for a reshape left part-way, by uraid or by the kernel. The
 //! reshape runs in the foreground with a progress bar on a terminal, records its position as
 //! md does, and stops cleanly on SIGINT or SIGTERM (the next `--continue`, or the kernel, goes
 //! on from there). Given the members of an array `uraid assemble` runs, the running server
-//! grows it instead, in the background, as `uraid ctl NAME grow` asks it. `--size` and
-//! `--bitmap` go to `grow_size_bitmap`, level changes and a raid1's device count to
-//! `grow_takeover`; what else md's `--grow` does is refused, naming it.
+//! grows it instead, in the background, as `uraid ctl NAME grow` asks it (more members only: a
+//! chunk or layout change is made on a stopped array). `--size` and `--bitmap` go to
+//! `grow_size_bitmap`, level changes and a raid1's device count to `grow_takeover`; what else
+//! md's `--grow` does is refused, naming it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -31,16 +33,10 @@ pub fn run(args: &GrowArgs) -> CliResult {
     if super::grow_takeover::applies(args)? {
         return super::grow_takeover::run(args);
     }
-    for (given, what) in [
-        (&args.chunk, "--chunk (a chunk size change)"),
-        (&args.layout, "--layout (a layout change)"),
-        (&args.array_size, "--array-size"),
-    ] {
-        if given.is_some() {
-            return err(format!(
-                "grow: {what} is not supported yet; uraid grows raid4/5/6 arrays onto more devices (--raid-devices with --add), changes --size, --bitmap and --level (takeovers that move no data), and a raid1's --raid-devices"
-            ));
-        }
+    if args.array_size.is_some() {
+        return err(
+            "grow: --array-size is not supported yet; uraid restripes raid4/5/6 arrays (--raid-devices with --add, --chunk, --layout), changes --size, --bitmap and --level (takeovers that move no data), and a raid1's --raid-devices",
+        );
     }
     let limit = match &args.speed_limit_max {
         Some(max) => Some(parse_size(max, 1).map_err(CliError)?.max(1)),
@@ -50,22 +46,26 @@ pub fn run(args: &GrowArgs) -> CliResult {
     if let Some((name, socket)) = super::served_by::served_by(&args.members) {
         return grow_served(&name, &socket, args, limit);
     }
-    match (args.raid_devices, args.continue_) {
-        (Some(_), true) => {
-            return err("grow: give --raid-devices to start a reshape, or --continue to go on with one, not both")
-        }
-        (None, false) => {
+    let restripe = args.chunk.is_some() || args.layout.is_some();
+    match (args.raid_devices.is_some() || restripe, args.continue_) {
+        (true, true) => {
             return err(
-                "grow: nothing to change: give --raid-devices=N (with --add for the new devices), or --continue",
+                "grow: give --raid-devices, --chunk or --layout to start a reshape, or --continue to go on with one, not both",
             )
         }
-        (Some(n), false) => {
-            Grow::start(&args.members, &args.add, n)?;
+        (false, false) => {
+            return err(
+                "grow: nothing to change: give --raid-devices=N (with --add for the new devices), --chunk, --layout, or --continue",
+            )
+        }
+        (true, false) => {
+            let request = super::grow_restripe::request(args, &args.members)?;
+            Grow::start_reshape(&args.members, &args.add, request)?;
             for dev in &args.add {
                 eprintln!("uraid: added {}", dev.display());
             }
         }
-        (None, true) => {
+        (false, true) => {
             if !args.add.is_empty() {
                 return err("grow: --continue takes every member, the added ones included, and no --add");
             }
@@ -80,11 +80,11 @@ pub fn run(args: &GrowArgs) -> CliResult {
         return Ok(());
     }
     let mut grow = Grow::resume(&members)?;
-    let (from, to) = grow.raid_disks();
     let (done, total) = grow.progress();
     eprintln!(
-        "uraid: reshape of {} from {from} to {to} devices {} at {}K of {}K",
+        "uraid: reshape of {} {} {} at {}K of {}K",
         grow.name(),
+        grow.change(),
         if done == 0 { "starting" } else { "continuing" },
         done / 1024,
         total / 1024
@@ -94,6 +94,11 @@ pub fn run(args: &GrowArgs) -> CliResult {
 
 /// Grow the running array `name` (its control socket `socket`) as `uraid ctl NAME grow` does.
 fn grow_served(name: &str, socket: &std::path::Path, args: &GrowArgs, limit: Option<u64>) -> CliResult {
+    if args.chunk.is_some() || args.layout.is_some() {
+        return err(format!(
+            "grow: array {name} is running: a chunk or layout change is made on a stopped array (uraid stop {name}, then uraid grow again)"
+        ));
+    }
     let Some(raid_devices) = args.raid_devices else {
         return err(format!(
             "grow: array {name} is running: it continues its reshape itself (uraid status shows it); nothing to continue here"
@@ -158,7 +163,6 @@ fn reshape(grow: &mut Grow, limit: Option<u64>, members: &[std::path::PathBuf]) 
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    let (from, to) = grow.raid_disks();
-    eprintln!("uraid: reshape of {} finished: {to} devices (from {from}), array size {}K", grow.name(), total / 1024);
+    eprintln!("uraid: reshape of {} finished: {}, array size {}K", grow.name(), grow.outcome(), total / 1024);
     Ok(())
 }

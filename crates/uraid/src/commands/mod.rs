@@ -12,6 +12,7 @@ pub mod examine;
 pub mod grow;
 pub mod grow_size_bitmap;
 pub mod grow_takeover;
+pub mod grow_restripe;
 pub mod monitor;
 pub mod mount;
 pub mod pass;

@@ -51,6 +51,7 @@ pub fn with<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
 
 pub mod lossy_link;
 pub mod nbdkit;
+pub mod restripe;
 pub mod serve;
 pub mod takeover;
 
