@@ -139,7 +139,7 @@ pub fn choose_new_offset(sb: &Superblock1, new_chunk_sectors: u32) -> Result<i64
     }
     if sb.feature_map & (feature::BITMAP_OFFSET | feature::PPL | feature::MULTIPLE_PPLS | feature::JOURNAL) != 0 {
         return Err(ReshapeError::Unsupported(
-            "the array has a write-intent bitmap, a partial parity log or a journal; remove it before growing (mdadm --grow --bitmap=none)".into(),
+            "the array has a write-intent bitmap, a partial parity log or a journal, and md changes no shape with one (mdadm: \"Bitmap must be removed before shape can be changed\"): remove a bitmap first with uraid grow --bitmap=none, and add it back afterwards with --bitmap=internal".into(),
         ));
     }
     // The superblock takes 4 KiB; a bad-block log sits after it.

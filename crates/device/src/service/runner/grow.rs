@@ -107,7 +107,7 @@ impl Runner {
         }
         if self.array.write_intent().is_some() || self.array.ppl().is_some() {
             return refuse(
-                "the array has a write-intent bitmap or a partial parity log, which the reshape does not carry over"
+                "the array has a write-intent bitmap or a partial parity log, and md changes no shape with one (mdadm: \"Bitmap must be removed before shape can be changed\"): stop the array, remove a bitmap with uraid grow --bitmap=none, and grow it then"
                     .into(),
             );
         }
