@@ -25,14 +25,8 @@
 #        ../shared/tools/md-oracle beside the repository)
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-oracle=${MD_ORACLE:-$repo/../shared/tools/md-oracle}
-uraid=${URAID:-$repo/target/release/uraid}
+source "$(dirname "$0")/oracle-env.sh"
 filter=${1:-.}
-[ -x "$oracle/run-vm.sh" ] || { echo "md-oracle not found at $oracle (set MD_ORACLE)" >&2; exit 2; }
-if [ ! -x "$uraid" ]; then (cd "$repo" && cargo build --release -q -p uraid); fi
-mdpattern=${MD_ORACLE_CACHE:-$HOME/.cache/md-oracle}/mdpattern
-[ -x "$mdpattern" ] || "$oracle/setup.sh" >/dev/null
 
 # name | create flags | members | grow flags | bitmap chunk the kernel must find (bytes, or none)
 cases=(
