@@ -351,9 +351,13 @@ pub fn detail_text(plan: &AssemblyPlan, infos: &[MemberInfo], names: &[String], 
     line("Total Devices", infos.len().to_string());
     line("Update Time", ctime_text(refi.utime));
     line("State", plan.state().to_string());
-    let active = plan.slots.iter().flatten().count();
-    let spares = plan.verdicts.iter().filter(|v| matches!(v, MemberVerdict::Spare)).count();
-    let failed = plan.verdicts.len() - active - spares;
+    // As mdadm counts them: a device being rebuilt is a working spare until it is in sync.
+    let held = plan.slots.iter().flatten().count();
+    let rebuilding = plan.slots.iter().zip(&plan.recovering).filter(|(d, r)| d.is_some() && r.is_some()).count();
+    let active = held - rebuilding;
+    let idle_spares = plan.verdicts.iter().filter(|v| matches!(v, MemberVerdict::Spare)).count();
+    let spares = idle_spares + rebuilding;
+    let failed = plan.verdicts.len() - held - idle_spares;
     line("Active Devices", active.to_string());
     line("Working Devices", (active + spares).to_string());
     line("Failed Devices", failed.to_string());

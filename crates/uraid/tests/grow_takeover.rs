@@ -36,9 +36,19 @@ fn raid1_grows_onto_an_added_device_which_is_then_rebuilt_in_sync() {
     assert!(examined.contains("Raid Devices : 3"), "{examined}");
     assert_eq!(detail(&d)["raid_devices"], 3);
     assert_eq!(states(&d), ["active", "active", "rebuilding"]);
+    // Counted as mdadm counts them: the copy being rebuilt is a working spare until in sync.
+    let counts = |d: &[String]| {
+        let text = String::from_utf8(ok(&with(&["detail"], d)).stdout).unwrap();
+        ["Active Devices", "Working Devices", "Spare Devices"].map(|key| {
+            let line = text.lines().find(|l| l.trim_start().starts_with(key)).unwrap_or_default();
+            line.split(':').nth(1).unwrap_or_default().trim().to_string()
+        })
+    };
+    assert_eq!(counts(&d), ["2", "3", "1"]);
     assert_eq!(read(&d, data.len()), data);
     ok(&with(&["add"], &d));
     assert_eq!(states(&d), ["active", "active", "active"]);
+    assert_eq!(counts(&d), ["3", "3", "0"]);
     assert_eq!(read(&d[2..], data.len()), data, "the rebuilt copy alone holds the data");
     checks_clean(&d);
 }
