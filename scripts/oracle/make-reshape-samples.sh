@@ -11,13 +11,13 @@
 # number, the array's size in bytes, its sha256 before the reshape and as the kernel reads it
 # assembled read-only mid-reshape, and mdadm --examine of every member).
 #
-# The kernel stopped part-way through a restripe on the same members (the chunk and layout
-# cases) records a position behind the stripes it has already moved, whose old copies it has
-# overwritten: read mid-reshape, and once it finishes the reshape itself, those arrays lose the
-# sectors just after the recorded position (in both ways of stopping it tried: sync_action
-# frozen, and mdadm --stop). Their sha256-mid-reshape is what the kernel makes of them, and
-# what uraid must make of them too. (A restripe that also adds a member, mdadm --grow
-# --raid-devices with --chunk, hung the kernel's reads of it mid-reshape.)
+# Made this way (mdadm killed while it watches the reshape, then the array stopped), the
+# restripes on the same members (the chunk and layout cases) read differently just after the
+# recorded position from the pattern written before, mid-reshape and once the kernel finishes
+# them itself (both ways of stopping tried: sync_action frozen, and mdadm --stop). Why is not
+# established (see docs/kernel-interop.md); their sha256-mid-reshape is what the kernel makes
+# of them, and what uraid must make of them too. (A restripe that also adds a member, mdadm
+# --grow --raid-devices with --chunk, hung the kernel's reads of it mid-reshape.)
 #
 # usage: scripts/oracle/make-reshape-samples.sh OUTDIR [NAME-REGEX]
 # env:   MD_ORACLE (default ../shared/tools/md-oracle beside the repository)
@@ -82,8 +82,8 @@ while IFS='|' read -r name num n added create grow; do
   kill $grower 2>/dev/null; wait $grower 2>/dev/null
   [ "$pos" = none ] && { echo "$name grow FAILED: $(tr '\n' ' ' </tmp/grow.log)"; mdadm --stop /dev/md0; continue; }
   # mdadm --stop of a reshaping array freezes it, lets it run on to a boundary it records,
-  # and stops it there. (Frozen through sysfs and stopped, a restripe on the same members
-  # was left recorded behind the data it had already moved, and read back wrong.)
+  # and stops it there. (Frozen through sysfs and stopped instead, a restripe on the same
+  # members read back differently just after the recorded position, as it does this way too.)
   mdadm --stop /dev/md0 >/dev/null 2>&1
   echo 1000000 >/proc/sys/dev/raid/speed_limit_max
   echo 1000 >/proc/sys/dev/raid/speed_limit_min
