@@ -136,8 +136,8 @@ for case_dir in "$samples"/*/; do
     img=$dir/$(basename "$z" .zst); zstd -q -d -f "$z" -o "$img"; members+=("$img")
   done
   bytes=$(sed -n 's/^bytes //p' "$case_dir/case.txt")
-  # What the kernel read of it mid-reshape (the data before it, but for the restripes the kernel
-  # stopped with data lost: see make-reshape-samples.sh).
+  # What the kernel read of it mid-reshape (the data before it, but not for the restripes the
+  # kernel stopped, for a reason not established: see make-reshape-samples.sh).
   sha=$(sed -n 's/^sha256-mid-reshape //p' "$case_dir/case.txt")
   at=$(position "${members[0]}")
   want_shape=$(shape "${members[0]}")

@@ -481,38 +481,44 @@ impl Grow {
         (self.old_raid_disks, self.members.iter().map(|m| m.sb.raid_disks).max().unwrap_or(0))
     }
 
+    /// What differs between the two shapes: (what, old, new, unit). The member count is listed
+    /// when it changes, or when nothing else does.
+    fn differences(&self) -> Vec<(&'static str, String, String, &'static str)> {
+        let (from, to) = self.shapes;
+        let mut found = Vec::new();
+        let restripe = from.chunk_sectors != to.chunk_sectors || from.layout != to.layout;
+        if from.raid_disks != to.raid_disks || !restripe {
+            found.push(("", from.raid_disks.to_string(), to.raid_disks.to_string(), " devices"));
+        }
+        if from.chunk_sectors != to.chunk_sectors {
+            let k = |sectors: u32| format!("{}K", sectors / 2);
+            found.push(("chunk ", k(from.chunk_sectors), k(to.chunk_sectors), ""));
+        }
+        if from.layout != to.layout {
+            found.push(("layout ", self.layout_name(from.layout), self.layout_name(to.layout), ""));
+        }
+        found
+    }
+
     /// What the reshape changes, in words: "from 4 to 5 devices", "from chunk 64K to 128K",
     /// "from layout left-symmetric to right-asymmetric", joined.
     pub fn change(&self) -> String {
-        let (from, to) = self.shapes;
-        let mut parts = Vec::new();
-        if from.raid_disks != to.raid_disks {
-            parts.push(format!("from {} to {} devices", from.raid_disks, to.raid_disks));
-        }
-        if from.chunk_sectors != to.chunk_sectors {
-            parts.push(format!("from chunk {}K to {}K", from.chunk_sectors / 2, to.chunk_sectors / 2));
-        }
-        if from.layout != to.layout {
-            parts.push(format!("from layout {} to {}", self.layout_name(from.layout), self.layout_name(to.layout)));
-        }
+        let parts: Vec<String> = self
+            .differences()
+            .into_iter()
+            .map(|(what, old, new, unit)| format!("from {what}{old} to {new}{unit}"))
+            .collect();
         parts.join(", ")
     }
 
     /// The shape reached, in words: "5 devices (from 4)", "chunk 128K (from 64K)", "layout
-    /// right-asymmetric (from left-symmetric)", joined; the member count alone if nothing
-    /// changes.
+    /// right-asymmetric (from left-symmetric)", joined.
     pub fn outcome(&self) -> String {
-        let (from, to) = self.shapes;
-        let mut parts = Vec::new();
-        if from.raid_disks != to.raid_disks || (from.chunk_sectors == to.chunk_sectors && from.layout == to.layout) {
-            parts.push(format!("{} devices (from {})", to.raid_disks, from.raid_disks));
-        }
-        if from.chunk_sectors != to.chunk_sectors {
-            parts.push(format!("chunk {}K (from {}K)", to.chunk_sectors / 2, from.chunk_sectors / 2));
-        }
-        if from.layout != to.layout {
-            parts.push(format!("layout {} (from {})", self.layout_name(to.layout), self.layout_name(from.layout)));
-        }
+        let parts: Vec<String> = self
+            .differences()
+            .into_iter()
+            .map(|(what, old, new, unit)| format!("{what}{new}{unit} (from {old})"))
+            .collect();
         parts.join(", ")
     }
 

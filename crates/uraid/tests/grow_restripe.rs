@@ -7,7 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::restripe::{blank_members, detail, filled_with, hashes, mismatch_cnt, reshape_position};
+use common::restripe::{blank_members, filled_with, mismatch_cnt, reshape_position};
+use common::{detail, hashes};
 use common::{ok, text, uraid_stdin, with};
 
 /// Restripe the array `create` makes over the first `old` of `count` members with `grow` (the
@@ -72,19 +73,7 @@ fn a_chunk_change_killed_part_way_is_continued_from_its_record() {
     let dir = tempfile::tempdir().unwrap();
     let members = blank_members(dir.path(), 4, 48 << 20);
     let data = filled_with(&["-l5", "-n4", "--chunk=64K"], &members);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .args(["grow", "--chunk=128K", "--layout=right-symmetric", "--speed-limit-max=16M"])
-        .args(&members)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while reshape_position(&members[0]).unwrap_or(0) == 0 {
-        assert!(Instant::now() < deadline, "no position recorded");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    grow_killed_part_way(&["--chunk=128K", "--layout=right-symmetric"], &members);
     let at = reshape_position(&members[0]).expect("still mid-reshape after the kill");
     assert!(at > 0 && at * 512 < data.len() as u64, "killed part-way: {at}");
     let examined = String::from_utf8(ok(&["examine", &members[0]]).stdout).unwrap();
@@ -157,19 +146,7 @@ fn a_served_array_refuses_a_restripe_and_continues_one_found_part_way() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(detail(&members)["chunk_bytes"], 64 << 10, "the refused restripe changed nothing");
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .args(["grow", "--chunk=128K", "--speed-limit-max=16M"])
-        .args(&members)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while reshape_position(&members[0]).unwrap_or(0) == 0 {
-        assert!(Instant::now() < deadline, "no position recorded");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    grow_killed_part_way(&["--chunk=128K"], &members);
     assert!(reshape_position(&members[0]).is_some(), "killed part-way");
     let o = run(&with(&["assemble"], &members));
     assert!(o.status.success(), "{}", text(&o));
@@ -181,4 +158,24 @@ fn a_served_array_refuses_a_restripe_and_continues_one_found_part_way() {
     assert_eq!(detail(&members)["chunk_bytes"], 128 << 10);
     assert!(ok(&with(&["cat"], &members)).stdout == data, "the data, restriped by the server");
     assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0");
+}
+
+/// `uraid grow CHANGE --speed-limit-max=16M MEMBERS`, killed with SIGKILL once it has recorded
+/// a reshape position past 0.
+fn grow_killed_part_way(change: &[&str], members: &[String]) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .arg("grow")
+        .args(change)
+        .arg("--speed-limit-max=16M")
+        .args(members)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while reshape_position(&members[0]).unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "no position recorded");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

@@ -6,7 +6,8 @@
 use tempfile::tempdir;
 
 mod common;
-use common::takeover::{checks_clean, created_and_filled, detail, disks, hashes, read, states};
+use common::takeover::{checks_clean, created_and_filled, disks, read, states};
+use common::{detail, hashes};
 use common::{ok, text, uraid, with};
 
 /// `uraid grow` with `args`, which must be refused, leaving every file of `members` unchanged;

@@ -16,6 +16,8 @@ use uraid_md_format::{MetadataVersion, Superblock1};
 use uraid_testkit::sha256_hex;
 
 mod common;
+use common::hashes;
+use common::restripe::{blank_members, mismatch_cnt};
 use common::{ok, text, uraid_stdin, with};
 
 /// Change the 1.2 superblock of every member with `edit`.
@@ -29,10 +31,6 @@ fn edit_superblocks(members: &[String], edit: impl Fn(&mut Superblock1)) {
         edit(&mut sb);
         f.write_all_at(&sb.to_bytes(), 4096).unwrap();
     }
-}
-
-fn hashes(paths: &[String]) -> Vec<String> {
-    paths.iter().map(|p| sha256_hex(&std::fs::read(p).unwrap())).collect()
 }
 
 /// A raid5 of four made and filled by uraid, then recorded as reshaping to the same shape
@@ -154,8 +152,8 @@ fn arrays_the_kernel_left_mid_reshape_read_as_the_kernel_read_them() {
     for name in kernel_samples() {
         let s = kernel_sample(&name, tmp.path());
         if !name.contains("chunk") && !name.contains("layout") {
-            // The restripes on the same members lost data in the kernel as it stopped them
-            // (make-reshape-samples.sh says how); the grows kept it.
+            // The restripes on the same members read differently after the kernel stopped
+            // them, for a reason not established (make-reshape-samples.sh); the grows do not.
             assert_eq!(s.sha256, s.sha256_mid, "{name}: the kernel read the same bytes before and during the reshape");
         }
         let json: Value = serde_json::from_slice(&ok(&["examine", "--json", &s.members[0]]).stdout).unwrap();
@@ -193,17 +191,6 @@ fn examine_says_what_mdadm_says_of_a_reshape() {
     }
 }
 
-/// Blank member files `d0.img`.. of `bytes` each.
-fn blank_members(dir: &Path, count: usize, bytes: u64) -> Vec<String> {
-    (0..count)
-        .map(|i| {
-            let p = dir.join(format!("d{i}.img"));
-            std::fs::File::create(&p).unwrap().set_len(bytes).unwrap();
-            p.display().to_string()
-        })
-        .collect()
-}
-
 /// An array of `level` over all but the last `added` of `members`, filled with random bytes
 /// (returned).
 fn filled(level: &str, members: &[String], added: usize) -> Vec<u8> {
@@ -218,15 +205,6 @@ fn filled(level: &str, members: &[String], added: usize) -> Vec<u8> {
     let w = uraid_stdin(&with(&["write", "--offset=0"], old), &data);
     assert!(w.status.success(), "{}", text(&w));
     data
-}
-
-fn mismatch_cnt(members: &[String]) -> String {
-    let o = ok(&with(&["check"], members));
-    let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    all.lines()
-        .find(|l| l.starts_with("mismatch_cnt"))
-        .unwrap_or_else(|| panic!("no mismatch_cnt in {all}"))
-        .to_string()
 }
 
 #[test]

@@ -55,6 +55,16 @@ pub mod restripe;
 pub mod serve;
 pub mod takeover;
 
+/// `uraid detail --json` of `members`.
+pub fn detail(members: &[String]) -> serde_json::Value {
+    serde_json::from_slice(&ok(&with(&["detail", "--json"], members)).stdout).unwrap()
+}
+
+/// Every file's sha256, to show that nothing was written to it.
+pub fn hashes(paths: &[String]) -> Vec<String> {
+    paths.iter().map(|p| uraid_testkit::sha256_hex(&std::fs::read(p).unwrap())).collect()
+}
+
 /// Whether `program` runs; says so when it does not (the test then passes without running).
 pub fn installed(program: &str) -> bool {
     let found = Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();

@@ -4,9 +4,8 @@
 use std::path::Path;
 
 use serde_json::Value;
-use uraid_testkit::sha256_hex;
 
-use super::{ok, text, uraid_stdin, with};
+use super::{detail, ok, text, uraid_stdin, with};
 
 /// Blank member files `d0.img`.. of `bytes` each.
 pub fn blank_members(dir: &Path, count: usize, bytes: u64) -> Vec<String> {
@@ -32,11 +31,6 @@ pub fn filled_with(create_args: &[&str], members: &[String]) -> Vec<u8> {
     data
 }
 
-/// `uraid detail --json` of `members`.
-pub fn detail(members: &[String]) -> Value {
-    serde_json::from_slice(&ok(&with(&["detail", "--json"], members)).stdout).unwrap()
-}
-
 /// The `mismatch_cnt` line of a check pass over `members`.
 pub fn mismatch_cnt(members: &[String]) -> String {
     let o = ok(&with(&["check"], members));
@@ -45,11 +39,6 @@ pub fn mismatch_cnt(members: &[String]) -> String {
         .find(|l| l.starts_with("mismatch_cnt"))
         .unwrap_or_else(|| panic!("no mismatch_cnt in {all}"))
         .to_string()
-}
-
-/// Every member's sha256, to show that nothing was written.
-pub fn hashes(paths: &[String]) -> Vec<String> {
-    paths.iter().map(|p| sha256_hex(&std::fs::read(p).unwrap())).collect()
 }
 
 /// The reshape position the superblock of `member` records, if a reshape is in progress.

@@ -2,10 +2,7 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-use uraid_testkit::sha256_hex;
-
-use super::{image, ok, text, uraid_stdin, with};
+use super::{detail, image, ok, text, uraid_stdin, with};
 
 /// `count` blank 16 MiB member images in `dir`, named `d0.img`, `d1.img`, ...
 pub fn disks(dir: &Path, count: usize) -> Vec<String> {
@@ -22,11 +19,6 @@ pub fn created_and_filled(flags: &[&str], members: &[String]) -> Vec<u8> {
     let w = uraid_stdin(&with(&["write", "--offset=0"], &present), &data);
     assert!(w.status.success(), "{}", text(&w));
     data
-}
-
-/// `uraid detail --json` of `members`.
-pub fn detail(members: &[String]) -> Value {
-    serde_json::from_slice(&ok(&with(&["detail", "--json"], members)).stdout).unwrap()
 }
 
 /// The first `len` bytes `uraid cat` reads from `members`.
@@ -48,11 +40,6 @@ pub fn states(members: &[String]) -> Vec<String> {
         .collect();
     found.sort();
     found.into_iter().map(|(_, s)| s).collect()
-}
-
-/// The sha256 of every file in `paths`.
-pub fn hashes(paths: &[String]) -> Vec<String> {
-    paths.iter().map(|p| sha256_hex(&std::fs::read(p).unwrap())).collect()
 }
 
 /// `uraid check` of `members` finds no mismatch.
