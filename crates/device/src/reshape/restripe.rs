@@ -49,9 +49,9 @@ pub(super) fn new_shape(
                 return refuse(format!("chunk size {kib}K is not a power of two ({level} needs one)"));
             }
             if !sb.size.is_multiple_of(u64::from(c)) {
+                let used = sb.size / 2;
                 return refuse(format!(
-                    "New chunk size ({kib}K) does not evenly divide device size ({}k); shrink the array (--size) to a multiple of it first",
-                    sb.size / 2
+                    "New chunk size ({kib}K) does not evenly divide device size ({used}k): choose a chunk that divides the {used}K each member gives the array (uraid does not shrink it to fit)"
                 ));
             }
             c
