@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Reshapes (more members, another chunk size, another layout), handed between uraid and the
-# real kernel both ways.
+# Reshapes (more or fewer members, another chunk size, another layout), handed between uraid and
+# the real kernel both ways.
 #
 #   uraid-killed:NAME  uraid creates the array, fills it with the md-oracle pattern, and starts
-#                      `uraid grow` (--raid-devices=N --add NEW, --chunk, --layout) slowed down;
-#                      once a reshape position past 0 is recorded it is killed with SIGKILL. The
-#                      kernel must assemble the members, finish the reshape, find N devices, the
-#                      new chunk size and layout, the pattern intact and mismatch_cnt 0 after a
-#                      check.
+#                      `uraid grow` (--raid-devices=N --add NEW, --chunk, --layout; or fewer
+#                      members with the --array-size uraid's refusal names) slowed down; once a
+#                      reshape position past the start is recorded (past 0, or below the end for
+#                      a reshape run backwards) it is killed with SIGKILL. The kernel must
+#                      assemble the members, finish the reshape, find N devices, the new chunk
+#                      size and layout, the pattern intact (what the array keeps of it, when it
+#                      shrinks) and mismatch_cnt 0 after a check.
 #   served-killed:NAME uraid serves the array (filled beforehand with another pattern), grows
 #                      it with `uraid ctl SOCKET grow` slowed down, writes the md-oracle pattern
 #                      over the whole array through NBD once a third of it is reshaped (so on
@@ -30,7 +32,8 @@ source "$(dirname "$0")/oracle-env.sh"
 filter=${1:-.}
 samples=$repo/crates/uraid/tests/testdata/reshape
 
-# name | create flags | members before | members after | member size | grow flags
+# name | create flags | members before | members after | member size | grow flags (ASK: the
+# --array-size uraid names when it refuses the shrink without one)
 killed=(
   "raid5-4to5|--level=5 --chunk=64K|4|5|12M|--raid-devices=5"
   "raid6-5to6|--level=6 --chunk=64K|5|6|12M|--raid-devices=6"
@@ -38,6 +41,9 @@ killed=(
   "raid6-chunk-64to32|--level=6 --chunk=64K|5|5|12M|--chunk=32K"
   "raid5-layout-ls-to-ra|--level=5 --chunk=64K|4|4|12M|--layout=right-asymmetric"
   "raid6-layout-ls-to-rs|--level=6 --chunk=64K|5|5|12M|--layout=right-symmetric"
+  "raid5-5to4|--level=5 --chunk=64K|5|4|12M|--raid-devices=4 --array-size=ASK"
+  "raid6-6to5-room-after|--level=6 --chunk=64K --size=10M|6|5|12M|--raid-devices=5 --array-size=ASK"
+  "raid5-1.0-chunk-64to32|--level=5 --chunk=64K --metadata=1.0 --size=10M|4|4|12M|--chunk=32K"
 )
 
 work=$(mktemp -d)
@@ -46,6 +52,9 @@ disks=(); : >"$work/groups"
 
 position() { # reshape position (sectors) in the superblock of $1, or "none"
   "$uraid" examine --json "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)[0]["reshape"]; print("none" if r is None else r["position_sectors"])'
+}
+backwards() { # "yes" if the reshape recorded in the superblock of $1 runs backwards
+  "$uraid" examine --json "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)[0]["reshape"]; print("yes" if r and r["backwards"] else "no")'
 }
 shape() { # chunk bytes and layout number the array of member $1 has once any reshape ends
   "$uraid" examine --json "$1" | python3 -c 'import json,sys; m=json.load(sys.stdin)[0]; r=m["reshape"]
@@ -59,32 +68,44 @@ for spec in "${killed[@]}"; do
   name=uraid-killed:$name; num=$((num + 1))
   [[ "$name" =~ $filter ]] || continue
   dir=$work/$num; mkdir -p "$dir"; members=()
-  for i in $(seq 0 $((total - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
+  count=$((n > total ? n : total))
+  for i in $(seq 0 $((count - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
   old=("${members[@]:0:$n}")
   # shellcheck disable=SC2086
   "$uraid" create $flags --raid-devices="$n" --name="r$num" "${old[@]}" >/dev/null 2>&1
   bytes=$("$uraid" detail --json "${old[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["array_size_bytes"])')
   "$mdpattern" gen "$num" $((bytes / 512)) >"$dir/data"
   "$uraid" write --offset=0 "${old[@]}" <"$dir/data" 2>/dev/null
-  sha=$(sha256sum <"$dir/data" | cut -d' ' -f1)
+  if [[ "$grow" == *ASK* ]]; then
+    # Onto fewer members: uraid refuses without the size the array shrinks to, and names it.
+    # shellcheck disable=SC2086
+    ask=$("$uraid" grow ${grow/ --array-size=ASK/} "${old[@]}" 2>&1 | sed -n 's/.*give --array-size=\([0-9]*\)K.*/\1/p' || true)
+    [ -n "$ask" ] || { echo "FAIL $name: uraid did not name the --array-size to give"; fail=1; continue; }
+    grow=${grow/ASK/${ask}K}
+    bytes=$((ask * 1024))
+  fi
+  sha=$(head -c "$bytes" "$dir/data" | sha256sum | cut -d' ' -f1)
   add=(); for m in "${members[@]:$n}"; do add+=(--add "$m"); done
   # shellcheck disable=SC2086
   "$uraid" grow $grow --speed-limit-max=4M "${add[@]}" "${old[@]}" 2>"$dir/log" &
   pid=$!
+  # Past the start: above 0, or, for a reshape run backwards, below the end it starts from.
+  started() { [ "$at" != none ] && if [ "$(backwards "${members[0]}")" = yes ]; then [ "$at" -lt $((bytes / 512)) ]; else [ "$at" -gt 0 ]; fi; }
   for _ in $(seq 300); do
     at=$(position "${members[0]}")
-    [ "$at" != none ] && [ "$at" -gt 0 ] && break
+    started && break
     sleep 0.1
   done
+  way=$(backwards "${members[0]}")
   kill -9 "$pid"; wait "$pid" 2>/dev/null || true
   at=$(position "${members[0]}")
-  if [ "$at" = none ] || [ "$at" -eq 0 ]; then
-    echo "FAIL $name: uraid recorded no reshape position before the kill ($at)"; sed 's/^/    /' "$dir/log"; fail=1; continue
+  if ! started; then
+    echo "FAIL $name: uraid recorded no reshape position past the start before the kill ($at)"; sed 's/^/    /' "$dir/log"; fail=1; continue
   fi
   if [ "$("$uraid" cat "${members[@]}" 2>/dev/null | head -c "$bytes" | sha256sum | cut -d' ' -f1)" != "$sha" ]; then
     echo "FAIL $name: uraid cat mid-reshape does not read the pattern"; fail=1; continue
   fi
-  echo "$name|$total|$bytes|$sha|$at|$(shape "${members[0]}")" >>"$work/groups"
+  echo "$name|$count|$bytes|$sha|$at|$(shape "${members[0]}")|$total|$way" >>"$work/groups"
   disks+=("${members[@]}")
 done
 
@@ -123,7 +144,7 @@ for spec in "${killed[@]}"; do
   if [ "$("$uraid" cat "${members[@]}" 2>/dev/null | head -c "$bytes" | sha256sum | cut -d' ' -f1)" != "$sha" ]; then
     echo "FAIL $name: uraid cat mid-reshape does not read the pattern written during the reshape"; fail=1; continue
   fi
-  echo "$name|$total|$bytes|$sha|$at|$(shape "${members[0]}")" >>"$work/groups"
+  echo "$name|$total|$bytes|$sha|$at|$(shape "${members[0]}")|$total|no" >>"$work/groups"
   disks+=("${members[@]}")
 done
 
@@ -139,12 +160,18 @@ for case_dir in "$samples"/*/; do
   # What the kernel read of it mid-reshape (the data before it, but not for the restripes the
   # kernel stopped, for a reason not established: see make-reshape-samples.sh).
   sha=$(sed -n 's/^sha256-mid-reshape //p' "$case_dir/case.txt")
+  judged="the data it read mid-reshape"
+  if [ "$sha" = unread ]; then
+    # Not read back mid-reshape (see make-reshape-samples.sh): the data before it.
+    sha=$(sed -n 's/^sha256 //p' "$case_dir/case.txt"); judged="the data written before the reshape"
+  fi
   at=$(position "${members[0]}")
   want_shape=$(shape "${members[0]}")
+  raid=$("$uraid" examine --json "${members[0]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["raid_devices"])')
   if ! "$uraid" grow --continue "${members[@]}" >"$dir/log" 2>&1; then
     echo "FAIL $name: uraid grow --continue failed"; sed 's/^/    /' "$dir/log"; fail=1; continue
   fi
-  echo "$name|${#members[@]}|$bytes|$sha|$at|$want_shape" >>"$work/groups"
+  echo "$name|${#members[@]}|$bytes|$sha|$at|$want_shape|$raid|none|$judged" >>"$work/groups"
   disks+=("${members[@]}")
 done
 [ ${#disks[@]} -gt 0 ] || { echo "no case matches $filter" >&2; exit 2; }
@@ -193,20 +220,22 @@ while IFS= read -r group; do
   batch+=("${disks[@]:$next:$n}"); next=$((next + n))
 done <"$work/groups"
 run_batch
-while IFS='|' read -r name total _ sha at shape; do
+while IFS='|' read -r name _ _ sha at shape raid way judged; do
   line=$(echo "$out" | grep "^$name " || echo "$name (no result)")
-  want="raid_disks=$total $shape reshape=none degraded=0 mismatch_cnt=0 sha=$sha"
+  want="raid_disks=$raid $shape reshape=none degraded=0 mismatch_cnt=0 sha=$sha"
   # Where the kernel's reshape stood once assembled: past uraid's record (it has run on a moment
-  # already; never back at 0) for uraid's, none for those uraid finished.
+  # already; never back at the start) for uraid's, none for those uraid finished.
   found=$(echo "$line" | sed -n 's/.* reshape_at_assembly=\([^ ]*\) .*/\1/p')
-  case $name in
-    uraid-killed:* | served-killed:*) [[ "$found" =~ ^[0-9]+$ ]] && [ "$found" -ge "$at" ] && resumed=yes || resumed=no ;;
-    *) [ "$found" = none ] && resumed=yes || resumed=no ;;
+  resumed=no
+  case $way in
+    no) [[ "$found" =~ ^[0-9]+$ ]] && [ "$found" -ge "$at" ] && resumed=yes ;;
+    yes) [[ "$found" =~ ^[0-9]+$ ]] && [ "$found" -le "$at" ] && resumed=yes ;;
+    none) [ "$found" = none ] && resumed=yes ;;
   esac
   if [ "$resumed" = yes ] && [[ "$line" == *" $want" ]]; then
     case $name in
-      uraid-killed:* | served-killed:*) echo "PASS $name: uraid killed at reshape position $at; the kernel went on from there (at $found once assembled) and finished: $total devices, $shape, mismatch_cnt 0, data intact" ;;
-      *) echo "PASS $name: the kernel's reshape (left at $at) finished by uraid; the kernel assembles $total devices, $shape, no reshape, mismatch_cnt 0, the data it read mid-reshape" ;;
+      uraid-killed:* | served-killed:*) echo "PASS $name: uraid killed at reshape position $at; the kernel went on from there (at $found once assembled) and finished: $raid devices, $shape, mismatch_cnt 0, data intact" ;;
+      *) echo "PASS $name: the kernel's reshape (left at $at) finished by uraid; the kernel assembles $raid devices, $shape, no reshape, mismatch_cnt 0, $judged" ;;
     esac
   else
     echo "FAIL $name: the kernel said '$line', wanted the reshape at assembly past $at (uraid-killed) or none, and '$want'"; fail=1

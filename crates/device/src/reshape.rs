@@ -1,8 +1,10 @@
-//! Growing a stopped md raid4/5/6 onto more members, through the engine: md's reshape, run in
-//! the foreground over the member devices (`uraid grow`).
+//! Reshaping a stopped md raid4/5/6 (onto more or fewer members, to another chunk size or
+//! layout), through the engine: md's reshape, run in the foreground over the member devices
+//! (`uraid grow`).
 //!
-//! [`Grow::start`] records the reshape in every superblock (the new member in its slot, the
-//! data offset to move down, position 0), as `mdadm --grow --raid-devices` has md record it;
+//! [`Grow::start`] records the reshape in every superblock (a new member in its slot, the
+//! data offset to move down, position 0; or, onto fewer members, the data offset to move up and
+//! the position at the end of the smaller array), as `mdadm --grow --raid-devices` has md record it;
 //! from then on the array is what the kernel calls mid-reshape, and [`Grow::resume`] takes it
 //! up from its superblocks, whoever left it so (uraid cut short, or the kernel). Each step reads
 //! one new stripe's worth of data through an engine array over the old shape and writes it as
@@ -23,7 +25,8 @@ use uraid_engine::blocking::execute;
 use uraid_engine::{EngineError, Geometry, SlotState, SECTOR_BYTES};
 use uraid_md::assemble::{self, Candidate, MemberVerdict};
 use uraid_md::reshape::{
-    begin_reshape, choose_new_offset, finish, record_position, GrowStep, GrowWindow, NewShape, ReshapeError,
+    begin_reshape, choose_new_offset, finish, record_position, runs_backwards, start_position, GrowStep, GrowWindow,
+    NewShape, ReshapeError,
 };
 use uraid_md_format::{Role, Superblock, Superblock1};
 
@@ -35,6 +38,7 @@ use crate::OpenError;
 
 mod io;
 mod restripe;
+mod shrink;
 
 /// Why a grow could not start or go on. Nothing is written before a refusal.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +56,18 @@ pub enum GrowError {
     /// nothing more is written, and the next assembly (or the kernel) continues it.
     #[error("the reshape was recorded but could not be taken up: {0}")]
     NotTakenUp(Box<GrowError>),
+    /// A reshape onto fewer members would make the array smaller (`now` to `after` bytes, each
+    /// member giving up `component_cut` bytes to make room to move the data up), and the new
+    /// size was not given back as the word that the rest may go.
+    #[error(
+        "this change will reduce the size of the array from {}K to {}K{}: shrink the file system on it to at most {}K first, then give --array-size={}K to say the rest may go (mdadm: use --grow --array-size first to truncate array)",
+        now / 1024,
+        after / 1024,
+        if *component_cut > 0 { format!(" (each member gives {}K less, to make room after its data to move the data up by a chunk)", component_cut / 1024) } else { String::new() },
+        after / 1024,
+        after / 1024
+    )]
+    Shrinks { now: u64, after: u64, component_cut: u64 },
     /// A client's request goes past the end of the array as it is served while reshaped.
     #[error("{len} bytes at offset {offset} go past the end of the array ({size} bytes while it is reshaped)")]
     OutOfRange { offset: u64, len: u64, size: u64 },
@@ -81,7 +97,8 @@ pub struct Grow {
     old_targets: Vec<MemberTarget>,
     new_targets: Vec<MemberTarget>,
     window: GrowWindow,
-    /// Logical bytes reshaped so far.
+    /// The logical byte the reshape has reached (md's `reshape_progress`): bytes below it are
+    /// reshaped, or, for a reshape run backwards, bytes from it on.
     position: u64,
     /// The position the superblocks hold, in logical bytes.
     recorded: u64,
@@ -139,13 +156,16 @@ fn read_members(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Vec<GrowMember>, Gro
     Ok(out)
 }
 
-/// What a reshape is asked to change: the number of members (more only), the layout (md's
-/// number), the chunk size (sectors). What is not given stays as it is.
+/// What a reshape is asked to change: the number of members, the layout (md's number), the
+/// chunk size (sectors). What is not given stays as it is. `array_size` (bytes) is the user's
+/// word that the array may shrink to that size (mdadm's `--array-size`, which it wants set
+/// before a reshape onto fewer members): refused when absent or different.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReshapeRequest {
     pub raid_devices: Option<u32>,
     pub layout: Option<i32>,
     pub chunk_sectors: Option<u32>,
+    pub array_size: Option<u64>,
 }
 
 impl Grow {
@@ -165,8 +185,9 @@ impl Grow {
         Grow::start_reshape_on(open_paths(paths)?, open_paths(added)?, request).map(drop)
     }
 
-    /// [`Grow::start`] on devices already open; the reshape, taken up at position 0 from the
-    /// superblocks as written (not read back).
+    /// [`Grow::start`] on devices already open, as a server starts it on the array it runs
+    /// (which refuses fewer members first: the array would shrink under its clients); the
+    /// reshape, taken up at position 0 from the superblocks as written (not read back).
     pub fn start_on(
         devs: Vec<Arc<dyn MemberDevice>>,
         added: Vec<Arc<dyn MemberDevice>>,
@@ -183,7 +204,7 @@ impl Grow {
         added: Vec<Arc<dyn MemberDevice>>,
         request: ReshapeRequest,
     ) -> Result<Grow, GrowError> {
-        let members = read_members(devs)?;
+        let mut members = read_members(devs)?;
         let candidates: Vec<Candidate> =
             members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
         let plan = assemble::plan(&candidates)?;
@@ -202,10 +223,11 @@ impl Grow {
         let reference = &members[plan.reference].sb;
         let old = plan.raid_disks as u32;
         let to = restripe::new_shape(plan.level, reference, old, &request)?;
-        if added.len() as u32 != to.raid_disks - old {
-            return Err(GrowError::Refused(if to.raid_disks == old {
+        if added.len() as u32 != to.raid_disks.saturating_sub(old) {
+            return Err(GrowError::Refused(if to.raid_disks <= old {
                 format!(
-                    "--add takes new devices for more members; the array keeps its {old} devices (give --raid-devices)"
+                    "--add takes new devices for more members; the array goes from {old} to {} devices (give --raid-devices)",
+                    to.raid_disks
                 )
             } else {
                 format!(
@@ -224,10 +246,18 @@ impl Grow {
                 "the array was not shut down cleanly: resync it (uraid resync) before growing it".into(),
             ));
         }
-        let moved = choose_new_offset(reference, to.chunk_sectors)?;
+        let delta = to.raid_disks as i32 - old as i32;
+        let backwards = runs_backwards(reference, delta);
+        let component = shrink::component_size(reference, to, backwards);
+        shrink::check_array_size(plan.level, reference, old, to, component, request.array_size)?;
+        let mut reference = reference.clone();
+        reference.size = component;
+        let moved = choose_new_offset(&reference, to.chunk_sectors, backwards)?;
         // Every member must have that room; they were made together, so they normally agree.
-        for m in &members {
-            if choose_new_offset(&m.sb, to.chunk_sectors)? > moved || m.sb.data_offset != reference.data_offset {
+        for m in &mut members {
+            m.sb.size = component;
+            let own = choose_new_offset(&m.sb, to.chunk_sectors, backwards)?;
+            if own.abs() < moved.abs() || m.sb.data_offset != reference.data_offset {
                 return Err(GrowError::Refused(format!(
                     "{}: its data offset ({} sectors) differs from the other members' ({} sectors)",
                     m.dev.name(),
@@ -307,18 +337,22 @@ impl Grow {
         // the dirty mark stays until the resync after it, which sets right any stripe a crash
         // cut a write short in.
         let refi = &candidates[plan.reference].info;
-        if reshape.delta_disks < 0 || reshape.backwards || reshape.new_level != refi.level {
+        if reshape.new_level != refi.level {
             return Err(GrowError::Refused(
-                "uraid continues reshapes that run forwards (the data offset moving down) and keep the level only: more members, another layout or chunk size".into(),
+                "uraid continues reshapes that keep the level only: more or fewer members, another layout or chunk size".into(),
             ));
         }
         let shifts: Vec<i64> =
             plan.slots.iter().flatten().map(|&i| candidates[i].info.reshape.map_or(0, |r| r.new_offset)).collect();
         let shift = shifts[0];
-        if shift >= 0 || shifts.iter().any(|&s| s != shift) {
-            return Err(GrowError::Refused(
-                "uraid continues reshapes whose data offset moves down by the same amount on every member only".into(),
-            ));
+        // The data moves down for a reshape run forwards, up for one run backwards.
+        let wrong_way = if reshape.backwards { shift <= 0 } else { shift >= 0 };
+        if wrong_way || shifts.iter().any(|&s| s != shift) {
+            return Err(GrowError::Refused(format!(
+                "uraid continues reshapes whose data offset moves {} by the same amount on every member only (md moves it so for a reshape run {})",
+                if reshape.backwards { "up" } else { "down" },
+                if reshape.backwards { "backwards" } else { "forwards" }
+            )));
         }
         let (old_geometry, new_geometry) =
             assemble::reshape_shapes(plan.level, refi, &reshape, &plan.slots, &candidates)?;
@@ -331,12 +365,14 @@ impl Grow {
             new_data_disks: plan.raid_disks as u64 - parity,
             shift: shift.unsigned_abs() * SECTOR_BYTES,
             member_bytes: new_geometry.member_data_bytes(),
+            backwards: reshape.backwards,
         };
         if old_geometry.array_bytes() != window.old_size() || new_geometry.array_bytes() != window.new_size() {
             return Err(GrowError::Refused("the two shapes of the reshape do not agree on the members' size".into()));
         }
         let mut members: Vec<GrowMember> = Vec::new();
-        let mut slot_member: Vec<usize> = vec![0; plan.raid_disks];
+        // Every slot of both shapes (the old one has more onto fewer members).
+        let mut slot_member: Vec<usize> = vec![0; plan.slots.len()];
         for (i, m) in opened.into_iter().enumerate() {
             match plan.verdicts[i] {
                 MemberVerdict::Active { slot } => slot_member[slot] = members.len(),
@@ -363,6 +399,13 @@ impl Grow {
         let old = Array::new(old_geometry.clone(), vec![SlotState::InSync; old_geometry.raid_disks()])?;
         let new = Array::new(new_geometry.clone(), vec![SlotState::InSync; new_geometry.raid_disks()])?;
         let position = reshape.position_bytes();
+        if reshape.backwards && position > start_position(&window) {
+            return Err(GrowError::Refused(format!(
+                "the reshape position ({} sectors) is past the end of the array it shrinks to ({} sectors)",
+                reshape.position,
+                start_position(&window) / SECTOR_BYTES
+            )));
+        }
         let name = plan.name.rsplit(':').next().unwrap_or_default().to_string();
         let mut grow = Grow {
             events: plan.events,
@@ -529,9 +572,10 @@ impl Grow {
             .map_or_else(|| layout.to_string(), |a| a.name().to_string())
     }
 
-    /// Logical bytes reshaped so far, and the array's size once grown.
+    /// Logical bytes reshaped so far, and how many there are to reshape (the array's size once
+    /// reshaped, or, onto fewer members, the size it shrinks to).
     pub fn progress(&self) -> (u64, u64) {
-        (self.position, self.window.new_size())
+        (self.done(self.position), self.total())
     }
 
     /// The position the superblocks hold, in bytes.
@@ -539,11 +583,43 @@ impl Grow {
         self.recorded
     }
 
+    /// Logical bytes reshaped as of the last record.
+    pub fn recorded_progress(&self) -> u64 {
+        self.done(self.recorded)
+    }
+
+    fn total(&self) -> u64 {
+        if self.window.backwards {
+            start_position(&self.window)
+        } else {
+            self.window.new_size()
+        }
+    }
+
+    /// Bytes reshaped when the reshape has reached `position`.
+    fn done(&self, position: u64) -> u64 {
+        if self.window.backwards {
+            start_position(&self.window).saturating_sub(position)
+        } else {
+            position
+        }
+    }
+
+    /// The position the reshape ends at.
+    fn end(&self) -> u64 {
+        if self.window.backwards {
+            0
+        } else {
+            self.window.new_size()
+        }
+    }
+
     /// Do the next step: reshape one stripe, or record the position first when the next stripe
     /// needs it, or, once every stripe is done, record the end. True when the reshape is over.
     pub fn step(&mut self) -> Result<bool, GrowError> {
         match self.window.next(self.position, self.recorded)? {
             GrowStep::Stripe { logical, .. } => {
+                let next = if self.window.backwards { logical.start } else { logical.end };
                 let old_size = self.window.old_size();
                 let mut data = vec![0u8; (logical.end - logical.start) as usize];
                 if logical.start < old_size {
@@ -557,7 +633,7 @@ impl Grow {
                     &self.new_targets,
                     Request::Write { offset: logical.start, data: Bytes::from(data) },
                 )?;
-                self.position = logical.end;
+                self.position = next;
                 Ok(false)
             }
             GrowStep::Record { at } => {
@@ -574,7 +650,7 @@ impl Grow {
     /// Record the position reached (after a flush), if it moved on since the last record: what
     /// a stop does, and what is done every few seconds so a crash loses little.
     pub fn checkpoint(&mut self) -> Result<(), GrowError> {
-        if self.position > self.recorded && self.position < self.window.new_size() {
+        if self.window.moved_on(self.position, self.recorded) && self.position != self.end() {
             self.record(self.position)?;
         }
         Ok(())
@@ -605,12 +681,12 @@ impl Grow {
     /// Record the end, then write the final superblocks: a crash among the final writes leaves
     /// members that say the reshape reached the end, which assembly reads at their new offset.
     fn finish(&mut self) -> Result<(), GrowError> {
-        let end = self.window.new_size();
-        if self.recorded < end {
+        let end = self.end();
+        if self.recorded != end {
             self.record(end)?;
         }
         self.update_superblocks(finish)?;
-        self.recorded = self.window.new_size();
+        self.recorded = end;
         Ok(())
     }
 }

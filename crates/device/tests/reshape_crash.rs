@@ -166,7 +166,7 @@ fn a_md_shape(devs: &[Arc<dyn MemberDevice>]) -> (usize, u32, i32) {
 /// it until it ends or the cut.
 fn restripe(devs: &[Arc<CutDevice>]) -> Result<(), String> {
     let all = dyn_devs(devs);
-    let request = ReshapeRequest { raid_devices: None, layout: Some(1), chunk_sectors: Some(256) };
+    let request = ReshapeRequest { raid_devices: None, layout: Some(1), chunk_sectors: Some(256), array_size: None };
     Grow::start_reshape_on(all.clone(), Vec::new(), request).map_err(|e| e.to_string())?;
     let mut g = Grow::resume_on(all).map_err(|e| e.to_string())?;
     while !g.step().map_err(|e| e.to_string())? {}

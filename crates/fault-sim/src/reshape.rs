@@ -5,9 +5,9 @@
 //! data written before the grow, and at the end it has the new member count, the same data, and
 //! parity right everywhere.
 //!
-//! Each seed picks a level (raid5 or raid6), a member count, a chunk and a member size, and what
-//! the reshape changes (more members, or a restripe on the same members to another chunk size,
-//! another layout, or both), fills the array with random data, starts the reshape (its
+//! Each seed picks a level (raid5 or raid6), a member count, a chunk, a member size and the room
+//! after the data, and what the reshape changes (more members, one fewer, or a restripe on the
+//! same members to another chunk size, another layout, or both), fills the array with random data, starts the reshape (its
 //! superblock writes complete: a cut among
 //! those few writes can leave members disagreeing on the member count, which assembly refuses
 //! as mdadm does), then cuts power after a random number of member writes, up to eight times.
@@ -139,17 +139,23 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
     let chunk_sectors = rng.pick(&[64u32, 128]);
     // left-symmetric, md's default.
     let layout = 2;
-    // Half the seeds add members; the rest restripe on the same ones: another chunk size
-    // (halved or doubled), another layout (right-asymmetric), or both.
-    let (to, new_chunk_sectors, new_layout) = match rng.below(4) {
+    // Two in five seeds add members, one removes one (run backwards, the data moving up); the
+    // rest restripe on the same ones: another chunk size (halved or doubled), another layout
+    // (right-asymmetric), or both.
+    let (to, new_chunk_sectors, new_layout) = match rng.below(5) {
         0 | 1 => (from + rng.between(1, 2) as u32, chunk_sectors, layout),
-        2 => (from, chunk_sectors ^ 192, layout),
+        // (Down to three members at least; md's raid6 takes no fewer than four.)
+        2 if from > parity + 2 => (from - 1, chunk_sectors, layout),
+        2 | 3 => (from, chunk_sectors ^ 192, layout),
         _ => (from, if rng.chance(1, 2) { chunk_sectors ^ 192 } else { chunk_sectors }, 1),
     };
     let data_offset = 2048u64;
     // Whole chunks of either size.
     let member_sectors = 128 * rng.between(12, 40);
-    let member_bytes = (data_offset + member_sectors + 8) * 512;
+    // Room after the data: none to speak of (a removal then gives up a chunk of each member),
+    // some, or more than before it (a restripe then runs backwards too).
+    let tail = rng.pick(&[0u64, 256, 2560]);
+    let member_bytes = (data_offset + member_sectors + tail + 8) * 512;
     let mut uuid = [0u8; 16];
     rng.fill(&mut uuid);
     let spec = CreateSpec {
@@ -191,7 +197,7 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
     rng.fill(&mut data);
     array.write(0, data.clone()).map_err(|e| format!("seed {seed}: {e}"))?;
     array.close().map_err(|e| format!("seed {seed}: {e}"))?;
-    let disks: Vec<Arc<Mutex<SimDisk>>> = (0..to as usize)
+    let disks: Vec<Arc<Mutex<SimDisk>>> = (0..to.max(from) as usize)
         .map(|i| {
             let mut disk = SimDisk::new(i, member_bytes);
             if let Some(m) = mem.get(i) {
@@ -219,10 +225,30 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
             .collect()
     };
     let all = members();
-    let request =
-        ReshapeRequest { raid_devices: Some(to), layout: Some(new_layout), chunk_sectors: Some(new_chunk_sectors) };
-    Grow::start_reshape_on(all[..from as usize].to_vec(), all[from as usize..].to_vec(), request)
+    // Onto fewer members, the array shrinks: to fewer data members' worth of what each keeps
+    // (a chunk less where there is not a chunk of room after the data).
+    let array_size = (to < from).then(|| {
+        let room_after = tail + 8;
+        let kept = if room_after >= u64::from(chunk_sectors) {
+            member_sectors
+        } else {
+            (member_sectors + room_after - u64::from(chunk_sectors)) / u64::from(chunk_sectors)
+                * u64::from(chunk_sectors)
+        };
+        u64::from(to - parity) * kept * 512
+    });
+    let request = ReshapeRequest {
+        raid_devices: Some(to),
+        layout: Some(new_layout),
+        chunk_sectors: Some(new_chunk_sectors),
+        array_size,
+    };
+    Grow::start_reshape_on(all[..from as usize].to_vec(), all[from.min(to) as usize..to as usize].to_vec(), request)
         .map_err(|e| format!("seed {seed}: starting the grow: {e}"))?;
+    if let Some(size) = array_size {
+        // What lies past the smaller array's end is given up.
+        data.truncate(size as usize);
+    }
     let mut crashes = 0;
     let mut client_writes = 0u64;
     loop {
@@ -364,17 +390,21 @@ mod tests {
 
     #[test]
     fn grows_cut_by_power_losses_lose_nothing() {
-        let (mut crashes, mut grown, mut rechunked, mut relaid) = (0, 0, 0, 0);
+        let (mut crashes, mut grown, mut shrunk, mut rechunked, mut relaid) = (0, 0, 0, 0, 0);
         for seed in 0..24 {
             let run = run_seed(seed).unwrap_or_else(|e| panic!("{e}"));
-            assert!(run.to > run.from || run.new_chunk_sectors != run.chunk_sectors || run.new_layout != run.layout);
+            assert!(run.to != run.from || run.new_chunk_sectors != run.chunk_sectors || run.new_layout != run.layout);
             grown += usize::from(run.to > run.from);
+            shrunk += usize::from(run.to < run.from);
             rechunked += usize::from(run.new_chunk_sectors != run.chunk_sectors);
             relaid += usize::from(run.new_layout != run.layout);
             crashes += run.crashes;
         }
         assert!(crashes >= 24 * 4, "the seeds cut power often: {crashes}");
-        assert!(grown > 0 && rechunked > 0 && relaid > 0, "every kind of reshape: {grown} {rechunked} {relaid}");
+        assert!(
+            grown > 0 && shrunk > 0 && rechunked > 0 && relaid > 0,
+            "every kind of reshape: {grown} {shrunk} {rechunked} {relaid}"
+        );
     }
 
     #[test]

@@ -104,7 +104,7 @@ pub struct AssemblyPlan {
 impl AssemblyPlan {
     /// Slots with no member.
     pub fn missing_slots(&self) -> Vec<usize> {
-        (0..self.raid_disks).filter(|&s| self.slots[s].is_none()).collect()
+        (0..self.slots.len()).filter(|&s| self.slots[s].is_none()).collect()
     }
 
     pub fn degraded(&self) -> bool {
@@ -129,7 +129,8 @@ impl AssemblyPlan {
     /// counts member offsets from there).
     ///
     /// A member that missed only the superblock update that ended a reshape (one event behind
-    /// an array that records none, its own superblock showing the reshape at the array's end)
+    /// an array that records none, its own superblock showing the reshape at its end: the
+    /// array's end, or its start for a reshape run backwards)
     /// holds its data where the reshape put it: at its new offset. The end is written member
     /// after member, so a crash among those writes leaves such members.
     pub fn data_start(&self, info: &MemberInfo) -> u64 {
@@ -137,7 +138,11 @@ impl AssemblyPlan {
             Some(r) if self.reshape.is_some() => info.data_offset.saturating_add_signed(r.new_offset.min(0)),
             Some(r)
                 if info.events + 1 == self.events
-                    && r.position_bytes() >= self.geometry.array_bytes()
+                    && (if r.backwards {
+                        r.position == 0
+                    } else {
+                        r.position_bytes() >= self.geometry.array_bytes()
+                    })
                     && info.raid_disks as usize == self.raid_disks =>
             {
                 info.data_offset.saturating_add_signed(r.new_offset)
@@ -241,9 +246,12 @@ pub fn plan_with(candidates: &[Candidate], rules: AssemblyRules) -> Result<Assem
         .map_err(|e| EngineError::Layout { member: candidates[reference].name.clone(), source: e })?;
     let raid_disks = refi.raid_disks as usize;
     let array_events = refi.events;
+    // A reshape onto fewer members still reads the old shape's last slots until it ends (md's
+    // raid5 `setup_conf` keeps `max(raid_disks, previous_raid_disks)` slots).
+    let slot_count = refi.reshape.map_or(raid_disks, |r| raid_disks.max(r.old_raid_disks(refi.raid_disks) as usize));
 
     let mut verdicts = Vec::with_capacity(candidates.len());
-    let mut slots: Vec<Option<usize>> = vec![None; raid_disks];
+    let mut slots: Vec<Option<usize>> = vec![None; slot_count];
     for (idx, c) in candidates.iter().enumerate() {
         let i = &c.info;
         // The freshest superblock's view of this device's role wins: a device the array has
@@ -255,7 +263,7 @@ pub fn plan_with(candidates: &[Candidate], rules: AssemblyRules) -> Result<Assem
                 MemberVerdict::Stale { events: i.events, array_events }
             }
             (_, Role::Faulty) => MemberVerdict::Faulty,
-            (Role::Active(slot), Role::Active(_)) if (slot as usize) < raid_disks => {
+            (Role::Active(slot), Role::Active(_)) if (slot as usize) < slot_count => {
                 let slot = slot as usize;
                 match slots[slot] {
                     None => {
@@ -295,7 +303,7 @@ pub fn plan_with(candidates: &[Candidate], rules: AssemblyRules) -> Result<Assem
     // A partly rebuilt member holds no data that can be trusted yet.
     let alive = |s: usize| slots[s].is_some() && recovering[s].is_none();
     if !geometry.is_readable(&alive) {
-        let missing: Vec<String> = (0..raid_disks)
+        let missing: Vec<String> = (0..slot_count)
             .filter(|&s| !alive(s))
             .map(|s| if slots[s].is_some() { format!("{s} (only partly rebuilt)") } else { s.to_string() })
             .collect();
@@ -307,8 +315,8 @@ pub fn plan_with(candidates: &[Candidate], rules: AssemblyRules) -> Result<Assem
             .collect();
         return Err(EngineError::TooFewMembers {
             level: level.name().to_string(),
-            raid_disks,
-            present: raid_disks - missing.len(),
+            raid_disks: slot_count,
+            present: slot_count - missing.len(),
             missing: missing.join(", "),
             left_out: if left_out.is_empty() { String::new() } else { format!("; left out: {}", left_out.join("; ")) },
         });
@@ -399,7 +407,7 @@ pub fn reshape_shapes(
         ..refi.clone()
     };
     let old = build_geometry(level, &old_info, &slots[..(old_disks as usize).min(slots.len())], candidates)?;
-    let new = build_geometry(new_level, &new_info, slots, candidates)?;
+    let new = build_geometry(new_level, &new_info, &slots[..(refi.raid_disks as usize).min(slots.len())], candidates)?;
     Ok((old, new))
 }
 

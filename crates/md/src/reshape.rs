@@ -3,15 +3,18 @@
 //! how far the data offset moves, and which stripe may be written next without overwriting
 //! data that is not yet safe.
 //!
-//! md's rule for 1.x (`raid5.c` `reshape_request`, mdadm's `Grow.c`): the new shape's data
-//! starts lower on every member than the old shape's (`new_offset` < 0), so a forward reshape
-//! writes each new stripe below the old data it has not read yet. (mdadm moves the data up
-//! instead, a reshape run backwards, for a restripe on the same members when there is more room
-//! after the data than before it; that direction is not done here.) A crash leaves the array
-//! readable from the superblocks alone: below the recorded `reshape_position` the data is in
-//! the new shape, from it on still in the old one, untouched. So a new stripe may be written only
-//! where it lands on old data the recorded position has already passed; when the next one would
-//! not, the position reached is recorded first (after a flush of what was written).
+//! md's rule for 1.x (`raid5.c` `reshape_request`, mdadm's `Grow.c`): the data offset moves, so
+//! that no new stripe is written over old data not yet read. A reshape onto more members (and a
+//! restripe on the same members with more room before the data than after it) runs forwards,
+//! the new shape's data starting lower on every member (`new_offset` < 0): each new stripe lands
+//! below the old data it has not read yet. A reshape onto fewer members (and a restripe with
+//! more room after the data) runs backwards, from the array's end, the new shape's data
+//! starting higher (`new_offset` > 0): each new stripe lands above the old data still to be
+//! read. A crash leaves the array readable from the superblocks alone: on the side of the
+//! recorded `reshape_position` the reshape has passed, the data is in the new shape, on the
+//! other still in the old one, untouched. So a new stripe may be written only where it lands on
+//! old data the recorded position has already passed; when the next one would not, the position
+//! reached is recorded first (after a flush of what was written).
 //!
 //! The reshape here goes one step at a time: every member's rows of the larger of the two chunk
 //! sizes (md's `reshape_sectors`), whole new stripes, data and parity. So the data offset must
@@ -23,7 +26,7 @@
 use std::ops::Range;
 
 use uraid_md_format::sb1::{feature, Superblock1};
-use uraid_md_format::MetadataVersion;
+use uraid_md_format::{MetadataVersion, Role};
 
 /// What stops a reshape from being started or continued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,11 +34,13 @@ pub enum ReshapeError {
     /// Something this reshape does not do (yet), in mdadm's words where mdadm has them.
     #[error("{0}")]
     Unsupported(String),
-    /// Not enough room before the data to move it by a chunk (the larger of the two).
+    /// Not enough room before the data (after it, for a reshape run backwards) to move it by a
+    /// chunk (the larger of the two).
     #[error(
-        "cannot move the data offset by a chunk ({chunk_sectors} sectors): only {room_sectors} sectors are free before the data (mdadm would need a backup file)"
+        "cannot move the data offset by a chunk ({chunk_sectors} sectors): only {room_sectors} sectors are free {} the data (mdadm would need a backup file)",
+        if *after { "after" } else { "before" }
     )]
-    NoRoom { chunk_sectors: u64, room_sectors: u64 },
+    NoRoom { chunk_sectors: u64, room_sectors: u64, after: bool },
 }
 
 /// The shapes of a reshape, in bytes: each shape's chunk size and data members per stripe, where
@@ -46,22 +51,36 @@ pub struct GrowWindow {
     pub new_chunk: u64,
     pub old_data_disks: u64,
     pub new_data_disks: u64,
-    /// Where the old shape's data starts, from the new shape's start (the data offset's move).
+    /// How far apart the two shapes' data starts are (the data offset's move): the old one's
+    /// above the new one's, or below it for a reshape run backwards.
     pub shift: u64,
     /// Bytes of each member the array uses (md's component size, whole chunks).
     pub member_bytes: u64,
+    /// The reshape runs from the array's end to its start (the data moving up).
+    pub backwards: bool,
 }
 
 /// What the reshape does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GrowStep {
     /// Write new stripe `stripe`: the logical bytes `logical`, of which those below the old
-    /// array's end are read from the old shape and the rest are zeros.
+    /// array's end are read from the old shape and the rest are zeros. (Run backwards, the
+    /// array does not grow, so every byte is read.)
     Stripe { stripe: u64, logical: Range<u64> },
     /// Record this position (logical bytes) in every superblock first, after a flush.
     Record { at: u64 },
     /// Every new stripe is written: record the end.
     Finished,
+}
+
+/// Where a reshape starts: logical bytes done, and the position md records at its start (the
+/// array's end for one run backwards, in md's `raid5_size` of the smaller shape).
+pub fn start_position(window: &GrowWindow) -> u64 {
+    if window.backwards {
+        window.old_size().min(window.new_size())
+    } else {
+        0
+    }
 }
 
 impl GrowWindow {
@@ -87,20 +106,31 @@ impl GrowWindow {
     }
 
     /// Whether step `stripe` may be written while `recorded` is the position the superblocks
-    /// hold: it must end on the members where old data from before `recorded` ends (old data
-    /// from there on is still needed after a crash).
+    /// hold. Run forwards, it must end on the members where old data from `recorded` on starts
+    /// (that old data is still needed after a crash); run backwards, it must start where old
+    /// data below `recorded` ends.
     pub fn may_write(&self, stripe: u64, recorded: u64) -> bool {
+        let old_row = self.old_data_disks * self.old_chunk;
+        if self.backwards {
+            let new_start = self.shift + stripe * self.step_member_bytes();
+            let old_needed_to = recorded.div_ceil(old_row) * self.old_chunk;
+            return new_start >= old_needed_to;
+        }
         if recorded >= self.old_size() {
             return true;
         }
         let new_end = (stripe + 1) * self.step_member_bytes();
-        let old_needed_from = self.shift + recorded / (self.old_data_disks * self.old_chunk) * self.old_chunk;
+        let old_needed_from = self.shift + recorded / old_row * self.old_chunk;
         new_end <= old_needed_from
     }
 
-    /// The next step from `position` (logical bytes done, a whole number of steps) with
-    /// `recorded` in the superblocks.
+    /// The next step from `position` (logical bytes done, a whole number of steps; run
+    /// backwards, the logical byte the reshape has come down to) with `recorded` in the
+    /// superblocks.
     pub fn next(&self, position: u64, recorded: u64) -> Result<GrowStep, ReshapeError> {
+        if self.backwards {
+            return self.next_backwards(position, recorded);
+        }
         let stripe_bytes = self.step_bytes();
         if position >= self.new_size() {
             return Ok(GrowStep::Finished);
@@ -117,24 +147,89 @@ impl GrowWindow {
             if recorded < position {
                 return Ok(GrowStep::Record { at: position });
             }
-            return Err(ReshapeError::NoRoom {
-                chunk_sectors: self.step_member_bytes() / 512,
-                room_sectors: self.shift / 512,
-            });
+            return Err(self.no_room());
         }
         Ok(GrowStep::Stripe { stripe, logical: position..position + stripe_bytes })
     }
+
+    /// [`GrowWindow::next`] for a reshape run backwards: the step below `position`.
+    fn next_backwards(&self, position: u64, recorded: u64) -> Result<GrowStep, ReshapeError> {
+        let stripe_bytes = self.step_bytes();
+        if position == 0 {
+            return Ok(GrowStep::Finished);
+        }
+        if !position.is_multiple_of(stripe_bytes) || position > start_position(self) {
+            return Err(ReshapeError::Unsupported(format!(
+                "the reshape position ({} sectors) is not at the start of a step of {} sectors (whole new stripes of the larger chunk) within the array",
+                position / 512,
+                stripe_bytes / 512
+            )));
+        }
+        let stripe = position / stripe_bytes - 1;
+        if !self.may_write(stripe, recorded) {
+            if recorded > position {
+                return Ok(GrowStep::Record { at: position });
+            }
+            return Err(self.no_room());
+        }
+        Ok(GrowStep::Stripe { stripe, logical: position - stripe_bytes..position })
+    }
+
+    fn no_room(&self) -> ReshapeError {
+        ReshapeError::NoRoom {
+            chunk_sectors: self.step_member_bytes() / 512,
+            room_sectors: self.shift / 512,
+            after: self.backwards,
+        }
+    }
+
+    /// Whether the reshape has passed `position` since `recorded` (so a client write there must
+    /// have the position recorded first): `position` lies between the two in the reshape's
+    /// direction.
+    pub fn moved_on(&self, position: u64, recorded: u64) -> bool {
+        if self.backwards {
+            position < recorded
+        } else {
+            position > recorded
+        }
+    }
 }
 
-/// How far the data moves down on a member whose superblock is `sb`, for a reshape to chunks of
-/// `new_chunk_sectors`: half the room between the end of the superblock and the areas kept
-/// after it (bad-block log) and the data offset, in whole steps of the larger chunk, at least
-/// one. Refuses what this reshape does not do.
-pub fn choose_new_offset(sb: &Superblock1, new_chunk_sectors: u32) -> Result<i64, ReshapeError> {
-    let chunk = u64::from(sb.chunksize.max(new_chunk_sectors));
+/// Sectors free before a member's data (between the end of its superblock and the areas kept
+/// after it, and the data offset) and after it (between the end of the part the array uses and
+/// the end of the data area), as md lets a reshape move the data into: md's
+/// `super_1_allow_new_offset` keeps a new offset 36 KiB past the superblock's start, past the
+/// bad-block log; `new_offset_store` keeps the data area within `data_size`.
+pub fn room(sb: &Superblock1) -> (u64, u64) {
+    let after = sb.data_size.saturating_sub(sb.size);
     if sb.version == MetadataVersion::V1_0 {
+        // The superblock is at the end, after the data area; nothing is before the data.
+        return (0, after);
+    }
+    let mut meta_end = sb.super_offset + 72;
+    if sb.bblog_size != 0 && sb.bblog_offset > 0 {
+        meta_end = meta_end.max(sb.super_offset + sb.bblog_offset as u64 + u64::from(sb.bblog_size));
+    }
+    (sb.data_offset.saturating_sub(meta_end), after)
+}
+
+/// Whether a reshape changing the member count by `delta_disks` runs backwards (the data moving
+/// up): onto fewer members always, onto more never, and on the same members where there is at
+/// least as much room after the data as before it (mdadm's `set_new_data_offset`).
+pub fn runs_backwards(sb: &Superblock1, delta_disks: i32) -> bool {
+    let (before, after) = room(sb);
+    delta_disks < 0 || (delta_disks == 0 && before <= after)
+}
+
+/// How far the data moves on a member whose superblock is `sb`, for a reshape to chunks of
+/// `new_chunk_sectors` run `backwards` or not: down (negative) into the room before the data,
+/// or up into the room after it, by half that room in whole steps of the larger chunk, at least
+/// one. Refuses what this reshape does not do.
+pub fn choose_new_offset(sb: &Superblock1, new_chunk_sectors: u32, backwards: bool) -> Result<i64, ReshapeError> {
+    let chunk = u64::from(sb.chunksize.max(new_chunk_sectors));
+    if sb.version == MetadataVersion::V1_0 && !backwards {
         return Err(ReshapeError::Unsupported(
-            "1.0 metadata keeps no room before the data to move it into (mdadm would move it up, a reshape run backwards, or need a backup file); uraid reshapes 1.1 and 1.2 arrays only".into(),
+            "1.0 metadata keeps no room before the data to move it into (mdadm would need a backup file); uraid moves a 1.0 array's data up only, where the members have room after it".into(),
         ));
     }
     if sb.feature_map & (feature::BITMAP_OFFSET | feature::PPL | feature::MULTIPLE_PPLS | feature::JOURNAL) != 0 {
@@ -142,18 +237,15 @@ pub fn choose_new_offset(sb: &Superblock1, new_chunk_sectors: u32) -> Result<i64
             "the array has a write-intent bitmap, a partial parity log or a journal, and md changes no shape with one (mdadm: \"Bitmap must be removed before shape can be changed\"): remove a bitmap first with uraid grow --bitmap=none, and add it back afterwards with --bitmap=internal".into(),
         ));
     }
-    // The superblock takes 4 KiB; a bad-block log sits after it.
-    let mut meta_end = sb.super_offset + 8;
-    if sb.bblog_size != 0 && sb.bblog_offset > 0 {
-        meta_end = meta_end.max(sb.super_offset + sb.bblog_offset as u64 + u64::from(sb.bblog_size));
-    }
-    let room = sb.data_offset.saturating_sub(meta_end);
+    let (before, after) = room(sb);
+    let room = if backwards { after } else { before };
     let chunks = room / chunk.max(1);
     if chunks == 0 {
-        return Err(ReshapeError::NoRoom { chunk_sectors: chunk, room_sectors: room });
+        return Err(ReshapeError::NoRoom { chunk_sectors: chunk, room_sectors: room, after: backwards });
     }
     // Half the room (at least a step), so a later reshape still finds some.
-    Ok(-(((chunks / 2).max(1) * chunk) as i64))
+    let moved = ((chunks / 2).max(1) * chunk) as i64;
+    Ok(if backwards { moved } else { -moved })
 }
 
 /// The shape a reshape goes to, as md records it beside the current one.
@@ -166,15 +258,27 @@ pub struct NewShape {
 }
 
 /// Start a reshape to `to` on a member's superblock, its data to move `new_offset` sectors
-/// (negative: down, so the reshape runs forwards), as md records one (`super_1_sync` with a
-/// reshape running): the new member count and the change, the current level, layout and chunk
-/// kept with the new ones beside them, position 0.
+/// (negative: down, so the reshape runs forwards from position 0; positive: up, so it runs
+/// backwards from the array's end), as md records one (`super_1_sync` with a reshape running):
+/// the new member count and the change, the current level, layout and chunk kept with the new
+/// ones beside them, and the start position.
 pub fn begin_reshape(sb: &mut Superblock1, to: NewShape, new_offset: i64) {
+    let parity = if sb.level == 6 { 2 } else { 1 };
+    let data_disks = u64::from(to.raid_disks.min(sb.raid_disks)).saturating_sub(parity);
+    let chunk = u64::from(sb.chunksize.max(to.chunk_sectors)).max(1);
     sb.delta_disks = to.raid_disks as i32 - sb.raid_disks as i32;
     sb.raid_disks = to.raid_disks;
     sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
     sb.feature_map &= !feature::RESHAPE_BACKWARDS;
     sb.reshape_position = 0;
+    if new_offset > 0 {
+        // `super_1_sync` writes the flag only for a reshape on the same members: fewer imply it.
+        if sb.delta_disks == 0 {
+            sb.feature_map |= feature::RESHAPE_BACKWARDS;
+        }
+        // md's `raid5_size` of the smaller shape, the member size in whole larger chunks.
+        sb.reshape_position = data_disks * (sb.size / chunk * chunk);
+    }
     sb.new_level = sb.level;
     sb.new_layout = to.layout;
     sb.new_chunk = to.chunk_sectors;
@@ -195,8 +299,16 @@ pub fn record_position(sb: &mut Superblock1, sectors: u64) {
 
 /// End the reshape, as `raid5_finish_reshape`, `md_finish_reshape` and `super_1_sync` leave
 /// the superblock: the new level, layout and chunk become the array's, the data now starts at
-/// the new offset (the data area grows by as much), the reshape fields cleared.
+/// the new offset (the data area grows or shrinks by as much), the reshape fields cleared, and
+/// the members a reshape onto fewer left out of the new shape spares.
 pub fn finish(sb: &mut Superblock1) {
+    for dev in 0..sb.dev_roles.len() as u32 {
+        if let Role::Active(slot) = sb.role_of(dev) {
+            if slot >= sb.raid_disks {
+                sb.set_role(dev, Role::Spare);
+            }
+        }
+    }
     if sb.feature_map & feature::RESHAPE_ACTIVE != 0 {
         sb.level = sb.new_level;
         sb.layout = sb.new_layout;
@@ -233,36 +345,55 @@ mod tests {
             new_data_disks: 4,
             shift: chunks * CHUNK,
             member_bytes: 32 * CHUNK,
+            backwards: false,
         }
     }
 
-    /// Walk a whole reshape, checking at every write that no old data past the recorded
-    /// position is overwritten, and that it ends with every stripe written.
+    /// Walk a whole reshape, checking at every write that no old data the recorded position
+    /// still leaves in the old shape is overwritten, and that it ends with every stripe
+    /// written. The check places every chunk of the old shape on the members by itself (rows
+    /// from each shape's data start), rather than trusting `may_write`'s arithmetic.
     fn walk(w: GrowWindow) -> (u64, u64) {
-        let (mut position, mut recorded, mut records, mut stripes) = (0, 0, 0, 0);
+        let (old_base, new_base) = if w.backwards { (0, w.shift) } else { (w.shift, 0) };
+        let grain = w.old_chunk.min(w.new_chunk);
+        // The member bytes (from the lower start) that old logical byte `l` is held at.
+        let old_at = |l: u64| old_base + l / (w.old_data_disks * w.old_chunk) * w.old_chunk + l % w.old_chunk;
+        let (mut position, mut recorded) = (start_position(&w), start_position(&w));
+        let (mut records, mut stripes) = (0, 0);
+        let mut written: Vec<std::ops::Range<u64>> = Vec::new();
         loop {
             match w.next(position, recorded).unwrap() {
                 GrowStep::Stripe { stripe, logical } => {
-                    // Member bytes the write covers, from the new start, against the first old
-                    // member byte that still holds data past the recorded position.
-                    let written_end = (stripe + 1) * w.step_member_bytes();
-                    if recorded < w.old_size() {
-                        let old_first_needed = w.shift + recorded / (w.old_data_disks * w.old_chunk) * w.old_chunk;
-                        assert!(written_end <= old_first_needed, "stripe {stripe} overwrites unrecorded old data");
+                    let rows =
+                        new_base + stripe * w.step_member_bytes()..new_base + (stripe + 1) * w.step_member_bytes();
+                    let still_old = |l: u64| if w.backwards { l < recorded } else { l >= recorded && l < w.old_size() };
+                    for l in (0..w.old_size()).step_by(grain as usize).filter(|&l| still_old(l)) {
+                        let at = old_at(l);
+                        assert!(
+                            at + grain <= rows.start || at >= rows.end,
+                            "stripe {stripe} overwrites old data at logical {l} (recorded {recorded})"
+                        );
                     }
-                    assert_eq!(logical.start, position);
-                    position = logical.end;
+                    if w.backwards {
+                        assert_eq!(logical.end, position);
+                        position = logical.start;
+                    } else {
+                        assert_eq!(logical.start, position);
+                        position = logical.end;
+                    }
+                    written.push(rows);
                     stripes += 1;
                 }
                 GrowStep::Record { at } => {
-                    assert!(at > recorded, "the recorded position only moves on");
+                    assert!(w.moved_on(at, recorded), "the recorded position only moves on");
                     recorded = at;
                     records += 1;
                 }
                 GrowStep::Finished => break,
             }
         }
-        assert_eq!(position, w.new_size());
+        assert_eq!(position, if w.backwards { 0 } else { w.new_size() });
+        assert!(written.iter().all(|r| r.end <= w.shift + w.member_bytes), "within the data area");
         (stripes, records)
     }
 
@@ -278,35 +409,61 @@ mod tests {
     }
 
     #[test]
-    fn a_restripe_on_the_same_members_goes_in_steps_of_the_larger_chunk() {
-        for (old_chunk, new_chunk) in [(CHUNK, 2 * CHUNK), (2 * CHUNK, CHUNK), (CHUNK, CHUNK)] {
-            let big = old_chunk.max(new_chunk);
-            for steps in [1, 2, 5] {
-                let w = GrowWindow {
+    fn a_restripe_on_the_same_members_goes_in_steps_of_the_larger_chunk_either_way() {
+        for backwards in [false, true] {
+            for (old_chunk, new_chunk) in [(CHUNK, 2 * CHUNK), (2 * CHUNK, CHUNK), (CHUNK, CHUNK)] {
+                let big = old_chunk.max(new_chunk);
+                let restripe = |shift| GrowWindow {
                     old_chunk,
                     new_chunk,
                     old_data_disks: 3,
                     new_data_disks: 3,
-                    shift: steps * big,
+                    shift,
                     member_bytes: 32 * CHUNK,
+                    backwards,
                 };
-                let (written, records) = walk(w);
-                assert_eq!(written, 32 * CHUNK / big, "{old_chunk} -> {new_chunk}: every step once");
-                assert!(records > 0, "{old_chunk} -> {new_chunk}, {steps} steps of room: some records");
-                assert_eq!(w.old_size(), w.new_size(), "the size stays");
-            }
-            let tight = GrowWindow {
-                old_chunk,
-                new_chunk,
-                old_data_disks: 3,
-                new_data_disks: 3,
-                shift: big / 2,
-                member_bytes: 32 * CHUNK,
-            };
-            if big > CHUNK {
-                assert!(matches!(tight.next(0, 0), Err(ReshapeError::NoRoom { .. })), "less than a step of room");
+                let what = format!("{old_chunk} -> {new_chunk}, backwards {backwards}");
+                for steps in [1, 2, 5] {
+                    let w = restripe(steps * big);
+                    let (written, records) = walk(w);
+                    assert_eq!(written, 32 * CHUNK / big, "{what}: every step once");
+                    assert!(records > 0, "{what}, {steps} steps of room: some records");
+                    assert_eq!(w.old_size(), w.new_size(), "the size stays");
+                }
+                if big > CHUNK {
+                    let tight = restripe(big / 2);
+                    let start = start_position(&tight);
+                    assert!(matches!(tight.next(start, start), Err(ReshapeError::NoRoom { .. })), "{what}: tight");
+                }
             }
         }
+    }
+
+    #[test]
+    fn a_reshape_onto_fewer_members_runs_backwards_over_old_data_already_read() {
+        for chunks in [1, 2, 3, 8, 40] {
+            // raid5 5 -> 4: the array shrinks to 3 data members' worth.
+            let w = GrowWindow { old_data_disks: 4, new_data_disks: 3, backwards: true, ..window(chunks) };
+            assert_eq!(start_position(&w), w.new_size(), "it starts at the smaller shape's end");
+            let (stripes, records) = walk(w);
+            assert_eq!(stripes, 32, "every new stripe once");
+            assert!(records > 0 || chunks >= 32, "{chunks} chunks of room: some records");
+        }
+        // Without room, the top stripes go (they land above the old data still needed), but
+        // the walk stops where new and old rows meet.
+        let w = GrowWindow { old_data_disks: 4, new_data_disks: 3, backwards: true, ..window(0) };
+        let (mut position, mut recorded) = (w.new_size(), w.new_size());
+        let refusal = loop {
+            match w.next(position, recorded) {
+                Ok(GrowStep::Stripe { logical, .. }) => position = logical.start,
+                Ok(GrowStep::Record { at }) => recorded = at,
+                Ok(GrowStep::Finished) => panic!("a reshape without room finished"),
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(refusal, ReshapeError::NoRoom { after: true, .. }), "{refusal}");
+        assert!(position > 0 && position < w.new_size());
+        assert!(matches!(w.next(CHUNK, w.new_size()), Err(ReshapeError::Unsupported(_))), "not a step start");
     }
 
     #[test]
@@ -335,7 +492,7 @@ mod tests {
         let made = uraid_md_format::create::plan(&spec, &[16 << 20; 4], &[[1; 16]; 4]).unwrap();
         let uraid_md_format::Superblock::V1(mut sb) = made.superblocks[0].clone() else { unreachable!() };
         let (offset, size) = (sb.data_offset, sb.data_size);
-        let moved = choose_new_offset(&sb, 128).unwrap();
+        let moved = choose_new_offset(&sb, 128, false).unwrap();
         assert!(moved < 0 && (moved % 128) == 0, "{moved}");
         assert!(offset.saturating_add_signed(moved) >= sb.super_offset + 8, "stays past the superblock");
         begin_grow(&mut sb, 5, moved);
@@ -350,7 +507,7 @@ mod tests {
 
         // A restripe on the same members: the new layout and chunk recorded beside the old
         // ones, and the array's once it ends; the data moves by at least the larger chunk.
-        let moved = choose_new_offset(&sb, 256).unwrap();
+        let moved = choose_new_offset(&sb, 256, false).unwrap();
         assert!(moved <= -256 && moved % 256 == 0, "{moved}");
         begin_reshape(&mut sb, NewShape { raid_disks: 5, layout: 0, chunk_sectors: 256 }, moved);
         let r = sb.info().reshape.expect("recorded");
@@ -358,5 +515,52 @@ mod tests {
         assert_eq!((sb.layout, sb.chunksize), (2, 128), "the old shape stays the array's until the end");
         finish(&mut sb);
         assert_eq!((sb.layout, sb.chunksize, sb.level), (0, 256, 5));
+    }
+
+    #[test]
+    fn a_superblock_starts_and_ends_a_reshape_onto_fewer_members_as_md_writes_it() {
+        // Members of 16 MiB, of which the array uses 12 MiB: room after the data.
+        let spec = uraid_md_format::create::CreateSpec {
+            version: MetadataVersion::V1_2,
+            level: 5,
+            layout: -1,
+            chunk_sectors: 128,
+            raid_disks: 5,
+            array_uuid: [3; 16],
+            name: "h:s".into(),
+            ctime: 1_700_000_000,
+            component_sectors: Some(12 * 2048),
+            bitmap: false,
+            data_offset: None,
+            bitmap_chunk: None,
+        };
+        let made = uraid_md_format::create::plan(&spec, &[16 << 20; 5], &[[1; 16]; 5]).unwrap();
+        let uraid_md_format::Superblock::V1(mut sb) = made.superblocks[0].clone() else { unreachable!() };
+        let (offset, data_size) = (sb.data_offset, sb.data_size);
+        assert!(runs_backwards(&sb, -1) && !runs_backwards(&sb, 1));
+        assert!(runs_backwards(&sb, 0), "more room after the data than before: a restripe moves it up");
+        let moved = choose_new_offset(&sb, 128, true).unwrap();
+        assert!(moved > 0 && moved % 128 == 0 && moved as u64 <= data_size - sb.size, "{moved}");
+        let to = NewShape { raid_disks: 4, layout: sb.layout, chunk_sectors: 128 };
+        begin_reshape(&mut sb, to, moved);
+        let r = sb.info().reshape.expect("recorded");
+        assert_eq!((r.delta_disks, r.backwards, r.new_offset), (-1, true, moved));
+        assert_eq!(r.position, 3 * 12 * 2048, "from the end of the smaller array");
+        assert_eq!(sb.feature_map & feature::RESHAPE_BACKWARDS, 0, "implied by fewer members, as md leaves it");
+        let holder =
+            |sb: &Superblock1, slot: u32| (0..sb.dev_roles.len() as u32).find(|&d| sb.role_of(d) == Role::Active(slot));
+        let last = holder(&sb, 4).expect("the last member keeps its slot until the end");
+        record_position(&mut sb, 0);
+        finish(&mut sb);
+        assert_eq!(sb.info().reshape, None);
+        assert_eq!((sb.data_offset, sb.data_size), (offset + moved as u64, data_size - moved as u64));
+        assert_eq!((sb.raid_disks, sb.role_of(last)), (4, Role::Spare), "the member left out is a spare");
+        assert!(holder(&sb, 3).is_some() && holder(&sb, 4).is_none());
+
+        // Full members have no room after the data: refused, as md's `new_offset_store` would.
+        let full = uraid_md_format::create::CreateSpec { component_sectors: None, ..spec };
+        let made = uraid_md_format::create::plan(&full, &[16 << 20; 5], &[[1; 16]; 5]).unwrap();
+        let uraid_md_format::Superblock::V1(sb) = made.superblocks[0].clone() else { unreachable!() };
+        assert!(matches!(choose_new_offset(&sb, 128, true), Err(ReshapeError::NoRoom { after: true, .. })));
     }
 }

@@ -114,8 +114,9 @@ pub struct AddArgs {
 
 #[derive(Args)]
 pub struct GrowArgs {
-    /// The number of devices the array is to have: more than now for raid4/5/6 (restriped onto
-    /// them); more or fewer for raid1 (fewer only down to the devices it holds).
+    /// The number of devices the array is to have: more or fewer for raid4/5/6 (restriped onto
+    /// them; fewer needs --array-size), more or fewer for raid1 (fewer only down to the devices
+    /// it holds).
     #[arg(short = 'n', long)]
     pub raid_devices: Option<u32>,
     /// A blank device to grow onto (repeat for several), taking the new slots in order.
@@ -158,8 +159,9 @@ pub struct GrowArgs {
     /// mdadm; default 64M, or larger when the bitmap would not fit).
     #[arg(long, value_name = "SIZE", requires = "bitmap")]
     pub bitmap_chunk: Option<String>,
-    /// Not supported yet; refused.
-    #[arg(long, hide = true)]
+    /// With --raid-devices onto fewer devices: the size the array shrinks to (a bare number is
+    /// KiB, as in mdadm), the word that what lies past it may go. uraid says the size to give.
+    #[arg(long)]
     pub array_size: Option<String>,
     /// The array's current members.
     #[arg(required = true)]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 mod common;
 use common::restripe::{blank_members, filled_with, mismatch_cnt, reshape_position};
 use common::{detail, hashes};
-use common::{ok, text, uraid_stdin, with};
+use common::{ok, text, uraid_in, uraid_stdin, with};
 
 /// Restripe the array `create` makes over the first `old` of `count` members with `grow` (the
 /// rest added), then check what it must be: chunks of `chunk_bytes`, and the layout named
@@ -133,9 +133,7 @@ fn a_served_array_refuses_a_restripe_and_continues_one_found_part_way() {
     let data = filled_with(&["-l5", "-n4", "--chunk=64K"], &members);
     let runtime = dir.path().join("run");
     std::fs::create_dir(&runtime).unwrap();
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_uraid")).env("URAID_RUNTIME_DIR", &runtime).args(args).output().unwrap()
-    };
+    let run = |args: &[&str]| uraid_in(&runtime, args);
     let o = run(&with(&["assemble"], &members));
     assert!(o.status.success(), "{}", text(&o));
     let o = run(&with(&["grow", "--chunk=128K"], &members));

@@ -4,13 +4,12 @@
 //! were, byte for byte.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 use uraid_testkit::sha256_hex;
 
 mod common;
-use common::{image, ok, text, uraid, uraid_stdin, with};
+use common::{image, ok, text, uraid, uraid_in, uraid_stdin, with};
 
 const MIB: u64 = 1 << 20;
 
@@ -187,7 +186,7 @@ fn refusals_say_why_and_change_nothing() {
         &members,
         "bitmap chunk 1024 bytes is not a power of two of at least 4096",
     );
-    refused(&["grow", "--array-size=1M"], &members, "--array-size is not supported yet");
+    refused(&["grow", "--array-size=1M"], &members, "--array-size goes with --raid-devices onto fewer devices");
     ok(&with(&["grow", "--bitmap=internal"], &members));
     refused(&["grow", "--bitmap=internal"], &members, "a bitmap is already present");
 
@@ -218,9 +217,7 @@ fn members_of_a_running_array_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (members, _) = array(dir.path(), &["--level=1", "--name=busy"], 2);
     let run = dir.path().join("run");
-    let uraid_in = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_uraid")).args(args).env("URAID_RUNTIME_DIR", &run).output().unwrap()
-    };
+    let uraid_in = |args: &[&str]| uraid_in(&run, args);
     let o = uraid_in(&with(&["assemble"], &members));
     assert!(o.status.success(), "{}", text(&o));
     let o = uraid_in(&with(&["grow", "--size=max"], &members));

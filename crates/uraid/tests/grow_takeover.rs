@@ -8,7 +8,7 @@ use tempfile::tempdir;
 mod common;
 use common::takeover::{checks_clean, created_and_filled, disks, read, states};
 use common::{detail, hashes};
-use common::{ok, text, uraid, with};
+use common::{ok, text, uraid, uraid_in, with};
 
 /// `uraid grow` with `args`, which must be refused, leaving every file of `members` unchanged;
 /// what it said.
@@ -279,13 +279,7 @@ fn a_running_array_is_refused_until_stopped() {
     let data = created_and_filled(&["-l1", "-n2"], &d[..2]);
     let runtime = dir.path().join("run");
     std::fs::create_dir(&runtime).unwrap();
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_uraid"))
-            .env("URAID_RUNTIME_DIR", &runtime)
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| uraid_in(&runtime, args);
     let o = run(&with(&["assemble"], &d[..2]));
     assert!(o.status.success(), "{}", text(&o));
     let blank = hashes(&d[2..]);

@@ -308,7 +308,11 @@ fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
     // A count that adds nothing.
     let o = serve.ctl(&["grow", "-n4", "-a", &new]);
     assert!(!o.status.success());
-    assert!(text(&o).contains("would not add any"), "{}", text(&o));
+    assert!(text(&o).contains("already has 4 devices: nothing to do"), "{}", text(&o));
+    // Fewer: the array would shrink under its clients.
+    let o = serve.ctl(&["grow", "-n3", "-a", &new]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("not reshaped onto fewer devices"), "{}", text(&o));
     // A device of another array (it carries a superblock).
     let other: Vec<String> = (0..3).map(|i| blank(dir, &format!("o{i}.img"))).collect();
     ok(&with(&["create", "-l5", "-n3", "--assume-clean"], &other));

@@ -19,9 +19,10 @@ use uraid_engine::IoBuf;
 use super::{run, Grow, GrowError};
 
 impl Grow {
-    /// The size the array has while it is reshaped (md keeps the old size until the end).
+    /// The size the array has while it is reshaped: the smaller shape's (md keeps the old size
+    /// until a grow ends, and a reshape onto fewer members serves the size it shrinks to).
     pub fn serving_size(&self) -> u64 {
-        self.window.old_size()
+        self.window.old_size().min(self.window.new_size())
     }
 
     /// Whether a resync is owed: the array was found dirty when the reshape was taken up (the
@@ -69,7 +70,10 @@ impl Grow {
             self.dirty = true;
         }
         let end = offset + len;
-        if offset < self.position && end > self.recorded && self.position > self.recorded {
+        // The bytes the reshape has passed since the last record, in the new shape now.
+        let unrecorded =
+            if self.window.backwards { self.position..self.recorded } else { self.recorded..self.position };
+        if offset < unrecorded.end && end > unrecorded.start {
             let at = self.position;
             self.record(at)?;
         }
@@ -99,7 +103,7 @@ impl Grow {
     pub fn stop(&mut self) -> Result<(), GrowError> {
         let clean = !self.owes_resync;
         let at = self.position;
-        if at >= self.window.new_size() {
+        if at == self.end() {
             return Ok(());
         }
         self.update_superblocks(|sb| {
@@ -114,13 +118,11 @@ impl Grow {
     }
 
     /// The piece of `[at, end)` that lies in one shape: its end, and whether that shape is the
-    /// new one (the reshape has passed it).
+    /// new one (the reshape has passed it: below the position, or from it on for a reshape
+    /// run backwards).
     fn piece(&self, at: u64, end: u64) -> (u64, bool) {
-        if at < self.position {
-            (end.min(self.position), true)
-        } else {
-            (end, false)
-        }
+        let below = at < self.position;
+        (if below { end.min(self.position) } else { end }, below != self.window.backwards)
     }
 
     /// Refuse a range that is not inside the array as it is served while reshaped.

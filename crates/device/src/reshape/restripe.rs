@@ -1,6 +1,6 @@
 //! The shape a reshape asks for, checked as mdadm (`Grow.c` `analyse_change`) and md
-//! (`raid5_check_reshape`, `raid6_check_reshape`) check it before anything changes: more
-//! members only, a layout md knows at the array's level (raid4 has only one), a chunk size that
+//! (`raid5_check_reshape`, `raid6_check_reshape`) check it before anything changes: at least
+//! two members (raid6: four), a layout md knows at the array's level (raid4 has only one), a chunk size that
 //! is a power of two of at least 4 KiB and divides the members' size, and something to change.
 
 use uraid_layout::{Level, ParityAlgorithm};
@@ -19,10 +19,10 @@ pub(super) fn new_shape(
 ) -> Result<NewShape, GrowError> {
     let refuse = |why: String| Err(GrowError::Refused(why));
     let raid_disks = request.raid_devices.unwrap_or(old);
-    if raid_disks < old {
-        return refuse(format!(
-            "cannot reduce the number of devices ({old} -> {raid_disks}): shrinking is not supported yet"
-        ));
+    // md's `raid5_check_reshape` and `raid6_check_reshape`: raid4/5 keep two members, raid6 four.
+    let least = if level == Level::Raid6 { 4 } else { 2 };
+    if raid_disks < least {
+        return refuse(format!("a {level} array needs at least {least} devices; {raid_disks} asked for"));
     }
     let layout = match request.layout {
         None => sb.layout,
@@ -99,7 +99,7 @@ mod tests {
     }
 
     fn ask(raid_devices: Option<u32>, layout: Option<i32>, chunk_sectors: Option<u32>) -> ReshapeRequest {
-        ReshapeRequest { raid_devices, layout, chunk_sectors }
+        ReshapeRequest { raid_devices, layout, chunk_sectors, array_size: None }
     }
 
     fn refusal(level: Level, sb: &Superblock1, request: ReshapeRequest) -> String {
@@ -124,7 +124,9 @@ mod tests {
         assert!(refusal(Level::Raid5, &r5, ask(None, None, Some(192))).contains("not a power of two"));
         assert!(refusal(Level::Raid5, &r5, ask(None, None, Some(4))).contains("multiple of 4K"));
         assert!(refusal(Level::Raid5, &r5, ask(None, Some(17), None)).contains("not a raid5 layout"));
-        assert!(refusal(Level::Raid5, &r5, ask(Some(3), None, None)).contains("cannot reduce"));
+        assert!(refusal(Level::Raid5, &r5, ask(Some(1), None, None)).contains("at least 2 devices"));
+        assert!(refusal(Level::Raid6, &superblock(6), ask(Some(3), None, None)).contains("at least 4 devices"));
+        assert_eq!(new_shape(Level::Raid5, &r5, 4, &ask(Some(3), None, None)).unwrap().raid_disks, 3, "fewer");
         assert!(refusal(Level::Raid5, &r5, ask(None, Some(r5.layout), Some(128))).contains("nothing to change"));
         assert!(refusal(Level::Raid5, &r5, ask(Some(4), None, None)).contains("nothing to do"));
         let too_big = (r5.size as u32).next_power_of_two() * 2;

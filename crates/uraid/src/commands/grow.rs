@@ -1,5 +1,6 @@
 //! `uraid grow`: mdadm's `--grow --raid-devices=N` on a stopped raid4/5/6 array, the new
-//! devices given with `--add` (mdadm adds them as spares first, then grows), `--chunk` and
+//! devices given with `--add` (mdadm adds them as spares first, then grows), or fewer with
+//! `--array-size` (the size it shrinks to, which mdadm wants set first), `--chunk` and
 //! `--layout` (a restripe, on the same members or with the new ones), and `--continue`
 //! (mdadm's `--grow --continue`) for a reshape left part-way, by uraid or by the kernel. The
 //! reshape runs in the foreground with a progress bar on a terminal, records its position as
@@ -33,9 +34,9 @@ pub fn run(args: &GrowArgs) -> CliResult {
     if super::grow_takeover::applies(args)? {
         return super::grow_takeover::run(args);
     }
-    if args.array_size.is_some() {
+    if args.array_size.is_some() && args.raid_devices.is_none() {
         return err(
-            "grow: --array-size is not supported yet; uraid restripes raid4/5/6 arrays (--raid-devices with --add, --chunk, --layout), changes --size, --bitmap and --level (takeovers that move no data), and a raid1's --raid-devices",
+            "grow: --array-size goes with --raid-devices onto fewer devices (the size the array shrinks to); uraid keeps no array size apart from its members' (use --size for that)",
         );
     }
     let limit = match &args.speed_limit_max {
@@ -94,9 +95,9 @@ pub fn run(args: &GrowArgs) -> CliResult {
 
 /// Grow the running array `name` (its control socket `socket`) as `uraid ctl NAME grow` does.
 fn grow_served(name: &str, socket: &std::path::Path, args: &GrowArgs, limit: Option<u64>) -> CliResult {
-    if args.chunk.is_some() || args.layout.is_some() {
+    if args.chunk.is_some() || args.layout.is_some() || args.array_size.is_some() {
         return err(format!(
-            "grow: array {name} is running: a chunk or layout change is made on a stopped array (uraid stop {name}, then uraid grow again)"
+            "grow: array {name} is running: a chunk or layout change, or a reshape onto fewer devices, is made on a stopped array (uraid stop {name}, then uraid grow again)"
         ));
     }
     let Some(raid_devices) = args.raid_devices else {
@@ -136,7 +137,7 @@ fn reshape(grow: &mut Grow, limit: Option<u64>, members: &[std::path::PathBuf]) 
             return err(format!(
                 "reshape of {} stopped at {}K of {}K; continue it with: uraid grow --continue {} (or let the kernel: mdadm --assemble)",
                 grow.name(),
-                grow.recorded() / 1024,
+                grow.recorded_progress() / 1024,
                 total / 1024,
                 list.join(" ")
             ));

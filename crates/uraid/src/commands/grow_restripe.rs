@@ -29,7 +29,11 @@ pub fn request(args: &GrowArgs, members: &[PathBuf]) -> CliResult<ReshapeRequest
         None => None,
         Some(name) => Some(layout_number(name, members)?),
     };
-    Ok(ReshapeRequest { raid_devices: args.raid_devices, layout, chunk_sectors })
+    let array_size = match &args.array_size {
+        None => None,
+        Some(text) => Some(parse_size(text, 1024).map_err(|e| CliError(format!("grow: --array-size: {e}")))?),
+    };
+    Ok(ReshapeRequest { raid_devices: args.raid_devices, layout, chunk_sectors, array_size })
 }
 
 /// md's number for layout `name` at the level of the array `members` belong to (the first

@@ -8,6 +8,12 @@ use std::process::{Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+/// Run `uraid` with `args` in the runtime directory `runtime` (where named arrays keep their
+/// sockets), and wait for it.
+pub fn uraid_in(runtime: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_uraid")).env("URAID_RUNTIME_DIR", runtime).args(args).output().unwrap()
+}
+
 /// Run `uraid` with `args` and wait for it.
 pub fn uraid(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_uraid")).args(args).output().expect("run uraid")

@@ -84,10 +84,13 @@ impl Runner {
             return refuse(format!("uraid grows raid4, raid5 and raid6 arrays only; this one is {}", md.plan.level));
         }
         let old = md.plan.raid_disks as u32;
-        if raid_devices <= old {
+        if raid_devices < old {
             return refuse(format!(
-                "the array has {old} devices; --raid-devices={raid_devices} would not add any (shrinking is not supported)"
+                "a running array is not reshaped onto fewer devices (it would shrink under its clients): stop it, then uraid grow --raid-devices={raid_devices} MEMBERS, which names the --array-size to give"
             ));
+        }
+        if raid_devices == old {
+            return refuse(format!("the array already has {old} devices: nothing to do"));
         }
         if add.len() as u32 != raid_devices - old {
             return refuse(format!(
