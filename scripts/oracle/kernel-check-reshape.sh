@@ -10,13 +10,13 @@
 #                      assemble the members, finish the reshape, find N devices, the new chunk
 #                      size and layout, the pattern intact (what the array keeps of it, when it
 #                      shrinks) and mismatch_cnt 0 after a check.
-#   served-killed:NAME uraid serves the array (filled beforehand with another pattern), grows
-#                      it with `uraid ctl SOCKET grow` slowed down, writes the md-oracle pattern
-#                      over the whole array through NBD once a third of it is reshaped (so on
-#                      both sides of the position), and is killed with SIGKILL once that write is
-#                      flushed, the reshape still running. The kernel must continue it from the
-#                      array left dirty and part-way, as for uraid-killed. (Cases that add
-#                      members only: a running array takes no chunk or layout change.)
+#   served-killed:NAME uraid serves the array (filled beforehand with another pattern),
+#                      reshapes it with `uraid ctl SOCKET grow` slowed down, writes the md-oracle
+#                      pattern over the whole array through NBD once a third of it is reshaped
+#                      (so on both sides of the position), and is killed with SIGKILL once that
+#                      write is flushed, the reshape still running. The kernel must continue it
+#                      from the array left dirty and part-way, as for uraid-killed. (Not the
+#                      shrinks: a running array is not reshaped onto fewer members.)
 #   kernel-left:NAME   the arrays the kernel left mid-reshape (crates/uraid/tests/testdata/reshape,
 #                      made by make-reshape-samples.sh) are finished by `uraid grow --continue`;
 #                      the kernel must then assemble them with N devices, the new chunk size and
@@ -56,6 +56,10 @@ position() { # reshape position (sectors) in the superblock of $1, or "none"
 backwards() { # "yes" if the reshape recorded in the superblock of $1 runs backwards
   "$uraid" examine --json "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)[0]["reshape"]; print("yes" if r and r["backwards"] else "no")'
 }
+started() { # whether reshape position $at of the array of ${members[0]} (of $bytes) is past its
+  # start: above 0, or, for a reshape run backwards, below the end it starts from
+  [ "$at" != none ] && if [ "$(backwards "${members[0]}")" = yes ]; then [ "$at" -lt $((bytes / 512)) ]; else [ "$at" -gt 0 ]; fi
+}
 shape() { # chunk bytes and layout number the array of member $1 has once any reshape ends
   "$uraid" examine --json "$1" | python3 -c 'import json,sys; m=json.load(sys.stdin)[0]; r=m["reshape"]
 print("chunk=%d layout=%d" % ((m["chunk_bytes"], m["layout_num"]) if r is None else (r["new_chunk_bytes"], r["new_layout_num"])))'
@@ -89,8 +93,6 @@ for spec in "${killed[@]}"; do
   # shellcheck disable=SC2086
   "$uraid" grow $grow --speed-limit-max=4M "${add[@]}" "${old[@]}" 2>"$dir/log" &
   pid=$!
-  # Past the start: above 0, or, for a reshape run backwards, below the end it starts from.
-  started() { [ "$at" != none ] && if [ "$(backwards "${members[0]}")" = yes ]; then [ "$at" -lt $((bytes / 512)) ]; else [ "$at" -gt 0 ]; fi; }
   for _ in $(seq 300); do
     at=$(position "${members[0]}")
     started && break
@@ -110,9 +112,9 @@ for spec in "${killed[@]}"; do
 done
 
 for spec in "${killed[@]}"; do
-  IFS='|' read -r name flags n total size _ <<<"$spec"
+  IFS='|' read -r name flags n total size grow <<<"$spec"
   name=served-killed:$name; num=$((num + 1))
-  [[ "$name" =~ $filter ]] && [ "$total" -gt "$n" ] || continue
+  [[ "$name" =~ $filter ]] && [ "$total" -ge "$n" ] || continue
   dir=$work/$num; mkdir -p "$dir"; members=()
   for i in $(seq 0 $((total - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
   old=("${members[@]:0:$n}")
@@ -126,25 +128,29 @@ for spec in "${killed[@]}"; do
   pid=$!
   for _ in $(seq 100); do [ -S "$dir/ctl.sock" ] && "$uraid" ctl "$dir/ctl.sock" status >/dev/null 2>&1 && break; sleep 0.1; done
   add=(); for m in "${members[@]:$n}"; do add+=(--add "$m"); done
-  if ! "$uraid" ctl "$dir/ctl.sock" grow --raid-devices="$total" "${add[@]}" >>"$dir/log" 2>&1; then
+  # shellcheck disable=SC2086
+  if ! "$uraid" ctl "$dir/ctl.sock" grow $grow "${add[@]}" >>"$dir/log" 2>&1; then
     echo "FAIL $name: the grow did not start"; sed 's/^/    /' "$dir/log"; kill -9 "$pid"; fail=1; continue
   fi
-  # Written once a third of the array is reshaped: a third of it lands in the new shape.
+  way=$(backwards "${members[0]}")
+  # Written once a third of the array is reshaped (from its end, for a reshape run backwards):
+  # a third of it lands in the new shape.
+  third() { [ "$at" != none ] && if [ "$way" = yes ]; then [ "$at" -lt $((bytes / 512 * 2 / 3)) ]; else [ "$at" -gt $((bytes / 512 / 3)) ]; fi; }
   for _ in $(seq 900); do
     at=$(position "${members[0]}")
-    [ "$at" != none ] && [ "$at" -gt $((bytes / 512 / 3)) ] && break
+    third && break
     sleep 0.1
   done
   nbdcopy --flush "$dir/data" "nbd+unix:///?socket=$dir/nbd.sock"
   kill -9 "$pid"; wait "$pid" 2>/dev/null || true
   at=$(position "${members[0]}")
-  if [ "$at" = none ] || [ "$at" -eq 0 ]; then
+  if ! started; then
     echo "FAIL $name: no reshape part-way at the kill ($at)"; sed 's/^/    /' "$dir/log"; fail=1; continue
   fi
   if [ "$("$uraid" cat "${members[@]}" 2>/dev/null | head -c "$bytes" | sha256sum | cut -d' ' -f1)" != "$sha" ]; then
     echo "FAIL $name: uraid cat mid-reshape does not read the pattern written during the reshape"; fail=1; continue
   fi
-  echo "$name|$total|$bytes|$sha|$at|$(shape "${members[0]}")|$total|no" >>"$work/groups"
+  echo "$name|$total|$bytes|$sha|$at|$(shape "${members[0]}")|$total|$way" >>"$work/groups"
   disks+=("${members[@]}")
 done
 

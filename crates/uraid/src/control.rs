@@ -3,7 +3,8 @@
 //! One request per connection line, one answer line, both JSON: `{"op":"status"}`,
 //! `{"op":"check"}`, `{"op":"repair"}`, `{"op":"idle"}`, `{"op":"wait"}`, `{"op":"stop"}`,
 //! `{"op":"add"|"re-add"|"fail"|"remove","member":PATH}`, `{"op":"member-limits",...}`,
-//! `{"op":"grow","raid_devices":N,"add":[PATH,...]}`,
+//! `{"op":"grow","raid_devices":N,"add":[PATH,...],"chunk_sectors":C,"layout":L}` (any of
+//! the count, chunk and md layout number; the new devices for more),
 //! `{"op":"speed-limit","min":BYTES_PER_SEC,"max":BYTES_PER_SEC}` (either or both, or neither to
 //! ask; answered with the limits in force as `"min"` and `"max"`).
 //! Answers are `{"ok":true, ...}` or `{"ok":false,"error":"..."}`. `wait` answers when no pass
@@ -22,6 +23,7 @@ use std::thread;
 use serde_json::{json, Value};
 use std::time::Duration;
 
+use uraid_device::reshape::ReshapeRequest;
 use uraid_device::service::{
     ArrayStatus, ManageOp, RemoteLimitsChange, ReturnBackoff, ReturnBackoffChange, ServiceHandle, SyncAction,
 };
@@ -127,19 +129,41 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
             }
         }
         "grow" => {
-            let Some(raid_devices) = request.get("raid_devices").and_then(Value::as_u64) else {
-                return fail("grow needs \"raid_devices\", a whole number".into());
+            // Each of the count, the chunk (sectors) and the layout (md's number) optional, but
+            // one of them given; whole numbers that fit.
+            let field = |name: &str| -> Result<Option<i64>, String> {
+                match request.get(name) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(v) => v.as_i64().map(Some).ok_or_else(|| format!("grow: \"{name}\" must be a whole number, not {v}")),
+                }
             };
-            let Some(add) = request.get("add").and_then(Value::as_array) else {
-                return fail("grow needs \"add\", a list of devices".into());
+            let (raid_devices, chunk_sectors, layout) =
+                match (field("raid_devices"), field("chunk_sectors"), field("layout")) {
+                    (Ok(n), Ok(c), Ok(l)) => (n, c, l),
+                    (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e),
+                };
+            if raid_devices.is_none() && chunk_sectors.is_none() && layout.is_none() {
+                return fail("grow needs \"raid_devices\", \"chunk_sectors\" or \"layout\"".into());
+            }
+            let add = match request.get("add") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(list)) => {
+                    match list.iter().map(|v| v.as_str().map(std::path::PathBuf::from)).collect::<Option<Vec<_>>>() {
+                        Some(add) => add,
+                        None => return fail("grow: \"add\" must list device paths as strings".into()),
+                    }
+                }
+                Some(_) => return fail("grow: \"add\" must be a list of devices".into()),
             };
-            let Some(add) = add.iter().map(|v| v.as_str().map(std::path::PathBuf::from)).collect::<Option<Vec<_>>>() else {
-                return fail("grow: \"add\" must list device paths as strings".into());
+            let (Ok(raid_devices), Ok(chunk_sectors), Ok(layout)) = (
+                raid_devices.map(u32::try_from).transpose(),
+                chunk_sectors.map(u32::try_from).transpose(),
+                layout.map(i32::try_from).transpose(),
+            ) else {
+                return fail("grow: a count, chunk or layout out of range".into());
             };
-            let Ok(raid_devices) = u32::try_from(raid_devices) else {
-                return fail(format!("grow: {raid_devices} devices is more than an array can have"));
-            };
-            match handle.grow(raid_devices, add) {
+            let reshape = ReshapeRequest { raid_devices, layout, chunk_sectors, array_size: None };
+            match handle.grow(reshape, add) {
                 Ok(done) => json!({"ok": true, "done": done}),
                 Err(e) => fail(e.to_string()),
             }

@@ -307,21 +307,22 @@ pub enum CtlOp {
     /// bitmap marks (mdadm --re-add); refused, with the reason, when that is not possible.
     #[command(name = "re-add")]
     ReAdd { member: PathBuf },
-    /// Reshape the running raid4/5/6 onto more devices while it is served (mdadm --grow
-    /// --raid-devices=N --add NEW): the data is restriped in the background, as a reshape
-    /// pass, while reads and writes go on. Returns once the reshape has started.
+    /// Reshape the running raid4/5/6 while it is served: onto more devices (mdadm --grow
+    /// --raid-devices=N --add NEW), to another chunk size or layout, or several at once. The
+    /// data is restriped in the background, as a reshape pass, while reads and writes go on.
+    /// Returns once the reshape has started.
     Grow {
-        /// The number of devices the array is to have.
+        /// The number of devices the array is to have (more than now).
         #[arg(short = 'n', long, required_unless_present_any = ["chunk", "layout"])]
         raid_devices: Option<u32>,
         /// A blank device to grow onto (repeat for several), taking the new slots in order.
         #[arg(short = 'a', long, value_name = "NEW", required_unless_present_any = ["chunk", "layout"])]
         add: Vec<PathBuf>,
-        /// Refused: a chunk size change is made on a stopped array (uraid grow --chunk).
-        #[arg(short = 'c', long, hide = true)]
+        /// The chunk size to restripe to (a power of two, at least 4K; bare numbers are KiB).
+        #[arg(short = 'c', long)]
         chunk: Option<String>,
-        /// Refused: a layout change is made on a stopped array (uraid grow --layout).
-        #[arg(short = 'p', long, hide = true)]
+        /// The layout to restripe to, as create names it at the array's level.
+        #[arg(short = 'p', long)]
         layout: Option<String>,
     },
     /// Show, or set, the speed limits of this array's background passes (resync, recovery,

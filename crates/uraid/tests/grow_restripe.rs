@@ -123,39 +123,52 @@ fn restripes_it_does_not_do_are_refused_and_nothing_is_written() {
     }
 }
 
-/// A running array takes no chunk or layout change (stop it first), and nothing is written;
-/// one found part-way through a restripe (here a killed `uraid grow --chunk`) is continued by
-/// its server in the background, as a grow is.
+/// A running array is restriped by its server, in the background, while it is served: asked
+/// with `uraid grow --chunk` given its members, and with `uraid ctl NAME grow --layout` (names
+/// read at the array's level); one found part-way (here a killed `uraid grow --chunk`) is
+/// continued by its server as a grow is.
 #[test]
-fn a_served_array_refuses_a_restripe_and_continues_one_found_part_way() {
+fn a_served_array_is_restriped_online_and_continues_one_found_part_way() {
     let dir = tempfile::tempdir().unwrap();
     let members = blank_members(dir.path(), 4, 48 << 20);
     let data = filled_with(&["-l5", "-n4", "--chunk=64K"], &members);
     let runtime = dir.path().join("run");
     std::fs::create_dir(&runtime).unwrap();
     let run = |args: &[&str]| uraid_in(&runtime, args);
+    let finished = |what: &str| {
+        let o = run(&["ctl", "grown", "wait"]);
+        assert!(o.status.success(), "{what}: {}", text(&o));
+        let o = run(&["stop", "grown"]);
+        assert!(o.status.success(), "{what}: {}", text(&o));
+        assert_eq!(reshape_position(&members[0]), None, "{what}: finished by the server");
+        assert!(ok(&with(&["cat"], &members)).stdout == data, "{what}: the data, restriped by the server");
+        assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0", "{what}");
+        let o = run(&with(&["assemble"], &members));
+        assert!(o.status.success(), "{what}: {}", text(&o));
+    };
     let o = run(&with(&["assemble"], &members));
     assert!(o.status.success(), "{}", text(&o));
     let o = run(&with(&["grow", "--chunk=128K"], &members));
-    assert!(!o.status.success() && text(&o).contains("made on a stopped array"), "{}", text(&o));
+    assert!(o.status.success() && text(&o).contains("from chunk 64K to 128K started"), "{}", text(&o));
+    finished("--chunk given the members");
+    assert_eq!(detail(&members)["chunk_bytes"], 128 << 10);
+    let o = run(&["ctl", "grown", "grow", "--layout=sideways"]);
+    assert!(!o.status.success() && text(&o).contains("sideways"), "{}", text(&o));
     let o = run(&["ctl", "grown", "grow", "--layout=right-asymmetric"]);
-    assert!(!o.status.success() && text(&o).contains("made on a stopped array"), "{}", text(&o));
+    assert!(o.status.success() && text(&o).contains("to right-asymmetric started"), "{}", text(&o));
+    finished("ctl grow --layout");
+    assert_eq!(detail(&members)["layout"], "right-asymmetric");
     let o = run(&["stop", "grown"]);
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(detail(&members)["chunk_bytes"], 64 << 10, "the refused restripe changed nothing");
 
-    grow_killed_part_way(&["--chunk=128K"], &members);
+    grow_killed_part_way(&["--chunk=64K"], &members);
     assert!(reshape_position(&members[0]).is_some(), "killed part-way");
     let o = run(&with(&["assemble"], &members));
     assert!(o.status.success(), "{}", text(&o));
-    let o = run(&["ctl", "grown", "wait"]);
-    assert!(o.status.success(), "{}", text(&o));
+    finished("found part-way");
+    assert_eq!(detail(&members)["chunk_bytes"], 64 << 10);
     let o = run(&["stop", "grown"]);
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(reshape_position(&members[0]), None, "finished by the server");
-    assert_eq!(detail(&members)["chunk_bytes"], 128 << 10);
-    assert!(ok(&with(&["cat"], &members)).stdout == data, "the data, restriped by the server");
-    assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0");
 }
 
 /// `uraid grow CHANGE --speed-limit-max=16M MEMBERS`, killed with SIGKILL once it has recorded

@@ -3,6 +3,7 @@
 //! grown array, parity checks out, and a server killed part-way continues the reshape when it
 //! is started again. Refusals change nothing.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -326,6 +327,23 @@ fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
     // A device that does not exist.
     let o = serve.ctl(&["grow", "-n5", "-a", &dir.join("nothing.img").display().to_string()]);
     assert!(!o.status.success());
+    // Malformed requests on the control socket: a JSON error each, the socket still answering.
+    for (body, says) in [
+        (r#"{"op":"grow"}"#, "grow needs"),
+        (r#"{"op":"grow","raid_devices":"five"}"#, "must be a whole number"),
+        (r#"{"op":"grow","chunk_sectors":-8}"#, "out of range"),
+        (r#"{"op":"grow","raid_devices":99999999999}"#, "out of range"),
+        (r#"{"op":"grow","raid_devices":5,"add":"d4.img"}"#, "must be a list"),
+        (r#"{"op":"grow","raid_devices":5,"add":[5]}"#, "device paths as strings"),
+    ] {
+        let mut raw = std::os::unix::net::UnixStream::connect(&serve.control).unwrap();
+        writeln!(raw, "{body}").unwrap();
+        let mut line = String::new();
+        BufReader::new(&raw).read_line(&mut line).unwrap();
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["ok"], false, "{body}");
+        assert!(answer["error"].as_str().unwrap().contains(says), "{body}: {answer}");
+    }
     let status = serve.status();
     assert_eq!(status["members"].as_array().unwrap().len(), 4, "{status:#}");
     assert_eq!(status["sync_action"], "idle");

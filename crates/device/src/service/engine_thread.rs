@@ -66,12 +66,11 @@ fn begin_reshape(h: Handoff, shared: &Shared) -> Phase {
     if let Some(why) = h.failed.clone() {
         return refused(format!("marking the array clean before the reshape failed: {why}"), h);
     }
-    match Grow::start_on(h.devices.clone(), h.added.clone(), h.raid_devices) {
+    match Grow::start_reshape_on(h.devices.clone(), h.added.clone(), h.request) {
         Ok(grow) => {
-            let (from, to) = grow.raid_disks();
             let names: Vec<&str> = h.added.iter().map(|d| d.name()).collect();
-            let _ =
-                h.reply.send(Ok(format!("added {}; reshape from {from} to {to} devices started", names.join(", "))));
+            let added = if names.is_empty() { String::new() } else { format!("added {}; ", names.join(", ")) };
+            let _ = h.reply.send(Ok(format!("{added}reshape {} started", grow.change())));
             let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
             Phase::Reshaping(Box::new(Reshaping::new(
                 grow,

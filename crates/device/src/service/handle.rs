@@ -90,13 +90,19 @@ impl ServiceHandle {
         rx.recv().map_err(|_| ManageError::Stopping)?
     }
 
-    /// Reshape the running array onto `raid_devices` members, `add` being the new devices (md's
-    /// `--grow --raid-devices` with `--add`); returns once the reshape has started, which then
-    /// runs in the background while requests go on. Refused, changing nothing, unless the array
-    /// is a whole md raid4/5/6 with no pass running.
-    pub fn grow(&self, raid_devices: u32, add: Vec<std::path::PathBuf>) -> Result<String, ManageError> {
+    /// Reshape the running array as `request` asks: onto more members, `add` being the new
+    /// devices (md's `--grow --raid-devices` with `--add`), to another chunk size or layout, or
+    /// several at once; returns once the reshape has started, which then runs in the background
+    /// while requests go on. Refused, changing nothing, unless the array is a whole md
+    /// raid4/5/6 with no pass running; fewer members are refused (the array would shrink under
+    /// its clients).
+    pub fn grow(
+        &self,
+        request: crate::reshape::ReshapeRequest,
+        add: Vec<std::path::PathBuf>,
+    ) -> Result<String, ManageError> {
         let (reply, rx) = crossbeam_channel::bounded(1);
-        self.inbox.send(Msg::Grow { raid_devices, add, reply }).map_err(|_| ManageError::Stopping)?;
+        self.inbox.send(Msg::Grow { request, add, reply }).map_err(|_| ManageError::Stopping)?;
         rx.recv().map_err(|_| ManageError::Stopping)?
     }
 

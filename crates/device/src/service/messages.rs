@@ -42,10 +42,10 @@ pub(super) enum Msg {
     /// Answer once no pass is running.
     WaitIdle(Sender<ArrayStatus>),
     Manage(ManageOp, Sender<Result<String, ManageError>>),
-    /// Reshape the array onto `raid_devices` members, `add` being the new ones; answered once
-    /// the reshape has started (or with why not).
+    /// Reshape the array as `request` asks (more members, `add` being the new ones, another
+    /// chunk size or layout); answered once the reshape has started (or with why not).
     Grow {
-        raid_devices: u32,
+        request: crate::reshape::ReshapeRequest,
         add: Vec<std::path::PathBuf>,
         reply: Sender<Result<String, ManageError>>,
     },

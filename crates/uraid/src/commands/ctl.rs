@@ -74,12 +74,18 @@ pub fn run(args: &CtlArgs) -> CliResult {
         CtlOp::Remove { member } => manage(socket, "remove", member, false)?,
         CtlOp::ReAdd { member } => manage(socket, "re-add", member, false)?,
         CtlOp::Grow { raid_devices, add, chunk, layout } => {
-            let Some(raid_devices) = raid_devices.filter(|_| chunk.is_none() && layout.is_none()) else {
-                return err(
-                    "ctl grow: a running array takes more members only; a chunk or layout change is made on a stopped array (stop it, then uraid grow --chunk/--layout MEMBERS)",
-                );
+            let chunk_sectors = chunk.as_deref().map(super::grow_restripe::chunk_sectors).transpose()?;
+            let layout = match layout {
+                None => None,
+                Some(name) => {
+                    // Layout names are read at the array's level, which the server says.
+                    let level = status(socket)?["level"].as_str().unwrap_or_default().to_string();
+                    let level = uraid_layout::Level::parse(&level)
+                        .map_err(|e| CliError(format!("ctl grow: the array's level {level:?}: {e}")))?;
+                    Some(super::grow_restripe::layout_at(level, name)?)
+                }
             };
-            let answer = request(socket, grow_request(raid_devices, add))?;
+            let answer = request(socket, grow_request(*raid_devices, add, chunk_sectors, layout))?;
             eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("reshape started"));
             eprintln!("uraid: `uraid ctl {} wait` waits for the reshape to end", args.socket.display());
         }
@@ -153,9 +159,14 @@ fn absolute(member: &Path) -> PathBuf {
 
 /// The request that grows the running array onto `raid_devices` members with `add` as the new
 /// devices (`uraid ctl NAME grow`, and `uraid grow` on a running array's members).
-pub fn grow_request(raid_devices: u32, add: &[PathBuf]) -> Value {
+pub fn grow_request(
+    raid_devices: Option<u32>,
+    add: &[PathBuf],
+    chunk_sectors: Option<u32>,
+    layout: Option<i32>,
+) -> Value {
     let add: Vec<String> = add.iter().map(|p| absolute(p).display().to_string()).collect();
-    json!({"op": "grow", "raid_devices": raid_devices, "add": add})
+    json!({"op": "grow", "raid_devices": raid_devices, "add": add, "chunk_sectors": chunk_sectors, "layout": layout})
 }
 
 fn manage(socket: &Path, op: &str, member: &Path, force: bool) -> CliResult {

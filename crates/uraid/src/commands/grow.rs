@@ -6,8 +6,8 @@
 //! reshape runs in the foreground with a progress bar on a terminal, records its position as
 //! md does, and stops cleanly on SIGINT or SIGTERM (the next `--continue`, or the kernel, goes
 //! on from there). Given the members of an array `uraid assemble` runs, the running server
-//! grows it instead, in the background, as `uraid ctl NAME grow` asks it (more members only: a
-//! chunk or layout change is made on a stopped array). `--size` and `--bitmap` go to
+//! grows it instead, in the background, as `uraid ctl NAME grow` asks it (more members, another
+//! chunk or layout; fewer members are left to a stopped array, which may shrink). `--size` and `--bitmap` go to
 //! `grow_size_bitmap`, level changes and a raid1's device count to `grow_takeover`; what else
 //! md's `--grow` does is refused, naming it.
 
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use signal_hook::consts::{SIGINT, SIGTERM};
-use uraid_device::reshape::Grow;
+use uraid_device::reshape::{Grow, ReshapeRequest};
 
 use super::{err, CliError, CliResult};
 use crate::size::parse_size;
@@ -95,17 +95,24 @@ pub fn run(args: &GrowArgs) -> CliResult {
 
 /// Grow the running array `name` (its control socket `socket`) as `uraid ctl NAME grow` does.
 fn grow_served(name: &str, socket: &std::path::Path, args: &GrowArgs, limit: Option<u64>) -> CliResult {
-    if args.chunk.is_some() || args.layout.is_some() || args.array_size.is_some() {
+    if args.array_size.is_some() {
         return err(format!(
-            "grow: array {name} is running: a chunk or layout change, or a reshape onto fewer devices, is made on a stopped array (uraid stop {name}, then uraid grow again)"
+            "grow: array {name} is running: a reshape onto fewer devices is made on a stopped array (uraid stop {name}, then uraid grow again)"
         ));
     }
-    let Some(raid_devices) = args.raid_devices else {
+    if args.continue_ {
         return err(format!(
             "grow: array {name} is running: it continues its reshape itself (uraid status shows it); nothing to continue here"
         ));
-    };
-    let answer = super::ctl::request(socket, super::ctl::grow_request(raid_devices, &args.add))?;
+    }
+    let request = super::grow_restripe::request(args, &args.members)?;
+    if request == ReshapeRequest::default() {
+        return err(
+            "grow: nothing to change: give --raid-devices=N (with --add for the new devices), --chunk or --layout",
+        );
+    }
+    let body = super::ctl::grow_request(request.raid_devices, &args.add, request.chunk_sectors, request.layout);
+    let answer = super::ctl::request(socket, body)?;
     eprintln!("uraid: {name}: {}", answer["done"].as_str().unwrap_or("reshape started"));
     // Only once the grow is accepted: a refused grow leaves the array's limits as they were.
     if let Some(max) = limit {

@@ -15,16 +15,7 @@ use crate::GrowArgs;
 
 /// The reshape `args` ask of the array of `members`.
 pub fn request(args: &GrowArgs, members: &[PathBuf]) -> CliResult<ReshapeRequest> {
-    let chunk_sectors = match &args.chunk {
-        None => None,
-        Some(text) => {
-            let bytes = parse_size(text, 1024).map_err(CliError)?;
-            if bytes == 0 || !bytes.is_multiple_of(4096) {
-                return err(format!("grow: chunk size {text} must be a positive multiple of 4K"));
-            }
-            Some(u32::try_from(bytes / 512).map_err(|_| CliError(format!("grow: chunk size {text} is too large")))?)
-        }
-    };
+    let chunk_sectors = args.chunk.as_deref().map(chunk_sectors).transpose()?;
     let layout = match &args.layout {
         None => None,
         Some(name) => Some(layout_number(name, members)?),
@@ -34,6 +25,15 @@ pub fn request(args: &GrowArgs, members: &[PathBuf]) -> CliResult<ReshapeRequest
         Some(text) => Some(parse_size(text, 1024).map_err(|e| CliError(format!("grow: --array-size: {e}")))?),
     };
     Ok(ReshapeRequest { raid_devices: args.raid_devices, layout, chunk_sectors, array_size })
+}
+
+/// The chunk size `text` asks for, in sectors (a bare number is KiB, as mdadm reads it).
+pub fn chunk_sectors(text: &str) -> CliResult<u32> {
+    let bytes = parse_size(text, 1024).map_err(CliError)?;
+    if bytes == 0 || !bytes.is_multiple_of(4096) {
+        return err(format!("grow: chunk size {text} must be a positive multiple of 4K"));
+    }
+    u32::try_from(bytes / 512).map_err(|_| CliError(format!("grow: chunk size {text} is too large")))
 }
 
 /// md's number for layout `name` at the level of the array `members` belong to (the first
@@ -46,6 +46,11 @@ fn layout_number(name: &str, members: &[PathBuf]) -> CliResult<i32> {
     };
     let level = Level::from_md(probed.superblock.info().level)
         .map_err(|e| CliError(format!("grow: {}: {e}", first.display())))?;
+    layout_at(level, name)
+}
+
+/// md's number for layout `name` at `level`.
+pub fn layout_at(level: Level, name: &str) -> CliResult<i32> {
     match level {
         Level::Raid4 => match name {
             "parity-last" | "default" => Ok(0),

@@ -1,4 +1,5 @@
-//! A grow asked of the running array (md's `--grow --raid-devices` with `--add`): checked here
+//! A reshape asked of the running array (md's `--grow --raid-devices` with `--add`, `--chunk`,
+//! `--layout`): checked here
 //! before anything changes, then the runner winds down as a stop does (requests in flight
 //! answered, members flushed, the array marked clean) and hands the array's devices over to
 //! the reshape, with the requests that arrived meanwhile. The reshape itself runs in
@@ -12,11 +13,12 @@ use crossbeam_channel::Sender;
 use super::{log, Runner};
 use crate::member::MemberDevice;
 use crate::probe::probe;
+use crate::reshape::ReshapeRequest;
 use crate::service::{ArrayStatus, BlockOp, Done, ManageError, ServiceConfig, StopReport};
 
 /// A grow waiting for the runner to wind down.
 pub(super) struct GrowAsk {
-    raid_devices: u32,
+    request: ReshapeRequest,
     added: Vec<Arc<dyn MemberDevice>>,
     pub(super) reply: Sender<Result<String, ManageError>>,
 }
@@ -26,7 +28,7 @@ pub(in crate::service) struct Handoff {
     /// The array's devices (members and spares), and the ones to add.
     pub devices: Vec<Arc<dyn MemberDevice>>,
     pub added: Vec<Arc<dyn MemberDevice>>,
-    pub raid_devices: u32,
+    pub request: ReshapeRequest,
     /// Answered once the reshape has started, or with why it did not.
     pub reply: Sender<Result<String, ManageError>>,
     /// Requests that arrived while the runner wound down, in order.
@@ -44,23 +46,25 @@ pub(in crate::service) struct Handoff {
 }
 
 impl Runner {
-    /// Check a grow onto `raid_devices` members with `add` as the new devices; if it may go,
-    /// start winding down for it (see the module documentation). A refusal changes nothing.
+    /// Check the reshape `request` asks, with `add` as the new devices; if it may go, start
+    /// winding down for it (see the module documentation). A refusal changes nothing. (Whether
+    /// the chunk size and layout may be is the reshape's to say, once it has the superblocks:
+    /// refused then, the array is served again as it was.)
     pub(super) fn ask_grow(
         &mut self,
-        raid_devices: u32,
+        request: ReshapeRequest,
         add: Vec<PathBuf>,
         reply: Sender<Result<String, ManageError>>,
     ) {
-        match self.check_grow(raid_devices, &add) {
+        match self.check_grow(&request, &add) {
             Ok(added) => {
-                log(&format!("grow onto {raid_devices} devices asked: finishing the requests in flight"));
+                log(&format!("reshape asked ({request:?}): finishing the requests in flight"));
                 // No pass starts from here on and no idle clean mark is started: the wind-down
                 // marks the array clean itself.
                 let now = self.now();
                 self.policy.stop(&mut self.array, now);
                 self.policy_events();
-                self.grow_ask = Some(GrowAsk { raid_devices, added, reply });
+                self.grow_ask = Some(GrowAsk { request, added, reply });
             }
             Err(e) => {
                 let _ = reply.send(Err(e));
@@ -69,7 +73,7 @@ impl Runner {
     }
 
     /// Refuse, changing nothing, what the reshape cannot do; else the new devices, open.
-    fn check_grow(&self, raid_devices: u32, add: &[PathBuf]) -> Result<Vec<Arc<dyn MemberDevice>>, ManageError> {
+    fn check_grow(&self, request: &ReshapeRequest, add: &[PathBuf]) -> Result<Vec<Arc<dyn MemberDevice>>, ManageError> {
         let refuse = |why: String| Err(ManageError::Grow(why));
         if self.info.read_only {
             return Err(ManageError::ReadOnly);
@@ -84,13 +88,23 @@ impl Runner {
             return refuse(format!("uraid grows raid4, raid5 and raid6 arrays only; this one is {}", md.plan.level));
         }
         let old = md.plan.raid_disks as u32;
+        if request.array_size.is_some() {
+            return refuse("--array-size goes with a reshape onto fewer devices, made on a stopped array".into());
+        }
+        let restripe = request.chunk_sectors.is_some() || request.layout.is_some();
+        let raid_devices = request.raid_devices.unwrap_or(old);
         if raid_devices < old {
             return refuse(format!(
                 "a running array is not reshaped onto fewer devices (it would shrink under its clients): stop it, then uraid grow --raid-devices={raid_devices} MEMBERS, which names the --array-size to give"
             ));
         }
-        if raid_devices == old {
+        if raid_devices == old && !restripe {
             return refuse(format!("the array already has {old} devices: nothing to do"));
+        }
+        if raid_devices == old && !add.is_empty() {
+            return refuse(format!(
+                "--add takes new devices for more members; the array keeps its {old} devices (give --raid-devices)"
+            ));
         }
         if add.len() as u32 != raid_devices - old {
             return refuse(format!(
@@ -144,7 +158,7 @@ impl Runner {
         Handoff {
             devices: self.array.devices(),
             added: ask.added,
-            raid_devices: ask.raid_devices,
+            request: ask.request,
             reply: ask.reply,
             parked: std::mem::take(&mut self.parked),
             idle_waiters: std::mem::take(&mut self.idle_waiters),
