@@ -19,6 +19,10 @@
 #                     (bitmap/location, chunk), start no resync of a clean array, and check
 #                     clean with the pattern intact.
 #   bitmap-remove:NAME  --bitmap=none on an array made with a bitmap: the kernel finds none.
+#   served-*:NAME     the same changes asked of the array while `uraid serve` runs it (`uraid ctl
+#                     SOCKET grow`), which then resyncs the new space itself before it is
+#                     stopped: the kernel must find no resync owed, the bitmap where md keeps
+#                     it, and mismatch_cnt 0 over the random bytes (uraid's resync agreed them).
 #
 # usage: scripts/oracle/kernel-check-grow-size-bitmap.sh [NAME-REGEX]
 # env:   URAID (default target/release/uraid, built if missing), MD_ORACLE (default
@@ -48,6 +52,10 @@ cases=(
   "bitmap-add:raid1-1.0|--metadata=1.0 --level=1|2|--bitmap=internal --bitmap-chunk=1M|1048576"
   "bitmap-add:raid6-0.90|--metadata=0.90 --level=6 --chunk=64K|4|--bitmap=internal|67108864"
   "bitmap-remove:raid10-1.2|--metadata=1.2 --level=10 --chunk=64K --bitmap=internal|4|--bitmap=none|none"
+  "served-size:raid5-1.2|--metadata=1.2 --level=5 --chunk=64K|3|--size=max|none"
+  "served-size:raid1-1.0|--metadata=1.0 --level=1|2|--size=10M|none"
+  "served-size-bitmap:raid5-1.2|--metadata=1.2 --level=5 --chunk=64K --bitmap=internal --bitmap-chunk=4K|3|--size=max|8192"
+  "served-bitmap-add:raid6-1.2|--metadata=1.2 --level=6 --chunk=64K|4|--bitmap=internal|67108864"
 )
 
 work=$(mktemp -d)
@@ -79,9 +87,24 @@ for spec in "${cases[@]}"; do
   "$mdpattern" gen "$num" $((bytes / 512)) >"$dir/data"
   "$uraid" write --offset=0 "${members[@]}" <"$dir/data" 2>/dev/null
   sha=$(sha256sum <"$dir/data" | cut -d' ' -f1)
-  # shellcheck disable=SC2086
-  if ! "$uraid" grow $grow "${members[@]}" >>"$dir/log" 2>&1; then
-    echo "FAIL $name: uraid grow $grow failed"; sed 's/^/    /' "$dir/log"; fail=1; continue
+  if [[ $name == served-* ]]; then
+    # Asked of the running array, which resyncs any new space itself; stopped cleanly after.
+    "$uraid" serve --listen=unix:"$dir/nbd.sock" --control="$dir/ctl.sock" "${members[@]}" 2>>"$dir/log" &
+    pid=$!
+    for _ in $(seq 100); do [ -S "$dir/ctl.sock" ] && "$uraid" ctl "$dir/ctl.sock" status >/dev/null 2>&1 && break; sleep 0.1; done
+    done_ok=yes
+    # shellcheck disable=SC2086
+    "$uraid" ctl "$dir/ctl.sock" grow $grow >>"$dir/log" 2>&1 || done_ok=no
+    "$uraid" ctl "$dir/ctl.sock" wait >>"$dir/log" 2>&1 || done_ok=no
+    kill -TERM "$pid"; wait "$pid" 2>/dev/null || done_ok=no
+    if [ "$done_ok" != yes ]; then
+      echo "FAIL $name: uraid ctl grow $grow on the served array failed"; sed 's/^/    /' "$dir/log"; fail=1; continue
+    fi
+  else
+    # shellcheck disable=SC2086
+    if ! "$uraid" grow $grow "${members[@]}" >>"$dir/log" 2>&1; then
+      echo "FAIL $name: uraid grow $grow failed"; sed 's/^/    /' "$dir/log"; fail=1; continue
+    fi
   fi
   if [ "$("$uraid" cat "${members[@]}" 2>/dev/null | head -c "$bytes" | sha256sum | cut -d' ' -f1)" != "$sha" ]; then
     echo "FAIL $name: uraid cat after the grow does not read the pattern"; fail=1; continue

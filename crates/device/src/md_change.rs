@@ -33,7 +33,7 @@ pub enum MdChange {
     RemoveBitmap,
 }
 
-/// What was done.
+/// What was done (its `Display` says it as mdadm would, in one line).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MdChanged {
     /// The size asked for is the size the array has (sectors per member).
@@ -52,6 +52,24 @@ pub enum MdChanged {
         chunk: u32,
     },
     BitmapRemoved,
+}
+
+impl std::fmt::Display for MdChanged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MdChanged::SizeUnchanged { sectors } => write!(f, "component size unchanged at {}K", sectors / 2),
+            MdChanged::Resized { new, resync_from: Some(from), .. } => {
+                write!(f, "component size has been set to {}K; the new space is resynced from {}K", new / 2, from / 2)
+            }
+            MdChanged::Resized { new, resync_from: None, .. } => {
+                write!(f, "component size has been set to {}K; the new space is recorded in sync", new / 2)
+            }
+            MdChanged::BitmapAdded { chunk } => {
+                write!(f, "internal bitmap added, {}K of each member per bit", chunk / 1024)
+            }
+            MdChanged::BitmapRemoved => write!(f, "internal bitmap removed"),
+        }
+    }
 }
 
 /// Why nothing was changed, or where writing stopped.
@@ -78,10 +96,19 @@ struct Opened {
 
 /// Apply `change` to the stopped array whose members are `paths` (all of them).
 pub fn change_stopped(paths: &[PathBuf], change: MdChange) -> Result<MdChanged, MdChangeError> {
-    let mut opened = Vec::new();
+    let mut devs: Vec<Arc<dyn MemberDevice>> = Vec::new();
     for p in paths {
         let dev = Member::open(p, true).map_err(|source| OpenError::Open { path: p.display().to_string(), source })?;
-        let dev: Arc<dyn MemberDevice> = Arc::new(dev);
+        devs.push(Arc::new(dev));
+    }
+    change_on(devs, change)
+}
+
+/// [`change_stopped`] on devices already open, writable, that nothing else writes meanwhile (a
+/// server applies it so between stopping its engine and opening the array again).
+pub fn change_on(devs: Vec<Arc<dyn MemberDevice>>, change: MdChange) -> Result<MdChanged, MdChangeError> {
+    let mut opened = Vec::new();
+    for dev in devs {
         let probed = probe(dev.as_ref()).map_err(OpenError::from)?;
         let Some(probed) = probed else {
             return Err(OpenError::BadMember(no_superblock(dev.as_ref()).to_string()).into());

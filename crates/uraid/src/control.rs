@@ -5,6 +5,9 @@
 //! `{"op":"add"|"re-add"|"fail"|"remove","member":PATH}`, `{"op":"member-limits",...}`,
 //! `{"op":"grow","raid_devices":N,"add":[PATH,...],"chunk_sectors":C,"layout":L}` (any of
 //! the count, chunk and md layout number; the new devices for more),
+//! `{"op":"change","size":"max"|SECTORS,"assume_clean":BOOL}` or
+//! `{"op":"change","bitmap":"internal"|"none","bitmap_chunk":BYTES}` (md's `--grow --size`,
+//! `--bitmap`),
 //! `{"op":"speed-limit","min":BYTES_PER_SEC,"max":BYTES_PER_SEC}` (either or both, or neither to
 //! ask; answered with the limits in force as `"min"` and `"max"`).
 //! Answers are `{"ok":true, ...}` or `{"ok":false,"error":"..."}`. `wait` answers when no pass
@@ -23,11 +26,13 @@ use std::thread;
 use serde_json::{json, Value};
 use std::time::Duration;
 
+use uraid_device::md_change::MdChange;
 use uraid_device::reshape::ReshapeRequest;
 use uraid_device::service::{
     ArrayStatus, ManageOp, RemoteLimitsChange, ReturnBackoff, ReturnBackoffChange, ServiceHandle, SyncAction,
 };
 use uraid_engine::SlotState;
+use uraid_md::resize::SizeRequest;
 
 use crate::commands::{CliError, CliResult};
 
@@ -82,6 +87,47 @@ fn serve_conn(conn: UnixStream, handle: ServiceHandle) {
         if writeln!(out, "{answer}").is_err() {
             return;
         }
+    }
+}
+
+/// The size or bitmap change a `change` request asks for: `"size"` (`"max"` or member sectors,
+/// with `"assume_clean"`), or `"bitmap"` (`"internal"` with `"bitmap_chunk"` bytes, or
+/// `"none"`), one of them.
+fn change_request(request: &Value) -> Result<MdChange, String> {
+    let size = request.get("size").filter(|v| !v.is_null());
+    let bitmap = request.get("bitmap").filter(|v| !v.is_null());
+    let assume_clean = match request.get("assume_clean") {
+        None | Some(Value::Null) => false,
+        Some(v) => v.as_bool().ok_or_else(|| format!("change: \"assume_clean\" must be true or false, not {v}"))?,
+    };
+    let bitmap_chunk = match request.get("bitmap_chunk") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64().ok_or_else(|| format!("change: \"bitmap_chunk\" must be a whole number of bytes, not {v}"))?,
+        ),
+    };
+    match (size, bitmap) {
+        (Some(_), Some(_)) | (None, None) => Err("change needs one of \"size\" and \"bitmap\"".into()),
+        (Some(size), None) => {
+            let request = match size {
+                Value::String(s) if s == "max" => SizeRequest::Max,
+                v => match v.as_u64() {
+                    Some(sectors) if sectors > 0 => SizeRequest::Sectors(sectors),
+                    _ => {
+                        return Err(format!(
+                            "change: \"size\" must be \"max\" or a positive number of sectors, not {v}"
+                        ))
+                    }
+                },
+            };
+            Ok(MdChange::Size { request, assume_clean })
+        }
+        (None, Some(bitmap)) => match bitmap.as_str() {
+            Some("internal") => Ok(MdChange::AddBitmap { chunk: bitmap_chunk }),
+            Some("none") if bitmap_chunk.is_none() => Ok(MdChange::RemoveBitmap),
+            Some("none") => Err("change: \"bitmap_chunk\" goes with \"bitmap\": \"internal\"".into()),
+            _ => Err(format!("change: \"bitmap\" must be \"internal\" or \"none\", not {bitmap}")),
+        },
     }
 }
 
@@ -168,6 +214,13 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
                 Err(e) => fail(e.to_string()),
             }
         }
+        "change" => match change_request(&request) {
+            Ok(change) => match handle.change(change) {
+                Ok(done) => json!({"ok": true, "done": done}),
+                Err(e) => fail(e.to_string()),
+            },
+            Err(e) => fail(e),
+        },
         "speed-limit" => {
             let limit = |name: &str| match request.get(name) {
                 None | Some(Value::Null) => Ok(None),

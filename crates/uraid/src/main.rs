@@ -310,14 +310,28 @@ pub enum CtlOp {
     /// Reshape the running raid4/5/6 while it is served: onto more devices (mdadm --grow
     /// --raid-devices=N --add NEW), to another chunk size or layout, or several at once. The
     /// data is restriped in the background, as a reshape pass, while reads and writes go on.
-    /// Returns once the reshape has started.
+    /// Returns once the reshape has started. Or change its size or bitmap (--size, --bitmap):
+    /// written while requests wait a moment, the array then served again.
     Grow {
         /// The number of devices the array is to have (more than now).
-        #[arg(short = 'n', long, required_unless_present_any = ["chunk", "layout"])]
+        #[arg(short = 'n', long, required_unless_present_any = ["chunk", "layout", "size", "bitmap"])]
         raid_devices: Option<u32>,
         /// A blank device to grow onto (repeat for several), taking the new slots in order.
-        #[arg(short = 'a', long, value_name = "NEW", required_unless_present_any = ["chunk", "layout"])]
+        #[arg(short = 'a', long, value_name = "NEW", required_unless_present_any = ["chunk", "layout", "size", "bitmap"])]
         add: Vec<PathBuf>,
+        /// The space of each member the array uses: max, or a size (bare numbers are KiB); the
+        /// new space is resynced at once and served once the array is started again.
+        #[arg(short = 'z', long, conflicts_with_all = ["raid_devices", "add", "chunk", "layout", "bitmap"])]
+        size: Option<String>,
+        /// With --size: record the new space as in sync (no resync).
+        #[arg(long, requires = "size")]
+        assume_clean: bool,
+        /// Add (internal) or remove (none) the write-intent bitmap.
+        #[arg(short = 'b', long, value_name = "internal|none", conflicts_with_all = ["raid_devices", "add", "chunk", "layout"])]
+        bitmap: Option<String>,
+        /// With --bitmap=internal: bytes of each member per bitmap bit (bare numbers are KiB).
+        #[arg(long, value_name = "SIZE", requires = "bitmap")]
+        bitmap_chunk: Option<String>,
         /// The chunk size to restripe to (a power of two, at least 4K; bare numbers are KiB).
         #[arg(short = 'c', long)]
         chunk: Option<String>,

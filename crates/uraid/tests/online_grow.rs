@@ -335,6 +335,13 @@ fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
         (r#"{"op":"grow","raid_devices":99999999999}"#, "out of range"),
         (r#"{"op":"grow","raid_devices":5,"add":"d4.img"}"#, "must be a list"),
         (r#"{"op":"grow","raid_devices":5,"add":[5]}"#, "device paths as strings"),
+        (r#"{"op":"change"}"#, "needs one of"),
+        (r#"{"op":"change","size":"max","bitmap":"none"}"#, "needs one of"),
+        (r#"{"op":"change","size":"big"}"#, "must be \"max\" or a positive number"),
+        (r#"{"op":"change","size":0}"#, "must be \"max\" or a positive number"),
+        (r#"{"op":"change","size":"max","assume_clean":"yes"}"#, "true or false"),
+        (r#"{"op":"change","bitmap":"none","bitmap_chunk":4096}"#, "goes with"),
+        (r#"{"op":"change","bitmap":"file"}"#, "must be \"internal\" or \"none\""),
     ] {
         let mut raw = std::os::unix::net::UnixStream::connect(&serve.control).unwrap();
         writeln!(raw, "{body}").unwrap();

@@ -1,6 +1,7 @@
 //! The engine thread's phases: serving the array (`runner`), and reshaping it (`reshaping`),
 //! on the same inbox, so clients and the control socket keep their handles throughout. A grow
-//! asked of the runner winds it down and starts the reshape; a reshape that finishes opens the
+//! asked of the runner winds it down and starts the reshape; a size or bitmap change winds it
+//! down, is written as on a stopped array, and the array is served again; a reshape that finishes opens the
 //! array again in its new shape and serves it with a new runner (a resync first if the array
 //! was written dirty meanwhile, as the policy starts for any array found dirty).
 
@@ -12,9 +13,10 @@ use super::inline::InlineIo;
 use super::messages::Msg;
 use super::notifier::{self, Inbox};
 use super::reshaping::{CarriedOver, ReshapeEnd, Reshaping};
-use super::runner::{Handoff, Runner};
+use super::runner::{Asked, Handoff, Runner};
 use super::types::answer_stopping;
 use super::{log, ManageError, ServiceConfig, ServiceInfo};
+use crate::md_change::{change_on, MdChange};
 use crate::member::MemberDevice;
 use crate::open_array::OpenArray;
 use crate::reshape::{Grow, GrowError};
@@ -41,7 +43,10 @@ pub(super) fn run(first: Phase, rx: Receiver<Msg>, shared: Shared) {
         phase = match phase {
             Phase::Serving(runner) => match runner.serve(&rx) {
                 None => Phase::Ended,
-                Some(handoff) => begin_reshape(handoff, &shared),
+                Some(handoff) => match handoff.what {
+                    Asked::Reshape(request) => begin_reshape(handoff, request, &shared),
+                    Asked::Change(change) => apply_change(handoff, change, &shared),
+                },
             },
             Phase::Reshaping(reshaping) => match reshaping.serve(&rx) {
                 ReshapeEnd::Stopped => Phase::Ended,
@@ -54,19 +59,38 @@ pub(super) fn run(first: Phase, rx: Receiver<Msg>, shared: Shared) {
     notifier::engine_thread_ends();
 }
 
+/// Answer the wound-down runner's ask with `why` it was refused, and serve the array as it was.
+fn refused(why: String, h: Handoff, shared: &Shared) -> Phase {
+    log(&format!("grow refused: {why}"));
+    let _ = h.reply.send(Err(ManageError::Grow(why)));
+    let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
+    serve_again(h.devices, h.config, carried, shared)
+}
+
+/// Write a size or bitmap change as on a stopped array, and serve the array again (at the size
+/// clients were told until it is started again).
+fn apply_change(h: Handoff, change: MdChange, shared: &Shared) -> Phase {
+    if let Some(why) = h.failed.clone() {
+        return refused(format!("marking the array clean before the change failed: {why}"), h, shared);
+    }
+    match change_on(h.devices.clone(), change) {
+        Ok(done) => {
+            log(&done.to_string());
+            let _ = h.reply.send(Ok(done.to_string()));
+            let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
+            serve_again(h.devices, h.config, carried, shared)
+        }
+        Err(e) => refused(e.to_string(), h, shared),
+    }
+}
+
 /// Record the grow in the superblocks and start the reshape; if it cannot start, serve the
 /// array as it was.
-fn begin_reshape(h: Handoff, shared: &Shared) -> Phase {
-    let refused = |why: String, h: Handoff| {
-        log(&format!("grow refused: {why}"));
-        let _ = h.reply.send(Err(ManageError::Grow(why)));
-        let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
-        serve_again(h.devices, h.config, carried, shared)
-    };
+fn begin_reshape(h: Handoff, request: crate::reshape::ReshapeRequest, shared: &Shared) -> Phase {
     if let Some(why) = h.failed.clone() {
-        return refused(format!("marking the array clean before the reshape failed: {why}"), h);
+        return refused(format!("marking the array clean before the reshape failed: {why}"), h, shared);
     }
-    match Grow::start_reshape_on(h.devices.clone(), h.added.clone(), h.request) {
+    match Grow::start_reshape_on(h.devices.clone(), h.added.clone(), request) {
         Ok(grow) => {
             let names: Vec<&str> = h.added.iter().map(|d| d.name()).collect();
             let added = if names.is_empty() { String::new() } else { format!("added {}; ", names.join(", ")) };
@@ -90,7 +114,7 @@ fn begin_reshape(h: Handoff, shared: &Shared) -> Phase {
             answer_stopping(h.parked);
             Phase::Ended
         }
-        Err(e) => refused(e.to_string(), h),
+        Err(e) => refused(e.to_string(), h, shared),
     }
 }
 

@@ -106,6 +106,18 @@ impl ServiceHandle {
         rx.recv().map_err(|_| ManageError::Stopping)?
     }
 
+    /// Change the running array's size or write-intent bitmap as `change` asks (md's `--grow
+    /// --size`, `--bitmap`): the array is wound down as for a grow (requests in flight
+    /// answered, members flushed, marked clean), the superblocks (and bitmap) are written as on
+    /// a stopped array, and it is served again, requests that came meanwhile included. The
+    /// added space is served once the array is started again (clients learn the size when
+    /// they connect); its resync runs at once. Returns what was done.
+    pub fn change(&self, change: crate::md_change::MdChange) -> Result<String, ManageError> {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.inbox.send(Msg::Change { change, reply }).map_err(|_| ManageError::Stopping)?;
+        rx.recv().map_err(|_| ManageError::Stopping)?
+    }
+
     /// Set the minimum and/or maximum speed of background passes (md's `speed_limit_min` and
     /// `speed_limit_max`, for this array), the running pass's included; with neither, only ask.
     /// Returns the limits in force afterwards. Refused, changing nothing, when the minimum would

@@ -49,6 +49,12 @@ pub(super) enum Msg {
         add: Vec<std::path::PathBuf>,
         reply: Sender<Result<String, ManageError>>,
     },
+    /// Change the array's size or bitmap (md's `--grow --size`, `--bitmap`); answered once the
+    /// change is written and the array served again (or with why not).
+    Change {
+        change: crate::md_change::MdChange,
+        reply: Sender<Result<String, ManageError>>,
+    },
     /// Change the passes' speed limits (either or both; neither: only say them).
     SpeedLimits {
         min: Option<u64>,

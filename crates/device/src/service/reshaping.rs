@@ -192,7 +192,7 @@ impl Reshaping {
             Msg::Manage(_, reply) => {
                 let _ = reply.send(Err(ManageError::Reshaping));
             }
-            Msg::Grow { reply, .. } => {
+            Msg::Grow { reply, .. } | Msg::Change { reply, .. } => {
                 let _ = reply.send(Err(ManageError::Reshaping));
             }
             Msg::SpeedLimits { min, max, reply } => {

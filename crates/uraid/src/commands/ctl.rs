@@ -73,7 +73,16 @@ pub fn run(args: &CtlArgs) -> CliResult {
         CtlOp::Fail { member, force } => manage(socket, "fail", member, *force)?,
         CtlOp::Remove { member } => manage(socket, "remove", member, false)?,
         CtlOp::ReAdd { member } => manage(socket, "re-add", member, false)?,
-        CtlOp::Grow { raid_devices, add, chunk, layout } => {
+        CtlOp::Grow { size, assume_clean, bitmap, bitmap_chunk, .. } if size.is_some() || bitmap.is_some() => {
+            let change = super::grow_size_bitmap::md_change(
+                size.as_deref(),
+                *assume_clean,
+                bitmap.as_deref(),
+                bitmap_chunk.as_deref(),
+            )?;
+            super::grow_size_bitmap::change_served(&args.socket.display().to_string(), socket, change)?;
+        }
+        CtlOp::Grow { raid_devices, add, chunk, layout, .. } => {
             let chunk_sectors = chunk.as_deref().map(super::grow_restripe::chunk_sectors).transpose()?;
             let layout = match layout {
                 None => None,

@@ -1,9 +1,10 @@
 //! A reshape asked of the running array (md's `--grow --raid-devices` with `--add`, `--chunk`,
-//! `--layout`): checked here
-//! before anything changes, then the runner winds down as a stop does (requests in flight
-//! answered, members flushed, the array marked clean) and hands the array's devices over to
-//! the reshape, with the requests that arrived meanwhile. The reshape itself runs in
-//! `service::reshaping`.
+//! `--layout`), or a change of its size or bitmap (`--size`, `--bitmap`): checked here before
+//! anything changes, then the runner winds down as a stop does (requests in flight answered,
+//! members flushed, the array marked clean) and hands the array's devices over, with the
+//! requests that arrived meanwhile. The reshape itself runs in `service::reshaping`; a size or
+//! bitmap change is written as on a stopped array and the array served again
+//! (`service::engine_thread`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,14 +12,22 @@ use std::sync::Arc;
 use crossbeam_channel::Sender;
 
 use super::{log, Runner};
+use crate::md_change::MdChange;
 use crate::member::MemberDevice;
 use crate::probe::probe;
 use crate::reshape::ReshapeRequest;
 use crate::service::{ArrayStatus, BlockOp, Done, ManageError, ServiceConfig, StopReport};
 
-/// A grow waiting for the runner to wind down.
+/// What the running array is asked to change.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::service) enum Asked {
+    Reshape(ReshapeRequest),
+    Change(MdChange),
+}
+
+/// A grow or change waiting for the runner to wind down.
 pub(super) struct GrowAsk {
-    request: ReshapeRequest,
+    what: Asked,
     added: Vec<Arc<dyn MemberDevice>>,
     pub(super) reply: Sender<Result<String, ManageError>>,
 }
@@ -28,7 +37,7 @@ pub(in crate::service) struct Handoff {
     /// The array's devices (members and spares), and the ones to add.
     pub devices: Vec<Arc<dyn MemberDevice>>,
     pub added: Vec<Arc<dyn MemberDevice>>,
-    pub request: ReshapeRequest,
+    pub what: Asked,
     /// Answered once the reshape has started, or with why it did not.
     pub reply: Sender<Result<String, ManageError>>,
     /// Requests that arrived while the runner wound down, in order.
@@ -64,12 +73,41 @@ impl Runner {
                 let now = self.now();
                 self.policy.stop(&mut self.array, now);
                 self.policy_events();
-                self.grow_ask = Some(GrowAsk { request, added, reply });
+                self.grow_ask = Some(GrowAsk { what: Asked::Reshape(request), added, reply });
             }
             Err(e) => {
                 let _ = reply.send(Err(e));
             }
         }
+    }
+
+    /// Check a size or bitmap change (the change itself checks the array as on a stopped one,
+    /// once wound down: refused then, the array is served again as it was); if it may go,
+    /// start winding down for it.
+    pub(super) fn ask_change(&mut self, change: MdChange, reply: Sender<Result<String, ManageError>>) {
+        let refusal = if self.info.read_only {
+            Some(ManageError::ReadOnly)
+        } else if self.grow_ask.is_some() {
+            Some(ManageError::Grow("a grow or change is already starting".into()))
+        } else if self.array.md().is_none() {
+            Some(ManageError::Grow("uraid changes the size and bitmap of md arrays only".into()))
+        } else {
+            self.policy.pass().map(|pass| {
+                ManageError::Grow(format!(
+                    "a {} is running: wait for it to end (or stop it with idle) first",
+                    pass.action
+                ))
+            })
+        };
+        if let Some(e) = refusal {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        log(&format!("{change:?} asked: finishing the requests in flight"));
+        let now = self.now();
+        self.policy.stop(&mut self.array, now);
+        self.policy_events();
+        self.grow_ask = Some(GrowAsk { what: Asked::Change(change), added: Vec::new(), reply });
     }
 
     /// Refuse, changing nothing, what the reshape cannot do; else the new devices, open.
@@ -158,7 +196,7 @@ impl Runner {
         Handoff {
             devices: self.array.devices(),
             added: ask.added,
-            request: ask.request,
+            what: ask.what,
             reply: ask.reply,
             parked: std::mem::take(&mut self.parked),
             idle_waiters: std::mem::take(&mut self.idle_waiters),

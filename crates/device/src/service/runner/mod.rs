@@ -37,7 +37,7 @@ mod passes;
 mod remote_limits;
 mod requests;
 
-pub(in crate::service) use grow::Handoff;
+pub(in crate::service) use grow::{Asked, Handoff};
 use requests::Job;
 
 /// Messages the engine thread takes before it submits the member I/O they made.
@@ -316,6 +316,13 @@ impl Runner {
                         let _ = reply.send(Err(ManageError::Stopping));
                     } else {
                         self.ask_grow(request, add, reply);
+                    }
+                }
+                Msg::Change { change, reply } => {
+                    if stopping.is_some() {
+                        let _ = reply.send(Err(ManageError::Stopping));
+                    } else {
+                        self.ask_change(change, reply);
                     }
                 }
                 Msg::SpeedLimits { min, max, reply } => {
