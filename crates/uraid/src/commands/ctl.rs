@@ -6,6 +6,8 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
+use uraid_device::md_change::MdChange;
+use uraid_md::resize::SizeRequest;
 
 use super::{err, CliError, CliResult};
 use crate::array_name;
@@ -74,13 +76,13 @@ pub fn run(args: &CtlArgs) -> CliResult {
         CtlOp::Remove { member } => manage(socket, "remove", member, false)?,
         CtlOp::ReAdd { member } => manage(socket, "re-add", member, false)?,
         CtlOp::Grow { size, assume_clean, bitmap, bitmap_chunk, .. } if size.is_some() || bitmap.is_some() => {
-            let change = super::grow_size_bitmap::md_change(
+            let change = super::md_change_words::md_change(
                 size.as_deref(),
                 *assume_clean,
                 bitmap.as_deref(),
                 bitmap_chunk.as_deref(),
             )?;
-            super::grow_size_bitmap::change_served(&args.socket.display().to_string(), socket, change)?;
+            change_served(&args.socket.display().to_string(), socket, change)?;
         }
         CtlOp::Grow { raid_devices, add, chunk, layout, .. } => {
             let chunk_sectors = chunk.as_deref().map(super::grow_restripe::chunk_sectors).transpose()?;
@@ -285,5 +287,29 @@ fn print_status(v: &Value, as_json: bool) {
         println!("{}", serde_json::to_string_pretty(v).expect("JSON"));
     } else {
         print!("{}", crate::mdstat::ctl_status(v));
+    }
+}
+
+/// `change` asked of the running array `name` through its control socket `socket`.
+pub fn change_served(name: &str, socket: &std::path::Path, change: MdChange) -> CliResult {
+    let answer = request(socket, change_body(change))?;
+    eprintln!("uraid: {name}: {}", answer["done"].as_str().unwrap_or("changed"));
+    if matches!(change, MdChange::Size { .. }) {
+        eprintln!("uraid: {name}: the new space is served once the array is started again (uraid stop {name}; uraid assemble)");
+    }
+    Ok(())
+}
+
+/// The control socket's `change` request for `change`.
+fn change_body(change: MdChange) -> Value {
+    match change {
+        MdChange::Size { request: SizeRequest::Max, assume_clean } => {
+            json!({"op": "change", "size": "max", "assume_clean": assume_clean})
+        }
+        MdChange::Size { request: SizeRequest::Sectors(sectors), assume_clean } => {
+            json!({"op": "change", "size": sectors, "assume_clean": assume_clean})
+        }
+        MdChange::AddBitmap { chunk } => json!({"op": "change", "bitmap": "internal", "bitmap_chunk": chunk}),
+        MdChange::RemoveBitmap => json!({"op": "change", "bitmap": "none"}),
     }
 }

@@ -13,6 +13,7 @@ pub mod grow;
 pub mod grow_restripe;
 pub mod grow_size_bitmap;
 pub mod grow_takeover;
+pub mod md_change_words;
 pub mod monitor;
 pub mod mount;
 pub mod pass;
