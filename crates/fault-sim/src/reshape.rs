@@ -7,10 +7,10 @@
 //!
 //! Each seed picks a level (raid5 or raid6), a member count, a chunk, a member size and the room
 //! after the data, and what the reshape changes (more members, one fewer, or a restripe on the
-//! same members to another chunk size, another layout, or both), fills the array with random data, starts the reshape (its
-//! superblock writes complete: a cut among
-//! those few writes can leave members disagreeing on the member count, which assembly refuses
-//! as mdadm does), then cuts power after a random number of member writes, up to eight times.
+//! same members to another chunk size, another layout, or both), fills the array with random
+//! data, starts the reshape (its superblock writes complete: a cut among those few writes can
+//! leave members disagreeing on the member count, which assembly refuses as mdadm does), then
+//! cuts power after a random number of member writes, up to eight times.
 //! Disks also write back parts of their caches on their own between flushes.
 //!
 //! [`run_seed_served`] runs the same grow as a server runs it, client writes between its steps

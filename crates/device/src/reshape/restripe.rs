@@ -1,7 +1,8 @@
 //! The shape a reshape asks for, checked as mdadm (`Grow.c` `analyse_change`) and md
 //! (`raid5_check_reshape`, `raid6_check_reshape`) check it before anything changes: at least
-//! two members (raid6: four), a layout md knows at the array's level (raid4 has only one), a chunk size that
-//! is a power of two of at least 4 KiB and divides the members' size, and something to change.
+//! two members (raid6: four), a layout md knows at the array's level (raid4 has only one), a
+//! chunk size that is a power of two of at least 4 KiB and divides the members' size, and
+//! something to change.
 
 use uraid_layout::{Level, ParityAlgorithm};
 use uraid_md::reshape::NewShape;

@@ -1,9 +1,10 @@
 //! The engine thread's phases: serving the array (`runner`), and reshaping it (`reshaping`),
 //! on the same inbox, so clients and the control socket keep their handles throughout. A grow
 //! asked of the runner winds it down and starts the reshape; a size or bitmap change winds it
-//! down, is written as on a stopped array, and the array is served again; a reshape that finishes opens the
-//! array again in its new shape and serves it with a new runner (a resync first if the array
-//! was written dirty meanwhile, as the policy starts for any array found dirty).
+//! down, is written as on a stopped array, and the array is served again; a reshape that
+//! finishes opens the array again in its new shape and serves it with a new runner (a resync
+//! first if the array was written dirty meanwhile, as the policy starts for any array found
+//! dirty).
 
 use std::sync::Arc;
 

@@ -7,9 +7,9 @@
 //! md does, and stops cleanly on SIGINT or SIGTERM (the next `--continue`, or the kernel, goes
 //! on from there). Given the members of an array `uraid assemble` runs, the running server
 //! grows it instead, in the background, as `uraid ctl NAME grow` asks it (more members, another
-//! chunk or layout; fewer members are left to a stopped array, which may shrink). `--size` and `--bitmap` go to
-//! `grow_size_bitmap`, level changes and a raid1's device count to `grow_takeover`; what else
-//! md's `--grow` does is refused, naming it.
+//! chunk or layout; fewer members are left to a stopped array, which may shrink). `--size` and
+//! `--bitmap` go to `grow_size_bitmap`, level changes and a raid1's device count to
+//! `grow_takeover`; what else md's `--grow` does is refused, naming it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
