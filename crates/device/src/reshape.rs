@@ -2,7 +2,7 @@
 //! layout), through the engine: md's reshape, run in the foreground over the member devices
 //! (`uraid grow`).
 //!
-//! [`Grow::start`] records the reshape in every superblock (a new member in its slot, the
+//! [`Grow::start_reshape`] records the reshape in every superblock (a new member in its slot, the
 //! data offset to move down, position 0; or, onto fewer members, the data offset to move up and
 //! the position at the end of the smaller array), as `mdadm --grow --raid-devices` has md record it;
 //! from then on the array is what the kernel calls mid-reshape, and [`Grow::resume`] takes it
@@ -25,8 +25,8 @@ use uraid_engine::blocking::execute;
 use uraid_engine::{EngineError, Geometry, SlotState, SECTOR_BYTES};
 use uraid_md::assemble::{self, Candidate, MemberVerdict};
 use uraid_md::reshape::{
-    begin_reshape, choose_new_offset, finish, record_position, runs_backwards, start_position, GrowStep, GrowWindow,
-    NewShape, ReshapeError,
+    begin_reshape, choose_new_offset, finish, record_position, runs_backwards, GrowStep, GrowWindow, NewShape,
+    ReshapeError,
 };
 use uraid_md_format::{Role, Superblock, Superblock1};
 
@@ -169,32 +169,13 @@ pub struct ReshapeRequest {
 }
 
 impl Grow {
-    /// Record in every superblock that the array of `paths` grows onto `added` (blank devices,
-    /// in the new slots, as many as `raid_devices` asks for more), as md records the start of
-    /// a reshape: refused unless the array is a whole, clean raid4/5/6 with 1.1 or 1.2 metadata
-    /// and room before its data to move it down by a chunk. Checks everything before writing.
-    pub fn start(paths: &[PathBuf], added: &[PathBuf], raid_devices: u32) -> Result<(), GrowError> {
-        let request = ReshapeRequest { raid_devices: Some(raid_devices), ..ReshapeRequest::default() };
-        Grow::start_reshape(paths, added, request)
-    }
-
-    /// Record in every superblock the reshape `request` asks for (more members, taken from
-    /// `added`, another layout, another chunk size, or several at once), as md records its
-    /// start; see [`Grow::start`] for what is refused. Checks everything before writing.
+    /// Record in every superblock the reshape `request` asks for (more or fewer members, the
+    /// new ones taken from `added`, another layout, another chunk size, or several at once), as
+    /// md records its start: refused unless the array is a whole, clean raid4/5/6 with 1.x
+    /// metadata and room to move its data by a step (before it, or after it for a reshape run
+    /// backwards). Checks everything before writing.
     pub fn start_reshape(paths: &[PathBuf], added: &[PathBuf], request: ReshapeRequest) -> Result<(), GrowError> {
         Grow::start_reshape_on(open_paths(paths)?, open_paths(added)?, request).map(drop)
-    }
-
-    /// [`Grow::start`] on devices already open, as a server starts it on the array it runs
-    /// (which refuses fewer members first: the array would shrink under its clients); the
-    /// reshape, taken up at position 0 from the superblocks as written (not read back).
-    pub fn start_on(
-        devs: Vec<Arc<dyn MemberDevice>>,
-        added: Vec<Arc<dyn MemberDevice>>,
-        raid_devices: u32,
-    ) -> Result<Grow, GrowError> {
-        let request = ReshapeRequest { raid_devices: Some(raid_devices), ..ReshapeRequest::default() };
-        Grow::start_reshape_on(devs, added, request)
     }
 
     /// [`Grow::start_reshape`] on devices already open; the reshape, taken up at position 0
@@ -399,11 +380,11 @@ impl Grow {
         let old = Array::new(old_geometry.clone(), vec![SlotState::InSync; old_geometry.raid_disks()])?;
         let new = Array::new(new_geometry.clone(), vec![SlotState::InSync; new_geometry.raid_disks()])?;
         let position = reshape.position_bytes();
-        if reshape.backwards && position > start_position(&window) {
+        if reshape.backwards && position > window.start() {
             return Err(GrowError::Refused(format!(
                 "the reshape position ({} sectors) is past the end of the array it shrinks to ({} sectors)",
                 reshape.position,
-                start_position(&window) / SECTOR_BYTES
+                window.start() / SECTOR_BYTES
             )));
         }
         let name = plan.name.rsplit(':').next().unwrap_or_default().to_string();
@@ -575,7 +556,7 @@ impl Grow {
     /// Logical bytes reshaped so far, and how many there are to reshape (the array's size once
     /// reshaped, or, onto fewer members, the size it shrinks to).
     pub fn progress(&self) -> (u64, u64) {
-        (self.done(self.position), self.total())
+        (self.window.done(self.position), self.window.done(self.window.end()))
     }
 
     /// The position the superblocks hold, in bytes.
@@ -585,33 +566,7 @@ impl Grow {
 
     /// Logical bytes reshaped as of the last record.
     pub fn recorded_progress(&self) -> u64 {
-        self.done(self.recorded)
-    }
-
-    fn total(&self) -> u64 {
-        if self.window.backwards {
-            start_position(&self.window)
-        } else {
-            self.window.new_size()
-        }
-    }
-
-    /// Bytes reshaped when the reshape has reached `position`.
-    fn done(&self, position: u64) -> u64 {
-        if self.window.backwards {
-            start_position(&self.window).saturating_sub(position)
-        } else {
-            position
-        }
-    }
-
-    /// The position the reshape ends at.
-    fn end(&self) -> u64 {
-        if self.window.backwards {
-            0
-        } else {
-            self.window.new_size()
-        }
+        self.window.done(self.recorded)
     }
 
     /// Do the next step: reshape one stripe, or record the position first when the next stripe
@@ -650,7 +605,7 @@ impl Grow {
     /// Record the position reached (after a flush), if it moved on since the last record: what
     /// a stop does, and what is done every few seconds so a crash loses little.
     pub fn checkpoint(&mut self) -> Result<(), GrowError> {
-        if self.window.moved_on(self.position, self.recorded) && self.position != self.end() {
+        if self.window.moved_on(self.position, self.recorded) && self.position != self.window.end() {
             self.record(self.position)?;
         }
         Ok(())
@@ -681,7 +636,7 @@ impl Grow {
     /// Record the end, then write the final superblocks: a crash among the final writes leaves
     /// members that say the reshape reached the end, which assembly reads at their new offset.
     fn finish(&mut self) -> Result<(), GrowError> {
-        let end = self.end();
+        let end = self.window.end();
         if self.recorded != end {
             self.record(end)?;
         }

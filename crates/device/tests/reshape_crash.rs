@@ -119,7 +119,8 @@ fn memory(images: Vec<Vec<u8>>) -> Vec<Arc<dyn MemberDevice>> {
 /// Start the grow of the first four onto the fifth and run it until it ends or the cut.
 fn grow(devs: &[Arc<CutDevice>]) -> Result<(), String> {
     let all = dyn_devs(devs);
-    Grow::start_on(all[..4].to_vec(), all[4..].to_vec(), 5).map_err(|e| e.to_string())?;
+    let request = ReshapeRequest { raid_devices: Some(5), ..ReshapeRequest::default() };
+    Grow::start_reshape_on(all[..4].to_vec(), all[4..].to_vec(), request).map_err(|e| e.to_string())?;
     let mut g = Grow::resume_on(all).map_err(|e| e.to_string())?;
     while !g.step().map_err(|e| e.to_string())? {}
     Ok(())
@@ -252,7 +253,8 @@ fn grow_written(
     in_flight: &mut Option<ClientWrite>,
 ) -> Result<(), String> {
     let all = dyn_devs(devs);
-    Grow::start_on(all[..4].to_vec(), all[4..].to_vec(), 5).map_err(|e| e.to_string())?;
+    let request = ReshapeRequest { raid_devices: Some(5), ..ReshapeRequest::default() };
+    Grow::start_reshape_on(all[..4].to_vec(), all[4..].to_vec(), request).map_err(|e| e.to_string())?;
     let mut g = Grow::resume_on(all).map_err(|e| e.to_string())?;
     let mut step = 0;
     while !g.step().map_err(|e| e.to_string())? {

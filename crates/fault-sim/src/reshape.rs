@@ -20,7 +20,7 @@ use std::io;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use uraid_device::reshape::{Grow, ReshapeRequest};
+use uraid_device::reshape::{Grow, GrowError, ReshapeRequest};
 use uraid_device::{MemberDevice, MemoryDevice, OpenArray};
 use uraid_md_format::create::{self, CreateSpec};
 use uraid_md_format::MetadataVersion;
@@ -225,26 +225,31 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
             .collect()
     };
     let all = members();
-    // Onto fewer members, the array shrinks: to fewer data members' worth of what each keeps
-    // (a chunk less where there is not a chunk of room after the data).
-    let array_size = (to < from).then(|| {
-        let room_after = tail + 8;
-        let kept = if room_after >= u64::from(chunk_sectors) {
-            member_sectors
-        } else {
-            (member_sectors + room_after - u64::from(chunk_sectors)) / u64::from(chunk_sectors)
-                * u64::from(chunk_sectors)
-        };
-        u64::from(to - parity) * kept * 512
-    });
-    let request = ReshapeRequest {
+    let mut request = ReshapeRequest {
         raid_devices: Some(to),
         layout: Some(new_layout),
         chunk_sectors: Some(new_chunk_sectors),
-        array_size,
+        array_size: None,
     };
-    Grow::start_reshape_on(all[..from as usize].to_vec(), all[from.min(to) as usize..to as usize].to_vec(), request)
-        .map_err(|e| format!("seed {seed}: starting the grow: {e}"))?;
+    let (old, added) = (&all[..from as usize], &all[from.min(to) as usize..to as usize]);
+    let mut started = Grow::start_reshape_on(old.to_vec(), added.to_vec(), request);
+    if to < from {
+        // Onto fewer members the array shrinks: refused until the size it names is given
+        // back, as a user gives it (a chunk of each member less where there is no room after
+        // the data, with tail 0).
+        match started {
+            Err(GrowError::Shrinks { after, component_cut, .. }) if (component_cut > 0) == (tail == 0) => {
+                request.array_size = Some(after);
+                started = Grow::start_reshape_on(old.to_vec(), added.to_vec(), request);
+            }
+            other => {
+                let got = other.map(|_| "started").map_err(|e| e.to_string());
+                return Err(format!("seed {seed}: a shrink without its size was not refused as one: {got:?}"));
+            }
+        }
+    }
+    started.map_err(|e| format!("seed {seed}: starting the grow: {e}"))?;
+    let array_size = request.array_size;
     if let Some(size) = array_size {
         // What lies past the smaller array's end is given up.
         data.truncate(size as usize);

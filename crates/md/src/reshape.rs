@@ -73,17 +73,32 @@ pub enum GrowStep {
     Finished,
 }
 
-/// Where a reshape starts: logical bytes done, and the position md records at its start (the
-/// array's end for one run backwards, in md's `raid5_size` of the smaller shape).
-pub fn start_position(window: &GrowWindow) -> u64 {
-    if window.backwards {
-        window.old_size().min(window.new_size())
-    } else {
-        0
-    }
-}
-
 impl GrowWindow {
+    /// The position a reshape starts at, as md records it: 0, or for one run backwards the
+    /// smaller shape's end (md's `raid5_size`).
+    pub fn start(&self) -> u64 {
+        if self.backwards {
+            self.old_size().min(self.new_size())
+        } else {
+            0
+        }
+    }
+
+    /// The position a reshape ends at: the new shape's end, or 0 for one run backwards.
+    pub fn end(&self) -> u64 {
+        if self.backwards {
+            0
+        } else {
+            self.new_size()
+        }
+    }
+
+    /// Logical bytes reshaped once the reshape has reached `position` (all of them at
+    /// [`GrowWindow::end`]).
+    pub fn done(&self, position: u64) -> u64 {
+        position.abs_diff(self.start())
+    }
+
     /// The array's size before the reshape.
     pub fn old_size(&self) -> u64 {
         self.old_data_disks * self.member_bytes
@@ -158,7 +173,7 @@ impl GrowWindow {
         if position == 0 {
             return Ok(GrowStep::Finished);
         }
-        if !position.is_multiple_of(stripe_bytes) || position > start_position(self) {
+        if !position.is_multiple_of(stripe_bytes) || position > self.start() {
             return Err(ReshapeError::Unsupported(format!(
                 "the reshape position ({} sectors) is not at the start of a step of {} sectors (whole new stripes of the larger chunk) within the array",
                 position / 512,
@@ -285,13 +300,6 @@ pub fn begin_reshape(sb: &mut Superblock1, to: NewShape, new_offset: i64) {
     sb.new_offset = new_offset as i32;
 }
 
-/// Start a reshape from `raid_disks` members to `new_raid_disks`, layout and chunk kept: see
-/// [`begin_reshape`].
-pub fn begin_grow(sb: &mut Superblock1, new_raid_disks: u32, new_offset: i64) {
-    let to = NewShape { raid_disks: new_raid_disks, layout: sb.layout, chunk_sectors: sb.chunksize };
-    begin_reshape(sb, to, new_offset);
-}
-
 /// Record how far the reshape has come, in array sectors.
 pub fn record_position(sb: &mut Superblock1, sectors: u64) {
     sb.reshape_position = sectors;
@@ -358,7 +366,7 @@ mod tests {
         let grain = w.old_chunk.min(w.new_chunk);
         // The member bytes (from the lower start) that old logical byte `l` is held at.
         let old_at = |l: u64| old_base + l / (w.old_data_disks * w.old_chunk) * w.old_chunk + l % w.old_chunk;
-        let (mut position, mut recorded) = (start_position(&w), start_position(&w));
+        let (mut position, mut recorded) = (w.start(), w.start());
         let (mut records, mut stripes) = (0, 0);
         let mut written: Vec<std::ops::Range<u64>> = Vec::new();
         loop {
@@ -432,7 +440,7 @@ mod tests {
                 }
                 if big > CHUNK {
                     let tight = restripe(big / 2);
-                    let start = start_position(&tight);
+                    let start = tight.start();
                     assert!(matches!(tight.next(start, start), Err(ReshapeError::NoRoom { .. })), "{what}: tight");
                 }
             }
@@ -444,7 +452,7 @@ mod tests {
         for chunks in [1, 2, 3, 8, 40] {
             // raid5 5 -> 4: the array shrinks to 3 data members' worth.
             let w = GrowWindow { old_data_disks: 4, new_data_disks: 3, backwards: true, ..window(chunks) };
-            assert_eq!(start_position(&w), w.new_size(), "it starts at the smaller shape's end");
+            assert_eq!(w.start(), w.new_size(), "it starts at the smaller shape's end");
             let (stripes, records) = walk(w);
             assert_eq!(stripes, 32, "every new stripe once");
             assert!(records > 0 || chunks >= 32, "{chunks} chunks of room: some records");
@@ -495,7 +503,8 @@ mod tests {
         let moved = choose_new_offset(&sb, 128, false).unwrap();
         assert!(moved < 0 && (moved % 128) == 0, "{moved}");
         assert!(offset.saturating_add_signed(moved) >= sb.super_offset + 8, "stays past the superblock");
-        begin_grow(&mut sb, 5, moved);
+        let to = NewShape { raid_disks: 5, layout: sb.layout, chunk_sectors: sb.chunksize };
+        begin_reshape(&mut sb, to, moved);
         let r = sb.info().reshape.expect("recorded");
         assert_eq!((r.delta_disks, r.position, r.new_offset, sb.raid_disks), (1, 0, moved, 5));
         record_position(&mut sb, 4096);

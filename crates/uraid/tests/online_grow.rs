@@ -421,5 +421,12 @@ fn a_read_only_array_is_not_grown() {
     let (members, new) = raid5_of_four(dir);
     let serve = Serve::start(dir, &members, &["--read-only"]);
     refused_changing_nothing(dir, &serve, &members, &new, "read-only");
+    // Nor is its size or bitmap changed.
+    let before = examine(&members[0]);
+    for change in [["grow", "--size=max"], ["grow", "--bitmap=internal"]] {
+        let o = serve.ctl(&change);
+        assert!(!o.status.success() && text(&o).contains("read-only"), "{change:?}: {}", text(&o));
+    }
+    assert_eq!(examine(&members[0]), before, "a refused change wrote a superblock");
     serve.stop(libc::SIGTERM);
 }

@@ -103,7 +103,7 @@ impl Grow {
     pub fn stop(&mut self) -> Result<(), GrowError> {
         let clean = !self.owes_resync;
         let at = self.position;
-        if at == self.end() {
+        if at == self.window.end() {
             return Ok(());
         }
         self.update_superblocks(|sb| {
