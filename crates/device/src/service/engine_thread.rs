@@ -60,9 +60,10 @@ pub(super) fn run(first: Phase, rx: Receiver<Msg>, shared: Shared) {
     notifier::engine_thread_ends();
 }
 
-/// Answer the wound-down runner's ask with `why` it was refused, and serve the array as it was.
-fn refused(why: String, h: Handoff, shared: &Shared) -> Phase {
-    log(&format!("grow refused: {why}"));
+/// Answer the wound-down runner's ask (`what`: a grow, or a size or bitmap change) with `why` it
+/// was refused, and serve the array as it was.
+fn refused(what: &str, why: String, h: Handoff, shared: &Shared) -> Phase {
+    log(&format!("{what} refused: {why}"));
     let _ = h.reply.send(Err(ManageError::Grow(why)));
     let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
     serve_again(h.devices, h.config, carried, shared)
@@ -72,7 +73,7 @@ fn refused(why: String, h: Handoff, shared: &Shared) -> Phase {
 /// clients were told until it is started again).
 fn apply_change(h: Handoff, change: MdChange, shared: &Shared) -> Phase {
     if let Some(why) = h.failed.clone() {
-        return refused(format!("marking the array clean before the change failed: {why}"), h, shared);
+        return refused("change", format!("marking the array clean before the change failed: {why}"), h, shared);
     }
     match change_on(h.devices.clone(), change) {
         Ok(done) => {
@@ -81,7 +82,7 @@ fn apply_change(h: Handoff, change: MdChange, shared: &Shared) -> Phase {
             let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
             serve_again(h.devices, h.config, carried, shared)
         }
-        Err(e) => refused(e.to_string(), h, shared),
+        Err(e) => refused("change", e.to_string(), h, shared),
     }
 }
 
@@ -89,7 +90,7 @@ fn apply_change(h: Handoff, change: MdChange, shared: &Shared) -> Phase {
 /// array as it was.
 fn begin_reshape(h: Handoff, request: crate::reshape::ReshapeRequest, shared: &Shared) -> Phase {
     if let Some(why) = h.failed.clone() {
-        return refused(format!("marking the array clean before the reshape failed: {why}"), h, shared);
+        return refused("grow", format!("marking the array clean before the reshape failed: {why}"), h, shared);
     }
     match Grow::start_reshape_on(h.devices.clone(), h.added.clone(), request) {
         Ok(grow) => {
@@ -115,7 +116,7 @@ fn begin_reshape(h: Handoff, request: crate::reshape::ReshapeRequest, shared: &S
             answer_stopping(h.parked);
             Phase::Ended
         }
-        Err(e) => refused(e.to_string(), h, shared),
+        Err(e) => refused("grow", e.to_string(), h, shared),
     }
 }
 
