@@ -7,23 +7,30 @@ fraction:
   1/k (a k-way raid1);
 - 4 KiB random writes (raid5, raid6): the members' aggregate 4 KiB random-write IOPS over the
   member I/Os one write costs at best: read-modify-write (4 on raid5, 6 on raid6) or
-  reconstruct-write (n: the other data members read, data and parity written), the fewer.
+  reconstruct-write (n: the other data members read, data and parity written), the fewer; on
+  a k-way raid1 (over NBD only), over k.
+
+The writes come from `uraid bench engine --iodepth=32` in process, and with --nbd the 4 KiB
+random writes also from fio's nbd engine (iodepth 32, one job) through `uraid serve` on a unix
+socket, where the client and the server's connection threads share the two cores with it.
 
 Rounds alternate fio and uraid (and, with --before, the older build beside this one),
 configuration by configuration; every figure is the median of --runs rounds [min-max]. It
 reports, never fails on a figure.
 
     bench/redundant-writes.py [--runs 3] [--seconds 3] [--member-mib 256] [--dir /dev/shm/uraid-bench-rw]
-                              [--configs raid5-4-512K,...] [--before OLD_URAID]
+                              [--configs raid5-4-512K,...] [--before OLD_URAID] [--nbd]
 """
 
 import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import time
 
 from benchlib import builds as check_builds, fmt, member_files, require_fio, subset
 
@@ -65,6 +72,8 @@ def data_fraction(level, n):
 
 
 def ios_per_small_write(level, n):
+    if level == "raid1":
+        return n
     rmw = {"raid5": 4, "raid6": 6}[level]
     return min(rmw, n)
 
@@ -80,6 +89,31 @@ def uraid_write(uraid, files, level, n, chunk, rw, bs, seconds):
     return r["mbps"], r["iops"]
 
 
+def uraid_write_nbd(uraid, files, level, n, chunk, bs, seconds, sock):
+    """4 KiB random writes through `uraid serve` from fio's nbd engine: IOPS."""
+    create = [uraid, "create", f"--level={level}", f"--raid-devices={n}", "--force", "--assume-clean"]
+    if chunk:
+        create.append(f"--chunk={chunk}")
+    run(create + files)
+    if os.path.exists(sock):
+        os.unlink(sock)
+    server = subprocess.Popen([uraid, "serve", f"--listen=unix:{sock}", *files], stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        else:
+            sys.exit(f"{SCRIPT}: uraid serve did not listen on {sock}")
+        out = run(["fio", "--name=nbd", "--ioengine=nbd", f"--uri=nbd+unix:///?socket={sock}", "--rw=randwrite",
+                   f"--bs={bs}", "--iodepth=32", "--time_based", f"--runtime={seconds}", "--output-format=json"])
+        return json.loads(out[out.index("{"):])["jobs"][0]["write"]["iops"]
+    finally:
+        server.send_signal(signal.SIGINT)
+        if server.wait(timeout=60) != 0:
+            sys.exit(f"{SCRIPT}: uraid serve ended with {server.returncode}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -89,6 +123,7 @@ def main():
     ap.add_argument("--uraid", default=os.path.join(ROOT, "target", "release", "uraid"))
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--before", help="an older uraid binary to run beside this one, alternating")
+    ap.add_argument("--nbd", action="store_true", help="also 4 KiB random writes over NBD (fio's nbd engine)")
     a = ap.parse_args()
     require_fio(SCRIPT)
     builds = check_builds(SCRIPT, a.uraid, a.before)
@@ -105,12 +140,18 @@ def main():
             loads = [("seq write 1M", "write", "1M")]
             if level != "raid1":
                 loads.append(("rand write 4K", "randwrite", "4K"))
+            if a.nbd:
+                loads.append(("rand write 4K, NBD", "randwrite", "4K"))
             for label, rw, bs in loads:
                 mbps, iops = members_limit(mine, rw, bs, a.seconds)
                 limit = mbps * data_fraction(level, n) if rw == "write" else iops / ios_per_small_write(level, n)
                 for build, binary in builds:
-                    mb, io = uraid_write(binary, mine, level, n, chunk, rw, bs, a.seconds)
-                    got = mb if rw == "write" else io
+                    if "NBD" in label:
+                        got = uraid_write_nbd(binary, mine, level, n, chunk, bs, a.seconds,
+                                              os.path.join(a.dir, "nbd.sock"))
+                    else:
+                        mb, io = uraid_write(binary, mine, level, n, chunk, rw, bs, a.seconds)
+                        got = mb if rw == "write" else io
                     results.setdefault((name, label, build), []).append((got, limit))
                     print(f"round {r + 1} {name} {label} {build}: {got:.0f}, limit {limit:.0f}", file=sys.stderr)
 

@@ -134,6 +134,38 @@ impl MemberTarget {
         })
     }
 
+    /// Perform a data read or write of at most `max` bytes at once if the device can without
+    /// waiting ([`MemberDevice::read_now`], [`MemberDevice::write_now`]: a file on tmpfs, a
+    /// page-cache hit), or `None` to perform it the usual way. A write refused part way may
+    /// have put some of its bytes down; the usual way writes all of them again. Errors are left
+    /// to the usual way too, which reports them.
+    pub fn perform_now(&self, io: &MemberIo, max: u64) -> Option<IoResult> {
+        match &io.op {
+            MemberOp::Read { len } if *len > 0 && *len <= max => {
+                let at = self.placement(io).ok()?.at;
+                let len = *len as usize;
+                let mut buf = uraid_engine::PoolBuf::new(len);
+                if !matches!(self.dev.read_now(at, buf.spare(len)), Ok(true)) {
+                    return None;
+                }
+                // SAFETY: `read_now` said it filled all `len` bytes of the spare room.
+                unsafe { buf.set_len(len) };
+                Some(IoResult::Read(buf.into_bytes()))
+            }
+            MemberOp::Write { data } if !data.is_empty() && data.len() as u64 <= max => {
+                let mut at = self.placement(io).ok()?.at;
+                for piece in data.pieces() {
+                    if !matches!(self.dev.write_now(at, piece), Ok(true)) {
+                        return None;
+                    }
+                    at += piece.len() as u64;
+                }
+                Some(IoResult::Done)
+            }
+            _ => None,
+        }
+    }
+
     /// A member I/O the OS failed: the device, what was done (at byte `at` of the device,
     /// where it has a place), and the OS error.
     pub fn failure(&self, what: &str, at: Option<u64>, error: &io::Error) -> MemberIoError {

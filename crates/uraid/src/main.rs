@@ -686,8 +686,10 @@ pub struct MemberIoArgs {
     /// resync owed) and the members hold the data in memory (page cache, tmpfs); so are writes
     /// of that size, and at most 512K, without FUA on linear and raid0 where the members take
     /// them without waiting (tmpfs). Everything else, and members written with O_DIRECT, take
-    /// the usual path. 0 turns this off, and with it serve's spliced reads (see --no-splice).
-    /// [default: 512K for serve, 256K for mount and bench engine]
+    /// the usual path, where the engine thread does the member reads and writes of at most 16K
+    /// (and at most this size) itself when the members take them without waiting. 0 turns all
+    /// of this off, and with it serve's spliced reads (see --no-splice). [default: 512K for
+    /// serve, 256K for mount and bench engine]
     #[arg(long, value_name = "SIZE", value_parser = parse_split_bytes)]
     pub inline_max: Option<u64>,
     /// Let the read policy alone choose among copies: by default a copy measured to be clearly

@@ -3,6 +3,15 @@
 //! thread drains as it reaps a ring's completions. The members without a ring use them, and a
 //! ring hands them what it cannot do itself.
 //!
+//! Small reads and writes the member can do without waiting (a file on tmpfs, a page-cache hit)
+//! are done by the engine thread itself as it hands them over, up to [`ENGINE_IO_MAX`]: on such
+//! members a member thread's round trip (a channel each way, a wake-up, a sleep) costs more than
+//! the I/O. A 4 KiB raid5 write is four member I/Os, and with them done in place uraid spent
+//! half the CPU per write (BENCHMARKS.md, section 12). The engine may have several I/Os of a
+//! member in flight at once (the threads already reorder them), so doing one early changes no
+//! guarantee it relies on; what refuses is handed over as before, and errors are left to the
+//! threads, which report them.
+//!
 //! Both channels are bounded by `depth`, and neither side ever waits on the other: the engine
 //! thread hands the threads at most `depth` I/Os whose answers it has not taken yet (the rest
 //! wait on its side, in [`MemberThreads::queue`]), so the queue always has room for what it
@@ -33,18 +42,38 @@ pub(super) struct MemberThreads {
     /// The device's completed writes are durable as they are
     /// ([`crate::member::MemberDevice::flush_is_noop`]): flushes are answered here, at once.
     flush_is_noop: bool,
+    /// The member, for I/Os done on the engine thread itself when the device can do them
+    /// without waiting, and the largest such I/O (0: none; see the module's text).
+    target: MemberTarget,
+    now_max: u64,
+    /// I/Os left to hand over without trying them in place, after the member refused one
+    /// (see [`SKIP_AFTER_REFUSAL`]).
+    now_skip: u32,
 }
+
+/// Member I/Os of at most this many bytes are tried on the engine thread (see the module's
+/// text). Above it the member threads copying in parallel win: fio's 64 KiB random writes over
+/// NBD on raid5 went slower with them done in place, 16 KiB ones faster (BENCHMARKS.md,
+/// section 12).
+pub(super) const ENGINE_IO_MAX: u64 = 16 << 10;
+
+/// After a member refuses an I/O in place (it would wait: a page-cache miss, a file system
+/// without `RWF_NOWAIT` writes, a member on another host), this many of its next I/Os go
+/// straight to its threads, so a member that can never answer in place costs one refused
+/// system call per this many I/Os, not one each.
+const SKIP_AFTER_REFUSAL: u32 = 64;
 
 impl MemberThreads {
     /// Start `threads` I/O threads for the member in `slot`, named `{name}{n}`, with up to
     /// `depth` I/Os handed to them at once; their answers wake the engine thread through
-    /// `notifier`.
+    /// `notifier`. Reads and writes of at most `now_max` bytes are tried in place first.
     pub(super) fn spawn(
         slot: usize,
         name: &str,
         target: MemberTarget,
         threads: usize,
         depth: usize,
+        now_max: u64,
         notifier: &std::sync::Arc<Notifier>,
     ) -> MemberThreads {
         let depth = depth.max(1);
@@ -61,6 +90,9 @@ impl MemberThreads {
             .collect();
         let flush_is_noop = target.dev.flush_is_noop();
         MemberThreads {
+            target,
+            now_max,
+            now_skip: 0,
             flush_is_noop,
             queue: qtx,
             answers: arx,
@@ -78,11 +110,30 @@ impl MemberThreads {
         if self.flush_is_noop && matches!(io.op, MemberOp::Flush) {
             // It covers the writes completed before it, durable already.
             self.done.push((io.id, IoResult::Done));
+        } else if let Some(result) = self.try_in_place(&io) {
+            self.done.push((io.id, result.handing_back(io.op)));
         } else if self.in_flight < self.depth && self.waiting.is_empty() {
             self.hand_over(io);
         } else {
             self.waiting.push_back(io);
         }
+    }
+
+    /// `io` done here, on the engine thread, if it is small and the member does it without
+    /// waiting.
+    fn try_in_place(&mut self, io: &MemberIo) -> Option<IoResult> {
+        if self.now_max == 0 || !matches!(io.op, MemberOp::Read { .. } | MemberOp::Write { .. }) {
+            return None;
+        }
+        if self.now_skip > 0 {
+            self.now_skip -= 1;
+            return None;
+        }
+        let result = self.target.perform_now(io, self.now_max);
+        if result.is_none() {
+            self.now_skip = SKIP_AFTER_REFUSAL;
+        }
+        result
     }
 
     /// Take a member I/O ahead of those waiting (the array's metadata, which writes wait for).
@@ -192,17 +243,36 @@ fn member_worker(queue: Receiver<MemberIo>, target: MemberTarget, answers: Answe
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::mem::MaybeUninit;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
+
+    use bytes::Bytes;
+    use uraid_engine::IoBuf;
 
     use super::*;
     use crate::member::{MemberDevice, MemoryDevice};
 
-    /// Memory that counts its flushes and says whether they are needed.
+    /// Memory that counts its flushes and its in-place attempts, and says whether flushes are
+    /// needed and whether it does I/O in place.
     struct Counted {
         mem: MemoryDevice,
         noop: bool,
         flushes: AtomicUsize,
+        in_place: AtomicBool,
+        tries: AtomicUsize,
+    }
+
+    impl Counted {
+        fn new(noop: bool, in_place: bool) -> Arc<Counted> {
+            Arc::new(Counted {
+                mem: MemoryDevice::new("m", 1 << 20),
+                noop,
+                flushes: AtomicUsize::new(0),
+                in_place: AtomicBool::new(in_place),
+                tries: AtomicUsize::new(0),
+            })
+        }
     }
 
     impl MemberDevice for Counted {
@@ -218,6 +288,20 @@ mod tests {
         fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
             self.mem.write_at(offset, data)
         }
+        fn read_now(&self, offset: u64, buf: &mut [MaybeUninit<u8>]) -> std::io::Result<bool> {
+            self.tries.fetch_add(1, Ordering::SeqCst);
+            if !self.in_place.load(Ordering::SeqCst) {
+                return Ok(false);
+            }
+            self.mem.read_now(offset, buf)
+        }
+        fn write_now(&self, offset: u64, data: &[u8]) -> std::io::Result<bool> {
+            self.tries.fetch_add(1, Ordering::SeqCst);
+            if !self.in_place.load(Ordering::SeqCst) {
+                return Ok(false);
+            }
+            self.mem.write_now(offset, data)
+        }
         fn flush(&self) -> std::io::Result<()> {
             self.flushes.fetch_add(1, Ordering::SeqCst);
             Ok(())
@@ -227,16 +311,20 @@ mod tests {
         }
     }
 
-    fn flushes_reaching(noop: bool) -> usize {
-        let dev = Arc::new(Counted { mem: MemoryDevice::new("m", 1 << 20), noop, flushes: AtomicUsize::new(0) });
+    fn threads_on(dev: &Arc<Counted>, now_max: u64) -> MemberThreads {
         let target = MemberTarget {
-            dev: Arc::clone(&dev) as Arc<dyn MemberDevice>,
+            dev: Arc::clone(dev) as Arc<dyn MemberDevice>,
             base: 0,
             data_bytes: 1 << 20,
             log_area: None,
         };
         let notifier = Arc::new(Notifier::new().unwrap());
-        let mut threads = MemberThreads::spawn(0, "test", target, 1, 4, &notifier);
+        MemberThreads::spawn(0, "test", target, 1, 4, now_max, &notifier)
+    }
+
+    fn flushes_reaching(noop: bool) -> usize {
+        let dev = Counted::new(noop, false);
+        let mut threads = threads_on(&dev, 0);
         threads.queue(MemberIo { id: 1, slot: 0, offset: 0, op: MemberOp::Flush });
         threads.drain();
         let answers: Vec<_> = threads.take_done().collect();
@@ -248,5 +336,63 @@ mod tests {
     fn a_flush_reaches_the_device_unless_its_completed_writes_are_durable_already() {
         assert_eq!(flushes_reaching(false), 1);
         assert_eq!(flushes_reaching(true), 0, "answered at once, without the device");
+    }
+
+    fn write(id: IoId, offset: u64, len: usize, byte: u8) -> MemberIo {
+        MemberIo { id, slot: 0, offset, op: MemberOp::Write { data: IoBuf::from(Bytes::from(vec![byte; len])) } }
+    }
+
+    #[test]
+    fn small_io_a_member_does_without_waiting_is_answered_as_it_is_handed_over() {
+        let dev = Counted::new(false, true);
+        let mut threads = threads_on(&dev, 16 << 10);
+        threads.queue(write(1, 4096, 4096, 0xa5));
+        // No thread was asked: the answer is there before anything is reaped.
+        let answers: Vec<_> = threads.take_done().collect();
+        assert!(matches!(answers.as_slice(), [(1, IoResult::Written(_))]), "{answers:?}");
+        assert!(threads.idle());
+        threads.queue(MemberIo { id: 2, slot: 0, offset: 4096, op: MemberOp::Read { len: 8192 } });
+        let answers: Vec<_> = threads.take_done().collect();
+        let [(2, IoResult::Read(bytes))] = answers.as_slice() else { panic!("{answers:?}") };
+        assert_eq!(&bytes[..4096], &[0xa5; 4096][..]);
+        assert_eq!(&bytes[4096..], &[0; 4096][..]);
+        // Larger than the limit: to the threads, answered once they have done it.
+        threads.queue(write(3, 0, 32 << 10, 0x5a));
+        assert_eq!(threads.take_done().count(), 0);
+        threads.drain();
+        let answers: Vec<_> = threads.take_done().collect();
+        assert!(matches!(answers.as_slice(), [(3, IoResult::Written(_))]), "{answers:?}");
+        let mut back = vec![0; 32 << 10];
+        dev.mem.read_at(0, &mut back).unwrap();
+        assert!(back.iter().all(|&b| b == 0x5a));
+        // Flushes are never done in place.
+        threads.queue(MemberIo { id: 4, slot: 0, offset: 0, op: MemberOp::Flush });
+        threads.drain();
+        assert_eq!(dev.flushes.load(Ordering::SeqCst), 1);
+        assert_eq!(dev.tries.load(Ordering::SeqCst), 2, "only the two small I/Os were tried in place");
+    }
+
+    #[test]
+    fn a_member_that_refuses_in_place_is_handed_its_io_and_asked_again_only_after_a_while() {
+        let dev = Counted::new(false, false);
+        let mut threads = threads_on(&dev, 16 << 10);
+        for id in 0..=u64::from(SKIP_AFTER_REFUSAL) {
+            threads.queue(write(id, id * 4096 % (1 << 20), 4096, id as u8));
+            threads.drain();
+            let answers: Vec<_> = threads.take_done().collect();
+            assert!(matches!(answers.as_slice(), [(i, IoResult::Written(_))] if *i == id), "{answers:?}");
+        }
+        // The first was tried and refused; the next SKIP_AFTER_REFUSAL went straight over.
+        assert_eq!(dev.tries.load(Ordering::SeqCst), 1);
+        let mut back = [0u8; 1];
+        dev.mem.read_at(4096 * 7, &mut back).unwrap();
+        assert_eq!(back[0], 7, "the threads wrote what was refused in place");
+        // Then it is asked again, and once it takes I/O in place, it keeps being asked.
+        dev.in_place.store(true, Ordering::SeqCst);
+        threads.queue(write(100, 0, 4096, 1));
+        threads.queue(write(101, 4096, 4096, 2));
+        let answers: Vec<_> = threads.take_done().collect();
+        assert_eq!(answers.len(), 2, "{answers:?}");
+        assert_eq!(dev.tries.load(Ordering::SeqCst), 3);
     }
 }

@@ -670,7 +670,8 @@ impl MemberRing {
         let io = MemberIo { id, slot: self.slot, offset, op: MemberOp::Discard { len } };
         if self.helper.is_none() {
             let depth = self.slots.len();
-            self.helper = Some(MemberThreads::spawn(self.slot, "zero", self.target.clone(), 1, depth, &self.notifier));
+            self.helper =
+                Some(MemberThreads::spawn(self.slot, "zero", self.target.clone(), 1, depth, 0, &self.notifier));
         }
         self.helper.as_mut().expect("helper started").queue(io);
     }

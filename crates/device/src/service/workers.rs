@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use uraid_engine::array::{IoId, IoResult, MemberIo};
 
-use super::io_threads::MemberThreads;
+use super::io_threads::{MemberThreads, ENGINE_IO_MAX};
 use super::notifier::Notifier;
 use super::{log, uring, IoBackend, ServiceConfig};
 use crate::target::MemberTarget;
@@ -40,7 +40,10 @@ pub(super) fn spawn_member_io(
         }
     }
     let threads = config.workers_per_member.max(1);
-    MemberPath::Threads(MemberThreads::spawn(slot, "io", target, threads, config.queue_depth.max(threads), notifier))
+    // `--inline-max=0` turns every shortcut off, this one too.
+    let now_max = config.inline_max.min(ENGINE_IO_MAX);
+    let depth = config.queue_depth.max(threads);
+    MemberPath::Threads(MemberThreads::spawn(slot, "io", target, threads, depth, now_max, notifier))
 }
 
 impl MemberPath {
