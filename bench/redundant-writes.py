@@ -86,11 +86,20 @@ def uraid_write(uraid, files, level, n, chunk, rw, bs, seconds):
     out = run([uraid, "bench", "engine", "--json", f"--pattern={rw}", f"--bs={bs}", "--iodepth=32",
                f"--seconds={seconds}", *files])
     r = json.loads(out)
-    return r["mbps"], r["iops"]
+    requests = r["bytes"] / int(r["bs"])
+    return r["mbps"], r["iops"], r["cpu_seconds"] / requests * 1e6
+
+
+def server_cpu_seconds(pid):
+    """User and system CPU seconds of process `pid` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def uraid_write_nbd(uraid, files, level, n, chunk, bs, seconds, sock):
-    """4 KiB random writes through `uraid serve` from fio's nbd engine: IOPS."""
+    """4 KiB random writes through `uraid serve` from fio's nbd engine: IOPS, and the server's
+    CPU microseconds per write."""
     create = [uraid, "create", f"--level={level}", f"--raid-devices={n}", "--force", "--assume-clean"]
     if chunk:
         create.append(f"--chunk={chunk}")
@@ -107,7 +116,9 @@ def uraid_write_nbd(uraid, files, level, n, chunk, bs, seconds, sock):
             sys.exit(f"{SCRIPT}: uraid serve did not listen on {sock}")
         out = run(["fio", "--name=nbd", "--ioengine=nbd", f"--uri=nbd+unix:///?socket={sock}", "--rw=randwrite",
                    f"--bs={bs}", "--iodepth=32", "--time_based", f"--runtime={seconds}", "--output-format=json"])
-        return json.loads(out[out.index("{"):])["jobs"][0]["write"]["iops"]
+        job = json.loads(out[out.index("{"):])["jobs"][0]["write"]
+        cpu = server_cpu_seconds(server.pid)
+        return job["iops"], cpu / max(job["total_ios"], 1) * 1e6
     finally:
         server.send_signal(signal.SIGINT)
         if server.wait(timeout=60) != 0:
@@ -147,25 +158,30 @@ def main():
                 limit = mbps * data_fraction(level, n) if rw == "write" else iops / ios_per_small_write(level, n)
                 for build, binary in builds:
                     if "NBD" in label:
-                        got = uraid_write_nbd(binary, mine, level, n, chunk, bs, a.seconds,
-                                              os.path.join(a.dir, "nbd.sock"))
+                        got, cpu = uraid_write_nbd(binary, mine, level, n, chunk, bs, a.seconds,
+                                                   os.path.join(a.dir, "nbd.sock"))
                     else:
-                        mb, io = uraid_write(binary, mine, level, n, chunk, rw, bs, a.seconds)
+                        mb, io, cpu = uraid_write(binary, mine, level, n, chunk, rw, bs, a.seconds)
                         got = mb if rw == "write" else io
-                    results.setdefault((name, label, build), []).append((got, limit))
-                    print(f"round {r + 1} {name} {label} {build}: {got:.0f}, limit {limit:.0f}", file=sys.stderr)
+                    results.setdefault((name, label, build), []).append((got, limit, cpu))
+                    print(f"round {r + 1} {name} {label} {build}: {got:.0f}, limit {limit:.0f}, "
+                          f"{cpu:.1f} CPU us per request", file=sys.stderr)
 
     print(f"\nRedundant writes over member files of {a.member_mib} MiB on tmpfs, queue depth 32, medians of "
           f"{a.runs} rounds [min-max]; the limit is the members' own rate in the same round (fio, one psync "
-          "job per member) times the level's data fraction, or over the member I/Os of one small write\n")
-    print("| array | load | build | uraid | limit | uraid / limit |")
-    print("|---|---|---|---|---|---|")
-    for (name, label, build), pairs in results.items():
+          "job per member) times the level's data fraction, or over the member I/Os of one small write; "
+          "uraid's CPU per request is its whole process's (load generator included in process, the "
+          "server's alone over NBD)\n")
+    print("| array | load | build | uraid | limit | uraid / limit | uraid CPU µs per request |")
+    print("|---|---|---|---|---|---|---|")
+    for (name, label, build), rounds in results.items():
         unit = "MB/s" if "seq" in label else "IOPS"
-        got = [g for g, _ in pairs]
-        lim = [lim for _, lim in pairs]
-        ratio = [g / lim for g, lim in pairs]
-        print(f"| {name} | {label} | {build} | {fmt(got)} {unit} | {fmt(lim)} {unit} | {fmt(ratio, 2)} |")
+        got = [g for g, _, _ in rounds]
+        lim = [lim for _, lim, _ in rounds]
+        ratio = [g / lim for g, lim, _ in rounds]
+        cpu = [c for _, _, c in rounds]
+        print(f"| {name} | {label} | {build} | {fmt(got)} {unit} | {fmt(lim)} {unit} | {fmt(ratio, 2)} "
+              f"| {fmt(cpu, 1)} |")
     shutil.rmtree(a.dir)
 
 

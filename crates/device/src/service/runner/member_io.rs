@@ -9,12 +9,13 @@ use super::metadata::is_metadata_io;
 use super::{MemberPath, Runner};
 
 impl Runner {
-    /// A member path's answer: to the engine, or to the metadata job whose op it was.
+    /// A member path's answer: to the engine, or to the metadata job whose op it was. The
+    /// caller tells the engine the time first, once for a batch of answers (a clock read per
+    /// answer was a few percent of a 4 KiB raid5 write's CPU).
     fn hand_back(&mut self, id: IoId, result: IoResult) {
         if is_metadata_io(id) {
             self.metadata_io_answered(id, result);
         } else {
-            self.tell_time();
             self.array.engine_mut().complete_io(id, result);
         }
     }
@@ -51,6 +52,7 @@ impl Runner {
                 return any;
             }
             any = true;
+            self.tell_time();
             for (id, result) in done.drain(..) {
                 self.hand_back(id, result);
             }
@@ -69,6 +71,7 @@ impl Runner {
         if let Some(path) = self.queues[slot].as_mut() {
             path.drain();
             let done: Vec<_> = path.take_done().collect();
+            self.tell_time();
             for (id, result) in done {
                 self.hand_back(id, result);
             }
@@ -80,6 +83,7 @@ impl Runner {
     pub(super) fn drain_retired(&mut self) {
         for mut path in std::mem::take(&mut self.retired) {
             path.drain();
+            self.tell_time();
             for (id, result) in path.take_done().collect::<Vec<_>>() {
                 self.hand_back(id, result);
             }
