@@ -234,6 +234,24 @@ impl PoolBuf {
         }
     }
 
+    /// The first `len` bytes as they are (a pooled block's old contents: it was zeroed when
+    /// first allocated), for a writer that overwrites every one of them, such as a block
+    /// rebuilt from parity: zeroing first would be a pass over the bytes for nothing. Short
+    /// buffers, from the allocator, are zeroed (cheaply, at that size).
+    pub fn overwrite(&mut self, len: usize) -> &mut [u8] {
+        match &mut self.block {
+            Some((b, _)) => {
+                self.len = len;
+                &mut b.as_mut_slice()[..len]
+            }
+            None => {
+                self.own.clear();
+                self.own.resize(len, 0);
+                &mut self.own
+            }
+        }
+    }
+
     /// Append `data` (a read that went through a bounce buffer), within the capacity asked for.
     pub fn extend_from_slice(&mut self, data: &[u8]) {
         match &mut self.block {
@@ -306,6 +324,26 @@ mod tests {
 
     fn pool(limit: usize) -> &'static BufPool {
         Box::leak(Box::new(BufPool::new(limit)))
+    }
+
+    #[test]
+    fn an_overwritten_buffer_holds_what_was_written_however_it_was_used_before() {
+        let p = pool(1 << 20);
+        for len in [4096, POOLED_FROM, POOLED_FROM + 512] {
+            let mut b = p.take(len);
+            b.zeroed(len).fill(0xee);
+            drop(b.into_bytes());
+            // The same block again (for the pooled sizes), with its old bytes in it.
+            let mut b = p.take(len);
+            let s = b.overwrite(len);
+            assert_eq!(s.len(), len);
+            for (i, byte) in s.iter_mut().enumerate() {
+                *byte = i as u8;
+            }
+            assert_eq!(b.len(), len);
+            let bytes = b.into_bytes();
+            assert!(bytes.iter().enumerate().all(|(i, &v)| v == i as u8), "{len} bytes");
+        }
     }
 
     #[test]
