@@ -7,6 +7,9 @@
 #                the array, show the new level and device count, recover what is to be
 #                rebuilt, read the pattern back, and find mismatch_cnt 0 after a check
 #                (redundant levels).
+#   served:NAME  as uraid:NAME, but the array runs (`uraid assemble`) and its server makes the
+#                change (`uraid grow` given the members sends it there) and rebuilds the added
+#                devices before `uraid stop`; the kernel then judges the members as for uraid:.
 #   kernel:NAME  uraid creates and fills the array; the kernel makes the same change with
 #                `mdadm --grow` (and recovers any added device); uraid must then read the
 #                pattern back byte for byte, see the new level and device count, and find no
@@ -41,6 +44,9 @@ cases=(
   "uraid:raid6-to-raid5|5|-l6 -n5 --layout=left-symmetric-6 --chunk=64K %0 %1 %2 %3 %4|--level=5 %0 %1 %2 %3 %4|%0 %1 %2 %3 %4|raid5|4|0"
   "uraid:raid0-to-raid10|4|-l0 -n2 --chunk=64K %0 %1|--level=10 %0 %1 --add %2 --add %3|%0 %1 %2 %3|raid10|4|0"
   "uraid:raid10-to-raid0|4|-l10 -n4 --chunk=64K %0 %1 %2 %3|--level=0 %0 %1 %2 %3|%0 %2|raid0|2|0"
+  "served:raid1-2to3|3|-l1 -n2 %0 %1|-n3 %0 %1 --add %2|%0 %1 %2|raid1|3|0"
+  "served:raid1-2to4-missing|3|-l1 -n2 %0 %1|-n4 --force %0 %1 --add %2|%0 %1 %2|raid1|4|1"
+  "served:raid1-2to3-meta1.0|3|-l1 -n2 --metadata=1.0 %0 %1|-n3 %0 %1 --add %2|%0 %1 %2|raid1|3|0"
   "uraid:raid1-2to3-meta1.0|3|-l1 -n2 --metadata=1.0 %0 %1|-n3 %0 %1 --add %2|%0 %1 %2|raid1|3|0"
   "uraid:raid0-to-raid5-meta1.0|4|-l0 -n3 --metadata=1.0 --chunk=64K %0 %1 %2|--level=5 %0 %1 %2 --add %3|%0 %1 %2 %3|raid5|4|0"
   "uraid:raid5-to-raid6-meta1.1|5|-l5 -n4 --metadata=1.1 --chunk=64K %0 %1 %2 %3|--level=6 %0 %1 %2 %3 --add %4|%0 %1 %2 %3 %4|raid6|5|0"
@@ -100,9 +106,21 @@ for spec in "${cases[@]}"; do
   "$uraid" write --offset=0 $before <"$dir/data" 2>/dev/null
   sha=$(sha256sum <"$dir/data" | cut -d' ' -f1)
   case $name in
-    uraid:*)
+    uraid:* | served:*)
+      if [[ $name == served:* ]]; then
+        # The array runs under uraid, and its server makes the change and the rebuild.
+        run=$dir/run; mkdir -p "$run"
+        # shellcheck disable=SC2046,SC2086
+        if ! { URAID_RUNTIME_DIR=$run "$uraid" assemble $before &&
+          URAID_RUNTIME_DIR=$run "$uraid" grow $(expand "$change" "$dir") &&
+          URAID_RUNTIME_DIR=$run "$uraid" ctl "t$num" wait &&
+          URAID_RUNTIME_DIR=$run "$uraid" stop "t$num"; } >"$dir/log" 2>&1; then
+          echo "FAIL $name: the served change failed"; sed 's/^/    /' "$dir/log"; fail=1
+          URAID_RUNTIME_DIR=$run "$uraid" stop "t$num" >/dev/null 2>&1 || true
+          continue
+        fi
       # shellcheck disable=SC2046
-      if ! "$uraid" grow $(expand "$change" "$dir") >"$dir/log" 2>&1; then
+      elif ! "$uraid" grow $(expand "$change" "$dir") >"$dir/log" 2>&1; then
         echo "FAIL $name: uraid grow refused"; sed 's/^/    /' "$dir/log"; fail=1; continue
       fi
       members=$(expand "$after" "$dir")
@@ -186,14 +204,14 @@ while IFS='|' read -r name num bytes sha level raid degraded after change; do
   line=$(echo "$out" | grep "^$name " || echo "$name (no result)")
   dir=$work/$num
   case $name in
-    uraid:*)
+    uraid:* | served:*)
       redundant=$([ "$level" = raid0 ] && echo n/a || echo 0)
       want="level=$level raid_disks=$raid degraded=$degraded mismatch_cnt=$redundant sha=$sha"
       if [[ "$line" == "$name $want" ]]; then
         if [ "$level" = raid0 ]; then
           echo "PASS $name: the kernel assembles uraid's change as $level of $raid devices, data intact"
         else
-          echo "PASS $name: the kernel assembles uraid's change as $level of $raid devices, recovers it (degraded $degraded after), mismatch_cnt 0, data intact"
+          echo "PASS $name: the kernel assembles uraid's change as $level of $raid devices, recovers what is owed (degraded $degraded after), mismatch_cnt 0, data intact"
         fi
       else
         echo "FAIL $name: the kernel said '$line', wanted '$name $want'"; fail=1

@@ -63,6 +63,31 @@ pub struct TakeoverDone {
     pub dropped: Vec<String>,
 }
 
+impl TakeoverDone {
+    /// What changed, on one line in md's terms (a running array's answer to the change).
+    pub fn summary(&self) -> String {
+        let c = &self.change;
+        let mut text = if self.from_level == c.level {
+            format!("{}: {} of {} devices is now of {} devices", self.name, c.level, self.from_raid_disks, c.raid_disks)
+        } else {
+            format!(
+                "{}: {} of {} devices is now {} of {} devices; no data moved",
+                self.name, self.from_level, self.from_raid_disks, c.level, c.raid_disks
+            )
+        };
+        for (dev, slot) in &self.rebuilding {
+            text.push_str(&format!("; {dev} is rebuilt into slot {slot}"));
+        }
+        for slot in &self.missing {
+            text.push_str(&format!("; slot {slot} is missing (no device was added for it)"));
+        }
+        for dropped in &self.dropped {
+            text.push_str(&format!("; {dropped}"));
+        }
+        text
+    }
+}
+
 /// A member with its superblock as read.
 struct Found {
     dev: Arc<dyn MemberDevice>,
@@ -119,8 +144,18 @@ pub fn take_over(
     added: &[PathBuf],
     request: &TakeoverRequest,
 ) -> Result<TakeoverDone, TakeoverError> {
-    let members = read_superblocks(open_paths(paths, true)?)?;
-    let added = open_paths(added, true)?;
+    take_over_on(open_paths(paths, true)?, open_paths(added, true)?, request).map(|(done, _)| done)
+}
+
+/// [`take_over`] on devices already open (a running array's, wound down): also the devices
+/// that carry the new shape's superblocks, to serve the array from (a device failed and
+/// removed by the change is not among them).
+pub fn take_over_on(
+    members: Vec<Arc<dyn MemberDevice>>,
+    added: Vec<Arc<dyn MemberDevice>>,
+    request: &TakeoverRequest,
+) -> Result<(TakeoverDone, Vec<Arc<dyn MemberDevice>>), TakeoverError> {
+    let members = read_superblocks(members)?;
     let candidates: Vec<Candidate> =
         members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
     let plan = assemble::plan(&candidates)?;
@@ -271,7 +306,7 @@ pub fn take_over(
     for m in &all {
         m.dev.flush().map_err(|e| TakeoverError::Member(format!("{}: flushing the superblock: {e}", m.dev.name())))?;
     }
-    Ok(TakeoverDone {
+    let done = TakeoverDone {
         name,
         from_level: plan.level,
         from_raid_disks: plan.raid_disks as u32,
@@ -279,7 +314,8 @@ pub fn take_over(
         rebuilding,
         missing,
         dropped,
-    })
+    };
+    Ok((done, all.into_iter().map(|m| m.dev).collect()))
 }
 
 /// The array as the takeover rules see it.

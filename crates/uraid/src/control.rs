@@ -3,8 +3,9 @@
 //! One request per connection line, one answer line, both JSON: `{"op":"status"}`,
 //! `{"op":"check"}`, `{"op":"repair"}`, `{"op":"idle"}`, `{"op":"wait"}`, `{"op":"stop"}`,
 //! `{"op":"add"|"re-add"|"fail"|"remove","member":PATH}`, `{"op":"member-limits",...}`,
-//! `{"op":"grow","raid_devices":N,"add":[PATH,...],"chunk_sectors":C,"layout":L}` (any of
-//! the count, chunk and md layout number; the new devices for more),
+//! `{"op":"grow","raid_devices":N,"add":[PATH,...],"chunk_sectors":C,"layout":L,"force":B}`
+//! (any of the count, chunk and md layout number; the new devices for more; on a raid1 the
+//! count of copies, `force` leaving new slots missing),
 //! `{"op":"change","size":"max"|SECTORS,"assume_clean":BOOL}` or
 //! `{"op":"change","bitmap":"internal"|"none","bitmap_chunk":BYTES}` (md's `--grow --size`,
 //! `--bitmap`),
@@ -208,8 +209,13 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
             ) else {
                 return fail("grow: a count, chunk or layout out of range".into());
             };
+            let force = match request.get("force") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(v) => return fail(format!("grow: \"force\" must be true or false, not {v}")),
+            };
             let reshape = ReshapeRequest { raid_devices, layout, chunk_sectors, array_size: None };
-            match handle.grow(reshape, add) {
+            match handle.grow(reshape, add, force) {
                 Ok(done) => json!({"ok": true, "done": done}),
                 Err(e) => fail(e.to_string()),
             }

@@ -271,9 +271,12 @@ fn raid6_with_a_normal_layout_and_multi_zone_raid0_are_refused() {
     assert!(said.contains("more than one zone"), "{said}");
 }
 
-/// Members of an array `uraid assemble` runs are changed only once it is stopped.
+/// A raid1 that `uraid assemble` runs changes its number of copies through its server, which
+/// rebuilds the new one at once, from the copies it has; a copy failed and removed is then
+/// dropped the same way, and with --force a new slot is left missing. Its level is changed
+/// only once it is stopped.
 #[test]
-fn a_running_array_is_refused_until_stopped() {
+fn a_running_raid1_changes_its_copies_and_its_level_only_when_stopped() {
     let dir = tempdir().unwrap();
     let d = disks(dir.path(), 3);
     let data = created_and_filled(&["-l1", "-n2"], &d[..2]);
@@ -282,16 +285,71 @@ fn a_running_array_is_refused_until_stopped() {
     let run = |args: &[&str]| uraid_in(&runtime, args);
     let o = run(&with(&["assemble"], &d[..2]));
     assert!(o.status.success(), "{}", text(&o));
+    let status =
+        || -> serde_json::Value { serde_json::from_slice(&run(&["ctl", "t", "status", "--json"]).stdout).unwrap() };
+    let size = status()["size_bytes"].as_u64().unwrap();
+    // Members in sync, and how many the array misses.
+    let in_sync = || {
+        let now = status();
+        let members = now["members"].as_array().unwrap().clone();
+        let active = members.iter().filter(|m| m["role"].as_str().unwrap_or("").starts_with("active")).count();
+        (active, now["degraded"].as_u64().unwrap())
+    };
+    assert_eq!(in_sync(), (2, 0));
+
+    // Refused while running, and nothing written: a level change, a raid1's chunk, --force
+    // elsewhere than a raid1's count, too many devices for the slots.
     let blank = hashes(&d[2..]);
-    for args in [vec!["grow", "-n3", &d[0], &d[1], "--add", &d[2]], vec!["grow", "--level=5", &d[0], &d[1]]] {
-        let o = run(&args);
-        assert!(!o.status.success(), "{}", text(&o));
-        assert!(text(&o).contains("stop the array first: uraid stop t"), "{}", text(&o));
-    }
+    let o = run(&["grow", "--level=5", &d[0], &d[1]]);
+    assert!(!o.status.success() && text(&o).contains("stop the array first: uraid stop t"), "{}", text(&o));
+    let o = run(&["ctl", "t", "grow", "--chunk=64K"]);
+    assert!(!o.status.success() && text(&o).contains("no chunk size or layout"), "{}", text(&o));
+    let o = run(&["ctl", "t", "grow", "-n2"]);
+    assert!(!o.status.success() && text(&o).contains("already has 2 devices"), "{}", text(&o));
+    let o = run(&["ctl", "t", "grow", "-n4"]);
+    assert!(!o.status.success() && text(&o).contains("Need 2 spares"), "{}", text(&o));
     assert_eq!(hashes(&d[2..]), blank, "the device to add was written");
+    assert_eq!(in_sync(), (2, 0), "refused, the array is served as it was");
+
+    // One more copy, from `uraid grow` given the members: rebuilt in the background.
+    let o = run(&["grow", "-n3", &d[0], &d[1], "--add", &d[2]]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("raid1 of 2 devices is now of 3 devices"), "{}", text(&o));
+    assert!(text(&o).contains("is rebuilt into slot 2"), "{}", text(&o));
+    let o = run(&["ctl", "t", "wait"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(in_sync(), (3, 0));
+    assert_eq!(status()["size_bytes"].as_u64(), Some(size));
+
+    // Back to two: the copy must be failed and removed first, as md's raid1 drops empty
+    // slots only.
+    let o = run(&["ctl", "t", "grow", "-n2"]);
+    assert!(!o.status.success() && text(&o).contains("3 slots hold a device"), "{}", text(&o));
+    for op in ["fail", "remove"] {
+        let o = run(&["ctl", "t", op, &d[0]]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let o = run(&["ctl", "t", "grow", "-n2"]);
+    assert!(o.status.success() && text(&o).contains("raid1 of 3 devices is now of 2 devices"), "{}", text(&o));
+    assert_eq!(in_sync(), (2, 0));
     let o = run(&["stop", "t"]);
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(detail(&d[..2])["level"], "raid1");
-    grow(&["--level=5", &d[0], &d[1]]);
-    assert_eq!(read(&d[..2], data.len()), data);
+
+    let kept = d[1..].to_vec();
+    let json = detail(&kept);
+    assert_eq!((json["raid_devices"].as_u64(), json["degraded"].as_bool()), (Some(2), Some(false)), "{json:#}");
+    assert_eq!(states(&kept), ["active", "active"]);
+    assert_eq!(read(&d[2..], data.len()), data, "the copy added while running alone holds the data");
+    checks_clean(&kept);
+
+    // One more slot and nothing to fill it: refused but with --force.
+    let o = run(&with(&["assemble"], &kept));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&["ctl", "t", "grow", "-n3", "--force"]);
+    assert!(o.status.success() && text(&o).contains("slot 2 is missing"), "{}", text(&o));
+    assert_eq!(in_sync(), (2, 1));
+    let o = run(&["stop", "t"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(detail(&kept)["raid_devices"], 3);
+    assert_eq!(read(&kept, data.len()), data);
 }

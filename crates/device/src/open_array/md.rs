@@ -79,7 +79,7 @@ impl MdArray {
     }
 
     /// Whether member `idx` holds a slot or is a spare (rather than failed or removed).
-    fn holds_place(&self, idx: usize) -> bool {
+    pub(super) fn holds_place(&self, idx: usize) -> bool {
         match self.plan.verdicts[idx] {
             MemberVerdict::Active { slot } => self.plan.slots[slot] == Some(idx),
             MemberVerdict::Spare => true,

@@ -158,6 +158,18 @@ impl OpenArray {
         }
     }
 
+    /// [`OpenArray::devices`] without those removed from the array (md members failed out of
+    /// their slot or removed; a failed member still in its slot stays): what a change written
+    /// as on a stopped array, and the array served again, are to be made of.
+    pub fn devices_in_place(&self) -> Vec<Arc<dyn MemberDevice>> {
+        match &self.format {
+            Format::Md(md) => {
+                (0..md.members.len()).filter(|&i| md.holds_place(i)).map(|i| Arc::clone(&md.members[i].dev)).collect()
+            }
+            _ => self.devices(),
+        }
+    }
+
     /// The name of metadata device `idx` (the device a [`MetaOp`]'s index stands for): md's
     /// member `idx`; for a Vinum volume, the drive of that device (several may be one drive).
     pub fn metadata_device_name(&self, idx: usize) -> Option<&str> {

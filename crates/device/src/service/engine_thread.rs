@@ -21,6 +21,8 @@ use crate::md_change::{change_on, MdChange};
 use crate::member::MemberDevice;
 use crate::open_array::OpenArray;
 use crate::reshape::{Grow, GrowError};
+use crate::takeover::take_over_on;
+use uraid_md::takeover::TakeoverRequest;
 
 /// What the engine thread runs now.
 pub(super) enum Phase {
@@ -44,9 +46,10 @@ pub(super) fn run(first: Phase, rx: Receiver<Msg>, shared: Shared) {
         phase = match phase {
             Phase::Serving(runner) => match runner.serve(&rx) {
                 None => Phase::Ended,
-                Some(handoff) => match handoff.what {
+                Some(handoff) => match handoff.what.clone() {
                     Asked::Reshape(request) => begin_reshape(handoff, request, &shared),
                     Asked::Change(change) => apply_change(handoff, change, &shared),
+                    Asked::Copies(request) => apply_copies(handoff, request, &shared),
                 },
             },
             Phase::Reshaping(reshaping) => match reshaping.serve(&rx) {
@@ -83,6 +86,25 @@ fn apply_change(h: Handoff, change: MdChange, shared: &Shared) -> Phase {
             serve_again(h.devices, h.config, carried, shared)
         }
         Err(e) => refused("change", e.to_string(), h, shared),
+    }
+}
+
+/// Change a raid1's number of copies as on a stopped array (md's takeover rules decide), and
+/// serve the array again from the devices that carry the new shape: its new runner rebuilds
+/// the copies added, and a device dropped is no longer opened.
+fn apply_copies(h: Handoff, request: TakeoverRequest, shared: &Shared) -> Phase {
+    if let Some(why) = h.failed.clone() {
+        return refused("grow", format!("marking the array clean before the change failed: {why}"), h, shared);
+    }
+    match take_over_on(h.devices.clone(), h.added.clone(), &request) {
+        Ok((done, devices)) => {
+            let text = done.summary();
+            log(&text);
+            let _ = h.reply.send(Ok(text));
+            let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
+            serve_again(devices, h.config, carried, shared)
+        }
+        Err(e) => refused("grow", e.to_string(), h, shared),
     }
 }
 

@@ -95,14 +95,18 @@ impl ServiceHandle {
     /// several at once; returns once the reshape has started, which then runs in the background
     /// while requests go on. Refused, changing nothing, unless the array is a whole md
     /// raid4/5/6 with no pass running; fewer members are refused (the array would shrink under
-    /// its clients).
+    /// its clients). On an md raid1, `request.raid_devices` changes its number of copies as
+    /// md's takeover does (more, `add` taking the new slots, which are then rebuilt, and with
+    /// `force` the rest left missing; or fewer): the array is wound down as for a size change,
+    /// its superblocks written, and served again.
     pub fn grow(
         &self,
         request: crate::reshape::ReshapeRequest,
         add: Vec<std::path::PathBuf>,
+        force: bool,
     ) -> Result<String, ManageError> {
         let (reply, rx) = crossbeam_channel::bounded(1);
-        self.inbox.send(Msg::Grow { request, add, reply }).map_err(|_| ManageError::Stopping)?;
+        self.inbox.send(Msg::Grow { request, add, force, reply }).map_err(|_| ManageError::Stopping)?;
         rx.recv().map_err(|_| ManageError::Stopping)?
     }
 

@@ -43,10 +43,13 @@ pub(super) enum Msg {
     WaitIdle(Sender<ArrayStatus>),
     Manage(ManageOp, Sender<Result<String, ManageError>>),
     /// Reshape the array as `request` asks (more members, `add` being the new ones, another
-    /// chunk size or layout); answered once the reshape has started (or with why not).
+    /// chunk size or layout), or change a raid1's number of copies (`force`: new slots may be
+    /// left missing); answered once the reshape has started or the copies changed (or with
+    /// why not).
     Grow {
         request: crate::reshape::ReshapeRequest,
         add: Vec<std::path::PathBuf>,
+        force: bool,
         reply: Sender<Result<String, ManageError>>,
     },
     /// Change the array's size or bitmap (md's `--grow --size`, `--bitmap`); answered once the

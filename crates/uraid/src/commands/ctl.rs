@@ -84,7 +84,7 @@ pub fn run(args: &CtlArgs) -> CliResult {
             )?;
             change_served(&args.socket.display().to_string(), socket, change)?;
         }
-        CtlOp::Grow { raid_devices, add, chunk, layout, .. } => {
+        CtlOp::Grow { raid_devices, add, chunk, layout, force, .. } => {
             let chunk_sectors = chunk.as_deref().map(super::grow_restripe::chunk_sectors).transpose()?;
             let layout = match layout {
                 None => None,
@@ -96,9 +96,11 @@ pub fn run(args: &CtlArgs) -> CliResult {
                     Some(super::grow_restripe::layout_at(level, name)?)
                 }
             };
-            let answer = request(socket, grow_request(*raid_devices, add, chunk_sectors, layout))?;
+            let mut body = grow_request(*raid_devices, add, chunk_sectors, layout);
+            body["force"] = json!(*force);
+            let answer = request(socket, body)?;
             eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("reshape started"));
-            eprintln!("uraid: `uraid ctl {} wait` waits for the reshape to end", args.socket.display());
+            eprintln!("uraid: `uraid ctl {} wait` waits for the reshape or rebuild to end", args.socket.display());
         }
         CtlOp::Stop => stop(socket)?,
         CtlOp::MemberLimits {

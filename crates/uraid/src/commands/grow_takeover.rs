@@ -1,7 +1,9 @@
 //! `uraid grow --level` (md's takeovers, which move no data) and `uraid grow --raid-devices` on
 //! a raid1, on a stopped array: the superblocks are rewritten as md leaves them, new slots take
 //! the `--add` devices (recorded as being rebuilt: `uraid add MEMBERS...` rebuilds them now, the
-//! next `uraid assemble` or the kernel at its next start) or stay missing.
+//! next `uraid assemble` or the kernel at its next start) or stay missing. A raid1 that
+//! `uraid assemble` runs has its copies changed by its server instead (as `uraid ctl NAME grow
+//! -n N` asks), which rebuilds the new ones at once; its level is changed only when stopped.
 
 use std::path::PathBuf;
 
@@ -58,10 +60,19 @@ pub fn run(args: &GrowArgs) -> CliResult {
             ));
         }
     }
-    if let Some((name, _)) = super::served_by::served_by(&args.members) {
-        return err(format!(
-            "grow: array {name} is running; uraid changes its level or raid1 device count only while it is stopped: stop the array first: uraid stop {name}"
-        ));
+    if let Some((name, socket)) = super::served_by::served_by(&args.members) {
+        if args.level.is_some() {
+            return err(format!(
+                "grow: array {name} is running; uraid changes its level only while it is stopped: stop the array first: uraid stop {name}"
+            ));
+        }
+        // A raid1's number of copies: its server changes it, and rebuilds the new ones.
+        let mut body = super::ctl::grow_request(args.raid_devices, &args.add, None, None);
+        body["force"] = serde_json::json!(args.force);
+        let answer = super::ctl::request(&socket, body)?;
+        eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("changed"));
+        eprintln!("uraid: a new copy is rebuilt in the background; `uraid ctl {name} wait` waits for it to end");
+        return Ok(());
     }
     let done = take_over(&args.members, &args.add, &request(args)?).map_err(|e| CliError(format!("grow: {e}")))?;
     report(&done, &args.members, &args.add);

@@ -1,10 +1,11 @@
 //! A reshape asked of the running array (md's `--grow --raid-devices` with `--add`, `--chunk`,
-//! `--layout`), or a change of its size or bitmap (`--size`, `--bitmap`): checked here before
-//! anything changes, then the runner winds down as a stop does (requests in flight answered,
-//! members flushed, the array marked clean) and hands the array's devices over, with the
-//! requests that arrived meanwhile. The reshape itself runs in `service::reshaping`; a size or
-//! bitmap change is written as on a stopped array and the array served again
-//! (`service::engine_thread`).
+//! `--layout`), a change of a raid1's number of copies (`--grow --raid-devices` on a raid1), or
+//! a change of its size or bitmap (`--size`, `--bitmap`): checked here before anything
+//! changes, then the runner winds down as a stop does (requests in flight answered, members
+//! flushed, the array marked clean) and hands the array's devices over, with the requests that
+//! arrived meanwhile. The reshape itself runs in `service::reshaping`; a change of copies, size
+//! or bitmap is written as on a stopped array and the array served again
+//! (`service::engine_thread`), where new copies are rebuilt.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,12 +18,16 @@ use crate::member::MemberDevice;
 use crate::probe::probe;
 use crate::reshape::ReshapeRequest;
 use crate::service::{ArrayStatus, BlockOp, Done, ManageError, ServiceConfig, StopReport};
+use uraid_layout::Level;
+use uraid_md::takeover::TakeoverRequest;
 
 /// What the running array is asked to change.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(in crate::service) enum Asked {
     Reshape(ReshapeRequest),
     Change(MdChange),
+    /// A raid1's number of copies (md's takeover of raid1 to raid1).
+    Copies(TakeoverRequest),
 }
 
 /// A grow or change waiting for the runner to wind down.
@@ -63,17 +68,25 @@ impl Runner {
         &mut self,
         request: ReshapeRequest,
         add: Vec<PathBuf>,
+        force: bool,
         reply: Sender<Result<String, ManageError>>,
     ) {
-        match self.check_grow(&request, &add) {
-            Ok(added) => {
-                log(&format!("reshape asked ({request:?}): finishing the requests in flight"));
+        let checked = if self.array.md().is_some_and(|md| md.plan.level == Level::Raid1) {
+            self.check_copies(&request, &add, force)
+        } else if force {
+            Err(ManageError::Grow("--force goes with a raid1's number of devices only".into()))
+        } else {
+            self.check_grow(&request, &add).map(|added| (Asked::Reshape(request), added))
+        };
+        match checked {
+            Ok((what, added)) => {
+                log(&format!("{what:?} asked: finishing the requests in flight"));
                 // No pass starts from here on and no idle clean mark is started: the wind-down
                 // marks the array clean itself.
                 let now = self.now();
                 self.policy.stop(&mut self.array, now);
                 self.policy_events();
-                self.grow_ask = Some(GrowAsk { what: Asked::Reshape(request), added, reply });
+                self.grow_ask = Some(GrowAsk { what, added, reply });
             }
             Err(e) => {
                 let _ = reply.send(Err(e));
@@ -154,18 +167,82 @@ impl Runner {
         if self.array.engine().degraded() {
             return refuse("the array is degraded: rebuild it before growing it".into());
         }
-        if let Some(pass) = self.policy.pass() {
-            return refuse(format!("a {} is running: wait for it to end (or stop it with idle) first", pass.action));
-        }
-        if self.array.needs_resync() {
-            return refuse("the array owes a resync (it was not shut down cleanly): let it finish first".into());
-        }
+        self.refuse_while_busy()?;
         if self.array.write_intent().is_some() || self.array.ppl().is_some() {
             return refuse(
                 "the array has a write-intent bitmap or a partial parity log, and md changes no shape with one (mdadm: \"Bitmap must be removed before shape can be changed\"): stop the array, remove a bitmap with uraid grow --bitmap=none, and grow it then"
                     .into(),
             );
         }
+        self.open_added(add)
+    }
+
+    /// Refuse, changing nothing, a change of a raid1's copies the running array cannot take
+    /// (md's takeover rules decide the rest once it is wound down: refused then, it is served
+    /// again as it was); else the change, and the new devices, open.
+    fn check_copies(
+        &self,
+        request: &ReshapeRequest,
+        add: &[PathBuf],
+        force: bool,
+    ) -> Result<(Asked, Vec<Arc<dyn MemberDevice>>), ManageError> {
+        let refuse = |why: String| Err(ManageError::Grow(why));
+        if self.info.read_only {
+            return Err(ManageError::ReadOnly);
+        }
+        if self.grow_ask.is_some() {
+            return refuse("a grow is already starting".into());
+        }
+        if request.chunk_sectors.is_some() || request.layout.is_some() || request.array_size.is_some() {
+            return refuse("a raid1 has no chunk size or layout to change, and its size changes with --size".into());
+        }
+        let old = self.array.md().map_or(0, |md| md.plan.raid_disks as u32);
+        let Some(raid_devices) = request.raid_devices else {
+            return refuse("give --raid-devices, the number of copies the raid1 is to have".into());
+        };
+        if raid_devices == old {
+            return refuse(format!("the array already has {old} devices: nothing to do"));
+        }
+        if raid_devices < old && !add.is_empty() {
+            return refuse(format!("--add goes with more devices; the array goes from {old} to {raid_devices}"));
+        }
+        self.refuse_while_busy()?;
+        if self.array.write_intent().is_some() {
+            return refuse(
+                "the array has a write-intent bitmap, and uraid changes the shape of arrays without one only (mdadm: \"Bitmap must be removed before shape can be changed\"): remove it first with uraid ctl NAME grow --bitmap=none"
+                    .into(),
+            );
+        }
+        let added = self.open_added(add)?;
+        let takeover = TakeoverRequest {
+            level: None,
+            raid_devices: Some(raid_devices),
+            layout: None,
+            added: added.len() as u32,
+            force,
+        };
+        Ok((Asked::Copies(takeover), added))
+    }
+
+    /// Refuse a change of shape while a pass runs or a resync is owed.
+    fn refuse_while_busy(&self) -> Result<(), ManageError> {
+        if let Some(pass) = self.policy.pass() {
+            return Err(ManageError::Grow(format!(
+                "a {} is running: wait for it to end (or stop it with idle) first",
+                pass.action
+            )));
+        }
+        if self.array.needs_resync() {
+            return Err(ManageError::Grow(
+                "the array owes a resync (it was not shut down cleanly): let it finish first".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The devices `add` names, open, each checked to be new to this array and blank.
+    fn open_added(&self, add: &[PathBuf]) -> Result<Vec<Arc<dyn MemberDevice>>, ManageError> {
+        let refuse = |why: String| Err(ManageError::Grow(why));
         let mut added: Vec<Arc<dyn MemberDevice>> = Vec::new();
         for path in add {
             // Before opening it: a device of this array is not opened for writing a second time.
@@ -194,7 +271,10 @@ impl Runner {
         let ask = self.grow_ask.take().expect("a grow was asked for");
         let failed = self.wind_down().err().map(|e| e.to_string());
         Handoff {
-            devices: self.array.devices(),
+            // Not those removed while served: they are out of the array, their superblocks left
+            // behind by its later updates (a change written as on a stopped array would refuse
+            // them as stale, and serving again would open them for nothing).
+            devices: self.array.devices_in_place(),
             added: ask.added,
             what: ask.what,
             reply: ask.reply,

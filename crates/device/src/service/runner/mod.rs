@@ -311,11 +311,11 @@ impl Runner {
                     self.dispatch_metadata();
                     let _ = reply.send(result);
                 }
-                Msg::Grow { request, add, reply } => {
+                Msg::Grow { request, add, force, reply } => {
                     if stopping.is_some() {
                         let _ = reply.send(Err(ManageError::Stopping));
                     } else {
-                        self.ask_grow(request, add, reply);
+                        self.ask_grow(request, add, force, reply);
                     }
                 }
                 Msg::Change { change, reply } => {
