@@ -10,10 +10,9 @@ use std::io;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{as_dyn, open, pattern};
+use common::{filled_members, open, pattern};
 use uraid_device::reshape::{Grow, ReshapeRequest};
 use uraid_device::{MemberDevice, MemoryDevice};
-use uraid_testkit::NewMdArray;
 
 const MEMBER_BYTES: u64 = 4 << 20;
 
@@ -71,17 +70,7 @@ fn raid5_with_data() -> (Vec<Vec<u8>>, Vec<u8>) {
 
 /// [`raid5_with_data`] with members of `member_bytes` and chunks of `chunk_sectors`.
 fn raid5_of(member_bytes: u64, chunk_sectors: u32) -> (Vec<Vec<u8>>, Vec<u8>) {
-    let array = NewMdArray { chunk_sectors, clean: true, ..NewMdArray::new(5, 4, member_bytes) };
-    let devs: Vec<Arc<MemoryDevice>> = array
-        .images()
-        .into_iter()
-        .enumerate()
-        .map(|(i, img)| Arc::new(MemoryDevice::from_bytes(&format!("m{i}"), img)))
-        .collect();
-    let mut a = open(&as_dyn(&devs), true);
-    let data = pattern(7, a.size() as usize);
-    a.write(0, data.clone()).unwrap();
-    a.close().unwrap();
+    let (devs, data) = filled_members(5, 4, chunk_sectors, member_bytes, 7);
     let mut images: Vec<Vec<u8>> = devs.iter().map(|d| d.snapshot()).collect();
     images.push(vec![0u8; member_bytes as usize]);
     (images, data)

@@ -7,12 +7,11 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{as_dyn, open, pattern};
+use common::{as_dyn, filled_members};
 use uraid_device::reshape::{Grow, GrowError, ReshapeRequest};
 use uraid_device::{MemberDevice, MemoryDevice};
 use uraid_md_format::sb1::Superblock1;
 use uraid_md_format::MetadataVersion;
-use uraid_testkit::NewMdArray;
 
 const MEMBER_BYTES: u64 = 4 << 20;
 /// Where a 1.2 superblock sits on its member.
@@ -20,18 +19,7 @@ const SB_AT: u64 = 4096;
 
 /// A raid5 of `n` members holding a pattern.
 fn raid5(n: usize) -> Vec<Arc<MemoryDevice>> {
-    let array = NewMdArray { chunk_sectors: 128, clean: true, ..NewMdArray::new(5, n, MEMBER_BYTES) };
-    let devs: Vec<Arc<MemoryDevice>> = array
-        .images()
-        .into_iter()
-        .enumerate()
-        .map(|(i, img)| Arc::new(MemoryDevice::from_bytes(&format!("m{i}"), img)))
-        .collect();
-    let mut a = open(&as_dyn(&devs), true);
-    let data = pattern(3, a.size() as usize);
-    a.write(0, data).unwrap();
-    a.close().unwrap();
-    devs
+    filled_members(5, n, 128, MEMBER_BYTES, 3).0
 }
 
 fn superblock(dev: &MemoryDevice) -> Superblock1 {

@@ -37,6 +37,29 @@ pub fn members_with(level: i32, n: usize, chunk_sectors: u32, clean: bool, bitma
         .collect()
 }
 
+/// Members of `member_bytes` in memory carrying a clean md 1.2 array of `level`, `n` members
+/// and `chunk_sectors`, written whole with [`pattern`]`(seed)`: the members and the data.
+pub fn filled_members(
+    level: i32,
+    n: usize,
+    chunk_sectors: u32,
+    member_bytes: u64,
+    seed: u64,
+) -> (Vec<Arc<MemoryDevice>>, Vec<u8>) {
+    let array = NewMdArray { chunk_sectors, clean: true, ..NewMdArray::new(level, n, member_bytes) };
+    let devs: Vec<Arc<MemoryDevice>> = array
+        .images()
+        .into_iter()
+        .enumerate()
+        .map(|(i, img)| Arc::new(MemoryDevice::from_bytes(&format!("m{i}"), img)))
+        .collect();
+    let mut a = open(&as_dyn(&devs), true);
+    let data = pattern(seed, a.size() as usize);
+    a.write(0, data.clone()).unwrap();
+    a.close().unwrap();
+    (devs, data)
+}
+
 pub fn open(devs: &[Arc<dyn MemberDevice>], writable: bool) -> OpenArray {
     let boxed: Vec<Box<dyn MemberDevice>> =
         devs.iter().map(|d| Box::new(Arc::clone(d)) as Box<dyn MemberDevice>).collect();
