@@ -122,7 +122,13 @@ impl MemberThreads {
     /// `io` done here, on the engine thread, if it is small and the member does it without
     /// waiting.
     fn try_in_place(&mut self, io: &MemberIo) -> Option<IoResult> {
-        if self.now_max == 0 || !matches!(io.op, MemberOp::Read { .. } | MemberOp::Write { .. }) {
+        let len = match &io.op {
+            MemberOp::Read { len } => *len,
+            MemberOp::Write { data } => data.len() as u64,
+            _ => return None,
+        };
+        // Too large is no refusal: the next small one is tried.
+        if len == 0 || len > self.now_max {
             return None;
         }
         if self.now_skip > 0 {
@@ -368,8 +374,13 @@ mod tests {
         // Flushes are never done in place.
         threads.queue(MemberIo { id: 4, slot: 0, offset: 0, op: MemberOp::Flush });
         threads.drain();
+        assert_eq!(threads.take_done().count(), 1);
         assert_eq!(dev.flushes.load(Ordering::SeqCst), 1);
         assert_eq!(dev.tries.load(Ordering::SeqCst), 2, "only the two small I/Os were tried in place");
+        // Nor did the large write keep the next small one from being tried.
+        threads.queue(write(5, 0, 4096, 1));
+        assert_eq!(threads.take_done().count(), 1, "answered as it was handed over");
+        assert_eq!(dev.tries.load(Ordering::SeqCst), 3);
     }
 
     #[test]

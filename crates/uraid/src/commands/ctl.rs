@@ -96,9 +96,7 @@ pub fn run(args: &CtlArgs) -> CliResult {
                     Some(super::grow_restripe::layout_at(level, name)?)
                 }
             };
-            let mut body = grow_request(*raid_devices, add, chunk_sectors, layout);
-            body["force"] = json!(*force);
-            let answer = request(socket, body)?;
+            let answer = request(socket, grow_request(*raid_devices, add, chunk_sectors, layout, *force))?;
             eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("reshape started"));
             eprintln!("uraid: `uraid ctl {} wait` waits for the reshape or rebuild to end", args.socket.display());
         }
@@ -171,15 +169,17 @@ fn absolute(member: &Path) -> PathBuf {
 }
 
 /// The request that grows the running array onto `raid_devices` members with `add` as the new
-/// devices (`uraid ctl NAME grow`, and `uraid grow` on a running array's members).
+/// devices (`uraid ctl NAME grow`, and `uraid grow` on a running array's members); `force`
+/// lets a raid1 leave new slots missing.
 pub fn grow_request(
     raid_devices: Option<u32>,
     add: &[PathBuf],
     chunk_sectors: Option<u32>,
     layout: Option<i32>,
+    force: bool,
 ) -> Value {
     let add: Vec<String> = add.iter().map(|p| absolute(p).display().to_string()).collect();
-    json!({"op": "grow", "raid_devices": raid_devices, "add": add, "chunk_sectors": chunk_sectors, "layout": layout})
+    json!({"op": "grow", "raid_devices": raid_devices, "add": add, "chunk_sectors": chunk_sectors, "layout": layout, "force": force})
 }
 
 fn manage(socket: &Path, op: &str, member: &Path, force: bool) -> CliResult {

@@ -111,7 +111,7 @@ fn grow_served(name: &str, socket: &std::path::Path, args: &GrowArgs, limit: Opt
             "grow: nothing to change: give --raid-devices=N (with --add for the new devices), --chunk or --layout",
         );
     }
-    let body = super::ctl::grow_request(request.raid_devices, &args.add, request.chunk_sectors, request.layout);
+    let body = super::ctl::grow_request(request.raid_devices, &args.add, request.chunk_sectors, request.layout, false);
     let answer = super::ctl::request(socket, body)?;
     eprintln!("uraid: {name}: {}", answer["done"].as_str().unwrap_or("reshape started"));
     // Only once the grow is accepted: a refused grow leaves the array's limits as they were.

@@ -67,11 +67,14 @@ pub fn run(args: &GrowArgs) -> CliResult {
             ));
         }
         // A raid1's number of copies: its server changes it, and rebuilds the new ones.
-        let mut body = super::ctl::grow_request(args.raid_devices, &args.add, None, None);
-        body["force"] = serde_json::json!(args.force);
+        let body = super::ctl::grow_request(args.raid_devices, &args.add, None, None, args.force);
         let answer = super::ctl::request(&socket, body)?;
         eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("changed"));
-        eprintln!("uraid: a new copy is rebuilt in the background; `uraid ctl {name} wait` waits for it to end");
+        if !args.add.is_empty() {
+            eprintln!(
+                "uraid: the new copies are rebuilt in the background; `uraid ctl {name} wait` waits for it to end"
+            );
+        }
         return Ok(());
     }
     let done = take_over(&args.members, &args.add, &request(args)?).map_err(|e| CliError(format!("grow: {e}")))?;
