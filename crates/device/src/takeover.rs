@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use uraid_engine::{EngineError, Geometry, SECTOR_BYTES};
-use uraid_layout::Level;
+use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
 use uraid_md::assemble::{self, Candidate, MemberVerdict};
 use uraid_md::takeover::{self, CurrentArray, Dropped, Takeover, TakeoverRequest};
 use uraid_md_format::sb1::{feature, TIME_SECONDS_MASK};
@@ -64,27 +64,46 @@ pub struct TakeoverDone {
 }
 
 impl TakeoverDone {
-    /// What changed, on one line in md's terms (a running array's answer to the change).
-    pub fn summary(&self) -> String {
+    /// What changed, and what is left to do, a line each in md's terms: the new shape (its
+    /// layout and chunk where it has them), md's note, the devices dropped, the slots left
+    /// missing, the devices to be rebuilt.
+    pub fn lines(&self) -> Vec<String> {
         let c = &self.change;
-        let mut text = if self.from_level == c.level {
-            format!("{}: {} of {} devices is now of {} devices", self.name, c.level, self.from_raid_disks, c.raid_disks)
+        let mut shape = format!("{} devices", c.raid_disks);
+        if let Some(layout) = layout_name(c.level, c.layout) {
+            shape.push_str(&format!(", layout {layout}"));
+        }
+        if c.chunk_sectors > 0 {
+            shape.push_str(&format!(", chunk {}K", c.chunk_sectors / 2));
+        }
+        let mut lines = vec![if self.from_level == c.level {
+            format!("{}: {} of {} devices is now of {shape}", self.name, c.level, self.from_raid_disks)
         } else {
             format!(
-                "{}: {} of {} devices is now {} of {} devices; no data moved",
-                self.name, self.from_level, self.from_raid_disks, c.level, c.raid_disks
+                "{}: {} of {} devices is now {} ({shape}); no data moved",
+                self.name, self.from_level, self.from_raid_disks, c.level
             )
-        };
-        for (dev, slot) in &self.rebuilding {
-            text.push_str(&format!("; {dev} is rebuilt into slot {slot}"));
+        }];
+        lines.extend(c.note.clone());
+        lines.extend(self.dropped.iter().cloned());
+        lines.extend(self.missing.iter().map(|slot| format!("slot {slot} is missing (no device was added for it)")));
+        if !self.rebuilding.is_empty() {
+            let list: Vec<String> =
+                self.rebuilding.iter().map(|(dev, slot)| format!("{dev} into slot {slot}")).collect();
+            lines.push(format!("to be rebuilt: {}", list.join(", ")));
         }
-        for slot in &self.missing {
-            text.push_str(&format!("; slot {slot} is missing (no device was added for it)"));
+        lines
+    }
+}
+
+/// The name of md layout `layout` at `level`, where the level has layouts.
+fn layout_name(level: Level, layout: i32) -> Option<String> {
+    match level {
+        Level::Raid5 | Level::Raid6 => {
+            ParityAlgorithm::from_md(level, layout as u32).ok().map(|a| a.name().to_string())
         }
-        for dropped in &self.dropped {
-            text.push_str(&format!("; {dropped}"));
-        }
-        text
+        Level::Raid10 => Raid10Format::from_md(layout as u32).ok().map(|f| f.to_string()),
+        _ => None,
     }
 }
 

@@ -134,14 +134,14 @@ impl MemberTarget {
         })
     }
 
-    /// Perform a data read or write of at most `max` bytes at once if the device can without
-    /// waiting ([`MemberDevice::read_now`], [`MemberDevice::write_now`]: a file on tmpfs, a
-    /// page-cache hit), or `None` to perform it the usual way. A write refused part way may
-    /// have put some of its bytes down; the usual way writes all of them again. Errors are left
-    /// to the usual way too, which reports them.
-    pub fn perform_now(&self, io: &MemberIo, max: u64) -> Option<IoResult> {
+    /// Perform a data read or write at once if the device can without waiting
+    /// ([`MemberDevice::read_now`], [`MemberDevice::write_now`]: a file on tmpfs, a page-cache
+    /// hit), or `None` to perform it the usual way (every other op, too). A write refused part
+    /// way may have put some of its bytes down; the usual way writes all of them again. Errors
+    /// are left to the usual way too, which reports them.
+    pub fn perform_now(&self, io: &MemberIo) -> Option<IoResult> {
         match &io.op {
-            MemberOp::Read { len } if *len > 0 && *len <= max => {
+            MemberOp::Read { len } => {
                 let at = self.placement(io).ok()?.at;
                 let len = *len as usize;
                 let mut buf = uraid_engine::PoolBuf::new(len);
@@ -152,7 +152,7 @@ impl MemberTarget {
                 unsafe { buf.set_len(len) };
                 Some(IoResult::Read(buf.into_bytes()))
             }
-            MemberOp::Write { data } if !data.is_empty() && data.len() as u64 <= max => {
+            MemberOp::Write { data } => {
                 let mut at = self.placement(io).ok()?.at;
                 for piece in data.pieces() {
                     if !matches!(self.dev.write_now(at, piece), Ok(true)) {

@@ -219,19 +219,13 @@ impl PoolBuf {
 
     /// The first `len` bytes, zeroed, for a read that needs an initialised slice.
     pub fn zeroed(&mut self, len: usize) -> &mut [u8] {
-        match &mut self.block {
-            Some((b, _)) => {
-                let s = &mut b.as_mut_slice()[..len];
-                s.fill(0);
-                self.len = len;
-                s
-            }
-            None => {
-                self.own.clear();
-                self.own.resize(len, 0);
-                &mut self.own
-            }
+        // A pooled block holds the bytes of its last use; a short buffer comes zeroed already.
+        let pooled = self.block.is_some();
+        let s = self.overwrite(len);
+        if pooled {
+            s.fill(0);
         }
+        s
     }
 
     /// The first `len` bytes as they are (a pooled block's old contents: it was zeroed when

@@ -91,16 +91,21 @@ fn serve_conn(conn: UnixStream, handle: ServiceHandle) {
     }
 }
 
+/// The yes-or-no field `name` of an `op` request: false when absent.
+fn flag(request: &Value, op: &str, name: &str) -> Result<bool, String> {
+    match request.get(name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(v) => v.as_bool().ok_or_else(|| format!("{op}: \"{name}\" must be true or false, not {v}")),
+    }
+}
+
 /// The size or bitmap change a `change` request asks for: `"size"` (`"max"` or member sectors,
 /// with `"assume_clean"`), or `"bitmap"` (`"internal"` with `"bitmap_chunk"` bytes, or
 /// `"none"`), one of them.
 fn change_request(request: &Value) -> Result<MdChange, String> {
     let size = request.get("size").filter(|v| !v.is_null());
     let bitmap = request.get("bitmap").filter(|v| !v.is_null());
-    let assume_clean = match request.get("assume_clean") {
-        None | Some(Value::Null) => false,
-        Some(v) => v.as_bool().ok_or_else(|| format!("change: \"assume_clean\" must be true or false, not {v}"))?,
-    };
+    let assume_clean = flag(request, "change", "assume_clean")?;
     let bitmap_chunk = match request.get("bitmap_chunk") {
         None | Some(Value::Null) => None,
         Some(v) => Some(
@@ -163,7 +168,10 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
             let Some(member) = request.get("member").and_then(Value::as_str) else {
                 return fail(format!("{op} needs a \"member\""));
             };
-            let force = request.get("force").and_then(Value::as_bool).unwrap_or(false);
+            let force = match flag(&request, op, "force") {
+                Ok(force) => force,
+                Err(e) => return fail(e),
+            };
             let manage = match op {
                 "add" => ManageOp::Add(member.into()),
                 "re-add" => ManageOp::ReAdd(member.into()),
@@ -209,10 +217,9 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
             ) else {
                 return fail("grow: a count, chunk or layout out of range".into());
             };
-            let force = match request.get("force") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(v) => return fail(format!("grow: \"force\" must be true or false, not {v}")),
+            let force = match flag(&request, "grow", "force") {
+                Ok(force) => force,
+                Err(e) => return fail(e),
             };
             let reshape = ReshapeRequest { raid_devices, layout, chunk_sectors, array_size: None };
             match handle.grow(reshape, add, force) {

@@ -308,6 +308,8 @@ fn a_running_raid1_changes_its_copies_and_its_level_only_when_stopped() {
     assert!(!o.status.success() && text(&o).contains("already has 2 devices"), "{}", text(&o));
     let o = run(&["ctl", "t", "grow", "-n4"]);
     assert!(!o.status.success() && text(&o).contains("Need 2 spares"), "{}", text(&o));
+    let o = run(&["ctl", "t", "grow", "-n1", "--add", &d[2]]);
+    assert!(!o.status.success() && text(&o).contains("--add goes with more devices"), "{}", text(&o));
     assert_eq!(hashes(&d[2..]), blank, "the device to add was written");
     assert_eq!(in_sync(), (2, 0), "refused, the array is served as it was");
 
@@ -315,7 +317,7 @@ fn a_running_raid1_changes_its_copies_and_its_level_only_when_stopped() {
     let o = run(&["grow", "-n3", &d[0], &d[1], "--add", &d[2]]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("raid1 of 2 devices is now of 3 devices"), "{}", text(&o));
-    assert!(text(&o).contains("is rebuilt into slot 2"), "{}", text(&o));
+    assert!(text(&o).contains("to be rebuilt: ") && text(&o).contains("d2.img into slot 2"), "{}", text(&o));
     let o = run(&["ctl", "t", "wait"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(in_sync(), (3, 0));
@@ -348,6 +350,13 @@ fn a_running_raid1_changes_its_copies_and_its_level_only_when_stopped() {
     let o = run(&["ctl", "t", "grow", "-n3", "--force"]);
     assert!(o.status.success() && text(&o).contains("slot 2 is missing"), "{}", text(&o));
     assert_eq!(in_sync(), (2, 1));
+    // Not with a write-intent bitmap, as on a stopped array.
+    let o = run(&["ctl", "t", "grow", "--bitmap=internal"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&["ctl", "t", "grow", "-n4", "--force"]);
+    assert!(!o.status.success() && text(&o).contains("has a write-intent bitmap"), "{}", text(&o));
+    let o = run(&["ctl", "t", "grow", "--bitmap=none"]);
+    assert!(o.status.success(), "{}", text(&o));
     let o = run(&["stop", "t"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(detail(&kept)["raid_devices"], 3);

@@ -336,6 +336,7 @@ fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
         (r#"{"op":"grow","raid_devices":5,"add":"d4.img"}"#, "must be a list"),
         (r#"{"op":"grow","raid_devices":5,"add":[5]}"#, "device paths as strings"),
         (r#"{"op":"grow","raid_devices":5,"force":"yes"}"#, "true or false"),
+        (r#"{"op":"fail","member":"d0.img","force":1}"#, "\"force\" must be true or false"),
         (r#"{"op":"grow","raid_devices":6,"force":true}"#, "--force goes with a raid1's number of devices only"),
         (r#"{"op":"change"}"#, "needs one of"),
         (r#"{"op":"change","size":"max","bitmap":"none"}"#, "needs one of"),

@@ -17,12 +17,11 @@ use super::reshaping::{CarriedOver, ReshapeEnd, Reshaping};
 use super::runner::{Asked, Handoff, Runner};
 use super::types::answer_stopping;
 use super::{log, ManageError, ServiceConfig, ServiceInfo};
-use crate::md_change::{change_on, MdChange};
+use crate::md_change::change_on;
 use crate::member::MemberDevice;
 use crate::open_array::OpenArray;
 use crate::reshape::{Grow, GrowError};
 use crate::takeover::take_over_on;
-use uraid_md::takeover::TakeoverRequest;
 
 /// What the engine thread runs now.
 pub(super) enum Phase {
@@ -46,11 +45,17 @@ pub(super) fn run(first: Phase, rx: Receiver<Msg>, shared: Shared) {
         phase = match phase {
             Phase::Serving(runner) => match runner.serve(&rx) {
                 None => Phase::Ended,
-                Some(handoff) => match handoff.what.clone() {
-                    Asked::Reshape(request) => begin_reshape(handoff, request, &shared),
-                    Asked::Change(change) => apply_change(handoff, change, &shared),
-                    Asked::Copies(request) => apply_copies(handoff, request, &shared),
-                },
+                Some((Asked::Reshape(request), handoff)) => begin_reshape(handoff, request, &shared),
+                Some((Asked::Change(change), handoff)) => as_stopped(handoff, "change", &shared, |devices, _| {
+                    change_on(devices.clone(), change)
+                        .map(|done| (done.to_string(), devices))
+                        .map_err(|e| e.to_string())
+                }),
+                Some((Asked::Copies(request), handoff)) => as_stopped(handoff, "grow", &shared, |devices, added| {
+                    take_over_on(devices, added, &request)
+                        .map(|(done, kept)| (done.lines().join("; "), kept))
+                        .map_err(|e| e.to_string())
+                }),
             },
             Phase::Reshaping(reshaping) => match reshaping.serve(&rx) {
                 ReshapeEnd::Stopped => Phase::Ended,
@@ -72,39 +77,31 @@ fn refused(what: &str, why: String, h: Handoff, shared: &Shared) -> Phase {
     serve_again(h.devices, h.config, carried, shared)
 }
 
-/// Write a size or bitmap change as on a stopped array, and serve the array again (at the size
-/// clients were told until it is started again).
-fn apply_change(h: Handoff, change: MdChange, shared: &Shared) -> Phase {
+/// Make a change as on a stopped array (`change` takes the array's devices and the ones to
+/// add, and says what it did and which devices now make the array: a size or bitmap change, a
+/// raid1's number of copies), then serve the array again from those devices, at the size
+/// clients were told (a new runner rebuilds any copy added). Refused, `what` in the log, the
+/// array is served as it was.
+fn as_stopped(
+    h: Handoff,
+    what: &str,
+    shared: &Shared,
+    change: impl FnOnce(
+        Vec<Arc<dyn MemberDevice>>,
+        Vec<Arc<dyn MemberDevice>>,
+    ) -> Result<(String, Vec<Arc<dyn MemberDevice>>), String>,
+) -> Phase {
     if let Some(why) = h.failed.clone() {
-        return refused("change", format!("marking the array clean before the change failed: {why}"), h, shared);
+        return refused(what, format!("marking the array clean before the change failed: {why}"), h, shared);
     }
-    match change_on(h.devices.clone(), change) {
-        Ok(done) => {
-            log(&done.to_string());
-            let _ = h.reply.send(Ok(done.to_string()));
-            let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
-            serve_again(h.devices, h.config, carried, shared)
-        }
-        Err(e) => refused("change", e.to_string(), h, shared),
-    }
-}
-
-/// Change a raid1's number of copies as on a stopped array (md's takeover rules decide), and
-/// serve the array again from the devices that carry the new shape: its new runner rebuilds
-/// the copies added, and a device dropped is no longer opened.
-fn apply_copies(h: Handoff, request: TakeoverRequest, shared: &Shared) -> Phase {
-    if let Some(why) = h.failed.clone() {
-        return refused("grow", format!("marking the array clean before the change failed: {why}"), h, shared);
-    }
-    match take_over_on(h.devices.clone(), h.added.clone(), &request) {
+    match change(h.devices.clone(), h.added.clone()) {
         Ok((done, devices)) => {
-            let text = done.summary();
-            log(&text);
-            let _ = h.reply.send(Ok(text));
+            log(&done);
+            let _ = h.reply.send(Ok(done));
             let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
             serve_again(devices, h.config, carried, shared)
         }
-        Err(e) => refused("grow", e.to_string(), h, shared),
+        Err(why) => refused(what, why, h, shared),
     }
 }
 

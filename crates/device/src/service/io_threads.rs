@@ -135,7 +135,7 @@ impl MemberThreads {
             self.now_skip -= 1;
             return None;
         }
-        let result = self.target.perform_now(io, self.now_max);
+        let result = self.target.perform_now(io);
         if result.is_none() {
             self.now_skip = SKIP_AFTER_REFUSAL;
         }

@@ -15,22 +15,12 @@ pub fn run(args: &GrowArgs) -> CliResult {
     if let Some((name, socket)) = super::served_by::served_by(&args.members) {
         return super::ctl::change_served(&name, &socket, change);
     }
-    match change_stopped(&args.members, change).map_err(|e| CliError(format!("grow: {e}")))? {
-        MdChanged::SizeUnchanged { sectors } => eprintln!("uraid: component size unchanged at {}K", sectors / 2),
-        MdChanged::Resized { new, resync_from, .. } => {
-            eprintln!("uraid: component size has been set to {}K", new / 2);
-            match resync_from {
-                Some(from) => eprintln!(
-                    "uraid: the new space is resynced from {}K when the array next runs (uraid assemble, uraid resync, or mdadm --assemble)",
-                    from / 2
-                ),
-                None => eprintln!("uraid: the new space is recorded in sync (--assume-clean)"),
-            }
-        }
-        MdChanged::BitmapAdded { chunk } => {
-            eprintln!("uraid: internal bitmap added, {}K of each member per bit", chunk / 1024)
-        }
-        MdChanged::BitmapRemoved => eprintln!("uraid: internal bitmap removed"),
+    let done = change_stopped(&args.members, change).map_err(|e| CliError(format!("grow: {e}")))?;
+    eprintln!("uraid: {done}");
+    if matches!(done, MdChanged::Resized { resync_from: Some(_), .. }) {
+        eprintln!(
+            "uraid: the resync runs when the array next runs (uraid assemble, uraid resync, or mdadm --assemble)"
+        );
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use uraid_device::takeover::{current_level, take_over, TakeoverDone};
-use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
+use uraid_layout::Level;
 use uraid_md::takeover::{is_takeover, TakeoverRequest};
 
 use super::{err, CliError, CliResult};
@@ -82,49 +82,15 @@ pub fn run(args: &GrowArgs) -> CliResult {
     Ok(())
 }
 
-fn layout_name(level: Level, layout: i32) -> Option<String> {
-    match level {
-        Level::Raid5 | Level::Raid6 => {
-            ParityAlgorithm::from_md(level, layout as u32).ok().map(|a| a.name().to_string())
-        }
-        Level::Raid10 => Raid10Format::from_md(layout as u32).ok().map(|f| f.to_string()),
-        _ => None,
-    }
-}
-
 /// Say what changed, and what is left to do.
 fn report(done: &TakeoverDone, members: &[PathBuf], added: &[PathBuf]) {
-    let c = &done.change;
-    let mut shape = format!("{} devices", c.raid_disks);
-    if let Some(layout) = layout_name(c.level, c.layout) {
-        shape.push_str(&format!(", layout {layout}"));
-    }
-    if c.chunk_sectors > 0 {
-        shape.push_str(&format!(", chunk {}K", c.chunk_sectors / 2));
-    }
-    if done.from_level == c.level {
-        eprintln!("uraid: {}: {} of {} devices is now of {shape}", done.name, c.level, done.from_raid_disks);
-    } else {
-        eprintln!(
-            "uraid: {}: {} of {} devices is now {} ({shape}); no data moved",
-            done.name, done.from_level, done.from_raid_disks, c.level
-        );
-    }
-    if let Some(note) = &c.note {
-        eprintln!("uraid: {note}");
-    }
-    for text in &done.dropped {
-        eprintln!("uraid: {text}");
-    }
-    for slot in &done.missing {
-        eprintln!("uraid: slot {slot} is missing (no device was added for it)");
+    for line in done.lines() {
+        eprintln!("uraid: {line}");
     }
     if !done.rebuilding.is_empty() {
-        let list: Vec<String> = done.rebuilding.iter().map(|(dev, slot)| format!("{dev} into slot {slot}")).collect();
         let all: Vec<String> = members.iter().chain(added).map(|m| m.display().to_string()).collect();
         eprintln!(
-            "uraid: to be rebuilt: {}; uraid add {} rebuilds it now, uraid assemble (or the kernel) at the next start",
-            list.join(", "),
+            "uraid: uraid add {} rebuilds it now, uraid assemble (or the kernel) at the next start",
             all.join(" ")
         );
     }

@@ -22,7 +22,7 @@ use uraid_layout::Level;
 use uraid_md::takeover::TakeoverRequest;
 
 /// What the running array is asked to change.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(in crate::service) enum Asked {
     Reshape(ReshapeRequest),
     Change(MdChange),
@@ -37,13 +37,13 @@ pub(super) struct GrowAsk {
     pub(super) reply: Sender<Result<String, ManageError>>,
 }
 
-/// What the reshape takes over from a runner wound down for it.
+/// What the reshape, or a change written as on a stopped array, takes over from a runner wound
+/// down for it (what was asked comes beside it, from [`Runner::hand_over`]).
 pub(in crate::service) struct Handoff {
     /// The array's devices (members and spares), and the ones to add.
     pub devices: Vec<Arc<dyn MemberDevice>>,
     pub added: Vec<Arc<dyn MemberDevice>>,
-    pub what: Asked,
-    /// Answered once the reshape has started, or with why it did not.
+    /// Answered once the reshape has started or the change is written, or with why not.
     pub reply: Sender<Result<String, ManageError>>,
     /// Requests that arrived while the runner wound down, in order.
     pub parked: Vec<(BlockOp, Done)>,
@@ -79,59 +79,68 @@ impl Runner {
             self.check_grow(&request, &add).map(|added| (Asked::Reshape(request), added))
         };
         match checked {
-            Ok((what, added)) => {
-                log(&format!("{what:?} asked: finishing the requests in flight"));
-                // No pass starts from here on and no idle clean mark is started: the wind-down
-                // marks the array clean itself.
-                let now = self.now();
-                self.policy.stop(&mut self.array, now);
-                self.policy_events();
-                self.grow_ask = Some(GrowAsk { what, added, reply });
-            }
+            Ok((what, added)) => self.wind_down_for(what, added, reply),
             Err(e) => {
                 let _ = reply.send(Err(e));
             }
         }
     }
 
+    /// Start winding down for `what`: the runner hands the array over once the requests in
+    /// flight are answered (see [`Runner::hand_over`]).
+    fn wind_down_for(
+        &mut self,
+        what: Asked,
+        added: Vec<Arc<dyn MemberDevice>>,
+        reply: Sender<Result<String, ManageError>>,
+    ) {
+        log(&format!("{what:?} asked: finishing the requests in flight"));
+        // No pass starts from here on and no idle clean mark is started: the wind-down marks
+        // the array clean itself.
+        let now = self.now();
+        self.policy.stop(&mut self.array, now);
+        self.policy_events();
+        self.grow_ask = Some(GrowAsk { what, added, reply });
+    }
+
+    /// Refuse any change while the array is read-only, another change is starting, or a pass
+    /// runs.
+    fn refuse_unless_free(&self) -> Result<(), ManageError> {
+        if self.info.read_only {
+            return Err(ManageError::ReadOnly);
+        }
+        if self.grow_ask.is_some() {
+            return Err(ManageError::Grow("a grow or change is already starting".into()));
+        }
+        if let Some(pass) = self.policy.pass() {
+            return Err(ManageError::Grow(format!(
+                "a {} is running: wait for it to end (or stop it with idle) first",
+                pass.action
+            )));
+        }
+        Ok(())
+    }
+
     /// Check a size or bitmap change (the change itself checks the array as on a stopped one,
     /// once wound down: refused then, the array is served again as it was); if it may go,
     /// start winding down for it.
     pub(super) fn ask_change(&mut self, change: MdChange, reply: Sender<Result<String, ManageError>>) {
-        let refusal = if self.info.read_only {
-            Some(ManageError::ReadOnly)
-        } else if self.grow_ask.is_some() {
-            Some(ManageError::Grow("a grow or change is already starting".into()))
-        } else if self.array.md().is_none() {
-            Some(ManageError::Grow("uraid changes the size and bitmap of md arrays only".into()))
-        } else {
-            self.policy.pass().map(|pass| {
-                ManageError::Grow(format!(
-                    "a {} is running: wait for it to end (or stop it with idle) first",
-                    pass.action
-                ))
-            })
-        };
-        if let Some(e) = refusal {
-            let _ = reply.send(Err(e));
-            return;
+        let checked = self.refuse_unless_free().and_then(|()| match self.array.md() {
+            Some(_) => Ok(()),
+            None => Err(ManageError::Grow("uraid changes the size and bitmap of md arrays only".into())),
+        });
+        match checked {
+            Ok(()) => self.wind_down_for(Asked::Change(change), Vec::new(), reply),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
         }
-        log(&format!("{change:?} asked: finishing the requests in flight"));
-        let now = self.now();
-        self.policy.stop(&mut self.array, now);
-        self.policy_events();
-        self.grow_ask = Some(GrowAsk { what: Asked::Change(change), added: Vec::new(), reply });
     }
 
     /// Refuse, changing nothing, what the reshape cannot do; else the new devices, open.
     fn check_grow(&self, request: &ReshapeRequest, add: &[PathBuf]) -> Result<Vec<Arc<dyn MemberDevice>>, ManageError> {
         let refuse = |why: String| Err(ManageError::Grow(why));
-        if self.info.read_only {
-            return Err(ManageError::ReadOnly);
-        }
-        if self.grow_ask.is_some() {
-            return refuse("a grow is already starting".into());
-        }
+        self.refuse_unless_free()?;
         let Some(md) = self.array.md() else {
             return refuse("uraid grows md arrays only".into());
         };
@@ -167,7 +176,7 @@ impl Runner {
         if self.array.engine().degraded() {
             return refuse("the array is degraded: rebuild it before growing it".into());
         }
-        self.refuse_while_busy()?;
+        self.refuse_owing_resync()?;
         if self.array.write_intent().is_some() || self.array.ppl().is_some() {
             return refuse(
                 "the array has a write-intent bitmap or a partial parity log, and md changes no shape with one (mdadm: \"Bitmap must be removed before shape can be changed\"): stop the array, remove a bitmap with uraid grow --bitmap=none, and grow it then"
@@ -187,12 +196,7 @@ impl Runner {
         force: bool,
     ) -> Result<(Asked, Vec<Arc<dyn MemberDevice>>), ManageError> {
         let refuse = |why: String| Err(ManageError::Grow(why));
-        if self.info.read_only {
-            return Err(ManageError::ReadOnly);
-        }
-        if self.grow_ask.is_some() {
-            return refuse("a grow is already starting".into());
-        }
+        self.refuse_unless_free()?;
         if request.chunk_sectors.is_some() || request.layout.is_some() || request.array_size.is_some() {
             return refuse("a raid1 has no chunk size or layout to change, and its size changes with --size".into());
         }
@@ -206,7 +210,7 @@ impl Runner {
         if raid_devices < old && !add.is_empty() {
             return refuse(format!("--add goes with more devices; the array goes from {old} to {raid_devices}"));
         }
-        self.refuse_while_busy()?;
+        self.refuse_owing_resync()?;
         if self.array.write_intent().is_some() {
             return refuse(
                 "the array has a write-intent bitmap, and uraid changes the shape of arrays without one only (mdadm: \"Bitmap must be removed before shape can be changed\"): remove it first with uraid ctl NAME grow --bitmap=none"
@@ -224,14 +228,8 @@ impl Runner {
         Ok((Asked::Copies(takeover), added))
     }
 
-    /// Refuse a change of shape while a pass runs or a resync is owed.
-    fn refuse_while_busy(&self) -> Result<(), ManageError> {
-        if let Some(pass) = self.policy.pass() {
-            return Err(ManageError::Grow(format!(
-                "a {} is running: wait for it to end (or stop it with idle) first",
-                pass.action
-            )));
-        }
+    /// Refuse a change of shape while a resync is owed.
+    fn refuse_owing_resync(&self) -> Result<(), ManageError> {
         if self.array.needs_resync() {
             return Err(ManageError::Grow(
                 "the array owes a resync (it was not shut down cleanly): let it finish first".into(),
@@ -266,17 +264,17 @@ impl Runner {
         Ok(added)
     }
 
-    /// Wind down as a stop does and hand the array over to the reshape (see [`Handoff`]).
-    pub(super) fn hand_over(mut self) -> Handoff {
+    /// Wind down as a stop does and hand the array over, with what was asked of it (see
+    /// [`Handoff`]).
+    pub(super) fn hand_over(mut self) -> (Asked, Handoff) {
         let ask = self.grow_ask.take().expect("a grow was asked for");
         let failed = self.wind_down().err().map(|e| e.to_string());
-        Handoff {
+        let handoff = Handoff {
             // Not those removed while served: they are out of the array, their superblocks left
             // behind by its later updates (a change written as on a stopped array would refuse
             // them as stale, and serving again would open them for nothing).
             devices: self.array.devices_in_place(),
             added: ask.added,
-            what: ask.what,
             reply: ask.reply,
             parked: std::mem::take(&mut self.parked),
             idle_waiters: std::mem::take(&mut self.idle_waiters),
@@ -287,6 +285,7 @@ impl Runner {
             uuid: self.array.identity(),
             md_shape: self.array.mdstat_shape(),
             failed,
-        }
+        };
+        (ask.what, handoff)
     }
 }

@@ -213,9 +213,9 @@ impl Runner {
         self.array.engine_mut().set_now(now);
     }
 
-    /// Serve until stopped (`None`), or until a grow asked for has wound the runner down: then
-    /// the array goes to the reshape with what waits for it.
-    pub(in crate::service) fn serve(mut self, rx: &Receiver<Msg>) -> Option<Handoff> {
+    /// Serve until stopped (`None`), or until a grow or change asked for has wound the runner
+    /// down: then the array goes, with what waits for it, to what was asked.
+    pub(in crate::service) fn serve(mut self, rx: &Receiver<Msg>) -> Option<(Asked, Handoff)> {
         let mut stopping: Option<Sender<Result<StopReport, StopError>>> = None;
         loop {
             // Every turn, so a slot that leaves the array and comes back (failed, replaced,
