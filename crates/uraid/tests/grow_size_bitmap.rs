@@ -259,6 +259,41 @@ fn a_running_array_changes_its_bitmap_and_size_through_its_server() {
     assert_eq!(examine(&members[0])["consistency_policy"], "resync");
 }
 
+/// A running array that owes a resync (here of the space a grow added, the resync stopped with
+/// idle) is refused a size or bitmap change at once, as md refuses it: clients are not made to
+/// wait for a wind-down that ends in the same refusal, and the resync stays owed.
+#[test]
+fn a_running_array_owing_a_resync_is_refused_a_change_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (members, data) = array(dir.path(), &["--level=5", "--chunk=64K", "--name=owing"], 3);
+    let run = dir.path().join("run");
+    let uraid_in = |args: &[&str]| uraid_in(&run, args);
+    let o = uraid_in(&with(&["assemble"], &members));
+    assert!(o.status.success(), "{}", text(&o));
+    // Slow enough that the resync of the new space is still running when stopped.
+    let o = uraid_in(&["ctl", "owing", "speed-limit", "--min=16K", "--max=16K"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = uraid_in(&["ctl", "owing", "grow", "--size=max"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = uraid_in(&["ctl", "owing", "grow", "--bitmap=internal"]);
+    assert!(!o.status.success() && text(&o).contains("resync is running"), "{}", text(&o));
+    let o = uraid_in(&["ctl", "owing", "idle"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for change in ["--bitmap=internal", "--size=4M"] {
+        let o = uraid_in(&["ctl", "owing", "grow", change]);
+        assert!(!o.status.success() && text(&o).contains("owes a resync"), "{change}: {}", text(&o));
+    }
+    let log = std::fs::read_to_string(run.join("owing/log")).unwrap();
+    // The size grow's own wind-down only: the refused changes were refused before one.
+    assert_eq!(log.matches("finishing the requests in flight").count(), 1, "{log}");
+    let o = uraid_in(&["stop", "owing"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let e = examine(&members[0]);
+    assert_eq!(e["consistency_policy"], "resync", "{e:#}");
+    assert!(e["resync_offset"].as_u64().is_some(), "the resync is still owed: {e:#}");
+    assert_eq!(read(&members, data.len()), data);
+}
+
 #[test]
 fn a_degraded_array_gains_a_bitmap_and_rebuilds_in_full() {
     let dir = tempfile::tempdir().unwrap();

@@ -126,7 +126,10 @@ impl Runner {
     /// start winding down for it.
     pub(super) fn ask_change(&mut self, change: MdChange, reply: Sender<Result<String, ManageError>>) {
         let checked = self.refuse_unless_free().and_then(|()| match self.array.md() {
-            Some(_) => Ok(()),
+            // md changes neither size nor bitmap while a resync is owed. The change as on a
+            // stopped array would refuse it too, but only after clients had waited for the
+            // wind-down, and with the resync the user stopped (idle) started again.
+            Some(_) => self.refuse_owing_resync(),
             None => Err(ManageError::Grow("uraid changes the size and bitmap of md arrays only".into())),
         });
         match checked {
