@@ -60,8 +60,21 @@ impl Default for ServerConfig {
 pub(crate) struct Settings {
     pub export: Arc<dyn Export>,
     pub config: ServerConfig,
-    /// The export's preferred block size made valid for `NBD_INFO_BLOCK_SIZE`.
-    pub preferred_block_size: u32,
     /// Room for requests in flight across all connections.
     pub budget: Arc<ServerBudget>,
+}
+
+impl Settings {
+    /// The export's preferred block size as it is now (an export may change shape while served),
+    /// made valid for `NBD_INFO_BLOCK_SIZE`: a power of two of at least 512, and no larger than
+    /// the maximum payload.
+    pub fn preferred_block_size(&self) -> u32 {
+        let ceiling = 1u32 << (31 - self.config.max_payload.max(512).leading_zeros());
+        valid_preferred(self.export.preferred_block_size()).min(ceiling)
+    }
+}
+
+/// `preferred` raised to a power of two of at least 512.
+pub(crate) fn valid_preferred(preferred: u32) -> u32 {
+    preferred.max(512).checked_next_power_of_two().unwrap_or(1 << 31)
 }

@@ -20,6 +20,7 @@ pub trait Export: Send + Sync + 'static {
     fn size(&self) -> u64;
     fn read_only(&self) -> bool;
     /// Preferred I/O size in bytes (a power of two >= 512), advertised in `NBD_INFO_BLOCK_SIZE`.
+    /// Read once per connection, as the size is.
     fn preferred_block_size(&self) -> u32;
     /// True when a flush on one connection makes durable the writes completed on every connection
     /// (then `NBD_FLAG_CAN_MULTI_CONN` is advertised).

@@ -229,7 +229,7 @@ pub(crate) fn haggle<R: BufRead, W: Write>(
                 }
                 // Sent whether asked for or not: the spec lets a server volunteer information,
                 // and a client that ignores it loses nothing since the minimum is 1.
-                reply(REP_INFO, &info_block_size(1, server.preferred_block_size, server.config.max_payload))?;
+                reply(REP_INFO, &info_block_size(1, server.preferred_block_size(), server.config.max_payload))?;
                 reply(REP_ACK, &[])?;
                 if option == OPT_GO {
                     w.flush().map_err(write_end)?;

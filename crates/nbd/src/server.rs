@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::addr::{Accepted, Listener, SocketFileGuard};
 use crate::budget::ServerBudget;
-use crate::config::Settings;
+use crate::config::{valid_preferred, Settings};
 use crate::conn::{self, ConnControl};
 use crate::export::Export;
 use crate::log::log;
@@ -43,7 +43,7 @@ impl Server {
     /// [`MAX_PAYLOAD_CEILING`] (the spec wants the maximum block size no smaller than the
     /// preferred one).
     pub fn new(export: Arc<dyn Export>, mut config: ServerConfig) -> Server {
-        let preferred = export.preferred_block_size().max(512).checked_next_power_of_two().unwrap_or(1 << 31);
+        let preferred = valid_preferred(export.preferred_block_size());
         config.max_payload = config.max_payload.clamp(preferred.min(MAX_PAYLOAD_CEILING), MAX_PAYLOAD_CEILING);
         config.max_inflight_requests = config.max_inflight_requests.max(1);
         Server {
@@ -52,7 +52,6 @@ impl Server {
                     budget: Arc::new(ServerBudget::new(config.max_server_inflight_bytes)),
                     export,
                     config,
-                    preferred_block_size: preferred,
                 },
                 stopping: AtomicBool::new(false),
                 connections: Mutex::new(HashMap::new()),

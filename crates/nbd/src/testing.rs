@@ -5,7 +5,7 @@
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -105,7 +105,7 @@ impl MemExportBuilder {
         Arc::new(MemExport {
             shared,
             read_only: self.read_only,
-            preferred_block_size: self.preferred_block_size,
+            preferred_block_size: AtomicU32::new(self.preferred_block_size),
             multi_conn: self.multi_conn,
             max_delay: self.max_delay,
             inline: self.inline,
@@ -118,7 +118,8 @@ impl MemExportBuilder {
 pub struct MemExport {
     shared: Arc<Shared>,
     read_only: bool,
-    preferred_block_size: u32,
+    /// Changeable while served, as a device that changes shape does.
+    preferred_block_size: AtomicU32,
     multi_conn: bool,
     max_delay: Duration,
     inline: bool,
@@ -325,6 +326,14 @@ impl Drop for MemExport {
     }
 }
 
+impl MemExport {
+    /// Change the preferred block size the export gives (connections made from now on are
+    /// told it).
+    pub fn set_preferred_block_size(&self, size: u32) {
+        self.preferred_block_size.store(size, Ordering::Relaxed);
+    }
+}
+
 impl Export for MemExport {
     fn size(&self) -> u64 {
         self.shared.data.lock().unwrap().len() as u64
@@ -333,7 +342,7 @@ impl Export for MemExport {
         self.read_only
     }
     fn preferred_block_size(&self) -> u32 {
-        self.preferred_block_size
+        self.preferred_block_size.load(Ordering::Relaxed)
     }
     fn multi_conn_safe(&self) -> bool {
         self.multi_conn

@@ -465,6 +465,24 @@ fn block_size_and_multi_conn_follow_the_export() {
     assert_eq!(c.transmission_flags & FLAG_CAN_MULTI_CONN, 0);
 }
 
+/// A device that changes shape while served (a takeover to another level) gives later
+/// connections its new preferred block size, kept within the maximum payload.
+#[test]
+fn each_connection_is_told_the_block_size_of_its_moment() {
+    let export = MemExport::builder(SIZE).preferred_block_size(4096).build();
+    let srv = start(std::sync::Arc::clone(&export), ServerConfig { max_payload: 1 << 20, ..config() });
+    let told = |c: &mut TestClient<_>| c.info_or_go(OPT_GO, EXPORT_NAME, &[INFO_BLOCK_SIZE]).unwrap();
+    let mut before = srv.client();
+    assert!(told(&mut before).iter().any(|r| r.data == info_block_size(1, 4096, 1 << 20)));
+    export.set_preferred_block_size(65536);
+    let mut after = srv.client();
+    assert!(told(&mut after).iter().any(|r| r.data == info_block_size(1, 65536, 1 << 20)));
+    // Above the maximum payload: lowered to the largest power of two within it.
+    export.set_preferred_block_size(4 << 20);
+    let mut larger = srv.client();
+    assert!(told(&mut larger).iter().any(|r| r.data == info_block_size(1, 1 << 20, 1 << 20)));
+}
+
 #[test]
 fn serve_connection_reports_what_happened() {
     for spliced in [false, true] {
