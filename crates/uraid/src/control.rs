@@ -6,6 +6,8 @@
 //! `{"op":"grow","raid_devices":N,"add":[PATH,...],"chunk_sectors":C,"layout":L,"force":B}`
 //! (any of the count, chunk and md layout number; the new devices for more; on a raid1 the
 //! count of copies, `force` leaving new slots missing),
+//! `{"op":"takeover","level":LEVEL,"raid_devices":N,"layout":NAME,"add":[PATH,...],"force":B}`
+//! (md's `--grow --level` where no data moves: the level required, the rest optional),
 //! `{"op":"change","size":"max"|SECTORS,"assume_clean":BOOL}` or
 //! `{"op":"change","bitmap":"internal"|"none","bitmap_chunk":BYTES}` (md's `--grow --size`,
 //! `--bitmap`),
@@ -33,7 +35,9 @@ use uraid_device::service::{
     ArrayStatus, ManageOp, RemoteLimitsChange, ReturnBackoff, ReturnBackoffChange, ServiceHandle, SyncAction,
 };
 use uraid_engine::SlotState;
+use uraid_layout::Level;
 use uraid_md::resize::SizeRequest;
+use uraid_md::takeover::TakeoverRequest;
 
 use crate::commands::{CliError, CliResult};
 
@@ -97,6 +101,45 @@ fn flag(request: &Value, op: &str, name: &str) -> Result<bool, String> {
         None | Some(Value::Null) => Ok(false),
         Some(v) => v.as_bool().ok_or_else(|| format!("{op}: \"{name}\" must be true or false, not {v}")),
     }
+}
+
+/// The devices a request's `"add"` lists (none if it has no such field).
+fn added(request: &Value, op: &str) -> Result<Vec<PathBuf>, String> {
+    match request.get("add") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|v| v.as_str().map(PathBuf::from))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| format!("{op}: \"add\" must list device paths as strings")),
+        Some(_) => Err(format!("{op}: \"add\" must be a list of devices")),
+    }
+}
+
+/// The level change a `takeover` request asks for: `"level"` (required), and optionally
+/// `"raid_devices"`, `"layout"` (a layout name, or `preserve`), `"add"` and `"force"`.
+fn takeover_request(request: &Value) -> Result<(TakeoverRequest, Vec<PathBuf>), String> {
+    let level = match request.get("level") {
+        Some(Value::String(text)) => Level::parse(text).map_err(|e| format!("takeover: \"level\" {text:?}: {e}"))?,
+        Some(v) if !v.is_null() => return Err(format!("takeover: \"level\" must be a level's name, not {v}")),
+        _ => return Err("takeover needs \"level\"".into()),
+    };
+    let raid_devices = match request.get("raid_devices") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| format!("takeover: \"raid_devices\" must be a count of devices, not {v}"))?,
+        ),
+    };
+    let layout = match request.get("layout") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) => Some(name.clone()),
+        Some(v) => return Err(format!("takeover: \"layout\" must be a layout's name, not {v}")),
+    };
+    let add = added(request, "takeover")?;
+    let force = flag(request, "takeover", "force")?;
+    Ok((TakeoverRequest { level: Some(level), raid_devices, layout, added: add.len() as u32, force }, add))
 }
 
 /// The size or bitmap change a `change` request asks for: `"size"` (`"max"` or member sectors,
@@ -200,15 +243,9 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
             if raid_devices.is_none() && chunk_sectors.is_none() && layout.is_none() {
                 return fail("grow needs \"raid_devices\", \"chunk_sectors\" or \"layout\"".into());
             }
-            let add = match request.get("add") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Array(list)) => {
-                    match list.iter().map(|v| v.as_str().map(std::path::PathBuf::from)).collect::<Option<Vec<_>>>() {
-                        Some(add) => add,
-                        None => return fail("grow: \"add\" must list device paths as strings".into()),
-                    }
-                }
-                Some(_) => return fail("grow: \"add\" must be a list of devices".into()),
+            let add = match added(&request, "grow") {
+                Ok(add) => add,
+                Err(e) => return fail(e),
             };
             let (Ok(raid_devices), Ok(chunk_sectors), Ok(layout)) = (
                 raid_devices.map(u32::try_from).transpose(),
@@ -227,6 +264,13 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
                 Err(e) => fail(e.to_string()),
             }
         }
+        "takeover" => match takeover_request(&request) {
+            Ok((takeover, add)) => match handle.take_over(takeover, add) {
+                Ok(done) => json!({"ok": true, "done": done}),
+                Err(e) => fail(e.to_string()),
+            },
+            Err(e) => fail(e),
+        },
         "change" => match change_request(&request) {
             Ok(change) => match handle.change(change) {
                 Ok(done) => json!({"ok": true, "done": done}),

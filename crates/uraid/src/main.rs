@@ -310,22 +310,29 @@ pub enum CtlOp {
     /// Reshape the running raid4/5/6 while it is served: onto more devices (mdadm --grow
     /// --raid-devices=N --add NEW), to another chunk size or layout, or several at once. The
     /// data is restriped in the background, as a reshape pass, while reads and writes go on.
-    /// Returns once the reshape has started. Or change a raid1's number of copies
-    /// (--raid-devices, with --add for new ones, which are then rebuilt), its size or bitmap
+    /// Returns once the reshape has started. Or change its level where md moves no data
+    /// (--level, with --add for the slots the new level adds, which are then rebuilt), a
+    /// raid1's number of copies (--raid-devices, with --add for new ones), its size or bitmap
     /// (--size, --bitmap): written while requests wait a moment, the array then served again.
     Grow {
         /// The number of devices the array is to have (more than now; on raid1 also fewer).
-        #[arg(short = 'n', long, required_unless_present_any = ["chunk", "layout", "size", "bitmap"])]
+        #[arg(short = 'n', long, required_unless_present_any = ["chunk", "layout", "size", "bitmap", "level"])]
         raid_devices: Option<u32>,
+        /// The level to take the array over to, as md does without moving data: raid0 to
+        /// raid4, raid5 or raid10 and back, a raid1 of two to raid5 and back, raid5 to raid6
+        /// (Q on a new last device) and back. --layout then names the new level's layout.
+        #[arg(short = 'l', long, conflicts_with_all = ["chunk", "size", "bitmap"])]
+        level: Option<String>,
         /// A blank device to grow onto (repeat for several), taking the new slots in order.
         #[arg(short = 'a', long, value_name = "NEW")]
         add: Vec<PathBuf>,
-        /// On raid1: leave new slots missing when fewer devices are added than slots (mdadm's
-        /// --force over its "Need N spares to avoid degraded array").
-        #[arg(long, requires = "raid_devices", conflicts_with_all = ["chunk", "layout", "size", "bitmap"])]
+        /// With --level, or --raid-devices on raid1: leave new slots missing when fewer devices
+        /// are added than slots (mdadm's --force over its "Need N spares to avoid degraded
+        /// array").
+        #[arg(long, conflicts_with_all = ["chunk", "size", "bitmap"])]
         force: bool,
         /// The space of each member the array uses: max, or a size (bare numbers are KiB); the
-        /// new space is resynced at once and served once the array is started again.
+        /// new space is resynced at once, and new connections are served the new size.
         #[arg(short = 'z', long, conflicts_with_all = ["raid_devices", "add", "chunk", "layout", "bitmap"])]
         size: Option<String>,
         /// With --size: record the new space as in sync (no resync).

@@ -7,7 +7,7 @@ use tempfile::tempdir;
 
 mod common;
 use common::takeover::{checks_clean, created_and_filled, disks, read, states};
-use common::{detail, hashes};
+use common::{detail, hashes, nbd_export};
 use common::{ok, text, uraid, uraid_in, with};
 
 /// `uraid grow` with `args`, which must be refused, leaving every file of `members` unchanged;
@@ -276,7 +276,7 @@ fn raid6_with_a_normal_layout_and_multi_zone_raid0_are_refused() {
 /// dropped the same way, and with --force a new slot is left missing. Its level is changed
 /// only once it is stopped.
 #[test]
-fn a_running_raid1_changes_its_copies_and_its_level_only_when_stopped() {
+fn a_running_raid1_changes_its_copies() {
     let dir = tempdir().unwrap();
     let d = disks(dir.path(), 3);
     let data = created_and_filled(&["-l1", "-n2"], &d[..2]);
@@ -297,11 +297,9 @@ fn a_running_raid1_changes_its_copies_and_its_level_only_when_stopped() {
     };
     assert_eq!(in_sync(), (2, 0));
 
-    // Refused while running, and nothing written: a level change, a raid1's chunk, --force
-    // elsewhere than a raid1's count, too many devices for the slots.
+    // Refused while running, and nothing written: a raid1's chunk, the count it has, too many
+    // devices for the slots, --add with fewer.
     let blank = hashes(&d[2..]);
-    let o = run(&["grow", "--level=5", &d[0], &d[1]]);
-    assert!(!o.status.success() && text(&o).contains("stop the array first: uraid stop t"), "{}", text(&o));
     let o = run(&["ctl", "t", "grow", "--chunk=64K"]);
     assert!(!o.status.success() && text(&o).contains("no chunk size or layout"), "{}", text(&o));
     let o = run(&["ctl", "t", "grow", "-n2"]);
@@ -361,4 +359,106 @@ fn a_running_raid1_changes_its_copies_and_its_level_only_when_stopped() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(detail(&kept)["raid_devices"], 3);
     assert_eq!(read(&kept, data.len()), data);
+}
+
+/// A running array changes its level through its server as a stopped one does (md's
+/// takeovers), refusals changing nothing; new connections are told the new level's block
+/// sizes, and the size stays.
+#[test]
+fn a_running_raid1_and_raid5_of_two_take_each_other_over() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 2);
+    let data = created_and_filled(&["-l1", "-n2"], &d);
+    let runtime = dir.path().join("run");
+    let run = |args: &[&str]| uraid_in(&runtime, args);
+    let o = run(&with(&["assemble"], &d));
+    assert!(o.status.success(), "{}", text(&o));
+    let status =
+        || -> serde_json::Value { serde_json::from_slice(&run(&["ctl", "t", "status", "--json"]).stdout).unwrap() };
+    let socket = runtime.join("t/nbd.sock");
+    let told = nbd_export(&socket);
+    assert_eq!(told["block_size_preferred"], 4096, "a raid1 has no chunk: {told:#}");
+
+    // Refused, nothing written, the array served as it was: no such takeover, a level given
+    // with a chunk, a bitmap in the way.
+    let before = hashes(&d);
+    let o = run(&["ctl", "t", "grow", "--level=6"]);
+    assert!(!o.status.success() && text(&o).contains("raid1"), "{}", text(&o));
+    let o = run(&["ctl", "t", "grow", "--level=5", "--chunk=64K"]);
+    assert!(!o.status.success() && text(&o).contains("cannot be used with"), "{}", text(&o));
+    assert_eq!(hashes(&d), before, "a refused level change wrote to a member");
+    assert_eq!(status()["level"], "raid1");
+    let o = run(&["ctl", "t", "grow", "--bitmap=internal"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&["ctl", "t", "grow", "--level=5"]);
+    assert!(!o.status.success() && text(&o).contains("has a write-intent bitmap"), "{}", text(&o));
+    let o = run(&["ctl", "t", "grow", "--bitmap=none"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // To raid5 through `uraid grow` given the members, and new connections see it.
+    let o = run(&with(&["grow", "--level=5"], &d));
+    assert!(o.status.success() && text(&o).contains("raid1 of 2 devices is now raid5"), "{}", text(&o));
+    let now = status();
+    assert_eq!((now["level"].as_str(), now["degraded"].as_u64()), (Some("raid5"), Some(0)), "{now:#}");
+    let chunk = now["chunk_bytes"].as_u64().unwrap();
+    assert!(chunk >= 4096, "{now:#}");
+    let told_now = nbd_export(&socket);
+    assert_eq!(told_now["block_size_preferred"].as_u64(), Some(chunk), "one data chunk a stripe: {told_now:#}");
+    assert_eq!(told_now["export-size"], told["export-size"], "a takeover keeps the size");
+    let o = run(&["ctl", "t", "check"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&["ctl", "t", "wait", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(status()["mismatch_cnt"], 0);
+
+    // And back.
+    let o = run(&["ctl", "t", "grow", "--level=1"]);
+    assert!(o.status.success() && text(&o).contains("raid5 of 2 devices is now raid1"), "{}", text(&o));
+    assert_eq!(status()["level"], "raid1");
+    let o = run(&["stop", "t"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(detail(&d)["level"], "raid1");
+    assert_eq!(read(&d, data.len()), data);
+    checks_clean(&d);
+}
+
+/// A running raid5 takes Q on an added device, rebuilt in the background, and gives it back
+/// as a hot spare, as md's raid6 → raid5 takeover leaves it.
+#[test]
+fn a_running_raid5_takes_q_on_an_added_device_and_gives_it_back() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 4);
+    let data = created_and_filled(&["-l5", "-n3", "--chunk=64K"], &d[..3]);
+    let runtime = dir.path().join("run");
+    let run = |args: &[&str]| uraid_in(&runtime, args);
+    let o = run(&with(&["assemble"], &d[..3]));
+    assert!(o.status.success(), "{}", text(&o));
+    let status =
+        || -> serde_json::Value { serde_json::from_slice(&run(&["ctl", "t", "status", "--json"]).stdout).unwrap() };
+    let size = status()["size_bytes"].as_u64();
+
+    let o = run(&["ctl", "t", "grow", "--level=6", "--add", &d[3]]);
+    assert!(o.status.success() && text(&o).contains("is now raid6 (4 devices"), "{}", text(&o));
+    assert!(text(&o).contains("d3.img into slot 3"), "{}", text(&o));
+    let o = run(&["ctl", "t", "wait"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let now = status();
+    assert_eq!(
+        (now["level"].as_str(), now["degraded"].as_u64(), now["size_bytes"].as_u64()),
+        (Some("raid6"), Some(0), size)
+    );
+    // From raid6 only back to raid5: md has no raid6 → raid0 takeover.
+    let o = run(&["ctl", "t", "grow", "--level=0"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert_eq!(status()["level"], "raid6", "refused, the array is served as it was");
+
+    let o = run(&["ctl", "t", "grow", "--level=5"]);
+    assert!(o.status.success() && text(&o).contains("is now a spare"), "{}", text(&o));
+    let o = run(&["stop", "t"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let json = detail(&d);
+    assert_eq!((json["level"].as_str(), json["raid_devices"].as_u64()), (Some("raid5"), Some(3)), "{json:#}");
+    assert_eq!(states(&d), ["active", "active", "active"]);
+    assert_eq!(read(&d[..3], data.len()), data);
+    checks_clean(&d[..3]);
 }

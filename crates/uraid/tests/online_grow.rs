@@ -13,7 +13,7 @@ use uraid_testkit::noise;
 
 mod common;
 use common::serve::Serve;
-use common::{ok, text, uraid, with};
+use common::{nbd_export, ok, text, uraid, with};
 
 /// Member size: small, so the reshape takes seconds at the speed limit the tests set.
 const MEMBER_BYTES: u64 = 12 << 20;
@@ -171,6 +171,10 @@ fn a_served_raid5_grows_onto_a_fifth_member_while_it_is_written() {
     let waited: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
     assert_eq!(waited["members"].as_array().unwrap().len(), 5, "{waited:#}");
     assert_eq!(waited["sync_action"], "idle", "{waited:#}");
+    // Served at its new size at once, four members' worth of data, to new connections.
+    let size = waited["size_bytes"].as_u64().unwrap();
+    assert!(size > w.model.len() as u64 * 4 / 3 - (1 << 20), "the grown array serves {size} bytes");
+    assert_eq!(nbd_export(&dir.join("nbd.sock"))["export-size"].as_u64(), Some(size));
     w.check_all();
     // Refused while another grow could not be: nothing to add.
     let again = serve.ctl(&["grow", "--raid-devices=5", "--add", &blank(dir, "d5.img")]);
@@ -188,11 +192,10 @@ fn a_served_raid5_grows_onto_a_fifth_member_while_it_is_written() {
     assert!(grown.get("reshape").is_none_or(Value::is_null), "{grown:#}");
     assert_eq!(cat(&all, w_model.len()), w_model, "the grown array, read stopped, differs");
     assert_eq!(mismatch_cnt(&all), 0);
-    // Started again, it serves its new size: four members' worth of data.
+    // Started again, at the same size.
     let serve = Serve::start(dir, &all, &[]);
-    let size = serve.status()["size_bytes"].as_u64().unwrap();
+    assert_eq!(serve.status()["size_bytes"].as_u64(), Some(size));
     serve.stop(libc::SIGTERM);
-    assert!(size > w_model.len() as u64 * 4 / 3 - (1 << 20), "the grown array serves {size} bytes");
 }
 
 #[test]
@@ -338,6 +341,13 @@ fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
         (r#"{"op":"grow","raid_devices":5,"force":"yes"}"#, "true or false"),
         (r#"{"op":"fail","member":"d0.img","force":1}"#, "\"force\" must be true or false"),
         (r#"{"op":"grow","raid_devices":6,"force":true}"#, "--force goes with a raid1's number of devices only"),
+        (r#"{"op":"takeover"}"#, "takeover needs \"level\""),
+        (r#"{"op":"takeover","level":7}"#, "must be a level's name"),
+        (r#"{"op":"takeover","level":"raid9"}"#, "raid9"),
+        (r#"{"op":"takeover","level":"raid6","raid_devices":-1}"#, "must be a count of devices"),
+        (r#"{"op":"takeover","level":"raid6","layout":6}"#, "must be a layout's name"),
+        (r#"{"op":"takeover","level":"raid6","add":"d4.img"}"#, "must be a list"),
+        (r#"{"op":"takeover","level":"raid6","force":"yes"}"#, "true or false"),
         (r#"{"op":"change"}"#, "needs one of"),
         (r#"{"op":"change","size":"max","bitmap":"none"}"#, "needs one of"),
         (r#"{"op":"change","size":"big"}"#, "must be \"max\" or a positive number"),

@@ -4,12 +4,13 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::engine_thread::{self, configure_engine, Phase, Shared};
+use super::engine_thread::{self, configure_engine, service_info, Phase, Shared};
 use super::inline;
 use super::messages::Msg;
 use super::notifier::{Inbox, Notifier};
 use super::reshaping::{CarriedOver, Reshaping};
 use super::runner::Runner;
+use super::types::SharedInfo;
 use super::{log, uring, IoBackend, ServiceConfig, ServiceHandle, ServiceInfo, StopError, StopReport};
 use crate::open_array::OpenArray;
 use crate::reshape::Grow;
@@ -24,26 +25,17 @@ impl ArrayService {
     /// Start serving `array`.
     pub fn start(mut array: OpenArray, config: ServiceConfig) -> ArrayService {
         configure_engine(&mut array, &config);
-        let geometry = array.engine().geometry().clone();
-        let targets = array.member_targets();
-        let discards = !array.engine().ppl_enabled();
-        let cheap_discard = discards && targets.iter().flatten().all(|t| t.dev.discard_is_cheap());
-        let info = Arc::new(ServiceInfo {
-            cheap_discard,
-            discards,
-            size: array.size(),
-            read_only: !array.writable(),
-            level: geometry.name().to_string(),
-            chunk_bytes: geometry.chunk_bytes(),
-            stripe_data_bytes: geometry.stripe_data_bytes(),
-            discard_granularity: geometry.discard_granularity(),
-        });
+        let info = Arc::new(service_info(&array));
         let inline = Arc::new(inline::InlineIo::new(config.inline_max));
         let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
         let (inbox, rx) = Inbox::new(notifier);
         let config = usable_io(config);
         let runner = Runner::start(array, config, Arc::clone(&info), inbox.clone(), Arc::clone(&inline));
-        ArrayService::spawn(Phase::Serving(Box::new(runner)), rx, Shared { info, inbox, inline })
+        ArrayService::spawn(
+            Phase::Serving(Box::new(runner)),
+            rx,
+            Shared { info: Arc::new(SharedInfo::new(info)), inbox, inline },
+        )
     }
 
     /// Serve an md array left part-way through a reshape (by a crash, a stop, or the kernel),
@@ -68,7 +60,11 @@ impl ArrayService {
         let (inbox, rx) = Inbox::new(notifier);
         let carried = CarriedOver { report: StopReport::default(), idle_waiters: Vec::new(), requests: Vec::new() };
         let reshaping = Reshaping::new(grow, config, Arc::clone(&info), uuid, md_shape, carried);
-        ArrayService::spawn(Phase::Reshaping(Box::new(reshaping)), rx, Shared { info, inbox, inline })
+        ArrayService::spawn(
+            Phase::Reshaping(Box::new(reshaping)),
+            rx,
+            Shared { info: Arc::new(SharedInfo::new(info)), inbox, inline },
+        )
     }
 
     fn spawn(first: Phase, rx: crossbeam_channel::Receiver<Msg>, shared: Shared) -> ArrayService {

@@ -1,10 +1,11 @@
 //! The engine thread's phases: serving the array (`runner`), and reshaping it (`reshaping`),
 //! on the same inbox, so clients and the control socket keep their handles throughout. A grow
-//! asked of the runner winds it down and starts the reshape; a size or bitmap change winds it
-//! down, is written as on a stopped array, and the array is served again; a reshape that
-//! finishes opens the array again in its new shape and serves it with a new runner (a resync
-//! first if the array was written dirty meanwhile, as the policy starts for any array found
-//! dirty).
+//! asked of the runner winds it down and starts the reshape; a takeover (a level change, a
+//! raid1's copies) or a size or bitmap change winds it down, is written as on a stopped array,
+//! and the array is served again; a reshape that finishes opens the array again in its new
+//! shape and serves it with a new runner (a resync first if the array was written dirty
+//! meanwhile, as the policy starts for any array found dirty). Each time the array is served
+//! again, what front ends tell new connections (`SharedInfo`) is replaced.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use super::messages::Msg;
 use super::notifier::{self, Inbox};
 use super::reshaping::{CarriedOver, ReshapeEnd, Reshaping};
 use super::runner::{Asked, Handoff, Runner};
-use super::types::answer_stopping;
+use super::types::{answer_stopping, SharedInfo};
 use super::{log, ManageError, ServiceConfig, ServiceInfo};
 use crate::md_change::change_on;
 use crate::member::MemberDevice;
@@ -32,7 +33,9 @@ pub(super) enum Phase {
 
 /// What every phase shares with the handles.
 pub(super) struct Shared {
-    pub info: Arc<ServiceInfo>,
+    /// The facts front ends take per connection, replaced when the array is served again in a
+    /// new shape.
+    pub info: Arc<SharedInfo>,
     pub inbox: Inbox,
     pub inline: Arc<InlineIo>,
 }
@@ -51,7 +54,7 @@ pub(super) fn run(first: Phase, rx: Receiver<Msg>, shared: Shared) {
                         .map(|done| (done.to_string(), devices))
                         .map_err(|e| e.to_string())
                 }),
-                Some((Asked::Copies(request), handoff)) => as_stopped(handoff, "grow", &shared, |devices, added| {
+                Some((Asked::Takeover(request), handoff)) => as_stopped(handoff, "grow", &shared, |devices, added| {
                     take_over_on(devices, added, &request)
                         .map(|(done, kept)| (done.lines().join("; "), kept))
                         .map_err(|e| e.to_string())
@@ -79,9 +82,8 @@ fn refused(what: &str, why: String, h: Handoff, shared: &Shared) -> Phase {
 
 /// Make a change as on a stopped array (`change` takes the array's devices and the ones to
 /// add, and says what it did and which devices now make the array: a size or bitmap change, a
-/// raid1's number of copies), then serve the array again from those devices, at the size
-/// clients were told (a new runner rebuilds any copy added). Refused, `what` in the log, the
-/// array is served as it was.
+/// takeover), then serve the array again from those devices, in its new shape (a new runner
+/// rebuilds any slot added). Refused, `what` in the log, the array is served as it was.
 fn as_stopped(
     h: Handoff,
     what: &str,
@@ -120,7 +122,7 @@ fn begin_reshape(h: Handoff, request: crate::reshape::ReshapeRequest, shared: &S
             Phase::Reshaping(Box::new(Reshaping::new(
                 grow,
                 h.config,
-                Arc::clone(&shared.info),
+                shared.info.current(),
                 h.uuid,
                 h.md_shape,
                 carried,
@@ -151,13 +153,12 @@ fn serve_again(
         Ok(mut array) => {
             configure_engine(&mut array, &config);
             log(&format!("serving {}", array.describe()));
-            let mut runner = Runner::start(
-                array,
-                config,
-                Arc::clone(&shared.info),
-                shared.inbox.clone(),
-                Arc::clone(&shared.inline),
-            );
+            // New connections see the array as it now is; connected clients keep what they
+            // were told (a size only grows here: every change made while serving keeps or
+            // adds space, none takes it away).
+            let info = Arc::new(service_info(&array));
+            shared.info.publish(Arc::clone(&info));
+            let mut runner = Runner::start(array, config, info, shared.inbox.clone(), Arc::clone(&shared.inline));
             runner.take_over(carried);
             Phase::Serving(Box::new(runner))
         }
@@ -175,4 +176,20 @@ pub(super) fn configure_engine(array: &mut OpenArray, config: &ServiceConfig) {
     array.engine_mut().set_read_policy(config.read_policy);
     array.engine_mut().set_latency_balancing(config.latency_balancing);
     array.engine_mut().set_split_tuning(config.split_tuning);
+}
+
+/// What front ends are told of `array`, opened to be served.
+pub(super) fn service_info(array: &OpenArray) -> ServiceInfo {
+    let geometry = array.engine().geometry();
+    let discards = !array.engine().ppl_enabled();
+    ServiceInfo {
+        cheap_discard: discards && array.member_targets().iter().flatten().all(|t| t.dev.discard_is_cheap()),
+        discards,
+        size: array.size(),
+        read_only: !array.writable(),
+        level: geometry.name().to_string(),
+        chunk_bytes: geometry.chunk_bytes(),
+        stripe_data_bytes: geometry.stripe_data_bytes(),
+        discard_granularity: geometry.discard_granularity(),
+    }
 }

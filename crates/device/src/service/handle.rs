@@ -8,6 +8,7 @@ use uraid_engine::IoBuf;
 use super::inline;
 use super::messages::{Msg, Pending};
 use super::notifier::Inbox;
+use super::types::SharedInfo;
 use super::{
     ArrayStatus, BlockOp, BlockReply, Done, ManageError, ManageOp, RemoteLimitsChange, RemoteLimitsError, ServiceError,
     ServiceInfo, SpeedLimitError, SpeedLimits, SyncAction, SyncError,
@@ -19,13 +20,15 @@ use crate::splice::PipedRead;
 #[derive(Clone)]
 pub struct ServiceHandle {
     pub(super) inbox: Inbox,
-    pub(super) info: Arc<ServiceInfo>,
+    pub(super) info: Arc<SharedInfo>,
     pub(super) inline: Arc<inline::InlineIo>,
 }
 
 impl ServiceHandle {
-    pub fn info(&self) -> &ServiceInfo {
-        &self.info
+    /// The array's facts as they stand now (a change made while serving may replace them: see
+    /// [`ServiceHandle::grow`]); a front end takes them once per connection.
+    pub fn info(&self) -> Arc<ServiceInfo> {
+        self.info.current()
     }
 
     /// Submit `op`; `done` is called once with its outcome: on the engine thread, or, for a
@@ -110,11 +113,29 @@ impl ServiceHandle {
         rx.recv().map_err(|_| ManageError::Stopping)?
     }
 
+    /// Change the running md array's level as `mdadm --grow --level` does where md moves no
+    /// data (its takeovers: raid0 to raid4/5/10 and back, raid1 of two to raid5 and back,
+    /// raid5 to raid6 with Q on a new last device and back), `add` giving the devices for the
+    /// slots the new level adds (rebuilt there at once; without them, with `request.force` where
+    /// md allows, the slots stay missing). The array is wound down as for a size change, the
+    /// superblocks written as on a stopped array, and the array served again in its new shape:
+    /// the size is unchanged; new connections are told the new level's block sizes. Returns what
+    /// was done.
+    pub fn take_over(
+        &self,
+        request: uraid_md::takeover::TakeoverRequest,
+        add: Vec<std::path::PathBuf>,
+    ) -> Result<String, ManageError> {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.inbox.send(Msg::Takeover { request, add, reply }).map_err(|_| ManageError::Stopping)?;
+        rx.recv().map_err(|_| ManageError::Stopping)?
+    }
+
     /// Change the running array's size or write-intent bitmap as `change` asks (md's `--grow
     /// --size`, `--bitmap`): the array is wound down as for a grow (requests in flight
     /// answered, members flushed, marked clean), the superblocks (and bitmap) are written as on
     /// a stopped array, and it is served again, requests that came meanwhile included. The
-    /// added space is served once the array is started again (clients learn the size when
+    /// added space is served to new connections at once (clients learn the size when
     /// they connect); its resync runs at once. Returns what was done.
     pub fn change(&self, change: crate::md_change::MdChange) -> Result<String, ManageError> {
         let (reply, rx) = crossbeam_channel::bounded(1);

@@ -52,6 +52,14 @@ pub(super) enum Msg {
         force: bool,
         reply: Sender<Result<String, ManageError>>,
     },
+    /// Change the array's level as md's takeover does, moving no data (`add`: devices for the
+    /// slots the new level adds, rebuilt there); answered once the superblocks are written and
+    /// the array served again in its new shape (or with why not).
+    Takeover {
+        request: uraid_md::takeover::TakeoverRequest,
+        add: Vec<std::path::PathBuf>,
+        reply: Sender<Result<String, ManageError>>,
+    },
     /// Change the array's size or bitmap (md's `--grow --size`, `--bitmap`); answered once the
     /// change is written and the array served again (or with why not).
     Change {

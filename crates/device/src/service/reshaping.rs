@@ -192,7 +192,7 @@ impl Reshaping {
             Msg::Manage(_, reply) => {
                 let _ = reply.send(Err(ManageError::Reshaping));
             }
-            Msg::Grow { reply, .. } | Msg::Change { reply, .. } => {
+            Msg::Grow { reply, .. } | Msg::Change { reply, .. } | Msg::Takeover { reply, .. } => {
                 let _ = reply.send(Err(ManageError::Reshaping));
             }
             Msg::SpeedLimits { min, max, reply } => {
@@ -308,7 +308,7 @@ impl Reshaping {
     fn finished(self) -> ReshapeEnd {
         let (_, total) = self.grow.progress();
         log(&format!(
-            "reshape of {} finished: {}, array size {}K (served at its old size until the array is started again)",
+            "reshape of {} finished: {}, array size {}K (new connections are told it; connected clients keep the size they were told)",
             self.grow.name(),
             self.grow.outcome(),
             total / 1024

@@ -154,6 +154,29 @@ pub struct ServiceInfo {
     pub discards: bool,
 }
 
+/// The served array's facts as they stand: replaced when a change made while serving (a
+/// takeover to another level, more copies, more space) opens the array again in its new shape.
+/// Each NBD connection takes them at its handshake, as nbdkit's plugins give each connection
+/// the size of the moment: a connection made before the change keeps the size it was told,
+/// one made after sees the array as it now is.
+#[derive(Debug)]
+pub(super) struct SharedInfo(std::sync::RwLock<std::sync::Arc<ServiceInfo>>);
+
+impl SharedInfo {
+    pub(super) fn new(info: std::sync::Arc<ServiceInfo>) -> SharedInfo {
+        SharedInfo(std::sync::RwLock::new(info))
+    }
+
+    pub(super) fn current(&self) -> std::sync::Arc<ServiceInfo> {
+        // A writer cannot panic while holding the lock (it only stores an Arc).
+        std::sync::Arc::clone(&self.0.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub(super) fn publish(&self, info: std::sync::Arc<ServiceInfo>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = info;
+    }
+}
+
 impl ServiceInfo {
     /// The I/O size (a power of two) that avoids read-modify-write and splitting: the full
     /// stripe when that is a power of two, else the chunk; 4 KiB where there are no chunks.

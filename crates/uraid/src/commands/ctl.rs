@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 use uraid_device::md_change::MdChange;
 use uraid_md::resize::SizeRequest;
+use uraid_md::takeover::TakeoverRequest;
 
 use super::{err, CliError, CliResult};
 use crate::array_name;
@@ -83,6 +84,17 @@ pub fn run(args: &CtlArgs) -> CliResult {
                 bitmap_chunk.as_deref(),
             )?;
             change_served(&args.socket.display().to_string(), socket, change)?;
+        }
+        CtlOp::Grow { level: Some(level), raid_devices, add, layout, force, .. } => {
+            let request = super::grow_takeover::takeover_request(level, *raid_devices, layout.as_deref(), add, *force)?;
+            let answer = request_takeover(socket, &request, add)?;
+            eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("level changed"));
+            if !add.is_empty() {
+                eprintln!(
+                    "uraid: the new slots are rebuilt in the background; `uraid ctl {} wait` waits for it to end",
+                    args.socket.display()
+                );
+            }
         }
         CtlOp::Grow { raid_devices, add, chunk, layout, force, .. } => {
             let chunk_sectors = chunk.as_deref().map(super::grow_restripe::chunk_sectors).transpose()?;
@@ -180,6 +192,17 @@ pub fn grow_request(
 ) -> Value {
     let add: Vec<String> = add.iter().map(|p| absolute(p).display().to_string()).collect();
     json!({"op": "grow", "raid_devices": raid_devices, "add": add, "chunk_sectors": chunk_sectors, "layout": layout, "force": force})
+}
+
+/// Ask the array served on `socket` for the takeover `request`, `add` the devices for its new
+/// slots; the server's answer.
+pub fn request_takeover(socket: &Path, takeover: &TakeoverRequest, add: &[PathBuf]) -> CliResult<Value> {
+    let add: Vec<String> = add.iter().map(|p| absolute(p).display().to_string()).collect();
+    let level = takeover.level.map(|l| l.to_string());
+    request(
+        socket,
+        json!({"op": "takeover", "level": level, "raid_devices": takeover.raid_devices, "layout": takeover.layout, "add": add, "force": takeover.force}),
+    )
 }
 
 fn manage(socket: &Path, op: &str, member: &Path, force: bool) -> CliResult {
@@ -297,7 +320,9 @@ pub fn change_served(name: &str, socket: &std::path::Path, change: MdChange) -> 
     let answer = request(socket, change_body(change))?;
     eprintln!("uraid: {name}: {}", answer["done"].as_str().unwrap_or("changed"));
     if matches!(change, MdChange::Size { .. }) {
-        eprintln!("uraid: {name}: the new space is served once the array is started again (uraid stop {name}; uraid assemble)");
+        eprintln!(
+            "uraid: {name}: new connections are served the new size; connected clients keep the size they were told until they connect again"
+        );
     }
     Ok(())
 }

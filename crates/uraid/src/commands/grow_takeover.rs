@@ -1,9 +1,9 @@
 //! `uraid grow --level` (md's takeovers, which move no data) and `uraid grow --raid-devices` on
 //! a raid1, on a stopped array: the superblocks are rewritten as md leaves them, new slots take
 //! the `--add` devices (recorded as being rebuilt: `uraid add MEMBERS...` rebuilds them now, the
-//! next `uraid assemble` or the kernel at its next start) or stay missing. A raid1 that
-//! `uraid assemble` runs has its copies changed by its server instead (as `uraid ctl NAME grow
-//! -n N` asks), which rebuilds the new ones at once; its level is changed only when stopped.
+//! next `uraid assemble` or the kernel at its next start) or stay missing. An array that
+//! `uraid assemble` runs is changed by its server instead (as `uraid ctl NAME grow --level` or
+//! `-n N` asks), which rebuilds the new slots at once.
 
 use std::path::PathBuf;
 
@@ -17,7 +17,7 @@ use crate::GrowArgs;
 /// What `args` ask for, in the takeover rules' terms.
 fn request(args: &GrowArgs) -> CliResult<TakeoverRequest> {
     let level = match &args.level {
-        Some(text) => Some(Level::parse(text).map_err(|e| CliError(format!("grow: --level={text}: {e}")))?),
+        Some(text) => Some(parse_level(text)?),
         None => None,
     };
     Ok(TakeoverRequest {
@@ -26,6 +26,28 @@ fn request(args: &GrowArgs) -> CliResult<TakeoverRequest> {
         layout: args.layout.clone(),
         added: args.add.len() as u32,
         force: args.force,
+    })
+}
+
+fn parse_level(text: &str) -> CliResult<Level> {
+    Level::parse(text).map_err(|e| CliError(format!("grow: --level={text}: {e}")))
+}
+
+/// A level change asked of a running array (`uraid ctl NAME grow --level`), in the takeover
+/// rules' terms.
+pub fn takeover_request(
+    level: &str,
+    raid_devices: Option<u32>,
+    layout: Option<&str>,
+    add: &[PathBuf],
+    force: bool,
+) -> CliResult<TakeoverRequest> {
+    Ok(TakeoverRequest {
+        level: Some(parse_level(level)?),
+        raid_devices,
+        layout: layout.map(str::to_string),
+        added: add.len() as u32,
+        force,
     })
 }
 
@@ -61,18 +83,17 @@ pub fn run(args: &GrowArgs) -> CliResult {
         }
     }
     if let Some((name, socket)) = super::served_by::served_by(&args.members) {
-        if args.level.is_some() {
-            return err(format!(
-                "grow: array {name} is running; uraid changes its level only while it is stopped: stop the array first: uraid stop {name}"
-            ));
-        }
-        // A raid1's number of copies: its server changes it, and rebuilds the new ones.
-        let body = super::ctl::grow_request(args.raid_devices, &args.add, None, None, args.force);
-        let answer = super::ctl::request(&socket, body)?;
+        // Its server changes the running array, and rebuilds the new slots.
+        let answer = if args.level.is_some() {
+            super::ctl::request_takeover(&socket, &request(args)?, &args.add)?
+        } else {
+            let body = super::ctl::grow_request(args.raid_devices, &args.add, None, None, args.force);
+            super::ctl::request(&socket, body)?
+        };
         eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("changed"));
         if !args.add.is_empty() {
             eprintln!(
-                "uraid: the new copies are rebuilt in the background; `uraid ctl {name} wait` waits for it to end"
+                "uraid: the new slots are rebuilt in the background; `uraid ctl {name} wait` waits for it to end"
             );
         }
         return Ok(());

@@ -95,3 +95,16 @@ pub fn image(dir: &Path, name: &str, size: u64) -> String {
     std::fs::File::create(&path).unwrap().set_len(size).unwrap();
     path.display().to_string()
 }
+
+/// What a new NBD connection to the export on `socket` is told (nbdinfo's `--json` of it).
+pub fn nbd_export(socket: &Path) -> serde_json::Value {
+    let uri = format!("nbd+unix:///?socket={}", socket.display());
+    let o = Command::new("nbdinfo")
+        .arg("--json")
+        .arg(&uri)
+        .output()
+        .expect("running nbdinfo (Debian package libnbd-bin; scripts/setup.sh installs it)");
+    assert!(o.status.success(), "nbdinfo {uri}: {}", text(&o));
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    all["exports"][0].clone()
+}

@@ -1,11 +1,11 @@
 //! A reshape asked of the running array (md's `--grow --raid-devices` with `--add`, `--chunk`,
-//! `--layout`), a change of a raid1's number of copies (`--grow --raid-devices` on a raid1), or
-//! a change of its size or bitmap (`--size`, `--bitmap`): checked here before anything
-//! changes, then the runner winds down as a stop does (requests in flight answered, members
-//! flushed, the array marked clean) and hands the array's devices over, with the requests that
-//! arrived meanwhile. The reshape itself runs in `service::reshaping`; a change of copies, size
-//! or bitmap is written as on a stopped array and the array served again
-//! (`service::engine_thread`), where new copies are rebuilt.
+//! `--layout`), a takeover (`--grow --level` where md moves no data, and a raid1's number of
+//! copies, `--grow --raid-devices` on a raid1), or a change of its size or bitmap (`--size`,
+//! `--bitmap`): checked here before anything changes, then the runner winds down as a stop
+//! does (requests in flight answered, members flushed, the array marked clean) and hands the
+//! array's devices over, with the requests that arrived meanwhile. The reshape itself runs in `service::reshaping`; a takeover, or a change
+//! of size or bitmap, is written as on a stopped array and the array served again in its new
+//! shape (`service::engine_thread`), where new slots are rebuilt.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,8 +26,9 @@ use uraid_md::takeover::TakeoverRequest;
 pub(in crate::service) enum Asked {
     Reshape(ReshapeRequest),
     Change(MdChange),
-    /// A raid1's number of copies (md's takeover of raid1 to raid1).
-    Copies(TakeoverRequest),
+    /// A level change that moves no data, or a raid1's number of copies (md's takeovers, raid1
+    /// to raid1 included).
+    Takeover(TakeoverRequest),
 }
 
 /// A grow or change waiting for the runner to wind down.
@@ -213,22 +214,62 @@ impl Runner {
         if raid_devices < old && !add.is_empty() {
             return refuse(format!("--add goes with more devices; the array goes from {old} to {raid_devices}"));
         }
-        self.refuse_owing_resync()?;
-        if self.array.write_intent().is_some() {
-            return refuse(
-                "the array has a write-intent bitmap, and uraid changes the shape of arrays without one only (mdadm: \"Bitmap must be removed before shape can be changed\"): remove it first with uraid ctl NAME grow --bitmap=none"
-                    .into(),
-            );
-        }
-        let added = self.open_added(add)?;
         let takeover = TakeoverRequest {
             level: None,
             raid_devices: Some(raid_devices),
             layout: None,
-            added: added.len() as u32,
+            added: add.len() as u32,
             force,
         };
-        Ok((Asked::Copies(takeover), added))
+        self.check_takeover(takeover, add)
+    }
+
+    /// Check a level change asked of the running array (see [`Runner::check_takeover`]); if it
+    /// may go, start winding down for it.
+    pub(super) fn ask_takeover(
+        &mut self,
+        request: TakeoverRequest,
+        add: Vec<PathBuf>,
+        reply: Sender<Result<String, ManageError>>,
+    ) {
+        let checked = match self.array.md() {
+            None => Err(ManageError::Grow("uraid changes the level of md arrays only".into())),
+            Some(_) if request.level.is_none() => {
+                Err(ManageError::Grow("give --level, the level the array is to have".into()))
+            }
+            Some(_) => self.check_takeover(TakeoverRequest { added: add.len() as u32, ..request }, &add),
+        };
+        match checked {
+            Ok((what, added)) => self.wind_down_for(what, added, reply),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
+    /// Refuse, changing nothing, a takeover (a level change, or a raid1's copies) the running
+    /// array cannot take now; md's takeover rules decide the rest once it is wound down (refused
+    /// then, it is served again as it was). Else the change, and the new devices, open.
+    fn check_takeover(
+        &self,
+        request: TakeoverRequest,
+        add: &[PathBuf],
+    ) -> Result<(Asked, Vec<Arc<dyn MemberDevice>>), ManageError> {
+        self.refuse_unless_free()?;
+        self.refuse_owing_resync()?;
+        if self.array.write_intent().is_some() {
+            return Err(ManageError::Grow(
+                "the array has a write-intent bitmap, and uraid changes the shape of arrays without one only (mdadm: \"Bitmap must be removed before shape can be changed\"): remove it first with uraid ctl NAME grow --bitmap=none"
+                    .into(),
+            ));
+        }
+        if self.array.ppl().is_some() {
+            return Err(ManageError::Grow(
+                "the array has a partial parity log, and uraid changes the shape of arrays without one only".into(),
+            ));
+        }
+        let added = self.open_added(add)?;
+        Ok((Asked::Takeover(request), added))
     }
 
     /// Refuse a change of shape while a resync is owed.

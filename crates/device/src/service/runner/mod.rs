@@ -318,6 +318,13 @@ impl Runner {
                         self.ask_grow(request, add, force, reply);
                     }
                 }
+                Msg::Takeover { request, add, reply } => {
+                    if stopping.is_some() {
+                        let _ = reply.send(Err(ManageError::Stopping));
+                    } else {
+                        self.ask_takeover(request, add, reply);
+                    }
+                }
                 Msg::Change { change, reply } => {
                     if stopping.is_some() {
                         let _ = reply.send(Err(ManageError::Stopping));
