@@ -37,6 +37,10 @@ pub enum OpenError {
     Reshaping(ReshapeRefusal),
     #[error("array is degraded ({missing} member(s) missing) and was not shut down cleanly; its partial parity log must be replayed before it can be read safely, which needs it opened writable")]
     DirtyDegradedReadOnly { missing: usize },
+    /// A degraded array part-way through a reshape: it is read only through the reshape, which
+    /// goes round the missing members.
+    #[error("array is part-way through a reshape and degraded ({missing} member(s) missing): uraid reads it only by continuing the reshape (uraid grow --continue MEMBERS, or uraid assemble or serve it, which continue it in the background)")]
+    ReshapingDegraded { missing: usize },
 }
 
 /// Why an array part-way through a reshape is not opened for writing: which array, and how far

@@ -14,6 +14,12 @@
 //! recorded position never runs ahead of the data, and nothing is written past what the
 //! records allow: a crash (SIGKILL included) at any point leaves an array the kernel, and
 //! [`Grow::resume`], continue from the last record.
+//!
+//! A member that fails part-way does not stop the reshape while the array can spare it, as md
+//! goes on degraded: the engine reads round it (from parity) and writes without it, and the
+//! other members' superblocks record it faulty before the reshape goes on, so it is never read
+//! again, by uraid or the kernel. A reshape left degraded (a missing slot) is taken up the same
+//! way.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -71,7 +77,8 @@ pub enum GrowError {
     /// A client's request goes past the end of the array as it is served while reshaped.
     #[error("{len} bytes at offset {offset} go past the end of the array ({size} bytes while it is reshaped)")]
     OutOfRange { offset: u64, len: u64, size: u64 },
-    /// A member I/O failed: the reshape stops where its last record is.
+    /// A member I/O failed where the array could not spare the member (or recording its
+    /// failure failed): the reshape stops where its last record is.
     #[error("{0}; the reshape stopped at its last recorded position")]
     Member(String),
 }
@@ -86,6 +93,8 @@ impl From<uraid_md_format::FormatError> for GrowError {
 struct GrowMember {
     dev: Arc<dyn MemberDevice>,
     sb: Superblock1,
+    /// Why it failed part-way, if it did: it is written no more.
+    failed: Option<String>,
 }
 
 /// A reshape in progress on a stopped array, driven one step at a time.
@@ -93,9 +102,9 @@ pub struct Grow {
     members: Vec<GrowMember>,
     old: Array,
     new: Array,
-    /// Per slot, where each shape's member I/O goes.
-    old_targets: Vec<MemberTarget>,
-    new_targets: Vec<MemberTarget>,
+    /// Per slot, where each shape's member I/O goes (none for a slot no member fills).
+    old_targets: Vec<Option<MemberTarget>>,
+    new_targets: Vec<Option<MemberTarget>>,
     window: GrowWindow,
     /// The logical byte the reshape has reached (md's `reshape_progress`): bytes below it are
     /// reshaped, or, for a reshape run backwards, bytes from it on.
@@ -111,8 +120,8 @@ pub struct Grow {
     /// The shapes before and after (members, layout, chunk), for messages.
     shapes: (NewShape, NewShape),
     level: uraid_layout::Level,
-    /// Per slot of the new shape, the index of its member in `members`.
-    slot_member: Vec<usize>,
+    /// Per slot of the new shape, the index of its member in `members` (none: missing).
+    slot_member: Vec<Option<usize>>,
     /// The superblocks say dirty (client writes while serving, or found so).
     dirty: bool,
     /// Found dirty when the reshape was taken up: a resync is owed, so no stop marks it clean.
@@ -151,7 +160,7 @@ fn read_members(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Vec<GrowMember>, Gro
                 dev.name()
             )));
         };
-        out.push(GrowMember { dev, sb });
+        out.push(GrowMember { dev, sb, failed: None });
     }
     Ok(out)
 }
@@ -267,7 +276,7 @@ impl Grow {
         let utime = now_seconds();
         let mut all = members;
         for (dev, sb, _) in &new_members {
-            all.push(GrowMember { dev: Arc::clone(dev), sb: sb.clone() });
+            all.push(GrowMember { dev: Arc::clone(dev), sb: sb.clone(), failed: None });
         }
         for m in &mut all {
             for (_, new_sb, slot) in &new_members {
@@ -308,11 +317,6 @@ impl Grow {
         let Some(reshape) = plan.reshape else {
             return Err(GrowError::Refused("no reshape is in progress on this array".into()));
         };
-        if plan.degraded() {
-            return Err(GrowError::Refused(
-                "the array is degraded: uraid continues reshapes of whole arrays only".into(),
-            ));
-        }
         // Found dirty (a crash while a server wrote during the reshape), the array is reshaped
         // all the same: the reshape reads data only and computes every new stripe's parity, and
         // the dirty mark stays until the resync after it, which sets right any stripe a crash
@@ -353,32 +357,46 @@ impl Grow {
         }
         let mut members: Vec<GrowMember> = Vec::new();
         // Every slot of both shapes (the old one has more onto fewer members).
-        let mut slot_member: Vec<usize> = vec![0; plan.slots.len()];
+        // A slot no member fills is missing in both shapes (a member missing from the old
+        // shape's slot is missing from the new shape's slot of the same number).
+        let mut slot_member: Vec<Option<usize>> = vec![None; plan.slots.len()];
         for (i, m) in opened.into_iter().enumerate() {
             match plan.verdicts[i] {
-                MemberVerdict::Active { slot } => slot_member[slot] = members.len(),
+                MemberVerdict::Active { slot } => slot_member[slot] = Some(members.len()),
                 MemberVerdict::Spare => {}
                 ref other => return Err(GrowError::Refused(format!("{}: {other}", m.dev.name()))),
             }
             members.push(m);
         }
-        let targets = |geometry: &Geometry, moved: bool| -> Vec<MemberTarget> {
+        let targets = |geometry: &Geometry, moved: bool| -> Vec<Option<MemberTarget>> {
             (0..geometry.raid_disks())
                 .map(|slot| {
-                    let m = &members[slot_member[slot]];
+                    let m = &members[slot_member[slot]?];
                     let offset = if moved { m.sb.data_offset.saturating_add_signed(shift) } else { m.sb.data_offset };
-                    MemberTarget {
+                    Some(MemberTarget {
                         dev: Arc::clone(&m.dev),
                         base: offset * SECTOR_BYTES,
                         data_bytes: geometry.member_data_bytes(),
                         log_area: None,
-                    }
+                    })
                 })
                 .collect()
         };
         let (old_targets, new_targets) = (targets(&old_geometry, false), targets(&new_geometry, true));
-        let old = Array::new(old_geometry.clone(), vec![SlotState::InSync; old_geometry.raid_disks()])?;
-        let new = Array::new(new_geometry.clone(), vec![SlotState::InSync; new_geometry.raid_disks()])?;
+        for (geometry, shape) in [(&old_geometry, "old"), (&new_geometry, "new")] {
+            if !geometry.is_readable(&|slot| slot_member[slot].is_some()) {
+                return Err(GrowError::Refused(format!(
+                    "the array misses more members than its {shape} shape can spare: it cannot be reshaped"
+                )));
+            }
+        }
+        let states = |geometry: &Geometry| -> Vec<SlotState> {
+            (0..geometry.raid_disks())
+                .map(|slot| if slot_member[slot].is_some() { SlotState::InSync } else { SlotState::Missing })
+                .collect()
+        };
+        let old = Array::new(old_geometry.clone(), states(&old_geometry))?;
+        let new = Array::new(new_geometry.clone(), states(&new_geometry))?;
         let position = reshape.position_bytes();
         if reshape.backwards && position > window.start() {
             return Err(GrowError::Refused(format!(
@@ -430,18 +448,20 @@ impl Grow {
             record_position(&mut m.sb, position);
             m.sb.events = events;
         }
-        self.write_superblocks()
+        self.write_superblocks().map_err(|(_, why)| GrowError::Member(why))
     }
 
-    /// Write every member's superblock as it stands, then flush every member.
-    fn write_superblocks(&self) -> Result<(), GrowError> {
-        for m in &self.members {
+    /// Write every working member's superblock as it stands, then flush them; else which
+    /// member failed, and how.
+    fn write_superblocks(&self) -> Result<(), (usize, String)> {
+        let working = || self.members.iter().enumerate().filter(|(_, m)| m.failed.is_none());
+        for (i, m) in working() {
             m.dev
                 .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
-                .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
+                .map_err(|e| (i, io_error(m.dev.as_ref(), "writing the superblock", e).to_string()))?;
         }
-        for m in &self.members {
-            m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
+        for (i, m) in working() {
+            m.dev.flush().map_err(|e| (i, io_error(m.dev.as_ref(), "flushing the superblock", e).to_string()))?;
         }
         Ok(())
     }
@@ -480,9 +500,15 @@ impl Grow {
         Ok(settled)
     }
 
-    /// Every device taking part (the added ones included), as read at the start.
+    /// Every device taking part (the added ones included), as read at the start, but those
+    /// that failed part-way.
     pub fn devices(&self) -> Vec<Arc<dyn MemberDevice>> {
-        self.members.iter().map(|m| Arc::clone(&m.dev)).collect()
+        self.working().map(|m| Arc::clone(&m.dev)).collect()
+    }
+
+    /// The members that failed part-way, by name, with why.
+    pub fn failures(&self) -> Vec<(String, String)> {
+        self.members.iter().filter_map(|m| Some((m.dev.name().to_string(), m.failed.clone()?))).collect()
     }
 
     /// The shape the array is reshaped from.
@@ -490,9 +516,14 @@ impl Grow {
         self.old.geometry()
     }
 
-    /// The device in each slot of the new shape, by name.
-    pub fn slot_names(&self) -> Vec<String> {
-        self.slot_member.iter().map(|&i| self.members[i].dev.name().to_string()).collect()
+    /// Each slot of the new shape: the device in it, by name, and its state (missing, or
+    /// faulty once its member failed part-way).
+    pub fn slots(&self) -> Vec<(Option<String>, SlotState)> {
+        self.slot_member
+            .iter()
+            .zip(self.new.slot_states())
+            .map(|(m, &state)| (m.map(|i| self.members[i].dev.name().to_string()), state))
+            .collect()
     }
 
     /// The array's name (else its UUID), for messages.
@@ -579,15 +610,11 @@ impl Grow {
                 let mut data = vec![0u8; (logical.end - logical.start) as usize];
                 if logical.start < old_size {
                     let len = logical.end.min(old_size) - logical.start;
-                    let read = run(&mut self.old, &self.old_targets, Request::Read { offset: logical.start, len })?;
+                    let read = self.perform(Shape::Old, Request::Read { offset: logical.start, len })?;
                     let Completion::Read(bytes) = read else { unreachable!("a read answers with bytes") };
                     bytes.copy_to(&mut data[..len as usize]);
                 }
-                run(
-                    &mut self.new,
-                    &self.new_targets,
-                    Request::Write { offset: logical.start, data: Bytes::from(data) },
-                )?;
+                self.perform(Shape::New, Request::Write { offset: logical.start, data: Bytes::from(data) })?;
                 self.position = next;
                 Ok(false)
             }
@@ -611,20 +638,89 @@ impl Grow {
         Ok(())
     }
 
-    /// Flush every member, then write every superblock with `edit` applied and the events one
-    /// up (md's `md_update_sb`), then flush them.
+    /// Flush every working member, then write every working member's superblock with `edit`
+    /// applied and the events one up (md's `md_update_sb`), then flush them.
+    /// A member that fails a flush or its superblock write is failed as md fails it (recorded
+    /// faulty in the others', the update made again without it), where the array can spare it.
     fn update_superblocks(&mut self, edit: impl Fn(&mut Superblock1)) -> Result<(), GrowError> {
-        for m in &self.members {
-            m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing", e))?;
+        loop {
+            let flushed = self.members.iter().enumerate().filter(|(_, m)| m.failed.is_none()).try_for_each(|(i, m)| {
+                m.dev.flush().map_err(|e| (i, io_error(m.dev.as_ref(), "flushing", e).to_string()))
+            });
+            let written = flushed.and_then(|()| {
+                self.events += 1;
+                let utime = now_seconds();
+                for m in self.members.iter_mut().filter(|m| m.failed.is_none()) {
+                    edit(&mut m.sb);
+                    m.sb.events = self.events;
+                    m.sb.utime = utime;
+                }
+                self.write_superblocks()
+            });
+            match written {
+                Ok(()) => return Ok(()),
+                Err((i, why)) => self.mark_failed(i, why)?,
+            }
         }
-        self.events += 1;
-        let utime = now_seconds();
-        for m in &mut self.members {
-            edit(&mut m.sb);
-            m.sb.events = self.events;
-            m.sb.utime = utime;
+    }
+
+    /// The members that have not failed.
+    fn working(&self) -> impl Iterator<Item = &GrowMember> {
+        self.members.iter().filter(|m| m.failed.is_none())
+    }
+
+    /// Run `request` on one shape. A member I/O that fails is the engine's to go round, as it
+    /// does when serving; the member is then failed in the other shape too, and recorded
+    /// faulty in the other members' superblocks before anything more is done, so a crash
+    /// never leaves it counted in sync beside data written without it. Where the array cannot
+    /// spare it, the request fails and the reshape stops at its last record.
+    fn perform(&mut self, shape: Shape, request: Request) -> Result<Completion, GrowError> {
+        let (array, targets) = match shape {
+            Shape::Old => (&mut self.old, &self.old_targets),
+            Shape::New => (&mut self.new, &self.new_targets),
+        };
+        let (done, failed) = run(array, targets, request);
+        for (slot, why) in failed {
+            self.fail_member(slot, why)?;
         }
-        self.write_superblocks()
+        done
+    }
+
+    /// Record the member in `slot` faulty (it failed: `why`), in both shapes and in the other
+    /// members' superblocks.
+    fn fail_member(&mut self, slot: usize, why: String) -> Result<(), GrowError> {
+        let Some(i) = self.slot_member[slot] else { return Ok(()) };
+        if self.members[i].failed.is_some() {
+            return Ok(());
+        }
+        self.mark_failed(i, why)?;
+        self.update_superblocks(|_| {})
+    }
+
+    /// Fail member `i` (`why`) in both shapes and mark it faulty in the working members'
+    /// superblocks, to be written by the next update; refused, nothing marked, where a shape
+    /// cannot spare it (md would fail the array: the reshape stops at its last record).
+    fn mark_failed(&mut self, i: usize, why: String) -> Result<(), GrowError> {
+        if let Some(slot) = self.slot_member.iter().position(|&m| m == Some(i)) {
+            for array in [&self.old, &self.new] {
+                let states = array.slot_states();
+                let others_read = |s: usize| s != slot && states[s] == SlotState::InSync;
+                if slot < states.len() && !array.geometry().is_readable(&others_read) {
+                    return Err(GrowError::Member(why));
+                }
+            }
+            for array in [&mut self.old, &mut self.new] {
+                if array.slot_states().get(slot) == Some(&SlotState::InSync) {
+                    array.set_slot_state(slot, SlotState::Faulty, true)?;
+                }
+            }
+        }
+        let dev_number = self.members[i].sb.dev_number;
+        self.members[i].failed = Some(why);
+        for m in self.members.iter_mut().filter(|m| m.failed.is_none()) {
+            m.sb.set_role(dev_number, Role::Faulty);
+        }
+        Ok(())
     }
 
     fn record(&mut self, at: u64) -> Result<(), GrowError> {
@@ -646,22 +742,39 @@ impl Grow {
     }
 }
 
-/// Run one request on `array`, its member I/O performed on `targets`; a member I/O that fails
-/// stops the reshape (the engine would go on degraded, which a reshape must not).
-fn run(array: &mut Array, targets: &[MemberTarget], request: Request) -> Result<Completion, GrowError> {
-    let mut failure: Option<String> = None;
+/// One of the two shapes of a reshape.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Old,
+    New,
+}
+
+/// Run one request on `array`, its member I/O performed on `targets`: its outcome (a request
+/// the array could not serve without the members that failed is an error), and the slots
+/// whose member I/O failed, with why.
+fn run(
+    array: &mut Array,
+    targets: &[Option<MemberTarget>],
+    request: Request,
+) -> (Result<Completion, GrowError>, Vec<(usize, String)>) {
+    let mut failed: Vec<(usize, String)> = Vec::new();
     let mut exec = |io: &MemberIo| -> IoResult {
-        match targets[io.slot].perform(io) {
+        let Some(target) = &targets[io.slot] else {
+            unreachable!("the engine sends no I/O to slot {}, which no member fills", io.slot)
+        };
+        match target.perform(io) {
             Ok(r) => r,
             Err(e) => {
-                failure.get_or_insert_with(|| e.to_string());
+                if !failed.iter().any(|(slot, _)| *slot == io.slot) {
+                    failed.push((io.slot, e.to_string()));
+                }
                 IoResult::Failed(e)
             }
         }
     };
-    let done = execute(array, request, &mut exec);
-    if let Some(f) = failure {
-        return Err(GrowError::Member(f));
-    }
-    Ok(done?)
+    let done = execute(array, request, &mut exec).map_err(|e| match failed.first() {
+        Some((_, why)) => GrowError::Member(format!("{why}: {e}")),
+        None => GrowError::Engine(e),
+    });
+    (done, failed)
 }

@@ -186,6 +186,9 @@ impl OpenArray {
         if let (Some(reshape), true) = (&plan.reshape, writable) {
             return Err(OpenError::Reshaping(reshape_refusal(&plan, reshape)));
         }
+        if plan.reshape.is_some() && plan.degraded() {
+            return Err(OpenError::ReshapingDegraded { missing: plan.missing_slots().len() });
+        }
         // A rebuild resumes from its checkpoint after a clean stop. After an unclean one, the
         // part already rebuilt may disagree with the rest of its stripes or copies wherever a
         // write was cut short (it went to the rebuilding member as well). On a mirror the

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use uraid_engine::array::{Completion, Request};
 use uraid_engine::IoBuf;
 
-use super::{run, Grow, GrowError};
+use super::{Grow, GrowError, Shape};
 
 impl Grow {
     /// The size the array has while it is reshaped: the smaller shape's (md keeps the old size
@@ -45,9 +45,8 @@ impl Grow {
         let mut at = offset;
         while at < end {
             let (upto, below) = self.piece(at, end);
-            let array = if below { &mut self.new } else { &mut self.old };
-            let targets = if below { &self.new_targets } else { &self.old_targets };
-            let Completion::Read(bytes) = run(array, targets, Request::Read { offset: at, len: upto - at })? else {
+            let shape = if below { Shape::New } else { Shape::Old };
+            let Completion::Read(bytes) = self.perform(shape, Request::Read { offset: at, len: upto - at })? else {
                 return Err(GrowError::Refused("the engine answered a read with no data".into()));
             };
             bytes.into_pieces().for_each(|piece| out.push(piece));
@@ -80,10 +79,9 @@ impl Grow {
         let mut at = offset;
         while at < end {
             let (upto, below) = self.piece(at, end);
-            let array = if below { &mut self.new } else { &mut self.old };
-            let targets = if below { &self.new_targets } else { &self.old_targets };
+            let shape = if below { Shape::New } else { Shape::Old };
             let piece = data.slice((at - offset) as usize..(upto - offset) as usize);
-            run(array, targets, Request::Write { offset: at, data: piece })?;
+            self.perform(shape, Request::Write { offset: at, data: piece })?;
             at = upto;
         }
         Ok(())
@@ -91,7 +89,7 @@ impl Grow {
 
     /// Make every write so far durable on the members.
     pub fn flush(&self) -> Result<(), GrowError> {
-        for m in &self.members {
+        for m in self.working() {
             m.dev.flush().map_err(|e| super::io_error(m.dev.as_ref(), "flushing", e))?;
         }
         Ok(())

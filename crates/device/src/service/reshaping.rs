@@ -81,6 +81,9 @@ pub(super) struct Reshaping {
     last_record: Instant,
     /// The reshape stopped on a failure: nothing more is done until the array is stopped.
     failed: Option<String>,
+    /// How many of the members that failed part-way (the reshape going on without them) have
+    /// been logged and reported.
+    reported_failures: usize,
 }
 
 impl Reshaping {
@@ -116,6 +119,7 @@ impl Reshaping {
             speed: SpeedWindow::new(Duration::ZERO, done),
             last_record: now,
             failed: None,
+            reported_failures: 0,
         }
     }
 
@@ -154,7 +158,9 @@ impl Reshaping {
                 }
                 continue;
             }
-            match self.grow.step() {
+            let stepped = self.grow.step();
+            self.note_failures();
+            match stepped {
                 Ok(true) => return self.finished(),
                 Ok(false) => {}
                 Err(e) => self.fail(format!("{e}")),
@@ -237,6 +243,7 @@ impl Reshaping {
             BlockOp::Trim { offset, len } => self.grow.check_range(offset, len).map(|()| BlockReply::Done),
             BlockOp::Zero { offset, len, fua, .. } => self.zero(offset, len, fua).map(|()| BlockReply::Done),
         };
+        self.note_failures();
         done(result.map_err(|e| {
             if let GrowError::OutOfRange { offset, len, size } = e {
                 // The client's mistake, answered as the runner answers it.
@@ -264,6 +271,23 @@ impl Reshaping {
             self.grow.flush()?;
         }
         Ok(())
+    }
+
+    /// Say which members failed since last looked at: the reshape goes on without them (md
+    /// goes on degraded), and the stop report lists them.
+    fn note_failures(&mut self) {
+        let failures = self.grow.failures();
+        if failures.len() == self.reported_failures {
+            return;
+        }
+        for (name, why) in failures.into_iter().skip(self.reported_failures) {
+            log(&format!(
+                "member {name} failed during the reshape of {} ({why}): recorded faulty, the reshape goes on degraded",
+                self.grow.name()
+            ));
+            self.report.failed_members.push((name, why));
+            self.reported_failures += 1;
+        }
     }
 
     fn fail(&mut self, why: String) {
@@ -324,14 +348,15 @@ impl Reshaping {
         let (done, total) = self.grow.progress();
         let (from, to) = self.grow.raid_disks();
         let bytes_per_sec = self.speed.bytes_per_sec(self.began.elapsed(), done);
-        let slots = self
+        let slots: Vec<SlotReport> = self
             .grow
-            .slot_names()
+            .slots()
             .into_iter()
             .enumerate()
-            .map(|(slot, device)| SlotReport { slot, device: Some(device), state: SlotState::InSync })
+            .map(|(slot, (device, state))| SlotReport { slot, device, state })
             .collect();
         ArrayStatus {
+            degraded: slots.iter().filter(|s| s.state != SlotState::InSync).count(),
             dirty: self.grow.dirty(),
             needs_resync: self.grow.owes_resync(),
             reshape: Some(ReshapeProgress {

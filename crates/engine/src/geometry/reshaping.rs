@@ -135,6 +135,13 @@ impl Layout for ReshapingLayout {
         0
     }
 
+    /// Both shapes must be readable on their own (a reshape reads the old one and writes the
+    /// new one through engines of each, which go round a missing member as md does); this
+    /// layout itself reads no parity, so its own reads need every member (see `OpenArray`).
+    fn is_readable(&self, alive: &dyn Fn(usize) -> bool) -> bool {
+        self.old.is_readable(alive) && self.new.is_readable(alive)
+    }
+
     fn map(&self, offset: u64, copies: &mut Copies) -> u64 {
         let (shape, left) = self.shape_of(offset);
         let (geometry, start) = self.shape(shape);

@@ -134,6 +134,7 @@ fn reshape(grow: &mut Grow, limit: Option<u64>, members: &[std::path::PathBuf]) 
     let bar = crate::progress::bytes_bar(total, "reshape");
     let began = Instant::now();
     let mut last_record = Instant::now();
+    let mut failures_said = 0;
     loop {
         if stop.load(Ordering::Relaxed) {
             grow.checkpoint()?;
@@ -149,7 +150,17 @@ fn reshape(grow: &mut Grow, limit: Option<u64>, members: &[std::path::PathBuf]) 
                 list.join(" ")
             ));
         }
-        if grow.step()? {
+        let stepped = grow.step();
+        // A member that failed is said as soon as it is recorded faulty, as md logs it.
+        for (name, why) in grow.failures().into_iter().skip(failures_said) {
+            if let Some(bar) = &bar {
+                bar.suspend(|| eprintln!("uraid: {name} failed ({why}): recorded faulty; the reshape goes on degraded"));
+            } else {
+                eprintln!("uraid: {name} failed ({why}): recorded faulty; the reshape goes on degraded");
+            }
+            failures_said += 1;
+        }
+        if stepped? {
             break;
         }
         let (done, _) = grow.progress();
@@ -172,5 +183,8 @@ fn reshape(grow: &mut Grow, limit: Option<u64>, members: &[std::path::PathBuf]) 
         bar.finish_and_clear();
     }
     eprintln!("uraid: reshape of {} finished: {}, array size {}K", grow.name(), grow.outcome(), total / 1024);
+    if failures_said > 0 {
+        eprintln!("uraid: the array is degraded: add a device to rebuild onto (uraid add MEMBERS... NEW)");
+    }
     Ok(())
 }
