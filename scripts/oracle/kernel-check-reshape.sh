@@ -17,6 +17,12 @@
 #                      write is flushed, the reshape still running. The kernel must continue it
 #                      from the array left dirty and part-way, as for uraid-killed. (Not the
 #                      shrinks: a running array is not reshaped onto fewer members.)
+#   degraded-killed:NAME as uraid-killed, but once the reshape has started a member is cut
+#                      short under it (truncated to 1 MiB, so its reads fail): uraid must go on
+#                      degraded, recording it faulty, and is killed with SIGKILL part-way
+#                      after that. The kernel gets the other members and must continue the
+#                      reshape degraded and finish it as for uraid-killed, one member missing
+#                      (degraded=1), the pattern intact.
 #   kernel-left:NAME   the arrays the kernel left mid-reshape (crates/uraid/tests/testdata/reshape,
 #                      made by make-reshape-samples.sh) are finished by `uraid grow --continue`;
 #                      the kernel must then assemble them with N devices, the new chunk size and
@@ -154,6 +160,43 @@ for spec in "${killed[@]}"; do
   disks+=("${members[@]}")
 done
 
+# A member cut short part-way: which of `killed` (the first member dies).
+degraded=("raid5-4to5" "raid6-5to6" "raid5-chunk-64to128")
+for spec in "${killed[@]}"; do
+  IFS='|' read -r base flags n total size grow <<<"$spec"
+  name=degraded-killed:$base; num=$((num + 1))
+  [[ " ${degraded[*]} " == *" $base "* ]] && [[ "$name" =~ $filter ]] || continue
+  dir=$work/$num; mkdir -p "$dir"; members=()
+  for i in $(seq 0 $((total - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
+  old=("${members[@]:0:$n}")
+  # shellcheck disable=SC2086
+  "$uraid" create $flags --raid-devices="$n" --name="r$num" "${old[@]}" >/dev/null 2>&1
+  bytes=$("$uraid" detail --json "${old[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["array_size_bytes"])')
+  "$mdpattern" gen "$num" $((bytes / 512)) >"$dir/data"
+  "$uraid" write --offset=0 "${old[@]}" <"$dir/data" 2>/dev/null
+  sha=$(sha256sum <"$dir/data" | cut -d' ' -f1)
+  add=(); for m in "${members[@]:$n}"; do add+=(--add "$m"); done
+  # shellcheck disable=SC2086
+  "$uraid" grow $grow --speed-limit-max=2M "${add[@]}" "${old[@]}" 2>"$dir/log" &
+  pid=$!
+  for _ in $(seq 300); do
+    at=$(position "${members[0]}")
+    started && break
+    sleep 0.1
+  done
+  truncate -s 1M "${members[1]}"
+  for _ in $(seq 300); do grep -q "recorded faulty" "$dir/log" && break; sleep 0.1; done
+  sleep 1
+  kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+  at=$(position "${members[0]}")
+  if ! grep -q "recorded faulty" "$dir/log" || ! started; then
+    echo "FAIL $name: uraid did not go on degraded part-way ($at)"; sed 's/^/    /' "$dir/log"; fail=1; continue
+  fi
+  survivors=("${members[0]}" "${members[@]:2}")
+  echo "$name|${#survivors[@]}|$bytes|$sha|$at|$(shape "${members[0]}")|$total|no" >>"$work/groups"
+  disks+=("${survivors[@]}")
+done
+
 for case_dir in "$samples"/*/; do
   sample=$(basename "$case_dir")
   name=kernel-left:$sample
@@ -228,7 +271,8 @@ done <"$work/groups"
 run_batch
 while IFS='|' read -r name _ _ sha at shape raid way judged; do
   line=$(echo "$out" | grep "^$name " || echo "$name (no result)")
-  want="raid_disks=$raid $shape reshape=none degraded=0 mismatch_cnt=0 sha=$sha"
+  missing=0; [[ $name == degraded-killed:* ]] && missing=1
+  want="raid_disks=$raid $shape reshape=none degraded=$missing mismatch_cnt=0 sha=$sha"
   # Where the kernel's reshape stood once assembled: past uraid's record (it has run on a moment
   # already; never back at the start) for uraid's, none for those uraid finished.
   found=$(echo "$line" | sed -n 's/.* reshape_at_assembly=\([^ ]*\) .*/\1/p')
@@ -241,6 +285,7 @@ while IFS='|' read -r name _ _ sha at shape raid way judged; do
   if [ "$resumed" = yes ] && [[ "$line" == *" $want" ]]; then
     case $name in
       uraid-killed:* | served-killed:*) echo "PASS $name: uraid killed at reshape position $at; the kernel went on from there (at $found once assembled) and finished: $raid devices, $shape, mismatch_cnt 0, data intact" ;;
+      degraded-killed:*) echo "PASS $name: a member died under uraid's reshape, which went on degraded and was killed at position $at; the kernel went on from there degraded (at $found once assembled) and finished: $raid devices, $shape, degraded 1, data intact" ;;
       *) echo "PASS $name: the kernel's reshape (left at $at) finished by uraid; the kernel assembles $raid devices, $shape, no reshape, mismatch_cnt 0, $judged" ;;
     esac
   else

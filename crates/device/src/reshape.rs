@@ -731,13 +731,24 @@ impl Grow {
 
     /// Record the end, then write the final superblocks: a crash among the final writes leaves
     /// members that say the reshape reached the end, which assembly reads at their new offset.
+    /// The array is recorded clean there too, as a stop records it, unless it owes a resync
+    /// (found dirty when taken up): the writes made while it was reshaped are all done and
+    /// flushed (the update flushes first), and nothing was cut short. (A degraded array left
+    /// dirty could not be started again: it has no resync to make it right.)
     fn finish(&mut self) -> Result<(), GrowError> {
         let end = self.window.end();
         if self.recorded != end {
             self.record(end)?;
         }
-        self.update_superblocks(finish)?;
+        let clean = !self.owes_resync;
+        self.update_superblocks(|sb| {
+            finish(sb);
+            if clean {
+                sb.resync_offset = u64::MAX;
+            }
+        })?;
         self.recorded = end;
+        self.dirty = !clean;
         Ok(())
     }
 }

@@ -167,7 +167,8 @@ fn a_served_raid5_grows_onto_a_fifth_member_while_it_is_written() {
     assert!(text(&grow).contains("reshape from 4 to 5 devices started"), "{}", text(&grow));
     write_until_reshaped(&serve, &mut w);
     assert!(w.writes >= 16, "only {} writes went on during the reshape", w.writes);
-    // The writes marked the array dirty: the resync after the reshape is waited for too.
+    // The writes marked the array dirty, and its end marks it clean again (nothing was cut
+    // short): no resync follows.
     let waited: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
     assert_eq!(waited["members"].as_array().unwrap().len(), 5, "{waited:#}");
     assert_eq!(waited["sync_action"], "idle", "{waited:#}");
@@ -196,6 +197,44 @@ fn a_served_raid5_grows_onto_a_fifth_member_while_it_is_written() {
     let serve = Serve::start(dir, &all, &[]);
     assert_eq!(serve.status()["size_bytes"].as_u64(), Some(size));
     serve.stop(libc::SIGTERM);
+}
+
+/// A member whose reads fail while the served array is reshaped (cut short under it): the
+/// reshape goes on degraded, as md's does, clients reading and writing throughout; the status
+/// shows the slot faulty, the log names it, and the grown array is served degraded after.
+#[test]
+fn a_member_failing_while_a_served_array_grows_leaves_it_grown_and_degraded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (members, new) = raid5_of_four(dir);
+    let serve = Serve::start(dir, &members, &["--speed-limit-max=2M"]);
+    let mut w = Writer::fill(client(dir));
+    let grow = serve.ctl(&["grow", "--raid-devices=5", "--add", &new]);
+    assert!(grow.status.success(), "{}\n{}", text(&grow), serve_log(dir));
+    for _ in 0..8 {
+        w.write_one();
+    }
+    std::fs::OpenOptions::new().write(true).open(&members[2]).unwrap().set_len(1 << 20).unwrap();
+    write_until_reshaped(&serve, &mut w);
+    let waited: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
+    let log = serve_log(dir);
+    assert!(log.contains("d2.img failed during the reshape") && log.contains("goes on degraded"), "{log}");
+    assert!(log.contains("reshape of online finished: 5 devices (from 4)"), "{log}");
+    assert_eq!(waited["degraded"], 1, "{waited:#}");
+    let states: Vec<&str> =
+        waited["members"].as_array().unwrap().iter().map(|m| m["state"].as_str().unwrap_or("?")).collect();
+    assert_eq!(
+        states,
+        ["in_sync", "in_sync", "missing", "in_sync", "in_sync"],
+        "served from the four left: {waited:#}"
+    );
+    w.check_all();
+    drop(w);
+    serve.stop(libc::SIGTERM);
+    let survivors: Vec<String> = [0, 1, 3].iter().map(|&i| members[i].clone()).chain([new]).collect();
+    let grown = examine(&survivors[0]);
+    assert_eq!(grown["raid_devices"], 5, "{grown:#}");
+    assert!(grown.get("reshape").is_none_or(Value::is_null), "{grown:#}");
 }
 
 #[test]

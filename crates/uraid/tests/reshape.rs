@@ -17,7 +17,7 @@ use uraid_testkit::sha256_hex;
 
 mod common;
 use common::hashes;
-use common::restripe::{blank_members, mismatch_cnt};
+use common::restripe::{blank_members, mismatch_cnt, reshape_position};
 use common::{ok, text, uraid_in, uraid_stdin, with};
 
 /// Change the 1.2 superblock of every member with `edit`.
@@ -282,6 +282,48 @@ fn a_grow_killed_part_way_is_continued_from_its_record() {
     let got = ok(&with(&["cat"], &members)).stdout;
     assert!(got[..data.len()] == data[..], "the data survived the kill");
     assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0");
+}
+
+/// A member whose reads fail part-way through a grow (here cut short under it) does not stop
+/// it: the grow goes on degraded, as md does, says so, and the grown array holds the data, is
+/// rebuilt onto a new device by `uraid add`, and checks clean.
+#[test]
+fn a_member_failing_mid_grow_leaves_a_degraded_grown_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = blank_members(dir.path(), 6, 48 << 20);
+    let data = filled("-l5", &members[..5], 1);
+    let log = dir.path().join("grow.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(["grow", "--raid-devices=5", "--speed-limit-max=16M", "--add", &members[4]])
+        .args(&members[..4])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while reshape_position(&members[0]).unwrap_or(0) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no position recorded");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Its data area gone: every read past the first MiB fails.
+    OpenOptions::new().write(true).open(&members[1]).unwrap().set_len(1 << 20).unwrap();
+    let status = child.wait().unwrap();
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{said}");
+    assert!(said.contains("d1.img failed") && said.contains("recorded faulty; the reshape goes on degraded"), "{said}");
+    assert!(said.contains("finished: 5 devices (from 4)") && said.contains("the array is degraded"), "{said}");
+
+    let survivors: Vec<String> = [0, 2, 3, 4].iter().map(|&i| members[i].clone()).collect();
+    let detail: Value = serde_json::from_slice(&ok(&with(&["detail", "--json"], &survivors)).stdout).unwrap();
+    assert_eq!((detail["raid_devices"].as_u64(), detail["degraded"].as_bool()), (Some(5), Some(true)), "{detail:#}");
+    let got = ok(&with(&["cat"], &survivors)).stdout;
+    assert!(got[..data.len()] == data[..], "the grown array holds the data, read round the dead member");
+    let o = uraid_in(dir.path(), &with(&["add", "--device", &members[5]], &survivors));
+    assert!(o.status.success(), "{}", text(&o));
+    let mut all = survivors.clone();
+    all.push(members[5].clone());
+    let got = ok(&with(&["cat"], &all)).stdout;
+    assert!(got[..data.len()] == data[..], "rebuilt, the data");
+    assert_eq!(mismatch_cnt(&all), "mismatch_cnt 0");
 }
 
 #[test]

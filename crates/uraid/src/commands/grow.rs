@@ -154,7 +154,9 @@ fn reshape(grow: &mut Grow, limit: Option<u64>, members: &[std::path::PathBuf]) 
         // A member that failed is said as soon as it is recorded faulty, as md logs it.
         for (name, why) in grow.failures().into_iter().skip(failures_said) {
             if let Some(bar) = &bar {
-                bar.suspend(|| eprintln!("uraid: {name} failed ({why}): recorded faulty; the reshape goes on degraded"));
+                bar.suspend(|| {
+                    eprintln!("uraid: {name} failed ({why}): recorded faulty; the reshape goes on degraded")
+                });
             } else {
                 eprintln!("uraid: {name} failed ({why}): recorded faulty; the reshape goes on degraded");
             }
@@ -184,7 +186,7 @@ fn reshape(grow: &mut Grow, limit: Option<u64>, members: &[std::path::PathBuf]) 
     }
     eprintln!("uraid: reshape of {} finished: {}, array size {}K", grow.name(), grow.outcome(), total / 1024);
     if failures_said > 0 {
-        eprintln!("uraid: the array is degraded: add a device to rebuild onto (uraid add MEMBERS... NEW)");
+        eprintln!("uraid: the array is degraded: add a device to rebuild onto (uraid add MEMBERS... --device NEW)");
     }
     Ok(())
 }
