@@ -41,6 +41,7 @@ cases=(
   "uraid:raid4-to-raid5|4|-l4 -n4 --chunk=64K %0 %1 %2 %3|--level=5 %0 %1 %2 %3|%0 %1 %2 %3|raid5|4|0"
   "uraid:raid5-to-raid4|4|-l5 -n4 --layout=parity-last --chunk=64K %0 %1 %2 %3|--level=4 %0 %1 %2 %3|%0 %1 %2 %3|raid4|4|0"
   "uraid:raid5-to-raid6|5|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=6 %0 %1 %2 %3 --add %4|%0 %1 %2 %3 %4|raid6|5|0"
+  "uraid:raid5-to-raid6-normal|5|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=6 --layout=left-symmetric %0 %1 %2 %3 --add %4|%0 %1 %2 %3 %4|raid6|5|0"
   "uraid:raid6-to-raid5|5|-l6 -n5 --layout=left-symmetric-6 --chunk=64K %0 %1 %2 %3 %4|--level=5 %0 %1 %2 %3 %4|%0 %1 %2 %3 %4|raid5|4|0"
   "uraid:raid0-to-raid10|4|-l0 -n2 --chunk=64K %0 %1|--level=10 %0 %1 --add %2 --add %3|%0 %1 %2 %3|raid10|4|0"
   "uraid:raid10-to-raid0|4|-l10 -n4 --chunk=64K %0 %1 %2 %3|--level=0 %0 %1 %2 %3|%0 %2|raid0|2|0"

@@ -55,6 +55,10 @@ pub struct TakeoverRequest {
     pub added: u32,
     /// `--force`: leave new slots missing where mdadm asks for enough spares.
     pub force: bool,
+    /// The caller restripes the array after the takeover where the layout asked for needs it
+    /// (raid5 to a normal raid6 layout, as mdadm's default does): see [`Takeover::restripe_to`].
+    /// Without it such a layout is refused.
+    pub restripe: bool,
 }
 
 /// What happens to a device whose slot the new shape does not have.
@@ -86,6 +90,9 @@ pub struct Takeover {
     /// What differs from mdadm's default, said in the message (the layout kept, the restripe
     /// not done).
     pub note: Option<String>,
+    /// The layout (md's number) to restripe to once the new slots are rebuilt, where the
+    /// layout asked for is not the one the takeover gives (asked with `restripe`).
+    pub restripe_to: Option<i32>,
 }
 
 /// Why a change is refused, in mdadm's and md's terms.
@@ -245,6 +252,7 @@ fn raid1_devices(current: &CurrentArray, request: &TakeoverRequest) -> Result<Ta
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note: None,
+        restripe_to: None,
     };
     if want == n {
         return refuse(format!("the raid1 already has {n} devices: no change requested"));
@@ -316,6 +324,7 @@ fn raid1_to_raid5(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note: None,
+        restripe_to: None,
     })
 }
 
@@ -345,6 +354,7 @@ fn raid1_to_raid0(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note: None,
+        restripe_to: None,
     })
 }
 
@@ -371,6 +381,7 @@ fn raid5_to_raid1(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note: None,
+        restripe_to: None,
     })
 }
 
@@ -412,6 +423,7 @@ fn raid0_to_parity(current: &CurrentArray, request: &TakeoverRequest, level: Lev
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note,
+        restripe_to: None,
     })
 }
 
@@ -444,6 +456,7 @@ fn parity_to_raid0(current: &CurrentArray, request: &TakeoverRequest) -> Result<
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note: None,
+        restripe_to: None,
     })
 }
 
@@ -480,6 +493,7 @@ fn raid4_and_raid5(current: &CurrentArray, request: &TakeoverRequest, level: Lev
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note: None,
+        restripe_to: None,
     })
 }
 
@@ -501,20 +515,33 @@ fn raid5_to_raid6(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
     let Some(raid6) = raid6_layout_for(raid5) else {
         return refuse("Cannot convert an array with this layout");
     };
+    let mut restripe_to = None;
     let note = match request.layout.as_deref() {
         None => Some(format!(
-            "layout {} (Q on the new last device): the data stays in place, as with mdadm --layout=preserve; mdadm's default would go on to restripe it to a normal raid6 layout, which uraid does not do",
-            raid6.name()
+            "layout {} (Q on the new last device): the data stays in place, as with mdadm --layout=preserve; for mdadm's default, a normal raid6 layout, give --layout={} (the array is then restriped once Q is rebuilt)",
+            raid6.name(),
+            raid5.name()
         )),
         Some("preserve") => None,
         Some(name) if ParityAlgorithm::parse(Level::Raid6, name) == Ok(raid6) => None,
-        Some(name) => {
-            return refuse(format!(
-                "raid5 ({}) becomes raid6 with layout {} (use --layout=preserve); layout {name} would need a restripe after it, which uraid does not do yet",
-                raid5.name(),
-                raid6.name()
-            ))
-        }
+        Some(name) => match ParityAlgorithm::parse(Level::Raid6, name) {
+            Ok(normal) if request.restripe => {
+                restripe_to = Some(normal.to_md() as i32);
+                Some(format!(
+                    "layout {} first (Q on the new last device); once Q is rebuilt the array is restriped to {}, as mdadm does",
+                    raid6.name(),
+                    normal.name()
+                ))
+            }
+            Ok(_) => {
+                return refuse(format!(
+                    "raid5 ({}) becomes raid6 with layout {} (use --layout=preserve); layout {name} needs a restripe after it: once Q is rebuilt (uraid ctl NAME wait), uraid ctl NAME grow --layout={name} restripes it",
+                    raid5.name(),
+                    raid6.name()
+                ))
+            }
+            Err(e) => return refuse(format!("--layout={name}: {e}")),
+        },
     };
     enough_spares(current, request, 1)?;
     Ok(Takeover {
@@ -527,6 +554,7 @@ fn raid5_to_raid6(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note,
+        restripe_to,
     })
 }
 
@@ -569,6 +597,7 @@ fn raid6_to_raid5(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
         empty_slots: Vec::new(),
         dropped: Dropped::Spare,
         note: None,
+        restripe_to: None,
     })
 }
 
@@ -602,6 +631,7 @@ fn raid0_to_raid10(current: &CurrentArray, request: &TakeoverRequest) -> Result<
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note: None,
+        restripe_to: None,
     })
 }
 
@@ -647,6 +677,7 @@ fn raid10_to_raid0(current: &CurrentArray, request: &TakeoverRequest) -> Result<
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note: None,
+        restripe_to: None,
     })
 }
 
@@ -777,6 +808,14 @@ mod tests {
         assert!(refused(plan(&array(Level::Raid6, 2, 5), &ask(Some(Level::Raid5), None, 0))).contains("restripe"));
         let normal = TakeoverRequest { layout: Some("left-symmetric".into()), ..ask(Some(Level::Raid6), None, 1) };
         assert!(refused(plan(&now, &normal)).contains("preserve"));
+        assert_eq!(t.restripe_to, None);
+        // A caller that restripes after: the -6 layout first, then the one asked for.
+        let then = plan(&now, &TakeoverRequest { restripe: true, ..normal }).unwrap();
+        assert_eq!((then.layout, then.restripe_to), (18, Some(2)));
+        assert!(then.note.unwrap().contains("restriped to left-symmetric"));
+        let unknown =
+            TakeoverRequest { layout: Some("sideways".into()), restripe: true, ..ask(Some(Level::Raid6), None, 1) };
+        assert!(refused(plan(&now, &unknown)).contains("--layout=sideways"));
     }
 
     #[test]

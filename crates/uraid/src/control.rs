@@ -139,7 +139,9 @@ fn takeover_request(request: &Value) -> Result<(TakeoverRequest, Vec<PathBuf>), 
     };
     let add = added(request, "takeover")?;
     let force = flag(request, "takeover", "force")?;
-    Ok((TakeoverRequest { level: Some(level), raid_devices, layout, added: add.len() as u32, force }, add))
+    let takeover =
+        TakeoverRequest { level: Some(level), raid_devices, layout, added: add.len() as u32, force, restripe: false };
+    Ok((takeover, add))
 }
 
 /// The size or bitmap change a `change` request asks for: `"size"` (`"max"` or member sectors,

@@ -193,6 +193,44 @@ fn raid5_takes_q_on_a_new_last_device_and_gives_it_back() {
     checks_clean(&d);
 }
 
+/// mdadm's default raid5 → raid6: a normal raid6 layout asked for, the stopped array is taken
+/// over (Q on the added device), Q rebuilt, and the array restriped to that layout, in one
+/// `uraid grow`; a running array is told how to do the same in two steps.
+#[test]
+fn raid5_becomes_a_normal_raid6_taken_over_rebuilt_and_restriped() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 5);
+    let data = created_and_filled(&["-l5", "-n4", "--chunk=64K"], &d[..4]);
+    let said = grow(&["--level=6", "--layout=left-symmetric", &d[0], &d[1], &d[2], &d[3], "--add", &d[4]]);
+    assert!(said.contains("restriped to left-symmetric, as mdadm does"), "{said}");
+    assert!(said.contains("recover completed") && said.contains("reshape of t finished"), "{said}");
+    let json = detail(&d);
+    assert_eq!((json["level"].as_str(), json["layout"].as_str()), (Some("raid6"), Some("left-symmetric")), "{json:#}");
+    assert_eq!(json["reshape"], serde_json::Value::Null);
+    assert_eq!(states(&d), ["active"; 5]);
+    assert_eq!(read(&d, data.len()), data);
+    checks_clean(&d);
+    assert_eq!(read(&d[2..], data.len()), data, "P and Q of the new layout rebuild two missing devices");
+
+    // Running: refused with the two steps that do it, nothing written.
+    std::fs::create_dir(dir.path().join("running")).unwrap();
+    let d = disks(&dir.path().join("running"), 5);
+    created_and_filled(&["-l5", "-n4", "--chunk=64K"], &d[..4]);
+    let runtime = dir.path().join("run");
+    let o = uraid_in(&runtime, &with(&["assemble"], &d[..4]));
+    assert!(o.status.success(), "{}", text(&o));
+    let blank = hashes(&d[4..]);
+    let o = uraid_in(&runtime, &["ctl", "t", "grow", "--level=6", "--layout=left-symmetric", "--add", &d[4]]);
+    assert!(
+        !o.status.success() && text(&o).contains("uraid ctl NAME grow --layout=left-symmetric restripes it"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(hashes(&d[4..]), blank);
+    let o = uraid_in(&runtime, &["stop", "t"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
 #[test]
 fn raid0_and_raid10_near2_trade_mirrors() {
     let dir = tempdir().unwrap();
@@ -223,9 +261,8 @@ fn changes_md_refuses_write_nothing() {
     let r5 = d[..4].to_vec();
     let said = refused(&with(&["--level=0"], &r5), &r5);
     assert!(said.contains("parity-last"), "{said}");
-    let said =
-        refused(&[&with(&["--level=6", "--layout=left-symmetric"], &r5)[..], &["--add", &d[4]]].concat(), &d[..5]);
-    assert!(said.contains("restripe") && said.contains("--layout=preserve"), "{said}");
+    let said = refused(&[&with(&["--level=6", "--layout=sideways"], &r5)[..], &["--add", &d[4]]].concat(), &d[..5]);
+    assert!(said.contains("--layout=sideways"), "{said}");
     let said = refused(&with(&["--level=6"], &r5), &r5);
     assert!(said.contains("Need 1 spare"), "{said}");
     let said = refused(&with(&["--level=1"], &r5), &r5);

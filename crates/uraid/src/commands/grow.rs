@@ -125,7 +125,7 @@ fn grow_served(name: &str, socket: &std::path::Path, args: &GrowArgs, limit: Opt
 }
 
 /// Run the reshape to its end, or until SIGINT/SIGTERM (then record where it got to).
-fn reshape(grow: &mut Grow, limit: Option<u64>, members: &[std::path::PathBuf]) -> CliResult {
+pub(super) fn reshape(grow: &mut Grow, limit: Option<u64>, members: &[std::path::PathBuf]) -> CliResult {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(|e| CliError(format!("signal handler: {e}")))?;

@@ -7,6 +7,8 @@
 
 use std::path::PathBuf;
 
+use uraid_device::reshape::{Grow, ReshapeRequest};
+use uraid_device::service::SpeedLimits;
 use uraid_device::takeover::{current_level, take_over, TakeoverDone};
 use uraid_layout::Level;
 use uraid_md::takeover::{is_takeover, TakeoverRequest};
@@ -26,6 +28,8 @@ fn request(args: &GrowArgs) -> CliResult<TakeoverRequest> {
         layout: args.layout.clone(),
         added: args.add.len() as u32,
         force: args.force,
+        // A stopped array is restriped here after the takeover where the layout asks for it.
+        restripe: true,
     })
 }
 
@@ -48,6 +52,7 @@ pub fn takeover_request(
         layout: layout.map(str::to_string),
         added: add.len() as u32,
         force,
+        restripe: false,
     })
 }
 
@@ -100,7 +105,35 @@ pub fn run(args: &GrowArgs) -> CliResult {
     }
     let done = take_over(&args.members, &args.add, &request(args)?).map_err(|e| CliError(format!("grow: {e}")))?;
     report(&done, &args.members, &args.add);
-    Ok(())
+    match done.change.restripe_to {
+        Some(layout) => restripe_after(&args.members, &args.add, layout),
+        None => Ok(()),
+    }
+}
+
+/// The rest of mdadm's raid5 → normal raid6: rebuild Q on the device the takeover added, then
+/// restripe the array from the -6 layout to `layout` (md's number). Each step leaves an array
+/// md reads: cut short, the rebuild resumes at the next start (`uraid add`, `assemble`, or the
+/// kernel), and the restripe goes on with `uraid grow --continue`.
+fn restripe_after(members: &[PathBuf], added: &[PathBuf], layout: i32) -> CliResult {
+    let all: Vec<PathBuf> = members.iter().chain(added).cloned().collect();
+    let list: Vec<String> = all.iter().map(|m| m.display().to_string()).collect();
+    eprintln!("uraid: rebuilding Q before the restripe");
+    let array = super::assemble_for_service(&all, true)?;
+    super::add::rebuild(array, SpeedLimits::default(), &[]).map_err(|e| {
+        CliError(format!(
+            "{}; the array is raid6 in the layout that keeps the data in place; uraid add {} resumes the rebuild, then uraid grow --layout=... {} restripes it",
+            e.0,
+            list.join(" "),
+            list.join(" ")
+        ))
+    })?;
+    let request = ReshapeRequest { layout: Some(layout), ..ReshapeRequest::default() };
+    Grow::start_reshape(&all, &[], request)
+        .map_err(|e| CliError(format!("grow: Q is rebuilt, but the restripe did not start: {e}")))?;
+    let mut grow = Grow::resume(&all)?;
+    eprintln!("uraid: reshape of {} {} starting", grow.name(), grow.change());
+    super::grow::reshape(&mut grow, None, &all)
 }
 
 /// Say what changed, and what is left to do.
@@ -108,7 +141,7 @@ fn report(done: &TakeoverDone, members: &[PathBuf], added: &[PathBuf]) {
     for line in done.lines() {
         eprintln!("uraid: {line}");
     }
-    if !done.rebuilding.is_empty() {
+    if !done.rebuilding.is_empty() && done.change.restripe_to.is_none() {
         let all: Vec<String> = members.iter().chain(added).map(|m| m.display().to_string()).collect();
         eprintln!(
             "uraid: uraid add {} rebuilds it now, uraid assemble (or the kernel) at the next start",

@@ -220,6 +220,7 @@ impl Runner {
             layout: None,
             added: add.len() as u32,
             force,
+            restripe: false,
         };
         self.check_takeover(takeover, add)
     }
