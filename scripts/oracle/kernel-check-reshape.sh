@@ -71,21 +71,36 @@ shape() { # chunk bytes and layout number the array of member $1 has once any re
 print("chunk=%d layout=%d" % ((m["chunk_bytes"], m["layout_num"]) if r is None else (r["new_chunk_bytes"], r["new_layout_num"])))'
 }
 
-fail=0
-num=3100
-for spec in "${killed[@]}"; do
-  IFS='|' read -r name flags n total size grow <<<"$spec"
-  name=uraid-killed:$name; num=$((num + 1))
-  [[ "$name" =~ $filter ]] || continue
-  dir=$work/$num; mkdir -p "$dir"; members=()
-  count=$((n > total ? n : total))
-  for i in $(seq 0 $((count - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
+# Make $1 member files of $size in $dir, create the array of the first $n of them with $flags,
+# and fill it with the md-oracle pattern of case $num (kept in $dir/data): sets members, old and
+# bytes.
+make_filled() {
+  members=()
+  for i in $(seq 0 $(($1 - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
   old=("${members[@]:0:$n}")
   # shellcheck disable=SC2086
   "$uraid" create $flags --raid-devices="$n" --name="r$num" "${old[@]}" >/dev/null 2>&1
   bytes=$("$uraid" detail --json "${old[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["array_size_bytes"])')
   "$mdpattern" gen "$num" $((bytes / 512)) >"$dir/data"
   "$uraid" write --offset=0 "${old[@]}" <"$dir/data" 2>/dev/null
+}
+wait_started() { # up to 30 s, until the reshape of ${members[0]} is past its start (sets at)
+  for _ in $(seq 300); do
+    at=$(position "${members[0]}")
+    started && return 0
+    sleep 0.1
+  done
+}
+
+fail=0
+num=3100
+for spec in "${killed[@]}"; do
+  IFS='|' read -r name flags n total size grow <<<"$spec"
+  name=uraid-killed:$name; num=$((num + 1))
+  [[ "$name" =~ $filter ]] || continue
+  dir=$work/$num; mkdir -p "$dir"
+  count=$((n > total ? n : total))
+  make_filled "$count"
   if [[ "$grow" == *ASK* ]]; then
     # Onto fewer members: uraid refuses without the size the array shrinks to, and names it.
     # shellcheck disable=SC2086
@@ -99,11 +114,7 @@ for spec in "${killed[@]}"; do
   # shellcheck disable=SC2086
   "$uraid" grow $grow --speed-limit-max=4M "${add[@]}" "${old[@]}" 2>"$dir/log" &
   pid=$!
-  for _ in $(seq 300); do
-    at=$(position "${members[0]}")
-    started && break
-    sleep 0.1
-  done
+  wait_started || true
   way=$(backwards "${members[0]}")
   kill -9 "$pid"; wait "$pid" 2>/dev/null || true
   at=$(position "${members[0]}")
@@ -166,24 +177,14 @@ for spec in "${killed[@]}"; do
   IFS='|' read -r base flags n total size grow <<<"$spec"
   name=degraded-killed:$base; num=$((num + 1))
   [[ " ${degraded[*]} " == *" $base "* ]] && [[ "$name" =~ $filter ]] || continue
-  dir=$work/$num; mkdir -p "$dir"; members=()
-  for i in $(seq 0 $((total - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
-  old=("${members[@]:0:$n}")
-  # shellcheck disable=SC2086
-  "$uraid" create $flags --raid-devices="$n" --name="r$num" "${old[@]}" >/dev/null 2>&1
-  bytes=$("$uraid" detail --json "${old[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["array_size_bytes"])')
-  "$mdpattern" gen "$num" $((bytes / 512)) >"$dir/data"
-  "$uraid" write --offset=0 "${old[@]}" <"$dir/data" 2>/dev/null
+  dir=$work/$num; mkdir -p "$dir"
+  make_filled "$total"
   sha=$(sha256sum <"$dir/data" | cut -d' ' -f1)
   add=(); for m in "${members[@]:$n}"; do add+=(--add "$m"); done
   # shellcheck disable=SC2086
   "$uraid" grow $grow --speed-limit-max=2M "${add[@]}" "${old[@]}" 2>"$dir/log" &
   pid=$!
-  for _ in $(seq 300); do
-    at=$(position "${members[0]}")
-    started && break
-    sleep 0.1
-  done
+  wait_started || true
   truncate -s 1M "${members[1]}"
   for _ in $(seq 300); do grep -q "recorded faulty" "$dir/log" && break; sleep 0.1; done
   sleep 1

@@ -86,7 +86,17 @@ pub fn run(args: &CtlArgs) -> CliResult {
             change_served(&args.socket.display().to_string(), socket, change)?;
         }
         CtlOp::Grow { level: Some(level), raid_devices, add, layout, force, .. } => {
-            let request = super::grow_takeover::takeover_request(level, *raid_devices, layout.as_deref(), add, *force)?;
+            let level =
+                uraid_layout::Level::parse(level).map_err(|e| CliError(format!("ctl grow: --level={level}: {e}")))?;
+            let request = TakeoverRequest {
+                level: Some(level),
+                raid_devices: *raid_devices,
+                layout: layout.clone(),
+                added: add.len() as u32,
+                force: *force,
+                // The server refuses a takeover that needs a restripe after it, saying how.
+                restripe: false,
+            };
             let answer = request_takeover(socket, &request, add)?;
             eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("level changed"));
             if !add.is_empty() {

@@ -11,20 +11,11 @@
 //! `--bitmap` go to `grow_size_bitmap`, level changes and a raid1's device count to
 //! `grow_takeover`; what else md's `--grow` does is refused, naming it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use signal_hook::consts::{SIGINT, SIGTERM};
 use uraid_device::reshape::{Grow, ReshapeRequest};
 
 use super::{err, CliError, CliResult};
 use crate::size::parse_size;
 use crate::GrowArgs;
-
-/// How often the position reached is recorded, besides when the next stripe needs it: as a
-/// rebuild's checkpoints, so a crash repeats little.
-const RECORD_EVERY: Duration = Duration::from_secs(2);
 
 pub fn run(args: &GrowArgs) -> CliResult {
     if args.size.is_some() || args.bitmap.is_some() {
@@ -90,7 +81,7 @@ pub fn run(args: &GrowArgs) -> CliResult {
         done / 1024,
         total / 1024
     );
-    reshape(&mut grow, limit, &members)
+    super::reshape_run::reshape(&mut grow, limit, &members)
 }
 
 /// Grow the running array `name` (its control socket `socket`) as `uraid ctl NAME grow` does.
@@ -121,72 +112,5 @@ fn grow_served(name: &str, socket: &std::path::Path, args: &GrowArgs, limit: Opt
         })?;
     }
     eprintln!("uraid: the reshape runs in the background; `uraid ctl {name} wait` waits for it to end");
-    Ok(())
-}
-
-/// Run the reshape to its end, or until SIGINT/SIGTERM (then record where it got to).
-pub(super) fn reshape(grow: &mut Grow, limit: Option<u64>, members: &[std::path::PathBuf]) -> CliResult {
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [SIGINT, SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(|e| CliError(format!("signal handler: {e}")))?;
-    }
-    let (start, total) = grow.progress();
-    let bar = crate::progress::bytes_bar(total, "reshape");
-    let began = Instant::now();
-    let mut last_record = Instant::now();
-    let mut failures_said = 0;
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            grow.checkpoint()?;
-            if let Some(bar) = &bar {
-                bar.finish_and_clear();
-            }
-            let list: Vec<String> = members.iter().map(|m| m.display().to_string()).collect();
-            return err(format!(
-                "reshape of {} stopped at {}K of {}K; continue it with: uraid grow --continue {} (or let the kernel: mdadm --assemble)",
-                grow.name(),
-                grow.recorded_progress() / 1024,
-                total / 1024,
-                list.join(" ")
-            ));
-        }
-        let stepped = grow.step();
-        // A member that failed is said as soon as it is recorded faulty, as md logs it.
-        for (name, why) in grow.failures().into_iter().skip(failures_said) {
-            if let Some(bar) = &bar {
-                bar.suspend(|| {
-                    eprintln!("uraid: {name} failed ({why}): recorded faulty; the reshape goes on degraded")
-                });
-            } else {
-                eprintln!("uraid: {name} failed ({why}): recorded faulty; the reshape goes on degraded");
-            }
-            failures_said += 1;
-        }
-        if stepped? {
-            break;
-        }
-        let (done, _) = grow.progress();
-        if let Some(bar) = &bar {
-            bar.set_position(done);
-        }
-        if last_record.elapsed() >= RECORD_EVERY {
-            grow.checkpoint()?;
-            last_record = Instant::now();
-        }
-        if let Some(max) = limit {
-            // md's speed_limit_max: no faster than `max` bytes of the array per second.
-            let due = Duration::from_secs_f64((done - start) as f64 / max as f64);
-            if let Some(wait) = due.checked_sub(began.elapsed()) {
-                std::thread::sleep(wait.min(Duration::from_millis(200)));
-            }
-        }
-    }
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
-    eprintln!("uraid: reshape of {} finished: {}, array size {}K", grow.name(), grow.outcome(), total / 1024);
-    if failures_said > 0 {
-        eprintln!("uraid: the array is degraded: add a device to rebuild onto (uraid add MEMBERS... --device NEW)");
-    }
     Ok(())
 }

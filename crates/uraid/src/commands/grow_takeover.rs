@@ -37,25 +37,6 @@ fn parse_level(text: &str) -> CliResult<Level> {
     Level::parse(text).map_err(|e| CliError(format!("grow: --level={text}: {e}")))
 }
 
-/// A level change asked of a running array (`uraid ctl NAME grow --level`), in the takeover
-/// rules' terms.
-pub fn takeover_request(
-    level: &str,
-    raid_devices: Option<u32>,
-    layout: Option<&str>,
-    add: &[PathBuf],
-    force: bool,
-) -> CliResult<TakeoverRequest> {
-    Ok(TakeoverRequest {
-        level: Some(parse_level(level)?),
-        raid_devices,
-        layout: layout.map(str::to_string),
-        added: add.len() as u32,
-        force,
-        restripe: false,
-    })
-}
-
 /// Whether `args` ask for a takeover or a raid1 device count change (handled here), rather
 /// than a restripe of a raid4/5/6 (`grow`'s own).
 pub fn applies(args: &GrowArgs) -> CliResult<bool> {
@@ -133,7 +114,7 @@ fn restripe_after(members: &[PathBuf], added: &[PathBuf], layout: i32) -> CliRes
         .map_err(|e| CliError(format!("grow: Q is rebuilt, but the restripe did not start: {e}")))?;
     let mut grow = Grow::resume(&all)?;
     eprintln!("uraid: reshape of {} {} starting", grow.name(), grow.change());
-    super::grow::reshape(&mut grow, None, &all)
+    super::reshape_run::reshape(&mut grow, None, &all)
 }
 
 /// Say what changed, and what is left to do.

@@ -19,6 +19,7 @@ pub mod mount;
 pub mod pass;
 pub mod raidctl;
 pub mod raidframe_describe;
+pub mod reshape_run;
 pub mod reshaping;
 pub mod serve;
 pub mod served_by;
