@@ -578,10 +578,7 @@ impl Grow {
     }
 
     fn layout_name(&self, layout: i32) -> String {
-        u32::try_from(layout)
-            .ok()
-            .and_then(|n| uraid_layout::ParityAlgorithm::from_md(self.level, n).ok())
-            .map_or_else(|| layout.to_string(), |a| a.name().to_string())
+        uraid_md::layout_name(self.level, layout).unwrap_or_else(|| layout.to_string())
     }
 
     /// Logical bytes reshaped so far, and how many there are to reshape (the array's size once

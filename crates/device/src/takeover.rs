@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use uraid_engine::{EngineError, Geometry, SECTOR_BYTES};
-use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
+use uraid_layout::Level;
 use uraid_md::assemble::{self, Candidate, MemberVerdict};
 use uraid_md::takeover::{self, CurrentArray, Dropped, Takeover, TakeoverRequest};
 use uraid_md_format::sb1::{feature, TIME_SECONDS_MASK};
@@ -70,7 +70,7 @@ impl TakeoverDone {
     pub fn lines(&self) -> Vec<String> {
         let c = &self.change;
         let mut shape = format!("{} devices", c.raid_disks);
-        if let Some(layout) = layout_name(c.level, c.layout) {
+        if let Some(layout) = uraid_md::layout_name(c.level, c.layout) {
             shape.push_str(&format!(", layout {layout}"));
         }
         if c.chunk_sectors > 0 {
@@ -93,17 +93,6 @@ impl TakeoverDone {
             lines.push(format!("to be rebuilt: {}", list.join(", ")));
         }
         lines
-    }
-}
-
-/// The name of md layout `layout` at `level`, where the level has layouts.
-fn layout_name(level: Level, layout: i32) -> Option<String> {
-    match level {
-        Level::Raid5 | Level::Raid6 => {
-            ParityAlgorithm::from_md(level, layout as u32).ok().map(|a| a.name().to_string())
-        }
-        Level::Raid10 => Raid10Format::from_md(layout as u32).ok().map(|f| f.to_string()),
-        _ => None,
     }
 }
 

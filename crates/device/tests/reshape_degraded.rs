@@ -1,84 +1,44 @@
-//! A member that dies part-way through a grow: as md does, the reshape goes on degraded, the
+//! A member that fails part-way through a grow: as md does, the reshape goes on degraded, the
 //! other members recording it faulty, and the grown array reads the data from the survivors; a
 //! grow left so is taken up degraded; a second death in a raid5 stops it at its last record.
 
 mod common;
 
-use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::{filled_members, open};
+use common::{filled_members, open, Breakable, Fails};
 use uraid_device::reshape::{Grow, ReshapeRequest};
 use uraid_device::{MemberDevice, MemoryDevice, OpenArray};
 use uraid_md_format::Role;
 
 const MEMBER_BYTES: u64 = 4 << 20;
 
-/// A member in memory that fails every I/O once it is told to die.
-struct DyingDevice {
-    inner: MemoryDevice,
-    dead: AtomicBool,
-}
-
-impl DyingDevice {
-    fn check(&self) -> io::Result<()> {
-        if self.dead.load(Ordering::SeqCst) {
-            return Err(io::Error::other("medium error"));
-        }
-        Ok(())
-    }
-}
-
-impl MemberDevice for DyingDevice {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.check()?;
-        self.inner.read_at(offset, buf)
-    }
-
-    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.check()?;
-        self.inner.write_at(offset, data)
-    }
-
-    fn flush(&self) -> io::Result<()> {
-        self.check()?;
-        self.inner.flush()
-    }
-}
-
-/// A raid5 of four holding its data, and a blank fifth, every member able to die.
-fn raid5_and_a_fifth() -> (Vec<Arc<DyingDevice>>, Vec<u8>) {
+/// A raid5 of four holding its data, and a blank fifth, every member able to break as
+/// `fails` says (with its switch).
+fn raid5_and_a_fifth(fails: Fails) -> (Vec<Arc<Breakable>>, Vec<Arc<AtomicBool>>, Vec<u8>) {
     let (devs, data) = filled_members(5, 4, 128, MEMBER_BYTES, 11);
     let mut images: Vec<Vec<u8>> = devs.iter().map(|d| d.snapshot()).collect();
     images.push(vec![0u8; MEMBER_BYTES as usize]);
-    let dying = images
+    let switches: Vec<Arc<AtomicBool>> = images.iter().map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let breakable = images
         .into_iter()
+        .zip(&switches)
         .enumerate()
-        .map(|(i, img)| {
-            Arc::new(DyingDevice {
-                inner: MemoryDevice::from_bytes(&format!("m{i}"), img),
-                dead: AtomicBool::new(false),
-            })
+        .map(|(i, (img, broken))| {
+            let inner = Arc::new(MemoryDevice::from_bytes(&format!("m{i}"), img));
+            Arc::new(Breakable { inner, broken: Arc::clone(broken), fails })
         })
         .collect();
-    (dying, data)
+    (breakable, switches, data)
 }
 
-fn as_dyn(devs: &[Arc<DyingDevice>]) -> Vec<Arc<dyn MemberDevice>> {
+fn as_dyn(devs: &[Arc<Breakable>]) -> Vec<Arc<dyn MemberDevice>> {
     devs.iter().map(|d| Arc::clone(d) as Arc<dyn MemberDevice>).collect()
 }
 
 /// Record the grow of the first four onto the fifth, take it up, and make `steps` steps.
-fn grow_for(devs: &[Arc<DyingDevice>], steps: usize) -> Grow {
+fn grow_for(devs: &[Arc<Breakable>], steps: usize) -> Grow {
     let all = as_dyn(devs);
     let request = ReshapeRequest { raid_devices: Some(5), ..ReshapeRequest::default() };
     Grow::start_reshape_on(all[..4].to_vec(), all[4..].to_vec(), request).unwrap();
@@ -101,15 +61,15 @@ fn dev_number(dev: &dyn MemberDevice) -> u32 {
 
 #[test]
 fn a_member_dying_mid_grow_is_recorded_faulty_and_the_grow_finishes_degraded() {
-    let (devs, data) = raid5_and_a_fifth();
+    let (devs, broken, data) = raid5_and_a_fifth(Fails::All);
     let number = dev_number(devs[1].as_ref());
     let mut g = grow_for(&devs, 12);
-    devs[1].dead.store(true, Ordering::SeqCst);
+    broken[1].store(true, Ordering::SeqCst);
     while !g.step().unwrap_or_else(|e| panic!("the grow stopped although the array can spare one member: {e}")) {}
     let failures = g.failures();
     assert_eq!(failures.len(), 1, "{failures:?}");
     assert_eq!(failures[0].0, "m1");
-    assert!(failures[0].1.contains("medium error"), "{failures:?}");
+    assert!(failures[0].1.contains("injected") && failures[0].1.contains("m1"), "{failures:?}");
     let survivors = g.devices();
     assert_eq!(survivors.len(), 4, "the dead member is left out");
     for dev in &survivors {
@@ -125,9 +85,9 @@ fn a_member_dying_mid_grow_is_recorded_faulty_and_the_grow_finishes_degraded() {
 
 #[test]
 fn a_grow_left_degraded_is_taken_up_and_finished() {
-    let (devs, data) = raid5_and_a_fifth();
+    let (devs, broken, data) = raid5_and_a_fifth(Fails::All);
     let mut g = grow_for(&devs, 6);
-    devs[2].dead.store(true, Ordering::SeqCst);
+    broken[2].store(true, Ordering::SeqCst);
     for _ in 0..6 {
         assert!(!g.step().unwrap());
     }
@@ -157,12 +117,12 @@ fn a_grow_left_degraded_is_taken_up_and_finished() {
 
 #[test]
 fn a_second_death_stops_a_raid5_grow_at_its_last_record() {
-    let (devs, _) = raid5_and_a_fifth();
+    let (devs, broken, _) = raid5_and_a_fifth(Fails::All);
     let (number, second) = (dev_number(devs[0].as_ref()), dev_number(devs[3].as_ref()));
     let mut g = grow_for(&devs, 4);
-    devs[0].dead.store(true, Ordering::SeqCst);
+    broken[0].store(true, Ordering::SeqCst);
     assert!(!g.step().unwrap(), "one death is spared");
-    devs[3].dead.store(true, Ordering::SeqCst);
+    broken[3].store(true, Ordering::SeqCst);
     let mut stopped = None;
     for _ in 0..64 {
         match g.step() {
@@ -181,4 +141,24 @@ fn a_second_death_stops_a_raid5_grow_at_its_last_record() {
         assert_eq!(role_of(dev.as_ref(), number), Role::Faulty);
         assert_ne!(role_of(dev.as_ref(), second), Role::Faulty);
     }
+}
+
+/// Reads alone failing (its superblock writes still succeed): the failure comes through the
+/// engine's reads of the old shape, not a superblock write, and is recorded the same way.
+#[test]
+fn a_member_whose_reads_fail_mid_grow_is_read_round_and_recorded_faulty() {
+    let (devs, broken, data) = raid5_and_a_fifth(Fails::Reads);
+    let number = dev_number(devs[3].as_ref());
+    let mut g = grow_for(&devs, 8);
+    broken[3].store(true, Ordering::SeqCst);
+    while !g.step().unwrap() {}
+    let failures = g.failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(failures[0].1.contains("injected read error"), "{failures:?}");
+    let survivors = g.devices();
+    for dev in &survivors {
+        assert_eq!(role_of(dev.as_ref(), number), Role::Faulty, "{} records the failure", dev.name());
+    }
+    let mut a = open(&survivors, false);
+    assert!(a.read(0, data.len() as u64).unwrap() == data, "the grown array's data");
 }

@@ -277,48 +277,6 @@ impl MemberDevice for Plain {
     }
 }
 
-/// A member in memory whose writes fail once `broken` is set, and with `reads_fail` its reads
-/// too. Until then (or without `reads_fail`) it answers `read_now` from memory, as a disk that
-/// stops taking writes may go on reading what it holds.
-struct Breakable {
-    inner: Arc<MemoryDevice>,
-    broken: Arc<AtomicBool>,
-    reads_fail: bool,
-}
-
-impl Breakable {
-    fn check(&self, reads: bool, what: &str) -> std::io::Result<()> {
-        if self.broken.load(Ordering::SeqCst) && (!reads || self.reads_fail) {
-            return Err(std::io::Error::other(format!("injected {what} error")));
-        }
-        Ok(())
-    }
-}
-
-impl MemberDevice for Breakable {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
-        self.check(true, "read")?;
-        self.inner.read_at(o, b)
-    }
-    fn read_now(&self, o: u64, b: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<bool> {
-        self.check(true, "read")?;
-        self.inner.read_now(o, b)
-    }
-    fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
-        self.check(false, "write")?;
-        self.inner.write_at(o, d)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A member whose writes fail is dropped; the array goes on degraded, the data stays readable,
 /// and the survivors' superblocks record it so a later assembly leaves the member out.
 #[test]
@@ -326,7 +284,7 @@ fn failing_member_is_recorded_and_service_continues() {
     let mem = members(5, 4, 16);
     let broken = Arc::new(AtomicBool::new(false));
     let mut devs = as_dyn(&mem);
-    devs[2] = Arc::new(Breakable { inner: Arc::clone(&mem[2]), broken: Arc::clone(&broken), reads_fail: true });
+    devs[2] = Arc::new(Breakable { inner: Arc::clone(&mem[2]), broken: Arc::clone(&broken), fails: Fails::All });
     let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
     let h = service.handle();
     let size = h.info().size;
@@ -480,7 +438,7 @@ fn a_member_that_missed_a_write_is_never_read_inline() {
         let mut devs = as_dyn(&mem);
         let stale = if level == 1 || level == 10 { 0 } else { 1 };
         devs[stale] =
-            Arc::new(Breakable { inner: Arc::clone(&mem[stale]), broken: Arc::clone(&broken), reads_fail: false });
+            Arc::new(Breakable { inner: Arc::clone(&mem[stale]), broken: Arc::clone(&broken), fails: Fails::Writes });
         let service = ArrayService::start(open(&devs, true), ServiceConfig::default());
         let h = service.handle();
         let region = 256 << 10;

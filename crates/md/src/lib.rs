@@ -22,6 +22,7 @@
 
 pub mod assemble;
 pub mod bitmap_change;
+mod layout_name;
 pub mod mdstat;
 pub mod metadata;
 pub mod offline_change;
@@ -30,6 +31,7 @@ pub mod reshape;
 pub mod resize;
 pub mod takeover;
 
+pub use layout_name::layout_name;
 pub use metadata::{load_write_intent, MdDevice, MdMetadata};
 pub use uraid_engine::metadata::WriteIntentBits;
 /// mdadm.conf's `DEVICE` and `ARRAY` lines, for the commands that write and read them (a pure

@@ -2,7 +2,7 @@
 //! the md fixtures' `case.json` (so a test, or a script, can compare the two directly).
 
 use serde_json::{json, Value};
-use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
+use uraid_layout::{Level, Raid10Format};
 use uraid_md::assemble::{AssemblyPlan, MemberVerdict};
 use uraid_md_format::sb1::feature;
 use uraid_md_format::{uuid::format_md, MemberInfo, MetadataVersion, Role};
@@ -15,19 +15,9 @@ pub const MAX_SECTOR: u64 = u64::MAX;
 /// The layout as mdadm names it, or `None` where mdadm prints none.
 pub fn layout_name(level: i32, layout: i32, feature_map: u32) -> Option<String> {
     match Level::from_md(level).ok()? {
-        Level::Raid5 | Level::Raid6 => {
-            let lvl = Level::from_md(level).ok()?;
-            Some(
-                ParityAlgorithm::from_md(lvl, layout as u32)
-                    .map(|a| a.name().to_string())
-                    .unwrap_or_else(|_| format!("-unknown- ({layout})")),
-            )
+        lvl @ (Level::Raid5 | Level::Raid6 | Level::Raid10) => {
+            Some(uraid_md::layout_name(lvl, layout).unwrap_or_else(|| format!("-unknown- ({layout})")))
         }
-        Level::Raid10 => Some(
-            Raid10Format::from_md(layout as u32)
-                .map(|f| f.to_string())
-                .unwrap_or_else(|_| format!("-unknown- ({layout})")),
-        ),
         Level::Raid0 => Some(if feature_map & 4096 == 0 {
             "-unknown-".to_string()
         } else {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::engine_thread::{self, configure_engine, service_info, Phase, Shared};
+use super::engine_thread::{self, configure_engine, Phase, Shared};
 use super::inline;
 use super::messages::Msg;
 use super::notifier::{Inbox, Notifier};
@@ -25,7 +25,7 @@ impl ArrayService {
     /// Start serving `array`.
     pub fn start(mut array: OpenArray, config: ServiceConfig) -> ArrayService {
         configure_engine(&mut array, &config);
-        let info = Arc::new(service_info(&array));
+        let info = Arc::new(ServiceInfo::of(&array));
         let inline = Arc::new(inline::InlineIo::new(config.inline_max));
         let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
         let (inbox, rx) = Inbox::new(notifier);

@@ -156,7 +156,7 @@ fn serve_again(
             // New connections see the array as it now is; connected clients keep what they
             // were told (a size only grows here: every change made while serving keeps or
             // adds space, none takes it away).
-            let info = Arc::new(service_info(&array));
+            let info = Arc::new(ServiceInfo::of(&array));
             shared.info.publish(Arc::clone(&info));
             let mut runner = Runner::start(array, config, info, shared.inbox.clone(), Arc::clone(&shared.inline));
             runner.take_over(carried);
@@ -176,20 +176,4 @@ pub(super) fn configure_engine(array: &mut OpenArray, config: &ServiceConfig) {
     array.engine_mut().set_read_policy(config.read_policy);
     array.engine_mut().set_latency_balancing(config.latency_balancing);
     array.engine_mut().set_split_tuning(config.split_tuning);
-}
-
-/// What front ends are told of `array`, opened to be served.
-pub(super) fn service_info(array: &OpenArray) -> ServiceInfo {
-    let geometry = array.engine().geometry();
-    let discards = !array.engine().ppl_enabled();
-    ServiceInfo {
-        cheap_discard: discards && array.member_targets().iter().flatten().all(|t| t.dev.discard_is_cheap()),
-        discards,
-        size: array.size(),
-        read_only: !array.writable(),
-        level: geometry.name().to_string(),
-        chunk_bytes: geometry.chunk_bytes(),
-        stripe_data_bytes: geometry.stripe_data_bytes(),
-        discard_granularity: geometry.discard_granularity(),
-    }
 }

@@ -2,12 +2,15 @@
 //! errors, the membership changes, and what the service reports about the array (its facts,
 //! its status, and what it did by the time it stopped).
 
+use std::sync::{Arc, RwLock};
+
 use bytes::Bytes;
 use uraid_engine::{EngineError, IoBuf, SlotState};
 
 use super::SyncAction;
 use crate::array_policy::MetadataError;
 use crate::error::OpenError;
+use crate::open_array::OpenArray;
 
 /// A block request from a client.
 #[derive(Debug, Clone)]
@@ -160,24 +163,40 @@ pub struct ServiceInfo {
 /// the size of the moment: a connection made before the change keeps the size it was told,
 /// one made after sees the array as it now is.
 #[derive(Debug)]
-pub(super) struct SharedInfo(std::sync::RwLock<std::sync::Arc<ServiceInfo>>);
+pub(super) struct SharedInfo(RwLock<Arc<ServiceInfo>>);
 
 impl SharedInfo {
-    pub(super) fn new(info: std::sync::Arc<ServiceInfo>) -> SharedInfo {
-        SharedInfo(std::sync::RwLock::new(info))
+    pub(super) fn new(info: Arc<ServiceInfo>) -> SharedInfo {
+        SharedInfo(RwLock::new(info))
     }
 
-    pub(super) fn current(&self) -> std::sync::Arc<ServiceInfo> {
+    pub(super) fn current(&self) -> Arc<ServiceInfo> {
         // A writer cannot panic while holding the lock (it only stores an Arc).
-        std::sync::Arc::clone(&self.0.read().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(&self.0.read().unwrap_or_else(|e| e.into_inner()))
     }
 
-    pub(super) fn publish(&self, info: std::sync::Arc<ServiceInfo>) {
+    pub(super) fn publish(&self, info: Arc<ServiceInfo>) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = info;
     }
 }
 
 impl ServiceInfo {
+    /// What front ends are told of `array`, opened to be served.
+    pub(super) fn of(array: &OpenArray) -> ServiceInfo {
+        let geometry = array.engine().geometry();
+        let discards = !array.engine().ppl_enabled();
+        ServiceInfo {
+            cheap_discard: discards && array.member_targets().iter().flatten().all(|t| t.dev.discard_is_cheap()),
+            discards,
+            size: array.size(),
+            read_only: !array.writable(),
+            level: geometry.name().to_string(),
+            chunk_bytes: geometry.chunk_bytes(),
+            stripe_data_bytes: geometry.stripe_data_bytes(),
+            discard_granularity: geometry.discard_granularity(),
+        }
+    }
+
     /// The I/O size (a power of two) that avoids read-modify-write and splitting: the full
     /// stripe when that is a power of two, else the chunk; 4 KiB where there are no chunks.
     pub fn preferred_block_size(&self) -> u64 {

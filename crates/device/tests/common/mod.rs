@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use uraid_device::service::{BlockOp, BlockReply, ServiceHandle};
@@ -112,4 +113,61 @@ pub fn file_members(name: &str, level: i32, n: usize, chunk: u32) -> Vec<Arc<dyn
             Arc::new(uraid_device::FileDevice::open(&path, true).unwrap()) as Arc<dyn MemberDevice>
         })
         .collect()
+}
+
+/// Which I/O of a [`Breakable`] fails once it is broken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fails {
+    /// Writes only: a disk that stops taking writes may go on reading what it holds.
+    Writes,
+    /// Reads only: a medium error under data that is never rewritten.
+    Reads,
+    /// Every read and write: a disk gone.
+    All,
+}
+
+/// A member in memory whose I/O fails as `fails` says once `broken` is set (flushes never
+/// fail). Until then it answers `read_now` from memory too.
+pub struct Breakable {
+    pub inner: Arc<MemoryDevice>,
+    pub broken: Arc<AtomicBool>,
+    pub fails: Fails,
+}
+
+impl Breakable {
+    fn check(&self, reads: bool, what: &str) -> std::io::Result<()> {
+        let hit = match self.fails {
+            Fails::Writes => !reads,
+            Fails::Reads => reads,
+            Fails::All => true,
+        };
+        if hit && self.broken.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other(format!("injected {what} error")));
+        }
+        Ok(())
+    }
+}
+
+impl MemberDevice for Breakable {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, o: u64, b: &mut [u8]) -> std::io::Result<()> {
+        self.check(true, "read")?;
+        self.inner.read_at(o, b)
+    }
+    fn read_now(&self, o: u64, b: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<bool> {
+        self.check(true, "read")?;
+        self.inner.read_now(o, b)
+    }
+    fn write_at(&self, o: u64, d: &[u8]) -> std::io::Result<()> {
+        self.check(false, "write")?;
+        self.inner.write_at(o, d)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -3,9 +3,10 @@
 //! copies, `--grow --raid-devices` on a raid1), or a change of its size or bitmap (`--size`,
 //! `--bitmap`): checked here before anything changes, then the runner winds down as a stop
 //! does (requests in flight answered, members flushed, the array marked clean) and hands the
-//! array's devices over, with the requests that arrived meanwhile. The reshape itself runs in `service::reshaping`; a takeover, or a change
-//! of size or bitmap, is written as on a stopped array and the array served again in its new
-//! shape (`service::engine_thread`), where new slots are rebuilt.
+//! array's devices over, with the requests that arrived meanwhile. The reshape itself runs in
+//! `service::reshaping`; a takeover, or a change of size or bitmap, is written as on a stopped
+//! array and the array served again in its new shape (`service::engine_thread`), where new
+//! slots are rebuilt.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +31,9 @@ pub(in crate::service) enum Asked {
     /// to raid1 included).
     Takeover(TakeoverRequest),
 }
+
+/// What was asked, checked, and the devices it adds, open.
+type Checked = (Asked, Vec<Arc<dyn MemberDevice>>);
 
 /// A grow or change waiting for the runner to wind down.
 pub(super) struct GrowAsk {
@@ -79,22 +83,20 @@ impl Runner {
         } else {
             self.check_grow(&request, &add).map(|added| (Asked::Reshape(request), added))
         };
-        match checked {
-            Ok((what, added)) => self.wind_down_for(what, added, reply),
-            Err(e) => {
-                let _ = reply.send(Err(e));
-            }
-        }
+        self.wind_down_for(checked, reply);
     }
 
-    /// Start winding down for `what`: the runner hands the array over once the requests in
-    /// flight are answered (see [`Runner::hand_over`]).
-    fn wind_down_for(
-        &mut self,
-        what: Asked,
-        added: Vec<Arc<dyn MemberDevice>>,
-        reply: Sender<Result<String, ManageError>>,
-    ) {
+    /// Start winding down for what was asked, if its checks let it go (the runner hands the
+    /// array over once the requests in flight are answered: see [`Runner::hand_over`]); else
+    /// answer `reply` with the refusal, nothing changed.
+    fn wind_down_for(&mut self, checked: Result<Checked, ManageError>, reply: Sender<Result<String, ManageError>>) {
+        let (what, added) = match checked {
+            Ok(go) => go,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
         log(&format!("{what:?} asked: finishing the requests in flight"));
         // No pass starts from here on and no idle clean mark is started: the wind-down marks
         // the array clean itself.
@@ -133,12 +135,7 @@ impl Runner {
             Some(_) => self.refuse_owing_resync(),
             None => Err(ManageError::Grow("uraid changes the size and bitmap of md arrays only".into())),
         });
-        match checked {
-            Ok(()) => self.wind_down_for(Asked::Change(change), Vec::new(), reply),
-            Err(e) => {
-                let _ = reply.send(Err(e));
-            }
-        }
+        self.wind_down_for(checked.map(|()| (Asked::Change(change), Vec::new())), reply);
     }
 
     /// Refuse, changing nothing, what the reshape cannot do; else the new devices, open.
@@ -193,12 +190,7 @@ impl Runner {
     /// Refuse, changing nothing, a change of a raid1's copies the running array cannot take
     /// (md's takeover rules decide the rest once it is wound down: refused then, it is served
     /// again as it was); else the change, and the new devices, open.
-    fn check_copies(
-        &self,
-        request: &ReshapeRequest,
-        add: &[PathBuf],
-        force: bool,
-    ) -> Result<(Asked, Vec<Arc<dyn MemberDevice>>), ManageError> {
+    fn check_copies(&self, request: &ReshapeRequest, add: &[PathBuf], force: bool) -> Result<Checked, ManageError> {
         let refuse = |why: String| Err(ManageError::Grow(why));
         self.refuse_unless_free()?;
         if request.chunk_sectors.is_some() || request.layout.is_some() || request.array_size.is_some() {
@@ -240,22 +232,13 @@ impl Runner {
             }
             Some(_) => self.check_takeover(TakeoverRequest { added: add.len() as u32, ..request }, &add),
         };
-        match checked {
-            Ok((what, added)) => self.wind_down_for(what, added, reply),
-            Err(e) => {
-                let _ = reply.send(Err(e));
-            }
-        }
+        self.wind_down_for(checked, reply);
     }
 
     /// Refuse, changing nothing, a takeover (a level change, or a raid1's copies) the running
     /// array cannot take now; md's takeover rules decide the rest once it is wound down (refused
     /// then, it is served again as it was). Else the change, and the new devices, open.
-    fn check_takeover(
-        &self,
-        request: TakeoverRequest,
-        add: &[PathBuf],
-    ) -> Result<(Asked, Vec<Arc<dyn MemberDevice>>), ManageError> {
+    fn check_takeover(&self, request: TakeoverRequest, add: &[PathBuf]) -> Result<Checked, ManageError> {
         self.refuse_unless_free()?;
         self.refuse_owing_resync()?;
         if self.array.write_intent().is_some() {
