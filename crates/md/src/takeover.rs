@@ -517,8 +517,15 @@ fn raid5_to_raid6(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
     };
     let mut restripe_to = None;
     let note = match request.layout.as_deref() {
-        None => Some(format!(
+        // How to reach mdadm's default, a normal raid6 layout: asked with the layout where the
+        // caller restripes after (a stopped array), else a restripe once Q is rebuilt.
+        None if request.restripe => Some(format!(
             "layout {} (Q on the new last device): the data stays in place, as with mdadm --layout=preserve; for mdadm's default, a normal raid6 layout, give --layout={} (the array is then restriped once Q is rebuilt)",
+            raid6.name(),
+            raid5.name()
+        )),
+        None => Some(format!(
+            "layout {} (Q on the new last device): the data stays in place, as with mdadm --layout=preserve; for mdadm's default, a normal raid6 layout, restripe it once Q is rebuilt (uraid ctl NAME wait, then uraid ctl NAME grow --layout={})",
             raid6.name(),
             raid5.name()
         )),
@@ -802,6 +809,9 @@ mod tests {
         let now = array(Level::Raid5, 2, 4);
         let t = plan(&now, &ask(Some(Level::Raid6), None, 1)).unwrap();
         assert_eq!((t.raid_disks, t.layout), (5, 18));
+        assert!(t.note.as_deref().unwrap_or("").contains("uraid ctl NAME grow --layout=left-symmetric"));
+        let stopped = plan(&now, &TakeoverRequest { restripe: true, ..ask(Some(Level::Raid6), None, 1) }).unwrap();
+        assert!(stopped.note.unwrap().contains("give --layout=left-symmetric"));
         assert!(refused(plan(&now, &ask(Some(Level::Raid6), None, 0))).starts_with("Need 1 spare"));
         let back = plan(&array(Level::Raid6, 18, 5), &ask(Some(Level::Raid5), None, 0)).unwrap();
         assert_eq!((back.raid_disks, back.layout, back.dropped), (4, 2, Dropped::Spare));
