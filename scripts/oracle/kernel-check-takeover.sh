@@ -25,7 +25,7 @@ filter=${1:-.}
 
 # name | disk files | uraid create (%N: disk N) | the change (uraid grow, or mdadm --grow in the
 # guest) | the devices in the array after uraid's change | level | raid devices | degraded once
-# recovered
+# recovered | the layout after, where the change restripes (checked in uraid's detail)
 cases=(
   "uraid:raid1-2to3|3|-l1 -n2 %0 %1|-n3 %0 %1 --add %2|%0 %1 %2|raid1|3|0"
   "uraid:raid1-2to3-missing|2|-l1 -n2 %0 %1|-n3 --force %0 %1|%0 %1|raid1|3|1"
@@ -43,6 +43,11 @@ cases=(
   "uraid:raid5-to-raid6|5|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=6 %0 %1 %2 %3 --add %4|%0 %1 %2 %3 %4|raid6|5|0"
   "uraid:raid5-to-raid6-normal|5|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=6 --layout=left-symmetric %0 %1 %2 %3 --add %4|%0 %1 %2 %3 %4|raid6|5|0"
   "uraid:raid6-to-raid5|5|-l6 -n5 --layout=left-symmetric-6 --chunk=64K %0 %1 %2 %3 %4|--level=5 %0 %1 %2 %3 %4|%0 %1 %2 %3 %4|raid5|4|0"
+  "uraid:raid6-normal-to-raid5|5|-l6 -n5 --chunk=64K %0 %1 %2 %3 %4|--level=5 %0 %1 %2 %3 %4|%0 %1 %2 %3 %4|raid5|4|0|left-symmetric"
+  "uraid:raid5-ls-to-raid0|4|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=0 %0 %1 %2 %3|%0 %1 %2|raid0|3|0"
+  "uraid:raid5-ra-to-raid4|4|-l5 -n4 --layout=right-asymmetric --chunk=64K %0 %1 %2 %3|--level=4 %0 %1 %2 %3|%0 %1 %2 %3|raid4|4|0"
+  "uraid:raid0-to-raid5-normal|4|-l0 -n3 --chunk=64K %0 %1 %2|--level=5 --layout=left-symmetric %0 %1 %2 --add %3|%0 %1 %2 %3|raid5|4|0|left-symmetric"
+  "uraid:raid4-to-raid5-normal|4|-l4 -n4 --chunk=64K %0 %1 %2 %3|--level=5 --layout=right-symmetric %0 %1 %2 %3|%0 %1 %2 %3|raid5|4|0|right-symmetric"
   "uraid:raid0-to-raid10|4|-l0 -n2 --chunk=64K %0 %1|--level=10 %0 %1 --add %2 --add %3|%0 %1 %2 %3|raid10|4|0"
   "uraid:raid10-to-raid0|4|-l10 -n4 --chunk=64K %0 %1 %2 %3|--level=0 %0 %1 %2 %3|%0 %2|raid0|2|0"
   "served:raid1-2to3|3|-l1 -n2 %0 %1|-n3 %0 %1 --add %2|%0 %1 %2|raid1|3|0"
@@ -68,6 +73,8 @@ cases=(
   "kernel:raid5-to-raid4|4|-l5 -n4 --layout=parity-last --chunk=64K %0 %1 %2 %3|--level=4|%0 %1 %2 %3|raid4|4|0"
   "kernel:raid5-to-raid6|5|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=6 --layout=preserve --add %4|%0 %1 %2 %3 %4|raid6|5|0"
   "kernel:raid6-to-raid5|5|-l6 -n5 --layout=left-symmetric-6 --chunk=64K %0 %1 %2 %3 %4|--level=5|%0 %1 %2 %3 %4|raid5|4|0"
+  "kernel:raid6-normal-to-raid5|5|-l6 -n5 --chunk=64K %0 %1 %2 %3 %4|--level=5|%0 %1 %2 %3 %4|raid5|4|0|left-symmetric"
+  "kernel:raid0-to-raid5-normal|4|-l0 -n3 --chunk=64K %0 %1 %2|--level=5 --add %3|%0 %1 %2 %3|raid5|4|0|left-symmetric"
   "kernel:raid0-to-raid10|4|-l0 -n2 --chunk=64K %0 %1|--level=10 --add %2 --add %3|%0 %1 %2 %3|raid10|4|0"
   "kernel:raid10-to-raid0|4|-l10 -n4 --chunk=64K %0 %1 %2 %3|--level=0|%0 %2|raid0|2|0"
 )
@@ -94,12 +101,13 @@ expand() {
   echo "$text"
 }
 
+layout_of() { "$uraid" detail --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["layout"])'; }
 size_of() { "$uraid" detail --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["array_size_bytes"])'; }
 
 fail=0
 num=3300
 for spec in "${cases[@]}"; do
-  IFS='|' read -r name files create change after level raid degraded <<<"$spec"
+  IFS='|' read -r name files create change after level raid degraded layout <<<"$spec"
   num=$((num + 1))
   [[ "$name" =~ $filter ]] || continue
   dir=$work/$num; mkdir -p "$dir"
@@ -133,6 +141,10 @@ for spec in "${cases[@]}"; do
       fi
       members=$(expand "$after" "$dir")
       # shellcheck disable=SC2086
+      if [ -n "$layout" ] && [ "$(layout_of $members)" != "$layout" ]; then
+        echo "FAIL $name: uraid's detail after the change names layout '$(layout_of $members)', not $layout"; fail=1; continue
+      fi
+      # shellcheck disable=SC2086
       if [ "$("$uraid" cat $members 2>/dev/null | head -c "$bytes" | sha256sum | cut -d' ' -f1)" != "$sha" ]; then
         echo "FAIL $name: uraid cat after the change does not read the pattern"; fail=1; continue
       fi
@@ -148,7 +160,7 @@ for spec in "${cases[@]}"; do
       echo "$name|$files|$bytes|$(echo "$before" | wc -w)|$change" >>"$work/in.$batch/groups"
       ;;
   esac
-  echo "$name|$num|$bytes|$sha|$level|$raid|$degraded|$after|$change" >>"$work/expect"
+  echo "$name|$num|$bytes|$sha|$level|$raid|$degraded|$after|$change|$layout" >>"$work/expect"
 done
 [ -s "$work/expect" ] || { echo "no case matches $filter" >&2; exit 2; }
 
@@ -208,7 +220,7 @@ for b in $(seq 0 "$batch"); do
   out+=$'\n'
 done
 
-while IFS='|' read -r name num bytes sha level raid degraded after change; do
+while IFS='|' read -r name num bytes sha level raid degraded after change layout; do
   line=$(echo "$out" | grep "^$name " || echo "$name (no result)")
   dir=$work/$num
   case $name in
@@ -246,10 +258,12 @@ while IFS='|' read -r name num bytes sha level raid degraded after change; do
         checked=$("$uraid" check $members 2>&1 | sed -n 's/^mismatch_cnt //p')
       fi
       redundant=$([ "$level" = raid0 ] && echo n/a || echo 0)
-      if [ "$got" = "$level $raid" ] && [ "$read_sha" = "$sha" ] && [ "$checked" = "$redundant" ]; then
+      # shellcheck disable=SC2086
+      [ -z "$layout" ] || got="$got $(layout_of $members 2>/dev/null)"
+      if [ "$got" = "$level $raid${layout:+ $layout}" ] && [ "$read_sha" = "$sha" ] && [ "$checked" = "$redundant" ]; then
         echo "PASS $name: the kernel's change (mdadm --grow ${change//%/disk}) read by uraid as $level of $raid devices, data intact, mismatch_cnt $redundant"
       else
-        echo "FAIL $name: uraid saw '$got' (wanted '$level $raid'), sha ${read_sha:0:12} (wanted ${sha:0:12}), check '$checked'; the kernel said '$line'"; fail=1
+        echo "FAIL $name: uraid saw '$got' (wanted '$level $raid${layout:+ $layout}'), sha ${read_sha:0:12} (wanted ${sha:0:12}), check '$checked'; the kernel said '$line'"; fail=1
       fi
       ;;
   esac

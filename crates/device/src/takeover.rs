@@ -163,44 +163,8 @@ pub fn take_over_on(
     added: Vec<Arc<dyn MemberDevice>>,
     request: &TakeoverRequest,
 ) -> Result<(TakeoverDone, Vec<Arc<dyn MemberDevice>>), TakeoverError> {
-    let members = read_superblocks(members)?;
-    let candidates: Vec<Candidate> =
-        members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
-    let plan = assemble::plan(&candidates)?;
-    let name = match plan.name.rsplit(':').next() {
-        Some(n) if !n.is_empty() => n.to_string(),
-        _ => plan.uuid_string(),
-    };
-    if let Some(r) = plan.reshape {
-        return Err(TakeoverError::Refused(format!(
-            "array {name} is part-way through a reshape (reshape position {}K): finish it first (uraid grow --continue)",
-            r.position / 2
-        )));
-    }
-    if !plan.clean {
-        return Err(TakeoverError::Refused(format!(
-            "array {name} was not shut down cleanly: resync it first (uraid resync)"
-        )));
-    }
+    let Surveyed { members, plan, name } = survey(members)?;
     let reference = &members[plan.reference].sb;
-    if reference.feature_map & feature::BITMAP_OFFSET != 0 {
-        return Err(TakeoverError::Refused(format!(
-            "array {name} has a write-intent bitmap: uraid changes the shape of arrays without one only (mdadm: Bitmap must be removed before shape can be changed)"
-        )));
-    }
-    if reference.ppl_area().is_some() {
-        return Err(TakeoverError::Refused(format!(
-            "array {name} has a partial parity log: uraid changes the shape of arrays without one only"
-        )));
-    }
-    for (i, verdict) in plan.verdicts.iter().enumerate() {
-        if !matches!(verdict, MemberVerdict::Active { .. } | MemberVerdict::Spare) {
-            return Err(TakeoverError::Refused(format!(
-                "{}: {verdict}; leave it out (or add it back and let it rebuild) before changing the array",
-                candidates[i].name
-            )));
-        }
-    }
     let current = current_array(&plan, reference);
     let change = takeover::plan(&current, &TakeoverRequest { added: added.len() as u32, ..request.clone() })?;
 
@@ -324,6 +288,66 @@ pub fn take_over_on(
         dropped,
     };
     Ok((done, all.into_iter().map(|m| m.dev).collect()))
+}
+
+/// The array of `devs`, read and found fit for a change of shape: its superblocks, how they
+/// assemble, and its name for messages.
+struct Surveyed {
+    members: Vec<Found>,
+    plan: assemble::AssemblyPlan,
+    name: String,
+}
+
+fn survey(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Surveyed, TakeoverError> {
+    let members = read_superblocks(devs)?;
+    let candidates: Vec<Candidate> =
+        members.iter().map(|m| Candidate { name: m.dev.name().to_string(), info: m.sb.info() }).collect();
+    let plan = assemble::plan(&candidates)?;
+    let name = match plan.name.rsplit(':').next() {
+        Some(n) if !n.is_empty() => n.to_string(),
+        _ => plan.uuid_string(),
+    };
+    if let Some(r) = plan.reshape {
+        return Err(TakeoverError::Refused(format!(
+            "array {name} is part-way through a reshape (reshape position {}K): finish it first (uraid grow --continue)",
+            r.position / 2
+        )));
+    }
+    if !plan.clean {
+        return Err(TakeoverError::Refused(format!(
+            "array {name} was not shut down cleanly: resync it first (uraid resync)"
+        )));
+    }
+    let reference = &members[plan.reference].sb;
+    if reference.feature_map & feature::BITMAP_OFFSET != 0 {
+        return Err(TakeoverError::Refused(format!(
+            "array {name} has a write-intent bitmap: uraid changes the shape of arrays without one only (mdadm: Bitmap must be removed before shape can be changed)"
+        )));
+    }
+    if reference.ppl_area().is_some() {
+        return Err(TakeoverError::Refused(format!(
+            "array {name} has a partial parity log: uraid changes the shape of arrays without one only"
+        )));
+    }
+    for (i, verdict) in plan.verdicts.iter().enumerate() {
+        if !matches!(verdict, MemberVerdict::Active { .. } | MemberVerdict::Spare) {
+            return Err(TakeoverError::Refused(format!(
+                "{}: {verdict}; leave it out (or add it back and let it rebuild) before changing the array",
+                candidates[i].name
+            )));
+        }
+    }
+    Ok(Surveyed { members, plan, name })
+}
+
+/// The layout (md's number) the stopped array of `paths` is first restriped to, where md takes
+/// the level `request` asks for over only from another layout (see
+/// [`uraid_md::takeover::restripe_first`]); the takeover that follows is checked too. Reads
+/// only.
+pub fn restripe_first(paths: &[PathBuf], request: &TakeoverRequest) -> Result<Option<i32>, TakeoverError> {
+    let Surveyed { members, plan, .. } = survey(open_paths(paths, false)?)?;
+    let current = current_array(&plan, &members[plan.reference].sb);
+    Ok(takeover::restripe_first(&current, request)?.map(|layout| layout.to_md() as i32))
 }
 
 /// The array as the takeover rules see it.

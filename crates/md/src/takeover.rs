@@ -8,11 +8,19 @@
 //! mdadm's Grow.c; `raid5_takeover_raid1`, `raid45_takeover_raid0`, `raid6_takeover`,
 //! `raid5_takeover_raid6`, `raid0_takeover_raid45`, `raid10_takeover_raid0`,
 //! `raid0_takeover_raid10`, `raid0_takeover_raid1`, `raid4_takeover`, `raid5_takeover` of a
-//! raid4, `raid1_takeover` and `raid1_reshape` in the kernel). Where mdadm follows a takeover
-//! with a restripe by default (raid0 to raid5 left-symmetric, raid5 to a
-//! normal raid6 layout), the takeover is done alone, in the layout that keeps the data in place
-//! (mdadm's `--layout=preserve`), and [`Takeover::note`] says so; a layout that would need the
-//! restripe is refused.
+//! raid4, `raid1_takeover` and `raid1_reshape` in the kernel).
+//!
+//! Where md takes a level over only from one layout, mdadm restripes around the takeover, and
+//! so does a caller that asks with `restripe` (a stopped array's `uraid grow`):
+//! - before it, to the layout the takeover needs ([`restripe_first`]): a normal raid6 to the
+//!   -6 form of the raid5 layout wanted, a raid5 to parity-last for raid0 or raid4;
+//! - after it, to the layout asked for ([`Takeover::restripe_to`]): raid5 to a normal raid6,
+//!   raid0 or raid4 to a raid5 other than parity-last.
+//!
+//! Without `--layout`, raid0 → raid5 and raid5 → raid6 keep the data in place (mdadm's
+//! `--layout=preserve`) and [`Takeover::note`] says how to reach mdadm's default. A caller that
+//! does not restripe (a running array's server) is refused a change that needs one, with the
+//! two steps that make it.
 
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
 
@@ -172,13 +180,18 @@ pub fn plan(current: &CurrentArray, request: &TakeoverRequest) -> Result<Takeove
         (from, to) if from == to => return refuse(format!("the array is already {to}: no change requested")),
         (from, _) => {
             return refuse(format!(
-                "impossible level change requested: md takes {from} over to {} only without moving data, and uraid does not restripe between levels yet",
+                "impossible level change requested: md takes {from} over to {} only; other levels are reached in several changes, one level at a time",
                 takeover_targets(from)
             ))
         }
     };
     change.empty_slots = empty_slots(current, &change);
     let empty = change.empty_slots.len() as u32;
+    if change.restripe_to.is_some() && empty > request.added + current.spares {
+        return refuse(format!(
+            "the restripe to the layout asked for needs every slot filled first, and {empty} would be left without a device: give it with --add (or take the layout that keeps the data in place, --layout=preserve)"
+        ));
+    }
     if request.added > empty {
         return refuse(format!(
             "{} device(s) given with --add, but the change leaves {empty} slot(s) to fill",
@@ -186,6 +199,66 @@ pub fn plan(current: &CurrentArray, request: &TakeoverRequest) -> Result<Takeove
         ));
     }
     Ok(change)
+}
+
+/// The layout (at the array's own level) a stopped array must be restriped to before the
+/// takeover `request` asks for can be made, as mdadm restripes first: a raid6 becomes raid5
+/// only from the -6 form of the raid5 layout wanted (Q alone on the last device), and a raid5
+/// becomes raid0 or raid4 only from parity-last. `None` when the takeover can be made as the
+/// array is, or when the caller does not restripe (`request.restripe` unset: [`plan`] then
+/// refuses, saying how). The takeover that follows the restripe is checked here too, so that
+/// nothing is restriped for a change that would then be refused.
+pub fn restripe_first(
+    current: &CurrentArray,
+    request: &TakeoverRequest,
+) -> Result<Option<ParityAlgorithm>, TakeoverError> {
+    if !request.restripe {
+        return Ok(None);
+    }
+    let first = match (current.level, request.level) {
+        (Level::Raid6, Some(Level::Raid5)) => {
+            let raid6 = ParityAlgorithm::from_md(Level::Raid6, current.layout as u32)
+                .map_err(|_| TakeoverError::Refused(format!("raid6 layout {} is not one md knows", current.layout)))?;
+            let raid5 = match request.layout.as_deref() {
+                Some(name) => ParityAlgorithm::parse(Level::Raid5, name)
+                    .map_err(|e| TakeoverError::Refused(format!("--layout={name}: {e}")))?,
+                None => match raid5_layout_for(raid6).or_else(|| raid5_namesake(raid6)) {
+                    Some(raid5) => raid5,
+                    None => {
+                        return refuse(format!(
+                            "this raid6 ({}) has no raid5 layout of the same name: give the raid5 layout wanted with --layout",
+                            raid6.name()
+                        ))
+                    }
+                },
+            };
+            let Some(wanted) = raid6_layout_for(raid5) else {
+                return refuse(format!("md cannot take a raid5 with layout {} over from a raid6", raid5.name()));
+            };
+            (wanted != raid6).then_some(wanted)
+        }
+        (Level::Raid5, Some(Level::Raid0 | Level::Raid4)) => {
+            let parity_last = ParityAlgorithm::ParityLast;
+            (current.layout != parity_last.to_md() as i32).then_some(parity_last)
+        }
+        _ => None,
+    };
+    if let Some(layout) = first {
+        // The takeover that follows, as it will be asked of the restriped array.
+        let restriped = CurrentArray { layout: layout.to_md() as i32, ..current.clone() };
+        plan(&restriped, request)?;
+    }
+    Ok(first)
+}
+
+/// The raid5 layout named as a normal raid6 layout is (left-symmetric for left-symmetric):
+/// the one mdadm keeps when a raid6 is turned into a raid5 without `--layout`.
+fn raid5_namesake(raid6: ParityAlgorithm) -> Option<ParityAlgorithm> {
+    use ParityAlgorithm as A;
+    match raid6 {
+        A::LeftAsymmetric | A::RightAsymmetric | A::LeftSymmetric | A::RightSymmetric | A::ParityFirst => Some(raid6),
+        _ => None,
+    }
 }
 
 /// The levels md takes `level` over to, for messages.
@@ -393,18 +466,34 @@ fn raid0_to_parity(current: &CurrentArray, request: &TakeoverRequest, level: Lev
         ));
     };
     devices_must_be(request, n + 1, &format!("{level} from raid0 adds one device, for parity"))?;
+    let mut restripe_to = None;
     let note = if level == Level::Raid5 {
         match request.layout.as_deref() {
-            None | Some("preserve") => Some(
-                "layout parity-last (md's ALGORITHM_PARITY_N): the data stays in place, as mdadm --layout=parity-last keeps it; mdadm's default would go on to restripe it to left-symmetric, which uraid does not do"
+            None if request.restripe => Some(
+                "layout parity-last (md's ALGORITHM_PARITY_N): the data stays in place, as mdadm --layout=parity-last keeps it; for mdadm's default, left-symmetric, give --layout=left-symmetric (the array is then restriped once parity is built)"
                     .to_string(),
             ),
-            Some(name) if ParityAlgorithm::parse(Level::Raid5, name) == Ok(ParityAlgorithm::ParityLast) => None,
-            Some(name) => {
-                return refuse(format!(
-                    "raid0 becomes raid5 with layout parity-last (md's ALGORITHM_PARITY_N); layout {name} would need a restripe after it, which uraid does not do yet"
-                ))
-            }
+            None => Some(
+                "layout parity-last (md's ALGORITHM_PARITY_N): the data stays in place, as mdadm --layout=parity-last keeps it; for mdadm's default, restripe it once parity is built (uraid ctl NAME wait, then uraid ctl NAME grow --layout=left-symmetric)"
+                    .to_string(),
+            ),
+            Some("preserve") => None,
+            Some(name) => match ParityAlgorithm::parse(Level::Raid5, name) {
+                Ok(ParityAlgorithm::ParityLast) => None,
+                Ok(normal) if request.restripe => {
+                    restripe_to = Some(normal.to_md() as i32);
+                    Some(format!(
+                        "layout parity-last first (md's ALGORITHM_PARITY_N, parity on the new last device); once parity is built the array is restriped to {}, as mdadm does",
+                        normal.name()
+                    ))
+                }
+                Ok(_) => {
+                    return refuse(format!(
+                        "raid0 becomes raid5 with layout parity-last (md's ALGORITHM_PARITY_N); layout {name} needs a restripe after it: once parity is built (uraid ctl NAME wait), uraid ctl NAME grow --layout={name} restripes it"
+                    ))
+                }
+                Err(e) => return refuse(format!("--layout={name}: {e}")),
+            },
         }
     } else {
         if request.layout.is_some() {
@@ -423,17 +512,24 @@ fn raid0_to_parity(current: &CurrentArray, request: &TakeoverRequest, level: Lev
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
         note,
-        restripe_to: None,
+        restripe_to,
     })
+}
+
+/// The refusal of a takeover md makes only from parity-last, where the caller does not
+/// restripe first: how to do it in two steps on a running array.
+fn refuse_until_parity_last<T>(current: &CurrentArray, to: Level) -> Result<T, TakeoverError> {
+    let name = ParityAlgorithm::from_md(Level::Raid5, current.layout as u32).map_or("unknown", |a| a.name());
+    refuse(format!(
+        "md takes {to} over from a raid5 with layout parity-last (ALGORITHM_PARITY_N) only; this one is {name}: restripe it first, as mdadm does (uraid ctl NAME grow --layout=parity-last, uraid ctl NAME wait), then change the level (a stopped array is restriped and changed by one uraid grow --level={})",
+        to.to_md()
+    ))
 }
 
 fn parity_to_raid0(current: &CurrentArray, request: &TakeoverRequest) -> Result<Takeover, TakeoverError> {
     let n = current.raid_disks();
     if current.level == Level::Raid5 && current.layout != ParityAlgorithm::ParityLast.to_md() as i32 {
-        let name = ParityAlgorithm::from_md(Level::Raid5, current.layout as u32).map_or("unknown", |a| a.name());
-        return refuse(format!(
-            "md takes raid0 over from a raid5 with layout parity-last (ALGORITHM_PARITY_N) only; this one is {name}, and mdadm would restripe it to parity-last first, which uraid does not do yet"
-        ));
+        return refuse_until_parity_last(current, Level::Raid0);
     }
     devices_must_be(request, n - 1, "raid0 from raid4/5 drops the parity device only")?;
     if request.layout.is_some() {
@@ -466,21 +562,34 @@ fn raid4_and_raid5(current: &CurrentArray, request: &TakeoverRequest, level: Lev
     let n = current.raid_disks();
     let parity_last = ParityAlgorithm::ParityLast.to_md() as i32;
     if current.level == Level::Raid5 && current.layout != parity_last {
-        let name = ParityAlgorithm::from_md(Level::Raid5, current.layout as u32).map_or("unknown", |a| a.name());
-        return refuse(format!(
-            "md takes raid4 over from a raid5 with layout parity-last (ALGORITHM_PARITY_N) only; this one is {name}, and mdadm would restripe it to parity-last first, which uraid does not do yet"
-        ));
+        return refuse_until_parity_last(current, Level::Raid4);
     }
     devices_must_be(request, n, &format!("{level} from {} keeps every device", current.level))?;
+    let mut restripe_to = None;
+    let mut note = None;
     match request.layout.as_deref() {
         None | Some("preserve") => {}
-        Some(name) if level == Level::Raid5 && ParityAlgorithm::parse(Level::Raid5, name) == Ok(ParityAlgorithm::ParityLast) => {}
-        Some(name) => {
+        Some(name) if level == Level::Raid4 => {
             return refuse(format!(
-                "{} becomes {level} in place (parity on the last device, parity-last); layout {name} would need a restripe, which uraid does not do yet",
-                current.level
+                "layout not meaningful with this level (raid4: parity on the last device), not {name}"
             ))
         }
+        Some(name) => match ParityAlgorithm::parse(Level::Raid5, name) {
+            Ok(ParityAlgorithm::ParityLast) => {}
+            Ok(normal) if request.restripe => {
+                restripe_to = Some(normal.to_md() as i32);
+                note = Some(format!(
+                    "layout parity-last first (the raid4's own placement); the array is then restriped to {}, as mdadm does",
+                    normal.name()
+                ));
+            }
+            Ok(_) => {
+                return refuse(format!(
+                    "raid4 becomes raid5 in place (parity on the last device, parity-last); layout {name} needs a restripe after it: uraid ctl NAME grow --layout={name} once the level has changed"
+                ))
+            }
+            Err(e) => return refuse(format!("--layout={name}: {e}")),
+        },
     }
     Ok(Takeover {
         level,
@@ -492,8 +601,8 @@ fn raid4_and_raid5(current: &CurrentArray, request: &TakeoverRequest, level: Lev
         slot_map: (0..n).map(Some).collect(),
         empty_slots: Vec::new(),
         dropped: Dropped::Removed,
-        note: None,
-        restripe_to: None,
+        note,
+        restripe_to,
     })
 }
 
@@ -569,10 +678,15 @@ fn raid6_to_raid5(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
     let n = current.raid_disks();
     let raid6 = ParityAlgorithm::from_md(Level::Raid6, current.layout as u32)
         .map_err(|_| TakeoverError::Refused(format!("raid6 layout {} is not one md knows", current.layout)))?;
+    // A stopped array is restriped before (`restripe_first`); a running one is told how.
     let Some(raid5) = raid5_layout_for(raid6) else {
+        let wanted = match request.layout.as_deref() {
+            Some(name) => format!("{name}-6"),
+            None => raid5_namesake(raid6)
+                .map_or("the -6 form of the raid5 layout wanted".into(), |a| format!("{}-6", a.name())),
+        };
         return refuse(format!(
-            "md takes a raid5 over from a raid6 whose Q is on the last device only (the -6 layouts, or parity-last); this one is {}, and mdadm would restripe it to {}-6 first, which uraid does not do yet",
-            raid6.name(),
+            "md takes a raid5 over from a raid6 whose Q is on the last device only (the -6 layouts, or parity-last); this one is {}: restripe it first, as mdadm does (uraid ctl NAME grow --layout={wanted}, uraid ctl NAME wait), then change the level (a stopped array is restriped and changed by one uraid grow --level=5)",
             raid6.name()
         ));
     };
@@ -582,7 +696,7 @@ fn raid6_to_raid5(current: &CurrentArray, request: &TakeoverRequest) -> Result<T
         Some(name) if ParityAlgorithm::parse(Level::Raid5, name) == Ok(raid5) => {}
         Some(name) => {
             return refuse(format!(
-                "this raid6 ({}) becomes raid5 with layout {}; layout {name} would need a restripe, which uraid does not do yet",
+                "this raid6 ({}) becomes raid5 with layout {}; for layout {name} restripe it first (uraid ctl NAME grow --layout={name}-6, uraid ctl NAME wait), then change the level (a stopped array is restriped and changed by one uraid grow --level=5 --layout={name})",
                 raid6.name(),
                 raid5.name()
             ))
@@ -826,6 +940,62 @@ mod tests {
         let unknown =
             TakeoverRequest { layout: Some("sideways".into()), restripe: true, ..ask(Some(Level::Raid6), None, 1) };
         assert!(refused(plan(&now, &unknown)).contains("--layout=sideways"));
+    }
+
+    /// A takeover asked of a stopped array, whose caller restripes before or after it.
+    fn stopped(level: Level, layout: Option<&str>, added: u32) -> TakeoverRequest {
+        TakeoverRequest { layout: layout.map(Into::into), restripe: true, ..ask(Some(level), None, added) }
+    }
+
+    #[test]
+    fn a_stopped_array_is_restriped_first_where_md_takes_over_from_another_layout() {
+        use ParityAlgorithm as A;
+        let r6 = array(Level::Raid6, 2, 5);
+        assert_eq!(restripe_first(&r6, &stopped(Level::Raid5, None, 0)), Ok(Some(A::LeftSymmetric6)));
+        assert_eq!(
+            restripe_first(&r6, &stopped(Level::Raid5, Some("right-asymmetric"), 0)),
+            Ok(Some(A::RightAsymmetric6))
+        );
+        let six = array(Level::Raid6, 18, 5);
+        assert_eq!(restripe_first(&six, &stopped(Level::Raid5, None, 0)), Ok(None));
+        assert_eq!(restripe_first(&six, &stopped(Level::Raid5, Some("ra"), 0)), Ok(Some(A::RightAsymmetric6)));
+        // The takeover after the restripe is checked before it.
+        let wrong = TakeoverRequest { raid_devices: Some(5), ..stopped(Level::Raid5, None, 0) };
+        assert!(
+            matches!(restripe_first(&r6, &wrong), Err(TakeoverError::Refused(m)) if m.contains("drops the Q device"))
+        );
+        let ddf = array(Level::Raid6, 10, 5);
+        assert!(
+            matches!(restripe_first(&ddf, &stopped(Level::Raid5, None, 0)), Err(TakeoverError::Refused(m)) if m.contains("--layout"))
+        );
+
+        let r5 = array(Level::Raid5, 2, 4);
+        assert_eq!(restripe_first(&r5, &stopped(Level::Raid0, None, 0)), Ok(Some(A::ParityLast)));
+        assert_eq!(restripe_first(&r5, &stopped(Level::Raid4, None, 0)), Ok(Some(A::ParityLast)));
+        assert_eq!(restripe_first(&array(Level::Raid5, 5, 4), &stopped(Level::Raid0, None, 0)), Ok(None));
+        assert_eq!(restripe_first(&r5, &stopped(Level::Raid6, None, 1)), Ok(None));
+        // A running array's caller does not restripe: it is told the two steps.
+        assert_eq!(restripe_first(&r5, &ask(Some(Level::Raid0), None, 0)), Ok(None));
+        assert!(
+            refused(plan(&r5, &ask(Some(Level::Raid0), None, 0))).contains("uraid ctl NAME grow --layout=parity-last")
+        );
+        assert!(refused(plan(&r6, &ask(Some(Level::Raid5), None, 0))).contains("--layout=left-symmetric-6"));
+    }
+
+    #[test]
+    fn raid0_and_raid4_become_a_normal_raid5_by_a_restripe_after() {
+        let r0 = array(Level::Raid0, -1, 3);
+        let t = plan(&r0, &stopped(Level::Raid5, Some("left-symmetric"), 1)).unwrap();
+        assert_eq!((t.layout, t.restripe_to, t.empty_slots), (5, Some(2), vec![3]));
+        assert!(t.note.unwrap().contains("restriped to left-symmetric"));
+        // Without a device for parity the restripe could not start.
+        assert!(refused(plan(&r0, &stopped(Level::Raid5, Some("left-symmetric"), 0))).contains("--add"));
+        let r4 = array(Level::Raid4, 0, 4);
+        let t = plan(&r4, &stopped(Level::Raid5, Some("ls"), 0)).unwrap();
+        assert_eq!((t.layout, t.restripe_to), (5, Some(2)));
+        assert_eq!(plan(&r4, &stopped(Level::Raid5, Some("parity-last"), 0)).unwrap().restripe_to, None);
+        let running = TakeoverRequest { layout: Some("ls".into()), ..ask(Some(Level::Raid5), None, 0) };
+        assert!(refused(plan(&r4, &running)).contains("uraid ctl NAME grow --layout=ls"));
     }
 
     #[test]

@@ -259,8 +259,9 @@ fn changes_md_refuses_write_nothing() {
     let d = disks(dir.path(), 6);
     created_and_filled(&["-l5", "-n4", "--chunk=64K"], &d[..4]);
     let r5 = d[..4].to_vec();
-    let said = refused(&with(&["--level=0"], &r5), &r5);
-    assert!(said.contains("parity-last"), "{said}");
+    // Refused before the restripe to parity-last that raid0 would need first.
+    let said = refused(&with(&["--level=0", "--raid-devices=4"], &r5), &r5);
+    assert!(said.contains("raid0 from raid4/5 drops the parity device only"), "{said}");
     let said = refused(&[&with(&["--level=6", "--layout=sideways"], &r5)[..], &["--add", &d[4]]].concat(), &d[..5]);
     assert!(said.contains("--layout=sideways"), "{said}");
     let said = refused(&with(&["--level=6"], &r5), &r5);
@@ -289,14 +290,97 @@ fn arrays_with_0_90_metadata_or_a_bitmap_are_refused() {
     assert!(said.contains("write-intent bitmap"), "{said}");
 }
 
+/// mdadm's raid6 → raid5 from a normal raid6 layout: the stopped array is restriped to the -6
+/// form of the raid5 layout (Q alone on the last device), then gives Q up as a spare, in one
+/// `uraid grow`; the takeover is checked before the restripe, and a running array is told the
+/// two steps.
 #[test]
-fn raid6_with_a_normal_layout_and_multi_zone_raid0_are_refused() {
+fn a_normal_raid6_is_restriped_to_its_six_layout_then_gives_q_up() {
     let dir = tempdir().unwrap();
     let d = disks(dir.path(), 5);
-    created_and_filled(&["-l6", "-n5", "--chunk=64K"], &d);
-    let said = refused(&with(&["--level=5"], &d), &d);
-    assert!(said.contains("left-symmetric-6 first"), "{said}");
+    let data = created_and_filled(&["-l6", "-n5", "--chunk=64K"], &d);
+    let said = refused(&with(&["--level=5", "--raid-devices=5"], &d), &d);
+    assert!(said.contains("raid5 from raid6 drops the Q device only"), "{said}");
+    let said = grow(&with(&["--level=5", "--layout=right-asymmetric"], &d));
+    assert!(said.contains("to right-asymmetric-6 starting, before the level change"), "{said}");
+    assert!(said.contains("is now a spare"), "{said}");
+    let json = detail(&d);
+    assert_eq!(
+        (json["level"].as_str(), json["layout"].as_str(), json["raid_devices"].as_u64()),
+        (Some("raid5"), Some("right-asymmetric"), Some(4)),
+        "{json:#}"
+    );
+    assert_eq!(json["members"][4]["state"], "spare", "{json:#}");
+    assert_eq!(read(&d[..4], data.len()), data);
+    assert_eq!(read(&d[1..4], data.len()), data, "parity of the new layout rebuilds a missing device");
+    checks_clean(&d[..4]);
 
+    // Running: refused with the two steps that do it, nothing written.
+    std::fs::create_dir(dir.path().join("running")).unwrap();
+    let d = disks(&dir.path().join("running"), 5);
+    created_and_filled(&["-l6", "-n5", "--chunk=64K"], &d);
+    let runtime = dir.path().join("run");
+    let o = uraid_in(&runtime, &with(&["assemble"], &d));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = uraid_in(&runtime, &["ctl", "t", "grow", "--level=5"]);
+    assert!(!o.status.success() && text(&o).contains("uraid ctl NAME grow --layout=left-symmetric-6"), "{}", text(&o));
+    let o = uraid_in(&runtime, &["stop", "t"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(detail(&d)["layout"], "left-symmetric");
+}
+
+/// mdadm's raid5 → raid0 and raid4 from a raid5 other than parity-last: the stopped array is
+/// restriped to parity-last first, then changes level.
+#[test]
+fn a_raid5_is_restriped_to_parity_last_then_becomes_raid0_or_raid4() {
+    for level in ["0", "4"] {
+        let dir = tempdir().unwrap();
+        let d = disks(dir.path(), 4);
+        let data = created_and_filled(&["-l5", "-n4", "--chunk=64K"], &d);
+        let said = grow(&with(&[&format!("--level={level}")], &d));
+        assert!(said.contains("from layout left-symmetric to parity-last starting, before the level change"), "{said}");
+        let kept = if level == "0" { d[..3].to_vec() } else { d.clone() };
+        let json = detail(&kept);
+        assert_eq!(json["level"], format!("raid{level}"), "{json:#}");
+        assert_eq!(read(&kept, data.len()), data);
+        if level == "4" {
+            checks_clean(&d);
+            assert_eq!(read(&d[1..], data.len()), data, "parity on the last device rebuilds the first");
+        }
+    }
+}
+
+/// raid0 and raid4 to a raid5 of another layout than parity-last, as mdadm's default does: the
+/// takeover to parity-last, the new parity device rebuilt, then the restripe, in one `uraid
+/// grow`; without a device for parity the restripe could not start, and it is refused.
+#[test]
+fn raid0_and_raid4_become_a_left_symmetric_raid5_by_a_restripe_after() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 4);
+    let data = created_and_filled(&["-l0", "-n3", "--chunk=64K"], &d[..3]);
+    let said = refused(&with(&["--level=5", "--layout=left-symmetric"], &d[..3]), &d);
+    assert!(said.contains("give it with --add"), "{said}");
+    let said = grow(&[&with(&["--level=5", "--layout=left-symmetric"], &d[..3])[..], &["--add", &d[3]]].concat());
+    assert!(said.contains("recover completed") && said.contains("to left-symmetric starting"), "{said}");
+    let json = detail(&d);
+    assert_eq!((json["level"].as_str(), json["layout"].as_str()), (Some("raid5"), Some("left-symmetric")), "{json:#}");
+    assert_eq!(states(&d), ["active"; 4]);
+    assert_eq!(read(&d, data.len()), data);
+    assert_eq!(read(&d[1..], data.len()), data, "parity of the new layout rebuilds a missing device");
+    checks_clean(&d);
+
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 4);
+    let data = created_and_filled(&["-l4", "-n4", "--chunk=64K"], &d);
+    let said = grow(&with(&["--level=5", "--layout=right-symmetric"], &d));
+    assert!(said.contains("to right-symmetric starting"), "{said}");
+    assert_eq!(detail(&d)["layout"], "right-symmetric");
+    assert_eq!(read(&d, data.len()), data);
+    checks_clean(&d);
+}
+
+#[test]
+fn multi_zone_raid0_is_refused() {
     let dir = tempdir().unwrap();
     let small = common::image(dir.path(), "small.img", 8 << 20);
     let big = common::image(dir.path(), "big.img", 16 << 20);
