@@ -15,8 +15,9 @@
 #                      pattern over the whole array through NBD once a third of it is reshaped
 #                      (so on both sides of the position), and is killed with SIGKILL once that
 #                      write is flushed, the reshape still running. The kernel must continue it
-#                      from the array left dirty and part-way, as for uraid-killed. (Not the
-#                      shrinks: a running array is not reshaped onto fewer members.)
+#                      from the array left dirty and part-way, as for uraid-killed. Onto fewer
+#                      members, the grow is first refused, naming the --array-size, which is
+#                      then given, and the pattern fills the smaller array.
 #   degraded-killed:NAME as uraid-killed, but once the reshape has started a member is cut
 #                      short under it (truncated to 1 MiB, so its reads fail): uraid must go on
 #                      degraded, recording it faulty, and is killed with SIGKILL part-way
@@ -131,19 +132,28 @@ done
 for spec in "${killed[@]}"; do
   IFS='|' read -r name flags n total size grow <<<"$spec"
   name=served-killed:$name; num=$((num + 1))
-  [[ "$name" =~ $filter ]] && [ "$total" -ge "$n" ] || continue
+  [[ "$name" =~ $filter ]] || continue
   dir=$work/$num; mkdir -p "$dir"; members=()
-  for i in $(seq 0 $((total - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
+  count=$((n > total ? n : total))
+  for i in $(seq 0 $((count - 1))); do truncate -s "$size" "$dir/disk$i.img"; members+=("$dir/disk$i.img"); done
   old=("${members[@]:0:$n}")
   # shellcheck disable=SC2086
   "$uraid" create $flags --raid-devices="$n" --name="r$num" "${old[@]}" >/dev/null 2>&1
   bytes=$("$uraid" detail --json "${old[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["array_size_bytes"])')
   "$mdpattern" gen $((num + 50)) $((bytes / 512)) | "$uraid" write --offset=0 "${old[@]}" 2>/dev/null
-  "$mdpattern" gen "$num" $((bytes / 512)) >"$dir/data"
-  sha=$(sha256sum <"$dir/data" | cut -d' ' -f1)
   "$uraid" serve --listen=unix:"$dir/nbd.sock" --control="$dir/ctl.sock" --speed-limit-max=1M "${old[@]}" 2>"$dir/log" &
   pid=$!
   for _ in $(seq 100); do [ -S "$dir/ctl.sock" ] && "$uraid" ctl "$dir/ctl.sock" status >/dev/null 2>&1 && break; sleep 0.1; done
+  if [[ "$grow" == *ASK* ]]; then
+    # Onto fewer members: the server refuses without the size the array shrinks to, naming it.
+    # shellcheck disable=SC2086
+    ask=$("$uraid" ctl "$dir/ctl.sock" grow ${grow/ --array-size=ASK/} 2>&1 | sed -n 's/.*give --array-size=\([0-9]*\)K.*/\1/p' || true)
+    [ -n "$ask" ] || { echo "FAIL $name: the server did not name the --array-size to give"; kill -9 "$pid"; fail=1; continue; }
+    grow=${grow/ASK/${ask}K}
+    bytes=$((ask * 1024))
+  fi
+  "$mdpattern" gen "$num" $((bytes / 512)) >"$dir/data"
+  sha=$(sha256sum <"$dir/data" | cut -d' ' -f1)
   add=(); for m in "${members[@]:$n}"; do add+=(--add "$m"); done
   # shellcheck disable=SC2086
   if ! "$uraid" ctl "$dir/ctl.sock" grow $grow "${add[@]}" >>"$dir/log" 2>&1; then
@@ -167,7 +177,7 @@ for spec in "${killed[@]}"; do
   if [ "$("$uraid" cat "${members[@]}" 2>/dev/null | head -c "$bytes" | sha256sum | cut -d' ' -f1)" != "$sha" ]; then
     echo "FAIL $name: uraid cat mid-reshape does not read the pattern written during the reshape"; fail=1; continue
   fi
-  echo "$name|$total|$bytes|$sha|$at|$(shape "${members[0]}")|$total|$way" >>"$work/groups"
+  echo "$name|$count|$bytes|$sha|$at|$(shape "${members[0]}")|$total|$way" >>"$work/groups"
   disks+=("${members[@]}")
 done
 

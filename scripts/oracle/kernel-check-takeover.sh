@@ -8,8 +8,10 @@
 #                rebuilt, read the pattern back, and find mismatch_cnt 0 after a check
 #                (redundant levels).
 #   served:NAME  as uraid:NAME, but the array runs (`uraid assemble`) and its server makes the
-#                change (`uraid grow` given the members sends it there) and rebuilds the added
-#                devices before `uraid stop`; the kernel then judges the members as for uraid:.
+#                change (`uraid grow` given the members sends it there), rebuilds the added
+#                devices and makes any restripe the change needs before or after it (`uraid ctl
+#                NAME wait` waits for all of it) before `uraid stop`; the kernel then judges the
+#                members as for uraid:.
 #   kernel:NAME  uraid creates and fills the array; the kernel makes the same change with
 #                `mdadm --grow` (and recovers any added device); uraid must then read the
 #                pattern back byte for byte, see the new level and device count, and find no
@@ -57,6 +59,10 @@ cases=(
   "served:raid5-to-raid0|4|-l5 -n4 --layout=parity-last --chunk=64K %0 %1 %2 %3|--level=0 %0 %1 %2 %3|%0 %1 %2|raid0|3|0"
   "served:raid5-to-raid6|5|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=6 %0 %1 %2 %3 --add %4|%0 %1 %2 %3 %4|raid6|5|0"
   "served:raid6-to-raid5|5|-l6 -n5 --layout=left-symmetric-6 --chunk=64K %0 %1 %2 %3 %4|--level=5 %0 %1 %2 %3 %4|%0 %1 %2 %3 %4|raid5|4|0"
+  "served:raid5-to-raid6-normal|5|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=6 --layout=left-symmetric %0 %1 %2 %3 --add %4|%0 %1 %2 %3 %4|raid6|5|0|left-symmetric"
+  "served:raid6-normal-to-raid5|5|-l6 -n5 --chunk=64K %0 %1 %2 %3 %4|--level=5 %0 %1 %2 %3 %4|%0 %1 %2 %3 %4|raid5|4|0|left-symmetric"
+  "served:raid5-ls-to-raid0|4|-l5 -n4 --chunk=64K %0 %1 %2 %3|--level=0 %0 %1 %2 %3|%0 %1 %2|raid0|3|0"
+  "served:raid0-to-raid5-normal|4|-l0 -n3 --chunk=64K %0 %1 %2|--level=5 --layout=left-symmetric %0 %1 %2 --add %3|%0 %1 %2 %3|raid5|4|0|left-symmetric"
   "served:raid1-to-raid5|2|-l1 -n2 %0 %1|--level=5 %0 %1|%0 %1|raid5|2|0"
   "served:raid0-to-raid10|4|-l0 -n2 --chunk=64K %0 %1|--level=10 %0 %1 --add %2 --add %3|%0 %1 %2 %3|raid10|4|0"
   "served:raid10-to-raid0|4|-l10 -n4 --chunk=64K %0 %1 %2 %3|--level=0 %0 %1 %2 %3|%0 %2|raid0|2|0"

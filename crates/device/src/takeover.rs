@@ -345,7 +345,15 @@ fn survey(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Surveyed, TakeoverError> {
 /// [`uraid_md::takeover::restripe_first`]); the takeover that follows is checked too. Reads
 /// only.
 pub fn restripe_first(paths: &[PathBuf], request: &TakeoverRequest) -> Result<Option<i32>, TakeoverError> {
-    let Surveyed { members, plan, .. } = survey(open_paths(paths, false)?)?;
+    restripe_first_on(open_paths(paths, false)?, request)
+}
+
+/// [`restripe_first`] on devices already open (a running array's, wound down).
+pub fn restripe_first_on(
+    devs: Vec<Arc<dyn MemberDevice>>,
+    request: &TakeoverRequest,
+) -> Result<Option<i32>, TakeoverError> {
+    let Surveyed { members, plan, .. } = survey(devs)?;
     let current = current_array(&plan, &members[plan.reference].sb);
     Ok(takeover::restripe_first(&current, request)?.map(|layout| layout.to_md() as i32))
 }

@@ -3,9 +3,10 @@
 //! One request per connection line, one answer line, both JSON: `{"op":"status"}`,
 //! `{"op":"check"}`, `{"op":"repair"}`, `{"op":"idle"}`, `{"op":"wait"}`, `{"op":"stop"}`,
 //! `{"op":"add"|"re-add"|"fail"|"remove","member":PATH}`, `{"op":"member-limits",...}`,
-//! `{"op":"grow","raid_devices":N,"add":[PATH,...],"chunk_sectors":C,"layout":L,"force":B}`
-//! (any of the count, chunk and md layout number; the new devices for more; on a raid1 the
-//! count of copies, `force` leaving new slots missing),
+//! `{"op":"grow","raid_devices":N,"add":[PATH,...],"chunk_sectors":C,"layout":L,"array_size":BYTES,"force":B}`
+//! (any of the count, chunk and md layout number; the new devices for more, or for fewer the
+//! size in bytes the array shrinks to; on a raid1 the count of copies, `force` leaving new
+//! slots missing),
 //! `{"op":"takeover","level":LEVEL,"raid_devices":N,"layout":NAME,"add":[PATH,...],"force":B}`
 //! (md's `--grow --level` where no data moves: the level required, the rest optional),
 //! `{"op":"change","size":"max"|SECTORS,"assume_clean":BOOL}` or
@@ -140,7 +141,8 @@ fn takeover_request(request: &Value) -> Result<(TakeoverRequest, Vec<PathBuf>), 
     let add = added(request, "takeover")?;
     let force = flag(request, "takeover", "force")?;
     let takeover =
-        TakeoverRequest { level: Some(level), raid_devices, layout, added: add.len() as u32, force, restripe: false };
+        // The server restripes before or after the takeover where the change needs it.
+        TakeoverRequest { level: Some(level), raid_devices, layout, added: add.len() as u32, force, restripe: true };
     Ok((takeover, add))
 }
 
@@ -260,7 +262,14 @@ fn answer(line: &str, handle: &ServiceHandle) -> Value {
                 Ok(force) => force,
                 Err(e) => return fail(e),
             };
-            let reshape = ReshapeRequest { raid_devices, layout, chunk_sectors, array_size: None };
+            let array_size = match field("array_size") {
+                Ok(size) => size,
+                Err(e) => return fail(e),
+            };
+            let Ok(array_size) = array_size.map(u64::try_from).transpose() else {
+                return fail("grow: \"array_size\" must not be negative".into());
+            };
+            let reshape = ReshapeRequest { raid_devices, layout, chunk_sectors, array_size };
             match handle.grow(reshape, add, force) {
                 Ok(done) => json!({"ok": true, "done": done}),
                 Err(e) => fail(e.to_string()),

@@ -308,19 +308,22 @@ pub enum CtlOp {
     #[command(name = "re-add")]
     ReAdd { member: PathBuf },
     /// Reshape the running raid4/5/6 while it is served: onto more devices (mdadm --grow
-    /// --raid-devices=N --add NEW), to another chunk size or layout, or several at once. The
+    /// --raid-devices=N --add NEW) or fewer (--array-size), to another chunk size or layout, or several at once. The
     /// data is restriped in the background, as a reshape pass, while reads and writes go on.
-    /// Returns once the reshape has started. Or change its level where md moves no data
-    /// (--level, with --add for the slots the new level adds, which are then rebuilt), a
+    /// Returns once the reshape has started. Or change its level (--level, with --add for the
+    /// slots the new level adds, which are then rebuilt, and the array restriped before or
+    /// after where the change needs it, as mdadm chains the steps), a
     /// raid1's number of copies (--raid-devices, with --add for new ones), its size or bitmap
     /// (--size, --bitmap): written while requests wait a moment, the array then served again.
     Grow {
-        /// The number of devices the array is to have (more than now; on raid1 also fewer).
+        /// The number of devices the array is to have (more, with --add; fewer, with
+        /// --array-size; on raid1 the number of copies).
         #[arg(short = 'n', long, required_unless_present_any = ["chunk", "layout", "size", "bitmap", "level"])]
         raid_devices: Option<u32>,
-        /// The level to take the array over to, as md does without moving data: raid0 to
-        /// raid4, raid5 or raid10 and back, a raid1 of two to raid5 and back, raid5 to raid6
-        /// (Q on a new last device) and back. --layout then names the new level's layout.
+        /// The level to take the array over to, as md does: raid0 to raid4, raid5 or raid10
+        /// and back, a raid1 of two to raid5 and back, raid5 to raid6 (Q on a new last device)
+        /// and back. --layout then names the new level's layout; where it, or md, needs
+        /// another placement of the data, the array is restriped before or after the change.
         #[arg(short = 'l', long, conflicts_with_all = ["chunk", "size", "bitmap"])]
         level: Option<String>,
         /// A blank device to grow onto (repeat for several), taking the new slots in order.
@@ -350,6 +353,11 @@ pub enum CtlOp {
         /// The layout to restripe to, as create names it at the array's level.
         #[arg(short = 'p', long)]
         layout: Option<String>,
+        /// With --raid-devices onto fewer devices: the size the array shrinks to (bare numbers
+        /// are KiB), the word that the rest may go, as mdadm's --grow --array-size set first.
+        /// New connections are told it at once; connected clients are refused past it.
+        #[arg(long, value_name = "SIZE", requires = "raid_devices", conflicts_with_all = ["add", "level", "size", "bitmap"])]
+        array_size: Option<String>,
     },
     /// Show, or set, the speed limits of this array's background passes (resync, recovery,
     /// check, repair), as md's speed_limit_min / speed_limit_max; the running pass follows

@@ -140,24 +140,38 @@ fn shrinks_it_does_not_do_are_refused_and_nothing_is_written() {
     }
 }
 
-/// A running array is not reshaped onto fewer devices (it would shrink under its clients):
-/// refused by its server, and with the size given, and nothing changes.
+/// A running array is reshaped onto fewer devices by its server, as `uraid grow` given its
+/// members asks: refused without the size it shrinks to (named) or with another, nothing
+/// changed, then made with it; what the array keeps reads back once it is stopped.
 #[test]
-fn a_running_array_is_not_shrunk() {
+fn a_running_array_is_shrunk_by_its_server_on_the_word_of_its_new_size() {
     let dir = tempfile::tempdir().unwrap();
     let members = blank_members(dir.path(), 4, 12 << 20);
-    filled_with(&["-l5", "-n4", "--chunk=64K"], &members);
+    let data = filled_with(&["-l5", "-n4", "--chunk=64K"], &members);
     let runtime = dir.path().join("run");
     std::fs::create_dir(&runtime).unwrap();
     let run = |args: &[&str]| uraid_in(&runtime, args);
     let o = run(&with(&["assemble"], &members));
     assert!(o.status.success(), "{}", text(&o));
     let o = run(&with(&["grow", "-n3"], &members));
-    assert!(!o.status.success() && text(&o).contains("not reshaped onto fewer devices"), "{}", text(&o));
+    assert!(!o.status.success() && text(&o).contains("will reduce the size of the array"), "{}", text(&o));
+    let size = named_size(&text(&o));
     let o = run(&with(&["grow", "-n3", "--array-size=1024K"], &members));
-    assert!(!o.status.success() && text(&o).contains("made on a stopped array"), "{}", text(&o));
+    assert!(!o.status.success() && text(&o).contains("is not the size the array will have"), "{}", text(&o));
+    let o = run(&["status", "--json"]);
+    let status: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(status[0]["status"]["sync_action"], "idle", "{status:#}");
+    let word = format!("--array-size={}K", size / 1024);
+    let o = run(&with(&["grow", "-n3", &word], &members));
+    assert!(o.status.success() && text(&o).contains("reshape from 4 to 3 devices started"), "{}", text(&o));
+    let o = run(&["ctl", "grown", "wait"]);
+    assert!(o.status.success(), "{}", text(&o));
     let o = run(&["stop", "grown"]);
     assert!(o.status.success(), "{}", text(&o));
     let d = detail(&members);
-    assert_eq!((d["raid_devices"].as_u64(), d["reshape"].clone()), (Some(4), Value::Null), "nothing changed");
+    assert_eq!((d["raid_devices"].as_u64(), d["array_size_bytes"].as_u64()), (Some(3), Some(size)), "{d:#}");
+    assert_eq!(d["reshape"], Value::Null);
+    let got = ok(&with(&["cat"], &members)).stdout;
+    assert!(got[..] == data[..size as usize], "what the array keeps moved intact");
+    assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0");
 }

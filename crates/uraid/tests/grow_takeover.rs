@@ -195,7 +195,7 @@ fn raid5_takes_q_on_a_new_last_device_and_gives_it_back() {
 
 /// mdadm's default raid5 → raid6: a normal raid6 layout asked for, the stopped array is taken
 /// over (Q on the added device), Q rebuilt, and the array restriped to that layout, in one
-/// `uraid grow`; a running array is told how to do the same in two steps.
+/// `uraid grow`.
 #[test]
 fn raid5_becomes_a_normal_raid6_taken_over_rebuilt_and_restriped() {
     let dir = tempdir().unwrap();
@@ -211,24 +211,6 @@ fn raid5_becomes_a_normal_raid6_taken_over_rebuilt_and_restriped() {
     assert_eq!(read(&d, data.len()), data);
     checks_clean(&d);
     assert_eq!(read(&d[2..], data.len()), data, "P and Q of the new layout rebuild two missing devices");
-
-    // Running: refused with the two steps that do it, nothing written.
-    std::fs::create_dir(dir.path().join("running")).unwrap();
-    let d = disks(&dir.path().join("running"), 5);
-    created_and_filled(&["-l5", "-n4", "--chunk=64K"], &d[..4]);
-    let runtime = dir.path().join("run");
-    let o = uraid_in(&runtime, &with(&["assemble"], &d[..4]));
-    assert!(o.status.success(), "{}", text(&o));
-    let blank = hashes(&d[4..]);
-    let o = uraid_in(&runtime, &["ctl", "t", "grow", "--level=6", "--layout=left-symmetric", "--add", &d[4]]);
-    assert!(
-        !o.status.success() && text(&o).contains("uraid ctl NAME grow --layout=left-symmetric restripes it"),
-        "{}",
-        text(&o)
-    );
-    assert_eq!(hashes(&d[4..]), blank);
-    let o = uraid_in(&runtime, &["stop", "t"]);
-    assert!(o.status.success(), "{}", text(&o));
 }
 
 #[test]
@@ -292,8 +274,7 @@ fn arrays_with_0_90_metadata_or_a_bitmap_are_refused() {
 
 /// mdadm's raid6 → raid5 from a normal raid6 layout: the stopped array is restriped to the -6
 /// form of the raid5 layout (Q alone on the last device), then gives Q up as a spare, in one
-/// `uraid grow`; the takeover is checked before the restripe, and a running array is told the
-/// two steps.
+/// `uraid grow`; the takeover is checked before the restripe.
 #[test]
 fn a_normal_raid6_is_restriped_to_its_six_layout_then_gives_q_up() {
     let dir = tempdir().unwrap();
@@ -314,19 +295,53 @@ fn a_normal_raid6_is_restriped_to_its_six_layout_then_gives_q_up() {
     assert_eq!(read(&d[..4], data.len()), data);
     assert_eq!(read(&d[1..4], data.len()), data, "parity of the new layout rebuilds a missing device");
     checks_clean(&d[..4]);
+}
 
-    // Running: refused with the two steps that do it, nothing written.
-    std::fs::create_dir(dir.path().join("running")).unwrap();
-    let d = disks(&dir.path().join("running"), 5);
-    created_and_filled(&["-l6", "-n5", "--chunk=64K"], &d);
+/// A running array changes level as mdadm chains the steps on a running md array, its server
+/// making the next step itself once the array is idle: raid5 to a normal raid6 (taken over, Q
+/// rebuilt, restriped), back to raid5 in another layout (restriped to its -6 form, Q given
+/// up), and to raid0 (restriped to parity-last, the parity device dropped). `ctl wait` returns
+/// once the whole chain has run; new connections are told each new level.
+#[test]
+fn a_running_array_is_restriped_around_its_level_changes_as_mdadm_chains_them() {
+    let dir = tempdir().unwrap();
+    let d = disks(dir.path(), 5);
+    let data = created_and_filled(&["-l5", "-n4", "--chunk=64K"], &d[..4]);
     let runtime = dir.path().join("run");
-    let o = uraid_in(&runtime, &with(&["assemble"], &d));
+    let ctl = |args: &[&str]| {
+        let o = uraid_in(&runtime, &[&["ctl", "t"][..], args].concat());
+        assert!(o.status.success(), "uraid ctl t {args:?}\n{}", text(&o));
+        o
+    };
+    let status = || -> serde_json::Value { serde_json::from_slice(&ctl(&["status", "--json"]).stdout).unwrap() };
+    let o = uraid_in(&runtime, &with(&["assemble"], &d[..4]));
     assert!(o.status.success(), "{}", text(&o));
-    let o = uraid_in(&runtime, &["ctl", "t", "grow", "--level=5"]);
-    assert!(!o.status.success() && text(&o).contains("uraid ctl NAME grow --layout=left-symmetric-6"), "{}", text(&o));
-    let o = uraid_in(&runtime, &["stop", "t"]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(detail(&d)["layout"], "left-symmetric");
+    let said = text(&ctl(&["grow", "--level=6", "--layout=left-symmetric", "--add", &d[4]]));
+    assert!(said.contains("restriped to left-symmetric, as mdadm does"), "{said}");
+    ctl(&["wait"]);
+    let socket = runtime.join("t").join("nbd.sock");
+    let now = status();
+    assert_eq!((now["level"].as_str(), now["sync_action"].as_str()), (Some("raid6"), Some("idle")), "{now:#}");
+    assert!(now["md_shape"].as_str().unwrap_or("").ends_with("algorithm 2"), "left-symmetric: {now:#}");
+    assert_eq!(nbd_export(&socket)["export-size"].as_u64(), Some(data.len() as u64));
+
+    // A takeover that would be refused after the restripe is refused before it, nothing moved.
+    let o = uraid_in(&runtime, &["ctl", "t", "grow", "--level=5", "--raid-devices=5"]);
+    assert!(!o.status.success() && text(&o).contains("drops the Q device only"), "{}", text(&o));
+    assert_eq!(status()["md_shape"], now["md_shape"]);
+    let said = text(&ctl(&["grow", "--level=5", "--layout=right-asymmetric"]));
+    assert!(said.contains("to right-asymmetric-6 started; the change to raid5 follows once it ends"), "{said}");
+    ctl(&["wait"]);
+    let said = text(&ctl(&["grow", "--level=0"]));
+    assert!(said.contains("to parity-last started; the change to raid0 follows once it ends"), "{said}");
+    ctl(&["wait"]);
+    let now = status();
+    assert_eq!(now["level"], "raid0", "{now:#}");
+    ctl(&["stop"]);
+    let kept = d[..3].to_vec();
+    let json = detail(&kept);
+    assert_eq!((json["level"].as_str(), json["raid_devices"].as_u64()), (Some("raid0"), Some(3)), "{json:#}");
+    assert_eq!(read(&kept, data.len()), data);
 }
 
 /// mdadm's raid5 → raid0 and raid4 from a raid5 other than parity-last: the stopped array is

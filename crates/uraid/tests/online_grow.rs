@@ -107,8 +107,9 @@ fn reshape_running(status: &Value) -> bool {
     status["sync_action"] == "reshape"
 }
 
-/// Write through `w` until the reshape ends (bounded), checking the status as it goes.
-fn write_until_reshaped(serve: &Serve, w: &mut Writer) {
+/// Write through `w` until the reshape onto `to_devices` ends (bounded), checking the status as
+/// it goes.
+fn write_until_reshaped(serve: &Serve, w: &mut Writer, to_devices: u64) {
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut seen_line = false;
     loop {
@@ -119,7 +120,7 @@ fn write_until_reshaped(serve: &Serve, w: &mut Writer) {
         if !reshape_running(&status) {
             break;
         }
-        assert_eq!(status["reshape"]["to_devices"], 5, "{status:#}");
+        assert_eq!(status["reshape"]["to_devices"], to_devices, "{status:#}");
         if !seen_line {
             let text = String::from_utf8(serve.ctl(&["status"]).stdout).unwrap();
             assert!(text.contains("reshape = "), "{text}");
@@ -165,7 +166,7 @@ fn a_served_raid5_grows_onto_a_fifth_member_while_it_is_written() {
     let grow = serve.ctl(&["grow", "--raid-devices=5", "--add", &new]);
     assert!(grow.status.success(), "{}\n{}", text(&grow), serve_log(dir));
     assert!(text(&grow).contains("reshape from 4 to 5 devices started"), "{}", text(&grow));
-    write_until_reshaped(&serve, &mut w);
+    write_until_reshaped(&serve, &mut w, 5);
     assert!(w.writes >= 16, "only {} writes went on during the reshape", w.writes);
     // The writes marked the array dirty, and its end marks it clean again (nothing was cut
     // short): no resync follows.
@@ -215,7 +216,7 @@ fn a_member_failing_while_a_served_array_grows_leaves_it_grown_and_degraded() {
         w.write_one();
     }
     std::fs::OpenOptions::new().write(true).open(&members[2]).unwrap().set_len(1 << 20).unwrap();
-    write_until_reshaped(&serve, &mut w);
+    write_until_reshaped(&serve, &mut w, 5);
     let waited: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
     let log = serve_log(dir);
     assert!(log.contains("d2.img failed during the reshape") && log.contains("goes on degraded"), "{log}");
@@ -272,7 +273,7 @@ fn a_server_killed_mid_reshape_continues_it_when_started_again() {
     assert_eq!(status["resync_needed"], true, "{status:#}");
     let mut w = Writer { dev: client(dir), model, writes: 1_000 };
     w.check_all();
-    write_until_reshaped(&serve, &mut w);
+    write_until_reshaped(&serve, &mut w, 5);
     serve.ctl(&["wait"]);
     w.check_all();
     let model = w.model.clone();
@@ -352,10 +353,23 @@ fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
     let o = serve.ctl(&["grow", "-n4", "-a", &new]);
     assert!(!o.status.success());
     assert!(text(&o).contains("already has 4 devices: nothing to do"), "{}", text(&o));
-    // Fewer: the array would shrink under its clients.
+    // Fewer: not with a device to add, nor without the word of the size it shrinks to (named
+    // by the refusal), nor with another size.
     let o = serve.ctl(&["grow", "-n3", "-a", &new]);
     assert!(!o.status.success());
-    assert!(text(&o).contains("not reshaped onto fewer devices"), "{}", text(&o));
+    assert!(text(&o).contains("--add goes with more devices"), "{}", text(&o));
+    let o = serve.ctl(&["grow", "-n3"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("will reduce the size of the array") && text(&o).contains("--array-size="),
+        "{}",
+        text(&o)
+    );
+    let o = serve.ctl(&["grow", "-n3", "--array-size=1M"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--array-size=1024K is not the size the array will have"), "{}", text(&o));
+    let o = serve.ctl(&["grow", "-n5", "-a", &new, "--array-size=1M"]);
+    assert!(!o.status.success());
     // A device of another array (it carries a superblock).
     let other: Vec<String> = (0..3).map(|i| blank(dir, &format!("o{i}.img"))).collect();
     ok(&with(&["create", "-l5", "-n3", "--assume-clean"], &other));
@@ -378,6 +392,8 @@ fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
         (r#"{"op":"grow","raid_devices":5,"add":"d4.img"}"#, "must be a list"),
         (r#"{"op":"grow","raid_devices":5,"add":[5]}"#, "device paths as strings"),
         (r#"{"op":"grow","raid_devices":5,"force":"yes"}"#, "true or false"),
+        (r#"{"op":"grow","raid_devices":3,"array_size":-1}"#, "must not be negative"),
+        (r#"{"op":"grow","raid_devices":3,"array_size":"big"}"#, "must be a whole number"),
         (r#"{"op":"fail","member":"d0.img","force":1}"#, "\"force\" must be true or false"),
         (r#"{"op":"grow","raid_devices":6,"force":true}"#, "--force goes with a raid1's number of devices only"),
         (r#"{"op":"takeover"}"#, "takeover needs \"level\""),
@@ -411,6 +427,61 @@ fn a_grow_the_array_cannot_do_is_refused_and_changes_nothing() {
     assert_eq!(examine(&members[0])["events"], events);
     let blank_left = uraid(&["examine", &new]);
     assert!(!blank_left.status.success(), "the device to add was written: {}", text(&blank_left));
+}
+
+/// A served raid5 reshaped onto fewer members (mdadm's `--grow --array-size` then
+/// `--raid-devices`, given together as on a stopped array): new connections are told the size
+/// it shrinks to at once, a client connected before is refused past it, the data below it
+/// reads back through the server while it is written, and the member left out becomes a spare,
+/// as md leaves it.
+#[test]
+fn a_served_raid5_shrinks_onto_fewer_members_on_the_word_of_its_new_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let members: Vec<String> = (0..5).map(|i| blank(dir, &format!("d{i}.img"))).collect();
+    ok(&with(&["create", "-l5", "-n5", "--chunk=64K", "--name=online", "--assume-clean"], &members));
+    let serve = Serve::start(dir, &members, &["--speed-limit-max=4M"]);
+    let mut w = Writer::fill(client(dir));
+    let refused = serve.ctl(&["grow", "-n4"]);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    let said = text(&refused);
+    let size_k: u64 = said
+        .split("--array-size=")
+        .nth(1)
+        .and_then(|rest| rest.split('K').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no size named: {said}"));
+    let size = size_k * 1024;
+    assert!(size < w.model.len() as u64 && size > w.model.len() as u64 * 2 / 3, "shrinks to {size}");
+    let grow = serve.ctl(&["grow", "-n4", &format!("--array-size={size_k}K")]);
+    assert!(grow.status.success(), "{}\n{}", text(&grow), serve_log(dir));
+    assert!(text(&grow).contains("reshape from 5 to 4 devices started"), "{}", text(&grow));
+    assert_eq!(nbd_export(&dir.join("nbd.sock"))["export-size"].as_u64(), Some(size), "told a new connection");
+    let mut past = vec![0u8; 4096];
+    assert!(w.dev.read_at(size, &mut past).is_err(), "a read past the new size was served");
+    w.model.truncate(size as usize);
+    write_until_reshaped(&serve, &mut w, 4);
+    assert!(w.writes >= 16, "only {} writes went on during the reshape", w.writes);
+    let waited: Value = serde_json::from_slice(&serve.ctl(&["wait", "--json"]).stdout).unwrap();
+    assert_eq!(
+        (waited["sync_action"].as_str(), waited["size_bytes"].as_u64()),
+        (Some("idle"), Some(size)),
+        "{waited:#}"
+    );
+    assert_eq!(nbd_export(&dir.join("nbd.sock"))["export-size"].as_u64(), Some(size));
+    w.check_all();
+    let model = w.model.clone();
+    drop(w);
+    serve.stop(libc::SIGTERM);
+    assert!(serve_log(dir).contains("finished: 4 devices (from 5)"), "{}", serve_log(dir));
+    let left = examine(&members[4]);
+    assert_eq!(
+        (left["raid_devices"].as_u64(), left["examine_device_role"].as_str()),
+        (Some(4), Some("spare")),
+        "{left:#}"
+    );
+    assert_eq!(cat(&members[..4], model.len()), model, "the shrunk array, read stopped, differs");
+    assert_eq!(mismatch_cnt(&members[..4]), 0);
 }
 
 /// Refused grows of an array the reshape cannot take: the message names why, and nothing is

@@ -42,23 +42,17 @@ impl ArrayService {
     /// continuing the reshape in the background (see `reshaping`); once it finishes, the array
     /// is served in its new shape. `uuid` and `md_shape` are for its status.
     pub fn start_reshaping(grow: Grow, config: ServiceConfig, uuid: String, md_shape: Option<String>) -> ArrayService {
-        let geometry = grow.old_geometry();
-        let info = Arc::new(ServiceInfo {
-            // Trims are not passed on and zeroing is written while the array is reshaped.
-            cheap_discard: false,
-            discards: false,
-            size: grow.serving_size(),
-            read_only: false,
-            level: geometry.name().to_string(),
-            chunk_bytes: geometry.chunk_bytes(),
-            stripe_data_bytes: geometry.stripe_data_bytes(),
-            discard_granularity: geometry.discard_granularity(),
-        });
+        let info = Arc::new(ServiceInfo::reshaping(&grow));
         let config = usable_io(config);
         let inline = Arc::new(inline::InlineIo::new(config.inline_max));
         let notifier = Arc::new(Notifier::new().expect("creating the engine thread's eventfd"));
         let (inbox, rx) = Inbox::new(notifier);
-        let carried = CarriedOver { report: StopReport::default(), idle_waiters: Vec::new(), requests: Vec::new() };
+        let carried = CarriedOver {
+            report: StopReport::default(),
+            idle_waiters: Vec::new(),
+            requests: Vec::new(),
+            follow_up: None,
+        };
         let reshaping = Reshaping::new(grow, config, Arc::clone(&info), uuid, md_shape, carried);
         ArrayService::spawn(
             Phase::Reshaping(Box::new(reshaping)),

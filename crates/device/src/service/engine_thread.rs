@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
 
+use super::follow_up::FollowUp;
 use super::inline::InlineIo;
 use super::messages::Msg;
 use super::notifier::{self, Inbox};
@@ -21,8 +22,9 @@ use super::{log, ManageError, ServiceConfig, ServiceInfo};
 use crate::md_change::change_on;
 use crate::member::MemberDevice;
 use crate::open_array::OpenArray;
-use crate::reshape::{Grow, GrowError};
-use crate::takeover::take_over_on;
+use crate::reshape::{Grow, GrowError, ReshapeRequest};
+use crate::takeover::{restripe_first_on, take_over_on};
+use uraid_md::takeover::TakeoverRequest;
 
 /// What the engine thread runs now.
 pub(super) enum Phase {
@@ -48,17 +50,13 @@ pub(super) fn run(first: Phase, rx: Receiver<Msg>, shared: Shared) {
         phase = match phase {
             Phase::Serving(runner) => match runner.serve(&rx) {
                 None => Phase::Ended,
-                Some((Asked::Reshape(request), handoff)) => begin_reshape(handoff, request, &shared),
+                Some((Asked::Reshape(request), handoff)) => begin_reshape(handoff, request, None, &shared),
                 Some((Asked::Change(change), handoff)) => as_stopped(handoff, "change", &shared, |devices, _| {
                     change_on(devices.clone(), change)
-                        .map(|done| (done.to_string(), devices))
+                        .map(|done| (done.to_string(), devices, None))
                         .map_err(|e| e.to_string())
                 }),
-                Some((Asked::Takeover(request), handoff)) => as_stopped(handoff, "grow", &shared, |devices, added| {
-                    take_over_on(devices, added, &request)
-                        .map(|(done, kept)| (done.lines().join("; "), kept))
-                        .map_err(|e| e.to_string())
-                }),
+                Some((Asked::Takeover(request), handoff)) => take_over_served(handoff, request, &shared),
             },
             Phase::Reshaping(reshaping) => match reshaping.serve(&rx) {
                 ReshapeEnd::Stopped => Phase::Ended,
@@ -76,8 +74,34 @@ pub(super) fn run(first: Phase, rx: Receiver<Msg>, shared: Shared) {
 fn refused(what: &str, why: String, h: Handoff, shared: &Shared) -> Phase {
     log(&format!("{what} refused: {why}"));
     let _ = h.reply.send(Err(ManageError::Grow(why)));
-    let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
+    let carried =
+        CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked, follow_up: h.follow_up };
     serve_again(h.devices, h.config, carried, shared)
+}
+
+/// A takeover asked of the running array. Where md takes the level over only from another
+/// layout, the array is restriped first, the takeover following once that has ended; where the
+/// layout asked for is not the one the takeover gives, the restripe follows once the new slots
+/// are rebuilt (mdadm's chains).
+fn take_over_served(h: Handoff, request: TakeoverRequest, shared: &Shared) -> Phase {
+    match restripe_first_on(h.devices.clone(), &request) {
+        Err(e) => refused("grow", e.to_string(), h, shared),
+        Ok(Some(layout)) => {
+            let then = FollowUp::Takeover(request);
+            let said = then.describe();
+            let restripe = ReshapeRequest { layout: Some(layout), ..ReshapeRequest::default() };
+            begin_reshape(Handoff { follow_up: Some(then), ..h }, restripe, Some(&said), shared)
+        }
+        Ok(None) => as_stopped(h, "grow", shared, |devices, added| {
+            take_over_on(devices, added, &request)
+                .map(|(done, kept)| {
+                    let then =
+                        done.change.restripe_to.map(|layout| FollowUp::Restripe { level: done.change.level, layout });
+                    (done.lines().join("; "), kept, then)
+                })
+                .map_err(|e| e.to_string())
+        }),
+    }
 }
 
 /// Make a change as on a stopped array (`change` takes the array's devices and the ones to
@@ -91,16 +115,21 @@ fn as_stopped(
     change: impl FnOnce(
         Vec<Arc<dyn MemberDevice>>,
         Vec<Arc<dyn MemberDevice>>,
-    ) -> Result<(String, Vec<Arc<dyn MemberDevice>>), String>,
+    ) -> Result<(String, Vec<Arc<dyn MemberDevice>>, Option<FollowUp>), String>,
 ) -> Phase {
     if let Some(why) = h.failed.clone() {
         return refused(what, format!("marking the array clean before the change failed: {why}"), h, shared);
     }
     match change(h.devices.clone(), h.added.clone()) {
-        Ok((done, devices)) => {
+        Ok((done, devices, then)) => {
             log(&done);
             let _ = h.reply.send(Ok(done));
-            let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
+            let carried = CarriedOver {
+                report: h.report,
+                idle_waiters: h.idle_waiters,
+                requests: h.parked,
+                follow_up: then.or(h.follow_up),
+            };
             serve_again(devices, h.config, carried, shared)
         }
         Err(why) => refused(what, why, h, shared),
@@ -108,8 +137,8 @@ fn as_stopped(
 }
 
 /// Record the grow in the superblocks and start the reshape; if it cannot start, serve the
-/// array as it was.
-fn begin_reshape(h: Handoff, request: crate::reshape::ReshapeRequest, shared: &Shared) -> Phase {
+/// array as it was. `then` says what follows it, for the answer.
+fn begin_reshape(h: Handoff, request: ReshapeRequest, then: Option<&str>, shared: &Shared) -> Phase {
     if let Some(why) = h.failed.clone() {
         return refused("grow", format!("marking the array clean before the reshape failed: {why}"), h, shared);
     }
@@ -117,16 +146,20 @@ fn begin_reshape(h: Handoff, request: crate::reshape::ReshapeRequest, shared: &S
         Ok(grow) => {
             let names: Vec<&str> = h.added.iter().map(|d| d.name()).collect();
             let added = if names.is_empty() { String::new() } else { format!("added {}; ", names.join(", ")) };
-            let _ = h.reply.send(Ok(format!("{added}reshape {} started", grow.change())));
-            let carried = CarriedOver { report: h.report, idle_waiters: h.idle_waiters, requests: h.parked };
-            Phase::Reshaping(Box::new(Reshaping::new(
-                grow,
-                h.config,
-                shared.info.current(),
-                h.uuid,
-                h.md_shape,
-                carried,
-            )))
+            let follows =
+                then.map(|t| format!("; {t} follows once it ends, as mdadm restripes first")).unwrap_or_default();
+            let _ = h.reply.send(Ok(format!("{added}reshape {} started{follows}", grow.change())));
+            let carried = CarriedOver {
+                report: h.report,
+                idle_waiters: h.idle_waiters,
+                requests: h.parked,
+                follow_up: h.follow_up,
+            };
+            // New connections are told the array as it is while reshaped: onto fewer members,
+            // the size it shrinks to (connected clients keep theirs, and are refused past it).
+            let info = Arc::new(ServiceInfo::reshaping(&grow));
+            shared.info.publish(Arc::clone(&info));
+            Phase::Reshaping(Box::new(Reshaping::new(grow, h.config, info, h.uuid, h.md_shape, carried)))
         }
         Err(e @ GrowError::NotTakenUp(_)) => {
             // The superblocks say the reshape began, but it cannot be taken up: nothing more is
@@ -154,8 +187,7 @@ fn serve_again(
             configure_engine(&mut array, &config);
             log(&format!("serving {}", array.describe()));
             // New connections see the array as it now is; connected clients keep what they
-            // were told (a size only grows here: every change made while serving keeps or
-            // adds space, none takes it away).
+            // were told (past a size that shrank, their requests are refused as out of range).
             let info = Arc::new(ServiceInfo::of(&array));
             shared.info.publish(Arc::clone(&info));
             let mut runner = Runner::start(array, config, info, shared.inbox.clone(), Arc::clone(&shared.inline));

@@ -42,6 +42,7 @@
 mod array_service;
 mod config;
 mod engine_thread;
+mod follow_up;
 mod handle;
 mod inline;
 mod io_threads;

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use uraid_engine::{EngineError, SlotState};
 
+use super::follow_up::FollowUp;
 use super::messages::Msg;
 use super::notifier;
 use super::{
@@ -46,6 +47,8 @@ pub(super) struct CarriedOver {
     pub report: StopReport,
     pub idle_waiters: Vec<Sender<ArrayStatus>>,
     pub requests: Vec<(BlockOp, Done)>,
+    /// The change to make once the array is idle again, if this phase is a step of a chain.
+    pub follow_up: Option<FollowUp>,
 }
 
 /// A reshape finished: every stripe moved and the end recorded. The array is to be served in
@@ -84,6 +87,9 @@ pub(super) struct Reshaping {
     /// How many of the members that failed part-way (the reshape going on without them) have
     /// been logged and reported.
     reported_failures: usize,
+    /// The change to make once the reshape has ended and the array is idle (the takeover a
+    /// restripe makes possible).
+    follow_up: Option<FollowUp>,
 }
 
 impl Reshaping {
@@ -95,7 +101,7 @@ impl Reshaping {
         md_shape: Option<String>,
         carried: CarriedOver,
     ) -> Reshaping {
-        let CarriedOver { report, idle_waiters, requests } = carried;
+        let CarriedOver { report, idle_waiters, requests, follow_up } = carried;
         let now = Instant::now();
         let (done, total) = grow.progress();
         log(&format!(
@@ -120,6 +126,7 @@ impl Reshaping {
             last_record: now,
             failed: None,
             reported_failures: 0,
+            follow_up,
         }
     }
 
@@ -340,7 +347,12 @@ impl Reshaping {
         ReshapeEnd::Finished(Box::new(Finished {
             devices: self.grow.devices(),
             config: self.config,
-            carried: CarriedOver { report: self.report, idle_waiters: self.idle_waiters, requests: self.queued.into() },
+            carried: CarriedOver {
+                report: self.report,
+                idle_waiters: self.idle_waiters,
+                requests: self.queued.into(),
+                follow_up: self.follow_up,
+            },
         }))
     }
 

@@ -197,6 +197,23 @@ impl ServiceInfo {
         }
     }
 
+    /// What front ends are told of an array while `grow` reshapes it: the size it has meanwhile
+    /// (the smaller shape's: a reshape onto fewer members serves the size it shrinks to at
+    /// once), the old shape's chunk and stripe; trims are not passed on and zeroing is written.
+    pub(super) fn reshaping(grow: &crate::reshape::Grow) -> ServiceInfo {
+        let geometry = grow.old_geometry();
+        ServiceInfo {
+            cheap_discard: false,
+            discards: false,
+            size: grow.serving_size(),
+            read_only: false,
+            level: geometry.name().to_string(),
+            chunk_bytes: geometry.chunk_bytes(),
+            stripe_data_bytes: geometry.stripe_data_bytes(),
+            discard_granularity: geometry.discard_granularity(),
+        }
+    }
+
     /// The I/O size (a power of two) that avoids read-modify-write and splitting: the full
     /// stripe when that is a power of two, else the chunk; 4 KiB where there are no chunks.
     pub fn preferred_block_size(&self) -> u64 {

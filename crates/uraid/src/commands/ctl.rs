@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use uraid_device::md_change::MdChange;
+use uraid_device::reshape::ReshapeRequest;
 use uraid_md::resize::SizeRequest;
 use uraid_md::takeover::TakeoverRequest;
 
@@ -94,8 +95,8 @@ pub fn run(args: &CtlArgs) -> CliResult {
                 layout: layout.clone(),
                 added: add.len() as u32,
                 force: *force,
-                // The server refuses a takeover that needs a restripe after it, saying how.
-                restripe: false,
+                // Not sent: the server restripes before or after the takeover where it is needed.
+                restripe: true,
             };
             let answer = request_takeover(socket, &request, add)?;
             eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("level changed"));
@@ -106,8 +107,9 @@ pub fn run(args: &CtlArgs) -> CliResult {
                 );
             }
         }
-        CtlOp::Grow { raid_devices, add, chunk, layout, force, .. } => {
+        CtlOp::Grow { raid_devices, add, chunk, layout, force, array_size, .. } => {
             let chunk_sectors = chunk.as_deref().map(super::grow_restripe::chunk_sectors).transpose()?;
+            let array_size = array_size.as_deref().map(super::grow_restripe::array_size).transpose()?;
             let layout = match layout {
                 None => None,
                 Some(name) => {
@@ -118,7 +120,8 @@ pub fn run(args: &CtlArgs) -> CliResult {
                     Some(super::grow_restripe::layout_at(level, name)?)
                 }
             };
-            let answer = request(socket, grow_request(*raid_devices, add, chunk_sectors, layout, *force))?;
+            let reshape = ReshapeRequest { raid_devices: *raid_devices, layout, chunk_sectors, array_size };
+            let answer = request(socket, grow_request(&reshape, add, *force))?;
             eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("reshape started"));
             eprintln!("uraid: `uraid ctl {} wait` waits for the reshape or rebuild to end", args.socket.display());
         }
@@ -193,15 +196,10 @@ fn absolute(member: &Path) -> PathBuf {
 /// The request that grows the running array onto `raid_devices` members with `add` as the new
 /// devices (`uraid ctl NAME grow`, and `uraid grow` on a running array's members); `force`
 /// lets a raid1 leave new slots missing.
-pub fn grow_request(
-    raid_devices: Option<u32>,
-    add: &[PathBuf],
-    chunk_sectors: Option<u32>,
-    layout: Option<i32>,
-    force: bool,
-) -> Value {
+pub fn grow_request(request: &ReshapeRequest, add: &[PathBuf], force: bool) -> Value {
     let add: Vec<String> = add.iter().map(|p| absolute(p).display().to_string()).collect();
-    json!({"op": "grow", "raid_devices": raid_devices, "add": add, "chunk_sectors": chunk_sectors, "layout": layout, "force": force})
+    let ReshapeRequest { raid_devices, layout, chunk_sectors, array_size } = request;
+    json!({"op": "grow", "raid_devices": raid_devices, "add": add, "chunk_sectors": chunk_sectors, "layout": layout, "array_size": array_size, "force": force})
 }
 
 /// Ask the array served on `socket` for the takeover `request`, `add` the devices for its new

@@ -6,8 +6,8 @@
 //! reshape runs in the foreground with a progress bar on a terminal, records its position as
 //! md does, and stops cleanly on SIGINT or SIGTERM (the next `--continue`, or the kernel, goes
 //! on from there). Given the members of an array `uraid assemble` runs, the running server
-//! grows it instead, in the background, as `uraid ctl NAME grow` asks it (more members, another
-//! chunk or layout; fewer members are left to a stopped array, which may shrink). `--size` and
+//! grows it instead, in the background, as `uraid ctl NAME grow` asks it (more members, or
+//! fewer with `--array-size`, another chunk or layout). `--size` and
 //! `--bitmap` go to `grow_size_bitmap`, level changes and a raid1's device count to
 //! `grow_takeover`; what else md's `--grow` does is refused, naming it.
 
@@ -86,11 +86,6 @@ pub fn run(args: &GrowArgs) -> CliResult {
 
 /// Grow the running array `name` (its control socket `socket`) as `uraid ctl NAME grow` does.
 fn grow_served(name: &str, socket: &std::path::Path, args: &GrowArgs, limit: Option<u64>) -> CliResult {
-    if args.array_size.is_some() {
-        return err(format!(
-            "grow: array {name} is running: a reshape onto fewer devices is made on a stopped array (uraid stop {name}, then uraid grow again)"
-        ));
-    }
     if args.continue_ {
         return err(format!(
             "grow: array {name} is running: it continues its reshape itself (uraid status shows it); nothing to continue here"
@@ -102,7 +97,7 @@ fn grow_served(name: &str, socket: &std::path::Path, args: &GrowArgs, limit: Opt
             "grow: nothing to change: give --raid-devices=N (with --add for the new devices), --chunk or --layout",
         );
     }
-    let body = super::ctl::grow_request(request.raid_devices, &args.add, request.chunk_sectors, request.layout, false);
+    let body = super::ctl::grow_request(&request, &args.add, false);
     let answer = super::ctl::request(socket, body)?;
     eprintln!("uraid: {name}: {}", answer["done"].as_str().unwrap_or("reshape started"));
     // Only once the grow is accepted: a refused grow leaves the array's limits as they were.

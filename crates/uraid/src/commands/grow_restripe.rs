@@ -20,11 +20,13 @@ pub fn request(args: &GrowArgs, members: &[PathBuf]) -> CliResult<ReshapeRequest
         None => None,
         Some(name) => Some(layout_number(name, members)?),
     };
-    let array_size = match &args.array_size {
-        None => None,
-        Some(text) => Some(parse_size(text, 1024).map_err(|e| CliError(format!("grow: --array-size: {e}")))?),
-    };
+    let array_size = args.array_size.as_deref().map(array_size).transpose()?;
     Ok(ReshapeRequest { raid_devices: args.raid_devices, layout, chunk_sectors, array_size })
+}
+
+/// The size `text` gives as `--array-size`, in bytes (a bare number is KiB, as mdadm reads it).
+pub fn array_size(text: &str) -> CliResult<u64> {
+    parse_size(text, 1024).map_err(|e| CliError(format!("grow: --array-size: {e}")))
 }
 
 /// The chunk size `text` asks for, in sectors (a bare number is KiB, as mdadm reads it).

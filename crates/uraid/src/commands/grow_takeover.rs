@@ -76,7 +76,8 @@ pub fn run(args: &GrowArgs) -> CliResult {
         let answer = if args.level.is_some() {
             super::ctl::request_takeover(&socket, &request(args)?, &args.add)?
         } else {
-            let body = super::ctl::grow_request(args.raid_devices, &args.add, None, None, args.force);
+            let copies = ReshapeRequest { raid_devices: args.raid_devices, ..ReshapeRequest::default() };
+            let body = super::ctl::grow_request(&copies, &args.add, args.force);
             super::ctl::request(&socket, body)?
         };
         eprintln!("uraid: {}", answer["done"].as_str().unwrap_or("changed"));

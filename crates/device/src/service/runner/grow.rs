@@ -18,6 +18,7 @@ use crate::md_change::MdChange;
 use crate::member::MemberDevice;
 use crate::probe::probe;
 use crate::reshape::ReshapeRequest;
+use crate::service::follow_up::FollowUp;
 use crate::service::{ArrayStatus, BlockOp, Done, ManageError, ServiceConfig, StopReport};
 use uraid_layout::Level;
 use uraid_md::takeover::TakeoverRequest;
@@ -62,6 +63,8 @@ pub(in crate::service) struct Handoff {
     /// The wind-down's last step, flushing and marking the array clean, failed: the reshape
     /// does not start.
     pub failed: Option<String>,
+    /// The change to make once the array is idle again (the next step of a level change).
+    pub follow_up: Option<FollowUp>,
 }
 
 impl Runner {
@@ -149,15 +152,18 @@ impl Runner {
             return refuse(format!("uraid grows raid4, raid5 and raid6 arrays only; this one is {}", md.plan.level));
         }
         let old = md.plan.raid_disks as u32;
-        if request.array_size.is_some() {
-            return refuse("--array-size goes with a reshape onto fewer devices, made on a stopped array".into());
-        }
         let restripe = request.chunk_sectors.is_some() || request.layout.is_some();
         let raid_devices = request.raid_devices.unwrap_or(old);
         if raid_devices < old {
-            return refuse(format!(
-                "a running array is not reshaped onto fewer devices (it would shrink under its clients): stop it, then uraid grow --raid-devices={raid_devices} MEMBERS, which names the --array-size to give"
-            ));
+            // The array shrinks under its clients: only on the user's word of the size it
+            // shrinks to, which the reshape checks (naming it when absent or wrong).
+            if !add.is_empty() {
+                return refuse(format!("--add goes with more devices; the array goes from {old} to {raid_devices}"));
+            }
+        } else if request.array_size.is_some() {
+            return refuse(
+                "--array-size goes with a reshape onto fewer devices (the size the array shrinks to)".into(),
+            );
         }
         if raid_devices == old && !restripe {
             return refuse(format!("the array already has {old} devices: nothing to do"));
@@ -167,7 +173,7 @@ impl Runner {
                 "--add takes new devices for more members; the array keeps its {old} devices (give --raid-devices)"
             ));
         }
-        if add.len() as u32 != raid_devices - old {
+        if raid_devices > old && add.len() as u32 != raid_devices - old {
             return refuse(format!(
                 "growing from {old} to {raid_devices} devices needs {} new device(s) (--add); {} given",
                 raid_devices - old,
@@ -235,6 +241,36 @@ impl Runner {
         self.wind_down_for(checked, reply);
     }
 
+    /// Ask the next step of a level change of itself, once the array is idle and whole: true
+    /// when it was asked (the runner winds down for it). Refused, or the array left degraded,
+    /// the chain ends there, said in the log with what is left to do.
+    pub(super) fn ask_follow_up(&mut self) -> bool {
+        if self.grow_ask.is_some() || !self.policy.pass_idle(&self.array) {
+            return false;
+        }
+        let Some(follow_up) = self.follow_up.take() else { return false };
+        if self.array.engine().degraded() {
+            log(&format!(
+                "{} is not started: the array is degraded; once it is rebuilt, ask it again",
+                follow_up.describe()
+            ));
+            return false;
+        }
+        log(&format!("{} starts, as the level change asked", follow_up.describe()));
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        match follow_up.clone() {
+            FollowUp::Restripe { layout, .. } => {
+                let request = ReshapeRequest { layout: Some(layout), ..ReshapeRequest::default() };
+                self.ask_grow(request, Vec::new(), false, reply);
+            }
+            FollowUp::Takeover(request) => self.ask_takeover(request, Vec::new(), reply),
+        }
+        if let Ok(Err(e)) = answer.try_recv() {
+            log(&format!("{} refused: {e}", follow_up.describe()));
+        }
+        self.grow_ask.is_some()
+    }
+
     /// Refuse, changing nothing, a takeover (a level change, or a raid1's copies) the running
     /// array cannot take now; md's takeover rules decide the rest once it is wound down (refused
     /// then, it is served again as it was). Else the change, and the new devices, open.
@@ -296,6 +332,8 @@ impl Runner {
     /// [`Handoff`]).
     pub(super) fn hand_over(mut self) -> (Asked, Handoff) {
         let ask = self.grow_ask.take().expect("a grow was asked for");
+        // Waiting for the change to have run (the wind-down would answer them, as a stop does).
+        let idle_waiters = std::mem::take(&mut self.idle_waiters);
         let failed = self.wind_down().err().map(|e| e.to_string());
         let handoff = Handoff {
             // Not those removed while served: they are out of the array, their superblocks left
@@ -305,7 +343,7 @@ impl Runner {
             added: ask.added,
             reply: ask.reply,
             parked: std::mem::take(&mut self.parked),
-            idle_waiters: std::mem::take(&mut self.idle_waiters),
+            idle_waiters,
             report: std::mem::take(&mut self.report),
             // The limits in force, which `speed-limit` may have changed since the start (it
             // changes the policy's, not the config's).
@@ -313,6 +351,7 @@ impl Runner {
             uuid: self.array.identity(),
             md_shape: self.array.mdstat_shape(),
             failed,
+            follow_up: self.follow_up.take(),
         };
         (ask.what, handoff)
     }

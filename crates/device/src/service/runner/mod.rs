@@ -16,6 +16,7 @@ use uraid_engine::array::{IoId, IoResult, RequestId};
 use uraid_engine::idmap::IdMap;
 use uraid_engine::SlotState;
 
+use super::follow_up::FollowUp;
 use super::messages::Msg;
 use super::metadata_io::{spawn_metadata_io, MetadataIo};
 use super::notifier::{self, Inbox};
@@ -100,6 +101,8 @@ pub(in crate::service) struct Runner {
     /// requests arriving meanwhile wait in `parked` for it.
     grow_ask: Option<grow::GrowAsk>,
     parked: Vec<(BlockOp, Done)>,
+    /// The second step of a level change, asked once the array is idle and whole.
+    follow_up: Option<FollowUp>,
 }
 
 impl Runner {
@@ -159,6 +162,7 @@ impl Runner {
             readded: 0,
             grow_ask: None,
             parked: Vec::new(),
+            follow_up: None,
         };
         runner.update_inline();
         runner.policy_events();
@@ -184,21 +188,17 @@ impl Runner {
     /// Take over what the reshape before this runner leaves: its report, the callers waiting
     /// for the array to be idle, and requests it took and did not serve.
     pub(in crate::service) fn take_over(&mut self, carried: CarriedOver) {
-        let CarriedOver { report, idle_waiters, requests } = carried;
+        let CarriedOver { report, idle_waiters, requests, follow_up } = carried;
         self.report = report;
-        // Waiting for the array to be idle: answered now unless a pass (the resync of an array
-        // written during the reshape) has started; else when it ends.
-        if self.policy.pass_idle(&self.array) {
-            let status = self.status();
-            for w in idle_waiters {
-                let _ = w.send(status.clone());
-            }
-        } else {
-            self.idle_waiters.extend(idle_waiters);
-        }
+        self.follow_up = follow_up;
         for (op, done) in requests {
             self.accept(op, done);
         }
+        // Waiting for the array to be idle: answered now unless a pass (the resync of an array
+        // written during the reshape, the rebuild of a slot a takeover added) has started, or
+        // the next step of a level change is asked now; else when they end.
+        self.idle_waiters.extend(idle_waiters);
+        self.notify_idle_waiters();
     }
 
     /// The policy's time: since the engine thread's state was made.
@@ -365,7 +365,9 @@ impl Runner {
                     let _ = reply.send(result);
                 }
                 Msg::WaitIdle(reply) => {
-                    if self.policy.pass_idle(&self.array) {
+                    // Winding down for a change (the next step of a level change among them):
+                    // answered once that has run.
+                    if self.policy.pass_idle(&self.array) && self.grow_ask.is_none() {
                         let _ = reply.send(self.status());
                     } else {
                         self.idle_waiters.push(reply);

@@ -16,9 +16,10 @@ impl Runner {
         self.policy_events();
     }
 
-    /// Tell those waiting for the end of the pass, once it has ended (a rebuild's end recorded).
+    /// Tell those waiting for the end of the pass, once it has ended (a rebuild's end recorded),
+    /// unless the next step of a level change starts now: they wait for that too.
     pub(super) fn notify_idle_waiters(&mut self) {
-        if !self.policy.pass_idle(&self.array) {
+        if !self.policy.pass_idle(&self.array) || self.ask_follow_up() || self.grow_ask.is_some() {
             return;
         }
         let status = self.status();
