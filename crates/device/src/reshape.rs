@@ -204,9 +204,9 @@ impl Grow {
                 r.position / 2
             )));
         }
-        if !plan.level.is_parity() {
+        if !plan.level.is_parity() && plan.level != uraid_layout::Level::Raid10 {
             return Err(GrowError::Refused(format!(
-                "uraid grows raid4, raid5 and raid6 arrays only; this one is {}",
+                "uraid grows raid4, raid5, raid6 and raid10 arrays only; this one is {}",
                 plan.level
             )));
         }
@@ -239,14 +239,25 @@ impl Grow {
         let delta = to.raid_disks as i32 - old as i32;
         let backwards = runs_backwards(reference, delta);
         let component = shrink::component_size(reference, to, backwards);
-        shrink::check_array_size(plan.level, reference, old, to, component, request.array_size)?;
+        // A raid10 moves by whole steps of a row per copy (md wants at least a chunk).
+        let copies = restripe::near_copies(reference.layout).filter(|_| plan.level == uraid_layout::Level::Raid10);
+        match copies {
+            Some(_) if request.array_size.is_some() => {
+                return Err(GrowError::Refused(
+                    "--array-size goes with a reshape onto fewer devices, which uraid does not make of a raid10".into(),
+                ))
+            }
+            Some(_) => {}
+            None => shrink::check_array_size(plan.level, reference, old, to, component, request.array_size)?,
+        }
         let mut reference = reference.clone();
         reference.size = component;
-        let moved = choose_new_offset(&reference, to.chunk_sectors, backwards)?;
+        let step_sectors = to.chunk_sectors * copies.unwrap_or(1);
+        let moved = choose_new_offset(&reference, step_sectors, backwards)?;
         // Every member must have that room; they were made together, so they normally agree.
         for m in &mut members {
             m.sb.size = component;
-            let own = choose_new_offset(&m.sb, to.chunk_sectors, backwards)?;
+            let own = choose_new_offset(&m.sb, step_sectors, backwards)?;
             if own.abs() < moved.abs() || m.sb.data_offset != reference.data_offset {
                 return Err(GrowError::Refused(format!(
                     "{}: its data offset ({} sectors) differs from the other members' ({} sectors)",
@@ -341,13 +352,25 @@ impl Grow {
         }
         let (old_geometry, new_geometry) =
             assemble::reshape_shapes(plan.level, refi, &reshape, &plan.slots, &candidates)?;
-        let parity = (plan.level == uraid_layout::Level::Raid6) as u64 + 1;
         let old_raid_disks = reshape.old_raid_disks(plan.raid_disks as u32);
+        // raid4/5/6 step by data members, a raid10 by members and copies (see GrowWindow).
+        let (parity, copies) = match plan.level {
+            uraid_layout::Level::Raid6 => (2, 1),
+            uraid_layout::Level::Raid10 => match restripe::near_copies(refi.layout) {
+                Some(copies) if refi.layout == reshape.new_layout && !reshape.backwards => (0, u64::from(copies)),
+                _ => return Err(GrowError::Refused(
+                    "uraid continues a raid10 reshape onto more devices (run forwards) in the same near layout only"
+                        .into(),
+                )),
+            },
+            _ => (1, 1),
+        };
         let window = GrowWindow {
             old_chunk: u64::from(refi.chunk_sectors) * SECTOR_BYTES,
             new_chunk: u64::from(reshape.new_chunk_sectors) * SECTOR_BYTES,
             old_data_disks: u64::from(old_raid_disks) - parity,
             new_data_disks: plan.raid_disks as u64 - parity,
+            copies,
             shift: shift.unsigned_abs() * SECTOR_BYTES,
             member_bytes: new_geometry.member_data_bytes(),
             backwards: reshape.backwards,

@@ -373,7 +373,8 @@ pub fn build_reshaping_geometry(
 
 /// The two shapes of a reshape, each from its own data start: the old one (the superblock's
 /// level, layout and chunk over `raid_disks - delta_disks` members) and the new one (`new_*`
-/// over `raid_disks`). raid4/5/6 to raid4/5/6 only.
+/// over `raid_disks`). raid4/5/6 to raid4/5/6, and a raid10 to a raid10 in a near layout (the
+/// reshape uraid makes of one).
 pub fn reshape_shapes(
     level: Level,
     refi: &MemberInfo,
@@ -385,9 +386,14 @@ pub fn reshape_shapes(
     let new_level =
         Level::from_md(reshape.new_level).map_err(|source| EngineError::Layout { member: String::new(), source })?;
     let parity = |l: Level| matches!(l, Level::Raid4 | Level::Raid5 | Level::Raid6);
-    if !parity(level) || !parity(new_level) {
+    let near = |layout: i32| {
+        u32::try_from(layout).ok().and_then(|l| Raid10Format::from_md(l).ok()).is_some_and(|f| f.far == 1)
+    };
+    let raid10 = level == Level::Raid10 && new_level == Level::Raid10 && near(refi.layout) && near(reshape.new_layout);
+    let both_parity = parity(level) && parity(new_level);
+    if !both_parity && !raid10 {
         return Err(unsupported(format!(
-            "the array is part-way through a reshape from {level} to {new_level} (reshape position {} sectors); uraid reads arrays mid-reshape between raid4, raid5 and raid6 only",
+            "the array is part-way through a reshape from {level} to {new_level} (reshape position {} sectors); uraid reads arrays mid-reshape between raid4, raid5 and raid6, and of a raid10 between near layouts, only",
             reshape.position
         )));
     }

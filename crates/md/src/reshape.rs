@@ -45,12 +45,20 @@ pub enum ReshapeError {
 
 /// The shapes of a reshape, in bytes: each shape's chunk size and data members per stripe, where
 /// the old shape's data starts on the members (from the new one's), and the members' size.
+///
+/// A raid10 in a near layout is reshaped onto more members the same way (md's
+/// `raid10.c` `reshape_request`): its data disks are then its members, and `copies` its near
+/// copies. Chunk `c` of the array is held at chunk positions `c*copies ..` of the members taken
+/// row by row, so `copies` rows of the members hold `members` chunks of the array: a step is
+/// that many rows, and the rows old data occupies follow from the position as for raid4/5/6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GrowWindow {
     pub old_chunk: u64,
     pub new_chunk: u64,
     pub old_data_disks: u64,
     pub new_data_disks: u64,
+    /// Copies of each chunk: 1 for raid4/5/6, the near copies for raid10.
+    pub copies: u64,
     /// How far apart the two shapes' data starts are (the data offset's move): the old one's
     /// above the new one's, or below it for a reshape run backwards.
     pub shift: u64,
@@ -99,25 +107,31 @@ impl GrowWindow {
         position.abs_diff(self.start())
     }
 
+    /// The array's size in a shape of `data_disks` and `chunk`: whole chunks, as md's
+    /// `raid5_size` and raid10's `calc_sectors` count them.
+    fn size_of(&self, data_disks: u64, chunk: u64) -> u64 {
+        data_disks * (self.member_bytes / chunk) / self.copies * chunk
+    }
+
     /// The array's size before the reshape.
     pub fn old_size(&self) -> u64 {
-        self.old_data_disks * self.member_bytes
+        self.size_of(self.old_data_disks, self.old_chunk)
     }
 
     /// The array's size once reshaped.
     pub fn new_size(&self) -> u64 {
-        self.new_data_disks * self.member_bytes
+        self.size_of(self.new_data_disks, self.new_chunk)
     }
 
     /// Member bytes one step covers: the larger chunk (md's `reshape_sectors`), so a step is
-    /// whole stripes of both shapes.
+    /// whole stripes of both shapes (raid10: a row per copy, holding a chunk per member).
     pub fn step_member_bytes(&self) -> u64 {
-        self.old_chunk.max(self.new_chunk)
+        self.old_chunk.max(self.new_chunk) * self.copies
     }
 
     /// Logical bytes of one step (whole new stripes).
     pub fn step_bytes(&self) -> u64 {
-        self.new_data_disks * self.step_member_bytes()
+        self.new_data_disks * self.old_chunk.max(self.new_chunk)
     }
 
     /// Whether step `stripe` may be written while `recorded` is the position the superblocks
@@ -125,17 +139,20 @@ impl GrowWindow {
     /// (that old data is still needed after a crash); run backwards, it must start where old
     /// data below `recorded` ends.
     pub fn may_write(&self, stripe: u64, recorded: u64) -> bool {
-        let old_row = self.old_data_disks * self.old_chunk;
+        // The old shape's chunk positions on the members, taken row by row, of the array's
+        // chunks below `recorded` end at `recorded`'s chunk times the copies.
         if self.backwards {
             let new_start = self.shift + stripe * self.step_member_bytes();
-            let old_needed_to = recorded.div_ceil(old_row) * self.old_chunk;
+            let old_needed_to =
+                (recorded.div_ceil(self.old_chunk) * self.copies).div_ceil(self.old_data_disks) * self.old_chunk;
             return new_start >= old_needed_to;
         }
         if recorded >= self.old_size() {
             return true;
         }
         let new_end = (stripe + 1) * self.step_member_bytes();
-        let old_needed_from = self.shift + recorded / old_row * self.old_chunk;
+        let old_needed_from =
+            self.shift + recorded / self.old_chunk * self.copies / self.old_data_disks * self.old_chunk;
         new_end <= old_needed_from
     }
 
@@ -150,7 +167,9 @@ impl GrowWindow {
         if position >= self.new_size() {
             return Ok(GrowStep::Finished);
         }
-        if !position.is_multiple_of(stripe_bytes) {
+        // md records a raid4/5/6 reshape at whole new stripes; a raid10's anywhere (its chunks'
+        // copies stand alone), so one found part-way through a step goes on with the rest of it.
+        if !position.is_multiple_of(stripe_bytes) && self.copies == 1 {
             return Err(ReshapeError::Unsupported(format!(
                 "the reshape position ({} sectors) is not at the start of a step of {} sectors (whole new stripes of the larger chunk)",
                 position / 512,
@@ -164,7 +183,8 @@ impl GrowWindow {
             }
             return Err(self.no_room());
         }
-        Ok(GrowStep::Stripe { stripe, logical: position..position + stripe_bytes })
+        // The last step may be short: a raid10's size need not be whole steps.
+        Ok(GrowStep::Stripe { stripe, logical: position..((stripe + 1) * stripe_bytes).min(self.new_size()) })
     }
 
     /// [`GrowWindow::next`] for a reshape run backwards: the step below `position`.
@@ -351,6 +371,7 @@ mod tests {
             new_chunk: CHUNK,
             old_data_disks: 3,
             new_data_disks: 4,
+            copies: 1,
             shift: chunks * CHUNK,
             member_bytes: 32 * CHUNK,
             backwards: false,
@@ -364,23 +385,37 @@ mod tests {
     fn walk(w: GrowWindow) -> (u64, u64) {
         let (old_base, new_base) = if w.backwards { (0, w.shift) } else { (w.shift, 0) };
         let grain = w.old_chunk.min(w.new_chunk);
-        // The member bytes (from the lower start) that old logical byte `l` is held at.
-        let old_at = |l: u64| old_base + l / (w.old_data_disks * w.old_chunk) * w.old_chunk + l % w.old_chunk;
+        // The member bytes (from the lower start) that the copies of old logical byte `l` are
+        // held at: chunk `c`'s copies at chunk positions `c*copies ..`, taken row by row.
+        let old_at = |l: u64| -> Vec<u64> {
+            let c = l / w.old_chunk;
+            (0..w.copies)
+                .map(|k| old_base + (c * w.copies + k) / w.old_data_disks * w.old_chunk + l % w.old_chunk)
+                .collect()
+        };
+        // The member rows (from the lower start) new logical bytes `r` are written to.
+        let new_rows = |r: &std::ops::Range<u64>| {
+            let (first, last) = (r.start / w.new_chunk, (r.end - 1) / w.new_chunk);
+            let from = first * w.copies / w.new_data_disks * w.new_chunk;
+            let to = ((last * w.copies + w.copies - 1) / w.new_data_disks + 1) * w.new_chunk;
+            new_base + from..new_base + to
+        };
         let (mut position, mut recorded) = (w.start(), w.start());
         let (mut records, mut stripes) = (0, 0);
         let mut written: Vec<std::ops::Range<u64>> = Vec::new();
         loop {
             match w.next(position, recorded).unwrap() {
                 GrowStep::Stripe { stripe, logical } => {
-                    let rows =
-                        new_base + stripe * w.step_member_bytes()..new_base + (stripe + 1) * w.step_member_bytes();
+                    let rows = new_rows(&logical);
+                    assert!(rows.end - new_base <= (stripe + 1) * w.step_member_bytes(), "within its step");
                     let still_old = |l: u64| if w.backwards { l < recorded } else { l >= recorded && l < w.old_size() };
                     for l in (0..w.old_size()).step_by(grain as usize).filter(|&l| still_old(l)) {
-                        let at = old_at(l);
-                        assert!(
-                            at + grain <= rows.start || at >= rows.end,
-                            "stripe {stripe} overwrites old data at logical {l} (recorded {recorded})"
-                        );
+                        for at in old_at(l) {
+                            assert!(
+                                at + grain <= rows.start || at >= rows.end,
+                                "stripe {stripe} overwrites old data at logical {l} (recorded {recorded})"
+                            );
+                        }
                     }
                     if w.backwards {
                         assert_eq!(logical.end, position);
@@ -417,6 +452,41 @@ mod tests {
     }
 
     #[test]
+    fn a_raid10_grows_a_row_per_copy_at_a_time_never_over_old_data_not_yet_recorded() {
+        // near 2 from 4 to 5 and 6 members, near 3 from 3 to 4; members of whole steps or not.
+        for (copies, old, new) in [(2, 4, 5), (2, 4, 6), (3, 3, 4), (2, 2, 3)] {
+            for member_chunks in [32, 33] {
+                for room in [copies, copies + 1, 4 * copies] {
+                    let w = GrowWindow {
+                        old_data_disks: old,
+                        new_data_disks: new,
+                        copies,
+                        member_bytes: member_chunks * CHUNK,
+                        ..window(room)
+                    };
+                    let what = format!("near {copies}, {old} -> {new}, {member_chunks} chunks, room {room}");
+                    assert_eq!(w.new_size(), new * member_chunks / copies * CHUNK, "{what}");
+                    let (stripes, records) = walk(w);
+                    assert_eq!(stripes, (new * member_chunks / copies).div_ceil(new), "{what}: every step once");
+                    assert!(records > 0, "{what}: some records");
+                }
+            }
+            // Taken up part-way through a step (md records a raid10 reshape at any chunk): the
+            // rest of that step.
+            let w = GrowWindow { old_data_disks: old, new_data_disks: new, copies, ..window(4 * copies) };
+            let at = CHUNK + w.step_bytes();
+            assert_eq!(
+                w.next(at, at),
+                Ok(GrowStep::Stripe { stripe: 1, logical: at..2 * w.step_bytes() }),
+                "near {copies}, {old} -> {new}"
+            );
+            // Less than a step of room: no step can be written.
+            let tight = GrowWindow { old_data_disks: old, new_data_disks: new, copies, ..window(copies - 1) };
+            assert!(matches!(tight.next(0, 0), Err(ReshapeError::NoRoom { .. })), "near {copies}: tight");
+        }
+    }
+
+    #[test]
     fn a_restripe_on_the_same_members_goes_in_steps_of_the_larger_chunk_either_way() {
         for backwards in [false, true] {
             for (old_chunk, new_chunk) in [(CHUNK, 2 * CHUNK), (2 * CHUNK, CHUNK), (CHUNK, CHUNK)] {
@@ -426,6 +496,7 @@ mod tests {
                     new_chunk,
                     old_data_disks: 3,
                     new_data_disks: 3,
+                    copies: 1,
                     shift,
                     member_bytes: 32 * CHUNK,
                     backwards,

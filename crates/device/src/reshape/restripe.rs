@@ -2,9 +2,10 @@
 //! (`raid5_check_reshape`, `raid6_check_reshape`) check it before anything changes: at least
 //! two members (raid6: four), a layout md knows at the array's level (raid4 has only one), a
 //! chunk size that is a power of two of at least 4 KiB and divides the members' size, and
-//! something to change.
+//! something to change. A raid10 (`raid10_check_reshape`) is reshaped in a near layout onto
+//! more members only, its copies, chunk and layout kept.
 
-use uraid_layout::{Level, ParityAlgorithm};
+use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
 use uraid_md::reshape::NewShape;
 use uraid_md_format::Superblock1;
 
@@ -19,6 +20,9 @@ pub(super) fn new_shape(
     request: &ReshapeRequest,
 ) -> Result<NewShape, GrowError> {
     let refuse = |why: String| Err(GrowError::Refused(why));
+    if level == Level::Raid10 {
+        return raid10_shape(sb, old, request);
+    }
     let raid_disks = request.raid_devices.unwrap_or(old);
     // md's `raid5_check_reshape` and `raid6_check_reshape`: raid4/5 keep two members, raid6 four.
     let least = if level == Level::Raid6 { 4 } else { 2 };
@@ -69,6 +73,42 @@ pub(super) fn new_shape(
         });
     }
     Ok(NewShape { raid_disks, layout, chunk_sectors })
+}
+
+/// The copies of each chunk of a raid10 in a near layout (`layout`, md's number), or `None`
+/// for a far or offset layout.
+pub(super) fn near_copies(layout: i32) -> Option<u32> {
+    let format = Raid10Format::from_md(u32::try_from(layout).ok()?).ok()?;
+    (format.far == 1 && !format.offset).then_some(format.near)
+}
+
+/// The new shape of a raid10 (md's `raid10_check_reshape`, as far as uraid reshapes one): a
+/// near layout onto more members, its copies, chunk and layout kept.
+fn raid10_shape(sb: &Superblock1, old: u32, request: &ReshapeRequest) -> Result<NewShape, GrowError> {
+    let refuse = |why: String| Err(GrowError::Refused(why));
+    let Some(copies) = near_copies(sb.layout) else {
+        return refuse(
+            "Cannot Grow RAID10 with far/offset layout: uraid reshapes a raid10 in a near layout only".into(),
+        );
+    };
+    if request.layout.is_some_and(|l| l != sb.layout) || request.chunk_sectors.is_some_and(|c| c != sb.chunksize) {
+        return refuse("uraid reshapes a raid10 onto more devices only: its layout and chunk size stay".into());
+    }
+    let Some(raid_disks) = request.raid_devices else {
+        return refuse("give --raid-devices, the number of devices the raid10 is to have".into());
+    };
+    if raid_disks < old {
+        return refuse(format!(
+            "uraid reshapes a raid10 onto more devices only, not from {old} to {raid_disks} (md runs that backwards, which uraid does not do for raid10 yet)"
+        ));
+    }
+    if raid_disks == old {
+        return refuse(format!("the array already has {old} devices: nothing to do"));
+    }
+    if raid_disks < copies {
+        return refuse(format!("a raid10 of {copies} near copies needs at least {copies} devices"));
+    }
+    Ok(NewShape { raid_disks, layout: sb.layout, chunk_sectors: sb.chunksize })
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! `uraid grow`: mdadm's `--grow --raid-devices=N` on a stopped raid4/5/6 array, the new
+//! `uraid grow`: mdadm's `--grow --raid-devices=N` on a stopped raid4/5/6 array (or onto more
+//! members, a raid10 in a near layout), the new
 //! devices given with `--add` (mdadm adds them as spares first, then grows), or fewer with
 //! `--array-size` (the size it shrinks to, which mdadm wants set first), `--chunk` and
 //! `--layout` (a restripe, on the same members or with the new ones), and `--continue`

@@ -148,8 +148,11 @@ impl Runner {
         let Some(md) = self.array.md() else {
             return refuse("uraid grows md arrays only".into());
         };
-        if !md.plan.level.is_parity() {
-            return refuse(format!("uraid grows raid4, raid5 and raid6 arrays only; this one is {}", md.plan.level));
+        if !md.plan.level.is_parity() && md.plan.level != Level::Raid10 {
+            return refuse(format!(
+                "uraid grows raid4, raid5, raid6 and raid10 arrays only; this one is {}",
+                md.plan.level
+            ));
         }
         let old = md.plan.raid_disks as u32;
         let restripe = request.chunk_sectors.is_some() || request.layout.is_some();
