@@ -52,6 +52,8 @@ killed=(
   "raid6-6to5-room-after|--level=6 --chunk=64K --size=10M|6|5|12M|--raid-devices=5 --array-size=ASK"
   "raid10-4to5|--level=10 --chunk=64K|4|5|12M|--raid-devices=5"
   "raid10-n3-3to5|--level=10 --layout=n3 --chunk=64K|3|5|12M|--raid-devices=5"
+  "raid10-5to4|--level=10 --chunk=64K|5|4|12M|--raid-devices=4 --array-size=ASK"
+  "raid10-n3-5to4|--level=10 --layout=n3 --chunk=64K|5|4|12M|--raid-devices=4 --array-size=ASK"
   "raid5-1.0-chunk-64to32|--level=5 --chunk=64K --metadata=1.0 --size=10M|4|4|12M|--chunk=32K"
 )
 

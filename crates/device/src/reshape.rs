@@ -238,21 +238,14 @@ impl Grow {
         }
         let delta = to.raid_disks as i32 - old as i32;
         let backwards = runs_backwards(reference, delta);
-        let component = shrink::component_size(reference, to, backwards);
         // A raid10 moves by whole steps of a row per copy (md wants at least a chunk).
-        let copies = restripe::near_copies(reference.layout).filter(|_| plan.level == uraid_layout::Level::Raid10);
-        match copies {
-            Some(_) if request.array_size.is_some() => {
-                return Err(GrowError::Refused(
-                    "--array-size goes with a reshape onto fewer devices, which uraid does not make of a raid10".into(),
-                ))
-            }
-            Some(_) => {}
-            None => shrink::check_array_size(plan.level, reference, old, to, component, request.array_size)?,
-        }
+        let copies =
+            restripe::near_copies(reference.layout).filter(|_| plan.level == uraid_layout::Level::Raid10).unwrap_or(1);
+        let component = shrink::component_size(reference, to, backwards, copies);
+        shrink::check_array_size(plan.level, reference, old, to, component, copies, request.array_size)?;
         let mut reference = reference.clone();
         reference.size = component;
-        let step_sectors = to.chunk_sectors * copies.unwrap_or(1);
+        let step_sectors = to.chunk_sectors * copies;
         let moved = choose_new_offset(&reference, step_sectors, backwards)?;
         // Every member must have that room; they were made together, so they normally agree.
         for m in &mut members {
@@ -357,11 +350,13 @@ impl Grow {
         let (parity, copies) = match plan.level {
             uraid_layout::Level::Raid6 => (2, 1),
             uraid_layout::Level::Raid10 => match restripe::near_copies(refi.layout) {
-                Some(copies) if refi.layout == reshape.new_layout && !reshape.backwards => (0, u64::from(copies)),
-                _ => return Err(GrowError::Refused(
-                    "uraid continues a raid10 reshape onto more devices (run forwards) in the same near layout only"
-                        .into(),
-                )),
+                Some(copies) if refi.layout == reshape.new_layout => (0, u64::from(copies)),
+                _ => {
+                    return Err(GrowError::Refused(
+                        "uraid continues a raid10 reshape onto more or fewer devices in the same near layout only"
+                            .into(),
+                    ))
+                }
             },
             _ => (1, 1),
         };

@@ -25,6 +25,7 @@
 
 use std::ops::Range;
 
+use uraid_layout::Raid10Format;
 use uraid_md_format::sb1::{feature, Superblock1};
 use uraid_md_format::{MetadataVersion, Role};
 
@@ -193,21 +194,23 @@ impl GrowWindow {
         if position == 0 {
             return Ok(GrowStep::Finished);
         }
-        if !position.is_multiple_of(stripe_bytes) || position > self.start() {
+        // A raid10 starts from its size and is recorded at any chunk: its steps below a
+        // position part-way through one are the rest of that step (see `next`).
+        if (!position.is_multiple_of(stripe_bytes) && self.copies == 1) || position > self.start() {
             return Err(ReshapeError::Unsupported(format!(
                 "the reshape position ({} sectors) is not at the start of a step of {} sectors (whole new stripes of the larger chunk) within the array",
                 position / 512,
                 stripe_bytes / 512
             )));
         }
-        let stripe = position / stripe_bytes - 1;
+        let stripe = (position - 1) / stripe_bytes;
         if !self.may_write(stripe, recorded) {
             if recorded > position {
                 return Ok(GrowStep::Record { at: position });
             }
             return Err(self.no_room());
         }
-        Ok(GrowStep::Stripe { stripe, logical: position - stripe_bytes..position })
+        Ok(GrowStep::Stripe { stripe, logical: stripe * stripe_bytes..position })
     }
 
     fn no_room(&self) -> ReshapeError {
@@ -298,9 +301,19 @@ pub struct NewShape {
 /// the new member count and the change, the current level, layout and chunk kept with the new
 /// ones beside them, and the start position.
 pub fn begin_reshape(sb: &mut Superblock1, to: NewShape, new_offset: i64) {
-    let parity = if sb.level == 6 { 2 } else { 1 };
-    let data_disks = u64::from(to.raid_disks.min(sb.raid_disks)).saturating_sub(parity);
+    let members = u64::from(to.raid_disks.min(sb.raid_disks));
     let chunk = u64::from(sb.chunksize.max(to.chunk_sectors)).max(1);
+    // md's size of the smaller shape: `raid5_size` (its data members' whole larger chunks), or
+    // raid10's `raid10_size` (its members' whole chunks over the near copies).
+    let smaller = match sb.level {
+        10 => {
+            let copies =
+                u32::try_from(sb.layout).ok().and_then(|l| Raid10Format::from_md(l).ok()).map_or(1, |f| f.near);
+            members * (sb.size / chunk) / u64::from(copies.max(1)) * chunk
+        }
+        6 => members.saturating_sub(2) * (sb.size / chunk * chunk),
+        _ => members.saturating_sub(1) * (sb.size / chunk * chunk),
+    };
     sb.delta_disks = to.raid_disks as i32 - sb.raid_disks as i32;
     sb.raid_disks = to.raid_disks;
     sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
@@ -311,8 +324,7 @@ pub fn begin_reshape(sb: &mut Superblock1, to: NewShape, new_offset: i64) {
         if sb.delta_disks == 0 {
             sb.feature_map |= feature::RESHAPE_BACKWARDS;
         }
-        // md's `raid5_size` of the smaller shape, the member size in whole larger chunks.
-        sb.reshape_position = data_disks * (sb.size / chunk * chunk);
+        sb.reshape_position = smaller;
     }
     sb.new_level = sb.level;
     sb.new_layout = to.layout;
@@ -469,6 +481,23 @@ mod tests {
                     let (stripes, records) = walk(w);
                     assert_eq!(stripes, (new * member_chunks / copies).div_ceil(new), "{what}: every step once");
                     assert!(records > 0, "{what}: some records");
+                }
+            }
+            // Onto fewer members, backwards from the smaller size, whole steps or not.
+            for member_chunks in [32, 33] {
+                for room in [copies, 2 * copies, 4 * copies] {
+                    let w = GrowWindow {
+                        old_data_disks: new,
+                        new_data_disks: old,
+                        copies,
+                        member_bytes: member_chunks * CHUNK,
+                        backwards: true,
+                        ..window(room)
+                    };
+                    let what = format!("near {copies}, {new} -> {old}, {member_chunks} chunks, room {room}");
+                    assert_eq!(w.start(), w.new_size(), "{what}");
+                    let (stripes, _) = walk(w);
+                    assert_eq!(stripes, (old * member_chunks / copies).div_ceil(old), "{what}: every step once");
                 }
             }
             // Taken up part-way through a step (md records a raid10 reshape at any chunk): the

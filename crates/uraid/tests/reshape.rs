@@ -256,7 +256,8 @@ fn grow_adds_members_keeping_the_data_and_parity() {
 
 /// A raid10 in a near layout grows onto more members as md's raid10 reshape does, odd counts
 /// included: its copies kept, the data where it was, the new space zeros, and every copy
-/// alike. A far layout and fewer members are refused, nothing written.
+/// alike; and onto fewer on the word of its new size. A far layout, and fewer members without
+/// that word, are refused, nothing written.
 #[test]
 fn a_raid10_grows_onto_more_members_keeping_its_data_and_copies() {
     for (layout, old, added) in [("n2", 4, 1), ("n2", 4, 2), ("n3", 3, 2)] {
@@ -290,9 +291,27 @@ fn a_raid10_grows_onto_more_members_keeping_its_data_and_copies() {
         assert!(got[data.len()..].iter().all(|&b| b == 0), "{what}: the new space reads as zeros");
         assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0", "{what}: every copy alike");
     }
+    // Onto fewer members, on the word of the size it shrinks to, as for raid5.
     let dir = tempfile::tempdir().unwrap();
     let members = blank_members(dir.path(), 5, 12 << 20);
-    for (layout, ask, says) in [("f2", "-n5", "far/offset"), ("n2", "-n3", "onto more devices only")] {
+    let data = filled_raid10("n2", &members);
+    let o = uraid_stdin(&with(&["grow", "-n4"], &members), b"");
+    assert!(!o.status.success() && text(&o).contains("will reduce the size of the array"), "{}", text(&o));
+    let said = text(&o);
+    let at = said.find("--array-size=").unwrap() + 13;
+    let kib: u64 = said[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap();
+    let word = format!("--array-size={kib}K");
+    ok(&with(&["grow", "-n4", &word], &members));
+    let detail: Value = serde_json::from_slice(&ok(&with(&["detail", "--json"], &members)).stdout).unwrap();
+    assert_eq!((detail["raid_devices"].as_u64(), detail["array_size_bytes"].as_u64()), (Some(4), Some(kib * 1024)));
+    let kept = &members[..4];
+    let got = ok(&with(&["cat"], kept)).stdout;
+    assert!(got[..] == data[..(kib * 1024) as usize], "n2 5 -> 4: what the array keeps moved intact");
+    assert_eq!(mismatch_cnt(kept), "mismatch_cnt 0", "n2 5 -> 4: every copy alike");
+
+    let dir = tempfile::tempdir().unwrap();
+    let members = blank_members(dir.path(), 5, 12 << 20);
+    for (layout, ask, says) in [("f2", "-n5", "far/offset"), ("n2", "-n3", "will reduce the size of the array")] {
         filled_raid10(layout, &members[..4]);
         let before = hashes(&members);
         let mut args = with(&["grow", ask], &members[..4]);

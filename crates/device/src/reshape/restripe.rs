@@ -3,7 +3,7 @@
 //! two members (raid6: four), a layout md knows at the array's level (raid4 has only one), a
 //! chunk size that is a power of two of at least 4 KiB and divides the members' size, and
 //! something to change. A raid10 (`raid10_check_reshape`) is reshaped in a near layout onto
-//! more members only, its copies, chunk and layout kept.
+//! more or fewer members only, its copies, chunk and layout kept.
 
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
 use uraid_md::reshape::NewShape;
@@ -83,7 +83,7 @@ pub(super) fn near_copies(layout: i32) -> Option<u32> {
 }
 
 /// The new shape of a raid10 (md's `raid10_check_reshape`, as far as uraid reshapes one): a
-/// near layout onto more members, its copies, chunk and layout kept.
+/// near layout onto more or fewer members, its copies, chunk and layout kept.
 fn raid10_shape(sb: &Superblock1, old: u32, request: &ReshapeRequest) -> Result<NewShape, GrowError> {
     let refuse = |why: String| Err(GrowError::Refused(why));
     let Some(copies) = near_copies(sb.layout) else {
@@ -92,16 +92,13 @@ fn raid10_shape(sb: &Superblock1, old: u32, request: &ReshapeRequest) -> Result<
         );
     };
     if request.layout.is_some_and(|l| l != sb.layout) || request.chunk_sectors.is_some_and(|c| c != sb.chunksize) {
-        return refuse("uraid reshapes a raid10 onto more devices only: its layout and chunk size stay".into());
+        return refuse(
+            "uraid reshapes a raid10 onto more or fewer devices only: its layout and chunk size stay".into(),
+        );
     }
     let Some(raid_disks) = request.raid_devices else {
         return refuse("give --raid-devices, the number of devices the raid10 is to have".into());
     };
-    if raid_disks < old {
-        return refuse(format!(
-            "uraid reshapes a raid10 onto more devices only, not from {old} to {raid_disks} (md runs that backwards, which uraid does not do for raid10 yet)"
-        ));
-    }
     if raid_disks == old {
         return refuse(format!("the array already has {old} devices: nothing to do"));
     }
