@@ -478,22 +478,11 @@ fn raid0_to_parity(current: &CurrentArray, request: &TakeoverRequest, level: Lev
                     .to_string(),
             ),
             Some("preserve") => None,
-            Some(name) => match ParityAlgorithm::parse(Level::Raid5, name) {
-                Ok(ParityAlgorithm::ParityLast) => None,
-                Ok(normal) if request.restripe => {
-                    restripe_to = Some(normal.to_md() as i32);
-                    Some(format!(
-                        "layout parity-last first (md's ALGORITHM_PARITY_N, parity on the new last device); once parity is built the array is restriped to {}, as mdadm does",
-                        normal.name()
-                    ))
-                }
-                Ok(_) => {
-                    return refuse(format!(
-                        "raid0 becomes raid5 with layout parity-last (md's ALGORITHM_PARITY_N); layout {name} needs a restripe after it: once parity is built (uraid ctl NAME wait), uraid ctl NAME grow --layout={name} restripes it"
-                    ))
-                }
-                Err(e) => return refuse(format!("--layout={name}: {e}")),
-            },
+            Some(name) => {
+                let (to, note) = restripe_from_parity_last(request, name, Level::Raid0, "once parity is built")?;
+                restripe_to = to;
+                note
+            }
         }
     } else {
         if request.layout.is_some() {
@@ -514,6 +503,32 @@ fn raid0_to_parity(current: &CurrentArray, request: &TakeoverRequest, level: Lev
         note,
         restripe_to,
     })
+}
+
+/// The raid5 layout `name` asked of a takeover that gives parity-last (from raid0 or raid4,
+/// `from`): none to restripe to for parity-last itself; else, for a caller that restripes after,
+/// the layout (md's number) and the note saying so, `when` saying when the restripe starts;
+/// else refused with the steps.
+fn restripe_from_parity_last(
+    request: &TakeoverRequest,
+    name: &str,
+    from: Level,
+    when: &str,
+) -> Result<(Option<i32>, Option<String>), TakeoverError> {
+    match ParityAlgorithm::parse(Level::Raid5, name) {
+        Ok(ParityAlgorithm::ParityLast) => Ok((None, None)),
+        Ok(normal) if request.restripe => Ok((
+            Some(normal.to_md() as i32),
+            Some(format!(
+                "layout parity-last first (md's ALGORITHM_PARITY_N: the {from}'s data stays in place, parity on the last device); {when} the array is restriped to {}, as mdadm does",
+                normal.name()
+            )),
+        )),
+        Ok(_) => refuse(format!(
+            "{from} becomes raid5 with layout parity-last (md's ALGORITHM_PARITY_N); layout {name} needs a restripe after it: {when} (uraid ctl NAME wait), uraid ctl NAME grow --layout={name} restripes it"
+        )),
+        Err(e) => refuse(format!("--layout={name}: {e}")),
+    }
 }
 
 /// The refusal of a takeover md makes only from parity-last, where the caller does not
@@ -565,32 +580,15 @@ fn raid4_and_raid5(current: &CurrentArray, request: &TakeoverRequest, level: Lev
         return refuse_until_parity_last(current, Level::Raid4);
     }
     devices_must_be(request, n, &format!("{level} from {} keeps every device", current.level))?;
-    let mut restripe_to = None;
-    let mut note = None;
-    match request.layout.as_deref() {
-        None | Some("preserve") => {}
+    let (restripe_to, note) = match request.layout.as_deref() {
+        None | Some("preserve") => (None, None),
         Some(name) if level == Level::Raid4 => {
             return refuse(format!(
                 "layout not meaningful with this level (raid4: parity on the last device), not {name}"
             ))
         }
-        Some(name) => match ParityAlgorithm::parse(Level::Raid5, name) {
-            Ok(ParityAlgorithm::ParityLast) => {}
-            Ok(normal) if request.restripe => {
-                restripe_to = Some(normal.to_md() as i32);
-                note = Some(format!(
-                    "layout parity-last first (the raid4's own placement); the array is then restriped to {}, as mdadm does",
-                    normal.name()
-                ));
-            }
-            Ok(_) => {
-                return refuse(format!(
-                    "raid4 becomes raid5 in place (parity on the last device, parity-last); layout {name} needs a restripe after it: uraid ctl NAME grow --layout={name} once the level has changed"
-                ))
-            }
-            Err(e) => return refuse(format!("--layout={name}: {e}")),
-        },
-    }
+        Some(name) => restripe_from_parity_last(request, name, Level::Raid4, "once the level has changed")?,
+    };
     Ok(Takeover {
         level,
         // raid4_takeover stores layout 0 (raid4 ignores it), raid5_takeover ALGORITHM_PARITY_N.

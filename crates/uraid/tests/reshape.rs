@@ -208,15 +208,22 @@ fn examine_says_what_mdadm_says_of_a_reshape() {
 /// An array of `level` over all but the last `added` of `members`, filled with random bytes
 /// (returned).
 fn filled(level: &str, members: &[String], added: usize) -> Vec<u8> {
-    let old = &members[..members.len() - added];
-    let n = format!("-n{}", old.len());
-    ok(&with(&["create", level, &n, "--chunk=64K", "--name=grown"], old));
-    let size: u64 = serde_json::from_slice::<Value>(&ok(&with(&["detail", "--json"], old)).stdout).unwrap()
+    created_and_filled(&[level], &members[..members.len() - added])
+}
+
+/// An array `create` makes of `members` with `flags` (64K chunks, named grown), filled with
+/// bytes of its own (returned).
+fn created_and_filled(flags: &[&str], members: &[String]) -> Vec<u8> {
+    let n = format!("-n{}", members.len());
+    let args: Vec<&str> =
+        ["create", n.as_str(), "--chunk=64K", "--name=grown"].into_iter().chain(flags.iter().copied()).collect();
+    ok(&with(&args, members));
+    let size: u64 = serde_json::from_slice::<Value>(&ok(&with(&["detail", "--json"], members)).stdout).unwrap()
         ["array_size_bytes"]
         .as_u64()
         .unwrap();
     let data: Vec<u8> = (0..size).map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 29) as u8).collect();
-    let w = uraid_stdin(&with(&["write", "--offset=0"], old), &data);
+    let w = uraid_stdin(&with(&["write", "--offset=0"], members), &data);
     assert!(w.status.success(), "{}", text(&w));
     data
 }
@@ -326,17 +333,8 @@ fn a_raid10_grows_onto_more_members_keeping_its_data_and_copies() {
 
 /// A raid10 of `layout` over `members`, filled with bytes of its own (returned).
 fn filled_raid10(layout: &str, members: &[String]) -> Vec<u8> {
-    let n = format!("-n{}", members.len());
     let l = format!("--layout={layout}");
-    ok(&with(&["create", "-l10", &n, &l, "--chunk=64K", "--name=grown", "--force"], members));
-    let size: u64 = serde_json::from_slice::<Value>(&ok(&with(&["detail", "--json"], members)).stdout).unwrap()
-        ["array_size_bytes"]
-        .as_u64()
-        .unwrap();
-    let data: Vec<u8> = (0..size).map(|i| (i.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 31) as u8).collect();
-    let w = uraid_stdin(&with(&["write", "--offset=0"], members), &data);
-    assert!(w.status.success(), "{}", text(&w));
-    data
+    created_and_filled(&["-l10", &l, "--force"], members)
 }
 
 #[test]
