@@ -307,14 +307,15 @@ pub enum CtlOp {
     /// bitmap marks (mdadm --re-add); refused, with the reason, when that is not possible.
     #[command(name = "re-add")]
     ReAdd { member: PathBuf },
-    /// Reshape the running raid4/5/6 while it is served: onto more devices (mdadm --grow
-    /// --raid-devices=N --add NEW) or fewer (--array-size), to another chunk size or layout, or several at once. The
-    /// data is restriped in the background, as a reshape pass, while reads and writes go on.
-    /// Returns once the reshape has started. Or change its level (--level, with --add for the
-    /// slots the new level adds, which are then rebuilt, and the array restriped before or
-    /// after where the change needs it, as mdadm chains the steps), a
-    /// raid1's number of copies (--raid-devices, with --add for new ones), its size or bitmap
-    /// (--size, --bitmap): written while requests wait a moment, the array then served again.
+    /// Reshape the running raid4/5/6 (or near raid10) while it is served: onto more devices
+    /// (mdadm --grow --raid-devices=N --add NEW) or fewer (--array-size), to another chunk size
+    /// or layout, or several at once. The data is restriped in the background, as a reshape
+    /// pass, while reads and writes go on. Returns once the reshape has started. Or change its
+    /// level (--level, with --add for the slots the new level adds, which are then rebuilt, and
+    /// the array restriped before or after where the change needs it, as mdadm chains the
+    /// steps), a raid1's number of copies (--raid-devices, with --add for new ones), its size or
+    /// bitmap (--size, --bitmap): written while requests wait a moment, the array then served
+    /// again.
     Grow {
         /// The number of devices the array is to have (more, with --add; fewer, with
         /// --array-size; on raid1 the number of copies).
