@@ -1,6 +1,6 @@
 //! Reshaping a stopped md raid4/5/6 (onto more or fewer members, to another chunk size or
-//! layout), through the engine: md's reshape, run in the foreground over the member devices
-//! (`uraid grow`).
+//! layout), or a raid10 in a near layout (onto more or fewer members), through the engine:
+//! md's reshape, run in the foreground over the member devices (`uraid grow`).
 //!
 //! [`Grow::start_reshape`] records the reshape in every superblock (a new member in its slot, the
 //! data offset to move down, position 0; or, onto fewer members, the data offset to move up and
