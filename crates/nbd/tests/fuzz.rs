@@ -389,6 +389,9 @@ fn predict(bytes: &[u8], read_only: bool) -> Prediction {
                 reply(REP_ACK, Some(vec![]));
             }
             OPT_STRUCTURED_REPLY => reply(REP_ERR_INVALID, None),
+            // Malformed before unsupported: the server judges STARTTLS's data first (TLS is off
+            // here, so an empty one is refused as unsupported below).
+            OPT_STARTTLS if !data.is_empty() => reply(REP_ERR_INVALID, None),
             _ => reply(REP_ERR_UNSUP, None),
         }
     }
