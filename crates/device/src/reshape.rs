@@ -239,8 +239,9 @@ impl Grow {
         let delta = to.raid_disks as i32 - old as i32;
         let backwards = runs_backwards(reference, delta);
         // A raid10 moves by whole steps of a row per copy (md wants at least a chunk).
-        let copies =
-            restripe::near_copies(reference.layout).filter(|_| plan.level == uraid_layout::Level::Raid10).unwrap_or(1);
+        let copies = uraid_layout::Raid10Format::near_copies(reference.layout)
+            .filter(|_| plan.level == uraid_layout::Level::Raid10)
+            .unwrap_or(1);
         let component = shrink::component_size(reference, to, backwards, copies);
         shrink::check_array_size(plan.level, reference, old, to, component, copies, request.array_size)?;
         let mut reference = reference.clone();
@@ -349,7 +350,7 @@ impl Grow {
         // raid4/5/6 step by data members, a raid10 by members and copies (see GrowWindow).
         let (parity, copies) = match plan.level {
             uraid_layout::Level::Raid6 => (2, 1),
-            uraid_layout::Level::Raid10 => match restripe::near_copies(refi.layout) {
+            uraid_layout::Level::Raid10 => match uraid_layout::Raid10Format::near_copies(refi.layout) {
                 Some(copies) if refi.layout == reshape.new_layout => (0, u64::from(copies)),
                 _ => {
                     return Err(GrowError::Refused(

@@ -68,6 +68,13 @@ impl Raid10Format {
         self.near * self.far
     }
 
+    /// The near copies of md's layout number `layout` where it is a near layout (no far or
+    /// offset copies), the layouts md reshapes onto more or fewer members; else `None`.
+    pub fn near_copies(layout: i32) -> Option<u32> {
+        let format = Raid10Format::from_md(u32::try_from(layout).ok()?).ok()?;
+        (format.far == 1).then_some(format.near)
+    }
+
     /// Parses mdadm's `--layout` forms (`n2`, `f2`, `o2`), the form mdadm prints (`near=2`,
     /// `far=3`, `offset=2`, `near=2, far=2`), combined short forms (`n2f2`, `n2o2`) and md's
     /// layout number (decimal or `0x` hex). A far-set mode can be given as `far-set-mode=N`.
@@ -435,6 +442,15 @@ impl Raid10Layout {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn near_copies_only_of_near_layouts() {
+        assert_eq!(Raid10Format::near_copies(0x102), Some(2));
+        assert_eq!(Raid10Format::near_copies(0x103), Some(3));
+        assert_eq!(Raid10Format::near_copies(0x201), None, "far 2");
+        assert_eq!(Raid10Format::near_copies(0x10201), None, "offset 2");
+        assert_eq!(Raid10Format::near_copies(-1), None);
+    }
+
     use super::*;
 
     fn members(extents: &[Extent]) -> Vec<(usize, u64)> {

@@ -386,9 +386,7 @@ pub fn reshape_shapes(
     let new_level =
         Level::from_md(reshape.new_level).map_err(|source| EngineError::Layout { member: String::new(), source })?;
     let parity = |l: Level| matches!(l, Level::Raid4 | Level::Raid5 | Level::Raid6);
-    let near = |layout: i32| {
-        u32::try_from(layout).ok().and_then(|l| Raid10Format::from_md(l).ok()).is_some_and(|f| f.far == 1)
-    };
+    let near = |layout: i32| Raid10Format::near_copies(layout).is_some();
     let raid10 = level == Level::Raid10 && new_level == Level::Raid10 && near(refi.layout) && near(reshape.new_layout);
     let both_parity = parity(level) && parity(new_level);
     if !both_parity && !raid10 {

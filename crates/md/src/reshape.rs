@@ -307,8 +307,7 @@ pub fn begin_reshape(sb: &mut Superblock1, to: NewShape, new_offset: i64) {
     // raid10's `raid10_size` (its members' whole chunks over the near copies).
     let smaller = match sb.level {
         10 => {
-            let copies =
-                u32::try_from(sb.layout).ok().and_then(|l| Raid10Format::from_md(l).ok()).map_or(1, |f| f.near);
+            let copies = Raid10Format::near_copies(sb.layout).unwrap_or(1);
             members * (sb.size / chunk) / u64::from(copies.max(1)) * chunk
         }
         6 => members.saturating_sub(2) * (sb.size / chunk * chunk),

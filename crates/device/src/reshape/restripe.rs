@@ -75,18 +75,11 @@ pub(super) fn new_shape(
     Ok(NewShape { raid_disks, layout, chunk_sectors })
 }
 
-/// The copies of each chunk of a raid10 in a near layout (`layout`, md's number), or `None`
-/// for a far or offset layout.
-pub(super) fn near_copies(layout: i32) -> Option<u32> {
-    let format = Raid10Format::from_md(u32::try_from(layout).ok()?).ok()?;
-    (format.far == 1 && !format.offset).then_some(format.near)
-}
-
 /// The new shape of a raid10 (md's `raid10_check_reshape`, as far as uraid reshapes one): a
 /// near layout onto more or fewer members, its copies, chunk and layout kept.
 fn raid10_shape(sb: &Superblock1, old: u32, request: &ReshapeRequest) -> Result<NewShape, GrowError> {
     let refuse = |why: String| Err(GrowError::Refused(why));
-    let Some(copies) = near_copies(sb.layout) else {
+    let Some(copies) = Raid10Format::near_copies(sb.layout) else {
         return refuse(
             "Cannot Grow RAID10 with far/offset layout: uraid reshapes a raid10 in a near layout only".into(),
         );
