@@ -24,6 +24,14 @@
 #                      after that. The kernel gets the other members and must continue the
 #                      reshape degraded and finish it as for uraid-killed, one member missing
 #                      (degraded=1), the pattern intact.
+#   critical-killed:NAME a grow in place (1.0 metadata, no room to move the data offset), its
+#                      added member reached through nbdkit's delay filter (each write 1 s
+#                      late), killed with SIGKILL inside its critical section: the superblocks
+#                      record the reshape at 0, some new stripes are written over old ones, and
+#                      the data is whole only in uraid's backup on the added member. uraid cat
+#                      must refuse it, naming the critical section; the kernel (mdadm
+#                      --assemble, restoring the critical section from that backup, as for its
+#                      own) must go on past the section and finish as for uraid-killed.
 #   kernel-left:NAME   the arrays the kernel left mid-reshape (crates/uraid/tests/testdata/reshape,
 #                      made by make-reshape-samples.sh) are finished by `uraid grow --continue`;
 #                      the kernel must then assemble them with N devices, the new chunk size and
@@ -55,7 +63,13 @@ killed=(
   "raid10-5to4|--level=10 --chunk=64K|5|4|12M|--raid-devices=4 --array-size=ASK"
   "raid10-n3-5to4|--level=10 --layout=n3 --chunk=64K|5|4|12M|--raid-devices=4 --array-size=ASK"
   "raid5-1.0-chunk-64to32|--level=5 --chunk=64K --metadata=1.0 --size=10M|4|4|12M|--chunk=32K"
+  "raid5-1.0-4to5-in-place|--level=5 --chunk=64K --metadata=1.0|4|5|12M|--raid-devices=5"
+  "raid6-1.0-5to6-in-place|--level=6 --chunk=64K --metadata=1.0|5|6|12M|--raid-devices=6"
 )
+# Grows in place (1.0 metadata: no room to move the data offset) killed inside their critical
+# section: the added member is reached through nbdkit's delay filter, so the section's writes
+# to it are slow enough to be cut.
+critical=("raid5-1.0-4to5-in-place" "raid6-1.0-5to6-in-place")
 
 work=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -212,6 +226,43 @@ for spec in "${killed[@]}"; do
   disks+=("${survivors[@]}")
 done
 
+for spec in "${killed[@]}"; do
+  IFS='|' read -r base flags n total size grow <<<"$spec"
+  name=critical-killed:$base; num=$((num + 1))
+  [[ " ${critical[*]} " == *" $base "* ]] && [[ "$name" =~ $filter ]] || continue
+  dir=$work/$num; mkdir -p "$dir"
+  make_filled "$total"
+  sha=$(sha256sum <"$dir/data" | cut -d' ' -f1)
+  new=${members[$n]}
+  # The last old member's first chunk holds parity before the reshape and data after it.
+  head -c 65536 "${members[$((n - 1))]}" >"$dir/first-chunk"
+  nbdkit -f -U "$dir/new.sock" --filter=delay file "$new" wdelay=1 2>"$dir/nbdkit.log" &
+  nbd=$!
+  for _ in $(seq 100); do [ -S "$dir/new.sock" ] && break; sleep 0.1; done
+  # shellcheck disable=SC2086
+  "$uraid" grow $grow --add "nbd+unix:///?socket=$dir/new.sock" "${old[@]}" 2>"$dir/log" &
+  pid=$!
+  for _ in $(seq 600); do at=$(position "${members[0]}"); [ "$at" != none ] && break; sleep 0.1; done
+  # The superblocks say a reshape runs: the backup is written; the first new stripes go next.
+  # Killed as soon as the first one has overwritten an old stripe (the next steps each wait on
+  # the added member's slow writes).
+  for _ in $(seq 400); do
+    cmp -s <(head -c 65536 "${members[$((n - 1))]}") "$dir/first-chunk" || break
+    sleep 0.05
+  done
+  kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+  kill "$nbd"; wait "$nbd" 2>/dev/null || true
+  at=$(position "${members[0]}")
+  if [ "$at" != 0 ] || cmp -s <(head -c 65536 "${members[$((n - 1))]}") "$dir/first-chunk"; then
+    echo "FAIL $name: not killed inside the critical section with a new stripe written (position $at)"; sed 's/^/    /' "$dir/log"; fail=1; continue
+  fi
+  if "$uraid" cat "${members[@]}" >/dev/null 2>"$dir/cat.log" || ! grep -q "critical section" "$dir/cat.log"; then
+    echo "FAIL $name: uraid cat did not refuse the array inside its critical section"; sed 's/^/    /' "$dir/cat.log"; fail=1; continue
+  fi
+  echo "$name|$total|$bytes|$sha|$at|$(shape "${members[0]}")|$total|critical" >>"$work/groups"
+  disks+=("${members[@]}")
+done
+
 for case_dir in "$samples"/*/; do
   sample=$(basename "$case_dir")
   name=kernel-left:$sample
@@ -301,9 +352,12 @@ while IFS='|' read -r name _ _ sha at shape raid way judged; do
     no) [[ "$found" =~ ^[0-9]+$ ]] && [ "$found" -ge "$at" ] && resumed=yes ;;
     yes) [[ "$found" =~ ^[0-9]+$ ]] && [ "$found" -le "$at" ] && resumed=yes ;;
     none) [ "$found" = none ] && resumed=yes ;;
+    # Restored from the backup, the reshape goes on from past the critical section.
+    critical) [[ "$found" =~ ^[0-9]+$ ]] && [ "$found" -gt 0 ] && resumed=yes ;;
   esac
   if [ "$resumed" = yes ] && [[ "$line" == *" $want" ]]; then
     case $name in
+      critical-killed:*) echo "PASS $name: uraid killed inside its critical section (recorded at 0, a new stripe written); the kernel restored it from uraid's backup, went on (at $found once assembled) and finished: $raid devices, $shape, mismatch_cnt 0, data intact" ;;
       uraid-killed:* | served-killed:*) echo "PASS $name: uraid killed at reshape position $at; the kernel went on from there (at $found once assembled) and finished: $raid devices, $shape, mismatch_cnt 0, data intact" ;;
       degraded-killed:*) echo "PASS $name: a member died under uraid's reshape, which went on degraded and was killed at position $at; the kernel went on from there degraded (at $found once assembled) and finished: $raid devices, $shape, degraded 1, data intact" ;;
       *) echo "PASS $name: the kernel's reshape (left at $at) finished by uraid; the kernel assembles $raid devices, $shape, no reshape, mismatch_cnt 0, $judged" ;;

@@ -39,7 +39,9 @@ filter=${2:-.}
 # sysfs-fewer:N:SECTORS, N members with the data moved up so far, through sysfs) | member size
 # | array size to truncate to first (KiB; for fewer members, as mdadm wants it)
 # (1.2 metadata: mdadm moves the data offset, down here, or up for fewer members, which the
-# members' room after their data allows, so no backup file is involved)
+# members' room after their data allows, so no backup file is involved; 1.0 metadata: no room
+# before the data, so mdadm grows it in place, its critical section backed up on the added
+# member, and the sample is left well past that section)
 cases=(
   "raid5-4to5|2201|4|1|--level=5 --chunk=64|--raid-devices=5|3M|"
   "raid6-5to6|2202|5|1|--level=6 --chunk=64|--raid-devices=6|3M|"
@@ -47,6 +49,7 @@ cases=(
   "raid6-layout-ls-to-ra|2204|5|0|--level=6 --chunk=64|--layout=right-asymmetric|3M|"
   "raid5-5to4|2205|5|0|--level=5 --chunk=64 --size=2048|sysfs-fewer:4:1024|4M|6144"
   "raid10-4to5|2206|4|1|--level=10 --chunk=64|--raid-devices=5|3M|"
+  "raid5-1.0-4to5|2207|4|1|--level=5 --chunk=64 --metadata=1.0|--raid-devices=5|3M|"
 )
 
 work=$(mktemp -d)

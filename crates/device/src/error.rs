@@ -41,6 +41,10 @@ pub enum OpenError {
     /// goes round the missing members.
     #[error("array is part-way through a reshape and degraded ({missing} member(s) missing): uraid reads it only by continuing the reshape (uraid grow --continue MEMBERS, or uraid assemble or serve it, which continue it in the background)")]
     ReshapingDegraded { missing: usize },
+    /// A reshape in place stopped inside its critical section: the data there is whole only in
+    /// its backup, which continuing the reshape restores.
+    #[error("{0}")]
+    CriticalSection(String),
 }
 
 /// Why an array part-way through a reshape is not opened for writing: which array, and how far

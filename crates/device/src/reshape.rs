@@ -42,6 +42,7 @@ use crate::probe::{no_superblock, probe};
 use crate::target::MemberTarget;
 use crate::OpenError;
 
+mod critical;
 mod io;
 mod restripe;
 mod shrink;
@@ -126,6 +127,9 @@ pub struct Grow {
     dirty: bool,
     /// Found dirty when the reshape was taken up: a resync is owed, so no stop marks it clean.
     owes_resync: bool,
+    /// Where the added members hold the backup of a reshape in place's critical section, while
+    /// it is needed (see `critical`).
+    backup: Vec<critical::BackupPlace>,
 }
 
 fn now_seconds() -> u64 {
@@ -247,11 +251,14 @@ impl Grow {
         let mut reference = reference.clone();
         reference.size = component;
         let step_sectors = to.chunk_sectors * copies;
-        let moved = choose_new_offset(&reference, step_sectors, backwards)?;
+        // Without room to move the data, a raid4/5/6 grows onto more members in place, its
+        // critical section backed up on the added members (as mdadm's, to the spares it adds).
+        let in_place = delta > 0 && plan.level.is_parity();
+        let moved = choose_new_offset(&reference, step_sectors, backwards, in_place)?;
         // Every member must have that room; they were made together, so they normally agree.
         for m in &mut members {
             m.sb.size = component;
-            let own = choose_new_offset(&m.sb, step_sectors, backwards)?;
+            let own = choose_new_offset(&m.sb, step_sectors, backwards, in_place)?;
             if own.abs() < moved.abs() || m.sb.data_offset != reference.data_offset {
                 return Err(GrowError::Refused(format!(
                     "{}: its data offset ({} sectors) differs from the other members' ({} sectors)",
@@ -291,17 +298,19 @@ impl Grow {
             m.sb.events = events;
             m.sb.utime = utime;
         }
-        // Members are written last to first, so the new ones hold their superblocks before
-        // any old member names them.
-        for m in all.iter().rev() {
-            m.dev
-                .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
-                .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
+        if moved != 0 {
+            write_first_superblocks(&all)?;
+            return Grow::take_up(all).map_err(|e| GrowError::NotTakenUp(Box::new(e)));
         }
-        for m in &all {
-            m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
-        }
-        Grow::take_up(all).map_err(|e| GrowError::NotTakenUp(Box::new(e)))
+        // In place: taken up from the superblocks not yet written, so the critical section is
+        // backed up (read through the old shape) before any superblock says a reshape runs;
+        // a crash before the superblocks leaves the array as it was.
+        let mut grow = Grow::take_up(all)?;
+        let critical = grow.window.critical_section();
+        grow.back_up(0..critical)?;
+        write_first_superblocks(&grow.members)?;
+        grow.through_critical_section().map_err(|e| GrowError::NotTakenUp(Box::new(e)))?;
+        Ok(grow)
     }
 
     /// Take up the reshape recorded in the superblocks of `paths`, from its recorded position.
@@ -309,9 +318,13 @@ impl Grow {
         Grow::resume_on(open_paths(paths)?)
     }
 
-    /// [`Grow::resume`] on devices already open.
+    /// [`Grow::resume`] on devices already open. A reshape in place cut short inside its
+    /// critical section is first mended from its backup, then taken past that section.
     pub fn resume_on(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Grow, GrowError> {
-        Grow::take_up(read_members(devs)?)
+        let mut grow = Grow::take_up(read_members(devs)?)?;
+        grow.restore_backup()?;
+        grow.through_critical_section()?;
+        Ok(grow)
     }
 
     /// Take up the reshape the superblocks of `opened` record.
@@ -335,11 +348,13 @@ impl Grow {
         let shifts: Vec<i64> =
             plan.slots.iter().flatten().map(|&i| candidates[i].info.reshape.map_or(0, |r| r.new_offset)).collect();
         let shift = shifts[0];
-        // The data moves down for a reshape run forwards, up for one run backwards.
-        let wrong_way = if reshape.backwards { shift <= 0 } else { shift >= 0 };
+        // The data moves down for a reshape run forwards, up for one run backwards; or stays
+        // for a raid4/5/6 grown onto more members in place (with a critical section backup).
+        let in_place = shift == 0 && !reshape.backwards && reshape.delta_disks > 0 && plan.level.is_parity();
+        let wrong_way = if reshape.backwards { shift <= 0 } else { shift >= 0 && !in_place };
         if wrong_way || shifts.iter().any(|&s| s != shift) {
             return Err(GrowError::Refused(format!(
-                "uraid continues reshapes whose data offset moves {} by the same amount on every member only (md moves it so for a reshape run {})",
+                "uraid continues reshapes whose data offset moves {} by the same amount on every member only (md moves it so for a reshape run {}), or stays for one onto more members of a raid4/5/6",
                 if reshape.backwards { "up" } else { "down" },
                 if reshape.backwards { "backwards" } else { "forwards" }
             )));
@@ -370,6 +385,7 @@ impl Grow {
             shift: shift.unsigned_abs() * SECTOR_BYTES,
             member_bytes: new_geometry.member_data_bytes(),
             backwards: reshape.backwards,
+            backed_up: 0,
         };
         if old_geometry.array_bytes() != window.old_size() || new_geometry.array_bytes() != window.new_size() {
             return Err(GrowError::Refused("the two shapes of the reshape do not agree on the members' size".into()));
@@ -449,6 +465,7 @@ impl Grow {
             slot_member,
             dirty: !plan.clean,
             owes_resync: !plan.clean,
+            backup: Vec::new(),
         };
         grow.align_superblocks(reshape.position)?;
         Ok(grow)
@@ -504,7 +521,7 @@ impl Grow {
         let reference = members[plan.reference].sb.clone();
         let mut settled = false;
         for (m, c) in members.iter_mut().zip(&candidates) {
-            let behind = c.info.reshape.is_some() && plan.data_start(&c.info) != c.info.data_offset;
+            let behind = c.info.reshape.is_some() && plan.missed_only_the_end(&c.info);
             if behind {
                 finish(&mut m.sb);
                 m.sb.events = reference.events;
@@ -767,6 +784,20 @@ impl Grow {
         self.dirty = !clean;
         Ok(())
     }
+}
+
+/// Write the superblocks that start a reshape, last member first, so the new ones hold their
+/// superblocks before any old member names them; then flush them.
+fn write_first_superblocks(members: &[GrowMember]) -> Result<(), GrowError> {
+    for m in members.iter().rev() {
+        m.dev
+            .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
+            .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
+    }
+    for m in members {
+        m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
+    }
+    Ok(())
 }
 
 /// One of the two shapes of a reshape.

@@ -345,3 +345,107 @@ fn a_grow_with_client_writes_cut_at_any_write_keeps_every_acknowledged_write() {
         }
     }
 }
+
+/// A raid5 of four with 1.0 metadata (its superblock at the end, no room before the data to
+/// move it into) holding `data`, and a blank fifth, as images: its grow runs in place.
+fn raid5_in_place() -> (Vec<Vec<u8>>, Vec<u8>) {
+    let array = uraid_testkit::NewMdArray {
+        chunk_sectors: 128,
+        version: uraid_md_format::MetadataVersion::V1_0,
+        ..uraid_testkit::NewMdArray::new(5, 4, MEMBER_BYTES)
+    };
+    let devs: Vec<Arc<dyn MemberDevice>> = memory(array.images());
+    let mut a = open(&devs, true);
+    let data = pattern(11, a.size() as usize);
+    a.write(0, data.clone()).unwrap();
+    a.close().unwrap();
+    let mut images: Vec<Vec<u8>> = devs
+        .iter()
+        .map(|d| {
+            let mut img = vec![0u8; d.size() as usize];
+            d.read_at(0, &mut img).unwrap();
+            img
+        })
+        .collect();
+    images.push(vec![0u8; MEMBER_BYTES as usize]);
+    (images, data)
+}
+
+/// Whatever state `images` of an in-place grow are in: read as left, the array gives `data`, or,
+/// inside the critical section, refuses to be read until the reshape is taken up (which mends
+/// it from the backup, after which it reads `data`); finished, it reads `data`, has five members
+/// and checks clean.
+fn judge_in_place(images: Vec<Vec<u8>>, data: &[u8], what: &str) {
+    let mut devs = memory(images);
+    if uraid_device::probe(devs[4].as_ref()).unwrap().is_none() {
+        devs.pop();
+    }
+    let boxed: Vec<Box<dyn MemberDevice>> =
+        devs.iter().map(|d| Box::new(Arc::clone(d)) as Box<dyn MemberDevice>).collect();
+    let reshaping = match uraid_device::OpenArray::assemble(boxed, false) {
+        Ok(mut a) => {
+            assert!(a.read(0, data.len() as u64).unwrap() == data, "{what}: read as left");
+            a.md().unwrap().plan.reshape.is_some()
+        }
+        Err(e) => {
+            assert!(e.to_string().contains("critical section"), "{what}: {e}");
+            true
+        }
+    };
+    if !reshaping && devs.len() == 4 {
+        // Cut before the start was recorded: the array is as it was.
+        assert_eq!(a_md_shape(&devs), (4, 128, 2), "{what}");
+        return;
+    }
+    if reshaping {
+        let mut g = Grow::resume_on(devs.clone()).unwrap_or_else(|e| panic!("{what}: resume: {e}"));
+        assert!(g.read(0, data.len() as u64).unwrap().to_vec() == data, "{what}: read once taken up");
+        while !g.step().unwrap_or_else(|e| panic!("{what}: step: {e}")) {}
+    }
+    assert_eq!(a_md_shape(&devs), (5, 128, 2), "{what}");
+    let mut a = open(&devs, false);
+    assert!(a.read(0, data.len() as u64).unwrap() == data, "{what}: read once finished");
+    assert_eq!(a.sync(0, a.size(), false).unwrap(), 0, "{what}: mismatches once finished");
+}
+
+#[test]
+fn a_grow_in_place_cut_at_any_write_is_mended_from_its_backup_with_the_data_intact() {
+    let (images, data) = raid5_in_place();
+    let (devs, budget) = cut_devices(&images, i64::MAX);
+    grow(&devs).unwrap();
+    let writes = i64::MAX - budget.load(Ordering::SeqCst);
+    assert!(writes > 20, "{writes} writes");
+    judge_in_place(devs.iter().map(|d| d.now.lock().unwrap().clone()).collect(), &data, "uncut");
+    // Once started, past the critical section: the data offset stayed 0, and the section was
+    // backed up on the fifth member, then forgotten (its header's length 0). (The reshape
+    // overwrites the backup area last.)
+    let (devs, _) = cut_devices(&images, i64::MAX);
+    let all = dyn_devs(&devs);
+    let request = ReshapeRequest { raid_devices: Some(5), ..ReshapeRequest::default() };
+    let g = Grow::start_reshape_on(all[..4].to_vec(), all[4..].to_vec(), request).unwrap();
+    assert_eq!(g.recorded(), 768 << 10, "3 rows of 4 chunks of 64K");
+    let fifth = devs[4].now.lock().unwrap().clone();
+    let sb = uraid_device::probe(&MemoryDevice::from_bytes("m4", fifth.clone())).unwrap().unwrap().superblock.info();
+    assert_eq!(sb.data_offset, 0);
+    let at = uraid_md_format::backup::header_sector(0, sb.component_sectors).unwrap() as usize * 512;
+    let header = uraid_md_format::backup::BackupHeader::parse(&fifth[at..at + 512]).expect("a backup header");
+    assert_eq!((header.length, header.covers()), (0, None), "forgotten once past the critical section");
+    // The backup comes first (a step of 256K at a time, then its two headers), then the
+    // superblocks that start the grow, one per member: a cut among those is judged from the
+    // last flush only, as in the grow that moves the data offset.
+    let backup_writes = (768 / 256) + 2;
+    let start_writes = backup_writes..backup_writes + images.len() as i64;
+    // Every cut through the critical section and well past it (the section's 3 steps, its
+    // record and the backup forgotten take about 35 writes); from there on the grow is the
+    // one `a_grow_cut_at_any_write_is_finished_with_the_data_intact` cuts everywhere.
+    for cut in 0..writes.min(100) {
+        let (devs, _) = cut_devices(&images, cut);
+        assert!(grow(&devs).is_err(), "cut at write {cut} of {writes}");
+        let flushed: Vec<Vec<u8>> = devs.iter().map(|d| d.flushed.lock().unwrap().clone()).collect();
+        judge_in_place(flushed, &data, &format!("cut at write {cut}, writes since the last flush lost"));
+        if !start_writes.contains(&cut) {
+            let now: Vec<Vec<u8>> = devs.iter().map(|d| d.now.lock().unwrap().clone()).collect();
+            judge_in_place(now, &data, &format!("cut at write {cut}, every write landed"));
+        }
+    }
+}

@@ -136,19 +136,20 @@ impl AssemblyPlan {
     pub fn data_start(&self, info: &MemberInfo) -> u64 {
         match &info.reshape {
             Some(r) if self.reshape.is_some() => info.data_offset.saturating_add_signed(r.new_offset.min(0)),
-            Some(r)
-                if info.events + 1 == self.events
-                    && (if r.backwards {
-                        r.position == 0
-                    } else {
-                        r.position_bytes() >= self.geometry.array_bytes()
-                    })
-                    && info.raid_disks as usize == self.raid_disks =>
-            {
-                info.data_offset.saturating_add_signed(r.new_offset)
-            }
+            Some(r) if self.missed_only_the_end(info) => info.data_offset.saturating_add_signed(r.new_offset),
             _ => info.data_offset,
         }
+    }
+
+    /// Whether a member missed only the superblock update that ended a reshape (see
+    /// [`AssemblyPlan::data_start`]): one event behind an array that records no reshape, its
+    /// own superblock showing one at its end, over as many members.
+    pub fn missed_only_the_end(&self, info: &MemberInfo) -> bool {
+        let Some(r) = &info.reshape else { return false };
+        self.reshape.is_none()
+            && info.events + 1 == self.events
+            && (if r.backwards { r.position == 0 } else { r.position_bytes() >= self.geometry.array_bytes() })
+            && info.raid_disks as usize == self.raid_disks
     }
 
     /// Sectors of a member's data area past [`AssemblyPlan::data_start`] that the array may
@@ -369,6 +370,40 @@ pub fn build_reshaping_geometry(
         old_start,
         new_start,
     )))
+}
+
+/// Why an array part-way through a reshape in place (onto more members of a raid4/5/6, no data
+/// offset moved) cannot be read as its superblocks leave it: its recorded position is inside
+/// the critical section, where stripes of both shapes may be torn and the data is whole only in
+/// the backup on the added members, which taking the reshape up restores. `None` otherwise.
+pub fn unmended_critical_section(plan: &AssemblyPlan, candidates: &[Candidate]) -> Option<String> {
+    let reshape = plan.reshape?;
+    let refi = &candidates[plan.reference].info;
+    let moves = plan.slots.iter().flatten().any(|&i| candidates[i].info.reshape.is_some_and(|r| r.new_offset != 0));
+    if moves || reshape.backwards || reshape.delta_disks <= 0 || !plan.level.is_parity() {
+        return None;
+    }
+    let (old, new) = reshape_shapes(plan.level, refi, &reshape, &plan.slots, candidates).ok()?;
+    let data_disks = |g: &Geometry, md_level: i32| g.raid_disks() as u64 - if md_level == 6 { 2 } else { 1 };
+    let window = crate::reshape::GrowWindow {
+        old_chunk: u64::from(refi.chunk_sectors) * SECTOR_BYTES,
+        new_chunk: u64::from(reshape.new_chunk_sectors) * SECTOR_BYTES,
+        old_data_disks: data_disks(&old, refi.level),
+        new_data_disks: data_disks(&new, reshape.new_level),
+        copies: 1,
+        shift: 0,
+        member_bytes: new.member_data_bytes(),
+        backwards: false,
+        backed_up: 0,
+    };
+    let critical = window.critical_section();
+    (reshape.position_bytes() < critical).then(|| {
+        format!(
+            "the array was stopped part-way through the critical section of a reshape in place (at {}K of the first {}K, whose new stripes overwrite old ones), whose data is whole only in the backup on the added members: continue the reshape (uraid grow --continue, or serve the array writable), which restores it first, as mdadm --assemble does",
+            reshape.position / 2,
+            critical / 1024
+        )
+    })
 }
 
 /// The two shapes of a reshape, each from its own data start: the old one (the superblock's

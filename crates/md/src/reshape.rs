@@ -16,6 +16,13 @@
 //! old data the recorded position has already passed; when the next one would not, the position
 //! reached is recorded first (after a flush of what was written).
 //!
+//! Where the data offset cannot move (0.90 and 1.0 metadata, or no room before the data), a
+//! reshape onto more members runs in place, as mdadm runs it with a backup: its first new
+//! stripes land on old ones not yet read (the critical section, [`GrowWindow::critical_section`]),
+//! so that part of the array is first copied to the added members in mdadm's backup format
+//! (`uraid_md_format::backup`), from where a crash inside it is mended, by uraid or by mdadm;
+//! past it, each new stripe again lands only on old data the recorded position has passed.
+//!
 //! The reshape here goes one step at a time: every member's rows of the larger of the two chunk
 //! sizes (md's `reshape_sectors`), whole new stripes, data and parity. So the data offset must
 //! move by at least that much (md's `raid5_run` refuses to continue a restripe on the same
@@ -67,6 +74,10 @@ pub struct GrowWindow {
     pub member_bytes: u64,
     /// The reshape runs from the array's end to its start (the data moving up).
     pub backwards: bool,
+    /// Logical bytes from the array's start held in a backup of the critical section (a
+    /// reshape in place, `shift` 0: see [`GrowWindow::critical_section`]): steps wholly below
+    /// it may be written whatever is recorded, as a crash there is mended from the backup.
+    pub backed_up: u64,
 }
 
 /// What the reshape does next.
@@ -140,6 +151,9 @@ impl GrowWindow {
     /// (that old data is still needed after a crash); run backwards, it must start where old
     /// data below `recorded` ends.
     pub fn may_write(&self, stripe: u64, recorded: u64) -> bool {
+        if !self.backwards && (stripe + 1) * self.step_bytes() <= self.backed_up {
+            return true;
+        }
         // The old shape's chunk positions on the members, taken row by row, of the array's
         // chunks below `recorded` end at `recorded`'s chunk times the copies.
         if self.backwards {
@@ -213,6 +227,35 @@ impl GrowWindow {
         Ok(GrowStep::Stripe { stripe, logical: stripe * stripe_bytes..position })
     }
 
+    /// For a reshape onto more members in place (the data offset kept, `shift` 0: 0.90 and 1.0
+    /// metadata, or no room before the data), the logical bytes from the start whose new
+    /// stripes overwrite old ones not yet read, so that they must be backed up before they are
+    /// written (mdadm's critical section): whole steps up to the first whose stripe may be
+    /// written once the steps below it are recorded, and at least as far as mdadm's
+    /// `Grow_restart` wants a backup (its `last_block`) and the kernel's `raid5_run` refuses to
+    /// start the array ("reshape_position too early for auto-recovery"). 0 where no step is
+    /// critical (the data offset moves, or the reshape runs backwards).
+    pub fn critical_section(&self) -> u64 {
+        if self.backwards || self.shift != 0 || self.new_data_disks <= self.old_data_disks {
+            return 0;
+        }
+        let step = self.step_bytes();
+        let unbacked = GrowWindow { backed_up: 0, ..*self };
+        let mut k = 0;
+        while k * step < self.new_size() && !unbacked.may_write(k, k * step) {
+            k += 1;
+        }
+        // mdadm's loop, in bytes: new rows per member until the old data they end at starts
+        // on a later row.
+        let (mut new_rows, mut old_rows, mut last) = (0, 0, 0);
+        while new_rows >= old_rows {
+            new_rows += self.new_chunk;
+            last = new_rows * self.new_data_disks;
+            old_rows = last / self.old_data_disks / self.old_chunk * self.old_chunk;
+        }
+        (k * step).max(last.div_ceil(step) * step).min(self.new_size())
+    }
+
     fn no_room(&self) -> ReshapeError {
         ReshapeError::NoRoom {
             chunk_sectors: self.step_member_bytes() / 512,
@@ -262,23 +305,37 @@ pub fn runs_backwards(sb: &Superblock1, delta_disks: i32) -> bool {
 /// How far the data moves on a member whose superblock is `sb`, for a reshape to chunks of
 /// `new_chunk_sectors` run `backwards` or not: down (negative) into the room before the data,
 /// or up into the room after it, by half that room in whole steps of the larger chunk, at least
-/// one. Refuses what this reshape does not do.
-pub fn choose_new_offset(sb: &Superblock1, new_chunk_sectors: u32, backwards: bool) -> Result<i64, ReshapeError> {
+/// one. Where there is no such room and the reshape may run `in_place` (onto more members of a
+/// raid4/5/6, its critical section backed up), 0: the data stays where it is, as mdadm keeps
+/// it when it cannot move it. Refuses what this reshape does not do.
+pub fn choose_new_offset(
+    sb: &Superblock1,
+    new_chunk_sectors: u32,
+    backwards: bool,
+    in_place: bool,
+) -> Result<i64, ReshapeError> {
     let chunk = u64::from(sb.chunksize.max(new_chunk_sectors));
-    if sb.version == MetadataVersion::V1_0 && !backwards {
-        return Err(ReshapeError::Unsupported(
-            "1.0 metadata keeps no room before the data to move it into (mdadm would need a backup file); uraid moves a 1.0 array's data up only, where the members have room after it".into(),
-        ));
-    }
     if sb.feature_map & (feature::BITMAP_OFFSET | feature::PPL | feature::MULTIPLE_PPLS | feature::JOURNAL) != 0 {
         return Err(ReshapeError::Unsupported(
             "the array has a write-intent bitmap, a partial parity log or a journal, and md changes no shape with one (mdadm: \"Bitmap must be removed before shape can be changed\"): remove a bitmap first with uraid grow --bitmap=none, and add it back afterwards with --bitmap=internal".into(),
+        ));
+    }
+    let in_place = in_place && !backwards;
+    if sb.version == MetadataVersion::V1_0 && !backwards {
+        if in_place {
+            return Ok(0);
+        }
+        return Err(ReshapeError::Unsupported(
+            "1.0 metadata keeps no room before the data to move it into, and uraid restripes such an array on the same members only where the members have room after the data (mdadm would need a backup file)".into(),
         ));
     }
     let (before, after) = room(sb);
     let room = if backwards { after } else { before };
     let chunks = room / chunk.max(1);
     if chunks == 0 {
+        if in_place {
+            return Ok(0);
+        }
         return Err(ReshapeError::NoRoom { chunk_sectors: chunk, room_sectors: room, after: backwards });
     }
     // Half the room (at least a step), so a later reshape still finds some.
@@ -315,8 +372,12 @@ pub fn begin_reshape(sb: &mut Superblock1, to: NewShape, new_offset: i64) {
     };
     sb.delta_disks = to.raid_disks as i32 - sb.raid_disks as i32;
     sb.raid_disks = to.raid_disks;
-    sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
-    sb.feature_map &= !feature::RESHAPE_BACKWARDS;
+    sb.feature_map |= feature::RESHAPE_ACTIVE;
+    // `super_1_sync` records a new offset only where the data moves (not in place).
+    sb.feature_map &= !(feature::RESHAPE_BACKWARDS | feature::NEW_OFFSET);
+    if new_offset != 0 {
+        sb.feature_map |= feature::NEW_OFFSET;
+    }
     sb.reshape_position = 0;
     if new_offset > 0 {
         // `super_1_sync` writes the flag only for a reshape on the same members: fewer imply it.
@@ -386,6 +447,7 @@ mod tests {
             shift: chunks * CHUNK,
             member_bytes: 32 * CHUNK,
             backwards: false,
+            backed_up: 0,
         }
     }
 
@@ -419,7 +481,11 @@ mod tests {
                 GrowStep::Stripe { stripe, logical } => {
                     let rows = new_rows(&logical);
                     assert!(rows.end - new_base <= (stripe + 1) * w.step_member_bytes(), "within its step");
-                    let still_old = |l: u64| if w.backwards { l < recorded } else { l >= recorded && l < w.old_size() };
+                    // A critical section's stripes overwrite old data on purpose: it is backed up.
+                    let backed_up = !w.backwards && logical.end <= w.backed_up;
+                    let still_old = |l: u64| {
+                        !backed_up && if w.backwards { l < recorded } else { l >= recorded && l < w.old_size() }
+                    };
                     for l in (0..w.old_size()).step_by(grain as usize).filter(|&l| still_old(l)) {
                         for at in old_at(l) {
                             assert!(
@@ -460,6 +526,37 @@ mod tests {
         }
         // More room, fewer records.
         assert!(walk(window(1)).1 > walk(window(8)).1);
+    }
+
+    #[test]
+    fn a_reshape_in_place_needs_its_critical_section_backed_up_and_no_more() {
+        // (old data disks, new data disks, critical section in chunks): the first whole new
+        // stripes whose rows the old data they hold does not yet start beyond, as mdadm counts.
+        for (old, new, chunks) in [(1, 2, 2), (2, 3, 6), (3, 4, 12), (3, 5, 10), (4, 6, 12), (7, 8, 56)] {
+            let w = GrowWindow { old_data_disks: old, new_data_disks: new, member_bytes: 64 * CHUNK, ..window(0) };
+            assert_eq!(w.critical_section(), chunks * CHUNK, "{old} -> {new} data disks");
+            // Without the backup, the first stripe cannot be written at all.
+            assert_eq!(w.next(0, 0), Err(w.no_room()), "{old} -> {new}");
+            // With it, the whole reshape goes through, old data past it never overwritten early.
+            let backed = GrowWindow { backed_up: w.critical_section(), ..w };
+            let (stripes, _) = walk(backed);
+            assert_eq!(stripes, 64 * new / new, "{old} -> {new}: every stripe once");
+            // One step less backed up stalls at that step.
+            let short = GrowWindow { backed_up: w.critical_section() - w.step_bytes(), ..w };
+            let last = short.backed_up;
+            assert_eq!(short.next(last, last), Err(short.no_room()), "{old} -> {new}: one step short");
+        }
+        // A chunk change with the growth: mdadm's count in both chunk sizes, whole steps.
+        let w = GrowWindow { new_chunk: 2 * CHUNK, member_bytes: 64 * CHUNK, ..window(0) };
+        let critical = w.critical_section();
+        assert!(critical.is_multiple_of(w.step_bytes()) && critical > 0);
+        walk(GrowWindow { backed_up: critical, ..w });
+        // No critical section where the data offset moves, or the reshape runs backwards.
+        assert_eq!(window(2).critical_section(), 0);
+        assert_eq!(
+            GrowWindow { old_data_disks: 4, new_data_disks: 3, backwards: true, ..window(0) }.critical_section(),
+            0
+        );
     }
 
     #[test]
@@ -528,6 +625,7 @@ mod tests {
                     shift,
                     member_bytes: 32 * CHUNK,
                     backwards,
+                    backed_up: 0,
                 };
                 let what = format!("{old_chunk} -> {new_chunk}, backwards {backwards}");
                 for steps in [1, 2, 5] {
@@ -599,7 +697,7 @@ mod tests {
         let made = uraid_md_format::create::plan(&spec, &[16 << 20; 4], &[[1; 16]; 4]).unwrap();
         let uraid_md_format::Superblock::V1(mut sb) = made.superblocks[0].clone() else { unreachable!() };
         let (offset, size) = (sb.data_offset, sb.data_size);
-        let moved = choose_new_offset(&sb, 128, false).unwrap();
+        let moved = choose_new_offset(&sb, 128, false, false).unwrap();
         assert!(moved < 0 && (moved % 128) == 0, "{moved}");
         assert!(offset.saturating_add_signed(moved) >= sb.super_offset + 8, "stays past the superblock");
         let to = NewShape { raid_disks: 5, layout: sb.layout, chunk_sectors: sb.chunksize };
@@ -615,7 +713,7 @@ mod tests {
 
         // A restripe on the same members: the new layout and chunk recorded beside the old
         // ones, and the array's once it ends; the data moves by at least the larger chunk.
-        let moved = choose_new_offset(&sb, 256, false).unwrap();
+        let moved = choose_new_offset(&sb, 256, false, false).unwrap();
         assert!(moved <= -256 && moved % 256 == 0, "{moved}");
         begin_reshape(&mut sb, NewShape { raid_disks: 5, layout: 0, chunk_sectors: 256 }, moved);
         let r = sb.info().reshape.expect("recorded");
@@ -647,7 +745,7 @@ mod tests {
         let (offset, data_size) = (sb.data_offset, sb.data_size);
         assert!(runs_backwards(&sb, -1) && !runs_backwards(&sb, 1));
         assert!(runs_backwards(&sb, 0), "more room after the data than before: a restripe moves it up");
-        let moved = choose_new_offset(&sb, 128, true).unwrap();
+        let moved = choose_new_offset(&sb, 128, true, false).unwrap();
         assert!(moved > 0 && moved % 128 == 0 && moved as u64 <= data_size - sb.size, "{moved}");
         let to = NewShape { raid_disks: 4, layout: sb.layout, chunk_sectors: 128 };
         begin_reshape(&mut sb, to, moved);
@@ -669,6 +767,6 @@ mod tests {
         let full = uraid_md_format::create::CreateSpec { component_sectors: None, ..spec };
         let made = uraid_md_format::create::plan(&full, &[16 << 20; 5], &[[1; 16]; 5]).unwrap();
         let uraid_md_format::Superblock::V1(sb) = made.superblocks[0].clone() else { unreachable!() };
-        assert!(matches!(choose_new_offset(&sb, 128, true), Err(ReshapeError::NoRoom { after: true, .. })));
+        assert!(matches!(choose_new_offset(&sb, 128, true, true), Err(ReshapeError::NoRoom { after: true, .. })));
     }
 }

@@ -18,19 +18,29 @@ pub struct NewMdArray {
     pub clean: bool,
     /// An internal write-intent bitmap with chunks of this many bytes.
     pub bitmap_chunk: Option<u64>,
+    /// The metadata version (1.2 unless said).
+    pub version: MetadataVersion,
 }
 
 impl NewMdArray {
     /// `members` members of `member_bytes` at `level`, clean, with mdadm's default chunk and no
     /// bitmap.
     pub fn new(level: i32, members: usize, member_bytes: u64) -> NewMdArray {
-        NewMdArray { level, members, member_bytes, chunk_sectors: 0, clean: true, bitmap_chunk: None }
+        NewMdArray {
+            level,
+            members,
+            member_bytes,
+            chunk_sectors: 0,
+            clean: true,
+            bitmap_chunk: None,
+            version: MetadataVersion::V1_2,
+        }
     }
 
     /// One image per member, in slot order.
     pub fn images(&self) -> Vec<Vec<u8>> {
         let spec = CreateSpec {
-            version: MetadataVersion::V1_2,
+            version: self.version,
             level: self.level,
             layout: -1,
             chunk_sectors: self.chunk_sectors,

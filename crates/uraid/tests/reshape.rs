@@ -261,6 +261,51 @@ fn grow_adds_members_keeping_the_data_and_parity() {
     }
 }
 
+/// An array with 1.0 metadata (its superblock at the end: no room before the data to move it
+/// into) grows onto more members in place, as mdadm grows one with a backup on the added
+/// device: the data offset stays 0, the critical section is backed up first and said so, and
+/// the data, the new space and parity come out as for a grow that moves the data offset. A
+/// shrink of such an array has no room to run in place and is refused, nothing written.
+#[test]
+fn an_array_without_room_to_move_its_data_grows_in_place() {
+    for (level, old, added) in [("-l5", 4, 1), ("-l6", 5, 1), ("-l5", 3, 2)] {
+        let dir = tempfile::tempdir().unwrap();
+        let members = blank_members(dir.path(), old + added, 12 << 20);
+        let data = created_and_filled(&[level, "--metadata=1.0"], &members[..old]);
+        let n = format!("--raid-devices={}", old + added);
+        let mut args = vec!["grow", n.as_str()];
+        args.extend(members[..old].iter().map(String::as_str));
+        for a in &members[old..] {
+            args.extend(["--add", a.as_str()]);
+        }
+        let o = ok(&args);
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            said.contains("runs in place") && said.contains("critical section") && said.contains("finished"),
+            "{said}"
+        );
+        let examined: Value = serde_json::from_slice(&ok(&with(&["examine", "--json"], &members)).stdout).unwrap();
+        for m in examined.as_array().unwrap() {
+            assert_eq!(m["data_offset_sectors"], 0, "{level} {old}+{added}: the data stayed where it was\n{m}");
+        }
+        let detail: Value = serde_json::from_slice(&ok(&with(&["detail", "--json"], &members)).stdout).unwrap();
+        assert_eq!((detail["raid_devices"].as_u64(), &detail["reshape"]), (Some((old + added) as u64), &Value::Null));
+        let got = ok(&with(&["cat"], &members)).stdout;
+        assert!(got[..data.len()] == data[..], "{level} {old}+{added}: the data moved intact");
+        assert!(got[data.len()..].iter().all(|&b| b == 0), "{level}: the new space reads as zeros");
+        assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0", "{level} {old}+{added}: parity right everywhere");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let members = blank_members(dir.path(), 5, 12 << 20);
+    created_and_filled(&["-l5", "--metadata=1.0"], &members);
+    let untouched = hashes(&members);
+    let mut args = vec!["grow", "--raid-devices=4", "--array-size=1K"];
+    args.extend(members.iter().map(String::as_str));
+    let o = uraid_stdin(&args, b"");
+    assert!(!o.status.success(), "{}", text(&o));
+    assert_eq!(hashes(&members), untouched, "a refused shrink wrote something");
+}
+
 /// A raid10 in a near layout grows onto more members as md's raid10 reshape does, odd counts
 /// included: its copies kept, the data where it was, the new space zeros, and every copy
 /// alike; and onto fewer on the word of its new size. A far layout, and fewer members without

@@ -189,6 +189,9 @@ impl OpenArray {
         if plan.reshape.is_some() && plan.degraded() {
             return Err(OpenError::ReshapingDegraded { missing: plan.missing_slots().len() });
         }
+        if let Some(why) = assemble::unmended_critical_section(&plan, &candidates) {
+            return Err(OpenError::CriticalSection(why));
+        }
         // A rebuild resumes from its checkpoint after a clean stop. After an unclean one, the
         // part already rebuilt may disagree with the rest of its stripes or copies wherever a
         // write was cut short (it went to the rebuilding member as well). On a mirror the

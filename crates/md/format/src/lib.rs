@@ -23,6 +23,7 @@
 
 use std::fmt;
 
+pub mod backup;
 pub mod bitmap;
 mod bytes;
 pub mod conf;

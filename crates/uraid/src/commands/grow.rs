@@ -73,6 +73,12 @@ pub fn run(args: &GrowArgs) -> CliResult {
         return Ok(());
     }
     let mut grow = Grow::resume(&members)?;
+    if grow.critical_section() > 0 && !args.continue_ {
+        eprintln!(
+            "uraid: no room to move the data offset: the reshape runs in place; its critical section ({}K) was backed up on the added devices first, as mdadm backs it up",
+            grow.critical_section() / 1024
+        );
+    }
     let (done, total) = grow.progress();
     eprintln!(
         "uraid: reshape of {} {} {} at {}K of {}K",
