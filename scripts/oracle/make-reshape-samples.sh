@@ -50,6 +50,7 @@ cases=(
   "raid5-5to4|2205|5|0|--level=5 --chunk=64 --size=2048|sysfs-fewer:4:1024|4M|6144"
   "raid10-4to5|2206|4|1|--level=10 --chunk=64|--raid-devices=5|3M|"
   "raid5-1.0-4to5|2207|4|1|--level=5 --chunk=64 --metadata=1.0|--raid-devices=5|3M|"
+  "raid5-0.90-4to5|2208|4|1|--level=5 --chunk=64 --metadata=0.90|--raid-devices=5|3M|"
 )
 
 work=$(mktemp -d)
@@ -87,6 +88,10 @@ while IFS='|' read -r name num n added create grow truncate_to; do
   echo 40 >/proc/sys/dev/raid/speed_limit_max
   [ -z "$new" ] || mdadm /dev/md0 --add $new >/dev/null 2>&1
   readback=yes
+  # Grown in place (1.0 and 0.90 metadata), the kernel's reads of the array assembled read-only
+  # mid-reshape hang (Linux 6.1, as for the shrink below): not read back, judged against the
+  # data before.
+  case $create in *--metadata=1.0* | *--metadata=0.90*) [ -z "$new" ] || readback=no ;; esac
   case $grow in
     sysfs-fewer:*)
       # Onto fewer members without a backup file, the data offset moving up: mdadm 4.2 sets

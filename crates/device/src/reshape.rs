@@ -30,11 +30,8 @@ use uraid_engine::array::{Array, Completion, IoResult, MemberIo, Request};
 use uraid_engine::blocking::execute;
 use uraid_engine::{EngineError, Geometry, SlotState, SECTOR_BYTES};
 use uraid_md::assemble::{self, Candidate, MemberVerdict};
-use uraid_md::reshape::{
-    begin_reshape, choose_new_offset, finish, record_position, runs_backwards, GrowStep, GrowWindow, NewShape,
-    ReshapeError,
-};
-use uraid_md_format::{Role, Superblock, Superblock1};
+use uraid_md::reshape::{choose_new_offset, runs_backwards, GrowStep, GrowWindow, NewShape, ReshapeError};
+use uraid_md_format::{Role, Superblock};
 
 use crate::member::MemberDevice;
 use crate::open_member::Member;
@@ -44,8 +41,11 @@ use crate::OpenError;
 
 mod critical;
 mod io;
+mod member;
 mod restripe;
 mod shrink;
+
+use member::GrowMember;
 
 /// Why a grow could not start or go on. Nothing is written before a refusal.
 #[derive(Debug, thiserror::Error)]
@@ -88,14 +88,6 @@ impl From<uraid_md_format::FormatError> for GrowError {
     fn from(e: uraid_md_format::FormatError) -> GrowError {
         GrowError::Refused(e.to_string())
     }
-}
-
-/// A member taking part, with its superblock as last written.
-struct GrowMember {
-    dev: Arc<dyn MemberDevice>,
-    sb: Superblock1,
-    /// Why it failed part-way, if it did: it is written no more.
-    failed: Option<String>,
 }
 
 /// A reshape in progress on a stopped array, driven one step at a time.
@@ -150,7 +142,7 @@ fn open_paths(paths: &[PathBuf]) -> Result<Vec<Arc<dyn MemberDevice>>, GrowError
     Ok(out)
 }
 
-/// Read the superblocks of `devs` (1.x only).
+/// Read the superblocks of `devs`.
 fn read_members(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Vec<GrowMember>, GrowError> {
     let mut out = Vec::new();
     for dev in devs {
@@ -158,13 +150,7 @@ fn read_members(devs: Vec<Arc<dyn MemberDevice>>) -> Result<Vec<GrowMember>, Gro
         let Some(probed) = probed else {
             return Err(OpenError::BadMember(no_superblock(dev.as_ref()).to_string()).into());
         };
-        let Superblock::V1(sb) = probed.superblock else {
-            return Err(GrowError::Refused(format!(
-                "{}: 0.90 metadata records no data offset to move; uraid grows 1.1 and 1.2 arrays only (mdadm would need a backup file)",
-                dev.name()
-            )));
-        };
-        out.push(GrowMember { dev, sb, failed: None });
+        out.push(GrowMember { dev, sb: probed.superblock, failed: None });
     }
     Ok(out)
 }
@@ -214,9 +200,9 @@ impl Grow {
                 plan.level
             )));
         }
-        let reference = &members[plan.reference].sb;
+        let reference = members[plan.reference].sb.info();
         let old = plan.raid_disks as u32;
-        let to = restripe::new_shape(plan.level, reference, old, &request)?;
+        let to = restripe::new_shape(plan.level, &reference, old, &request)?;
         if added.len() as u32 != to.raid_disks.saturating_sub(old) {
             return Err(GrowError::Refused(if to.raid_disks <= old {
                 format!(
@@ -241,34 +227,48 @@ impl Grow {
             ));
         }
         let delta = to.raid_disks as i32 - old as i32;
-        let backwards = runs_backwards(reference, delta);
         // A raid10 moves by whole steps of a row per copy (md wants at least a chunk).
         let copies = uraid_layout::Raid10Format::near_copies(reference.layout)
             .filter(|_| plan.level == uraid_layout::Level::Raid10)
             .unwrap_or(1);
-        let component = shrink::component_size(reference, to, backwards, copies);
-        shrink::check_array_size(plan.level, reference, old, to, component, copies, request.array_size)?;
-        let mut reference = reference.clone();
-        reference.size = component;
-        let step_sectors = to.chunk_sectors * copies;
         // Without room to move the data, a raid4/5/6 grows onto more members in place, its
         // critical section backed up on the added members (as mdadm's, to the spares it adds).
         let in_place = delta > 0 && plan.level.is_parity();
-        let moved = choose_new_offset(&reference, step_sectors, backwards, in_place)?;
+        let step_sectors = to.chunk_sectors * copies;
+        let (component, moved) = match &members[plan.reference].sb {
+            Superblock::V1(sb) => {
+                let backwards = runs_backwards(sb, delta);
+                let component = shrink::component_size(sb, to, backwards, copies);
+                let reference = uraid_md_format::Superblock1 { size: component, ..sb.clone() };
+                (component, Some((backwards, choose_new_offset(&reference, step_sectors, backwards, in_place)?)))
+            }
+            // 0.90 records no data offset: it grows in place, onto more members only.
+            Superblock::V090(_) if in_place => (reference.component_sectors, None),
+            Superblock::V090(_) => {
+                return Err(GrowError::Refused(
+                    "0.90 metadata records no data offset to move, so uraid reshapes a 0.90 array onto more devices only (in place, its critical section backed up on the added devices, as mdadm does); fewer devices, or another chunk size or layout on the same devices, need mdadm's backup file, which uraid does not take".into(),
+                ))
+            }
+        };
+        shrink::check_array_size(plan.level, &reference, old, to, component, copies, request.array_size)?;
+        let moved = moved.map_or(0, |(_, moved)| moved);
         // Every member must have that room; they were made together, so they normally agree.
         for m in &mut members {
-            m.sb.size = component;
-            let own = choose_new_offset(&m.sb, step_sectors, backwards, in_place)?;
-            if own.abs() < moved.abs() || m.sb.data_offset != reference.data_offset {
+            m.set_component_sectors(component);
+            let own = match &m.sb {
+                Superblock::V1(sb) => choose_new_offset(sb, step_sectors, moved > 0, in_place)?,
+                Superblock::V090(_) => 0,
+            };
+            if own.abs() < moved.abs() || m.data_offset() != reference.data_offset {
                 return Err(GrowError::Refused(format!(
                     "{}: its data offset ({} sectors) differs from the other members' ({} sectors)",
                     m.dev.name(),
-                    m.sb.data_offset,
+                    m.data_offset(),
                     reference.data_offset
                 )));
             }
         }
-        let mut in_use: Vec<u32> = members.iter().map(|m| m.sb.dev_number).collect();
+        let mut in_use: Vec<u32> = members.iter().map(|m| m.sb.info().dev_number).collect();
         let mut new_members = Vec::new();
         for (i, dev) in added.into_iter().enumerate() {
             if probe(dev.as_ref()).map_err(OpenError::from)?.is_some() {
@@ -277,26 +277,26 @@ impl Grow {
                     dev.name()
                 )));
             }
-            let number = Superblock::V1(reference.clone()).new_member_number(&in_use)?;
+            let template = &members[plan.reference].sb;
+            let number = template.new_member_number(&in_use)?;
             in_use.push(number);
             let mut uuid = [0u8; 16];
             crate::open_array::fill_random(&mut uuid);
-            let sb = reference.for_new_member(number, uuid, dev.size())?;
-            new_members.push((dev, sb, old + i as u32));
+            let sb = template.for_new_member(number, uuid, dev.size())?;
+            new_members.push((dev, sb, number, old + i as u32));
         }
-        let events = members.iter().map(|m| m.sb.events).max().unwrap_or(0) + 1;
+        let events = members.iter().map(|m| m.sb.info().events).max().unwrap_or(0) + 1;
         let utime = now_seconds();
         let mut all = members;
-        for (dev, sb, _) in &new_members {
+        for (dev, sb, _, _) in &new_members {
             all.push(GrowMember { dev: Arc::clone(dev), sb: sb.clone(), failed: None });
         }
         for m in &mut all {
-            for (_, new_sb, slot) in &new_members {
-                m.sb.set_role(new_sb.dev_number, Role::Active(*slot));
+            for (_, _, number, slot) in &new_members {
+                m.sb.set_role(*number, Role::Active(*slot));
             }
-            begin_reshape(&mut m.sb, to, moved);
-            m.sb.events = events;
-            m.sb.utime = utime;
+            m.begin_reshape(to, moved);
+            m.stamp(events, utime);
         }
         if moved != 0 {
             write_first_superblocks(&all)?;
@@ -407,7 +407,7 @@ impl Grow {
             (0..geometry.raid_disks())
                 .map(|slot| {
                     let m = &members[slot_member[slot]?];
-                    let offset = if moved { m.sb.data_offset.saturating_add_signed(shift) } else { m.sb.data_offset };
+                    let offset = if moved { m.data_offset().saturating_add_signed(shift) } else { m.data_offset() };
                     Some(MemberTarget {
                         dev: Arc::clone(&m.dev),
                         base: offset * SECTOR_BYTES,
@@ -477,12 +477,16 @@ impl Grow {
     /// can leave a member two events behind (stale, and out of the array).
     fn align_superblocks(&mut self, position: u64) -> Result<(), GrowError> {
         let events = self.events;
-        if self.members.iter().all(|m| m.sb.events == events && m.sb.reshape_position == position) {
+        let level = |m: &GrowMember| {
+            let info = m.sb.info();
+            info.events == events && info.reshape.is_some_and(|r| r.position == position)
+        };
+        if self.members.iter().all(level) {
             return Ok(());
         }
         for m in &mut self.members {
-            record_position(&mut m.sb, position);
-            m.sb.events = events;
+            m.record_position(position);
+            m.sb.set_events(events);
         }
         self.write_superblocks().map_err(|(_, why)| GrowError::Member(why))
     }
@@ -492,9 +496,7 @@ impl Grow {
     fn write_superblocks(&self) -> Result<(), (usize, String)> {
         let working = || self.members.iter().enumerate().filter(|(_, m)| m.failed.is_none());
         for (i, m) in working() {
-            m.dev
-                .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
-                .map_err(|e| (i, io_error(m.dev.as_ref(), "writing the superblock", e).to_string()))?;
+            m.write_superblock().map_err(|e| (i, e.to_string()))?;
         }
         for (i, m) in working() {
             m.dev.flush().map_err(|e| (i, io_error(m.dev.as_ref(), "flushing the superblock", e).to_string()))?;
@@ -518,17 +520,14 @@ impl Grow {
         if plan.reshape.is_some() {
             return Ok(false);
         }
-        let reference = members[plan.reference].sb.clone();
+        let reference = candidates[plan.reference].info.clone();
         let mut settled = false;
         for (m, c) in members.iter_mut().zip(&candidates) {
             let behind = c.info.reshape.is_some() && plan.missed_only_the_end(&c.info);
             if behind {
-                finish(&mut m.sb);
-                m.sb.events = reference.events;
-                m.sb.utime = reference.utime;
-                m.dev
-                    .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
-                    .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
+                m.finish_reshape();
+                m.stamp(reference.events, reference.utime);
+                m.write_superblock()?;
                 m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;
                 settled = true;
             }
@@ -569,7 +568,7 @@ impl Grow {
 
     /// Members before and after.
     pub fn raid_disks(&self) -> (u32, u32) {
-        (self.old_raid_disks, self.members.iter().map(|m| m.sb.raid_disks).max().unwrap_or(0))
+        (self.old_raid_disks, self.members.iter().map(|m| m.sb.info().raid_disks).max().unwrap_or(0))
     }
 
     /// What differs between the two shapes: (what, old, new, unit). The member count is listed
@@ -675,7 +674,7 @@ impl Grow {
     /// applied and the events one up (md's `md_update_sb`), then flush them.
     /// A member that fails a flush or its superblock write is failed as md fails it (recorded
     /// faulty in the others', the update made again without it), where the array can spare it.
-    fn update_superblocks(&mut self, edit: impl Fn(&mut Superblock1)) -> Result<(), GrowError> {
+    fn update_superblocks(&mut self, edit: impl Fn(&mut GrowMember)) -> Result<(), GrowError> {
         loop {
             let flushed = self.members.iter().enumerate().filter(|(_, m)| m.failed.is_none()).try_for_each(|(i, m)| {
                 m.dev.flush().map_err(|e| (i, io_error(m.dev.as_ref(), "flushing", e).to_string()))
@@ -684,9 +683,8 @@ impl Grow {
                 self.events += 1;
                 let utime = now_seconds();
                 for m in self.members.iter_mut().filter(|m| m.failed.is_none()) {
-                    edit(&mut m.sb);
-                    m.sb.events = self.events;
-                    m.sb.utime = utime;
+                    edit(m);
+                    m.stamp(self.events, utime);
                 }
                 self.write_superblocks()
             });
@@ -748,7 +746,7 @@ impl Grow {
                 }
             }
         }
-        let dev_number = self.members[i].sb.dev_number;
+        let dev_number = self.members[i].sb.info().dev_number;
         self.members[i].failed = Some(why);
         for m in self.members.iter_mut().filter(|m| m.failed.is_none()) {
             m.sb.set_role(dev_number, Role::Faulty);
@@ -757,7 +755,7 @@ impl Grow {
     }
 
     fn record(&mut self, at: u64) -> Result<(), GrowError> {
-        self.update_superblocks(|sb| record_position(sb, at / SECTOR_BYTES))?;
+        self.update_superblocks(|m| m.record_position(at / SECTOR_BYTES))?;
         self.recorded = at;
         Ok(())
     }
@@ -774,10 +772,10 @@ impl Grow {
             self.record(end)?;
         }
         let clean = !self.owes_resync;
-        self.update_superblocks(|sb| {
-            finish(sb);
+        self.update_superblocks(|m| {
+            m.finish_reshape();
             if clean {
-                sb.resync_offset = u64::MAX;
+                m.sb.set_clean(true);
             }
         })?;
         self.recorded = end;
@@ -790,9 +788,7 @@ impl Grow {
 /// superblocks before any old member names them; then flush them.
 fn write_first_superblocks(members: &[GrowMember]) -> Result<(), GrowError> {
     for m in members.iter().rev() {
-        m.dev
-            .write_at(m.sb.super_offset * SECTOR_BYTES, &m.sb.to_bytes())
-            .map_err(|e| io_error(m.dev.as_ref(), "writing the superblock", e))?;
+        m.write_superblock()?;
     }
     for m in members {
         m.dev.flush().map_err(|e| io_error(m.dev.as_ref(), "flushing the superblock", e))?;

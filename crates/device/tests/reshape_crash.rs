@@ -346,14 +346,12 @@ fn a_grow_with_client_writes_cut_at_any_write_keeps_every_acknowledged_write() {
     }
 }
 
-/// A raid5 of four with 1.0 metadata (its superblock at the end, no room before the data to
-/// move it into) holding `data`, and a blank fifth, as images: its grow runs in place.
-fn raid5_in_place() -> (Vec<Vec<u8>>, Vec<u8>) {
-    let array = uraid_testkit::NewMdArray {
-        chunk_sectors: 128,
-        version: uraid_md_format::MetadataVersion::V1_0,
-        ..uraid_testkit::NewMdArray::new(5, 4, MEMBER_BYTES)
-    };
+/// A raid5 of four with `version` metadata whose data offset cannot move (1.0: its superblock
+/// at the end, no room before the data; 0.90: no data offset recorded at all) holding `data`,
+/// and a blank fifth, as images: its grow runs in place.
+fn raid5_in_place(version: uraid_md_format::MetadataVersion) -> (Vec<Vec<u8>>, Vec<u8>) {
+    let array =
+        uraid_testkit::NewMdArray { chunk_sectors: 128, version, ..uraid_testkit::NewMdArray::new(5, 4, MEMBER_BYTES) };
     let devs: Vec<Arc<dyn MemberDevice>> = memory(array.images());
     let mut a = open(&devs, true);
     let data = pattern(11, a.size() as usize);
@@ -410,12 +408,18 @@ fn judge_in_place(images: Vec<Vec<u8>>, data: &[u8], what: &str) {
 
 #[test]
 fn a_grow_in_place_cut_at_any_write_is_mended_from_its_backup_with_the_data_intact() {
-    let (images, data) = raid5_in_place();
+    for version in [uraid_md_format::MetadataVersion::V1_0, uraid_md_format::MetadataVersion::V0_90] {
+        grow_in_place_cut_everywhere(version);
+    }
+}
+
+fn grow_in_place_cut_everywhere(version: uraid_md_format::MetadataVersion) {
+    let (images, data) = raid5_in_place(version);
     let (devs, budget) = cut_devices(&images, i64::MAX);
     grow(&devs).unwrap();
     let writes = i64::MAX - budget.load(Ordering::SeqCst);
     assert!(writes > 20, "{writes} writes");
-    judge_in_place(devs.iter().map(|d| d.now.lock().unwrap().clone()).collect(), &data, "uncut");
+    judge_in_place(devs.iter().map(|d| d.now.lock().unwrap().clone()).collect(), &data, &format!("{version}: uncut"));
     // Once started, past the critical section: the data offset stayed 0, and the section was
     // backed up on the fifth member, then forgotten (its header's length 0). (The reshape
     // overwrites the backup area last.)
@@ -442,10 +446,10 @@ fn a_grow_in_place_cut_at_any_write_is_mended_from_its_backup_with_the_data_inta
         let (devs, _) = cut_devices(&images, cut);
         assert!(grow(&devs).is_err(), "cut at write {cut} of {writes}");
         let flushed: Vec<Vec<u8>> = devs.iter().map(|d| d.flushed.lock().unwrap().clone()).collect();
-        judge_in_place(flushed, &data, &format!("cut at write {cut}, writes since the last flush lost"));
+        judge_in_place(flushed, &data, &format!("{version}: cut at write {cut}, writes since the last flush lost"));
         if !start_writes.contains(&cut) {
             let now: Vec<Vec<u8>> = devs.iter().map(|d| d.now.lock().unwrap().clone()).collect();
-            judge_in_place(now, &data, &format!("cut at write {cut}, every write landed"));
+            judge_in_place(now, &data, &format!("{version}: cut at write {cut}, every write landed"));
         }
     }
 }

@@ -33,6 +33,7 @@
 use std::ops::Range;
 
 use uraid_layout::Raid10Format;
+use uraid_md_format::sb090::Superblock090;
 use uraid_md_format::sb1::{feature, Superblock1};
 use uraid_md_format::{MetadataVersion, Role};
 
@@ -430,6 +431,44 @@ pub fn finish(sb: &mut Superblock1) {
     sb.new_offset = 0;
 }
 
+/// [`begin_reshape`] on a 0.90 superblock, as `super_90_sync` writes one with a reshape
+/// running: minor version 91, the new member count, the change, the new level, layout and chunk
+/// (bytes) beside the current ones, and the position. 0.90 records no data offset, so a 0.90
+/// reshape runs in place, forwards from 0 (onto more members).
+pub fn begin_reshape_090(sb: &mut Superblock090, to: NewShape) {
+    sb.minor_version = 91;
+    sb.delta_disks = to.raid_disks as i32 - sb.raid_disks as i32;
+    sb.raid_disks = to.raid_disks;
+    sb.reshape_position = 0;
+    sb.new_level = sb.level;
+    sb.new_layout = to.layout;
+    sb.new_chunk = to.chunk_sectors * 512;
+}
+
+/// [`record_position`] on a 0.90 superblock.
+pub fn record_position_090(sb: &mut Superblock090, sectors: u64) {
+    sb.reshape_position = sectors;
+}
+
+/// [`finish`] on a 0.90 superblock: the new level, layout and chunk become the array's, the
+/// reshape fields are cleared and the minor version is 90 again, as `super_90_sync` writes it
+/// once md's `reshape_position` is MaxSector.
+pub fn finish_090(sb: &mut Superblock090) {
+    if sb.minor_version >= 91 {
+        sb.level = sb.new_level;
+        sb.layout = sb.new_layout;
+        if sb.new_chunk != 0 {
+            sb.chunk_size = sb.new_chunk;
+        }
+    }
+    sb.minor_version = 90;
+    sb.reshape_position = 0;
+    sb.delta_disks = 0;
+    sb.new_level = 0;
+    sb.new_layout = 0;
+    sb.new_chunk = 0;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -721,6 +760,39 @@ mod tests {
         assert_eq!((sb.layout, sb.chunksize), (2, 128), "the old shape stays the array's until the end");
         finish(&mut sb);
         assert_eq!((sb.layout, sb.chunksize, sb.level), (0, 256, 5));
+    }
+
+    #[test]
+    fn a_090_superblock_starts_and_ends_a_reshape_as_md_writes_it() {
+        let spec = uraid_md_format::create::CreateSpec {
+            version: MetadataVersion::V0_90,
+            level: 5,
+            layout: -1,
+            chunk_sectors: 128,
+            raid_disks: 4,
+            array_uuid: [5; 16],
+            name: String::new(),
+            ctime: 1_700_000_000,
+            component_sectors: None,
+            bitmap: false,
+            data_offset: None,
+            bitmap_chunk: None,
+        };
+        let made = uraid_md_format::create::plan(&spec, &[16 << 20; 4], &[[1; 16]; 4]).unwrap();
+        let uraid_md_format::Superblock::V090(mut sb) = made.superblocks[0].clone() else { unreachable!() };
+        begin_reshape_090(&mut sb, NewShape { raid_disks: 5, layout: 2, chunk_sectors: 256 });
+        let parsed = Superblock090::parse(&sb.to_bytes(), 16 << 20).unwrap();
+        let r = parsed.info().reshape.expect("minor version 91 records a reshape");
+        assert_eq!((parsed.minor_version, parsed.raid_disks), (91, 5));
+        assert_eq!((r.delta_disks, r.position, r.new_chunk_sectors, r.new_layout, r.new_offset), (1, 0, 256, 2, 0));
+        record_position_090(&mut sb, 3072);
+        assert_eq!(sb.info().reshape.unwrap().position, 3072);
+        finish_090(&mut sb);
+        let parsed = Superblock090::parse(&sb.to_bytes(), 16 << 20).unwrap();
+        assert_eq!(
+            (parsed.minor_version, parsed.info().reshape, parsed.chunk_size, parsed.raid_disks),
+            (90, None, 256 * 512, 5)
+        );
     }
 
     #[test]

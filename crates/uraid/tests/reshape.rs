@@ -262,16 +262,25 @@ fn grow_adds_members_keeping_the_data_and_parity() {
 }
 
 /// An array with 1.0 metadata (its superblock at the end: no room before the data to move it
-/// into) grows onto more members in place, as mdadm grows one with a backup on the added
-/// device: the data offset stays 0, the critical section is backed up first and said so, and
-/// the data, the new space and parity come out as for a grow that moves the data offset. A
-/// shrink of such an array has no room to run in place and is refused, nothing written.
+/// into) or 0.90 (no data offset recorded) grows onto more members in place, as mdadm grows one
+/// with a backup on the added device: the data offset stays 0, the critical section is backed
+/// up first and said so, and the data, the new space and parity come out as for a grow that
+/// moves the data offset. A 0.90 shrink or restripe has nowhere to move the data and is
+/// refused, nothing written.
 #[test]
 fn an_array_without_room_to_move_its_data_grows_in_place() {
-    for (level, old, added) in [("-l5", 4, 1), ("-l6", 5, 1), ("-l5", 3, 2)] {
+    let cases = [
+        ("1.0", "-l5", 4, 1),
+        ("1.0", "-l6", 5, 1),
+        ("1.0", "-l5", 3, 2),
+        ("0.90", "-l5", 4, 1),
+        ("0.90", "-l6", 4, 2),
+    ];
+    for (metadata, level, old, added) in cases {
         let dir = tempfile::tempdir().unwrap();
         let members = blank_members(dir.path(), old + added, 12 << 20);
-        let data = created_and_filled(&[level, "--metadata=1.0"], &members[..old]);
+        let metadata_flag = format!("--metadata={metadata}");
+        let data = created_and_filled(&[level, &metadata_flag], &members[..old]);
         let n = format!("--raid-devices={}", old + added);
         let mut args = vec!["grow", n.as_str()];
         args.extend(members[..old].iter().map(String::as_str));
@@ -295,15 +304,24 @@ fn an_array_without_room_to_move_its_data_grows_in_place() {
         assert!(got[data.len()..].iter().all(|&b| b == 0), "{level}: the new space reads as zeros");
         assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0", "{level} {old}+{added}: parity right everywhere");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let members = blank_members(dir.path(), 5, 12 << 20);
-    created_and_filled(&["-l5", "--metadata=1.0"], &members);
-    let untouched = hashes(&members);
-    let mut args = vec!["grow", "--raid-devices=4", "--array-size=1K"];
-    args.extend(members.iter().map(String::as_str));
-    let o = uraid_stdin(&args, b"");
-    assert!(!o.status.success(), "{}", text(&o));
-    assert_eq!(hashes(&members), untouched, "a refused shrink wrote something");
+    for (metadata, change, says) in [
+        // (1.0 shrinks the usual way, its members giving up a chunk to make room after the
+        // data: first refused, naming the size.)
+        ("1.0", "--raid-devices=4", "--array-size="),
+        ("0.90", "--raid-devices=4", "backup file"),
+        ("0.90", "--layout=right-asymmetric", "backup file"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let members = blank_members(dir.path(), 5, 12 << 20);
+        created_and_filled(&["-l5", &format!("--metadata={metadata}")], &members);
+        let untouched = hashes(&members);
+        let mut args = vec!["grow", change];
+        args.extend(members.iter().map(String::as_str));
+        let o = uraid_stdin(&args, b"");
+        let said = text(&o);
+        assert!(!o.status.success() && said.contains(says), "{metadata} {change}: {said}");
+        assert_eq!(hashes(&members), untouched, "{metadata} {change}: a refusal wrote something");
+    }
 }
 
 /// A raid10 in a near layout grows onto more members as md's raid10 reshape does, odd counts

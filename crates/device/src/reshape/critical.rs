@@ -60,17 +60,17 @@ impl Grow {
         let sectors = (range.end - range.start) / SECTOR_BYTES;
         let mut places = Vec::new();
         for member in self.added_members() {
-            let sb = &self.members[member].sb;
+            let (data_offset, size) = (self.members[member].data_offset(), self.members[member].component_sectors());
             // Room for the copy of the header before the data, and no nearer the start than
             // half the member (mdadm refuses a backup of half a member or more).
-            let devstart = backup::data_sector(sb.data_offset, sb.size, sectors)
-                .filter(|&s| s * SECTOR_BYTES >= LEADING_COPY && sectors * 2 < sb.size);
+            let devstart = backup::data_sector(data_offset, size, sectors)
+                .filter(|&s| s * SECTOR_BYTES >= LEADING_COPY && sectors * 2 < size);
             let Some(devstart) = devstart else {
                 return Err(GrowError::Refused(format!(
                     "{}: too small to hold the backup of the reshape's critical section ({}K at the end of {}K used)",
                     self.members[member].dev.name(),
                     sectors / 2,
-                    sb.size / 2
+                    size / 2
                 )));
             };
             places.push(BackupPlace { member, devstart, header: devstart + sectors });
@@ -97,7 +97,7 @@ impl Grow {
             at += len;
         }
         let header = BackupHeader {
-            set_uuid: self.members[places[0].member].sb.set_uuid,
+            set_uuid: self.members[places[0].member].backup_uuid(),
             mtime: now_seconds(),
             arraystart: range.start / SECTOR_BYTES,
             length: sectors,
@@ -142,7 +142,7 @@ impl Grow {
         self.record(critical)?;
         let places = std::mem::take(&mut self.backup);
         let forgotten = BackupHeader {
-            set_uuid: self.members[self.reference_member()].sb.set_uuid,
+            set_uuid: self.members[self.reference_member()].backup_uuid(),
             mtime: now_seconds(),
             ..BackupHeader::default()
         };
@@ -165,7 +165,7 @@ impl Grow {
             return Ok(false);
         }
         let at = self.recorded / SECTOR_BYTES;
-        let uuid = self.members[self.reference_member()].sb.set_uuid;
+        let uuid = self.members[self.reference_member()].backup_uuid();
         for member in self.added_members() {
             let Some(header) = self.backup_on(member, uuid) else { continue };
             let Some(covers) = header.covers() else { continue };
@@ -196,7 +196,7 @@ impl Grow {
     /// The backup header on added member `member`, if it holds a sound one of array `uuid`.
     fn backup_on(&self, member: usize, uuid: [u8; 16]) -> Option<BackupHeader> {
         let m = &self.members[member];
-        let at = backup::header_sector(m.sb.data_offset, m.sb.size)? * SECTOR_BYTES;
+        let at = backup::header_sector(m.data_offset(), m.component_sectors())? * SECTOR_BYTES;
         let mut bytes = vec![0u8; HEADER_BYTES];
         m.dev.read_at(at, &mut bytes).ok()?;
         let header = BackupHeader::parse(&bytes).ok().filter(|h| h.set_uuid == uuid)?;

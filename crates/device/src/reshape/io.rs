@@ -65,7 +65,7 @@ impl Grow {
             return Ok(());
         }
         if !self.dirty {
-            self.update_superblocks(|sb| sb.resync_offset = 0)?;
+            self.update_superblocks(|m| m.sb.set_clean(false))?;
             self.dirty = true;
         }
         let end = offset + len;
@@ -104,10 +104,10 @@ impl Grow {
         if at == self.window.end() {
             return Ok(());
         }
-        self.update_superblocks(|sb| {
-            super::record_position(sb, at / uraid_engine::SECTOR_BYTES);
+        self.update_superblocks(|m| {
+            m.record_position(at / uraid_engine::SECTOR_BYTES);
             if clean {
-                sb.resync_offset = u64::MAX;
+                m.sb.set_clean(true);
             }
         })?;
         self.recorded = at;

@@ -7,15 +7,15 @@
 
 use uraid_layout::{Level, ParityAlgorithm, Raid10Format};
 use uraid_md::reshape::NewShape;
-use uraid_md_format::Superblock1;
+use uraid_md_format::MemberInfo;
 
 use super::{GrowError, ReshapeRequest};
 
-/// The new shape of the array whose reference superblock is `sb` (`old` members, at `level`),
+/// The new shape of the array whose reference superblock says `sb` (`old` members, at `level`),
 /// as `request` asks, or why it may not be.
 pub(super) fn new_shape(
     level: Level,
-    sb: &Superblock1,
+    sb: &MemberInfo,
     old: u32,
     request: &ReshapeRequest,
 ) -> Result<NewShape, GrowError> {
@@ -44,7 +44,7 @@ pub(super) fn new_shape(
         }
     };
     let chunk_sectors = match request.chunk_sectors {
-        None => sb.chunksize,
+        None => sb.chunk_sectors,
         Some(c) => {
             let kib = c / 2;
             if c == 0 || !c.is_multiple_of(8) {
@@ -53,8 +53,8 @@ pub(super) fn new_shape(
             if !c.is_power_of_two() {
                 return refuse(format!("chunk size {kib}K is not a power of two ({level} needs one)"));
             }
-            if !sb.size.is_multiple_of(u64::from(c)) {
-                let used = sb.size / 2;
+            if !sb.component_sectors.is_multiple_of(u64::from(c)) {
+                let used = sb.component_sectors / 2;
                 return refuse(format!(
                     "New chunk size ({kib}K) does not evenly divide device size ({used}k): choose a chunk that divides the {used}K each member gives the array (uraid does not shrink it to fit)"
                 ));
@@ -62,13 +62,13 @@ pub(super) fn new_shape(
             c
         }
     };
-    if raid_disks == old && layout == sb.layout && chunk_sectors == sb.chunksize {
+    if raid_disks == old && layout == sb.layout && chunk_sectors == sb.chunk_sectors {
         return refuse(if request.layout.is_none() && request.chunk_sectors.is_none() {
             format!("the array already has {old} devices: nothing to do")
         } else {
             format!(
                 "the array already has {old} devices, a chunk of {}K and that layout: nothing to change",
-                sb.chunksize / 2
+                sb.chunk_sectors / 2
             )
         });
     }
@@ -77,14 +77,14 @@ pub(super) fn new_shape(
 
 /// The new shape of a raid10 (md's `raid10_check_reshape`, as far as uraid reshapes one): a
 /// near layout onto more or fewer members, its copies, chunk and layout kept.
-fn raid10_shape(sb: &Superblock1, old: u32, request: &ReshapeRequest) -> Result<NewShape, GrowError> {
+fn raid10_shape(sb: &MemberInfo, old: u32, request: &ReshapeRequest) -> Result<NewShape, GrowError> {
     let refuse = |why: String| Err(GrowError::Refused(why));
     let Some(copies) = Raid10Format::near_copies(sb.layout) else {
         return refuse(
             "Cannot Grow RAID10 with far/offset layout: uraid reshapes a raid10 in a near layout only".into(),
         );
     };
-    if request.layout.is_some_and(|l| l != sb.layout) || request.chunk_sectors.is_some_and(|c| c != sb.chunksize) {
+    if request.layout.is_some_and(|l| l != sb.layout) || request.chunk_sectors.is_some_and(|c| c != sb.chunk_sectors) {
         return refuse(
             "uraid reshapes a raid10 onto more or fewer devices only: its layout and chunk size stay".into(),
         );
@@ -98,18 +98,18 @@ fn raid10_shape(sb: &Superblock1, old: u32, request: &ReshapeRequest) -> Result<
     if raid_disks < copies {
         return refuse(format!("a raid10 of {copies} near copies needs at least {copies} devices"));
     }
-    Ok(NewShape { raid_disks, layout: sb.layout, chunk_sectors: sb.chunksize })
+    Ok(NewShape { raid_disks, layout: sb.layout, chunk_sectors: sb.chunk_sectors })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use uraid_md_format::create::{plan, CreateSpec};
-    use uraid_md_format::{MetadataVersion, Superblock};
+    use uraid_md_format::MetadataVersion;
 
     /// The first superblock of a new 1.2 array of `level` over four 16 MiB members, chunks of
     /// 128 sectors.
-    fn superblock(level: i32) -> Superblock1 {
+    fn superblock(level: i32) -> MemberInfo {
         let spec = CreateSpec {
             version: MetadataVersion::V1_2,
             level,
@@ -125,15 +125,14 @@ mod tests {
             bitmap_chunk: None,
         };
         let made = plan(&spec, &[16 << 20; 4], &[[1; 16]; 4]).unwrap();
-        let Superblock::V1(sb) = made.superblocks[0].clone() else { unreachable!() };
-        sb
+        made.superblocks[0].info()
     }
 
     fn ask(raid_devices: Option<u32>, layout: Option<i32>, chunk_sectors: Option<u32>) -> ReshapeRequest {
         ReshapeRequest { raid_devices, layout, chunk_sectors, array_size: None }
     }
 
-    fn refusal(level: Level, sb: &Superblock1, request: ReshapeRequest) -> String {
+    fn refusal(level: Level, sb: &MemberInfo, request: ReshapeRequest) -> String {
         match new_shape(level, sb, 4, &request) {
             Err(GrowError::Refused(why)) => why,
             other => panic!("{request:?} was not refused: {other:?}"),
@@ -160,7 +159,7 @@ mod tests {
         assert_eq!(new_shape(Level::Raid5, &r5, 4, &ask(Some(3), None, None)).unwrap().raid_disks, 3, "fewer");
         assert!(refusal(Level::Raid5, &r5, ask(None, Some(r5.layout), Some(128))).contains("nothing to change"));
         assert!(refusal(Level::Raid5, &r5, ask(Some(4), None, None)).contains("nothing to do"));
-        let too_big = (r5.size as u32).next_power_of_two() * 2;
+        let too_big = (r5.component_sectors as u32).next_power_of_two() * 2;
         assert!(refusal(Level::Raid5, &r5, ask(None, None, Some(too_big))).contains("does not evenly divide"));
         let r4 = superblock(4);
         assert!(refusal(Level::Raid4, &r4, ask(None, Some(2), None)).contains("raid4 keeps parity"));

@@ -8,7 +8,7 @@
 
 use uraid_layout::Level;
 use uraid_md::reshape::{room, NewShape};
-use uraid_md_format::Superblock1;
+use uraid_md_format::{MemberInfo, Superblock1};
 
 use super::GrowError;
 
@@ -41,16 +41,16 @@ fn array_bytes(level: Level, raid_disks: u32, component: u64, chunk: u32, copies
 /// size it will have; refuse `--array-size` on one that does not.
 pub(super) fn check_array_size(
     level: Level,
-    sb: &Superblock1,
+    sb: &MemberInfo,
     old_raid_disks: u32,
     to: NewShape,
     component: u64,
     copies: u32,
     asked: Option<u64>,
 ) -> Result<(), GrowError> {
-    let now = array_bytes(level, old_raid_disks, sb.size, sb.chunksize, copies);
+    let now = array_bytes(level, old_raid_disks, sb.component_sectors, sb.chunk_sectors, copies);
     // Whole steps of the larger chunk of each member, as the reshape moves them.
-    let after = array_bytes(level, to.raid_disks, component, sb.chunksize.max(to.chunk_sectors), copies);
+    let after = array_bytes(level, to.raid_disks, component, sb.chunk_sectors.max(to.chunk_sectors), copies);
     let refuse = |why: String| Err(GrowError::Refused(why));
     match asked {
         _ if after >= now => match asked {
@@ -66,7 +66,7 @@ pub(super) fn check_array_size(
             size / 1024,
             after / 1024
         )),
-        None => Err(GrowError::Shrinks { now, after, component_cut: (sb.size - component) * 512 }),
+        None => Err(GrowError::Shrinks { now, after, component_cut: (sb.component_sectors - component) * 512 }),
     }
 }
 
@@ -122,18 +122,18 @@ mod tests {
     fn a_smaller_array_needs_the_users_word() {
         let sb = superblock(Some(12 * 2048));
         let new_bytes = 3 * sb.size * 512;
-        let why = |asked: Option<u64>| match check_array_size(Level::Raid5, &sb, 5, to(4), sb.size, 1, asked) {
+        let why = |asked: Option<u64>| match check_array_size(Level::Raid5, &sb.info(), 5, to(4), sb.size, 1, asked) {
             Err(GrowError::Refused(why)) => why,
             other => panic!("not refused: {other:?}"),
         };
-        let unsaid = check_array_size(Level::Raid5, &sb, 5, to(4), sb.size, 1, None).unwrap_err().to_string();
+        let unsaid = check_array_size(Level::Raid5, &sb.info(), 5, to(4), sb.size, 1, None).unwrap_err().to_string();
         assert!(unsaid.contains("reduce the size of the array from 49152K to 36864K"), "{unsaid}");
         assert!(unsaid.contains("--array-size=36864K") && !unsaid.contains("gives"), "{unsaid}");
         assert!(why(Some(new_bytes - 1024)).contains("is not the size the array will have: 36864K"));
-        assert!(check_array_size(Level::Raid5, &sb, 5, to(4), sb.size, 1, Some(new_bytes)).is_ok());
-        assert!(check_array_size(Level::Raid5, &sb, 5, to(5), sb.size, 1, None).is_ok(), "the same size");
+        assert!(check_array_size(Level::Raid5, &sb.info(), 5, to(4), sb.size, 1, Some(new_bytes)).is_ok());
+        assert!(check_array_size(Level::Raid5, &sb.info(), 5, to(5), sb.size, 1, None).is_ok(), "the same size");
         assert!(matches!(
-            check_array_size(Level::Raid5, &sb, 5, to(6), sb.size, 1, Some(new_bytes)),
+            check_array_size(Level::Raid5, &sb.info(), 5, to(6), sb.size, 1, Some(new_bytes)),
             Err(GrowError::Refused(why)) if why.contains("onto fewer devices")
         ));
     }
