@@ -138,7 +138,8 @@ while IFS='|' read -r name num n added create grow truncate_to; do
   during=unread
   if [ "$readback" = no ]; then
     # The position md recorded at the stop, from the superblock (mdadm prints it in KiB).
-    pos=$(( $(mdadm --examine ${devs%% *} | sed -n "s/.*Reshape pos'n : \([0-9]*\).*/\1/p") * 2 ))
+    first=$(echo $devs | cut -d' ' -f1)
+    pos=$(( $(mdadm --examine "$first" | sed -n "s/.*Reshape pos'n : \([0-9]*\).*/\1/p") * 2 ))
   elif mdadm --assemble /dev/md0 --readonly $devs $new >/tmp/asm.log 2>&1; then
     pos=$(cat $md/reshape_position)
     during=$(timeout 300 sha256sum </dev/md0 | cut -d' ' -f1)

@@ -215,6 +215,15 @@ pub fn take_over_on(
                     rebuilding.push((format!("{} (a spare until now)", m.dev.name()), slot));
                     Role::Active(slot)
                 }
+                // raid0 has no use for a spare: mdadm removes every one before the change
+                // (`impose_level`), and md leaves a removed device's superblock as it was.
+                None if change.level == uraid_layout::Level::Raid0 => {
+                    dropped.push(format!(
+                        "{} (a spare) is removed, as mdadm removes spares before a change to raid0; its superblock is left as it was (uraid zero-superblock frees it)",
+                        m.dev.name()
+                    ));
+                    continue;
+                }
                 None => Role::Spare,
             },
         };

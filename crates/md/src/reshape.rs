@@ -719,20 +719,7 @@ mod tests {
 
     #[test]
     fn a_superblock_starts_and_ends_a_reshape_as_md_writes_it() {
-        let spec = uraid_md_format::create::CreateSpec {
-            version: MetadataVersion::V1_2,
-            level: 5,
-            layout: -1,
-            chunk_sectors: 128,
-            raid_disks: 4,
-            array_uuid: [3; 16],
-            name: "h:g".into(),
-            ctime: 1_700_000_000,
-            component_sectors: None,
-            bitmap: false,
-            data_offset: None,
-            bitmap_chunk: None,
-        };
+        let spec = raid5_spec(MetadataVersion::V1_2, 4, None);
         let made = uraid_md_format::create::plan(&spec, &[16 << 20; 4], &[[1; 16]; 4]).unwrap();
         let uraid_md_format::Superblock::V1(mut sb) = made.superblocks[0].clone() else { unreachable!() };
         let (offset, size) = (sb.data_offset, sb.data_size);
@@ -762,22 +749,32 @@ mod tests {
         assert_eq!((sb.layout, sb.chunksize, sb.level), (0, 256, 5));
     }
 
-    #[test]
-    fn a_090_superblock_starts_and_ends_a_reshape_as_md_writes_it() {
-        let spec = uraid_md_format::create::CreateSpec {
-            version: MetadataVersion::V0_90,
+    /// What `create` is asked for a raid5 of `raid_disks` members with `version` metadata,
+    /// chunks of 128 sectors, using `component_sectors` of each (all there is when `None`).
+    fn raid5_spec(
+        version: MetadataVersion,
+        raid_disks: u32,
+        component_sectors: Option<u64>,
+    ) -> uraid_md_format::create::CreateSpec {
+        uraid_md_format::create::CreateSpec {
+            version,
             level: 5,
             layout: -1,
             chunk_sectors: 128,
-            raid_disks: 4,
-            array_uuid: [5; 16],
-            name: String::new(),
+            raid_disks,
+            array_uuid: [3; 16],
+            name: if version == MetadataVersion::V0_90 { String::new() } else { "h:g".into() },
             ctime: 1_700_000_000,
-            component_sectors: None,
+            component_sectors,
             bitmap: false,
             data_offset: None,
             bitmap_chunk: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_090_superblock_starts_and_ends_a_reshape_as_md_writes_it() {
+        let spec = raid5_spec(MetadataVersion::V0_90, 4, None);
         let made = uraid_md_format::create::plan(&spec, &[16 << 20; 4], &[[1; 16]; 4]).unwrap();
         let uraid_md_format::Superblock::V090(mut sb) = made.superblocks[0].clone() else { unreachable!() };
         begin_reshape_090(&mut sb, NewShape { raid_disks: 5, layout: 2, chunk_sectors: 256 });
@@ -798,20 +795,7 @@ mod tests {
     #[test]
     fn a_superblock_starts_and_ends_a_reshape_onto_fewer_members_as_md_writes_it() {
         // Members of 16 MiB, of which the array uses 12 MiB: room after the data.
-        let spec = uraid_md_format::create::CreateSpec {
-            version: MetadataVersion::V1_2,
-            level: 5,
-            layout: -1,
-            chunk_sectors: 128,
-            raid_disks: 5,
-            array_uuid: [3; 16],
-            name: "h:s".into(),
-            ctime: 1_700_000_000,
-            component_sectors: Some(12 * 2048),
-            bitmap: false,
-            data_offset: None,
-            bitmap_chunk: None,
-        };
+        let spec = raid5_spec(MetadataVersion::V1_2, 5, Some(12 * 2048));
         let made = uraid_md_format::create::plan(&spec, &[16 << 20; 5], &[[1; 16]; 5]).unwrap();
         let uraid_md_format::Superblock::V1(mut sb) = made.superblocks[0].clone() else { unreachable!() };
         let (offset, data_size) = (sb.data_offset, sb.data_size);
