@@ -7,7 +7,9 @@
 //!
 //! Each seed picks a level (raid5 or raid6), a member count, a chunk, a member size and the room
 //! after the data, and what the reshape changes (more members, one fewer, or a restripe on the
-//! same members to another chunk size, another layout, or both), fills the array with random
+//! same members to another chunk size, another layout, or both; half the grows onto more members
+//! on 1.0 or 0.90 metadata, which run in place, their critical section backed up on the added
+//! members, and a cut inside it mended by taking the reshape up), fills the array with random
 //! data, starts the reshape (its superblock writes complete: a cut among those few writes can
 //! leave members disagreeing on the member count, which assembly refuses as mdadm does), then
 //! cuts power after a random number of member writes, up to eight times.
@@ -43,6 +45,9 @@ pub struct ReshapeRun {
     /// Power cuts during the reshape, and member writes it made in all.
     pub crashes: usize,
     pub writes: u64,
+    /// The metadata: 1.2 (the data offset moves), or 1.0 or 0.90 (a grow runs in place, its
+    /// critical section backed up on the added members).
+    pub metadata: MetadataVersion,
 }
 
 /// A simulated disk as the reshape sees it: writes go to the disk's cache (volatile until a
@@ -149,27 +154,37 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
         2 | 3 => (from, chunk_sectors ^ 192, layout),
         _ => (from, if rng.chance(1, 2) { chunk_sectors ^ 192 } else { chunk_sectors }, 1),
     };
-    let data_offset = 2048u64;
-    // Whole chunks of either size.
-    let member_sectors = 128 * rng.between(12, 40);
+    // Half the grows onto more members are of arrays whose data offset cannot move (1.0
+    // metadata, nothing before the data; 0.90, which records none): they run in place.
+    let metadata = if to > from && rng.chance(1, 2) {
+        rng.pick(&[MetadataVersion::V1_0, MetadataVersion::V0_90])
+    } else {
+        MetadataVersion::V1_2
+    };
+    let data_offset = if metadata == MetadataVersion::V1_2 { 2048u64 } else { 0 };
+    // Whole chunks of either size; a grow in place needs members more than twice its critical
+    // section (mdadm refuses a backup of half a member or more), up to 20 chunks of 64K here.
+    let member_sectors = 128 * if data_offset == 0 { rng.between(48, 80) } else { rng.between(12, 40) };
     // Room after the data: none to speak of (a removal then gives up a chunk of each member),
-    // some, or more than before it (a restripe then runs backwards too).
+    // some, or more than before it (a restripe then runs backwards too). 1.0 and 0.90 keep
+    // their superblock at the end (in the last 8 KiB, and 64 to 128 KiB).
     let tail = rng.pick(&[0u64, 256, 2560]);
-    let member_bytes = (data_offset + member_sectors + tail + 8) * 512;
+    let superblock_room = if data_offset == 0 { 256 } else { 8 };
+    let member_bytes = (data_offset + member_sectors + tail + superblock_room) * 512;
     let mut uuid = [0u8; 16];
     rng.fill(&mut uuid);
     let spec = CreateSpec {
-        version: MetadataVersion::V1_2,
+        version: metadata,
         level,
         layout,
         chunk_sectors,
         raid_disks: from,
         array_uuid: uuid,
-        name: "sim:grow".into(),
+        name: if metadata == MetadataVersion::V0_90 { String::new() } else { "sim:grow".into() },
         ctime: 1_700_000_000,
         component_sectors: Some(member_sectors),
         bitmap: false,
-        data_offset: Some(data_offset),
+        data_offset: (metadata == MetadataVersion::V1_2).then_some(data_offset),
         bitmap_chunk: None,
     };
     let uuids: Vec<[u8; 16]> = (0..from).map(|i| [i as u8 + 1; 16]).collect();
@@ -291,9 +306,18 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
                 for d in &disks {
                     d.lock().expect("disk").crash(&mut rng, &[]);
                 }
-                // What a user finds after the cut: the data, read through whatever shape.
-                let mut array = OpenArray::assemble(snapshot(&disks), false)
-                    .map_err(|e| format!("seed {seed}: after cut {crashes}: assembling: {e}"))?;
+                // What a user finds after the cut: the data, read through whatever shape. Cut
+                // inside a grow in place's critical section, the array is refused until the
+                // reshape is taken up, which mends the section from its backup (as mdadm
+                // --assemble does): so a user continues it, and reads it then.
+                let mut assembled = OpenArray::assemble(snapshot(&disks), false);
+                if let Err(uraid_device::OpenError::CriticalSection(_)) = assembled {
+                    budget.store(i64::MAX, Ordering::SeqCst);
+                    Grow::resume_on(members())
+                        .map_err(|e| format!("seed {seed}: after cut {crashes}: mending: {e}"))?;
+                    assembled = OpenArray::assemble(snapshot(&disks), false);
+                }
+                let mut array = assembled.map_err(|e| format!("seed {seed}: after cut {crashes}: assembling: {e}"))?;
                 let read =
                     array.read(0, data.len() as u64).map_err(|e| format!("seed {seed}: after cut {crashes}: {e}"))?;
                 // The write the cut fell in: each sector old or new; what it left is the data
@@ -386,6 +410,7 @@ fn run(seed: u64, served: bool) -> Result<ReshapeRun, String> {
         new_layout,
         crashes,
         writes: writes.load(Ordering::SeqCst) as u64,
+        metadata,
     })
 }
 
@@ -395,9 +420,10 @@ mod tests {
 
     #[test]
     fn grows_cut_by_power_losses_lose_nothing() {
-        let (mut crashes, mut grown, mut shrunk, mut rechunked, mut relaid) = (0, 0, 0, 0, 0);
+        let (mut crashes, mut grown, mut shrunk, mut rechunked, mut relaid, mut in_place) = (0, 0, 0, 0, 0, 0);
         for seed in 0..24 {
             let run = run_seed(seed).unwrap_or_else(|e| panic!("{e}"));
+            in_place += usize::from(run.metadata != MetadataVersion::V1_2);
             assert!(run.to != run.from || run.new_chunk_sectors != run.chunk_sectors || run.new_layout != run.layout);
             grown += usize::from(run.to > run.from);
             shrunk += usize::from(run.to < run.from);
@@ -407,18 +433,20 @@ mod tests {
         }
         assert!(crashes >= 24 * 4, "the seeds cut power often: {crashes}");
         assert!(
-            grown > 0 && shrunk > 0 && rechunked > 0 && relaid > 0,
-            "every kind of reshape: {grown} {shrunk} {rechunked} {relaid}"
+            grown > 0 && shrunk > 0 && rechunked > 0 && relaid > 0 && in_place > 0,
+            "every kind of reshape: {grown} {shrunk} {rechunked} {relaid} {in_place}"
         );
     }
 
     #[test]
     fn served_grows_cut_by_power_losses_keep_every_acknowledged_write() {
-        let mut crashes = 0;
+        let (mut crashes, mut in_place) = (0, 0);
         for seed in 0..24 {
             let run = run_seed_served(seed).unwrap_or_else(|e| panic!("{e}"));
             crashes += run.crashes;
+            in_place += usize::from(run.metadata != MetadataVersion::V1_2);
         }
         assert!(crashes >= 24 * 4, "the seeds cut power often: {crashes}");
+        assert!(in_place > 0, "grows in place among the seeds");
     }
 }

@@ -162,13 +162,18 @@ fn a_hot_spare_is_removed_when_a_raid5_becomes_raid0() {
     let dir = tempdir().unwrap();
     let d = disks(dir.path(), 5);
     let data = created_and_filled(&["-l5", "-n4", "-x1", "--layout=parity-last", "--chunk=64K"], &d);
-    let spares = |json: &serde_json::Value| json["members"].as_array().unwrap().iter().filter(|m| m["state"] == "spare").count();
+    let spares =
+        |json: &serde_json::Value| json["members"].as_array().unwrap().iter().filter(|m| m["state"] == "spare").count();
     assert_eq!(spares(&detail(&d)), 1);
     let said = grow(&["--level=0", &d[0], &d[1], &d[2], &d[3], &d[4]]);
     assert!(said.contains("(a spare) is removed") && said.contains("is failed and removed"), "{said}");
     let json = detail(&d[..3]);
     assert_eq!((json["level"].as_str(), json["raid_devices"].as_u64()), (Some("raid0"), Some(3)), "{json:#}");
-    assert_eq!((json["members"].as_array().map(Vec::len), spares(&json)), (Some(3), 0), "no spare left in the raid0: {json:#}");
+    assert_eq!(
+        (json["members"].as_array().map(Vec::len), spares(&json)),
+        (Some(3), 0),
+        "no spare left in the raid0: {json:#}"
+    );
     assert_eq!(read(&d[..3], data.len()), data);
 }
 

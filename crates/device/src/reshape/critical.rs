@@ -184,6 +184,14 @@ impl Grow {
             }
             self.position = covers.end * SECTOR_BYTES;
             self.record(self.position)?;
+            if self.position >= critical {
+                // Forgotten once the position is past it, as after a section run through: else
+                // mdadm, finding the position at the backup's very end, would write it again
+                // over what clients wrote since.
+                let places = self.backup_places_found(uuid);
+                let forgotten = BackupHeader { set_uuid: uuid, mtime: now_seconds(), ..BackupHeader::default() };
+                self.write_backup_headers(&places, forgotten)?;
+            }
             return Ok(true);
         }
         Err(GrowError::Refused(format!(
@@ -191,6 +199,19 @@ impl Grow {
             at / 2,
             critical / 1024
         )))
+    }
+
+    /// Where the added members hold a sound backup of array `uuid`.
+    fn backup_places_found(&self, uuid: [u8; 16]) -> Vec<BackupPlace> {
+        self.added_members()
+            .into_iter()
+            .filter_map(|member| {
+                let header = self.backup_on(member, uuid)?;
+                let m = &self.members[member];
+                let at = backup::header_sector(m.data_offset(), m.component_sectors())?;
+                Some(BackupPlace { member, devstart: header.devstart, header: at })
+            })
+            .collect()
     }
 
     /// The backup header on added member `member`, if it holds a sound one of array `uuid`.
