@@ -235,15 +235,15 @@ impl Grow {
         // critical section backed up on the added members (as mdadm's, to the spares it adds).
         let in_place = delta > 0 && plan.level.is_parity();
         let step_sectors = to.chunk_sectors * copies;
-        let (component, moved) = match &members[plan.reference].sb {
+        let (component, backwards, moved) = match &members[plan.reference].sb {
             Superblock::V1(sb) => {
                 let backwards = runs_backwards(sb, delta);
                 let component = shrink::component_size(sb, to, backwards, copies);
                 let reference = uraid_md_format::Superblock1 { size: component, ..sb.clone() };
-                (component, Some((backwards, choose_new_offset(&reference, step_sectors, backwards, in_place)?)))
+                (component, backwards, choose_new_offset(&reference, step_sectors, backwards, in_place)?)
             }
             // 0.90 records no data offset: it grows in place, onto more members only.
-            Superblock::V090(_) if in_place => (reference.component_sectors, None),
+            Superblock::V090(_) if in_place => (reference.component_sectors, false, 0),
             Superblock::V090(_) => {
                 return Err(GrowError::Refused(
                     "0.90 metadata records no data offset to move, so uraid reshapes a 0.90 array onto more devices only (in place, its critical section backed up on the added devices, as mdadm does); fewer devices, or another chunk size or layout on the same devices, need mdadm's backup file, which uraid does not take".into(),
@@ -251,12 +251,11 @@ impl Grow {
             }
         };
         shrink::check_array_size(plan.level, &reference, old, to, component, copies, request.array_size)?;
-        let moved = moved.map_or(0, |(_, moved)| moved);
         // Every member must have that room; they were made together, so they normally agree.
         for m in &mut members {
             m.set_component_sectors(component);
             let own = match &m.sb {
-                Superblock::V1(sb) => choose_new_offset(sb, step_sectors, moved > 0, in_place)?,
+                Superblock::V1(sb) => choose_new_offset(sb, step_sectors, backwards, in_place)?,
                 Superblock::V090(_) => 0,
             };
             if own.abs() < moved.abs() || m.data_offset() != reference.data_offset {

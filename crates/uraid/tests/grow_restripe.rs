@@ -133,6 +133,7 @@ fn a_served_array_is_restriped_online_and_continues_one_found_part_way() {
     let members = blank_members(dir.path(), 4, 48 << 20);
     let data = filled_with(&["-l5", "-n4", "--chunk=64K"], &members);
     let runtime = dir.path().join("run");
+    let _stop = common::StopAll(runtime.clone());
     std::fs::create_dir(&runtime).unwrap();
     let run = |args: &[&str]| uraid_in(&runtime, args);
     let finished = |what: &str| {

@@ -149,6 +149,7 @@ fn a_running_array_is_shrunk_by_its_server_on_the_word_of_its_new_size() {
     let members = blank_members(dir.path(), 4, 12 << 20);
     let data = filled_with(&["-l5", "-n4", "--chunk=64K"], &members);
     let runtime = dir.path().join("run");
+    let _stop = common::StopAll(runtime.clone());
     std::fs::create_dir(&runtime).unwrap();
     let run = |args: &[&str]| uraid_in(&runtime, args);
     let o = run(&with(&["assemble"], &members));

@@ -221,6 +221,7 @@ fn a_running_array_changes_its_bitmap_and_size_through_its_server() {
     let dir = tempfile::tempdir().unwrap();
     let (members, data) = array(dir.path(), &["--level=5", "--chunk=64K", "--name=busy"], 3);
     let run = dir.path().join("run");
+    let _stop = common::StopAll(run.clone());
     let uraid_in = |args: &[&str]| uraid_in(&run, args);
     let status =
         || -> Value { serde_json::from_slice(&uraid_in(&["ctl", "busy", "status", "--json"]).stdout).unwrap() };
@@ -273,6 +274,7 @@ fn a_running_array_owing_a_resync_is_refused_a_change_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let (members, data) = array(dir.path(), &["--level=5", "--chunk=64K", "--name=owing"], 3);
     let run = dir.path().join("run");
+    let _stop = common::StopAll(run.clone());
     let uraid_in = |args: &[&str]| uraid_in(&run, args);
     let o = uraid_in(&with(&["assemble"], &members));
     assert!(o.status.success(), "{}", text(&o));

@@ -331,6 +331,7 @@ fn a_running_array_is_restriped_around_its_level_changes_as_mdadm_chains_them() 
     let d = disks(dir.path(), 5);
     let data = created_and_filled(&["-l5", "-n4", "--chunk=64K"], &d[..4]);
     let runtime = dir.path().join("run");
+    let _stop = common::StopAll(runtime.clone());
     let ctl = |args: &[&str]| {
         let o = uraid_in(&runtime, &[&["ctl", "t"][..], args].concat());
         assert!(o.status.success(), "uraid ctl t {args:?}\n{}", text(&o));
@@ -440,6 +441,7 @@ fn a_running_raid1_changes_its_copies() {
     let d = disks(dir.path(), 3);
     let data = created_and_filled(&["-l1", "-n2"], &d[..2]);
     let runtime = dir.path().join("run");
+    let _stop = common::StopAll(runtime.clone());
     std::fs::create_dir(&runtime).unwrap();
     let run = |args: &[&str]| uraid_in(&runtime, args);
     let o = run(&with(&["assemble"], &d[..2]));
@@ -529,6 +531,7 @@ fn a_running_raid1_and_raid5_of_two_take_each_other_over() {
     let d = disks(dir.path(), 2);
     let data = created_and_filled(&["-l1", "-n2"], &d);
     let runtime = dir.path().join("run");
+    let _stop = common::StopAll(runtime.clone());
     let run = |args: &[&str]| uraid_in(&runtime, args);
     let o = run(&with(&["assemble"], &d));
     assert!(o.status.success(), "{}", text(&o));
@@ -589,6 +592,7 @@ fn a_running_raid5_takes_q_on_an_added_device_and_gives_it_back() {
     let d = disks(dir.path(), 4);
     let data = created_and_filled(&["-l5", "-n3", "--chunk=64K"], &d[..3]);
     let runtime = dir.path().join("run");
+    let _stop = common::StopAll(runtime.clone());
     let run = |args: &[&str]| uraid_in(&runtime, args);
     let o = run(&with(&["assemble"], &d[..3]));
     assert!(o.status.success(), "{}", text(&o));

@@ -531,6 +531,7 @@ fn grow_given_the_members_of_a_running_array_grows_it_through_its_server() {
     let members = blank_members(dir.path(), 6, 8 << 20);
     let data = filled("-l6", &members, 1);
     let runtime = dir.path().join("run");
+    let _stop = common::StopAll(runtime.clone());
     std::fs::create_dir(&runtime).unwrap();
     let run = |args: &[&str]| uraid_in(&runtime, args);
     let o = run(&with(&["assemble"], &members[..5]));

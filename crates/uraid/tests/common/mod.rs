@@ -14,6 +14,19 @@ pub fn uraid_in(runtime: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_uraid")).env("URAID_RUNTIME_DIR", runtime).args(args).output().unwrap()
 }
 
+/// Every array still running in the runtime directory it names stopped when this is dropped,
+/// so that a failed assertion leaves no server behind. Made right after the runtime
+/// directory's path (dropped before the temporary directory holding it).
+pub struct StopAll(pub std::path::PathBuf);
+
+impl Drop for StopAll {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            let _ = uraid_in(&self.0, &["stop", "all"]);
+        }
+    }
+}
+
 /// Run `uraid` with `args` and wait for it.
 pub fn uraid(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_uraid")).args(args).output().expect("run uraid")
