@@ -156,6 +156,40 @@ fn serve_log(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
 }
 
+/// A served array whose data offset cannot move (0.90, 1.0) grows in place while it is
+/// written: its critical section backed up first (the answer says so), the writes kept, and
+/// parity right once stopped.
+#[test]
+fn a_served_array_without_room_to_move_its_data_grows_in_place_while_it_is_written() {
+    for metadata in ["0.90", "1.0"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let members: Vec<String> = (0..4).map(|i| blank(dir, &format!("d{i}.img"))).collect();
+        let flag = format!("--metadata={metadata}");
+        ok(&with(&["create", "-l5", "-n4", "--chunk=64K", "--assume-clean", &flag], &members));
+        let new = blank(dir, "d4.img");
+        let serve = Serve::start(dir, &members, &["--speed-limit-max=4M"]);
+        let mut w = Writer::fill(client(dir));
+        let grow = serve.ctl(&["grow", "--raid-devices=5", "--add", &new]);
+        let said = text(&grow);
+        assert!(
+            grow.status.success() && said.contains("started in place") && said.contains("critical section"),
+            "{metadata}: {said}\n{}",
+            serve_log(dir)
+        );
+        write_until_reshaped(&serve, &mut w, 5);
+        w.check_all();
+        let model = w.model.clone();
+        drop(w);
+        serve.stop(libc::SIGTERM);
+        let mut all = members.clone();
+        all.push(new);
+        assert_eq!(examine(&all[4])["raid_devices"], 5, "{metadata}");
+        assert_eq!(cat(&all, model.len()), model, "{metadata}: the grown array, read stopped, differs");
+        assert_eq!(mismatch_cnt(&all), 0, "{metadata}");
+    }
+}
+
 #[test]
 fn a_served_raid5_grows_onto_a_fifth_member_while_it_is_written() {
     let tmp = tempfile::tempdir().unwrap();

@@ -148,7 +148,14 @@ fn begin_reshape(h: Handoff, request: ReshapeRequest, then: Option<&str>, shared
             let added = if names.is_empty() { String::new() } else { format!("added {}; ", names.join(", ")) };
             let follows =
                 then.map(|t| format!("; {t} follows once it ends, as mdadm restripes first")).unwrap_or_default();
-            let _ = h.reply.send(Ok(format!("{added}reshape {} started{follows}", grow.change())));
+            let in_place = match grow.critical_section() {
+                0 => String::new(),
+                bytes => format!(
+                    " in place (no room to move the data offset; its critical section, {}K, was backed up on the added devices first, as mdadm backs it up)",
+                    bytes / 1024
+                ),
+            };
+            let _ = h.reply.send(Ok(format!("{added}reshape {} started{in_place}{follows}", grow.change())));
             let carried = CarriedOver {
                 report: h.report,
                 idle_waiters: h.idle_waiters,
