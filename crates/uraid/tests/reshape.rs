@@ -324,6 +324,54 @@ fn an_array_without_room_to_move_its_data_grows_in_place() {
     }
 }
 
+/// A grow in place killed inside its critical section (the added member slow, behind nbdkit's
+/// delay filter, so the kill lands after a first new stripe and before the section's end is
+/// recorded): reading the array is refused, naming the critical section; assembled again it is
+/// mended from the backup on the added member (as mdadm --assemble does) and finished, the data
+/// intact and parity right.
+#[test]
+fn a_grow_in_place_killed_inside_its_critical_section_is_mended_when_assembled() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = blank_members(dir.path(), 5, 12 << 20);
+    let data = created_and_filled(&["-l5", "--metadata=1.0"], &members[..4]);
+    let first_rows =
+        || -> Vec<u8> { members[..4].iter().flat_map(|m| std::fs::read(m).unwrap()[..256 << 10].to_vec()).collect() };
+    let before = first_rows();
+    let socket = dir.path().join("slow.sock");
+    let mut export = common::nbdkit::FileExport::start_with(&socket, Path::new(&members[4]), &["delay"], &["wdelay=1"]);
+    let mut args = vec!["grow".to_string(), "--raid-devices=5".into(), "--add".into(), export.uri()];
+    args.extend(members[..4].iter().cloned());
+    let mut grow = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while first_rows() == before {
+        assert!(std::time::Instant::now() < deadline, "no new stripe was written");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    grow.kill().unwrap();
+    grow.wait().unwrap();
+    export.kill();
+    assert_eq!(reshape_position(&members[0]), Some(0), "killed before the section's end was recorded");
+    let o = uraid_stdin(&with(&["cat"], &members), b"");
+    assert!(!o.status.success() && text(&o).contains("critical section"), "{}", text(&o));
+
+    let runtime = dir.path().join("run");
+    let _stop = common::StopAll(runtime.clone());
+    let o = uraid_in(&runtime, &with(&["assemble"], &members));
+    assert!(o.status.success() && text(&o).contains("restored it from its backup"), "{}", text(&o));
+    let o = uraid_in(&runtime, &["ctl", "grown", "wait"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = uraid_in(&runtime, &["stop", "grown"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let got = ok(&with(&["cat"], &members)).stdout;
+    assert!(got[..data.len()] == data[..], "the data, mended and reshaped");
+    assert_eq!(mismatch_cnt(&members), "mismatch_cnt 0");
+}
+
 /// A raid10 in a near layout grows onto more members as md's raid10 reshape does, odd counts
 /// included: its copies kept, the data where it was, the new space zeros, and every copy
 /// alike; and onto fewer on the word of its new size. A far layout, and fewer members without

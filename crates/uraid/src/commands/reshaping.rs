@@ -26,7 +26,18 @@ pub fn reshape_in_progress(source: &ArraySource) -> CliResult<Option<Reshaping>>
         return Ok(None);
     }
     let paths = select_members(&source.members, source.scan.as_deref(), source.uuid.as_deref())?;
-    let Ok(array) = OpenArray::open_paths(&paths, false) else { return Ok(None) };
+    let array = match OpenArray::open_paths(&paths, false) {
+        Ok(array) => array,
+        // Stopped inside a grow in place's critical section: taking the reshape up mends the
+        // section from its backup first (as mdadm --assemble does), after which it reads.
+        Err(uraid_device::OpenError::CriticalSection(_)) => {
+            drop(Grow::resume(&paths)?);
+            eprintln!("uraid: the reshape had stopped inside its critical section; restored it from its backup on the added devices");
+            let Ok(array) = OpenArray::open_paths(&paths, false) else { return Ok(None) };
+            array
+        }
+        Err(_) => return Ok(None),
+    };
     let Some(md) = array.md() else { return Ok(None) };
     if md.plan.reshape.is_none() {
         return Ok(None);

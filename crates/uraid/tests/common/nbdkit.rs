@@ -16,14 +16,23 @@ pub struct FileExport {
 
 impl FileExport {
     pub fn start(socket: &Path, file: &Path) -> FileExport {
+        FileExport::start_with(socket, file, &[], &[])
+    }
+
+    /// [`FileExport::start`] through nbdkit `filters` (`--filter=NAME`) given `params` (e.g.
+    /// the delay filter and `wdelay=1`: every write a second late).
+    pub fn start_with(socket: &Path, file: &Path, filters: &[&str], params: &[&str]) -> FileExport {
         // A killed nbdkit leaves its socket behind.
         let _ = std::fs::remove_file(socket);
         let child = Command::new("nbdkit")
             .args(["-f", "-U"])
             .arg(socket)
+            .args(filters.iter().map(|f| format!("--filter={f}")))
             .arg("file")
             .arg(format!("file={}", file.display()))
+            .args(params)
             .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
             .expect("run nbdkit");
         wait_until("nbdkit's socket", Duration::from_secs(10), || {
