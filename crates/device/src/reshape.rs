@@ -15,6 +15,10 @@
 //! records allow: a crash (SIGKILL included) at any point leaves an array the kernel, and
 //! [`Grow::resume`], continue from the last record.
 //!
+//! Where the data offset cannot move (0.90 metadata, 1.0, or no room before the data), a grow
+//! onto more members runs in place, its critical section backed up on the added members in
+//! mdadm's format first (`critical`); the members carry either metadata (`member`).
+//!
 //! A member that fails part-way does not stop the reshape while the array can spare it, as md
 //! goes on degraded: the engine reads round it (from parity) and writes without it, and the
 //! other members' superblocks record it faulty before the reshape goes on, so it is never read

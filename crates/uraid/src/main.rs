@@ -125,6 +125,10 @@ pub struct GrowArgs {
     /// Go on with a reshape left part-way (give every member, the added ones too).
     #[arg(long = "continue")]
     pub continue_: bool,
+    /// mdadm's backup file: not taken. A grow that cannot move the data offset keeps the backup
+    /// of its critical section on the added devices, as mdadm does without a backup file.
+    #[arg(long, value_name = "FILE")]
+    pub backup_file: Option<PathBuf>,
     /// Upper speed limit of the reshape (bytes of the array per second, suffixes K, M, G).
     #[arg(long)]
     pub speed_limit_max: Option<String>,

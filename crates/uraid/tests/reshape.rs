@@ -310,6 +310,8 @@ fn an_array_without_room_to_move_its_data_grows_in_place() {
         ("1.0", "--raid-devices=4", "--array-size="),
         ("0.90", "--raid-devices=4", "backup file"),
         ("0.90", "--layout=right-asymmetric", "backup file"),
+        // mdadm's habit: uraid keeps the backup on the added devices and says so.
+        ("0.90", "--backup-file=md0.bak", "takes no backup file"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let members = blank_members(dir.path(), 5, 12 << 20);

@@ -19,6 +19,12 @@ use crate::size::parse_size;
 use crate::GrowArgs;
 
 pub fn run(args: &GrowArgs) -> CliResult {
+    if let Some(file) = &args.backup_file {
+        return err(format!(
+            "grow: --backup-file={}: uraid takes no backup file; a grow that cannot move the data offset (0.90, 1.0) keeps the backup of its critical section on the added devices, as mdadm does without one; leave --backup-file out (nothing was written). A shrink or restripe that would need one is refused",
+            file.display()
+        ));
+    }
     if args.size.is_some() || args.bitmap.is_some() {
         return super::grow_size_bitmap::run(args);
     }
