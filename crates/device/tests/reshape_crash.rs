@@ -413,6 +413,45 @@ fn a_grow_in_place_cut_at_any_write_is_mended_from_its_backup_with_the_data_inta
     }
 }
 
+/// The refusals of a grow in place, nothing written: an added member too small to hold the
+/// critical section's backup; and a reshape stopped inside that section whose backup is gone
+/// (its header wiped), which mdadm refuses too ("Failed to find backup of critical section").
+#[test]
+fn a_grow_in_place_without_room_or_without_its_backup_is_refused_writing_nothing() {
+    let (mut images, _) = raid5_in_place(uraid_md_format::MetadataVersion::V1_0);
+    let request = ReshapeRequest { raid_devices: Some(5), ..ReshapeRequest::default() };
+    // A fifth member of 1 MiB, far smaller than what the array uses of each member.
+    let small = memory(images.iter().take(4).cloned().chain([vec![0u8; 1 << 20]]).collect());
+    let before: Vec<Vec<u8>> = images.iter().take(4).cloned().collect();
+    let e = Grow::start_reshape_on(small[..4].to_vec(), small[4..].to_vec(), request).err().expect("refused");
+    assert!(e.to_string().contains("too small"), "{e}");
+    for (d, img) in small[..4].iter().zip(&before) {
+        let mut now = vec![0u8; img.len()];
+        d.read_at(0, &mut now).unwrap();
+        assert!(now == *img, "{}: written by a refused grow ({e})", d.name());
+    }
+
+    // Cut inside the critical section (after the backup and the superblocks, two steps in),
+    // then the backup's header wiped.
+    let writes_to_section = 5 + 5 + 2 * 5;
+    let (devs, _) = cut_devices(&images, writes_to_section);
+    assert!(grow(&devs).is_err());
+    images = devs.iter().map(|d| d.now.lock().unwrap().clone()).collect();
+    let sb =
+        uraid_device::probe(&MemoryDevice::from_bytes("m4", images[4].clone())).unwrap().unwrap().superblock.info();
+    assert_eq!(sb.reshape.map(|r| r.position), Some(0), "cut inside the section");
+    let at = uraid_md_format::backup::header_sector(0, sb.component_sectors).unwrap() as usize * 512;
+    images[4][at..at + 512].fill(0);
+    let left = memory(images.clone());
+    let e = Grow::resume_on(left.clone()).err().expect("refused").to_string();
+    assert!(e.contains("inside its critical section") && e.contains("no backup of it was found"), "{e}");
+    for (d, img) in left.iter().zip(&images) {
+        let mut now = vec![0u8; img.len()];
+        d.read_at(0, &mut now).unwrap();
+        assert!(now == *img, "{}: written by a refused resume", d.name());
+    }
+}
+
 fn grow_in_place_cut_everywhere(version: uraid_md_format::MetadataVersion) {
     let (images, data) = raid5_in_place(version);
     let (devs, budget) = cut_devices(&images, i64::MAX);
